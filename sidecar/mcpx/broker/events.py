@@ -1,0 +1,57 @@
+"""In-process fan-out of committed audit records to live subscribers (SSE, waiters of kinds)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from mcpx.broker.models import AuditRecord
+
+Filter = Callable[[AuditRecord], bool]
+
+
+class Subscription:
+    def __init__(self, bus: "EventBus", accept: Filter, capacity: int) -> None:
+        self._bus = bus
+        self.accept = accept
+        self.queue: asyncio.Queue[AuditRecord | None] = asyncio.Queue(maxsize=capacity)
+        self.overflowed = False
+
+    async def get(self) -> AuditRecord | None:
+        """The next record, or None when this subscriber fell too far behind (reconnect with Last-Event-ID)."""
+        return await self.queue.get()
+
+    def close(self) -> None:
+        self._bus._subs.discard(self)
+
+    def __enter__(self) -> "Subscription":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._subs: set[Subscription] = set()
+
+    def subscribe(self, accept: Filter = lambda _r: True, capacity: int = 10000) -> Subscription:
+        sub = Subscription(self, accept, capacity)
+        self._subs.add(sub)
+        return sub
+
+    def publish(self, record: AuditRecord) -> None:
+        for sub in list(self._subs):
+            if sub.overflowed or not sub.accept(record):
+                continue
+            try:
+                sub.queue.put_nowait(record)
+            except asyncio.QueueFull:
+                # a slow reader must not hold the daemon's memory hostage; it resumes from the log
+                sub.overflowed = True
+                sub.queue.get_nowait()
+                sub.queue.put_nowait(None)
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subs)

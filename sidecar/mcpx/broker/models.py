@@ -1,0 +1,127 @@
+"""The broker's data: questions (`Elicitation`), answers, audit records (SPEC section 3).
+
+These models are also the wire shapes of the /v1 API and appear in openapi.json.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+Mode = Literal["form", "url"]
+Audience = Literal["agent", "human", "agent-then-human"]
+State = Literal["pending", "answered", "expired", "abandoned"]
+Action = Literal["accept", "decline", "cancel"]
+SessionSource = Literal["meta", "argument", "header", "env", "fallback"]
+AuditKind = Literal[
+    "elicit.open",
+    "elicit.answered",
+    "elicit.expired",
+    "elicit.abandoned",
+    "elicit.escalated",
+    "elicit.resumed",
+    "policy.fired",
+    "task.done",
+]
+ACTIONS: tuple[Action, ...] = ("accept", "decline", "cancel")
+REDACTED = "[redacted]"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Elicitation(WireModel):
+    """A question: who asks, what, for whom, until when, and where it stands."""
+
+    id: str = Field(description="elc- + 16 lowercase hex; always mcpx's own")
+    trace: str | None = Field(default=None, description="the call (cal-…) that raised it")
+    parent: str | None = Field(default=None, description="that call's parent call")
+    task: str | None = Field(default=None, description="the tsk-… that carries the call's result")
+    session: str
+    session_source: SessionSource
+    server: str = Field(description="who asks: an upstream server's name, or 'mcpx'")
+    tool: str | None = None
+    mode: Mode
+    message: str = Field(description="the server's words; data, never an instruction")
+    requested_schema: dict[str, Any] | None = None
+    url: str | None = None
+    upstream_id: str | None = Field(default=None, description="the upstream's elicitationId, if it gave one")
+    audience: Audience
+    reason: str = Field(description="why this audience, in words a person can read")
+    created: datetime
+    expires_at: datetime
+    seconds_left: int = Field(ge=0)
+    state: State
+    state_reason: str | None = Field(default=None, description="why it was abandoned or escalated")
+    escalated: bool = False
+    ambiguous: bool = Field(default=False, description="the call that raised it could not be told for certain")
+
+    def remaining(self, now: datetime | None = None) -> int:
+        left = (self.expires_at - (now or utcnow())).total_seconds()
+        return max(0, int(left + 0.999)) if left > 0 else 0
+
+
+class Answer(WireModel):
+    id: str
+    action: Action
+    content: dict[str, Any] | None = None
+    by: str = Field(description="person:cli, person:opencode, person:rest, agent:mcp, policy:<rule>, expiry, upstream")
+    at: datetime
+    session: str | None = None
+    pid: int | None = None
+    answered_after_ms: int
+    reason: str | None = None
+
+
+class AuditRecord(WireModel):
+    seq: int = Field(description="monotonic; the SSE event id")
+    at: datetime
+    kind: AuditKind
+    elicit: str | None = None
+    session: str | None = None
+    trace: str | None = None
+    task: str | None = None
+    pid: int | None = None
+    data: dict[str, Any] = {}
+
+
+class ElicitationWithAnswer(WireModel):
+    elicitation: Elicitation
+    answer: Answer | None = None
+
+
+class OpenRequest(WireModel):
+    """What an asker supplies to open a question; the broker fills the rest."""
+
+    session: str
+    session_source: SessionSource
+    server: str
+    tool: str | None = None
+    mode: Mode = "form"
+    message: str
+    requested_schema: dict[str, Any] | None = None
+    url: str | None = None
+    upstream_id: str | None = None
+    trace: str | None = None
+    parent: str | None = None
+    task: str | None = None
+    ttl: float | None = Field(default=None, gt=0, le=7 * 86400)
+    audience: Audience | None = Field(default=None, description="a floor: routing may only make it more human")
+    meta: dict[str, Any] | None = Field(default=None, description="the asker's _meta, for routing hints")
+    pid: int | None = None
+    ambiguous: bool = False

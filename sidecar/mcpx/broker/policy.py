@@ -1,0 +1,97 @@
+"""Answering without a person, only where that is honest (SPEC section 6).
+
+`elicit.mode` decides what happens when no rule matches; rules match on what a question
+carries and answer it with their `action` and `content`. A rule never accepts a question
+for the person unless it names that exact server and field.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mcpx.broker.models import Action, Elicitation
+from mcpx.broker.schema import properties, validate_content
+from mcpx.config import ElicitSettings, Rule
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What policy does with a question: answer it (`action`), or fail the call (`fail`)."""
+
+    source: str  # rule id, or the mode ("auto", "decline", "error")
+    action: Action | None
+    content: dict[str, Any] | None
+    because: str
+    fail: bool = False
+
+    @property
+    def by(self) -> str:
+        return f"policy:{self.source}"
+
+
+@dataclass(frozen=True)
+class RuleCheck:
+    rule: str
+    fires: bool
+    why: str
+
+
+def _matches(rule: Rule, q: Elicitation) -> str | None:
+    """None when the rule matches the question, else why not."""
+    m = rule.match
+    if m.server is not None and m.server != q.server:
+        return f"server is {q.server!r}, not {m.server!r}"
+    if m.tool is not None and m.tool != q.tool:
+        return f"tool is {q.tool!r}, not {m.tool!r}"
+    if m.mode is not None and m.mode != q.mode:
+        return f"mode is {q.mode!r}, not {m.mode!r}"
+    if m.audience is not None and m.audience != q.audience:
+        return f"audience is {q.audience!r}, not {m.audience!r}"
+    if m.field is not None and m.field not in properties(q.requested_schema):
+        return f"the question has no field {m.field!r}"
+    if m.message is not None and not re.search(m.message, q.message or ""):
+        return f"message does not match /{m.message}/"
+    return None
+
+
+def check_rule(rule: Rule, q: Elicitation, environ: Any = os.environ) -> RuleCheck:
+    rid = rule.id or "?"
+    miss = _matches(rule, q)
+    if miss:
+        return RuleCheck(rid, False, miss)
+    if rule.when is not None and not rule.when.holds(environ):
+        return RuleCheck(rid, False, f"needs {rule.when.env} in the daemon's environment")
+    if rule.action == "accept" and q.audience == "human":
+        if rule.match.server != q.server or rule.match.field is None:
+            return RuleCheck(
+                rid, False,
+                "the question is for the person; a rule may accept it only when it names this server and field",
+            )
+    if rule.action == "accept" and q.mode == "form":
+        _, problems = validate_content(q.requested_schema, rule.content or {})
+        if problems:
+            listed = "; ".join(f"{k} {v}" for k, v in problems.items())
+            return RuleCheck(rid, False, f"its content does not fit the question: {listed}")
+    return RuleCheck(rid, True, rule.because or f"rule {rid} matched")
+
+
+def evaluate(settings: ElicitSettings, q: Elicitation, environ: Any = os.environ) -> tuple[Decision | None, list[RuleCheck]]:
+    """The decision for a question, and how each rule fared (for `mcpx policy test`)."""
+    checks: list[RuleCheck] = []
+    if settings.mode == "decline":
+        return Decision("decline", "decline", None, "elicit.mode is 'decline': mcpx refuses every question here"), checks
+    if settings.mode == "error":
+        return Decision("error", None, None, "elicit.mode is 'error': a call that asks a question fails", fail=True), checks
+    for rule in settings.rules:
+        check = check_rule(rule, q, environ)
+        checks.append(check)
+        if check.fires:
+            content = (rule.content or {}) if rule.action == "accept" and q.mode == "form" else None
+            return Decision(rule.id or "?", rule.action, content, check.why), checks
+    if settings.mode == "auto":
+        return Decision("auto", "cancel", None, "elicit.mode is 'auto' and no rule matched: nobody chose"), checks
+    return None, checks
+

@@ -1,0 +1,119 @@
+"""Who a question is for: the agent, the person, or the agent first and the person if it declines.
+
+Computed once, when a question opens, from what the question itself carries (SPEC section 6).
+The rule of thumb: anything a model cannot know or must not be handed goes to the person.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mcpx.broker.models import Audience, Mode
+from mcpx.broker.schema import kind_of, properties
+
+AUDIENCE_HINT_KEY = "io.mcpx/audience"
+_ORDER: dict[str, int] = {"agent": 0, "agent-then-human": 1, "human": 2}
+
+# single words that name a credential; `tokens`, `max_tokens` and `tokenizer` are not among them
+_SECRET_WORDS = {"password", "passwd", "pwd", "passphrase", "passcode", "secret", "token", "apikey", "credential", "credentials"}
+_SECRET_PAIRS = {("api", "key"), ("private", "key"), ("secret", "key"), ("access", "key")}
+_SECRET_PHRASES = re.compile(
+    r"\b(password|passphrase|api[ _-]?key|access[ _-]token|personal access token|private key|secret key|client secret|bearer token)\b",
+    re.IGNORECASE,
+)
+_CONSENT_NAMES = {"confirm", "confirmed", "confirmation", "approve", "approved", "approval", "consent", "proceed",
+                  "agree", "allow", "authorize", "authorise", "continue"}
+_CONSENT_MESSAGE = re.compile(
+    r"\b(confirm|approve|consent|proceed|allow|authori[sz]e|are you sure|really|permanently|irreversibl\w*|delete|remove|"
+    r"destroy|drop|overwrite|force[- ]push|wipe|erase|purge|deploy|publish|pay|charge|transfer)\b",
+    re.IGNORECASE,
+)
+
+
+def words(name: str) -> list[str]:
+    """`apiKey` → [api, key]; `MAX_TOKENS` → [max, tokens]; `private-key` → [private, key]."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
+
+
+def is_credential_name(name: str) -> bool:
+    parts = words(name)
+    if any(w in _SECRET_WORDS for w in parts):
+        return True
+    return any(pair in _SECRET_PAIRS for pair in zip(parts, parts[1:]))
+
+
+def secret_fields(schema: dict[str, Any] | None) -> set[str]:
+    """Fields whose values are credentials: delivered to the asker, stored and shown only as [redacted]."""
+    out: set[str] = set()
+    for name, prop in properties(schema).items():
+        title = str(prop.get("title") or "")
+        desc = str(prop.get("description") or "")
+        if (
+            prop.get("format") == "password"
+            or is_credential_name(name)
+            or (title and is_credential_name(title))
+            or _SECRET_PHRASES.search(desc)
+            or prop.get("writeOnly") is True
+        ):
+            out.add(name)
+    return out
+
+
+@dataclass(frozen=True)
+class Route:
+    audience: Audience
+    reason: str
+    hint_ignored: str | None = None
+
+
+def more_human(a: Audience, b: Audience) -> Audience:
+    return a if _ORDER[a] >= _ORDER[b] else b
+
+
+def route(
+    mode: Mode,
+    schema: dict[str, Any] | None,
+    message: str,
+    meta: dict[str, Any] | None = None,
+    floor: Audience | None = None,
+) -> Route:
+    base = _route_by_content(mode, schema, message)
+    hint = (meta or {}).get(AUDIENCE_HINT_KEY)
+    ignored: str | None = None
+    if hint in ("user", "human") and base.audience != "human":
+        base = Route("human", f"the server asked for the person (_meta {AUDIENCE_HINT_KEY}={hint!r}); routing alone said: {base.reason}")
+    elif hint is not None and hint not in ("user", "human"):
+        ignored = f"the server's hint {AUDIENCE_HINT_KEY}={hint!r} was ignored: a server may send a question toward the person, never past them"
+    if floor is not None and _ORDER[floor] > _ORDER[base.audience]:
+        base = Route(floor, f"the asker required audience {floor!r}; routing alone said: {base.reason}")
+    return Route(base.audience, base.reason, ignored)
+
+
+def _route_by_content(mode: Mode, schema: dict[str, Any] | None, message: str) -> Route:
+    if mode == "url":
+        return Route("human", "url mode: it opens a page in the person's browser, which must not pass through a model")
+    props = properties(schema)
+    secrets = sorted(secret_fields(schema))
+    if secrets:
+        which = ", ".join(repr(s) for s in secrets)
+        return Route("human", f"field {which} is a credential: a model cannot know it and must not be handed it")
+    if not props:
+        return Route("human", "it has no fields: accepting it is a yes/no only the person can give")
+    if len(props) == 1:
+        (name, prop), = props.items()
+        if kind_of(prop) == "boolean":
+            if any(w in _CONSENT_NAMES for w in words(name)):
+                return Route("human", f"a lone yes/no named {name!r}: consent is the whole content of the question")
+            if _CONSENT_MESSAGE.search(message or ""):
+                return Route("human", "a lone yes/no whose message asks for consent: consent is the person's to give")
+    kinds = {kind_of(p) for p in props.values()}
+    if kinds <= {"enum", "multi-enum", "boolean"}:
+        return Route("agent", "only fixed choices: the agent can pick from what it has seen, and may decline")
+    free = sorted(n for n, p in props.items() if kind_of(p) not in ("enum", "multi-enum", "boolean"))
+    return Route(
+        "agent-then-human",
+        f"free input ({', '.join(free)}): the agent may answer if it truly knows; if it declines, the person is asked",
+    )

@@ -1,0 +1,36 @@
+"""`mcpx audit`: the trail of every transition, by question, session or trace."""
+
+from __future__ import annotations
+
+import argparse
+
+from mcpx.cli.client import DaemonClient
+from mcpx.cli.common import add_json_flag, emit_json, run
+from mcpx.cli.render import render_event
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("audit", help="audit records: who opened, answered, expired or abandoned what, and when")
+    p.add_argument("--elicit", metavar="ID")
+    p.add_argument("--session")
+    p.add_argument("--trace", metavar="CALL_ID")
+    p.add_argument("--task", metavar="TASK_ID")
+    p.add_argument("--kinds", help="elicit, task, policy or exact kinds, comma-separated")
+    p.add_argument("--after", type=int, default=0, metavar="SEQ")
+    p.add_argument("--limit", type=int, default=200)
+    add_json_flag(p)
+    p.set_defaults(func=run(audit_cmd))
+
+
+async def audit_cmd(args: argparse.Namespace) -> int:
+    params = {"elicit": args.elicit, "session": args.session, "trace": args.trace, "task": args.task,
+              "kinds": args.kinds, "after": args.after, "limit": args.limit}
+    async with DaemonClient() as client:
+        body = await client.get("/v1/audit", params=params)
+    if args.json:
+        emit_json(body)
+        return 0
+    for record in body["records"]:
+        extra = f"  pid {record['pid']}" if record.get("pid") else ""
+        print(f"{record['seq']:>6}  {render_event(record['kind'], record)}{extra}")
+    return 0

@@ -1,0 +1,52 @@
+"""`mcpx daemon` and `mcpx status`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from mcpx.cli.client import DaemonClient
+from mcpx.cli.common import add_json_flag, emit_json, run
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("daemon", help="run the daemon in the foreground (one per state directory)")
+    p.add_argument("--listen", metavar="HOST:PORT", help="also serve /v1 and /mcp on loopback TCP, behind a bearer token")
+    p.add_argument("--verbose", action="store_true", help="debug logging")
+    p.set_defaults(func=daemon)
+
+    p = sub.add_parser("status", help="is the daemon running, what config, how many questions wait")
+    add_json_flag(p)
+    p.set_defaults(func=run(status))
+
+
+def daemon(args: argparse.Namespace) -> int:
+    from mcpx.daemon.server import DaemonError
+    from mcpx.daemon.server import run as run_daemon
+
+    try:
+        return asyncio.run(run_daemon(args.listen, args.verbose))
+    except DaemonError as exc:
+        print(f"mcpx daemon: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+async def status(args: argparse.Namespace) -> int:
+    async with DaemonClient() as client:
+        health = await client.get("/v1/health")
+    if args.json:
+        emit_json(health)
+        return 0
+    print(f"mcpx daemon {health['version']} · pid {health['pid']} · since {health['startedAt']}")
+    print(f"  socket    {health['socket']}")
+    if health.get("listen"):
+        print(f"  listen    http://{health['listen']} (token: {client.paths.token})")
+    print(f"  config    {health['config']}")
+    if health.get("configError"):
+        print(f"  ! config  {health['configError']} (the previous config stays in force)")
+    print(f"  servers   {', '.join(health.get('servers') or []) or '(none)'}")
+    print(f"  pending   {health['pending']} question(s)" + ("  → mcpx elicit list" if health["pending"] else ""))
+    return 0

@@ -1,0 +1,261 @@
+"""`mcpx elicit …`: list, show, answer, decline, cancel, watch, result, ask."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mcpx.broker.schema import parse_assignments
+from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
+from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, run
+from mcpx.cli.render import render_event, render_question, render_row
+from mcpx.text import plain
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    elicit = sub.add_parser("elicit", help="questions waiting for an answer: list, show, answer, watch, ask")
+    esub = elicit.add_subparsers(dest="elicit_cmd", required=True, metavar="COMMAND")
+
+    p = esub.add_parser("list", help="questions, oldest first (pending ones unless --state)")
+    p.add_argument("--session", help="only this session's questions")
+    p.add_argument("--state", choices=["pending", "answered", "expired", "abandoned", "all"], default="pending")
+    p.add_argument("--server")
+    p.add_argument("--audience", choices=["agent", "human", "agent-then-human"])
+    p.add_argument("--limit", type=int, default=1000)
+    add_json_flag(p)
+    p.set_defaults(func=run(list_cmd))
+
+    p = esub.add_parser("show", help="one question: its fields, who it is for, the commands that answer it")
+    p.add_argument("id")
+    add_json_flag(p)
+    p.set_defaults(func=run(show_cmd))
+
+    p = esub.add_parser("answer", help="accept, with content as JSON or key=value pairs typed by the schema")
+    p.add_argument("id")
+    p.add_argument("content", nargs="*", help="'{\"field\": …}' or field=value …")
+    add_json_flag(p)
+    p.set_defaults(func=run(answer_cmd), action="accept")
+
+    for action, help_text in (("decline", "explicitly no: the server should offer something else"),
+                              ("cancel", "not now: dismissed without choosing")):
+        p = esub.add_parser(action, help=help_text)
+        p.add_argument("id")
+        p.add_argument("--reason", help="why, in words the server (and the audit) will keep")
+        add_json_flag(p)
+        p.set_defaults(func=run(answer_cmd), action=action, content=[])
+
+    p = esub.add_parser("watch", help="follow questions and answers as they happen (the event stream)")
+    p.add_argument("--session")
+    p.add_argument("--kinds", default="elicit,policy", help="elicit, task, policy or exact kinds (default elicit,policy)")
+    p.add_argument("--since", type=int, metavar="EVENT_ID", help="replay from after this event id first")
+    add_json_flag(p)
+    p.set_defaults(func=run(watch_cmd))
+
+    p = esub.add_parser("result", help="what came of a question: the call's result, or the answer")
+    p.add_argument("id")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it (default 30)")
+    add_json_flag(p)
+    p.set_defaults(func=run(result_cmd))
+
+    p = esub.add_parser("ask", help="raise a question and wait for its answer: exit 0 accept, 1 decline, 75 cancel/expiry")
+    p.add_argument("--message", "-m", required=True)
+    p.add_argument("--schema", help="requestedSchema as JSON, or @file.json")
+    p.add_argument("--url", help="ask the person to open this URL (url mode)")
+    p.add_argument("--ttl", help="how long it waits, e.g. 120s, 30m (default: elicit.ttl)")
+    p.add_argument("--session")
+    p.add_argument("--audience", choices=["agent", "human", "agent-then-human"],
+                   help="at least this human (routing may make it more so)")
+    add_json_flag(p)
+    p.set_defaults(func=run(ask_cmd))
+
+
+async def list_cmd(args: argparse.Namespace) -> int:
+    async with DaemonClient() as client:
+        body = await client.get("/v1/elicit", params={"session": args.session, "state": args.state,
+                                                      "server": args.server, "audience": args.audience,
+                                                      "limit": args.limit})
+    if args.json:
+        emit_json(body)
+        return 0
+    if not body["elicitations"]:
+        print(f"no {args.state if args.state != 'all' else ''} questions".replace("  ", " "))
+        return 0
+    for q in body["elicitations"]:
+        print(render_row(q))
+    print(f"({body['count']}; `mcpx elicit show ID` for one)")
+    return 0
+
+
+async def show_cmd(args: argparse.Namespace) -> int:
+    async with DaemonClient() as client:
+        body = await client.get(f"/v1/elicit/{args.id}")
+    if args.json:
+        emit_json(body)
+    else:
+        print(render_question(body["elicitation"], body.get("answer")))
+    return 0
+
+
+def parse_content(schema: dict[str, Any] | None, words: list[str]) -> dict[str, Any] | None:
+    if not words:
+        return None
+    if len(words) == 1 and words[0].lstrip().startswith("{"):
+        try:
+            value = json.loads(words[0])
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the content is not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ValueError("the content must be a JSON object")
+        return value
+    return parse_assignments(schema, words)
+
+
+async def answer_cmd(args: argparse.Namespace) -> int:
+    async with DaemonClient() as client:
+        content = None
+        if args.content:
+            question = (await client.get(f"/v1/elicit/{args.id}"))["elicitation"]
+            try:
+                content = parse_content(question.get("requestedSchema"), args.content)
+            except ValueError as exc:
+                print(f"mcpx: {exc}", file=sys.stderr)
+                return 2
+        body = await client.answer(args.id, args.action, content, getattr(args, "reason", None))
+    if args.json:
+        emit_json(body)
+    elif body.get("escalated"):
+        print(f"{args.id}: declined by the agent; it is now the person's to answer")
+    else:
+        answer = body["answer"]
+        print(f"{args.id}: {answer['action']} (by {answer['by']}, after {answer['answeredAfterMs']} ms)")
+    return 0
+
+
+async def watch_cmd(args: argparse.Namespace) -> int:
+    last = args.since
+    failures_since: float | None = None
+    while True:
+        try:
+            async with DaemonClient() as client:
+                async for event_id, event, data in client.events(args.kinds, args.session, last):
+                    failures_since = None
+                    if event_id is not None:
+                        last = event_id
+                    if not event:
+                        continue  # the stream's opening frame: where the log stands
+                    if args.json:
+                        print(json.dumps({"id": event_id, "event": event, "data": data}), flush=True)
+                    else:
+                        print(render_event(event, data if isinstance(data, dict) else {}), flush=True)
+        except NoDaemon:
+            failures_since = failures_since or time.monotonic()
+            if time.monotonic() - failures_since > 30:
+                raise
+        # the stream ended (daemon restarting, or we fell behind): resume after the last event seen
+        await asyncio.sleep(0.5)
+
+
+def exit_for(action: str | None) -> int:
+    return {"accept": 0, "decline": 1}.get(action or "", EX_TEMPFAIL)
+
+
+async def result_cmd(args: argparse.Namespace) -> int:
+    async with DaemonClient() as client:
+        body = await client.get(f"/v1/elicit/{args.id}")
+        q = body["elicitation"]
+        if q.get("task"):
+            resp = await client.request("GET", f"/v1/tasks/{q['task']}/result", params={"timeout": args.timeout},
+                                        timeout=args.timeout + 10)
+            if resp.status == 202 or resp.status == 204:
+                print(f"{q['task']} is still running; try again, or `mcpx elicit show {args.id}`", file=sys.stderr)
+                return EX_TEMPFAIL
+            if args.json:
+                emit_json(resp.body)
+            else:
+                from mcpx.cli.call_cmd import print_result
+
+                print_result(resp.body.get("result") or {})
+            return 0 if resp.body.get("state") == "completed" else 1
+        answer = body.get("answer")
+        if answer is None and q["state"] == "pending":
+            resp = await client.request("GET", f"/v1/elicit/{args.id}/wait", params={"timeout": args.timeout},
+                                        timeout=args.timeout + 10)
+            answer = resp.body if resp.status == 200 else None
+        if args.json:
+            emit_json({"elicitation": q, "answer": answer})
+        elif answer is None:
+            print(f"{args.id} is {q['state']}: {plain(q.get('stateReason') or 'no answer yet')}", file=sys.stderr)
+        else:
+            print(json.dumps(answer.get("content")) if answer["action"] == "accept" else answer["action"])
+        return exit_for(answer["action"] if answer else None)
+
+
+def _read_schema(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--schema is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError("--schema must be a JSON object")
+    if "properties" not in value and "type" not in value:
+        value = {"type": "object", "properties": value}  # shorthand: just the properties
+    return value
+
+
+async def ask_cmd(args: argparse.Namespace) -> int:
+    try:
+        schema = _read_schema(args.schema)
+    except (ValueError, OSError) as exc:
+        print(f"mcpx: {exc}", file=sys.stderr)
+        return 2
+    body: dict[str, Any] = {"message": args.message}
+    if args.url:
+        body["url"] = args.url
+        body["mode"] = "url"
+    else:
+        body["requestedSchema"] = schema or {"type": "object", "properties": {}}
+    for key in ("ttl", "session", "audience"):
+        if getattr(args, key):
+            body[key] = getattr(args, key)
+    async with DaemonClient() as client:
+        opened = (await client.post("/v1/elicit", body))["elicitation"]
+    eid = opened["id"]
+    print(render_question(opened), file=sys.stderr, flush=True)
+    deadline = time.monotonic() + opened["secondsLeft"] + 5
+    answer: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        wait = max(1.0, min(30.0, deadline - time.monotonic()))
+        try:
+            async with DaemonClient() as client:
+                resp = await client.request("GET", f"/v1/elicit/{eid}/wait", params={"timeout": wait},
+                                            timeout=wait + 10)
+        except NoDaemon:
+            await asyncio.sleep(1)  # the daemon restarted; the question is durable — keep waiting
+            continue
+        except ApiError as exc:
+            if exc.status == 410:
+                print(f"mcpx: {exc}", file=sys.stderr)
+                return EX_TEMPFAIL
+            raise
+        if resp.status == 200:
+            answer = resp.body
+            break
+    if answer is None:
+        print(f"mcpx: no answer to {eid} in time", file=sys.stderr)
+        return EX_TEMPFAIL
+    if args.json:
+        emit_json(answer)
+    elif answer["action"] == "accept":
+        print(json.dumps(answer.get("content") or {}))
+    else:
+        note = f" ({plain(answer['reason'])})" if answer.get("reason") else ""
+        print(f"{answer['action']} by {answer['by']}{note}", file=sys.stderr)
+    return exit_for(answer["action"])

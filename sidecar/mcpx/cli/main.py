@@ -1,0 +1,35 @@
+"""`mcpx`: the entry point. Each command group lives in its own module and registers itself here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mcpx import __version__
+
+EPILOG = """\
+exit codes: 0 ok (accept) · 1 failed (decline) · 2 usage · 69 no daemon · 75 waits for input (cancel, expiry)
+state: $MCPX_HOME (else $XDG_STATE_HOME/mcpx, else ~/.local/state/mcpx) · config: $MCPX_CONFIG, else
+~/.config/mcpx/config.json under the nearest .mcpx/config.json"""
+
+
+def parser() -> argparse.ArgumentParser:
+    from mcpx.cli import audit_cmd, daemon_cmd, elicit_cmd
+
+    top = argparse.ArgumentParser(
+        prog="mcpx", description="An MCP gateway whose questions are durable state with a deadline.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action="version", version=f"mcpx {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (daemon_cmd, elicit_cmd, audit_cmd):
+        module.register(sub)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Questions for a terminal: readable fields, the server's words quoted, the exact commands that answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcpx.broker.schema import describe_field, example_content, properties, required
+from mcpx.durations import format_duration
+from mcpx.text import plain, quoted, shell_quote_json
+
+AUDIENCE_WORDS = {
+    "agent": "the agent (fixed choices it can pick from what it has seen)",
+    "human": "the person — an agent must not answer it",
+    "agent-then-human": "the agent if it truly knows; if it declines, the person",
+}
+
+
+def respond_with(q: dict[str, Any]) -> str:
+    """The one command that answers this question, with a placeholder of the right shape."""
+    eid = q["id"]
+    if q.get("mode") == "url":
+        return f"mcpx elicit answer {eid}"
+    example = example_content(q.get("requestedSchema"))
+    return f"mcpx elicit answer {eid} {shell_quote_json(example)}" if example else f"mcpx elicit answer {eid}"
+
+
+def answer_commands(q: dict[str, Any]) -> list[str]:
+    eid = q["id"]
+    lines = [respond_with(q)]
+    props = properties(q.get("requestedSchema"))
+    if props and q.get("mode") != "url":
+        pairs = " ".join(f"{name}=…" for name in props if name in required(q.get("requestedSchema"))) or (
+            " ".join(f"{name}=…" for name in list(props)[:2]))
+        lines.append(f"mcpx elicit answer {eid} {pairs}")
+    lines.append(f"mcpx elicit decline {eid} --reason '…'      # no")
+    lines.append(f"mcpx elicit cancel {eid}                    # not now")
+    return lines
+
+
+def field_lines(schema: dict[str, Any] | None) -> list[str]:
+    req = set(required(schema))
+    return [plain(describe_field(name, prop, name in req), 400) for name, prop in properties(schema).items()]
+
+
+def render_question(q: dict[str, Any], answer: dict[str, Any] | None = None) -> str:
+    state = q.get("state", "?")
+    head = f"{q['id']} · {state}"
+    if state == "pending":
+        head += f" · {format_duration(q.get('secondsLeft', 0))} left (until {q.get('expiresAt')})"
+    lines = [head]
+    who = plain(q.get("server", "?"))
+    if q.get("tool"):
+        who += f", during {plain(q['tool'])}"
+    lines.append(f"  asks      {who}" + (" (via mcpx)" if q.get("server") != "mcpx" else ""))
+    lines.append(f"  message   {quoted(q.get('message', ''))}")
+    lines.append(f"  for       {AUDIENCE_WORDS.get(q.get('audience', ''), q.get('audience'))}")
+    lines.append(f"  because   {plain(q.get('reason', ''))}")
+    if q.get("mode") == "url":
+        lines.append(f"  url       {plain(q.get('url', ''))}   (open it yourself; then accept, decline or cancel)")
+    else:
+        fields = field_lines(q.get("requestedSchema"))
+        if fields:
+            lines.append("  fields    " + fields[0])
+            lines.extend("            " + f for f in fields[1:])
+        else:
+            lines.append("  fields    (none: accept or decline)")
+    lines.append(f"  session   {q.get('session')} ({q.get('sessionSource')})")
+    if q.get("task"):
+        lines.append(f"  task      {q['task']}   (its result: mcpx task result {q['task']})")
+    if q.get("stateReason"):
+        lines.append(f"  note      {plain(q['stateReason'])}")
+    if answer:
+        content = answer.get("content")
+        lines.append(f"  answer    {answer.get('action')} by {answer.get('by')} at {answer.get('at')}"
+                     + (f" after {answer.get('answeredAfterMs')} ms" if answer.get("answeredAfterMs") is not None else ""))
+        if content:
+            lines.append(f"            {plain(shell_quote_json(content)[1:-1], 400)}")
+        if answer.get("reason"):
+            lines.append(f"            reason: {plain(answer['reason'])}")
+    if state == "pending":
+        cmds = answer_commands(q)
+        lines.append("  answer    " + cmds[0])
+        lines.extend("            " + c for c in cmds[1:])
+    return "\n".join(lines)
+
+
+def render_row(q: dict[str, Any]) -> str:
+    left = format_duration(q.get("secondsLeft", 0)) if q.get("state") == "pending" else q.get("state", "")
+    return (f"{q['id']}  {left:>7}  {q.get('audience', ''):<16}  {plain(q.get('server', ''), 20):<12}  "
+            f"{plain(q.get('message', ''), 70)}")
+
+
+def render_event(event: str, data: dict[str, Any]) -> str:
+    eid = data.get("elicit") or data.get("task") or ""
+    d = data.get("data") or {}
+    detail = ""
+    if event == "elicit.open":
+        detail = f"{d.get('server')}: for {d.get('audience')}"
+    elif event in ("elicit.answered", "elicit.expired"):
+        detail = f"{d.get('action')} by {d.get('by')} after {d.get('answeredAfterMs')} ms"
+    elif event == "elicit.escalated":
+        detail = f"now for the person — {plain(d.get('reason', ''), 120)}"
+    elif event == "elicit.abandoned":
+        detail = plain(d.get("reason", ""), 160)
+    elif event == "policy.fired":
+        detail = f"rule {d.get('rule')}: {d.get('action')} — {plain(d.get('because', ''), 120)}"
+    elif event == "task.done":
+        detail = str(d.get("state", ""))
+    return f"{data.get('at', '')}  {event:<17} {eid}  {detail}".rstrip()

@@ -1,0 +1,387 @@
+"""Configuration: finding, merging, validating and watching it (SPEC section 2).
+
+A config that fails validation raises `ConfigError` naming the file and the
+offending field; the daemon keeps the previous config in force when a reload fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from mcpx import jsonc
+from mcpx.durations import parse_duration
+
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
+Audience = Literal["agent", "human", "agent-then-human"]
+ElicitMode = Literal["ask", "auto", "decline", "error"]
+PluginLevel = Literal["off", "notify", "ask", "auto"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class RuleMatch(_Model):
+    server: str | None = None
+    tool: str | None = None
+    field: str | None = None
+    mode: Literal["form", "url"] | None = None
+    message: str | None = Field(default=None, description="a regular expression searched in the question's message")
+    audience: Audience | None = None
+
+    @model_validator(mode="after")
+    def _message_is_regex(self) -> "RuleMatch":
+        if self.message is not None:
+            try:
+                re.compile(self.message)
+            except re.error as exc:
+                raise ValueError(f"match.message is not a valid regular expression: {exc}") from None
+        return self
+
+    def is_empty(self) -> bool:
+        return not any(v is not None for v in self.model_dump().values())
+
+
+class RuleWhen(_Model):
+    env: str = Field(description="NAME=value: the rule fires only when the daemon's environment has it")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "RuleWhen":
+        if "=" not in self.env or not self.env.split("=", 1)[0]:
+            raise ValueError(f"when.env must look like NAME=value, got {self.env!r}")
+        return self
+
+    def holds(self, environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+        name, value = self.env.split("=", 1)
+        return environ.get(name) == value
+
+
+class Rule(_Model):
+    id: str | None = None
+    match: RuleMatch
+    action: Literal["accept", "decline", "cancel"] = "accept"
+    content: dict[str, Any] | None = None
+    answer: Any = Field(default=None, description="shorthand: the value for match.field when accepting")
+    when: RuleWhen | None = None
+    because: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _when_shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("when"), str):
+            data = {**data, "when": {"env": data["when"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _answer_needs_field(self) -> "Rule":
+        if self.answer is not None:
+            if self.match.field is None:
+                raise ValueError("'answer' is shorthand for one field's value and needs match.field")
+            self.content = {**(self.content or {}), self.match.field: self.answer}
+        return self
+
+
+class ServerElicit(_Model):
+    ttl: Seconds | None = None
+
+
+class _Server(_Model):
+    timeout: Seconds = Field(default=60.0, description="a call's own timeout; paused while a question waits")
+    elicit: ServerElicit = ServerElicit()
+    enabled: bool = True
+
+
+class StdioServer(_Server):
+    command: str
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "stdio"
+
+
+class HttpServer(_Server):
+    url: str
+    headers: dict[str, str] = {}
+
+    @property
+    def kind(self) -> str:
+        return "http"
+
+    @model_validator(mode="after")
+    def _http_url(self) -> "HttpServer":
+        if not re.match(r"^https?://", self.url):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        return self
+
+
+ServerConfig = StdioServer | HttpServer
+
+
+def _normalise_server(name: str, entry: Any) -> Any:
+    """Accept mcpx's own shape, the common `mcpServers` shape and opencode's local/remote entries."""
+    if not isinstance(entry, dict):
+        return entry
+    kind = entry.get("type")
+    if kind == "local":
+        command = entry.get("command")
+        out = {k: v for k, v in entry.items() if k not in ("type", "command", "environment", "timeout")}
+        if isinstance(command, list) and command:
+            out["command"], out["args"] = command[0], list(command[1:])
+        elif command is not None:
+            out["command"] = command
+        if "environment" in entry:
+            out["env"] = entry["environment"]
+        if "timeout" in entry:  # opencode counts milliseconds
+            out["timeout"] = float(entry["timeout"]) / 1000.0
+        return out
+    if kind in ("remote", "http", "streamable-http", "streamableHttp", "sse"):
+        out = {k: v for k, v in entry.items() if k not in ("type", "timeout")}
+        if "timeout" in entry:
+            out["timeout"] = float(entry["timeout"]) / 1000.0 if kind == "remote" else entry["timeout"]
+        return out
+    if kind == "stdio":
+        return {k: v for k, v in entry.items() if k != "type"}
+    return entry
+
+
+class ElicitSettings(_Model):
+    ttl: Seconds = 120.0
+    mode: ElicitMode = "ask"
+    rules: list[Rule] = []
+    confirmDestructive: bool = False
+    askTimeout: Seconds = 45.0
+    grace: Seconds = Field(default=2.0, description="how long a tool call waits for an answer before returning early")
+    maxRounds: int = Field(default=8, ge=1, le=100, description="input_required rounds before a call gives up")
+
+    @model_validator(mode="after")
+    def _rules_have_matches(self) -> "ElicitSettings":
+        seen: set[str] = set()
+        for index, rule in enumerate(self.rules):
+            if rule.match.is_empty():
+                raise ValueError(
+                    f"rules[{index}] has an empty match; a rule must name at least one of "
+                    "server, tool, field, mode, message or audience (there is no match-everything rule)"
+                )
+            if rule.id is None:
+                rule.id = f"rule-{index}"
+            if rule.id in seen:
+                raise ValueError(f"rules[{index}]: id {rule.id!r} is used twice")
+            seen.add(rule.id)
+        return self
+
+
+class PluginSettings(_Model):
+    elicit: PluginLevel = "notify"
+
+
+class Config(_Model):
+    servers: dict[str, ServerConfig] = {}
+    elicit: ElicitSettings = ElicitSettings()
+    plugin: PluginSettings = PluginSettings()
+    schema_: str | None = Field(default=None, alias="$schema")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_server_shapes(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        servers: dict[str, Any] = {}
+        for key in ("mcpServers", "mcp", "servers"):
+            block = data.pop(key, None)
+            if isinstance(block, dict):
+                servers.update(block)
+            elif block is not None:
+                raise ValueError(f"{key} must be an object mapping server names to entries")
+        for name in servers:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+                raise ValueError(
+                    f"server name {name!r}: use letters, digits, '_', '-' or '.' (tools are exposed as NAME_TOOL)"
+                )
+        data["servers"] = {
+            name: _normalise_server(name, entry)
+            for name, entry in servers.items()
+            if not (isinstance(entry, dict) and entry.get("enabled") is False)
+        }
+        return data
+
+    def ttl_for(self, server: str | None) -> float:
+        entry = self.servers.get(server or "")
+        if entry is not None and entry.elicit.ttl is not None:
+            return entry.elicit.ttl
+        return self.elicit.ttl
+
+
+class ConfigError(Exception):
+    def __init__(self, path: str, field: str | None, message: str) -> None:
+        self.path, self.field, self.problem = path, field, message
+        where = f"{path}: {field}" if field else path
+        super().__init__(f"{where}: {message}")
+
+
+def embedded_default() -> dict[str, Any]:
+    """What mcpx runs with when no config file exists: SQLite state and the bundled demo server."""
+    return {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}}}
+
+
+USER_CONFIG = Path("~/.config/mcpx/config.json")
+PROJECT_CONFIG = Path(".mcpx/config.json")
+
+
+def config_sources(cwd: Path) -> list[Path]:
+    """The files that make up the config, lowest precedence first."""
+    if explicit := os.environ.get("MCPX_CONFIG"):
+        return [Path(explicit).expanduser()]
+    sources: list[Path] = []
+    user = Path(os.environ.get("MCPX_USER_CONFIG", str(USER_CONFIG))).expanduser()
+    if user.is_file():
+        sources.append(user)
+    for directory in [cwd, *cwd.parents]:
+        candidate = directory / PROJECT_CONFIG
+        if candidate.is_file():
+            if candidate.resolve() != user.resolve():
+                sources.append(candidate)
+            break
+    return sources
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _field_of(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item in ("StdioServer", "HttpServer", "RuleWhen"):
+            continue  # pydantic names the union arm; people name fields
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts)
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), None, "file not found") from None
+    except OSError as exc:
+        raise ConfigError(str(path), None, f"cannot read: {exc.strerror}") from None
+    try:
+        data = jsonc.loads(text)
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise ConfigError(str(path), None, f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), None, "the top level must be a JSON object")
+    return data
+
+
+def validate(data: dict[str, Any], origin: str) -> Config:
+    # normalise server shapes per file first, so the merge sees one shape
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        # a union of server shapes reports each arm; say which shapes exist instead
+        fld = _field_of(first["loc"])
+        if first["type"] in ("missing", "extra_forbidden") and fld.startswith("servers."):
+            parts = fld.split(".")
+            name = parts[1]
+            entry = data_servers(data).get(name)
+            if isinstance(entry, dict) and "command" not in entry and "url" not in entry:
+                raise ConfigError(origin, f"servers.{name}", "needs either 'command' (stdio) or 'url' (HTTP)") from None
+        raise ConfigError(origin, fld or None, message) from None
+
+
+def data_servers(data: dict[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for key in ("mcpServers", "mcp", "servers"):
+        if isinstance(data.get(key), dict):
+            merged.update(data[key])
+    return merged
+
+
+@dataclass
+class LoadedConfig:
+    config: Config
+    sources: list[Path]
+    cwd: Path
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def fallback_session(self, cwd: str | Path | None = None) -> str:
+        """Which config, which working directory: the session of a caller that names none.
+
+        Built from the config's file paths (not its content), so editing the config does not
+        orphan the questions already asked.
+        """
+        ident = json.dumps([[str(p) for p in self.sources], str(cwd or self.cwd)])
+        return "fb-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+    @property
+    def origin(self) -> str:
+        return " + ".join(str(p) for p in self.sources) if self.sources else "(embedded default)"
+
+
+def load_config(cwd: Path | None = None) -> LoadedConfig:
+    cwd = (cwd or Path.cwd()).resolve()
+    sources = config_sources(cwd)
+    if os.environ.get("MCPX_CONFIG") and not sources[0].exists():
+        raise ConfigError(str(sources[0]), None, "file not found (named by MCPX_CONFIG)")
+    if not sources:
+        raw = embedded_default()
+        return LoadedConfig(validate(raw, "(embedded default)"), [], cwd, raw)
+    merged: dict[str, Any] = {}
+    for path in sources:
+        data = read_file(path)
+        # validate each file alone so an error names the file it is in
+        validate(data, str(path))
+        normalised = dict(data)
+        servers = data_servers(data)
+        for key in ("mcpServers", "mcp"):
+            normalised.pop(key, None)
+        if servers:
+            normalised["servers"] = servers
+        merged = _deep_merge(merged, normalised)
+    config = validate(merged, " + ".join(map(str, sources)))
+    return LoadedConfig(config, sources, cwd, merged)
+
+
+async def watch_config(loaded: LoadedConfig) -> AsyncIterator[LoadedConfig | ConfigError]:
+    """Yield a freshly loaded config (or the error loading it) each time a source changes."""
+    import watchfiles
+
+    watched = loaded.sources or ([Path(os.environ["MCPX_CONFIG"]).expanduser()] if os.environ.get("MCPX_CONFIG") else [])
+    if not watched:
+        return
+    directories = sorted({str(p.parent) for p in watched if p.parent.exists()})
+    names = {str(p) for p in watched}
+
+    def interesting(_change: watchfiles.Change, path: str) -> bool:
+        return path in names
+
+    async for _changes in watchfiles.awatch(*directories, watch_filter=interesting, debounce=200, step=50):
+        try:
+            yield load_config(loaded.cwd)
+        except ConfigError as exc:
+            yield exc

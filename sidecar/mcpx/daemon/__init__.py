@@ -1,0 +1,1 @@
+"""The long-lived daemon: owns the broker and the upstream servers, serves /v1 and /mcp."""

@@ -1,0 +1,233 @@
+"""One route table: it registers the aiohttp handlers and generates openapi.json, so the two cannot drift.
+
+Handlers receive already-validated pydantic models; anything a caller got wrong becomes a
+4xx with a message naming the problem, before a handler (or a stored question) is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from mcpx import __version__
+from mcpx.broker.errors import BrokerError
+from mcpx.daemon.schemas import ErrorBody
+
+log = logging.getLogger("mcpx.daemon")
+
+MAX_BODY = 1024 * 1024
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
+
+
+def error_response(status: int, code: str, message: str, **details: Any) -> web.Response:
+    body = {"error": {"code": code, "message": message, **{k: v for k, v in details.items() if v is not None}}}
+    return web.json_response(body, status=status)
+
+
+def describe_validation(exc: ValidationError, where: str) -> tuple[str, dict[str, str]]:
+    fields: dict[str, str] = {}
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or where
+        fields[loc] = err["msg"].removeprefix("Value error, ")
+    listed = "; ".join(f"{k}: {v}" for k, v in fields.items())
+    return f"invalid {where}: {listed}", fields
+
+
+@dataclass(frozen=True)
+class Reply:
+    description: str
+    model: type[BaseModel] | None = None
+    content_type: str = "application/json"
+    headers: tuple[str, ...] = ()
+
+
+@dataclass
+class Call:
+    """What a handler gets: the request, its path parameters and its validated query and body."""
+
+    request: web.Request
+    path: dict[str, str]
+    query: Any
+    body: Any
+
+    @property
+    def app(self) -> web.Application:
+        return self.request.app
+
+
+Handler = Callable[[Call], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Endpoint:
+    method: str
+    path: str
+    summary: str
+    handler: Handler
+    query: type[BaseModel] | None
+    body: type[BaseModel] | None
+    replies: dict[int, Reply]
+    tag: str
+
+
+@dataclass
+class Api:
+    title: str = "mcpx daemon"
+    endpoints: list[Endpoint] = field(default_factory=list)
+
+    def route(self, method: str, path: str, summary: str, *, query: type[BaseModel] | None = None,
+              body: type[BaseModel] | None = None, replies: dict[int, Reply], tag: str = "elicit",
+              ) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self.endpoints.append(Endpoint(method, path, summary, handler, query, body, replies, tag))
+            return handler
+        return register
+
+    def install(self, app: web.Application) -> None:
+        for ep in self.endpoints:
+            app.router.add_route(ep.method, ep.path, self._wrap(ep))
+
+    @staticmethod
+    def _wrap(ep: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            query = None
+            if ep.query is not None:
+                raw = {k: v for k, v in request.query.items()}
+                try:
+                    query = ep.query.model_validate(raw)
+                except ValidationError as exc:
+                    message, fields = describe_validation(exc, "query")
+                    raise ApiError(400, "bad_query", message, fields=fields) from None
+            body = None
+            if ep.body is not None:
+                body = await read_json_body(request, ep.body)
+            return await ep.handler(Call(request, dict(request.match_info), query, body))
+        return handle
+
+    def openapi(self) -> dict[str, Any]:
+        components: dict[str, Any] = {"ErrorBody": {}}
+        paths: dict[str, Any] = {}
+
+        def ref(model: type[BaseModel]) -> dict[str, str]:
+            schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}", mode="serialization")
+            for name, sub in schema.pop("$defs", {}).items():
+                components[name] = sub
+            components[model.__name__] = schema
+            return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+        components["ErrorBody"] = ErrorBody.model_json_schema()
+        error_ref = {"$ref": "#/components/schemas/ErrorBody"}
+        for ep in self.endpoints:
+            op: dict[str, Any] = {"summary": ep.summary, "tags": [ep.tag], "operationId": ep.handler.__name__}
+            params = [
+                {"name": name.split(":")[0], "in": "path", "required": True, "schema": {"type": "string"}}
+                for name in _path_params(ep.path)
+            ]
+            if ep.query is not None:
+                qschema = ep.query.model_json_schema(by_alias=True)
+                for name, prop in qschema.get("properties", {}).items():
+                    params.append({"name": name, "in": "query", "required": name in qschema.get("required", []),
+                                   "schema": prop})
+            if params:
+                op["parameters"] = params
+            if ep.body is not None:
+                op["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(ep.body)}}}
+            responses: dict[str, Any] = {}
+            for status, reply in sorted(ep.replies.items()):
+                entry: dict[str, Any] = {"description": reply.description}
+                if reply.model is not None:
+                    entry["content"] = {reply.content_type: {"schema": ref(reply.model)}}
+                elif status >= 400:
+                    entry["content"] = {"application/json": {"schema": error_ref}}
+                elif reply.content_type != "application/json":
+                    entry["content"] = {reply.content_type: {"schema": {"type": "string"}}}
+                if reply.headers:
+                    entry["headers"] = {h: {"schema": {"type": "string"}} for h in reply.headers}
+                responses[str(status)] = entry
+            op["responses"] = responses
+            paths.setdefault(_openapi_path(ep.path), {})[ep.method.lower()] = op
+        return {
+            "openapi": "3.1.0",
+            "info": {"title": self.title, "version": __version__},
+            "paths": paths,
+            "components": {"schemas": components,
+                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                                          "description": "required on TCP; the unix socket is 0600"}}},
+        }
+
+
+def _path_params(path: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in path:
+        if ch == "{":
+            depth, cur = 1, ""
+        elif ch == "}" and depth:
+            out.append(cur)
+            depth = 0
+        elif depth:
+            cur += ch
+    return out
+
+
+def _openapi_path(path: str) -> str:
+    for name in _path_params(path):
+        path = path.replace("{" + name + "}", "{" + name.split(":")[0] + "}")
+    return path
+
+
+async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise ApiError(413, "too_large", f"the body is {request.content_length} bytes; the limit is {MAX_BODY}")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ApiError(413, "too_large", f"the body is larger than the limit of {MAX_BODY} bytes") from None
+    if not raw.strip():
+        data: Any = {}
+    else:
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "bad_json", f"the body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "bad_body", f"the body must be a JSON object, not {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        message, fields = describe_validation(exc, "body")
+        raise ApiError(400, "bad_body", message, fields=fields) from None
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                            ) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.code, exc.message, **exc.details)
+    except BrokerError as exc:
+        return error_response(exc.status, exc.code, exc.message, **exc.details)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http_error")
+        message = {
+            404: f"no route {request.method} {request.path}; see GET /v1/openapi.json",
+            405: f"{request.method} is not allowed on {request.path}",
+            413: f"the body is larger than the limit of {MAX_BODY} bytes",
+        }.get(exc.status, exc.reason)
+        return error_response(exc.status, code, message)
+    except Exception as exc:  # a bug: say so, keep serving
+        log.exception("request %s %s failed", request.method, request.path)
+        return error_response(500, "internal", f"internal error: {type(exc).__name__}: {exc}")

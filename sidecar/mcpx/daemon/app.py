@@ -1,0 +1,51 @@
+"""The daemon's aiohttp application: middlewares, the /v1 route table, and the /mcp endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from mcpx.daemon import elicit_routes
+from mcpx.daemon.api import MAX_BODY, Api, error_response, errors_middleware
+from mcpx.daemon.elicit_routes import SHUTDOWN
+from mcpx.daemon.peers import is_unix
+from mcpx.daemon.runtime import RUNTIME, Runtime
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The unix socket is the owner's alone (0600); loopback TCP needs the bearer token."""
+    if not is_unix(request):
+        token = request.app[RUNTIME].token
+        given = request.headers.get("Authorization", "")
+        if not token or not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].strip(), token):
+            return error_response(401, "unauthorized",
+                                  "this port needs 'Authorization: Bearer <token>'; the token is in the state "
+                                  "directory's 'token' file (mcpx status shows where)")
+    return await handler(request)
+
+
+def build_api() -> Api:
+    api = Api()
+    api.endpoints.extend(elicit_routes.api.endpoints)
+    return api
+
+
+def make_app(runtime: Runtime) -> web.Application:
+    app = web.Application(middlewares=[errors_middleware, auth_middleware], client_max_size=MAX_BODY)
+    app[RUNTIME] = runtime
+    app[SHUTDOWN] = asyncio.Event()
+    api = build_api()
+    api.install(app)
+    app["openapi"] = api.openapi()
+
+    async def on_shutdown(app: web.Application) -> None:
+        app[SHUTDOWN].set()
+
+    app.on_shutdown.append(on_shutdown)
+    return app

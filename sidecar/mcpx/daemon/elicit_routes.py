@@ -1,0 +1,259 @@
+"""/v1 routes of the broker: health, questions, answers, long-poll waits, the event stream, the audit log."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from aiohttp import web
+
+from mcpx import __version__
+from mcpx.broker.broker import redact
+from mcpx.broker.models import ACTIONS, Answer, AuditRecord, ElicitationWithAnswer, OpenRequest
+from mcpx.broker.routing import secret_fields
+from mcpx.daemon.api import Api, ApiError, Call, Reply
+from mcpx.daemon.peers import CWD_HEADER, answerer_of, peer_pid, session_of
+from mcpx.daemon.runtime import RUNTIME, Runtime
+from mcpx.daemon.schemas import (
+    AnswerBody,
+    AnswerResult,
+    AskBody,
+    AuditList,
+    AuditQuery,
+    ElicitationList,
+    EventsQuery,
+    Health,
+    ListQuery,
+    Opened,
+    WaitQuery,
+)
+from mcpx.durations import parse_duration
+
+api = Api()
+SHUTDOWN: web.AppKey[asyncio.Event] = web.AppKey("shutdown", asyncio.Event)
+
+_ERR = {
+    400: Reply("the request is malformed; the message names what"),
+    403: Reply("wrong session, or an agent answering a question that is the person's"),
+    404: Reply("no such question"),
+    409: Reply("already answered; the first answer stands"),
+    410: Reply("expired or abandoned"),
+    422: Reply("the content does not fit the question's schema; each field's problem is named"),
+}
+
+
+def _rt(call: Call) -> Runtime:
+    return call.app[RUNTIME]
+
+
+def json_text(text: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(text=text, status=status, content_type="application/json", headers=headers)
+
+
+def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An answer as the API shows it: a credential's value never leaves the daemon."""
+    if answer is None:
+        return None
+    doc = answer.wire()
+    if doc.get("content"):
+        doc["content"] = redact(doc["content"], secret_fields(schema))
+    return doc
+
+
+@api.route("GET", "/v1/health", "Is the daemon up, and what is it running", tag="daemon",
+           replies={200: Reply("the daemon is serving", Health)})
+async def health(call: Call) -> web.StreamResponse:
+    rt = _rt(call)
+    body = Health(
+        ok=True, version=__version__, pid=os.getpid(), started_at=rt.started_at, socket=str(rt.paths.socket),
+        listen=rt.listen, config=rt.loaded.origin, config_error=rt.config_error,
+        pending=await rt.broker.store.count("pending"), servers=sorted(rt.config.servers),
+    )
+    return web.json_response(body.wire())
+
+
+@api.route("GET", "/v1/openapi.json", "This API, generated from the route table", tag="daemon",
+           replies={200: Reply("OpenAPI 3.1")})
+async def openapi(call: Call) -> web.StreamResponse:
+    return web.json_response(call.app["openapi"])
+
+
+@api.route("GET", "/v1/elicit", "Questions, oldest first (default: pending ones)", query=ListQuery,
+           replies={200: Reply("the questions", ElicitationList), 400: _ERR[400]})
+async def list_questions(call: Call) -> web.StreamResponse:
+    q: ListQuery = call.query
+    filters = {"session": q.session, "state": None if q.state == "all" else q.state, "server": q.server,
+               "audience": q.audience, "trace": q.trace, "task": q.task}
+    text, count = await _rt(call).broker.list_json(filters, q.limit)
+    return json_text(f'{{"elicitations":{text},"count":{count}}}')
+
+
+@api.route("POST", "/v1/elicit", "mcpx asks on its own behalf: approvals from CI and scripts", body=AskBody,
+           replies={201: Reply("the question is open", Opened), 400: _ERR[400]})
+async def ask(call: Call) -> web.StreamResponse:
+    rt = _rt(call)
+    body: AskBody = call.body
+    mode = body.mode or ("url" if body.url else "form")
+    try:
+        ttl = parse_duration(body.ttl) if body.ttl is not None else None
+    except ValueError as exc:
+        raise ApiError(400, "bad_body", f"invalid body: ttl: {exc}", fields={"ttl": str(exc)}) from None
+    if ttl is not None and not 0 < ttl <= 7 * 86400:
+        raise ApiError(400, "bad_body", "invalid body: ttl must be more than 0 and at most 7 days",
+                       fields={"ttl": "out of range"})
+    header_session = session_of(call.request)
+    if body.session:
+        session, source = body.session, "argument"
+    elif header_session:
+        source = "env" if call.request.headers.get("X-Mcpx-Session-Source") == "env" else "header"
+        session = header_session
+    else:
+        session, source = rt.loaded.fallback_session(call.request.headers.get(CWD_HEADER)), "fallback"
+    handle = await rt.broker.open(OpenRequest(
+        session=session, session_source=source, server=body.server or "mcpx", tool=body.tool, mode=mode,
+        message=body.message, requested_schema=body.requested_schema, url=body.url,
+        upstream_id=body.elicitation_id, ttl=ttl, audience=body.audience, meta=body.meta,
+        pid=peer_pid(call.request),
+    ))
+    return web.json_response({"elicitation": handle.elicitation.wire()}, status=201,
+                             headers={"Location": f"/v1/elicit/{handle.id}"})
+
+
+@api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one",
+           replies={200: Reply("the question", ElicitationWithAnswer), 400: _ERR[400], 404: _ERR[404]})
+async def get_question(call: Call) -> web.StreamResponse:
+    q, answer = await _rt(call).broker.get(call.path["id"])
+    return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema)})
+
+
+@api.route("POST", "/v1/elicit/{id}/{action}", "Answer a question: accept (with content), decline or cancel",
+           body=AnswerBody,
+           replies={200: Reply("answered (or, for an agent's decline, escalated to the person)", AnswerResult),
+                    **{s: _ERR[s] for s in (400, 403, 404, 409, 410, 422)}})
+async def answer_question(call: Call) -> web.StreamResponse:
+    action = call.path["action"]
+    if action not in ACTIONS:
+        raise ApiError(400, "unknown_action", f"unknown action {action!r}: use accept, decline or cancel")
+    body: AnswerBody = call.body
+    by = answerer_of(call.request)
+    q, answer = await _rt(call).broker.answer(
+        call.path["id"], action, body.content, by=by, session=session_of(call.request),  # type: ignore[arg-type]
+        pid=peer_pid(call.request), reason=body.reason)
+    return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema),
+                              "escalated": answer is None})
+
+
+@api.route("GET", "/v1/elicit/{id}/wait", "Long-poll until the question is answered or the timeout passes",
+           query=WaitQuery,
+           replies={200: Reply("the answer", Answer), 204: Reply("not answered within the timeout"),
+                    400: _ERR[400], 404: _ERR[404], 410: Reply("abandoned")})
+async def wait_answer(call: Call) -> web.StreamResponse:
+    broker = _rt(call).broker
+    shutdown = call.app[SHUTDOWN]
+    waiter = asyncio.ensure_future(broker.wait(call.path["id"], call.query.timeout))
+    stopper = asyncio.ensure_future(shutdown.wait())
+    try:
+        done, _ = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if waiter not in done:
+        waiter.cancel()
+        return web.Response(status=204, headers={"Retry-After": "1"})
+    answer = waiter.result()
+    if answer is None:
+        return web.Response(status=204)
+    q, _ = await broker.get(answer.id)
+    return web.json_response(answer_document(answer, q.requested_schema))
+
+
+def _kinds(spec: str | None) -> list[str] | None:
+    if not spec:
+        return None
+    kinds = [k.strip() for k in spec.split(",") if k.strip()]
+    known_groups = {"elicit", "task", "policy"}
+    for k in kinds:
+        if "." not in k and k not in known_groups:
+            raise ApiError(400, "bad_query", f"unknown event kind {k!r}: use elicit, task, policy or an exact kind "
+                           "like elicit.open")
+    return kinds
+
+
+def _accepts(kinds: list[str] | None, session: str | None) -> Any:
+    def accept(record: AuditRecord) -> bool:
+        if session is not None and record.session != session:
+            return False
+        if kinds is None:
+            return True
+        return any(record.kind == k or record.kind.startswith(k + ".") for k in kinds)
+    return accept
+
+
+def sse_frame(record: AuditRecord) -> bytes:
+    return f"id: {record.seq}\nevent: {record.kind}\ndata: {record.model_dump_json(by_alias=True, exclude_none=True)}\n\n".encode()
+
+
+@api.route("GET", "/v1/events", "Server-sent events of every transition; Last-Event-ID replays from the log",
+           query=EventsQuery,
+           replies={200: Reply("an event stream", content_type="text/event-stream"), 400: _ERR[400]})
+async def events(call: Call) -> web.StreamResponse:
+    rt = _rt(call)
+    q: EventsQuery = call.query
+    kinds = _kinds(q.kinds)
+    last_header = call.request.headers.get("Last-Event-ID")
+    last: int | None = q.last_event_id
+    if last_header is not None:
+        if not last_header.strip().isdigit():
+            raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be a number (an event's id), not {last_header!r}")
+        last = int(last_header)
+    heartbeat = float(os.environ.get("MCPX_SSE_HEARTBEAT", "15"))
+    accept = _accepts(kinds, q.session)
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+    shutdown = call.app[SHUTDOWN]
+    with rt.broker.bus.subscribe(accept) as sub:  # subscribe before replaying: nothing falls in the gap
+        await response.prepare(call.request)
+        sent = last if last is not None else await rt.broker.store.last_seq()
+        # an id-only frame tells the client where the log stands, so a reconnect can resume from here
+        await response.write(f"retry: 1000\nid: {sent}\n\n".encode())
+        if last is not None:
+            while True:
+                page = await rt.broker.audit(after=sent, limit=500, kinds=kinds, session=q.session)
+                for record in page:
+                    await response.write(sse_frame(record))
+                    sent = record.seq
+                if len(page) < 500:
+                    break
+        stopper = asyncio.ensure_future(shutdown.wait())
+        try:
+            while not shutdown.is_set():
+                getter = asyncio.ensure_future(sub.get())
+                done, _ = await asyncio.wait({getter, stopper}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    if stopper in done:
+                        break
+                    await response.write(b": heartbeat\n\n")
+                    continue
+                record = getter.result()
+                if record is None:  # fell behind: end, the client resumes from its Last-Event-ID
+                    break
+                if record.seq <= sent:
+                    continue
+                await response.write(sse_frame(record))
+                sent = record.seq
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            stopper.cancel()
+    return response
+
+
+@api.route("GET", "/v1/audit", "The audit trail, by question, session or trace", query=AuditQuery,
+           replies={200: Reply("audit records, oldest first", AuditList), 400: _ERR[400]})
+async def audit(call: Call) -> web.StreamResponse:
+    q: AuditQuery = call.query
+    records = await _rt(call).broker.audit(after=q.after, limit=q.limit, kinds=_kinds(q.kinds), elicit=q.elicit,
+                                           session=q.session, trace=q.trace, task=q.task)
+    return web.json_response({"records": [r.wire() for r in records]})
+

@@ -1,0 +1,181 @@
+"""Running the daemon: one per state directory, on its unix socket and optionally loopback TCP.
+
+SIGTERM drains and exits cleanly. A kill -9 loses nothing that was committed: the store is
+SQLite in WAL mode and every answer is committed before anyone is told of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from aiohttp import web
+
+from mcpx import __version__
+from mcpx.broker.broker import Broker
+from mcpx.broker.store import Store
+from mcpx.config import ConfigError, load_config, watch_config
+from mcpx.daemon.app import make_app
+from mcpx.daemon.elicit_routes import SHUTDOWN
+from mcpx.daemon.runtime import Runtime
+from mcpx.paths import StatePaths, write_private
+
+log = logging.getLogger("mcpx.daemon")
+
+
+class DaemonError(Exception):
+    pass
+
+
+def socket_alive(path: Path, timeout: float = 1.0) -> bool:
+    """Is a daemon answering on this socket (as opposed to a stale file left by a kill -9)?"""
+    if not path.exists():
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(timeout)
+    try:
+        probe.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise DaemonError(f"--listen takes HOST:PORT on loopback, e.g. 127.0.0.1:7878 (got {listen!r})")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise DaemonError(f"--listen must be a loopback address (127.0.0.1, ::1 or localhost), not {host!r}: "
+                          "the daemon answers questions for you and must not be reachable from the network")
+    return host, int(port)
+
+
+def load_or_create_token(paths: StatePaths) -> str:
+    if paths.token.exists():
+        token = paths.token.read_text().strip()
+        if token:
+            paths.token.chmod(0o600)
+            return token
+    token = secrets.token_urlsafe(32)
+    write_private(paths.token, token.encode())
+    return token
+
+
+def setup_logging(paths: StatePaths, verbose: bool = False) -> None:
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(fmt)
+    root.addHandler(stderr)
+    fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    filelog = logging.StreamHandler(os.fdopen(fd, "a", buffering=1))
+    filelog.setFormatter(fmt)
+    root.addHandler(filelog)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+async def run(listen: str | None = None, verbose: bool = False) -> int:
+    paths = StatePaths.current()
+    paths.ensure()
+    if socket_alive(paths.socket):
+        pid = _running_pid(paths)
+        raise DaemonError(f"a daemon is already running for {paths.root}" + (f" (pid {pid})" if pid else "")
+                          + f" on {paths.socket}")
+    tcp = parse_listen(listen) if listen else None
+    setup_logging(paths, verbose)
+    try:
+        loaded = load_config()
+    except ConfigError as exc:
+        raise DaemonError(f"config: {exc}") from None
+
+    store = Store(paths.db)
+    await store.open()
+    holder: dict[str, Runtime] = {}
+    broker = Broker(store, lambda: holder["rt"].config)
+    runtime = Runtime(paths=paths, loaded=loaded, broker=broker, started_at=datetime.now(UTC),
+                      listen=f"{tcp[0]}:{tcp[1]}" if tcp else None, token=load_or_create_token(paths) if tcp else None)
+    holder["rt"] = runtime
+    await broker.start()
+
+    app = make_app(runtime)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=3.0, access_log=None)
+    await runner.setup()
+    with contextlib.suppress(FileNotFoundError):
+        paths.socket.unlink()  # stale: nothing answered on it
+    old_umask = os.umask(0o177)  # the socket is born 0600, never briefly open to others
+    try:
+        await web.UnixSite(runner, str(paths.socket)).start()
+    finally:
+        os.umask(old_umask)
+    paths.socket.chmod(0o600)
+    if tcp:
+        await web.TCPSite(runner, tcp[0], tcp[1]).start()
+    write_private(paths.daemon_json, json.dumps({
+        "pid": os.getpid(), "socket": str(paths.socket), "listen": runtime.listen, "version": __version__,
+        "startedAt": runtime.started_at.isoformat(),
+    }).encode())
+    log.info("mcpx daemon %s serving on %s%s (config: %s)", __version__, paths.socket,
+             f" and http://{runtime.listen}" if tcp else "", loaded.origin)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    watcher = asyncio.create_task(_watch(runtime), name="mcpx-config-watch")
+    try:
+        await stop.wait()
+        log.info("draining: no new requests; in-flight ones get %.0fs", 3.0)
+    finally:
+        app[SHUTDOWN].set()
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        await runner.cleanup()
+        await broker.stop()
+        await store.close()
+        for path in (paths.socket, paths.daemon_json):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        log.info("mcpx daemon stopped")
+    return 0
+
+
+async def _watch(runtime: Runtime) -> None:
+    while True:
+        try:
+            async for update in watch_config(runtime.loaded):
+                if runtime.apply(update) and runtime.gateway is not None:
+                    await runtime.gateway.reconfigure()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("watching the config failed; retrying in 2s")
+            await asyncio.sleep(2)
+
+
+def _running_pid(paths: StatePaths) -> int | None:
+    try:
+        return int(json.loads(paths.daemon_json.read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,25 @@
+"""Showing a server's words safely: they are data, so control characters never reach a terminal or a prompt raw."""
+
+import json
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def plain(text: object, limit: int = 4000) -> str:
+    """One line of untrusted text: escapes instead of control characters, newlines shown as ⏎, bounded."""
+    s = str(text)
+    s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
+    s = s.replace("\r\n", "\n").replace("\n", " ⏎ ")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def quoted(text: object, limit: int = 4000) -> str:
+    """Untrusted text in quotes, so it reads as someone else's words."""
+    return "“" + plain(text, limit) + "”"
+
+
+def shell_quote_json(value: object) -> str:
+    """A JSON argument for a POSIX shell command line."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return "'" + text.replace("'", "'\\''") + "'"

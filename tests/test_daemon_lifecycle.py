@@ -1,0 +1,132 @@
+"""The daemon as a process: kill -9 loses nothing committed, SIGTERM drains, TCP needs the token."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+
+from conftest import Daemon, ask, make_daemon
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_kill9_then_restart_loses_nothing_committed(home: Path) -> None:
+    d = make_daemon(home)
+    d.start()
+    async with d.session() as http:
+        answered = await ask(http, session="s")
+        async with http.post(f"/v1/elicit/{answered['id']}/accept", json={"content": {"repo": "kept/one"}}) as r:
+            assert r.status == 200
+        pending = [await ask(http, session="s", ttl=600) for _ in range(5)]
+    d.kill9()
+    assert d.socket.exists()  # a stale socket is left behind; the next daemon must cope
+    d.restart()
+    try:
+        async with d.session() as http:
+            async with http.get(f"/v1/elicit/{answered['id']}") as r:
+                body = await r.json()
+            assert body["answer"]["content"] == {"repo": "kept/one"} and body["elicitation"]["state"] == "answered"
+            async with http.get("/v1/elicit", params={"session": "s"}) as r:
+                ids = [q["id"] for q in (await r.json())["elicitations"]]
+            assert ids == [q["id"] for q in pending]
+            async with http.post(f"/v1/elicit/{pending[0]['id']}/accept", json={"content": {"repo": "after/restart"}}) as r:
+                assert r.status == 200
+            async with http.get("/v1/audit", params={"session": "s"}) as r:
+                kinds = [rec["kind"] for rec in (await r.json())["records"]]
+            assert kinds.count("elicit.open") == 6 and kinds.count("elicit.answered") == 2
+    finally:
+        d.stop()
+
+
+async def test_questions_due_while_the_daemon_was_down_expire_at_start(home: Path) -> None:
+    d = make_daemon(home)
+    d.start()
+    async with d.session() as http:
+        q = await ask(http, ttl=0.5)
+    d.kill9()
+    await asyncio.sleep(0.8)
+    d.restart()
+    try:
+        async with d.session() as http:
+            async def state() -> str:
+                async with http.get(f"/v1/elicit/{q['id']}") as r:
+                    return (await r.json())["elicitation"]["state"]
+            deadline = time.monotonic() + 5
+            while await state() != "expired" and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert await state() == "expired"
+    finally:
+        d.stop()
+
+
+async def test_sigterm_drains_and_exits_cleanly(home: Path) -> None:
+    d = make_daemon(home)
+    d.start()
+    async with d.session() as http:
+        q = await ask(http)
+
+        async def long_poll() -> int:
+            async with http.get(f"/v1/elicit/{q['id']}/wait", params={"timeout": "60"}) as r:
+                return r.status
+
+        waiter = asyncio.create_task(long_poll())
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        code = await asyncio.to_thread(d.stop)
+        assert code == 0
+        assert time.monotonic() - started < 8
+        assert await waiter == 204  # told to come back, not cut off
+    assert not d.socket.exists() and not (home / "daemon.json").exists()
+    d.restart()
+    try:
+        async with d.session() as http:
+            async with http.get(f"/v1/elicit/{q['id']}") as r:
+                assert (await r.json())["elicitation"]["state"] == "pending"
+    finally:
+        d.stop()
+
+
+def test_a_second_daemon_for_the_same_state_directory_is_refused(daemon: Daemon) -> None:
+    result = subprocess.run([sys.executable, "-m", "mcpx", "daemon"], env=daemon.env, capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 1 and "already running" in result.stderr
+
+
+def test_listen_refuses_addresses_off_loopback(home: Path) -> None:
+    d = make_daemon(home)
+    result = subprocess.run([sys.executable, "-m", "mcpx", "daemon", "--listen", "0.0.0.0:7000"], env=d.env,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1 and "loopback" in result.stderr
+
+
+async def test_tcp_needs_the_bearer_token(home: Path) -> None:
+    port = free_port()
+    d = make_daemon(home, listen=f"127.0.0.1:{port}")
+    d.start()
+    try:
+        token_file = home / "token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text().strip()
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/v1/health") as r:
+                assert r.status == 401 and "Bearer" in (await r.json())["error"]["message"]
+            async with http.get(f"http://127.0.0.1:{port}/v1/health", headers={"Authorization": "Bearer nope"}) as r:
+                assert r.status == 401
+            auth = {"Authorization": f"Bearer {token}"}
+            async with http.get(f"http://127.0.0.1:{port}/v1/health", headers=auth) as r:
+                assert r.status == 200 and (await r.json())["listen"] == f"127.0.0.1:{port}"
+        status = d.cli("status", env={"MCPX_DAEMON_URL": f"http://127.0.0.1:{port}"})
+        assert status.returncode == 0 and f"127.0.0.1:{port}" in status.stdout
+    finally:
+        d.stop()

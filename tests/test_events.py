@@ -1,0 +1,113 @@
+"""GET /v1/events: SSE from the durable audit log — live, filtered exactly, replayed after a reconnect."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from conftest import Daemon, ask, make_daemon
+
+
+async def read_frames(resp: aiohttp.ClientResponse, count: int, timeout: float = 10.0,
+                      keep_comments: bool = False) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+
+    async def pump() -> None:
+        nonlocal current
+        async for raw in resp.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith(":"):
+                if keep_comments:
+                    frames.append({"comment": line[1:].strip()})
+                    if len(frames) >= count:
+                        return
+                continue
+            if not line:
+                if "data" in current:
+                    current["data"] = json.loads(current["data"])
+                    frames.append(current)
+                    if len(frames) >= count:
+                        return
+                current = {}
+                continue
+            key, _, value = line.partition(": ")
+            current[key] = value
+
+    await asyncio.wait_for(pump(), timeout)
+    return frames
+
+
+async def test_live_events_carry_id_kind_and_the_record(http: aiohttp.ClientSession) -> None:
+    async with http.get("/v1/events", params={"kinds": "elicit"}) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        q = await ask(http, session="s1")
+        async with http.post(f"/v1/elicit/{q['id']}/decline", json={"reason": "not this one"}) as r:
+            assert r.status == 200
+        frames = await read_frames(resp, 2)
+    assert [f["event"] for f in frames] == ["elicit.open", "elicit.answered"]
+    assert int(frames[0]["id"]) < int(frames[1]["id"])
+    assert frames[1]["data"]["elicit"] == q["id"] and frames[1]["data"]["session"] == "s1"
+    assert frames[1]["data"]["data"]["action"] == "decline" and frames[1]["data"]["data"]["reason"] == "not this one"
+
+
+async def test_session_filter_is_exact(http: aiohttp.ClientSession) -> None:
+    async with http.get("/v1/events", params={"session": "team"}) as resp:
+        await ask(http, session="team-b")
+        await ask(http, session="tea")
+        mine = await ask(http, session="team")
+        frames = await read_frames(resp, 1)
+    assert frames[0]["data"]["elicit"] == mine["id"]
+
+
+async def test_last_event_id_replays_what_was_missed(http: aiohttp.ClientSession) -> None:
+    async with http.get("/v1/events") as resp:
+        first = await ask(http, session="r")
+        seen = await read_frames(resp, 1)
+    last = int(seen[0]["id"])
+    # while disconnected: an answer and a new question
+    async with http.post(f"/v1/elicit/{first['id']}/accept", json={"content": {"repo": "a/b"}}) as r:
+        assert r.status == 200
+    second = await ask(http, session="r")
+    async with http.get("/v1/events", headers={"Last-Event-ID": str(last)}) as resp:
+        replayed = await read_frames(resp, 2)
+        third = await ask(http, session="r")
+        live = await read_frames(resp, 1)
+    assert [f["event"] for f in replayed] == ["elicit.answered", "elicit.open"]
+    assert replayed[1]["data"]["elicit"] == second["id"]
+    assert live[0]["data"]["elicit"] == third["id"]
+    ids = [int(f["id"]) for f in replayed + live]
+    assert ids == sorted(ids) and ids[0] == last + 1
+    async with http.get("/v1/events", headers={"Last-Event-ID": "yesterday"}) as resp:
+        assert resp.status == 400
+
+
+async def test_heartbeats_keep_a_quiet_stream_alive(home: Path) -> None:
+    d = make_daemon(home, extra_env={"MCPX_SSE_HEARTBEAT": "0.2"})
+    d.start()
+    try:
+        async with d.session() as http, http.get("/v1/events") as resp:
+            frames = await read_frames(resp, 3, timeout=5, keep_comments=True)
+        assert [f.get("comment") for f in frames] == ["heartbeat"] * 3
+    finally:
+        d.stop()
+
+
+async def test_expiry_happens_with_nothing_reading(daemon: Daemon, http: aiohttp.ClientSession) -> None:
+    """A subscriber in another process hears the expiry; nobody GETs the question meanwhile."""
+    watcher = daemon.cli_bg("elicit", "watch", "--json", "--kinds", "elicit.expired")
+    try:
+        await asyncio.sleep(0.5)
+        q = await ask(http, ttl=0.5)
+        line = await asyncio.wait_for(asyncio.to_thread(watcher.stdout.readline), 10)
+    finally:
+        watcher.terminate()
+        watcher.wait(5)
+    event = json.loads(line)
+    assert event["event"] == "elicit.expired" and event["data"]["elicit"] == q["id"]
+    assert event["data"]["data"]["action"] == "cancel" and event["data"]["data"]["by"] == "expiry"
+    assert event["data"]["data"]["answeredAfterMs"] >= 500
