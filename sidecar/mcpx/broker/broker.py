@@ -190,7 +190,7 @@ class Broker:
     async def open(self, req: OpenRequest) -> Handle:
         now = time.time()
         q, decided = self._build(req, now)
-        decision, _checks = policy.evaluate(self._settings().elicit, q)
+        decision, _checks = policy.evaluate(self._settings().elicit, q, mode=req.policy_mode)
         records: list[AuditRecord] = []
         answer: Answer | None = None
         ended: QuestionEnded | None = None

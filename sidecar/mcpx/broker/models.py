@@ -125,3 +125,5 @@ class OpenRequest(WireModel):
     meta: dict[str, Any] | None = Field(default=None, description="the asker's _meta, for routing hints")
     pid: int | None = None
     ambiguous: bool = False
+    policy_mode: Literal["ask", "auto", "decline", "error"] | None = Field(
+        default=None, description="this call's own elicit mode (mcpx call --elicit), over elicit.mode")

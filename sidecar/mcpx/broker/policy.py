@@ -78,12 +78,17 @@ def check_rule(rule: Rule, q: Elicitation, environ: Any = os.environ) -> RuleChe
     return RuleCheck(rid, True, rule.because or f"rule {rid} matched")
 
 
-def evaluate(settings: ElicitSettings, q: Elicitation, environ: Any = os.environ) -> tuple[Decision | None, list[RuleCheck]]:
-    """The decision for a question, and how each rule fared (for `mcpx policy test`)."""
+def evaluate(settings: ElicitSettings, q: Elicitation, environ: Any = os.environ,
+             mode: str | None = None) -> tuple[Decision | None, list[RuleCheck]]:
+    """The decision for a question, and how each rule fared (for `mcpx policy test`).
+
+    `mode` is a caller's own choice for its call (`mcpx call --elicit=…`), standing in for elicit.mode.
+    """
     checks: list[RuleCheck] = []
-    if settings.mode == "decline":
+    mode = mode or settings.mode
+    if mode == "decline":
         return Decision("decline", "decline", None, "elicit.mode is 'decline': mcpx refuses every question here"), checks
-    if settings.mode == "error":
+    if mode == "error":
         return Decision("error", None, None, "elicit.mode is 'error': a call that asks a question fails", fail=True), checks
     for rule in settings.rules:
         check = check_rule(rule, q, environ)
@@ -91,7 +96,7 @@ def evaluate(settings: ElicitSettings, q: Elicitation, environ: Any = os.environ
         if check.fires:
             content = (rule.content or {}) if rule.action == "accept" and q.mode == "form" else None
             return Decision(rule.id or "?", rule.action, content, check.why), checks
-    if settings.mode == "auto":
+    if mode == "auto":
         return Decision("auto", "cancel", None, "elicit.mode is 'auto' and no rule matched: nobody chose"), checks
     return None, checks
 

@@ -294,8 +294,9 @@ def _option_text(value: Any, title: str) -> str:
 def example_content(schema: dict[str, Any] | None) -> dict[str, Any]:
     """A placeholder answer showing the shape; strings are '...' so nothing looks like a real value."""
     out: dict[str, Any] = {}
-    for name, prop in properties(schema).items():
-        if name not in required(schema) and "default" in prop:
+    props = properties(schema)
+    for name, prop in props.items():
+        if name not in required(schema) and "default" in prop and len(props) > 1:
             continue
         kind = kind_of(prop)
         if kind == "enum":

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpx.broker.schema import describe_field, example_content, properties, required
+from mcpx.answering import respond_with
+from mcpx.broker.schema import describe_field, properties, required
 from mcpx.durations import format_duration
 from mcpx.text import plain, quoted, shell_quote_json
 
@@ -13,15 +14,6 @@ AUDIENCE_WORDS = {
     "human": "the person — an agent must not answer it",
     "agent-then-human": "the agent if it truly knows; if it declines, the person",
 }
-
-
-def respond_with(q: dict[str, Any]) -> str:
-    """The one command that answers this question, with a placeholder of the right shape."""
-    eid = q["id"]
-    if q.get("mode") == "url":
-        return f"mcpx elicit answer {eid}"
-    example = example_content(q.get("requestedSchema"))
-    return f"mcpx elicit answer {eid} {shell_quote_json(example)}" if example else f"mcpx elicit answer {eid}"
 
 
 def answer_commands(q: dict[str, Any]) -> list[str]:

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from mcpx.daemon import elicit_routes
+from mcpx.daemon import call_routes, elicit_routes
 from mcpx.daemon.api import MAX_BODY, Api, error_response, errors_middleware
 from mcpx.daemon.elicit_routes import SHUTDOWN
 from mcpx.daemon.peers import is_unix
@@ -33,6 +33,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
 def build_api() -> Api:
     api = Api()
     api.endpoints.extend(elicit_routes.api.endpoints)
+    api.endpoints.extend(call_routes.api.endpoints)
     return api
 
 

@@ -116,6 +116,10 @@ async def run(listen: str | None = None, verbose: bool = False) -> int:
                       listen=f"{tcp[0]}:{tcp[1]}" if tcp else None, token=load_or_create_token(paths) if tcp else None)
     holder["rt"] = runtime
     await broker.start()
+    from mcpx.upstream.gateway import Gateway
+
+    runtime.gateway = Gateway(runtime)
+    await runtime.gateway.start()
 
     app = make_app(runtime)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=3.0, access_log=None)
@@ -151,6 +155,7 @@ async def run(listen: str | None = None, verbose: bool = False) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
         await runner.cleanup()
+        await runtime.gateway.close()
         await broker.stop()
         await store.close()
         for path in (paths.socket, paths.daemon_json):

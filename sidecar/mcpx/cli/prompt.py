@@ -1,0 +1,127 @@
+"""Asking a question at a terminal, field by field: types, choices and defaults shown, bad input re-asked.
+
+Typing `decline` at any prompt declines (with an optional reason); Ctrl-C cancels.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from mcpx.broker.schema import (
+    describe_field,
+    enum_options,
+    field_problem,
+    kind_of,
+    multi_options,
+    properties,
+    required,
+    type_value,
+)
+from mcpx.text import plain, quoted
+
+Reader = Callable[[str], str]
+
+
+class Declined(Exception):
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(reason or "declined")
+        self.reason = reason
+
+
+def _choose(options: list[tuple[Any, str]], text: str) -> Any:
+    text = text.strip()
+    if text.isdigit() and 1 <= int(text) <= len(options):
+        return options[int(text) - 1][0]
+    return None
+
+
+def _field_value(prop: dict[str, Any], text: str) -> Any:
+    kind = kind_of(prop)
+    if kind == "enum":
+        picked = _choose(enum_options(prop) or [], text)
+        return picked if picked is not None else type_value(prop, text)
+    if kind == "multi-enum":
+        options = multi_options(prop) or []
+        out = []
+        for part in [p.strip() for p in text.split(",") if p.strip()]:
+            picked = _choose(options, part)
+            out.append(picked if picked is not None else type_value(prop["items"], part))
+        return out
+    return type_value(prop, text)
+
+
+class TerminalForm:
+    def __init__(self, read: Reader = input, out: TextIO = sys.stderr) -> None:
+        self.read = read
+        self.out = out
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def _ask(self, label: str) -> str:
+        text = self.read(label)
+        if text.strip().lower() == "decline":
+            reason = self.read("  why (optional, Enter to skip): ").strip()
+            raise Declined(reason or None)
+        return text
+
+    def header(self, q: dict[str, Any]) -> None:
+        who = plain(q.get("server", "?")) + (f", during {plain(q['tool'])}" if q.get("tool") else "")
+        self.say()
+        self.say(f"{who} (via mcpx) asks: {quoted(q.get('message', ''))}")
+        self.say(f"  ({q['id']}; type 'decline' to say no, Ctrl-C to cancel)")
+
+    def url(self, q: dict[str, Any]) -> str:
+        """accept / decline / cancel for a url-mode question."""
+        self.header(q)
+        self.say(f"  open this page yourself: {plain(q.get('url', ''))}")
+        while True:
+            text = self._ask("  done there? [a]ccept, [d]ecline, [c]ancel: ").strip().lower()
+            if text in ("a", "accept", "y", "yes"):
+                return "accept"
+            if text in ("d", "no", "n"):
+                raise Declined(None)
+            if text in ("c", "cancel"):
+                raise KeyboardInterrupt
+
+    def form(self, q: dict[str, Any], problems: dict[str, str] | None = None) -> dict[str, Any]:
+        schema = q.get("requestedSchema") or {}
+        req = set(required(schema))
+        if problems is None:
+            self.header(q)
+        else:
+            for name, problem in problems.items():
+                self.say(f"  ! {name} {problem}")
+        content: dict[str, Any] = {}
+        props = properties(schema)
+        if not props:
+            text = self._ask("  accept? [y]es, or type decline: ").strip().lower()
+            if text in ("y", "yes", ""):
+                return {}
+            raise Declined(None)
+        for name, prop in props.items():
+            if problems is not None and name not in problems:
+                continue
+            self.say("  " + plain(describe_field(name, prop, name in req), 400))
+            options = enum_options(prop) or multi_options(prop)
+            if options:
+                self.say("    " + "  ".join(f"{i}) {plain(title, 60)}" for i, (_v, title) in enumerate(options, 1)))
+            while True:
+                default = f" [{json.dumps(prop['default'])}]" if "default" in prop else ""
+                text = self._ask(f"  {name}{default}: ")
+                if not text.strip():
+                    if "default" in prop or name not in req:
+                        break  # the daemon fills defaults; optional fields may stay empty
+                    self.say(f"  ! {name} is required")
+                    continue
+                value = _field_value(prop, text)
+                problem = field_problem(prop, value)
+                if problem:
+                    self.say(f"  ! {name} {problem}")
+                    continue
+                content[name] = value
+                break
+        return content

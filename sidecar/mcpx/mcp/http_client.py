@@ -1,0 +1,174 @@
+"""A Streamable HTTP channel to an upstream server, for both eras.
+
+Every message is its own POST. A request's reply is JSON or an SSE stream carrying the
+notifications (and, in the legacy era, the server's own requests) that belong to it,
+then the response; all of them come out of `receive()` in order of arrival.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+from typing import Any
+
+import aiohttp
+
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import Message
+from mcpx.mcp.protocol import META_VERSION, is_modern
+
+log = logging.getLogger("mcpx.mcp")
+
+SESSION_HEADER = "Mcp-Session-Id"
+
+
+def header_value(value: Any) -> str:
+    """A value for Mcp-Name / Mcp-Param-*: plain when header-safe, else the spec's base64 sentinel."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = str(value)
+    safe = all(0x20 <= ord(c) <= 0x7E for c in text) and text == text.strip()
+    if safe and not (text.startswith("=?base64?") and text.endswith("?=")):
+        return text
+    return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
+
+
+class HttpChannel:
+    def __init__(self, name: str, url: str, headers: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+        self.name = name
+        self.url = url
+        self.headers = dict(headers or {})
+        self.protocol_version: str | None = None  # set once negotiated; modern requests carry it per request
+        self.session_id: str | None = None
+        self.param_headers: dict[str, dict[str, str]] = {}  # tool -> {argument: header name} (x-mcp-header)
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, connect=timeout,
+                                                                         sock_connect=timeout))
+        self._incoming: asyncio.Queue[Message | None] = asyncio.Queue()
+        self._posts: dict[jsonrpc.Id, asyncio.Task[None]] = {}
+        self._closed = False
+        self.last_error = ""
+
+    def _headers_for(self, msg: Message) -> dict[str, str]:
+        h = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **self.headers}
+        version = self.protocol_version
+        params = msg.get("params") or {}
+        meta_version = (params.get("_meta") or {}).get(META_VERSION) if isinstance(params, dict) else None
+        if meta_version:
+            version = meta_version
+        if version:
+            h["MCP-Protocol-Version"] = version
+        if self.session_id and not is_modern(version):
+            h[SESSION_HEADER] = self.session_id
+        if is_modern(version) and "method" in msg:
+            h["Mcp-Method"] = msg["method"]
+            name = params.get("name") if msg["method"] in ("tools/call", "prompts/get") else params.get("uri")
+            if msg["method"] in ("tools/call", "prompts/get", "resources/read") and name is not None:
+                h["Mcp-Name"] = header_value(name)
+            if msg["method"] == "tools/call":
+                args = params.get("arguments") or {}
+                for arg, header in self.param_headers.get(str(name), {}).items():
+                    if args.get(arg) is not None:
+                        h[f"Mcp-Param-{header}"] = header_value(args[arg])
+        return h
+
+    async def send(self, msg: Message) -> None:
+        if self._closed:
+            raise ConnectionError(f"{self.name}: channel closed")
+        if msg.get("method") == "notifications/cancelled" and is_modern(self.protocol_version):
+            # modern HTTP: closing the request's stream is the cancellation
+            task = self._posts.get((msg.get("params") or {}).get("requestId"))
+            if task is not None:
+                task.cancel()
+            return
+        if jsonrpc.kind(msg) == "request":
+            self._posts[msg["id"]] = asyncio.create_task(self._post_request(msg))
+            return
+        async with self._http.post(self.url, data=json.dumps(msg), headers=self._headers_for(msg)) as resp:
+            if resp.status not in (200, 202, 204):
+                body = await resp.text()
+                raise ConnectionError(f"{self.name}: POST of a {jsonrpc.kind(msg)} got HTTP {resp.status}: {body[:300]}")
+
+    async def _post_request(self, msg: Message) -> None:
+        rid = msg["id"]
+        try:
+            async with self._http.post(self.url, data=json.dumps(msg), headers=self._headers_for(msg)) as resp:
+                if sid := resp.headers.get(SESSION_HEADER):
+                    self.session_id = sid
+                ctype = resp.headers.get("Content-Type", "")
+                if resp.status == 404 and self.session_id and not is_modern(self.protocol_version):
+                    self.last_error = f"{self.name}: the server ended the session (HTTP 404)"
+                    self._incoming.put_nowait(None)
+                    return
+                if ctype.startswith("text/event-stream"):
+                    await self._read_sse(resp)
+                    return
+                text = await resp.text()
+                try:
+                    reply = json.loads(text) if text.strip() else None
+                except json.JSONDecodeError:
+                    reply = None
+                if isinstance(reply, dict) and ("result" in reply or "error" in reply):
+                    if reply.get("id") is None:  # an error the server could not attribute: it is ours
+                        reply["id"] = rid
+                    reply.setdefault("jsonrpc", "2.0")
+                    self._incoming.put_nowait(reply)
+                else:
+                    self._incoming.put_nowait(jsonrpc.error(
+                        rid, jsonrpc.INTERNAL_ERROR, f"{self.name}: HTTP {resp.status} without a JSON-RPC reply: "
+                        f"{text[:300]}", {"httpStatus": resp.status}))
+        except asyncio.CancelledError:
+            pass
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            self._incoming.put_nowait(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR,
+                                                    f"{self.name}: {self.url} could not be reached: {exc}"))
+        finally:
+            self._posts.pop(rid, None)
+
+    async def _read_sse(self, resp: aiohttp.ClientResponse) -> None:
+        data: list[str] = []
+        async for raw in resp.content:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if line.startswith(":"):
+                continue
+            if not line:
+                if data:
+                    self._push_text("\n".join(data))
+                data = []
+                continue
+            name, _, value = line.partition(":")
+            if name == "data":
+                data.append(value[1:] if value.startswith(" ") else value)
+        if data:
+            self._push_text("\n".join(data))
+
+    def _push_text(self, text: str) -> None:
+        try:
+            self._incoming.put_nowait(jsonrpc.check(json.loads(text)))
+        except (json.JSONDecodeError, jsonrpc.FrameError) as exc:
+            log.warning("%s: ignoring an SSE event that is not JSON-RPC (%s)", self.name, exc)
+
+    async def receive(self) -> Message | None:
+        if self._closed and self._incoming.empty():
+            return None
+        return await self._incoming.get()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self._posts.values()):
+            task.cancel()
+        if self.session_id and not is_modern(self.protocol_version):
+            with contextlib.suppress(Exception):
+                async with self._http.delete(self.url, headers={SESSION_HEADER: self.session_id, **self.headers},
+                                             timeout=aiohttp.ClientTimeout(total=2)):
+                    pass
+        await self._http.close()
+        self._incoming.put_nowait(None)
+
+    def describe_exit(self) -> str:
+        return self.last_error or f"the connection to {self.name!r} at {self.url} closed"

@@ -1,0 +1,185 @@
+"""A JSON-RPC endpoint over a message channel: our requests matched to their responses, theirs dispatched.
+
+The two directions keep separate id spaces (a server numbers its own requests from 1 too),
+and each incoming request runs in its own task, so one that waits for a person does not
+hold up the frames behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import Message, RpcError
+
+log = logging.getLogger("mcpx.mcp")
+
+RequestHandler = Callable[[Message], Awaitable[dict[str, Any]]]
+NotificationHandler = Callable[[Message], Awaitable[None]]
+
+
+class Channel(Protocol):
+    """Moves whole JSON-RPC messages; stdio, HTTP and in-memory pipes all look like this."""
+
+    async def send(self, msg: Message) -> None: ...
+
+    async def receive(self) -> Message | None:
+        """The next message, or None once the other side is gone."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def describe_exit(self) -> str:
+        """Why the channel closed, in words (exit code, stderr tail)."""
+        ...
+
+
+class PeerClosed(Exception):
+    """The other side went away while we waited for it."""
+
+
+async def _no_requests(msg: Message) -> dict[str, Any]:
+    raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {msg.get('method')}")
+
+
+async def _ignore(_msg: Message) -> None:
+    return None
+
+
+class Peer:
+    def __init__(self, channel: Channel, on_request: RequestHandler = _no_requests,
+                 on_notification: NotificationHandler = _ignore, name: str = "peer") -> None:
+        self.channel = channel
+        self.name = name
+        self.on_request = on_request
+        self.on_notification = on_notification
+        self._ids = itertools.count(1)
+        self._pending: dict[jsonrpc.Id, asyncio.Future[Message]] = {}
+        self._incoming: dict[jsonrpc.Id, asyncio.Task[None]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()
+        self.close_reason = ""
+
+    def start(self) -> None:
+        self._reader = asyncio.create_task(self._read(), name=f"mcpx-peer-{self.name}")
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed.is_set()
+
+    async def request(self, method: str, params: dict[str, Any] | None = None,
+                      timeout: float | None = None) -> dict[str, Any]:
+        """Send a request and return its result; RpcError for an error reply, PeerClosed if the peer dies."""
+        if self.closed.is_set():
+            raise PeerClosed(self.close_reason or f"{self.name} is closed")
+        rid = next(self._ids)
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            await self.channel.send(jsonrpc.request(rid, method, params))
+            reply = await (asyncio.wait_for(asyncio.shield(fut), timeout) if timeout else fut)
+        except TimeoutError:
+            raise
+        except asyncio.CancelledError:
+            if not self.closed.is_set():
+                # tell the server we no longer want it (the stdio way; HTTP closes the stream)
+                try:
+                    await self.channel.send(jsonrpc.notification("notifications/cancelled",
+                                                                 {"requestId": rid, "reason": "cancelled by mcpx"}))
+                except Exception:
+                    pass
+            raise
+        finally:
+            self._pending.pop(rid, None)
+        if "error" in reply:
+            raise RpcError.from_error(reply["error"])
+        value = reply.get("result")
+        return value if isinstance(value, dict) else {}
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        if not self.closed.is_set():
+            await self.channel.send(jsonrpc.notification(method, params))
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                msg = await self.channel.receive()
+                if msg is None:
+                    break
+                self._dispatch(msg)
+        except Exception as exc:  # a broken channel ends the peer; the reason is kept
+            self.close_reason = f"{type(exc).__name__}: {exc}"
+            log.debug("%s: channel failed: %s", self.name, exc)
+        finally:
+            self._shut(self.close_reason or self.channel.describe_exit())
+
+    def _dispatch(self, msg: Message) -> None:
+        kind = jsonrpc.kind(msg)
+        if kind in ("response", "error"):
+            fut = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+            else:
+                log.debug("%s: response to unknown id %r dropped", self.name, msg.get("id"))
+        elif kind == "request":
+            rid = msg["id"]
+            self._incoming[rid] = asyncio.create_task(self._answer(msg), name=f"mcpx-in-{self.name}-{rid}")
+        else:
+            if msg.get("method") == "notifications/cancelled":
+                target = (msg.get("params") or {}).get("requestId")
+                task = self._incoming.get(target)
+                if task is not None:
+                    task.cancel()
+            asyncio.create_task(self._notify_safely(msg))
+
+    async def _notify_safely(self, msg: Message) -> None:
+        try:
+            await self.on_notification(msg)
+        except Exception:
+            log.exception("%s: handling %s failed", self.name, msg.get("method"))
+
+    async def _answer(self, msg: Message) -> None:
+        rid = msg["id"]
+        try:
+            try:
+                value = await self.on_request(msg)
+                reply = jsonrpc.result(rid, value)
+            except RpcError as exc:
+                reply = jsonrpc.error(rid, exc.code, exc.message, exc.data)
+            except asyncio.CancelledError:
+                return  # cancelled by the peer (or we are closing): no reply is owed
+            except Exception as exc:
+                log.exception("%s: handling %s failed", self.name, msg.get("method"))
+                reply = jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"mcpx failed handling {msg.get('method')}: {exc}")
+            if not self.closed.is_set():
+                try:
+                    await self.channel.send(reply)
+                except Exception as exc:
+                    log.debug("%s: could not reply to %r: %s", self.name, rid, exc)
+        finally:
+            self._incoming.pop(rid, None)
+
+    def _shut(self, reason: str) -> None:
+        if self.closed.is_set():
+            return
+        self.close_reason = reason
+        self.closed.set()
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(PeerClosed(reason))
+        for task in list(self._incoming.values()):
+            task.cancel()
+
+    async def close(self) -> None:
+        self._shut(self.close_reason or "closed by mcpx")
+        await self.channel.close()
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+            try:
+                await self._reader
+            except (asyncio.CancelledError, Exception):
+                pass

@@ -1,0 +1,152 @@
+"""Channels over newline-delimited JSON: a server subprocess, or any asyncio stream pair."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import shlex
+from typing import Any
+
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import FrameError, Message
+
+log = logging.getLogger("mcpx.mcp")
+
+
+class StartError(Exception):
+    """An upstream that could not start: says which command and what it printed."""
+
+
+class StreamChannel:
+    """JSON-RPC over a reader/writer pair, one message per line."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | Any, name: str = "stream") -> None:
+        self.reader = reader
+        self.writer = writer
+        self.name = name
+        self._write_lock = asyncio.Lock()
+        self.bad_frames = 0
+
+    async def send(self, msg: Message) -> None:
+        data = jsonrpc.encode(msg)
+        async with self._write_lock:
+            self.writer.write(data)
+            await self.writer.drain()
+
+    async def receive(self) -> Message | None:
+        while True:
+            try:
+                line = await self.reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial.strip():
+                    line = exc.partial
+                else:
+                    return None
+            except asyncio.LimitOverrunError:
+                await self._skip_long_line()
+                continue
+            except (ConnectionError, OSError):
+                return None
+            if not line.strip():
+                continue
+            try:
+                return jsonrpc.decode(line)
+            except FrameError as exc:
+                # a server printing to stdout what is not MCP: skip it, and say so once in a while
+                self.bad_frames += 1
+                if self.bad_frames <= 5:
+                    log.warning("%s: ignoring a line that is not JSON-RPC (%s): %.200r", self.name, exc, line)
+
+    async def _skip_long_line(self) -> None:
+        self.bad_frames += 1
+        log.warning("%s: skipping a line longer than %d bytes", self.name, jsonrpc.MAX_LINE)
+        while True:
+            try:
+                await self.reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as exc:
+                await self.reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError:
+                return
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+    def describe_exit(self) -> str:
+        return f"{self.name} closed the stream"
+
+
+class ProcessChannel(StreamChannel):
+    """An upstream server started as a subprocess, talking MCP on its stdin and stdout."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, command: list[str], name: str) -> None:
+        assert proc.stdout is not None and proc.stdin is not None
+        super().__init__(proc.stdout, proc.stdin, name)
+        self.proc = proc
+        self.command = command
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+
+    @classmethod
+    async def start(cls, name: str, command: str, args: list[str], env: dict[str, str] | None = None,
+                    cwd: str | None = None) -> "ProcessChannel":
+        argv = [command, *args]
+        full_env = {**os.environ, **(env or {})}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=full_env, cwd=cwd, limit=jsonrpc.MAX_LINE)
+        except (OSError, ValueError) as exc:
+            raise StartError(f"server {name!r} could not start `{shlex.join(argv)}`: {exc}") from None
+        return cls(proc, argv, name)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    async def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        try:
+            async for raw in self.proc.stderr:
+                line = raw.decode("utf-8", "replace").rstrip()
+                if line:
+                    self.stderr_tail.append(line)
+        except (ConnectionError, OSError, ValueError):
+            pass
+
+    def tail(self, lines: int = 12) -> str:
+        return "\n".join(list(self.stderr_tail)[-lines:])
+
+    def describe_exit(self) -> str:
+        code = self.proc.returncode
+        state = f"exited with code {code}" if code is not None else "closed its stdout"
+        tail = self.tail()
+        return f"server {self.name!r} (`{shlex.join(self.command)}`) {state}" + (f"; its stderr ends:\n{tail}" if tail else "")
+
+    async def wait_exit(self, timeout: float) -> int | None:
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout)
+        except TimeoutError:
+            return None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
+        return self.proc.returncode
+
+    async def close(self) -> None:
+        """Close stdin, then escalate SIGTERM → SIGKILL, each step bounded (the spec's shutdown order)."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(Exception):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            if await self.wait_exit(2.0) is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.terminate()
+                if await self.wait_exit(2.0) is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        self.proc.kill()
+                    await self.wait_exit(2.0)
+        self._stderr_task.cancel()

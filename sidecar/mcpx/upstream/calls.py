@@ -1,0 +1,246 @@
+"""A call to an upstream tool, as a task with an id, and the way its server's questions reach the broker.
+
+Every question a call raises carries the call's session, trace and task, so it is offered to
+the session that caused it and to nobody else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from mcpx.broker.broker import Broker, Handle, InvalidQuestion
+from mcpx.broker.errors import QuestionEnded
+from mcpx.broker.models import Answer, Elicitation, OpenRequest, SessionSource, rfc3339
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import RpcError
+from mcpx.mcp.protocol import ElicitParams
+from mcpx.upstream.connection import UpstreamConnection, roots_for
+from mcpx.upstream.deadline import PausableDeadline
+
+log = logging.getLogger("mcpx.upstream")
+
+TaskState = Literal["running", "input-required", "completed", "failed", "cancelled"]
+DONE_STATES = ("completed", "failed", "cancelled")
+
+
+@dataclass
+class CallRequest:
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    session: str
+    session_source: SessionSource
+    parent: str | None = None
+    cwd: str | None = None
+    surface: str = "rest"
+    policy_mode: Literal["ask", "auto", "decline", "error"] | None = None
+
+
+class CallFailed(Exception):
+    """A call that ended without a result; the message names the server and, where one was open, the question."""
+
+
+@dataclass
+class CallTask:
+    id: str
+    trace: str
+    request: CallRequest
+    state: TaskState = "running"
+    era: str | None = None
+    questions: list[str] = field(default_factory=list)
+    open: dict[str, Elicitation] = field(default_factory=dict)
+    abandoned: list[str] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    resume: dict[str, Any] | None = None
+    end_reason: str | None = None
+    end_state: TaskState = "cancelled"
+    suspended: bool = False  # the daemon is stopping; a modern call stays resumable after the restart
+    runner: asyncio.Task[None] | None = None
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    @property
+    def done(self) -> bool:
+        return self.state in DONE_STATES
+
+    async def touch(self, state: TaskState | None = None) -> None:
+        if state is not None:
+            self.state = state
+        self.updated = time.time()
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        async with self.changed:
+            try:
+                await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
+            except TimeoutError:
+                return predicate()
+        return True
+
+    def doc(self) -> dict[str, Any]:
+        r = self.request
+        doc: dict[str, Any] = {
+            "id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server, "tool": r.tool,
+            "session": r.session, "sessionSource": r.session_source, "state": self.state, "era": self.era,
+            "questions": self.questions, "open": list(self.open),
+            "created": rfc3339(datetime.fromtimestamp(self.created, UTC)),
+            "updated": rfc3339(datetime.fromtimestamp(self.updated, UTC)),
+        }
+        if self.result is not None:
+            doc["result"] = self.result
+        if self.error is not None:
+            doc["error"] = self.error
+        return {k: v for k, v in doc.items() if v is not None}
+
+    def stored(self) -> dict[str, Any]:
+        """What the tasks table keeps: enough to answer for the task, and to re-drive a modern call."""
+        doc = self.doc()
+        doc["arguments"] = self.request.arguments
+        doc["cwd"] = self.request.cwd
+        doc["surface"] = self.request.surface
+        if self.resume is not None:
+            doc["resume"] = self.resume
+        return doc
+
+    def fail(self, reason: str, state: TaskState = "failed") -> None:
+        """End the call now: `failed` loudly (policy `error`, server removed) or `cancelled` (by the client)."""
+        self.end_reason = reason
+        self.end_state = state
+        if self.runner is not None and not self.runner.done():
+            self.runner.cancel()
+
+
+def elicit_result(answer: Answer) -> dict[str, Any]:
+    """The ElicitResult an upstream gets: decline stays decline, cancel (and expiry) stays cancel."""
+    out: dict[str, Any] = {"action": answer.action}
+    if answer.action == "accept" and answer.content is not None:
+        out["content"] = answer.content
+    return out
+
+
+class CallContext:
+    """The hooks a call offers its server (connection.CallHooks): questions go to the broker."""
+
+    def __init__(self, broker: Broker, task: CallTask, conn: UpstreamConnection, deadline: PausableDeadline,
+                 save: Callable[[CallTask], Any]) -> None:
+        self.broker = broker
+        self.task = task
+        self.conn = conn
+        self.deadline = deadline
+        self._save = save
+
+    def roots(self) -> list[dict[str, Any]]:
+        return roots_for(self.task.request.cwd)
+
+    def progress(self, params: dict[str, Any]) -> None:
+        pass  # a server's progress does not move our deadline; it only proves the server is alive
+
+    def _open_request(self, params: ElicitParams) -> OpenRequest:
+        r = self.task.request
+        mode = params.effective_mode
+        return OpenRequest(
+            session=r.session, session_source=r.session_source, server=r.server, tool=r.tool,
+            mode=mode,  # type: ignore[arg-type]
+            message=params.message, requested_schema=params.requested_schema if mode == "form" else None,
+            url=params.url if mode == "url" else None, upstream_id=params.elicitation_id, trace=self.task.trace,
+            parent=r.parent, task=self.task.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
+        )
+
+    async def open(self, params: ElicitParams) -> Handle:
+        try:
+            handle = await self.broker.open(self._open_request(params))
+        except InvalidQuestion as exc:
+            raise RpcError(jsonrpc.INVALID_PARAMS, f"mcpx refused this elicitation: {exc.message}") from None
+        self.task.questions.append(handle.id)
+        if not handle.done():
+            self.task.open[handle.id] = handle.elicitation
+            await self.task.touch("input-required")
+        await self._save(self.task)
+        return handle
+
+    async def wait(self, handle: Handle) -> Answer:
+        """Wait for a person (the deadline stands still meanwhile); abandon the question if the call ends first."""
+        self.deadline.pause()
+        try:
+            return await handle.answer()
+        except QuestionEnded as ended:
+            # policy `error`: the call fails loudly, naming the question
+            self.task.fail(f"{self.task.request.server}.{self.task.request.tool} needed an answer to {handle.id} "
+                           f"({handle.elicitation.message!r}) and none may be given: {ended.reason}")
+            raise asyncio.CancelledError from None
+        except asyncio.CancelledError:
+            if not self.task.suspended:
+                self.task.abandoned.append(handle.id)
+                await self.broker.abandon(handle.id, self.abandon_reason(handle.id))
+            raise
+        finally:
+            self.deadline.resume()
+            self.task.open.pop(handle.id, None)
+            if not self.task.open and self.task.state == "input-required":
+                await self.task.touch("running")
+
+    def abandon_reason(self, eid: str) -> str:
+        if self.task.end_reason:
+            return self.task.end_reason
+        peer = self.conn.peer
+        if peer is not None and not peer.alive:
+            return f"server {self.conn.name!r} went away while {eid} was open: {peer.close_reason}"
+        return f"the call {self.task.trace} ended before {eid} was answered"
+
+    async def ask(self, params: ElicitParams) -> dict[str, Any]:
+        handle = await self.open(params)
+        answer = await self.wait(handle)
+        await self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "legacy"})
+        return elicit_result(answer)
+
+    async def complete(self, elicitation_id: str) -> None:
+        """notifications/elicitation/complete: the server saw the out-of-band step finish."""
+        for eid, q in list(self.task.open.items()):
+            if q.mode == "url" and q.upstream_id == elicitation_id:
+                try:
+                    await self.broker.answer(eid, "accept", by="upstream", reason="the server reported completion")
+                except Exception as exc:  # already answered: the person got there first
+                    log.debug("completion for %s ignored: %s", eid, exc)
+                return
+        log.debug("completion for unknown elicitationId %r ignored", elicitation_id)
+
+    async def input_required(self, result: dict[str, Any], round_no: int) -> dict[str, Any]:
+        """One broker question per inputRequests entry; all answered, the retry's inputResponses."""
+        requests = result.get("inputRequests") or {}
+        if not isinstance(requests, dict):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "inputRequests must be an object")
+        static: dict[str, Any] = {}
+        handles: dict[str, Handle] = {}
+        for key, req in requests.items():
+            method = req.get("method") if isinstance(req, dict) else None
+            if method == "elicitation/create":
+                try:
+                    params = ElicitParams.model_validate(req.get("params") or {})
+                except Exception as exc:
+                    raise CallFailed(f"server {self.conn.name!r} sent an invalid elicitation in inputRequests"
+                                     f"[{key!r}]: {exc}") from None
+                handles[key] = await self.open(params)
+            elif method == "roots/list":
+                static[key] = {"roots": self.roots()}
+            else:
+                raise CallFailed(f"server {self.conn.name!r} asked for {method!r} in inputRequests[{key!r}], which "
+                                 "mcpx did not declare (it offers elicitation and roots)")
+        self.task.resume = {"round": round_no, "requestState": result.get("requestState"),
+                            "keys": {k: h.id for k, h in handles.items()}, "static": static}
+        await self._save(self.task)
+        answers = await asyncio.gather(*(self.wait(h) for h in handles.values()))
+        responses = dict(static)
+        for (key, handle), answer in zip(handles.items(), answers):
+            responses[key] = elicit_result(answer)
+            await self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "modern",
+                                                                "round": round_no})
+        return responses

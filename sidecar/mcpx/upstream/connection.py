@@ -1,0 +1,334 @@
+"""One connection to one upstream server instance, in whichever era it speaks.
+
+Legacy: `initialize` offering 2025-11-25; the server asks mid-call with `elicitation/create`,
+`ping`, `roots/list`, and may announce `notifications/elicitation/complete`.
+Modern (2026-07-28): `server/discover` first; every request carries `_meta`; a call may come
+back `input_required` and is retried with `inputResponses` and the `requestState` verbatim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from mcpx.config import HttpServer, ServerConfig, StdioServer
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.http_client import HttpChannel
+from mcpx.mcp.jsonrpc import Message, RpcError
+from mcpx.mcp.peer import Peer, PeerClosed
+from mcpx.mcp.protocol import (
+    CLIENT_INFO,
+    LATEST_LEGACY,
+    LEGACY_VERSIONS,
+    MODERN_VERSIONS,
+    Era,
+    ElicitParams,
+    legacy_client_capabilities,
+    modern_meta,
+)
+from mcpx.mcp.stdio import ProcessChannel, StartError
+
+log = logging.getLogger("mcpx.upstream")
+
+PROBE_TIMEOUT = 5.0
+HANDSHAKE_TIMEOUT = 30.0
+BACK_CHANNEL_WORDS = "no back-channel for server-initiated requests"
+
+
+class UpstreamError(Exception):
+    """Something about an upstream the caller should read: which server, what happened."""
+
+
+class NeedsLegacy(UpstreamError):
+    """A server that answered `server/discover` yet asks over a legacy back-channel (the SDK's plain ctx.elicit)."""
+
+
+class TooManyRounds(UpstreamError):
+    pass
+
+
+class CallHooks(Protocol):
+    """What a call in flight offers its server: questions, roots, progress."""
+
+    async def ask(self, params: ElicitParams) -> dict[str, Any]: ...
+
+    async def input_required(self, result: dict[str, Any], round_no: int) -> dict[str, Any]: ...
+
+    async def complete(self, elicitation_id: str) -> None: ...
+
+    def progress(self, params: dict[str, Any]) -> None: ...
+
+    def roots(self) -> list[dict[str, Any]]: ...
+
+
+@dataclass
+class ServerFacts:
+    era: Era
+    version: str
+    server_info: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    instructions: str | None = None
+
+
+def roots_for(cwd: str | None) -> list[dict[str, Any]]:
+    path = Path(cwd or ".").resolve()
+    return [{"uri": path.as_uri(), "name": path.name or str(path)}]
+
+
+class UpstreamConnection:
+    def __init__(self, name: str, entry: ServerConfig, session: str) -> None:
+        self.name = name
+        self.entry = entry
+        self.session = session
+        self.channel: ProcessChannel | HttpChannel | None = None
+        self.peer: Peer | None = None
+        self.facts: ServerFacts | None = None
+        self.hooks: CallHooks | None = None  # the call in flight (legacy: at most one per instance)
+        self.idle_hooks: CallHooks | None = None  # who hears a server that asks with no call in flight
+        self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+        self.tools: list[dict[str, Any]] | None = None
+
+    # ---- life
+
+    @property
+    def alive(self) -> bool:
+        return self.peer is not None and self.peer.alive
+
+    @property
+    def pid(self) -> int | None:
+        return self.channel.pid if isinstance(self.channel, ProcessChannel) else None
+
+    @property
+    def era(self) -> Era | None:
+        return self.facts.era if self.facts else None
+
+    def describe(self) -> str:
+        if isinstance(self.entry, StdioServer):
+            return f"`{' '.join([self.entry.command, *self.entry.args])}`"
+        return self.entry.url
+
+    async def open(self, era_hint: Era | None = None) -> ServerFacts:
+        """Start the server (stdio) or reach it (HTTP), then settle on an era."""
+        if isinstance(self.entry, StdioServer):
+            self.channel = await ProcessChannel.start(self.name, self.entry.command, self.entry.args, self.entry.env,
+                                                      self.entry.cwd)
+        else:
+            assert isinstance(self.entry, HttpServer)
+            self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers)
+        self.peer = Peer(self.channel, self._on_request, self._on_notification, name=f"upstream:{self.name}")
+        self.peer.start()
+        try:
+            facts = None
+            if era_hint != "legacy":
+                facts = await self._probe_modern()
+            if facts is None:
+                facts = await self._initialize()
+        except (PeerClosed, RpcError, TimeoutError, UpstreamError) as exc:
+            reason = self._failure(exc)
+            await self.close()
+            raise UpstreamError(reason) from None
+        self.facts = facts
+        if isinstance(self.channel, HttpChannel):
+            self.channel.protocol_version = facts.version
+        log.info("upstream %s: %s era, protocol %s", self.name, facts.era, facts.version)
+        return facts
+
+    def _failure(self, exc: Exception) -> str:
+        if isinstance(exc, PeerClosed) or (self.peer is not None and not self.peer.alive):
+            detail = self.channel.describe_exit() if self.channel else str(exc)
+            return f"server {self.name!r} did not start: {detail}"
+        if isinstance(exc, TimeoutError):
+            tail = self.channel.tail() if isinstance(self.channel, ProcessChannel) else ""
+            return (f"server {self.name!r} ({self.describe()}) did not answer the handshake within "
+                    f"{HANDSHAKE_TIMEOUT:.0f}s" + (f"; its stderr ends:\n{tail}" if tail else ""))
+        return f"server {self.name!r} ({self.describe()}) refused the handshake: {exc}"
+
+    async def _probe_modern(self) -> ServerFacts | None:
+        assert self.peer is not None
+        try:
+            res = await self.peer.request("server/discover", {"_meta": modern_meta()}, timeout=PROBE_TIMEOUT)
+        except TimeoutError:
+            return None  # legacy servers may say nothing to a request before initialize
+        except RpcError as exc:
+            if exc.code == jsonrpc.UNSUPPORTED_VERSION and isinstance(exc.data, dict):
+                ours = [v for v in exc.data.get("supported", []) if v in MODERN_VERSIONS]
+                if ours:
+                    return ServerFacts("modern", ours[0])
+            return None  # any other error: a legacy server
+        supported = res.get("supportedVersions") or []
+        ours = [v for v in supported if v in MODERN_VERSIONS]
+        if not ours:
+            return None
+        info = (res.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
+        return ServerFacts("modern", ours[0], info, res.get("capabilities") or {}, res.get("instructions"))
+
+    async def _initialize(self) -> ServerFacts:
+        assert self.peer is not None
+        res = await self.peer.request("initialize", {
+            "protocolVersion": LATEST_LEGACY, "capabilities": legacy_client_capabilities(),
+            "clientInfo": CLIENT_INFO}, timeout=HANDSHAKE_TIMEOUT)
+        version = res.get("protocolVersion")
+        if version not in LEGACY_VERSIONS:
+            raise UpstreamError(f"server {self.name!r} answered initialize with protocolVersion {version!r}, "
+                                f"which mcpx does not speak (it speaks {', '.join(LEGACY_VERSIONS)})")
+        if isinstance(self.channel, HttpChannel):
+            self.channel.protocol_version = version
+        await self.peer.notify("notifications/initialized")
+        return ServerFacts("legacy", version, res.get("serverInfo") or {}, res.get("capabilities") or {},
+                           res.get("instructions"))
+
+    async def close(self) -> None:
+        if self.peer is not None:
+            await self.peer.close()
+        elif self.channel is not None:
+            await self.channel.close()
+
+    # ---- requests to the server
+
+    def _params(self, params: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Modern requests carry version, capabilities and client info in _meta, every one of them."""
+        if self.era == "modern":
+            return {**params, "_meta": modern_meta(extra={**(params.get("_meta") or {}), **(meta or {})})}
+        if meta:
+            return {**params, "_meta": {**(params.get("_meta") or {}), **meta}}
+        return params
+
+    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = 30.0,
+                      ) -> dict[str, Any]:
+        assert self.peer is not None
+        return await self.peer.request(method, self._params(params or {}), timeout=timeout)
+
+    async def list_tools(self, refresh: bool = False) -> list[dict[str, Any]]:
+        if self.tools is not None and not refresh:
+            return self.tools
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _page in range(100):  # a paginator that never ends must not hang us
+            res = await self.request("tools/list", {"cursor": cursor} if cursor else {})
+            tools.extend(t for t in res.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str))
+            cursor = res.get("nextCursor")
+            if not cursor:
+                break
+        if isinstance(self.channel, HttpChannel):
+            self.channel.param_headers = {
+                t["name"]: {arg: str(p["x-mcp-header"]) for arg, p in
+                            ((t.get("inputSchema") or {}).get("properties") or {}).items()
+                            if isinstance(p, dict) and p.get("x-mcp-header")}
+                for t in tools}
+        self.tools = tools
+        return tools
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any], hooks: CallHooks, max_rounds: int = 8,
+                        meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The tool's result. Questions go to `hooks`; a modern call is retried until it completes."""
+        assert self.peer is not None
+        self.hooks = hooks
+        try:
+            params: dict[str, Any] = {"name": tool, "arguments": arguments}
+            if self.era == "legacy":
+                return await self.peer.request("tools/call", self._params(params, meta))
+            return await self._drive(params, hooks, max_rounds, meta, 0)
+        finally:
+            self.hooks = None
+
+    async def resume_modern(self, tool: str, arguments: dict[str, Any], responses: dict[str, Any],
+                            request_state: str | None, hooks: CallHooks, max_rounds: int, round_no: int,
+                            ) -> dict[str, Any]:
+        """Re-drive a modern call after a restart: send the retry that was due, then carry on as usual."""
+        params: dict[str, Any] = {"name": tool, "arguments": arguments, "inputResponses": responses}
+        if request_state is not None:
+            params["requestState"] = request_state
+        self.hooks = hooks
+        try:
+            return await self._drive(params, hooks, max_rounds, None, round_no)
+        finally:
+            self.hooks = None
+
+    async def _drive(self, params: dict[str, Any], hooks: CallHooks, max_rounds: int, meta: dict[str, Any] | None,
+                     round_no: int) -> dict[str, Any]:
+        assert self.peer is not None
+        tool, arguments = params["name"], params["arguments"]
+        while True:
+            try:
+                res = await self.peer.request("tools/call", self._params(params, meta))
+            except RpcError as exc:
+                if BACK_CHANNEL_WORDS in exc.message:
+                    raise NeedsLegacy(exc.message) from None
+                raise
+            kind = res.get("resultType", "complete")
+            if kind == "complete":
+                return res
+            if kind != "input_required":
+                raise UpstreamError(f"server {self.name!r} answered tools/call with resultType {kind!r}, "
+                                    "which mcpx does not know")
+            round_no += 1
+            if round_no > max_rounds:
+                raise TooManyRounds(f"server {self.name!r} kept asking for input: {max_rounds} rounds of "
+                                    f"input_required on {tool} and still no result (elicit.maxRounds)")
+            responses = await hooks.input_required(res, round_no)
+            params = {"name": tool, "arguments": arguments, "inputResponses": responses}
+            if "requestState" in res:
+                params["requestState"] = res["requestState"]  # echoed byte for byte
+
+    # ---- what the server sends us
+
+    def _current(self) -> CallHooks | None:
+        return self.hooks or self.idle_hooks
+
+    async def _on_request(self, msg: Message) -> dict[str, Any]:
+        method = msg.get("method")
+        params = msg.get("params") or {}
+        if method == "ping":
+            return {}
+        if method == "roots/list":
+            hooks = self._current()
+            return {"roots": hooks.roots() if hooks else roots_for(None)}
+        if method == "elicitation/create":
+            try:
+                ask = ElicitParams.model_validate(params)
+            except Exception as exc:
+                raise RpcError(jsonrpc.INVALID_PARAMS, f"elicitation/create params are invalid: {exc}") from None
+            if ask.mode not in (None, "form", "url"):
+                raise RpcError(jsonrpc.INVALID_PARAMS, f"elicitation mode {ask.mode!r} was not declared by mcpx "
+                                                       "(it declared form and url)")
+            if ask.effective_mode == "url" and not ask.url:
+                raise RpcError(jsonrpc.INVALID_PARAMS, "a url-mode elicitation needs url")
+            hooks = self._current()
+            if hooks is None:
+                raise RpcError(jsonrpc.INTERNAL_ERROR, "mcpx has no call in flight to attach this question to")
+            return await hooks.ask(ask)
+        if method == "sampling/createMessage":
+            raise RpcError(jsonrpc.METHOD_NOT_FOUND, "mcpx does not offer sampling (it did not declare it)")
+        raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
+
+    async def _on_notification(self, msg: Message) -> None:
+        method = msg.get("method")
+        params = msg.get("params") or {}
+        if method == "notifications/elicitation/complete":
+            hooks = self._current()
+            if hooks is not None and isinstance(params.get("elicitationId"), str):
+                await hooks.complete(params["elicitationId"])
+        elif method == "notifications/progress":
+            hooks = self._current()
+            if hooks is not None:
+                hooks.progress(params)
+        elif method == "notifications/tools/list_changed":
+            self.tools = None
+            if self.on_tools_changed is not None:
+                await self.on_tools_changed()
+        elif method == "notifications/message":
+            log.info("upstream %s says: %.500s", self.name, params.get("data"))
+
+
+async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None) -> UpstreamConnection:
+    conn = UpstreamConnection(name, entry, session)
+    try:
+        await conn.open(era_hint)
+    except StartError as exc:
+        raise UpstreamError(str(exc)) from None
+    return conn
+

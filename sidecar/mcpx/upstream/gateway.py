@@ -1,0 +1,299 @@
+"""The daemon's gateway to its upstream servers: tools, calls as tasks, and calls that outlive a restart.
+
+A modern-era call waiting for answers is durable: its questions, the pending requestState and
+its arguments are in the store, so after a kill -9 the new daemon re-attaches to the questions
+and, once they are answered, sends the retry that was due. A legacy call cannot survive its
+server process; its questions are abandoned with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from mcpx.broker.models import REDACTED, Answer
+from mcpx.ids import is_id, new_id
+from mcpx.mcp.jsonrpc import RpcError
+from mcpx.mcp.peer import PeerClosed
+from mcpx.mcp.protocol import Era
+from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result
+from mcpx.upstream.connection import NeedsLegacy, UpstreamError
+from mcpx.upstream.deadline import CallTimeout, PausableDeadline
+from mcpx.upstream.pool import Pool, UnknownServer
+
+if TYPE_CHECKING:
+    from mcpx.daemon.runtime import Runtime
+
+log = logging.getLogger("mcpx.upstream")
+
+__all__ = ["Gateway", "UnknownServer", "UnknownTask", "CallRequest", "CallTask"]
+
+
+class UnknownTask(Exception):
+    pass
+
+
+class Gateway:
+    def __init__(self, runtime: "Runtime") -> None:
+        self.rt = runtime
+        self.broker = runtime.broker
+        self.pool = Pool(lambda: self.rt.config.servers, self._recall_era, self._remember_era, self._tools_changed)
+        self.tasks: dict[str, CallTask] = {}
+        self._tool_cache: dict[str, list[dict[str, Any]]] = {}
+        self.tool_listeners: list[Any] = []  # callables notified when a server's tools change
+
+    # ---- lifecycle
+
+    async def start(self) -> None:
+        self.pool.start()
+        await self._recover()
+
+    async def close(self) -> None:
+        for task in list(self.tasks.values()):
+            if task.done:
+                continue
+            if task.era == "modern" and task.resume:
+                task.suspended = True  # left as stored; the next daemon re-attaches and re-drives it
+            else:
+                task.fail("the mcpx daemon stopped during the call", "failed")
+        runners = [t.runner for t in self.tasks.values() if t.runner is not None and not t.runner.done()]
+        for runner in runners:
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+        await self.pool.close()
+
+    async def reconfigure(self) -> None:
+        servers = self.rt.config.servers
+        for task in self.tasks.values():
+            if not task.done and task.request.server not in servers:
+                task.fail(f"server {task.request.server!r} was removed from the config during the call", "failed")
+        self._tool_cache = {k: v for k, v in self._tool_cache.items() if k in servers}
+        await self.pool.reconfigure()
+        for server in servers:
+            self._tool_cache.pop(server, None)
+        await self._announce()
+
+    # ---- era memory (probed once per server and kept across restarts)
+
+    async def _recall_era(self, server: str, fingerprint: str) -> Era | None:
+        value = await self.broker.store.fact(f"era:{server}:{fingerprint}")
+        return value if value in ("legacy", "modern") else None
+
+    async def _remember_era(self, server: str, fingerprint: str, era: Era) -> None:
+        async with self.broker.store.transaction() as tx:
+            await tx.put_fact(f"era:{server}:{fingerprint}", era)
+
+    # ---- tools
+
+    async def _tools_changed(self, server: str) -> None:
+        self._tool_cache.pop(server, None)
+        await self._announce()
+
+    async def _announce(self) -> None:
+        for listener in list(self.tool_listeners):
+            with contextlib.suppress(Exception):
+                listener()
+
+    async def tools(self, server: str) -> list[dict[str, Any]]:
+        self.pool.entry(server)
+        if server not in self._tool_cache:
+            async with self.pool.lease(server, "*") as conn:
+                self._tool_cache[server] = await conn.list_tools(refresh=True)
+        return self._tool_cache[server]
+
+    async def all_tools(self) -> dict[str, list[dict[str, Any]] | str]:
+        """Every server's tools, or the error that stopped listing them (one bad server hides no other)."""
+        out: dict[str, list[dict[str, Any]] | str] = {}
+
+        async def one(server: str) -> None:
+            try:
+                out[server] = await self.tools(server)
+            except (UpstreamError, RpcError, PeerClosed, TimeoutError) as exc:
+                out[server] = str(exc)
+
+        await asyncio.gather(*(one(s) for s in sorted(self.rt.config.servers)))
+        return dict(sorted(out.items()))
+
+    async def tool(self, server: str, name: str) -> dict[str, Any] | None:
+        for t in await self.tools(server):
+            if t.get("name") == name:
+                return t
+        return None
+
+    # ---- calls
+
+    async def _save(self, task: CallTask) -> None:
+        async with self.broker.store.transaction() as tx:
+            await tx.put_task(task.id, task.state, task.request.session, task.stored())
+
+    def task(self, tid: str) -> CallTask | None:
+        return self.tasks.get(tid)
+
+    async def task_doc(self, tid: str) -> dict[str, Any]:
+        if not is_id(tid, "tsk"):
+            raise UnknownTask(f"{tid!r} is not a task id (they look like tsk- and 16 hex digits)")
+        live = self.tasks.get(tid)
+        if live is not None:
+            return live.doc()
+        stored = await self.broker.store.task(tid)
+        if stored is None:
+            raise UnknownTask(f"no task {tid}")
+        for key in ("arguments", "resume", "cwd", "surface"):
+            stored.pop(key, None)
+        return stored
+
+    async def start_call(self, request: CallRequest) -> CallTask:
+        self.pool.entry(request.server)  # an unknown server is refused before anything is recorded
+        task = CallTask(id=new_id("tsk"), trace=new_id("cal"), request=request)
+        self.tasks[task.id] = task
+        await self._save(task)
+        task.runner = asyncio.create_task(self._run(task), name=f"mcpx-call-{task.id}")
+        return task
+
+    async def _run(self, task: CallTask) -> None:
+        entry = self.pool.entry(task.request.server)
+        await self._settle(task, self._call_with_era(task, entry.timeout, era=None), "running")
+
+    async def _settle(self, task: CallTask, work: Awaitable[dict[str, Any]], doing: str) -> None:
+        """Run a call to its end and record how it ended, in words that name the server and the question."""
+        r = task.request
+        try:
+            task.result = await work
+            await self._finish(task, "completed")
+            return
+        except asyncio.CancelledError:
+            if task.suspended:
+                return  # the daemon is stopping: the stored state is what the next daemon resumes from
+            task.error = task.end_reason or "the call was cancelled"
+            await self._finish(task, task.end_state)
+            return
+        except (CallFailed, CallTimeout, UpstreamError) as exc:
+            task.error = str(exc)
+        except PeerClosed as exc:
+            named = task.abandoned + list(task.open)
+            which = f" while question {named[-1]} was open" if named else ""
+            task.error = f"server {r.server!r} went away during {r.tool}{which}: {exc}"
+        except RpcError as exc:
+            task.error = f"server {r.server!r} answered {r.tool} with error {exc.code}: {exc.message}"
+            task.result = {"error": exc.to_error()}
+        except Exception as exc:
+            log.exception("call %s failed", task.id)
+            task.error = f"mcpx failed {doing} {r.server}.{r.tool}: {type(exc).__name__}: {exc}"
+        await self._finish(task, "failed")
+
+    async def _call_with_era(self, task: CallTask, timeout: float, era: Era | None) -> dict[str, Any]:
+        r = task.request
+        deadline = PausableDeadline(timeout)
+        settings = self.rt.config.elicit
+        async with self.pool.lease(r.server, r.session, era=era) as conn:
+            task.era = conn.era
+            ctx = CallContext(self.broker, task, conn, deadline, self._save)
+            try:
+                return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, settings.maxRounds),
+                                          f"{r.server}.{r.tool}")
+            except NeedsLegacy:
+                if era is not None:
+                    raise
+                log.info("server %s answers server/discover but asks over a legacy back-channel; calling it in "
+                         "the legacy era from now on", r.server)
+                await self._remember_era(r.server, self._fingerprint(r.server), "legacy")
+                await self.pool.drop(r.server, only_idle=True)
+        return await self._call_with_era(task, timeout, era="legacy")
+
+    def _fingerprint(self, server: str) -> str:
+        from mcpx.upstream.pool import entry_fingerprint
+
+        return entry_fingerprint(self.pool.entry(server))
+
+    async def _finish(self, task: CallTask, state: str) -> None:
+        for eid in list(task.open):
+            await self.broker.abandon(eid, task.end_reason or task.error or "the call ended")
+        task.open.clear()
+        task.resume = None
+        await task.touch(state)  # type: ignore[arg-type]
+        await self._save(task)
+        data: dict[str, Any] = {"state": state, "server": task.request.server, "tool": task.request.tool}
+        if task.error:
+            data["error"] = task.error
+        await self.broker.record("task.done", data, session=task.request.session, trace=task.trace, task=task.id)
+
+    async def cancel(self, tid: str, reason: str) -> bool:
+        task = self.tasks.get(tid)
+        if task is None or task.done:
+            return False
+        task.fail(reason, "cancelled")
+        if task.runner is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(task.runner), 5)
+        return True
+
+    # ---- after a restart
+
+    async def _recover(self) -> None:
+        for doc in await self.broker.store.tasks_in(("running", "input-required")):
+            resume = doc.get("resume")
+            request = CallRequest(server=doc["server"], tool=doc["tool"], arguments=doc.get("arguments") or {},
+                                  session=doc["session"], session_source=doc["sessionSource"],
+                                  parent=doc.get("parent"), cwd=doc.get("cwd"), surface=doc.get("surface", "rest"))
+            task = CallTask(id=doc["id"], trace=doc["trace"], request=request, state=doc["state"],
+                            era=doc.get("era"), questions=list(doc.get("questions") or []), resume=resume)
+            self.tasks[task.id] = task
+            if task.era == "modern" and resume and request.server in self.rt.config.servers:
+                task.runner = asyncio.create_task(self._resume(task), name=f"mcpx-resume-{task.id}")
+            else:
+                task.end_reason = ("the mcpx daemon restarted during the call; a legacy-era call lives in its "
+                                   "server process and was lost with it")
+                for eid in task.questions:
+                    await self.broker.abandon(eid, task.end_reason)
+                task.error = task.end_reason
+                await self._finish(task, "failed")
+
+    async def _resume(self, task: CallTask) -> None:
+        await self._settle(task, self._redrive(task), "re-driving after the restart")
+
+    async def _redrive(self, task: CallTask) -> dict[str, Any]:
+        """Wait for the answers that were due, then send the retry the old daemon never got to send."""
+        r = task.request
+        resume = task.resume or {}
+        entry = self.pool.entry(r.server)
+        responses: dict[str, Any] = dict(resume.get("static") or {})
+        waits: dict[str, Any] = {}
+        for key, eid in (resume.get("keys") or {}).items():
+            q, answer = await self.broker.get(eid)
+            if answer is not None:
+                responses[key] = self._usable(answer)
+            elif q.state == "pending":
+                handle = self.broker.handle(eid, q)
+                if handle is None:
+                    raise CallFailed(f"{eid} cannot be re-attached after the restart")
+                task.open[eid] = q
+                waits[key] = handle
+            else:
+                raise CallFailed(f"{eid} was {q.state} during the restart: {q.state_reason or 'no answer'}")
+        await task.touch("input-required" if waits else "running")
+        for key, handle in waits.items():
+            answer = await handle.answer()
+            task.open.pop(handle.id, None)
+            responses[key] = elicit_result(answer)
+        await task.touch("running")
+        deadline = PausableDeadline(entry.timeout)
+        async with self.pool.lease(r.server, r.session, era="modern") as conn:
+            task.era = conn.era
+            ctx = CallContext(self.broker, task, conn, deadline, self._save)
+            for eid in (resume.get("keys") or {}).values():
+                q, _ = await self.broker.get(eid)
+                await self.broker.mark_resumed(q, {"era": "modern", "round": resume.get("round"), "afterRestart": True})
+            return await deadline.run(conn.resume_modern(
+                r.tool, r.arguments, responses, resume.get("requestState"), ctx, self.rt.config.elicit.maxRounds,
+                int(resume.get("round") or 1)), f"{r.server}.{r.tool}")
+
+    @staticmethod
+    def _usable(answer: Answer) -> dict[str, Any]:
+        if answer.content and REDACTED in answer.content.values():
+            raise CallFailed(f"the answer to {answer.id} held a credential, which mcpx never stores; after the "
+                             "restart the call cannot be re-driven with it — run the call again")
+        return elicit_result(answer)
+
