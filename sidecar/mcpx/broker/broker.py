@@ -130,10 +130,10 @@ class Broker:
         doc.update({k: v for k, v in fields.items() if v is not None})
         return {k: v for k, v in doc.items() if v is not None}
 
-    async def _audit(self, tx: Tx, out: list[AuditRecord], kind: AuditKind, at: float, q: Elicitation | None,
-                     data: dict[str, Any], pid: int | None = None, **fields: Any) -> None:
+    def _audit(self, tx: Tx, out: list[AuditRecord], kind: AuditKind, at: float, q: Elicitation | None,
+               data: dict[str, Any], pid: int | None = None, **fields: Any) -> None:
         doc = self._record_doc(kind, at, q, data, pid if pid is not None else self.pid, **fields)
-        seq = await tx.audit(at, kind, doc)
+        seq = tx.audit(at, kind, doc)
         out.append(AuditRecord.model_validate({**doc, "seq": seq}))
 
     def _publish(self, records: list[AuditRecord]) -> None:
@@ -145,9 +145,8 @@ class Broker:
                      pid: int | None = None) -> AuditRecord:
         """A transition that is not a question's own (elicit.resumed, task.done)."""
         out: list[AuditRecord] = []
-        async with self.store.transaction() as tx:
-            await self._audit(tx, out, kind, time.time(), None, data, pid, elicit=elicit, session=session,
-                              trace=trace, task=task)
+        await self.store.write(lambda tx: self._audit(tx, out, kind, time.time(), None, data, pid, elicit=elicit,
+                                                       session=session, trace=trace, task=task))
         self._publish(out)
         return out[0]
 
@@ -192,14 +191,12 @@ class Broker:
         q, decided = self._build(req, now)
         decision, _checks = policy.evaluate(self._settings().elicit, q, mode=req.policy_mode)
         records: list[AuditRecord] = []
-        answer: Answer | None = None
-        ended: QuestionEnded | None = None
-        secret = routing.secret_fields(q.requested_schema)
-        async with self.store.transaction() as tx:
-            await tx.insert_elicitation(
+        expires = now + (q.expires_at - q.created).total_seconds()
+
+        def unit(tx: Tx) -> tuple[Elicitation, Answer | None, QuestionEnded | None]:
+            tx.insert_elicitation(
                 {"id": q.id, "session": q.session, "server": q.server, "audience": q.audience, "state": "pending",
-                 "created": now, "expires": now + (q.expires_at - q.created).total_seconds(), "trace": q.trace,
-                 "task": q.task},
+                 "created": now, "expires": expires, "trace": q.trace, "task": q.task},
                 self._doc(q),
             )
             data: dict[str, Any] = {"server": q.server, "tool": q.tool, "mode": q.mode, "audience": q.audience,
@@ -208,33 +205,35 @@ class Broker:
                 data["hintIgnored"] = decided.hint_ignored
             if q.ambiguous:
                 data["ambiguous"] = True
-            await self._audit(tx, records, "elicit.open", now, q, data, req.pid)
-            if decision is not None:
-                await self._audit(tx, records, "policy.fired", now, q,
-                                  {"rule": decision.source, "action": decision.action or "error",
-                                   "because": decision.because})
-                if decision.fail:
-                    q = q.model_copy(update={"state": "abandoned", "state_reason": decision.because})
-                    await tx.update_elicitation(q.id, "abandoned", q.audience, self._doc(q))
-                    await self._audit(tx, records, "elicit.abandoned", now, q, {"reason": decision.because})
-                    ended = QuestionEnded(q.id, "abandoned", decision.because)
-                else:
-                    assert decision.action is not None
-                    content = decision.content
-                    if content is not None:
-                        content, _ = validate_content(q.requested_schema, content)
-                    answer, q = await self._commit_answer(
-                        tx, records, q, decision.action, content, decision.by, None, self.pid, decision.because,
-                        now, secret)
+            self._audit(tx, records, "elicit.open", now, q, data, req.pid)
+            if decision is None:
+                return q, None, None
+            self._audit(tx, records, "policy.fired", now, q,
+                        {"rule": decision.source, "action": decision.action or "error", "because": decision.because})
+            if decision.fail:
+                ended_q = q.model_copy(update={"state": "abandoned", "state_reason": decision.because,
+                                               "seconds_left": 0})
+                tx.update_elicitation(q.id, "abandoned", q.audience, self._doc(ended_q))
+                self._audit(tx, records, "elicit.abandoned", now, ended_q, {"reason": decision.because})
+                return ended_q, None, QuestionEnded(q.id, "abandoned", decision.because)
+            assert decision.action is not None
+            content = decision.content
+            if content is not None:
+                content, _ = validate_content(q.requested_schema, content)
+            answer, answered_q = self._commit_answer(tx, records, q, decision.action, content, decision.by, None,
+                                                     self.pid, decision.because, now,
+                                                     routing.secret_fields(q.requested_schema))
+            return answered_q, answer, None
+
+        q, answer, ended = await self.store.write(unit)
         fut = self._future_for(q.id)
         if answer is not None:
-            fut.set_result(answer)
-            self._futures.pop(q.id, None)
+            self._settle(q.id, answer)
         elif ended is not None:
-            fut.set_exception(ended)
             self._futures.pop(q.id, None)
+            fut.set_exception(ended)
         else:
-            heapq.heappush(self._deadlines, (now + (q.expires_at - q.created).total_seconds(), q.id))
+            heapq.heappush(self._deadlines, (expires, q.id))
             if self._deadlines[0][1] == q.id:
                 self._wake.set()
         self._publish(records)
@@ -242,7 +241,7 @@ class Broker:
 
     # ---- answer
 
-    async def _commit_answer(self, tx: Tx, records: list[AuditRecord], q: Elicitation, action: Action,
+    def _commit_answer(self, tx: Tx, records: list[AuditRecord], q: Elicitation, action: Action,
                              content: dict[str, Any] | None, by: str, session: str | None, pid: int | None,
                              reason: str | None, now: float, secret: set[str],
                              state: str = "answered") -> tuple[Answer, Elicitation]:
@@ -252,16 +251,16 @@ class Broker:
         )
         stored = answer.model_copy(update={"content": redact(content, secret)})
         q = q.model_copy(update={"state": state, "seconds_left": 0})
-        if not await tx.update_elicitation(q.id, state, q.audience, self._doc(q)):
-            raise AlreadyAnswered(f"{q.id} was answered a moment ago")  # unreachable under the store lock
-        await tx.insert_answer(q.id, stored.wire())
+        if not tx.update_elicitation(q.id, state, q.audience, self._doc(q)):
+            raise AlreadyAnswered(f"{q.id} was answered a moment ago")  # unreachable: units never interleave
+        tx.insert_answer(q.id, stored.wire())
         kind: AuditKind = "elicit.expired" if state == "expired" else "elicit.answered"
         data = {"action": action, "by": by, "answeredAfterMs": stored.answered_after_ms}
         if stored.content is not None:
             data["content"] = stored.content
         if reason:
             data["reason"] = reason
-        await self._audit(tx, records, kind, now, q, data, pid)
+        self._audit(tx, records, kind, now, q, data, pid)
         return answer, q
 
     @staticmethod
@@ -276,43 +275,45 @@ class Broker:
         if not is_id(eid, "elc"):
             raise InvalidId(f"{eid!r} is not a question id (they look like elc- and 16 hex digits)")
         records: list[AuditRecord] = []
-        outcome: BrokerError | None = None
-        answer: Answer | None = None
-        expired: Answer | None = None
         now = time.time()
-        async with self.store.transaction() as tx:
-            row = await tx.elicitation(eid)
+
+        def unit(tx: Tx) -> tuple[Elicitation, Answer | None, Answer | None, BrokerError | None]:
+            """(question, answer, expiry answer, refusal) — a refusal is returned, not raised, so expiry commits."""
+            row = tx.elicitation(eid)
             if row is None:
-                raise NotFound(f"no question {eid}")
+                return None, None, None, NotFound(f"no question {eid}")  # type: ignore[return-value]
             q = self._load(row[0], row[1], now)
             if q.state == "pending" and now >= row[1]:
-                expired = await self._expire_in(tx, records, q, now)
-                outcome = Gone(f"{eid} expired at {rfc3339(q.expires_at)}; nobody answered in time, so it was "
-                               f"answered cancel", state="expired", expiresAt=rfc3339(q.expires_at))
-            elif q.state != "pending":
-                outcome = await self._ended_error(tx, q)
-            else:
-                outcome = self._refusal(q, action, by, session)
-                if outcome is None:
-                    if by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human":
-                        q = await self._escalate_in(tx, records, q, by, reason, now, pid)
-                    else:
-                        clean = self._checked_content(q, action, content)
-                        answer, q = await self._commit_answer(
-                            tx, records, q, action, clean, by, session, pid, reason, now,
-                            routing.secret_fields(q.requested_schema))
-        if expired is not None:
-            self._settle(eid, expired)
-        if answer is not None:
-            self._settle(eid, answer)
+                expired = self._expire_in(tx, records, q, now)
+                return q, None, expired, self._ended_error_of(q.model_copy(update={"state": "expired"}), None)
+            if q.state != "pending":
+                return q, None, None, self._ended_error_of(q, tx.answer(q.id))
+            refusal = self._refusal(q, action, by, session)
+            if refusal is not None:
+                return q, None, None, refusal
+            if by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human":
+                return self._escalate_in(tx, records, q, by, reason, now, pid), None, None, None
+            try:
+                clean = self._checked_content(q, action, content)
+            except InvalidContent as exc:
+                return q, None, None, exc
+            answer, q = self._commit_answer(tx, records, q, action, clean, by, session, pid, reason, now,
+                                            routing.secret_fields(q.requested_schema))
+            return q, answer, None, None
+
+        q, answer, expired, refusal = await self.store.write(unit)
+        for settled in (expired, answer):
+            if settled is not None:
+                self._settle(eid, settled)
         self._publish(records)
-        if outcome is not None:
-            raise outcome
+        if refusal is not None:
+            raise refusal
         return q, answer
 
-    async def _ended_error(self, tx: Tx, q: Elicitation) -> BrokerError:
+    @staticmethod
+    def _ended_error_of(q: Elicitation, prior: dict[str, Any] | None) -> BrokerError:
         if q.state == "answered":
-            prior = await tx.answer(q.id) or {}
+            prior = prior or {}
             return AlreadyAnswered(
                 f"{q.id} is already answered ({prior.get('by')}, {prior.get('at')}, {prior.get('action')}); "
                 "the first answer stands", answer=prior)
@@ -351,17 +352,17 @@ class Broker:
             raise InvalidContent(f"the answer does not fit the question: {listed}", problems)
         return filled
 
-    async def _escalate_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, by: str, reason: str | None,
-                           now: float, pid: int | None) -> Elicitation:
+    def _escalate_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, by: str, reason: str | None,
+                     now: float, pid: int | None) -> Elicitation:
         why = reason or "the agent gave no reason"
         q = q.model_copy(update={
             "audience": "human", "escalated": True,
             "state_reason": f"the agent declined: {why}",
             "reason": f"the agent declined ({why}), so the person is asked",
         })
-        await tx.update_elicitation(q.id, "pending", "human", self._doc(q))
-        await self._audit(tx, records, "elicit.escalated", now, q,
-                          {"by": by, "reason": why, "from": "agent-then-human", "to": "human"}, pid)
+        tx.update_elicitation(q.id, "pending", "human", self._doc(q))
+        self._audit(tx, records, "elicit.escalated", now, q,
+                    {"by": by, "reason": why, "from": "agent-then-human", "to": "human"}, pid)
         return q
 
     def _settle(self, eid: str, answer: Answer) -> None:
@@ -372,27 +373,34 @@ class Broker:
 
     # ---- expiry and abandonment
 
-    async def _expire_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, now: float) -> Answer:
-        answer, _ = await self._commit_answer(
+    def _expire_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, now: float) -> Answer:
+        answer, _ = self._commit_answer(
             tx, records, q, "cancel", None, "expiry", None, self.pid,
             f"nobody answered by {rfc3339(q.expires_at)}", now, set(), state="expired")
         return answer
 
     async def expire_due(self, now: float | None = None) -> int:
         now = time.time() if now is None else now
-        count = 0
+        due: list[str] = []
         while self._deadlines and self._deadlines[0][0] <= now:
-            _, eid = heapq.heappop(self._deadlines)
-            records: list[AuditRecord] = []
-            async with self.store.transaction() as tx:
-                row = await tx.elicitation(eid)
-                if row is None or row[0].get("state") != "pending":
-                    continue
-                answer = await self._expire_in(tx, records, self._load(row[0], row[1], now), now)
+            due.append(heapq.heappop(self._deadlines)[1])
+        if not due:
+            return 0
+        records: list[AuditRecord] = []
+
+        def unit(tx: Tx) -> list[tuple[str, Answer]]:
+            out = []
+            for eid in due:
+                row = tx.elicitation(eid)
+                if row is not None and row[0].get("state") == "pending":
+                    out.append((eid, self._expire_in(tx, records, self._load(row[0], row[1], now), now)))
+            return out
+
+        expired = await self.store.write(unit)
+        for eid, answer in expired:
             self._settle(eid, answer)
-            self._publish(records)
-            count += 1
-        return count
+        self._publish(records)
+        return len(expired)
 
     async def _sweep(self) -> None:
         """Expire questions at their deadline whether or not anything reads them."""
@@ -414,14 +422,19 @@ class Broker:
         """The asker went away; the question ends without an answer. False if it had already ended."""
         records: list[AuditRecord] = []
         now = time.time()
-        async with self.store.transaction() as tx:
-            row = await tx.elicitation(eid)
+
+        def unit(tx: Tx) -> bool:
+            row = tx.elicitation(eid)
             if row is None or row[0].get("state") != "pending":
                 return False
             q = self._load(row[0], row[1], now).model_copy(update={"state": "abandoned", "state_reason": reason,
                                                                    "seconds_left": 0})
-            await tx.update_elicitation(eid, "abandoned", q.audience, self._doc(q))
-            await self._audit(tx, records, "elicit.abandoned", now, q, {"reason": reason})
+            tx.update_elicitation(eid, "abandoned", q.audience, self._doc(q))
+            self._audit(tx, records, "elicit.abandoned", now, q, {"reason": reason})
+            return True
+
+        if not await self.store.write(unit):
+            return False
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
             fut.set_exception(QuestionEnded(eid, "abandoned", reason))
@@ -436,11 +449,11 @@ class Broker:
     async def get(self, eid: str) -> tuple[Elicitation, Answer | None]:
         if not is_id(eid, "elc"):
             raise InvalidId(f"{eid!r} is not a question id (they look like elc- and 16 hex digits)")
-        row = await self.store.elicitation(eid)
+        row = await self.store.elicitation_and_answer(eid)
         if row is None:
             raise NotFound(f"no question {eid}")
-        stored = await self.store.answer(eid)
-        return self._load(row[0], row[1], time.time()), (Answer.model_validate(stored) if stored else None)
+        doc, expires, stored = row
+        return self._load(doc, expires, time.time()), (Answer.model_validate(stored) if stored else None)
 
     async def list(self, **filters: str | None) -> list[Elicitation]:
         limit = int(filters.pop("limit", None) or 10000)
@@ -450,24 +463,25 @@ class Broker:
     async def list_json(self, filters: dict[str, str | None], limit: int) -> tuple[str, int]:
         return await self.store.list_json(filters, limit, time.time())
 
-    async def wait(self, eid: str, timeout: float) -> Answer | None:
-        """For remote waiters: the stored (redacted) answer once there is one, or None at the timeout."""
+    async def wait(self, eid: str, timeout: float) -> tuple[Elicitation, Answer | None]:
+        """For remote waiters: the question and its stored (redacted) answer, the answer None at the timeout."""
         q, answer = await self.get(eid)
         if answer is not None:
-            return answer
+            return q, answer
         if q.state == "abandoned":
             raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
         fut = self._futures.get(eid)
         if fut is None:
-            return None
+            return await self.get(eid)  # settled between our read and now: the answer has committed
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
+            answer = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
         except TimeoutError:
-            return None
+            return q, None
         except QuestionEnded as ended:
             raise Gone(f"{eid} was abandoned: {ended.reason}", state="abandoned") from None
-        _, answer = await self.get(eid)
-        return answer
+        # the answer in hand is the committed one; the caller shows it redacted like the stored copy
+        stored = answer.model_copy(update={"content": redact(answer.content, routing.secret_fields(q.requested_schema))})
+        return q, stored
 
     async def audit(self, after: int = 0, limit: int = 1000, kinds: list[str] | None = None,
                     **filters: str | None) -> list[AuditRecord]:

@@ -160,10 +160,9 @@ async def wait_answer(call: Call) -> web.StreamResponse:
     if waiter not in done:
         waiter.cancel()
         return web.Response(status=204, headers={"Retry-After": "1"})
-    answer = waiter.result()
+    q, answer = waiter.result()
     if answer is None:
         return web.Response(status=204)
-    q, _ = await broker.get(answer.id)
     return web.json_response(answer_document(answer, q.requested_schema))
 
 
