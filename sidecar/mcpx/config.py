@@ -328,6 +328,7 @@ class LoadedConfig:
     sources: list[Path]
     cwd: Path
     raw: dict[str, Any] = field(default_factory=dict)
+    stamps: list[tuple[int, int, int] | None] = field(default_factory=list)  # the files as they were when read
 
     def fallback_session(self, cwd: str | Path | None = None) -> str:
         """Which config, which working directory: the session of a caller that names none.
@@ -351,6 +352,7 @@ def load_config(cwd: Path | None = None) -> LoadedConfig:
     if not sources:
         raw = embedded_default()
         return LoadedConfig(validate(raw, "(embedded default)"), [], cwd, raw)
+    stamps = _stamps(sources)
     merged: dict[str, Any] = {}
     for path in sources:
         data = read_file(path)
@@ -364,24 +366,60 @@ def load_config(cwd: Path | None = None) -> LoadedConfig:
             normalised["servers"] = servers
         merged = _deep_merge(merged, normalised)
     config = validate(merged, " + ".join(map(str, sources)))
-    return LoadedConfig(config, sources, cwd, merged)
+    return LoadedConfig(config, sources, cwd, merged, stamps)
 
 
-async def watch_config(loaded: LoadedConfig) -> AsyncIterator[LoadedConfig | ConfigError]:
-    """Yield a freshly loaded config (or the error loading it) each time a source changes."""
+def _stamps(paths: list[Path]) -> list[tuple[int, int, int] | None]:
+    out: list[tuple[int, int, int] | None] = []
+    for path in paths:
+        try:
+            st = path.stat()
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return out
+
+
+async def watch_config(loaded: LoadedConfig, recheck: float = 2.0) -> AsyncIterator[LoadedConfig | ConfigError]:
+    """Yield a freshly loaded config (or the error loading it) each time a source changes.
+
+    watchfiles wakes us at once; a stat check every `recheck` seconds backs it up, because inotify
+    can miss a change made while the watch is being set up, or on filesystems that do not report.
+    """
+    import asyncio
+
     import watchfiles
 
-    watched = loaded.sources or ([Path(os.environ["MCPX_CONFIG"]).expanduser()] if os.environ.get("MCPX_CONFIG") else [])
+    explicit = os.environ.get("MCPX_CONFIG")
+    watched = loaded.sources or ([Path(explicit).expanduser()] if explicit else [])
     if not watched:
         return
     directories = sorted({str(p.parent) for p in watched if p.parent.exists()})
     names = {str(p) for p in watched}
+    stamps = loaded.stamps if loaded.sources else _stamps(watched)
+    nudged: asyncio.Queue[None] = asyncio.Queue()
 
-    def interesting(_change: watchfiles.Change, path: str) -> bool:
-        return path in names
+    async def notify() -> None:
+        async for _changes in watchfiles.awatch(*directories, debounce=200, step=50,
+                                                watch_filter=lambda _c, path: path in names):
+            nudged.put_nowait(None)
 
-    async for _changes in watchfiles.awatch(*directories, watch_filter=interesting, debounce=200, step=50):
-        try:
-            yield load_config(loaded.cwd)
-        except ConfigError as exc:
-            yield exc
+    listener = asyncio.create_task(notify())
+    try:
+        while True:
+            try:
+                await asyncio.wait_for(nudged.get(), recheck)
+            except TimeoutError:
+                pass
+            now = _stamps(watched)
+            if now == stamps:
+                continue
+            stamps = now
+            try:
+                fresh = load_config(loaded.cwd)
+                stamps = fresh.stamps or stamps
+                yield fresh
+            except ConfigError as exc:
+                yield exc
+    finally:
+        listener.cancel()
