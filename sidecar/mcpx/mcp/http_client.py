@@ -170,5 +170,8 @@ class HttpChannel:
         await self._http.close()
         self._incoming.put_nowait(None)
 
+    async def settle(self) -> None:
+        return None
+
     def describe_exit(self) -> str:
         return self.last_error or f"the connection to {self.name!r} at {self.url} closed"

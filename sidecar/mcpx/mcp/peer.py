@@ -33,6 +33,10 @@ class Channel(Protocol):
 
     async def close(self) -> None: ...
 
+    async def settle(self) -> None:
+        """Once the stream has ended: let the other side finish dying, so describe_exit can tell how."""
+        ...
+
     def describe_exit(self) -> str:
         """Why the channel closed, in words (exit code, stderr tail)."""
         ...
@@ -115,6 +119,11 @@ class Peer:
             self.close_reason = f"{type(exc).__name__}: {exc}"
             log.debug("%s: channel failed: %s", self.name, exc)
         finally:
+            if not self.close_reason:
+                try:
+                    await asyncio.wait_for(self.channel.settle(), 2.0)
+                except (TimeoutError, Exception):
+                    pass
             self._shut(self.close_reason or self.channel.describe_exit())
 
     def _dispatch(self, msg: Message) -> None:

@@ -76,6 +76,9 @@ class StreamChannel:
         with contextlib.suppress(Exception):
             self.writer.close()
 
+    async def settle(self) -> None:
+        return None
+
     def describe_exit(self) -> str:
         return f"{self.name} closed the stream"
 
@@ -126,6 +129,9 @@ class ProcessChannel(StreamChannel):
         state = f"exited with code {code}" if code is not None else "closed its stdout"
         tail = self.tail()
         return f"server {self.name!r} (`{shlex.join(self.command)}`) {state}" + (f"; its stderr ends:\n{tail}" if tail else "")
+
+    async def settle(self) -> None:
+        await self.wait_exit(1.0)
 
     async def wait_exit(self, timeout: float) -> int | None:
         try:

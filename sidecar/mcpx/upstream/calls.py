@@ -107,6 +107,8 @@ class CallTask:
         doc["arguments"] = self.request.arguments
         doc["cwd"] = self.request.cwd
         doc["surface"] = self.request.surface
+        if self.request.policy_mode:
+            doc["policyMode"] = self.request.policy_mode
         if self.resume is not None:
             doc["resume"] = self.resume
         return doc
@@ -163,8 +165,9 @@ class CallContext:
         self.task.questions.append(handle.id)
         if not handle.done():
             self.task.open[handle.id] = handle.elicitation
-            await self.task.touch("input-required")
-        await self._save(self.task)
+            self.task.state = "input-required"
+        await self._save(self.task)  # stored before anyone is told, so a restart knows what it promised
+        await self.task.touch()
         return handle
 
     async def wait(self, handle: Handle) -> Answer:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,18 @@ log = logging.getLogger("mcpx.upstream")
 
 PROBE_TIMEOUT = 5.0
 HANDSHAKE_TIMEOUT = 30.0
-BACK_CHANNEL_WORDS = "no back-channel for server-initiated requests"
+# How the SDKs say "I can only ask over a legacy back-channel" on a modern request: the mcp SDK
+# answers with an error, FastMCP with an isError result. Either way the call is re-driven in the
+# legacy era, where the question can be asked.
+BACK_CHANNEL = re.compile(r"server-initiated requests.*(back-channel|unavailable)|back-channel for server-initiated",
+                          re.IGNORECASE | re.DOTALL)
+
+
+def asks_over_back_channel(result: dict[str, Any]) -> bool:
+    if not result.get("isError"):
+        return False
+    texts = " ".join(c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict))
+    return bool(BACK_CHANNEL.search(texts))
 
 
 class UpstreamError(Exception):
@@ -256,11 +268,13 @@ class UpstreamConnection:
             try:
                 res = await self.peer.request("tools/call", self._params(params, meta))
             except RpcError as exc:
-                if BACK_CHANNEL_WORDS in exc.message:
+                if BACK_CHANNEL.search(exc.message):
                     raise NeedsLegacy(exc.message) from None
                 raise
             kind = res.get("resultType", "complete")
             if kind == "complete":
+                if asks_over_back_channel(res):
+                    raise NeedsLegacy(" ".join(c.get("text", "") for c in res.get("content") or []))
                 return res
             if kind != "input_required":
                 raise UpstreamError(f"server {self.name!r} answered tools/call with resultType {kind!r}, "

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from mcpx.broker.models import REDACTED, Answer
@@ -83,8 +84,7 @@ class Gateway:
         return value if value in ("legacy", "modern") else None
 
     async def _remember_era(self, server: str, fingerprint: str, era: Era) -> None:
-        async with self.broker.store.transaction() as tx:
-            await tx.put_fact(f"era:{server}:{fingerprint}", era)
+        await self.broker.store.write(lambda tx: tx.put_fact(f"era:{server}:{fingerprint}", era))
 
     # ---- tools
 
@@ -126,8 +126,8 @@ class Gateway:
     # ---- calls
 
     async def _save(self, task: CallTask) -> None:
-        async with self.broker.store.transaction() as tx:
-            await tx.put_task(task.id, task.state, task.request.session, task.stored())
+        doc = task.stored()
+        await self.broker.store.write(lambda tx: tx.put_task(task.id, task.state, task.request.session, doc))
 
     def task(self, tid: str) -> CallTask | None:
         return self.tasks.get(tid)
@@ -141,7 +141,7 @@ class Gateway:
         stored = await self.broker.store.task(tid)
         if stored is None:
             raise UnknownTask(f"no task {tid}")
-        for key in ("arguments", "resume", "cwd", "surface"):
+        for key in ("arguments", "resume", "cwd", "surface", "policyMode"):
             stored.pop(key, None)
         return stored
 
@@ -213,12 +213,13 @@ class Gateway:
             await self.broker.abandon(eid, task.end_reason or task.error or "the call ended")
         task.open.clear()
         task.resume = None
-        await task.touch(state)  # type: ignore[arg-type]
+        task.state = state  # type: ignore[assignment]
         await self._save(task)
         data: dict[str, Any] = {"state": state, "server": task.request.server, "tool": task.request.tool}
         if task.error:
             data["error"] = task.error
         await self.broker.record("task.done", data, session=task.request.session, trace=task.trace, task=task.id)
+        await task.touch()  # waiters hear of the end only once it is recorded
 
     async def cancel(self, tid: str, reason: str) -> bool:
         task = self.tasks.get(tid)
@@ -237,9 +238,13 @@ class Gateway:
             resume = doc.get("resume")
             request = CallRequest(server=doc["server"], tool=doc["tool"], arguments=doc.get("arguments") or {},
                                   session=doc["session"], session_source=doc["sessionSource"],
-                                  parent=doc.get("parent"), cwd=doc.get("cwd"), surface=doc.get("surface", "rest"))
+                                  parent=doc.get("parent"), cwd=doc.get("cwd"), surface=doc.get("surface", "rest"),
+                                  policy_mode=doc.get("policyMode"))
+            # the questions table is the truth about which questions the call raised
+            raised = [q.id for q in await self.broker.list(task=doc["id"], state=None)]
             task = CallTask(id=doc["id"], trace=doc["trace"], request=request, state=doc["state"],
-                            era=doc.get("era"), questions=list(doc.get("questions") or []), resume=resume)
+                            era=doc.get("era"), questions=raised, resume=resume,
+                            created=datetime.fromisoformat(doc["created"].replace("Z", "+00:00")).timestamp())
             self.tasks[task.id] = task
             if task.era == "modern" and resume and request.server in self.rt.config.servers:
                 task.runner = asyncio.create_task(self._resume(task), name=f"mcpx-resume-{task.id}")
