@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from mcpx.cli.client import ApiError, DaemonClient, Response
-from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, run
+from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.render import render_question
 from mcpx.text import plain
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "auto (rules only), decline (refuse every question), error (fail if it asks)")
     p.add_argument("--session", help="the session the call (and its questions) belong to")
     add_json_flag(p)
-    p.set_defaults(func=call_cmd)
+    p.set_defaults(func=guarded(call_cmd))
 
     task = sub.add_parser("task", help="calls running in the daemon")
     tsub = task.add_subparsers(dest="task_cmd", required=True, metavar="COMMAND")
@@ -111,16 +111,20 @@ def call_cmd(args: argparse.Namespace) -> int:
         body["session"] = args.session
     if mode in ("auto", "decline", "error"):
         body["elicit"] = mode
-    return run(lambda a: _call(a, server, tool, body, mode))(args)
+    resp = asyncio.run(_post(f"/v1/call/{server}/{tool}", body))
+    return _follow(args, resp, mode)
 
 
-async def _call(args: argparse.Namespace, server: str, tool: str, body: dict[str, Any], mode: str) -> int:
+async def _post(path: str, body: dict[str, Any]) -> Response:
     async with DaemonClient() as client:
-        resp = await client.request("POST", f"/v1/call/{server}/{tool}", json_body=body, timeout=3700, ok=(502,))
-    return await _follow(args, resp, mode)
+        return await client.request("POST", path, json_body=body, timeout=3700, ok=(502,))
 
 
-async def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
+def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
+    """Print the result, or put the questions to the person here, until the call is done.
+
+    Prompting happens outside any event loop, so Ctrl-C interrupts the prompt itself (and means cancel).
+    """
     form = TerminalForm()
     while True:
         body = resp.body
@@ -145,13 +149,13 @@ async def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
         # 202: waiting for input (or still running)
         if mode != "prompt" or not body.get("elicitations"):
             if mode == "prompt":
-                resp = await _result(body["task"], 30)
+                resp = asyncio.run(_result(body["task"], 30))
                 continue
             print_waiting(body, args.json)
             return EX_TEMPFAIL
         for q in body["elicitations"]:
-            await _prompt_one(form, q)
-        resp = await _result(body["task"], 30)
+            _prompt_one(form, q)
+        resp = asyncio.run(_result(body["task"], 30))
 
 
 async def _result(task: str, timeout: float) -> Response:
@@ -160,27 +164,25 @@ async def _result(task: str, timeout: float) -> Response:
                                     timeout=timeout + 10)
 
 
-async def _prompt_one(form: TerminalForm, q: dict[str, Any]) -> None:
+def _prompt_one(form: TerminalForm, q: dict[str, Any]) -> None:
     """Put one question to the person at this terminal until it has a valid answer."""
     content: dict[str, Any] = {}
     problems: dict[str, str] | None = None
     while True:
+        reason = None
         try:
             if q.get("mode") == "url":
-                await asyncio.to_thread(form.url, q)
-                action, content = "accept", {}
+                form.url(q)
             else:
-                content = {**content, **await asyncio.to_thread(form.form, q, problems)}
-                action = "accept"
-            reason = None
+                content = {**content, **form.form(q, problems)}
+            action = "accept"
         except Declined as declined:
             action, reason = "decline", declined.reason
         except (KeyboardInterrupt, EOFError):
             action, reason = "cancel", "cancelled at the terminal"
         try:
-            async with DaemonClient() as client:
-                await client.answer(q["id"], action, content if action == "accept" and q.get("mode") != "url" else None,
-                                    reason)
+            asyncio.run(_answer(q, action, content if action == "accept" and q.get("mode") != "url" else None,
+                                reason))
             return
         except ApiError as exc:
             if exc.status == 422 and exc.fields:
@@ -192,12 +194,17 @@ async def _prompt_one(form: TerminalForm, q: dict[str, Any]) -> None:
             raise
 
 
+async def _answer(q: dict[str, Any], action: str, content: dict[str, Any] | None, reason: str | None) -> None:
+    async with DaemonClient() as client:
+        await client.answer(q["id"], action, content, reason)
+
+
 async def task_result_cmd(args: argparse.Namespace) -> int:
     resp = await _result(args.id, args.timeout)
     if resp.status == 202:
         print_waiting(resp.body, args.json)
         return EX_TEMPFAIL
-    return await _follow(args, resp, "return")
+    return _follow(args, resp, "return")
 
 
 async def task_show_cmd(args: argparse.Namespace) -> int:

@@ -16,10 +16,11 @@ EX_TEMPFAIL = 75  # the call waits for input; nothing here can answer it (yet)
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
 
-def run(body: Command) -> Callable[[argparse.Namespace], int]:
+def guarded(body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command, with the daemon's refusals and absence turned into messages and exit codes."""
     def runner(args: argparse.Namespace) -> int:
         try:
-            return asyncio.run(body(args))
+            return body(args)
         except NoDaemon as exc:
             print(f"mcpx: {exc}", file=sys.stderr)
             return EX_UNAVAILABLE
@@ -32,6 +33,11 @@ def run(body: Command) -> Callable[[argparse.Namespace], int]:
         except KeyboardInterrupt:
             return 130
     return runner
+
+
+def run(body: Command) -> Callable[[argparse.Namespace], int]:
+    """An async command body, run to completion."""
+    return guarded(lambda args: asyncio.run(body(args)))
 
 
 def emit_json(value: Any) -> None:
