@@ -1,0 +1,107 @@
+"""Helpers for tests that put real MCP servers behind a real daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from conftest import PEERS, ROOT
+
+PY = sys.executable
+EVERYTHING = ROOT / "node_modules" / ".bin" / "mcp-server-everything"
+
+
+def stdio(script: str, *args: str, **extra: Any) -> dict[str, Any]:
+    return {"command": PY, "args": [str(PEERS / script), *args], **extra}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HttpPeer:
+    """An SDK server on Streamable HTTP, run by the test (so it outlives a daemon's kill -9)."""
+
+    def __init__(self, script: str) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen([PY, str(PEERS / script), "--http", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if self.proc.poll() is not None:
+                raise RuntimeError(self.proc.stderr.read().decode() if self.proc.stderr else "exited")
+            time.sleep(0.05)
+        raise RuntimeError(f"{script} did not listen on {self.port}")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def node_available() -> bool:
+    return EVERYTHING.exists() and shutil.which("node") is not None
+
+
+async def call(http: aiohttp.ClientSession, server: str, tool: str, arguments: dict[str, Any] | None = None,
+               **body: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
+    async with http.post(f"/v1/call/{server}/{tool}", json={"arguments": arguments or {}, **body}) as r:
+        return r.status, await r.json(), dict(r.headers)
+
+
+async def result(http: aiohttp.ClientSession, task: str, timeout: float = 20) -> dict[str, Any]:
+    async with http.get(f"/v1/tasks/{task}/result", params={"timeout": str(timeout)}) as r:
+        body = await r.json()
+        assert r.status == 200, body
+        return body
+
+
+async def answer(http: aiohttp.ClientSession, eid: str, action: str, content: Any = None, **headers: str
+                 ) -> tuple[int, dict[str, Any]]:
+    body: dict[str, Any] = {} if content is None else {"content": content}
+    async with http.post(f"/v1/elicit/{eid}/{action}", json=body, headers=headers) as r:
+        return r.status, await r.json()
+
+
+def tool_text(task_doc: dict[str, Any]) -> Any:
+    """The JSON a test peer put in its text result (what the upstream received)."""
+    content = task_doc["result"]["content"]
+    return json.loads(content[0]["text"])
+
+
+async def until_pending(http: aiohttp.ClientSession, count: int = 1, timeout: float = 15, **filters: str
+                        ) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        async with http.get("/v1/elicit", params=filters) as r:
+            qs = (await r.json())["elicitations"]
+        if len(qs) >= count:
+            return qs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"expected {count} pending question(s), have {len(qs)}")
+        await asyncio.sleep(0.05)
+
+
+def read_log(home: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in (home / "daemon.log", home / "daemon.stderr")
+                     if p.exists())

@@ -1,0 +1,130 @@
+"""An upstream written with the official mcp SDK that asks with plain ctx.elicit (the legacy back-channel).
+
+Each tool reports exactly what it received, so a test can check the upstream got the very answer given.
+Run: `python sdk_server.py` (stdio) or `python sdk_server.py --http PORT` (Streamable HTTP).
+"""
+
+import asyncio
+import json
+import os
+import sys
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from mcp.server.mcpserver import Context, MCPServer
+
+app = MCPServer("sdk-peer")
+
+
+class Repo(BaseModel):
+    repo: str = Field(description="owner/name")
+
+
+class Issue(BaseModel):
+    title: str = Field(min_length=3)
+    count: int = Field(ge=1, le=10)
+    color: Literal["red", "green"] = "red"
+    notify: bool = True
+
+
+class Confirm(BaseModel):
+    confirm: bool = Field(default=False, description="delete it?")
+
+
+class Secret(BaseModel):
+    api_token: str = Field(description="your API token")
+
+
+def report(result) -> str:
+    data = getattr(result, "data", None)
+    return json.dumps({"action": result.action, "data": data.model_dump() if data is not None else None})
+
+
+@app.tool()
+async def need_repo(ctx: Context) -> str:
+    return report(await ctx.elicit("Which repository should this go in?", Repo))
+
+
+@app.tool()
+async def file_issue(ctx: Context) -> str:
+    return report(await ctx.elicit("Describe the issue", Issue))
+
+
+@app.tool()
+async def delete_branch(ctx: Context) -> str:
+    return report(await ctx.elicit("Really delete branch main?", Confirm))
+
+
+@app.tool()
+async def use_token(ctx: Context) -> str:
+    result = await ctx.elicit("Paste your API token", Secret)
+    data = getattr(result, "data", None)
+    return json.dumps({"action": result.action, "token_length": len(data.api_token) if data else None,
+                       "token_echo": data.api_token if data else None})
+
+
+@app.tool()
+async def ask_twice(ctx: Context) -> str:
+    first = await ctx.elicit("First: which repository?", Repo)
+    second = await ctx.elicit("Second: really delete?", Confirm)
+    return json.dumps([json.loads(report(first)), json.loads(report(second))])
+
+
+@app.tool()
+async def login(ctx: Context, complete_after: float = -1) -> str:
+    """url mode; with complete_after >= 0 the server reports completion by itself after that many seconds."""
+    eid = "login-42"
+    if complete_after >= 0:
+        async def finish() -> None:
+            await asyncio.sleep(complete_after)
+            await ctx.request_context.session.send_elicit_complete(eid)
+        asyncio.get_running_loop().create_task(finish())
+    result = await ctx.elicit_url("Sign in to Example", "https://example.com/login?x=1", eid)
+    return json.dumps({"action": result.action})
+
+
+@app.tool()
+async def slow_ask(ctx: Context, before: float = 0.0, after: float = 0.0) -> str:
+    await asyncio.sleep(before)
+    result = await ctx.elicit("Which repository should this go in?", Repo)
+    await asyncio.sleep(after)
+    return report(result)
+
+
+@app.tool()
+async def sleepy(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@app.tool()
+async def die_while_asking(ctx: Context) -> str:
+    async def die() -> None:
+        await asyncio.sleep(0.5)
+        os._exit(3)
+    asyncio.get_running_loop().create_task(die())
+    return report(await ctx.elicit("Which repository should this go in?", Repo))
+
+
+@app.tool()
+async def roots(ctx: Context) -> str:
+    listed = await ctx.request_context.session.list_roots()
+    return json.dumps([str(r.uri) for r in listed.roots])
+
+
+@app.tool()
+def echo(text: str = "") -> str:
+    return f"echo: {text}"
+
+
+@app.tool()
+def pid() -> str:
+    return str(os.getpid())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--http":
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        app.run()

@@ -1,0 +1,142 @@
+"""`mcpx call`, `mcpx task result`, `mcpx tools` through the real CLI, with the bundled demo server behind the daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import Daemon, make_daemon
+
+
+@pytest.fixture
+def demo(home: Path) -> Iterator[Daemon]:
+    d = make_daemon(home, {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}}})
+    d.start()
+    yield d
+    d.stop()
+
+
+def test_tools_lists_what_is_behind_mcpx(demo: Daemon) -> None:
+    out = demo.cli("tools")
+    assert out.returncode == 0, out.stderr
+    assert "demo.choose_repository" in out.stdout and "demo.delete_branch" in out.stdout
+    assert "[destructive]" in out.stdout and "[read-only]" in out.stdout
+    body = json.loads(demo.cli("tools", "demo", "--json").stdout)
+    assert len(body["servers"]["demo"]) == 5
+
+
+def test_without_a_terminal_the_question_is_returned_with_exit_75(demo: Daemon) -> None:
+    out = demo.cli("call", "demo.choose_repository")
+    assert out.returncode == 75, out
+    assert "Which repository should the notes go in?" in out.stderr
+    assert "mcpx elicit answer elc-" in out.stderr and "mcpx task result tsk-" in out.stderr
+    js = demo.cli("call", "demo.choose_repository", "--json")
+    assert js.returncode == 75
+    doc = json.loads(js.stdout)["inputRequired"]
+    q = doc["elicitation"]
+    assert q["respondWith"].startswith(f"mcpx elicit answer {q['id']}")
+    assert demo.cli("elicit", "answer", q["id"], "repo=octo/notes").returncode == 0
+    done = demo.cli("task", "result", doc["task"])
+    assert done.returncode == 0 and "octo/notes" in done.stdout
+
+
+def test_elicit_decline_error_and_auto(demo: Daemon) -> None:
+    declined = demo.cli("call", "demo.choose_repository", "--elicit=decline")
+    assert declined.returncode == 0 and "You said no" in declined.stdout
+    auto = demo.cli("call", "demo.choose_repository", "--elicit=auto")
+    assert auto.returncode == 0 and "cancelled" in auto.stdout
+    failed = demo.cli("call", "demo.choose_repository", "--elicit=error")
+    assert failed.returncode == 1
+    assert "needed an answer to elc-" in failed.stderr and "Which repository" in failed.stderr
+    usage = demo.cli("call", "choose_repository")
+    assert usage.returncode == 2 and "SERVER.TOOL" in usage.stderr
+
+
+class Terminal:
+    """`mcpx call` on a real pseudo-terminal, typed at like a person would."""
+
+    def __init__(self, daemon: Daemon, *args: str) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.chdir(daemon.home)
+            os.execve(sys.executable, [sys.executable, "-m", "mcpx", *args], daemon.env)
+        self.out = b""
+
+    def expect(self, text: str, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while text.encode() not in self.out:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never saw {text!r} in:\n{self.out.decode(errors='replace')}")
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                try:
+                    self.out += os.read(self.fd, 4096)
+                except OSError:
+                    break
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, (line + "\n").encode())
+
+    def finish(self, timeout: float = 20) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                try:
+                    self.out += os.read(self.fd, 4096)
+                except OSError:
+                    pass
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+        os.kill(self.pid, signal.SIGKILL)
+        raise AssertionError("mcpx call did not finish")
+
+
+def test_on_a_terminal_the_form_is_asked_field_by_field(demo: Daemon) -> None:
+    term = Terminal(demo, "call", "demo.create_issue")
+    term.expect("title (string; min length 3")
+    term.type("ab")
+    term.expect("at least 3 characters")
+    term.type("Printer on fire")
+    term.expect("1) Urgent  2) Soon  3) Someday")
+    term.type("2")
+    term.expect("labels")
+    term.type("1, api")
+    term.expect("due")
+    term.type("2026-02-30")
+    term.expect("not a date")
+    term.type("2026-12-24")
+    term.expect("notify [true]")
+    term.type("")
+    assert term.finish() == 0
+    text = term.out.decode(errors="replace")
+    assert "'title': 'Printer on fire'" in text and "'priority': 'p1'" in text
+    assert "'labels': ['bug', 'api']" in text and "'notify': True" in text
+
+
+def test_on_a_terminal_decline_is_decline_and_ctrl_c_is_cancel(demo: Daemon) -> None:
+    term = Terminal(demo, "call", "demo.choose_repository")
+    term.expect("repo (string; required)")
+    term.type("decline")
+    term.expect("why")
+    term.type("not mine to say")
+    assert term.finish() == 0 and "You said no" in term.out.decode()
+    audit = json.loads(demo.cli("audit", "--kinds", "elicit.answered", "--json").stdout)["records"]
+    assert audit[-1]["data"]["action"] == "decline" and audit[-1]["data"]["reason"] == "not mine to say"
+
+    term = Terminal(demo, "call", "demo.choose_repository")
+    term.expect("repo (string; required)")
+    os.write(term.fd, b"\x03")  # Ctrl-C
+    assert term.finish() == 0 and "cancelled" in term.out.decode()
+    audit = json.loads(demo.cli("audit", "--kinds", "elicit.answered", "--json").stdout)["records"]
+    assert audit[-1]["data"]["action"] == "cancel" and audit[-1]["data"]["by"] == "person:cli"

@@ -1,0 +1,158 @@
+"""Modern-era (2026-07-28) upstreams: input_required, retries with inputResponses and requestState, restarts."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from conftest import Daemon, make_daemon
+from gateway_helpers import HttpPeer, answer, call, result, stdio, tool_text, until_pending
+
+
+@pytest.fixture
+def gw(home: Path) -> Iterator[Daemon]:
+    d = make_daemon(home, {"servers": {
+        "res": stdio("sdk_resolver.py"),
+        "sdk": stdio("sdk_server.py"),
+        "endless": stdio("endless_asker.py"),
+    }, "elicit": {"maxRounds": 3}})
+    d.start()
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+async def http(gw: Daemon) -> AsyncIterator[aiohttp.ClientSession]:
+    async with gw.session() as s:
+        yield s
+
+
+async def test_input_required_becomes_a_question_and_the_retry_completes(http: aiohttp.ClientSession) -> None:
+    status, body, _ = await call(http, "res", "need_repo", session="m1")
+    assert status == 202, body
+    q = body["elicitation"]
+    assert q["server"] == "res" and q["session"] == "m1" and q["trace"] == body["trace"]
+    assert q["requestedSchema"]["properties"]["repo"]["type"] == "string"
+    await answer(http, q["id"], "accept", {"repo": "modern/repo"})
+    done = await result(http, body["task"])
+    assert done["state"] == "completed" and done["era"] == "modern"
+    assert tool_text(done) == {"action": "accept", "data": {"repo": "modern/repo"}}
+    async with http.get("/v1/audit", params={"trace": body["trace"]}) as r:
+        kinds = [rec["kind"] for rec in (await r.json())["records"]]
+    assert kinds == ["elicit.open", "elicit.answered", "elicit.resumed", "task.done"]
+
+
+async def test_decline_and_cancel_reach_a_modern_server_unchanged(http: aiohttp.ClientSession) -> None:
+    for action in ("decline", "cancel"):
+        _, body, _ = await call(http, "res", "need_repo")
+        await answer(http, body["elicitation"]["id"], action)
+        assert tool_text(await result(http, body["task"]))["action"] == action
+
+
+async def test_several_questions_of_one_call_are_all_answered(http: aiohttp.ClientSession) -> None:
+    status, body, _ = await call(http, "res", "two_questions")
+    assert status == 202
+    answered = 0
+    while True:
+        pending = await until_pending(http, 1, trace=body["trace"])
+        for q in pending:
+            content = {"repo": "x/y"} if "repo" in q["requestedSchema"]["properties"] else {"region": "eu-west"}
+            await answer(http, q["id"], "accept", content)
+            answered += 1
+        async with http.get(f"/v1/tasks/{body['task']}/result", params={"timeout": "3"}) as r:
+            if r.status == 200:
+                done = await r.json()
+                break
+    assert answered == 2
+    assert tool_text(done) == [{"action": "accept", "data": {"repo": "x/y"}},
+                               {"action": "accept", "data": {"region": "eu-west"}}]
+
+
+async def test_a_server_that_keeps_asking_is_stopped_after_max_rounds(http: aiohttp.ClientSession) -> None:
+    status, body, _ = await call(http, "endless", "forever")
+    for _ in range(3):
+        assert status == 202
+        await answer(http, body["elicitation"]["id"], "accept", {"c": "r"})
+        async with http.get(f"/v1/tasks/{body['task']}/result", params={"timeout": "5"}) as r:
+            status, body = r.status, {**body, **(await r.json())}
+            if status == 202:
+                body = {**body, "elicitation": body["elicitation"]}
+    assert status == 200 and body["state"] == "failed"
+    assert "kept asking" in body["error"] and "3 rounds" in body["error"] and "maxRounds" in body["error"]
+
+
+async def test_modern_over_streamable_http(home: Path) -> None:
+    peer = HttpPeer("sdk_resolver.py")
+    d = make_daemon(home, {"servers": {"web": {"url": peer.url}}})
+    d.start()
+    try:
+        async with d.session() as http:
+            status, body, _ = await call(http, "web", "need_repo")
+            assert status == 202, body
+            await answer(http, body["elicitation"]["id"], "accept", {"repo": "modern/http"})
+            done = await result(http, body["task"])
+            assert done["era"] == "modern" and tool_text(done)["data"] == {"repo": "modern/http"}
+    finally:
+        d.stop()
+        peer.stop()
+
+
+@pytest.mark.parametrize("how", ["kill9", "sigterm"])
+async def test_a_modern_question_survives_a_daemon_restart(home: Path, how: str) -> None:
+    d = make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py"), "sdk": stdio("sdk_server.py")}})
+    d.start()
+    async with d.session() as http:
+        status, modern, _ = await call(http, "res", "need_repo", session="r1")
+        assert status == 202
+        status, legacy, _ = await call(http, "sdk", "need_repo", session="r1")
+        assert status == 202
+    if how == "kill9":
+        d.kill9()
+    else:
+        assert d.stop() == 0
+    d.restart()
+    try:
+        async with d.session() as http:
+            async with http.get(f"/v1/elicit/{modern['elicitation']['id']}") as r:
+                assert (await r.json())["elicitation"]["state"] == "pending"
+            status, _ = await answer(http, modern["elicitation"]["id"], "accept", {"repo": "after/restart"})
+            assert status == 200
+            done = await result(http, modern["task"])
+            assert done["state"] == "completed", done
+            assert tool_text(done) == {"action": "accept", "data": {"repo": "after/restart"}}
+            # a legacy call lived in its server process: it is honestly lost, and says why
+            async with http.get(f"/v1/tasks/{legacy['task']}") as r:
+                lost = await r.json()
+            assert lost["state"] == "failed" and ("restarted" in lost["error"] or "stopped" in lost["error"])
+            status, gone = await answer(http, legacy["elicitation"]["id"], "accept", {"repo": "x/y"})
+            assert status == 410
+    finally:
+        d.stop()
+
+
+async def test_the_demo_server_asks_in_both_eras(home: Path) -> None:
+    import sys
+    d = make_daemon(home, {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}}})
+    d.start()
+    try:
+        async with d.session() as http:
+            async with http.get("/v1/tools/demo") as r:
+                names = {t["name"] for t in (await r.json())["servers"]["demo"]}
+            assert names == {"choose_repository", "delete_branch", "login", "create_issue", "deploy"}
+            status, body, _ = await call(http, "demo", "deploy")
+            assert status == 202 and body["elicitation"]["requestedSchema"]["properties"]["environment"]["enum"]
+            await answer(http, body["elicitation"]["id"], "accept", {"environment": "staging"})
+            second = await until_pending(http, 1, trace=body["trace"])
+            assert second[0]["audience"] == "human" and "staging" in second[0]["message"]
+            await answer(http, second[0]["id"], "accept", {"confirm": True})
+            done = await result(http, body["task"])
+            assert "deploying to staging" in done["result"]["content"][0]["text"] and done["era"] == "modern"
+            status, body, _ = await call(http, "demo", "login")
+            assert body["elicitation"]["mode"] == "url" and body["elicitation"]["audience"] == "human"
+            await answer(http, body["elicitation"]["id"], "decline")
+            assert "said no" in (await result(http, body["task"]))["result"]["content"][0]["text"]
+    finally:
+        d.stop()
