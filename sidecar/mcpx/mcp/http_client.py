@@ -12,6 +12,7 @@ import base64
 import contextlib
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -23,6 +24,14 @@ from mcpx.mcp.protocol import META_VERSION, is_modern
 log = logging.getLogger("mcpx.mcp")
 
 SESSION_HEADER = "Mcp-Session-Id"
+
+
+@dataclass
+class SseState:
+    """Where a stream stands, to resume it: the last event id seen and the server's retry advice."""
+
+    last_id: str | None = None
+    retry_ms: int = 1000
 
 
 def header_value(value: Any) -> str:
@@ -49,6 +58,7 @@ class HttpChannel:
                                                                          sock_connect=timeout))
         self._incoming: asyncio.Queue[Message | None] = asyncio.Queue()
         self._posts: dict[jsonrpc.Id, asyncio.Task[None]] = {}
+        self._listener: asyncio.Task[None] | None = None
         self._closed = False
         self.last_error = ""
 
@@ -104,7 +114,10 @@ class HttpChannel:
                     self._incoming.put_nowait(None)
                     return
                 if ctype.startswith("text/event-stream"):
-                    await self._read_sse(resp)
+                    stream = SseState()
+                    if await self._read_sse(resp, stream, rid):
+                        return
+                    await self._resume(stream, rid)  # the stream ended before our response did
                     return
                 text = await resp.text()
                 try:
@@ -128,28 +141,106 @@ class HttpChannel:
         finally:
             self._posts.pop(rid, None)
 
-    async def _read_sse(self, resp: aiohttp.ClientResponse) -> None:
+    async def _resume(self, stream: "SseState", rid: jsonrpc.Id) -> None:
+        """A request's stream closed without its response: resume it with GET and Last-Event-ID (legacy
+        resumability), a few times; when there is nothing to resume from, the request fails at once."""
+        for _attempt in range(5):
+            if stream.last_id is None or self._closed or is_modern(self.protocol_version):
+                break
+            await asyncio.sleep(min(stream.retry_ms, 5000) / 1000)
+            headers = {**self._get_headers(), "Last-Event-ID": stream.last_id}
+            try:
+                async with self._http.get(self.url, headers=headers) as resp:
+                    if resp.status != 200 or not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+                        break
+                    if await self._read_sse(resp, stream, rid):
+                        return
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                continue
+        self._incoming.put_nowait(jsonrpc.error(
+            rid, jsonrpc.INTERNAL_ERROR, f"{self.name}: the server closed the response stream before answering"))
+
+    def _get_headers(self) -> dict[str, str]:
+        h = {"Accept": "text/event-stream", **self.headers}
+        if self.protocol_version:
+            h["MCP-Protocol-Version"] = self.protocol_version
+        if self.session_id:
+            h[SESSION_HEADER] = self.session_id
+        return h
+
+    def listen(self) -> None:
+        """Open the legacy GET stream, where a server sends what belongs to no request of ours.
+
+        Some servers (the TypeScript SDK among them) send their own requests there when they cannot
+        tie them to a POST; without this stream such a question would never arrive.
+        """
+        if self._listener is None and not is_modern(self.protocol_version):
+            self._listener = asyncio.create_task(self._listen())
+
+    async def _listen(self) -> None:
+        stream = SseState()
+        failures = 0
+        while not self._closed and failures < 5:
+            headers = self._get_headers()
+            if stream.last_id is not None:
+                headers["Last-Event-ID"] = stream.last_id
+            try:
+                async with self._http.get(self.url, headers=headers) as resp:
+                    if resp.status == 405:
+                        return  # the server offers no such stream
+                    if resp.status != 200 or not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+                        failures += 1
+                    else:
+                        failures = 0
+                        await self._read_sse(resp, stream, None)
+            except asyncio.CancelledError:
+                return
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                failures += 1
+            await asyncio.sleep(min(stream.retry_ms, 5000) / 1000 * (1 + failures))
+
+    async def _read_sse(self, resp: aiohttp.ClientResponse, stream: "SseState", rid: jsonrpc.Id | None) -> bool:
+        """Feed one SSE stream's messages in; True once the response to `rid` has gone by."""
         data: list[str] = []
+        answered = False
+
+        def dispatch() -> None:
+            nonlocal answered
+            text = "\n".join(data)
+            if text.strip():  # an event with empty data only primes the stream (its id)
+                msg = self._push_text(text)
+                if msg is not None and rid is not None and msg.get("id") == rid and "method" not in msg:
+                    answered = True
+
         async for raw in resp.content:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if line.startswith(":"):
                 continue
             if not line:
                 if data:
-                    self._push_text("\n".join(data))
+                    dispatch()
                 data = []
                 continue
             name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
             if name == "data":
-                data.append(value[1:] if value.startswith(" ") else value)
+                data.append(value)
+            elif name == "id":
+                stream.last_id = value
+            elif name == "retry" and value.isdigit():
+                stream.retry_ms = int(value)
         if data:
-            self._push_text("\n".join(data))
+            dispatch()
+        return answered
 
-    def _push_text(self, text: str) -> None:
+    def _push_text(self, text: str) -> Message | None:
         try:
-            self._incoming.put_nowait(jsonrpc.check(json.loads(text)))
+            msg = jsonrpc.check(json.loads(text))
         except (json.JSONDecodeError, jsonrpc.FrameError) as exc:
             log.warning("%s: ignoring an SSE event that is not JSON-RPC (%s)", self.name, exc)
+            return None
+        self._incoming.put_nowait(msg)
+        return msg
 
     async def receive(self) -> Message | None:
         if self._closed and self._incoming.empty():
@@ -160,7 +251,7 @@ class HttpChannel:
         if self._closed:
             return
         self._closed = True
-        for task in list(self._posts.values()):
+        for task in [*self._posts.values(), *([self._listener] if self._listener else [])]:
             task.cancel()
         if self.session_id and not is_modern(self.protocol_version):
             with contextlib.suppress(Exception):

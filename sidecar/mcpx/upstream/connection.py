@@ -86,6 +86,46 @@ class ServerFacts:
     instructions: str | None = None
 
 
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def param_headers(tool: dict[str, Any]) -> dict[str, str]:
+    """{argument: header name} for a tool's x-mcp-header annotated top-level arguments."""
+    props = (tool.get("inputSchema") or {}).get("properties") or {}
+    return {arg: str(p["x-mcp-header"]) for arg, p in props.items() if isinstance(p, dict) and "x-mcp-header" in p}
+
+
+def x_mcp_header_problem(tool: dict[str, Any]) -> str | None:
+    """Why a tool's x-mcp-header annotations are invalid (SEP-2243), or None; such a tool must be left out."""
+    seen: set[str] = set()
+    props = (tool.get("inputSchema") or {}).get("properties") or {}
+    for arg, prop in props.items():
+        if not isinstance(prop, dict) or "x-mcp-header" not in prop:
+            continue
+        header = prop["x-mcp-header"]
+        if not isinstance(header, str) or not header or not _TOKEN.match(header):
+            return f"{arg}: x-mcp-header {header!r} is not a header name token"
+        if prop.get("type") not in ("string", "integer", "boolean"):
+            return f"{arg}: x-mcp-header is only for string, integer or boolean arguments, not {prop.get('type')!r}"
+        if header.lower() in seen:
+            return f"{arg}: x-mcp-header {header!r} is used twice"
+        seen.add(header.lower())
+    schema = tool.get("inputSchema") or {}
+
+    def nested(node: Any, depth: int) -> bool:
+        if isinstance(node, dict):
+            if depth > 1 and "x-mcp-header" in node:
+                return True
+            return any(nested(v, depth + 1) for k, v in node.items() if k != "x-mcp-header")
+        if isinstance(node, list):
+            return any(nested(v, depth) for v in node)
+        return False
+
+    if any(nested(p, 0) for p in props.values() if isinstance(p, dict)) or "x-mcp-header" in schema:
+        return "x-mcp-header appears somewhere other than a top-level argument"
+    return None
+
+
 def roots_for(cwd: str | None) -> list[dict[str, Any]]:
     path = Path(cwd or ".").resolve()
     return [{"uri": path.as_uri(), "name": path.name or str(path)}]
@@ -190,6 +230,8 @@ class UpstreamConnection:
         if isinstance(self.channel, HttpChannel):
             self.channel.protocol_version = version
         await self.peer.notify("notifications/initialized")
+        if isinstance(self.channel, HttpChannel):
+            self.channel.listen()
         return ServerFacts("legacy", version, res.get("serverInfo") or {}, res.get("capabilities") or {},
                            res.get("instructions"))
 
@@ -226,18 +268,24 @@ class UpstreamConnection:
             if not cursor:
                 break
         if isinstance(self.channel, HttpChannel):
-            self.channel.param_headers = {
-                t["name"]: {arg: str(p["x-mcp-header"]) for arg, p in
-                            ((t.get("inputSchema") or {}).get("properties") or {}).items()
-                            if isinstance(p, dict) and p.get("x-mcp-header")}
-                for t in tools}
+            tools = [t for t in tools if self._headers_ok(t)]
+            self.channel.param_headers = {t["name"]: param_headers(t) for t in tools}
         self.tools = tools
         return tools
+
+    def _headers_ok(self, tool: dict[str, Any]) -> bool:
+        problem = x_mcp_header_problem(tool)
+        if problem:
+            log.warning("upstream %s: tool %r left out: its x-mcp-header annotations are invalid (%s)", self.name,
+                        tool.get("name"), problem)
+        return problem is None
 
     async def call_tool(self, tool: str, arguments: dict[str, Any], hooks: CallHooks, max_rounds: int = 8,
                         meta: dict[str, Any] | None = None) -> dict[str, Any]:
         """The tool's result. Questions go to `hooks`; a modern call is retried until it completes."""
         assert self.peer is not None
+        if isinstance(self.channel, HttpChannel) and self.era == "modern" and self.tools is None:
+            await self.list_tools()  # its x-mcp-header arguments must be mirrored into Mcp-Param-* headers
         self.hooks = hooks
         try:
             params: dict[str, Any] = {"name": tool, "arguments": arguments}
