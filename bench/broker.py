@@ -1,0 +1,629 @@
+"""Benchmark of the mcpx broker through its real daemon, over the unix socket.
+
+What it measures, in one run against one fresh `python -m mcpx daemon` (empty config, temp MCPX_HOME):
+
+1. push latency: `POST /v1/elicit` -> the `elicit.open` frame of `GET /v1/events?kinds=elicit.open`
+   arriving at a subscriber in another process (both ends stamp time.monotonic(), which is
+   CLOCK_MONOTONIC on Linux and so comparable across processes); p50 and p99.
+2. the reference: a separate process polling `GET /v1/elicit?session=bench-poll` every 250 ms,
+   for a smaller batch of questions opened in the same loop; its discovery p50/p99 and poll/push.
+3. lifecycles per second: open -> long-poll `/wait` -> accept -> the waiter holds the 200, with
+   16 lifecycles in flight; each answer is committed to SQLite (WAL) before the waiter is woken.
+4. `GET /v1/elicit?limit=10000` with 10,000 pending questions (and the default 1000-item page).
+5. the daemon's VmRSS idle and with the 10,000 pending.
+
+Run it from the repository root (the venv has mcpx installed editable):
+
+    .venv/bin/python bench/broker.py              # the whole run, well under 3 minutes on 2 cores
+    .venv/bin/python bench/broker.py --profile /tmp/daemon.prof   # the same under cProfile, in the daemon
+
+It is a benchmark, not a test: it exits 0 whether or not targets are met, and says MISSED where
+one is. The machines here are noisy, so the ratios printed beside the absolute figures (all
+measured in this same run) are the figures to compare between runs.
+
+The hidden `--role sse|poll` options are how this file runs its own subscriber and poller processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import resource
+import sqlite3
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _daemon sits beside this file, however it is run
+from _daemon import BenchDaemon  # noqa: E402
+
+# ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
+
+SCHEMA: dict[str, Any] = {"type": "object", "properties": {"repo": {"type": "string"}}}
+PUSH_SESSION, POLL_SESSION, LIFE_SESSION, MANY_SESSION = "bench", "bench-poll", "bench-life", "bench-many"
+N_WARMUP = 30                   # untimed opens and lifecycles first: connections, first-use caches
+N_PUSH = 300                    # questions timed push-side
+N_POLL = 120                    # questions timed poll-side, interleaved with the push ones
+GAP_S = (0.002, 0.020)          # random gap between sends: no send lines up with the 250 ms poll grid
+POLL_INTERVAL_S = 0.250
+N_LIFECYCLES = 2000
+LIFE_CONCURRENCY = 16
+N_MANY = 10_000
+OPEN_CONCURRENCY = 32
+N_LIST = 20                     # timed listings of each kind
+N_HEALTH = 100
+SEED = 20240601                 # the same gaps and interleaving every run
+
+TARGET_PUSH_P50_MS = 2.0
+TARGET_PUSH_P99_MS = 10.0
+TARGET_LIFECYCLES_S = 500.0
+TARGET_LIST_P50_MS = 50.0
+
+
+# ---- small numeric helpers
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); NaN for no values."""
+    if not values:
+        return math.nan
+    s = sorted(values)
+    k = (len(s) - 1) * q / 100.0
+    lo = math.floor(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000.0
+
+
+def ask_body(session: str, ttl: float | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"message": "Which repository?", "requestedSchema": SCHEMA, "session": session}
+    if ttl is not None:
+        body["ttl"] = ttl
+    return body
+
+
+# ---- results
+
+@dataclass
+class Row:
+    """One line of the summary: a measured figure, its target (if it has one) and whether it is met."""
+
+    metric: str
+    measured: str
+    target: str = ""
+    ok: bool | None = None      # None: informational, no target
+
+    @property
+    def verdict(self) -> str:
+        return "" if self.ok is None else ("ok" if self.ok else "MISSED")
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+
+    def add(self, metric: str, measured: str, target: str = "", ok: bool | None = None) -> None:
+        self.rows.append(Row(metric, measured, target, ok))
+
+    def show(self) -> None:
+        head = ("metric", "measured", "target", "ok?")
+        widths = [max(len(head[0]), *(len(r.metric) for r in self.rows)),
+                  max(len(head[1]), *(len(r.measured) for r in self.rows)),
+                  max(len(head[2]), *(len(r.target) for r in self.rows)), 6]
+        line = "+".join("-" * (w + 2) for w in widths)
+
+        def fmt(cells: tuple[str, str, str, str]) -> str:
+            # numbers right-aligned, words left-aligned
+            pairs = enumerate(zip(cells, widths, strict=True))
+            aligned = (f" {c:>{w}} " if i == 1 else f" {c:<{w}} " for i, (c, w) in pairs)
+            return "|".join(aligned)
+
+        print(fmt(head))
+        print(line)
+        for r in self.rows:
+            print(fmt((r.metric, r.measured, r.target, r.verdict)))
+        missed = [r.metric for r in self.rows if r.ok is False]
+        print()
+        print(f"MISSED {len(missed)} target(s): {', '.join(missed)}" if missed else "all targets met")
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+# ---- talking to the daemon
+
+async def open_question(http: aiohttp.ClientSession, session: str, ttl: float | None = None) -> str:
+    async with http.post("/v1/elicit", json=ask_body(session, ttl)) as r:
+        data = await r.json()
+        if r.status != 201:
+            raise RuntimeError(f"POST /v1/elicit: {r.status} {data}")
+        return str(data["elicitation"]["id"])
+
+
+async def answer(http: aiohttp.ClientSession, eid: str, action: str, content: dict[str, Any] | None = None) -> None:
+    async with http.post(f"/v1/elicit/{eid}/{action}", json={"content": content} if content else {}) as r:
+        if r.status != 200:
+            raise RuntimeError(f"POST /v1/elicit/{eid}/{action}: {r.status} {await r.text()}")
+        await r.read()
+
+
+async def pool(n: int, concurrency: int, job: Callable[[int], Awaitable[None]]) -> None:
+    """Run job(0..n-1) with at most `concurrency` in flight; the first failure ends the run."""
+    counter = iter(range(n))
+
+    async def worker() -> None:
+        for i in counter:  # the shared iterator hands each index to exactly one worker
+            await job(i)
+
+    async with asyncio.TaskGroup() as group:  # a failure cancels the other workers, nothing is left dangling
+        for _ in range(min(concurrency, n)):
+            group.create_task(worker())
+
+
+async def pending_ids(http: aiohttp.ClientSession) -> list[str]:
+    async with http.get("/v1/elicit", params={"limit": "10000"}) as r:
+        return [q["id"] for q in (await r.json())["elicitations"]]
+
+
+async def cancel_all_pending(http: aiohttp.ClientSession) -> int:
+    """So that a later phase sees exactly the pending questions it opened."""
+    ids = await pending_ids(http)
+    await pool(len(ids), OPEN_CONCURRENCY, lambda i: answer(http, ids[i], "cancel"))
+    return len(ids)
+
+
+async def timed_health(http: aiohttp.ClientSession) -> float:
+    t0 = time.monotonic()
+    async with http.get("/v1/health") as r:
+        await r.read()
+    return time.monotonic() - t0
+
+
+async def pending_count(http: aiohttp.ClientSession) -> int:
+    async with http.get("/v1/health") as r:
+        return int((await r.json())["pending"])
+
+
+# ---- the subscriber and poller processes (this same file, --role sse|poll)
+
+class Child:
+    """A helper process that says `ready` on stdout, records until its stdin closes, then prints JSON."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, role: str) -> None:
+        self.proc = proc
+        self.role = role
+
+    @classmethod
+    async def start(cls, role: str, socket: Path, *extra: str, timeout: float = 15.0) -> Child:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(__file__).resolve()), "--role", role, "--socket", str(socket), *extra,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        child = cls(proc, role)
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout)
+        except TimeoutError:
+            child.kill()
+            raise RuntimeError(f"the {role} process did not get ready in {timeout:.0f}s") from None
+        if line.strip() != b"ready":
+            child.kill()
+            raise RuntimeError(f"the {role} process said {line!r} instead of ready")
+        return child
+
+    async def finish(self, timeout: float = 15.0) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        out = await asyncio.wait_for(self.proc.stdout.read(), timeout)
+        await asyncio.wait_for(self.proc.wait(), timeout)
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"the {self.role} process exited {self.proc.returncode}")
+        return json.loads(out.strip().splitlines()[-1])
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+
+
+def child_session(socket: str) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession("http://mcpx", connector=aiohttp.UnixConnector(path=socket),
+                                 timeout=aiohttp.ClientTimeout(total=None))
+
+
+async def stdin_closed() -> None:
+    """The parent closes our stdin to say: stop recording and report."""
+    await asyncio.to_thread(sys.stdin.buffer.read)
+
+
+async def role_sse(socket: str) -> None:
+    """Subscribe to elicit.open and stamp each frame the moment its first line arrives."""
+    seen: dict[str, float] = {}
+    ready = asyncio.Event()
+
+    async def read(resp: aiohttp.ClientResponse) -> None:
+        frame_at = 0.0
+        async for raw in resp.content:  # one line at a time
+            now = time.monotonic()
+            if raw in (b"\n", b"\r\n"):
+                frame_at = 0.0
+                continue
+            if not frame_at:
+                frame_at = now  # a frame is written in one piece; its first line is when it arrived
+            if raw.startswith(b"data:"):
+                eid = json.loads(raw[5:]).get("elicit")
+                if eid:
+                    seen.setdefault(eid, frame_at)
+            elif raw.startswith(b"id:"):
+                # the daemon subscribes before it writes the first, id-only frame: from here nothing is missed
+                ready.set()
+
+    async with child_session(socket) as http:
+        async with http.get("/v1/events", params={"kinds": "elicit.open"}) as resp:
+            resp.raise_for_status()
+            reader = asyncio.create_task(read(resp))
+            await asyncio.wait({reader, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():
+                reader.result()
+                raise RuntimeError("the event stream ended before its first frame")
+            print("ready", flush=True)
+            await stdin_closed()
+            reader.cancel()
+    print(json.dumps(seen), flush=True)
+
+
+async def role_poll(socket: str, session: str, interval: float) -> None:
+    """What a client without push does: list the session's pending questions every `interval` seconds."""
+    seen: dict[str, float] = {}
+    polls = 0
+    stop = asyncio.create_task(stdin_closed())
+    async with child_session(socket) as http:
+        start = time.monotonic()
+        while not stop.done():
+            async with http.get("/v1/elicit", params={"session": session}) as r:
+                body = await r.json()
+            now = time.monotonic()  # the poller knows of a question once the listing is in hand
+            for q in body["elicitations"]:
+                seen.setdefault(q["id"], now)
+            if polls == 0:
+                print("ready", flush=True)
+            polls += 1
+            # a fixed-rate schedule: the period is the interval, not the interval plus the request
+            await asyncio.wait({stop}, timeout=max(0.0, start + polls * interval - time.monotonic()))
+    print(json.dumps({"seen": seen, "polls": polls}), flush=True)
+
+
+# ---- the phases
+
+@dataclass
+class Latency:
+    push_ms: list[float]
+    post_ms: list[float]        # the sender's own round trip of the same POSTs
+    health_ms: list[float]      # GET /v1/health round trips: the floor of one request with one SQLite read
+    poll_ms: list[float]
+    push_same_ms: list[float]   # push latency of the very questions the poller timed
+    missing_push: int
+    missing_poll: int
+    polls: int
+
+
+async def phase_latency(d: BenchDaemon, http: aiohttp.ClientSession, rng: random.Random) -> Latency:
+    sse = await Child.start("sse", d.socket)
+    poller: Child | None = None
+    try:
+        poller = await Child.start("poll", d.socket, "--session", POLL_SESSION, "--interval", str(POLL_INTERVAL_S))
+        for _ in range(N_WARMUP):  # first requests pay for connection set-up and first-use caches
+            await open_question(http, "bench-warmup")
+        health = [ms(await timed_health(http)) for _ in range(N_HEALTH)]
+        # push and poll questions interleaved in one loop, one at a time, so both see the same daemon
+        plan = [PUSH_SESSION] * N_PUSH + [POLL_SESSION] * N_POLL
+        rng.shuffle(plan)
+        sent: dict[str, tuple[str, float]] = {}
+        post: list[float] = []
+        for session in plan:
+            await asyncio.sleep(rng.uniform(*GAP_S))
+            t0 = time.monotonic()  # just before the POST: the latency includes the whole request
+            eid = await open_question(http, session)
+            post.append(ms(time.monotonic() - t0))
+            sent[eid] = (session, t0)
+        await asyncio.sleep(2 * POLL_INTERVAL_S + 0.1)  # the last frames land, the poller takes two more turns
+        pushed: dict[str, float] = await sse.finish()
+        polled = await poller.finish()
+    finally:
+        sse.kill()
+        if poller is not None:
+            poller.kill()
+    push: list[float] = []
+    poll: list[float] = []
+    same: list[float] = []
+    missing_push = missing_poll = 0
+    for eid, (session, t0) in sent.items():
+        if eid in pushed:
+            (push if session == PUSH_SESSION else same).append(ms(pushed[eid] - t0))
+        else:
+            missing_push += 1
+        if session == POLL_SESSION:
+            if eid in polled["seen"]:
+                poll.append(ms(polled["seen"][eid] - t0))
+            else:
+                missing_poll += 1
+    return Latency(push, post, health, poll, same, missing_push, missing_poll, int(polled["polls"]))
+
+
+@dataclass
+class Lifecycles:
+    n: int
+    seconds: float
+    each_ms: list[float]
+    daemon_cpu_s: float
+    bench_cpu_s: float
+    durable: int
+    anomalies: Counter[str]
+
+
+MAX_WAIT_RETRIES = 20
+
+
+async def wait_answer(http: aiohttp.ClientSession, eid: str, anomalies: Counter[str]) -> dict[str, Any]:
+    """Long-poll /wait until it gives the answer, counting replies that should not happen.
+
+    A 404 for an id the daemon has just returned 201 for, or a 204 long before the timeout, are
+    daemon bugs (stale reads); a real client would ask again, so the benchmark does too, and says so.
+    """
+    for _ in range(MAX_WAIT_RETRIES):
+        t0 = time.monotonic()
+        async with http.get(f"/v1/elicit/{eid}/wait", params={"timeout": "30"}) as r:
+            if r.status == 200:
+                return dict(await r.json())
+            text = await r.text()
+        if r.status == 404:
+            anomalies["/wait 404 for a question just opened"] += 1
+        elif r.status == 204 and time.monotonic() - t0 < 25:
+            anomalies["/wait 204 long before its 30 s timeout"] += 1
+        else:
+            raise RuntimeError(f"wait {eid}: {r.status} {text}")
+    raise RuntimeError(f"wait {eid}: no answer after {MAX_WAIT_RETRIES} tries")
+
+
+async def lifecycle(http: aiohttp.ClientSession, anomalies: Counter[str]) -> float:
+    """open -> waiter long-polls -> accept -> the waiter has its 200; returns how long that took."""
+    t0 = time.monotonic()
+    eid = await open_question(http, LIFE_SESSION)
+    # the waiter's request goes out before the accept; whichever the daemon handles first, /wait
+    # answers 200 only from the stored answer, i.e. after it has committed
+    waiter = asyncio.create_task(wait_answer(http, eid, anomalies))
+    try:
+        await asyncio.sleep(0)
+        await answer(http, eid, "accept", {"repo": "a/b"})
+        got = await waiter
+    finally:
+        waiter.cancel()  # a no-op when it is done; no orphan when the accept failed
+    if got.get("action") != "accept" or got.get("content") != {"repo": "a/b"}:
+        raise RuntimeError(f"wait {eid} returned {got}")
+    return time.monotonic() - t0
+
+
+def bench_cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+async def phase_lifecycles(d: BenchDaemon, http: aiohttp.ClientSession) -> Lifecycles:
+    each: list[float] = []
+    anomalies: Counter[str] = Counter()
+
+    async def job(_i: int) -> None:
+        each.append(await lifecycle(http, anomalies))
+
+    await pool(N_WARMUP, LIFE_CONCURRENCY, job)  # untimed: opens the connections the timed run reuses
+    each.clear()
+    cpu0, bench0, t0 = d.cpu_seconds(), bench_cpu_seconds(), time.monotonic()
+    await pool(N_LIFECYCLES, LIFE_CONCURRENCY, job)
+    elapsed = time.monotonic() - t0
+    durable = durable_answers(d.db, LIFE_SESSION)
+    return Lifecycles(N_LIFECYCLES, elapsed, [ms(x) for x in each], d.cpu_seconds() - cpu0,
+                      bench_cpu_seconds() - bench0, durable, anomalies)
+
+
+def durable_answers(db: Path, session: str) -> int:
+    """Answers of `session` as another process reads them from mcpx.db: what a kill -9 would leave."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT COUNT(*) FROM answers a JOIN elicitations e ON e.id = a.id "
+                           "WHERE e.session = ? AND e.state = 'answered'", (session,)).fetchone()
+        return int(row[0])
+    finally:
+        conn.close()
+
+
+def journal_mode(db: Path) -> str:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+    finally:
+        conn.close()
+
+
+@dataclass
+class Listing:
+    open_seconds: float
+    pending: int
+    rss_pending_kib: int        # with the questions pending, before any listing allocated its buffers
+    big_ms: list[float]
+    big_bytes: int
+    big_count: int
+    default_ms: list[float]
+    default_bytes: int
+    default_count: int
+
+
+async def timed_get(http: aiohttp.ClientSession, params: dict[str, str]) -> tuple[float, int, int]:
+    """(seconds to the last byte, body bytes, count) of one listing."""
+    t0 = time.monotonic()
+    async with http.get("/v1/elicit", params=params) as r:
+        body = await r.read()
+    elapsed = time.monotonic() - t0
+    return elapsed, len(body), int(json.loads(body)["count"])
+
+
+async def phase_many(d: BenchDaemon, http: aiohttp.ClientSession) -> Listing:
+    async def job(_i: int) -> None:
+        await open_question(http, MANY_SESSION, ttl=3600)  # a long ttl: none may expire while we look
+
+    t0 = time.monotonic()
+    await pool(N_MANY, OPEN_CONCURRENCY, job)
+    opened = time.monotonic() - t0
+    pending = await pending_count(http)
+    rss = d.rss_kib()
+    results: dict[str, tuple[list[float], int, int]] = {}
+    for name, params in (("big", {"limit": "10000"}), ("default", {})):
+        times, size, count = [], 0, 0
+        for i in range(N_LIST + 2):
+            elapsed, size, count = await timed_get(http, params)
+            if i >= 2:  # the first two warm the page cache and the connection
+                times.append(ms(elapsed))
+        results[name] = (times, size, count)
+    return Listing(opened, pending, rss, *results["big"], *results["default"])
+
+
+# ---- the run
+
+def fmt_ms(x: float) -> str:
+    return f"{x:.2f} ms" if x < 10 else f"{x:.1f} ms"
+
+
+def fmt_mib(kib: int) -> str:
+    return f"{kib / 1024:.1f} MiB"
+
+
+async def run(profile: str | None) -> None:
+    extra = ["-m", "cProfile", "-o", profile] if profile else []
+    rng = random.Random(SEED)
+    report = Report()
+    d = BenchDaemon(extra_args=extra)
+    try:
+        d.start()
+        async with d.session(limit=2 * max(LIFE_CONCURRENCY, OPEN_CONCURRENCY) + 8) as http:
+            await pending_count(http)
+            rss_idle = d.rss_kib()
+            say(f"daemon pid {d.pid}, MCPX_HOME {d.home}, {os.cpu_count()} cpus, "
+                f"load {os.getloadavg()[0]:.2f}; idle RSS {fmt_mib(rss_idle)}")
+
+            say(f"[1/3] push vs poll: {N_PUSH} + {N_POLL} questions, one at a time, gaps "
+                f"{GAP_S[0] * 1000:.0f}-{GAP_S[1] * 1000:.0f} ms ...")
+            lat = await phase_latency(d, http, rng)
+            say(f"      {len(lat.push_ms)} push samples, {len(lat.poll_ms)} poll samples over {lat.polls} polls; "
+                f"missing: push {lat.missing_push}, poll {lat.missing_poll}")
+            say(f"      cancelled {await cancel_all_pending(http)} leftover pending questions")
+
+            say(f"[2/3] {N_LIFECYCLES} lifecycles, {LIFE_CONCURRENCY} in flight ...")
+            life = await phase_lifecycles(d, http)
+            say(f"      {life.seconds:.2f} s; daemon CPU {life.daemon_cpu_s:.2f} s "
+                f"({100 * life.daemon_cpu_s / life.seconds:.0f}% of a core), this process "
+                f"{life.bench_cpu_s:.2f} s ({100 * life.bench_cpu_s / life.seconds:.0f}%)")
+            mode = journal_mode(d.db)
+
+            say(f"[3/3] {N_MANY} pending questions, {OPEN_CONCURRENCY} opens in flight, then listings ...")
+            many = await phase_many(d, http)
+            rss_listed = d.rss_kib()
+            say(f"      opened in {many.open_seconds:.1f} s ({N_MANY / many.open_seconds:.0f}/s); "
+                f"pending per /v1/health: {many.pending}")
+    except BaseException:
+        # keep the evidence: the daemon's state directory and the end of what it printed
+        alive = d.proc is not None and d.proc.poll() is None
+        tail = d.tail()
+        say(f"\nbenchmark aborted; daemon {'still running' if alive else f'exited {d.proc and d.proc.returncode}'}; "
+            f"state kept in {d.home}\n--- daemon stderr (tail) ---\n{tail}")
+        if "draining" in tail:
+            # this file signals the daemon only in the `finally` below, after the run
+            say("NOTE: the daemon was sent SIGTERM/SIGINT during the run, not by this benchmark; run it again")
+        d.keep = True
+        raise
+    finally:
+        d.stop()
+        if profile:
+            say(f"daemon profile written to {profile}")
+        d.cleanup()
+
+    push50, push99 = percentile(lat.push_ms, 50), percentile(lat.push_ms, 99)
+    poll50, poll99 = percentile(lat.poll_ms, 50), percentile(lat.poll_ms, 99)
+    report.add(f"push latency p50 (n={len(lat.push_ms)})", fmt_ms(push50), f"<= {TARGET_PUSH_P50_MS:g} ms",
+               push50 <= TARGET_PUSH_P50_MS)
+    report.add("push latency p99", fmt_ms(push99), f"<= {TARGET_PUSH_P99_MS:g} ms", push99 <= TARGET_PUSH_P99_MS)
+    post50, health50 = percentile(lat.post_ms, 50), percentile(lat.health_ms, 50)
+    report.add("  POST /v1/elicit round trip p50 (sender)", fmt_ms(post50))
+    report.add("  GET /v1/health round trip p50 (floor)", fmt_ms(health50))
+    report.add("  ratio push p50 / POST round trip p50", f"{push50 / post50:.2f}x")
+    report.add(f"push latency p50, the poll batch (n={len(lat.push_same_ms)})",
+               fmt_ms(percentile(lat.push_same_ms, 50)))
+    report.add(f"poll 250 ms discovery p50 (n={len(lat.poll_ms)})", fmt_ms(poll50), "reference")
+    report.add("poll 250 ms discovery p99", fmt_ms(poll99), "reference")
+    report.add("ratio poll/push at p50", f"{poll50 / push50:.0f}x", "push faster", poll50 > push50)
+    if lat.missing_push or lat.missing_poll:
+        report.add("frames / listings never seen", f"{lat.missing_push} / {lat.missing_poll}", "0 / 0", False)
+    rate = life.n / life.seconds
+    report.add(f"lifecycles/s ({LIFE_CONCURRENCY} in flight, n={life.n})", f"{rate:.0f}/s",
+               f">= {TARGET_LIFECYCLES_S:g}/s", rate >= TARGET_LIFECYCLES_S)
+    report.add("lifecycle p50 / p99",
+               f"{fmt_ms(percentile(life.each_ms, 50))} / {fmt_ms(percentile(life.each_ms, 99))}")
+    report.add("daemon CPU per lifecycle", f"{1e3 * life.daemon_cpu_s / life.n:.2f} ms")
+    report.add("answers durable (read by another process)", f"{life.durable}/{life.n + N_WARMUP}",
+               "all", life.durable == life.n + N_WARMUP)
+    report.add("mcpx.db journal mode", mode, "wal", mode == "wal")
+    for what, count in sorted(life.anomalies.items()):
+        report.add(what, f"{count}", "0 (retried)", False)
+    big50, def50 = percentile(many.big_ms, 50), percentile(many.default_ms, 50)
+    report.add(f"GET ?limit=10000 p50 ({many.big_count} of {many.pending} pending)", fmt_ms(big50),
+               f"<= {TARGET_LIST_P50_MS:g} ms", big50 <= TARGET_LIST_P50_MS)
+    report.add("GET ?limit=10000 response size", f"{many.big_bytes / 1e6:.2f} MB")
+    report.add(f"GET default listing p50 ({many.default_count} items)", fmt_ms(def50))
+    report.add("GET default listing response size", f"{many.default_bytes / 1e6:.2f} MB")
+    report.add("ratio list 10000 / default p50", f"{big50 / def50:.1f}x")
+    report.add(f"open rate, {OPEN_CONCURRENCY} in flight", f"{N_MANY / many.open_seconds:.0f}/s")
+    rss_many = many.rss_pending_kib
+    report.add("daemon RSS idle | 10,000 pending | after listings",
+               f"{fmt_mib(rss_idle)} | {fmt_mib(rss_many)} | {fmt_mib(rss_listed)}")
+    report.add("daemon RSS per pending question", f"{(rss_many - rss_idle) / N_MANY:.2f} KiB")
+    report.add("ratio RSS 10,000 pending / idle", f"{rss_many / rss_idle:.1f}x")
+
+    print()
+    report.show()
+    print()
+    print("durable: each answer is committed to mcpx.db before any waiter is woken. The DB is SQLite in WAL mode")
+    print("(read from the file above) with synchronous=NORMAL (set per connection by mcpx/broker/store.py): a commit")
+    print("survives the daemon being killed (kill -9); a power loss may roll back the last few.")
+    print("RSS after listings: each keep-alive connection that carried a 5 MB listing keeps about that much until")
+    print(f"it closes (Python {sys.version.split()[0]} asyncio/aiohttp write buffering); this client had up to "
+          f"{OPEN_CONCURRENCY} connections open.")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE")
+    parser.add_argument("--role", choices=("sse", "poll"), help=argparse.SUPPRESS)
+    parser.add_argument("--socket", help=argparse.SUPPRESS)
+    parser.add_argument("--session", help=argparse.SUPPRESS)
+    parser.add_argument("--interval", type=float, default=POLL_INTERVAL_S, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "sse":
+        asyncio.run(role_sse(args.socket))
+    elif args.role == "poll":
+        asyncio.run(role_poll(args.socket, args.session, args.interval))
+    else:
+        asyncio.run(run(args.profile))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
