@@ -44,6 +44,12 @@ def make_app(runtime: Runtime) -> web.Application:
     api = build_api()
     api.install(app)
     app["openapi"] = api.openapi()
+    if runtime.gateway is not None:
+        from mcpx.mcp.http_surface import install_mcp_endpoint
+        from mcpx.mcp.request_state import RequestStates, load_key
+        from mcpx.mcp.surface import Surface
+
+        install_mcp_endpoint(app, Surface(runtime, RequestStates(load_key(runtime.paths.request_state_key))))
 
     async def on_shutdown(app: web.Application) -> None:
         app[SHUTDOWN].set()

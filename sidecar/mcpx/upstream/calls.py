@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -40,6 +40,8 @@ class CallRequest:
     cwd: str | None = None
     surface: str = "rest"
     policy_mode: Literal["ask", "auto", "decline", "error"] | None = None
+    meta: dict[str, Any] | None = None  # forwarded to the upstream's tools/call (progressToken)
+    relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = field(default=None, repr=False)
 
 
 class CallFailed(Exception):
@@ -143,8 +145,17 @@ class CallContext:
     def roots(self) -> list[dict[str, Any]]:
         return roots_for(self.task.request.cwd)
 
-    def progress(self, params: dict[str, Any]) -> None:
-        pass  # a server's progress does not move our deadline; it only proves the server is alive
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """A notification the server sent about this call (progress, log messages): relayed to whoever called.
+
+        Progress does not move our deadline: it only proves the server is alive.
+        """
+        relay = self.task.request.relay
+        if relay is not None:
+            try:
+                await relay(method, params)
+            except Exception as exc:  # the caller went away; the call goes on
+                log.debug("relaying %s for %s failed: %s", method, self.task.id, exc)
 
     def _open_request(self, params: ElicitParams) -> OpenRequest:
         r = self.task.request

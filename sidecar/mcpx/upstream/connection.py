@@ -72,7 +72,7 @@ class CallHooks(Protocol):
 
     async def complete(self, elicitation_id: str) -> None: ...
 
-    def progress(self, params: dict[str, Any]) -> None: ...
+    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
 
     def roots(self) -> list[dict[str, Any]]: ...
 
@@ -142,6 +142,7 @@ class UpstreamConnection:
         self.hooks: CallHooks | None = None  # the call in flight (legacy: at most one per instance)
         self.idle_hooks: CallHooks | None = None  # who hears a server that asks with no call in flight
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+        self.on_other: Callable[[Message], Awaitable[None]] | None = None  # resources/updated and the like
         self.tools: list[dict[str, Any]] | None = None
 
     # ---- life
@@ -370,20 +371,20 @@ class UpstreamConnection:
     async def _on_notification(self, msg: Message) -> None:
         method = msg.get("method")
         params = msg.get("params") or {}
+        hooks = self._current()
         if method == "notifications/elicitation/complete":
-            hooks = self._current()
             if hooks is not None and isinstance(params.get("elicitationId"), str):
                 await hooks.complete(params["elicitationId"])
-        elif method == "notifications/progress":
-            hooks = self._current()
-            if hooks is not None:
-                hooks.progress(params)
+        elif method in ("notifications/progress", "notifications/message") and hooks is not None:
+            await hooks.notify(method, params)  # belongs to the call in flight: its caller hears it
         elif method == "notifications/tools/list_changed":
             self.tools = None
             if self.on_tools_changed is not None:
                 await self.on_tools_changed()
         elif method == "notifications/message":
             log.info("upstream %s says: %.500s", self.name, params.get("data"))
+        elif self.on_other is not None:
+            await self.on_other(msg)  # resources/updated and the like, for whoever holds this instance
 
 
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None) -> UpstreamConnection:

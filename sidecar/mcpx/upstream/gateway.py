@@ -192,7 +192,7 @@ class Gateway:
             task.era = conn.era
             ctx = CallContext(self.broker, task, conn, deadline, self._save)
             try:
-                return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, settings.maxRounds),
+                return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, settings.maxRounds, r.meta),
                                           f"{r.server}.{r.tool}")
             except NeedsLegacy:
                 if era is not None:

@@ -1,0 +1,196 @@
+"""`mcpx serve`: the MCP surface on stdio, for hosts like opencode that start their servers as commands.
+
+It is a pump between stdin/stdout and the daemon's stream endpoint, so stdio and /mcp behave
+the same. It starts a daemon if none runs, and survives a daemon restart: it reconnects,
+replays the client's `initialize`, and answers the requests that were in flight with an error
+saying so, instead of leaving the host waiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from typing import Any
+
+import aiohttp
+
+from mcpx.daemon.launch import LaunchError, ensure_daemon
+from mcpx.paths import StatePaths
+
+MAX_LINE = 8 * 1024 * 1024
+REPLAY_ID = "mcpx-serve-replayed-initialize"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("serve", help="the MCP surface on stdio (for opencode and other MCP hosts); starts a daemon "
+                                     "if none runs")
+    p.add_argument("--server", help="serve one upstream server under its own tool names, instead of all of them "
+                                    "as SERVER_TOOL")
+    p.set_defaults(func=serve)
+
+
+def serve(args: argparse.Namespace) -> int:
+    paths = StatePaths.current()
+    if not os.environ.get("MCPX_DAEMON_URL"):
+        try:
+            ensure_daemon(paths)
+        except LaunchError as exc:
+            print(f"mcpx serve: {exc}", file=sys.stderr)
+            return 69
+    try:
+        asyncio.run(Bridge(paths, args.server).run())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _error(rid: Any, code: int, message: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}).encode() + b"\n"
+
+
+class Bridge:
+    def __init__(self, paths: StatePaths, server: str | None) -> None:
+        self.paths = paths
+        self.server = server
+        self.initialize: dict[str, Any] | None = None  # the client's own, replayed after a daemon restart
+        self.initialized = False
+        self.in_flight: set[Any] = set()  # the client's requests the daemon has not answered yet
+        self.backlog: asyncio.Queue[str] = asyncio.Queue(maxsize=1000)
+        self.out: asyncio.StreamWriter | None = None
+        self.closing = False
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"X-Mcpx-Cwd": os.getcwd()}
+        if session := os.environ.get("MCPX_SESSION_ID"):
+            headers.update({"X-Mcpx-Session": session, "X-Mcpx-Session-Source": "env"})
+        return headers
+
+    def _endpoint(self) -> tuple[aiohttp.BaseConnector | None, str, dict[str, str]]:
+        suffix = f"/v1/mcp/stream/{self.server}" if self.server else "/v1/mcp/stream"
+        base = os.environ.get("MCPX_DAEMON_URL")
+        if base:
+            token = os.environ.get("MCPX_TOKEN") or (self.paths.token.read_text().strip()
+                                                     if self.paths.token.exists() else "")
+            return None, base.rstrip("/") + suffix, {"Authorization": f"Bearer {token}"} if token else {}
+        return aiohttp.UnixConnector(path=str(self.paths.socket)), "http://mcpx" + suffix, {}
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_LINE)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
+        self.out = asyncio.StreamWriter(transport, protocol, None, loop)
+        stdin = asyncio.create_task(self._read_stdin(reader))
+        try:
+            while not self.closing:
+                await self._connected_session()
+                if not self.closing:
+                    await asyncio.sleep(0.2)
+        finally:
+            stdin.cancel()
+
+    async def _write(self, data: bytes) -> None:
+        assert self.out is not None
+        self.out.write(data)
+        await self.out.drain()
+
+    async def _read_stdin(self, reader: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial.strip():
+                    await self.backlog.put(exc.partial.decode("utf-8", "replace"))  # a half frame: the daemon says so
+                break
+            except asyncio.LimitOverrunError:
+                await self._skip_long(reader)
+                await self._write(_error(None, -32700, f"message larger than {MAX_LINE} bytes; skipped"))
+                continue
+            text = line.decode("utf-8", "replace").strip()
+            if text:
+                await self.backlog.put(text)
+        self.closing = True
+        await self.backlog.put("")  # wakes the sender so it can close
+
+    @staticmethod
+    async def _skip_long(reader: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                await reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as exc:
+                await reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError:
+                return
+
+    async def _connected_session(self) -> None:
+        connector, url, auth = self._endpoint()
+        try:
+            async with aiohttp.ClientSession(connector=connector) as http, http.ws_connect(
+                    url, headers={**self._headers(), **auth}, max_msg_size=MAX_LINE, heartbeat=30) as ws:
+                if self.initialize is not None:
+                    await ws.send_str(json.dumps({**self.initialize, "id": REPLAY_ID}))
+                    if self.initialized:
+                        await ws.send_str(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                sender = asyncio.create_task(self._send(ws))
+                try:
+                    await self._receive(ws)
+                finally:
+                    sender.cancel()
+        except (aiohttp.ClientError, OSError) as exc:
+            if not self.closing:
+                await self._restart_daemon(exc)
+            return
+        if not self.closing:
+            await self._fail_in_flight()
+            await self._restart_daemon(None)
+
+    async def _restart_daemon(self, exc: Exception | None) -> None:
+        if os.environ.get("MCPX_DAEMON_URL"):
+            await asyncio.sleep(1)
+            return
+        try:
+            await asyncio.to_thread(ensure_daemon, self.paths)
+        except LaunchError as err:
+            print(f"mcpx serve: the daemon is gone and could not be started again: {err}", file=sys.stderr)
+            await asyncio.sleep(2)
+
+    async def _fail_in_flight(self) -> None:
+        for rid in list(self.in_flight):
+            await self._write(_error(rid, -32603, "the mcpx daemon went away during this request (restarting?); "
+                                                  "mcpx serve has reconnected — send it again"))
+        self.in_flight.clear()
+
+    async def _send(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        while True:
+            text = await self.backlog.get()
+            if not text:
+                await ws.close()
+                return
+            try:
+                msg = json.loads(text)
+            except json.JSONDecodeError:
+                msg = None
+            if isinstance(msg, dict) and "method" in msg and "id" in msg:
+                self.in_flight.add(msg["id"])
+                if msg["method"] == "initialize":
+                    self.initialize = msg
+            elif isinstance(msg, dict) and msg.get("method") == "notifications/initialized":
+                self.initialized = True
+            await ws.send_str(text)
+
+    async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        async for frame in ws:
+            if frame.type != aiohttp.WSMsgType.TEXT:
+                continue
+            with contextlib.suppress(json.JSONDecodeError):
+                msg = json.loads(frame.data)
+                if isinstance(msg, dict) and "method" not in msg:
+                    if msg.get("id") == REPLAY_ID:
+                        continue  # the answer to our replayed initialize: the client already has its own
+                    self.in_flight.discard(msg.get("id"))
+            await self._write(frame.data.encode() + b"\n")

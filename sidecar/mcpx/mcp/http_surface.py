@@ -1,0 +1,366 @@
+"""`/mcp` on the daemon: the MCP surface over Streamable HTTP, both eras.
+
+Legacy (after `initialize`): a session per `Mcp-Session-Id`; each request's reply is an SSE
+stream that also carries mcpx's own mid-flight requests (elicitation/create) and the call's
+notifications; the client POSTs its answers back. Modern (2026-07-28): every POST stands
+alone, headers must agree with the body, and questions travel as `input_required` results.
+`/mcp/{server}` serves one upstream under its own tool names. Origin and Host are checked
+against DNS rebinding; on TCP the bearer token is required like everywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import logging
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import FrameError, Message, RpcError
+from mcpx.mcp.outbound import NoOutbound
+from mcpx.mcp.protocol import LEGACY_VERSIONS, META_VERSION, MODERN_VERSIONS, is_modern
+from mcpx.mcp.stream_surface import client_state, stream_endpoint
+from mcpx.mcp.surface import ClientState, Surface
+from mcpx.upstream.pool import UnknownServer
+
+log = logging.getLogger("mcpx.surface")
+
+SESSION = "Mcp-Session-Id"
+SURFACE: web.AppKey[Surface] = web.AppKey("mcp-surface", Surface)
+LOCAL_HOSTS = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\]|mcpx)(:\d+)?$", re.IGNORECASE)
+LOCAL_ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$", re.IGNORECASE)
+SESSION_IDLE = 3600.0
+# JSON-RPC errors that a modern HTTP reply carries with a 4xx status (the transport spec)
+STATUS_FOR_ERROR = {jsonrpc.METHOD_NOT_FOUND: 404, jsonrpc.INVALID_PARAMS: 400, jsonrpc.HEADER_MISMATCH: 400,
+                    jsonrpc.MISSING_CAPABILITY: 400, jsonrpc.UNSUPPORTED_VERSION: 400,
+                    jsonrpc.INVALID_REQUEST: 400, jsonrpc.PARSE_ERROR: 400}
+
+
+class SseWriter:
+    def __init__(self, response: web.StreamResponse) -> None:
+        self.response = response
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+
+    async def send(self, msg: Message) -> None:
+        data = json.dumps(msg, separators=(",", ":"), ensure_ascii=False)
+        async with self._lock:
+            await self.response.write(f"id: {next(self._ids)}\nevent: message\ndata: {data}\n\n".encode())
+
+
+@dataclass
+class LegacySession:
+    id: str
+    state: ClientState
+    pending: dict[Any, asyncio.Future[Message]] = field(default_factory=dict)
+    ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    inflight: dict[Any, asyncio.Task[Any]] = field(default_factory=dict)
+    listeners: set[SseWriter] = field(default_factory=set)
+    last_seen: float = field(default_factory=time.monotonic)
+
+
+class SseOutbound:
+    """mcpx's requests to a legacy HTTP client go on the stream of the request they belong to."""
+
+    def __init__(self, session: LegacySession, writer: SseWriter) -> None:
+        self.session = session
+        self.writer = writer
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        rid = next(self.session.ids)
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self.session.pending[rid] = fut
+        try:
+            await self.writer.send(jsonrpc.request(rid, method, params))
+            reply = await (asyncio.wait_for(fut, timeout) if timeout else fut)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await self.writer.send(jsonrpc.notification("notifications/cancelled",
+                                                            {"requestId": rid, "reason": "answered elsewhere"}))
+            raise
+        finally:
+            self.session.pending.pop(rid, None)
+        if "error" in reply:
+            raise RpcError.from_error(reply["error"])
+        return reply.get("result") or {}
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.writer.send(jsonrpc.notification(method, params))
+
+    async def cancel(self, method_id: Any, reason: str) -> None:
+        await self.notify("notifications/cancelled", {"requestId": method_id, "reason": reason})
+
+
+def _decode_header(value: str) -> str:
+    if value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2]).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise RpcError(jsonrpc.HEADER_MISMATCH, f"a header's base64 value does not decode: {value!r}") from None
+    return value
+
+
+def _check_modern_headers(request: web.Request, msg: Message) -> None:
+    """Headers that mirror the body must agree with it (2026-07-28): intermediaries route on them."""
+    params = msg.get("params") or {}
+    body_version = (params.get("_meta") or {}).get(META_VERSION)
+    header_version = request.headers.get("MCP-Protocol-Version")
+    if header_version is None:
+        raise RpcError(jsonrpc.HEADER_MISMATCH, "the MCP-Protocol-Version header is missing")
+    if body_version is not None and header_version != body_version:
+        raise RpcError(jsonrpc.HEADER_MISMATCH, f"Header mismatch: MCP-Protocol-Version {header_version!r} does not "
+                                                f"match _meta version {body_version!r}")
+    if "method" not in msg:
+        return
+    method_header = request.headers.get("Mcp-Method")
+    if method_header is None:
+        raise RpcError(jsonrpc.HEADER_MISMATCH, "the Mcp-Method header is missing")
+    if method_header != msg["method"]:
+        raise RpcError(jsonrpc.HEADER_MISMATCH, f"Header mismatch: Mcp-Method {method_header!r} does not match body "
+                                                f"method {msg['method']!r}")
+    if msg["method"] in ("tools/call", "prompts/get", "resources/read"):
+        body_name = params.get("uri") if msg["method"] == "resources/read" else params.get("name")
+        name_header = request.headers.get("Mcp-Name")
+        if name_header is None:
+            raise RpcError(jsonrpc.HEADER_MISMATCH, "the Mcp-Name header is missing")
+        if _decode_header(name_header) != body_name:
+            raise RpcError(jsonrpc.HEADER_MISMATCH, f"Header mismatch: Mcp-Name {name_header!r} does not match body "
+                                                    f"value {body_name!r}")
+
+
+class McpEndpoint:
+    def __init__(self, surface: Surface) -> None:
+        self.surface = surface
+        self.sessions: dict[str, LegacySession] = {}
+
+    # ---- guards
+
+    @staticmethod
+    def guard(request: web.Request) -> web.Response | None:
+        """DNS rebinding: a page in a browser must not reach the daemon through a name that resolves to it."""
+        origin = request.headers.get("Origin")
+        if origin is not None and not LOCAL_ORIGIN.match(origin):
+            return _rpc_response(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"Origin {origin!r} is not allowed"), 403)
+        host = request.headers.get("Host", "")
+        if host and not LOCAL_HOSTS.match(host):
+            return _rpc_response(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"Host {host!r} is not allowed"), 403)
+        return None
+
+    def _state(self, request: web.Request) -> ClientState:
+        try:
+            return client_state(request, self.surface)
+        except UnknownServer as exc:
+            raise web.HTTPNotFound(text=json.dumps(jsonrpc.error(None, jsonrpc.INVALID_PARAMS, str(exc))),
+                                   content_type="application/json") from None
+
+    # ---- POST
+
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        if (refused := self.guard(request)) is not None:
+            return refused
+        raw = await request.read()
+        try:
+            msg = jsonrpc.decode(raw)
+        except FrameError as exc:
+            return _rpc_response(exc.reply, 400)
+        params = msg.get("params") or {}
+        body_version = (params.get("_meta") or {}).get(META_VERSION) if isinstance(params, dict) else None
+        header_version = request.headers.get("MCP-Protocol-Version")
+        if is_modern(header_version) or is_modern(body_version) or (
+                "method" in msg and body_version is not None and msg["method"] != "initialize"):
+            return await self._modern(request, msg)
+        return await self._legacy(request, msg)
+
+    async def _modern(self, request: web.Request, msg: Message) -> web.StreamResponse:
+        try:
+            _check_modern_headers(request, msg)
+        except RpcError as exc:
+            return _rpc_response(jsonrpc.error(msg.get("id"), exc.code, exc.message, exc.data), 400)
+        if jsonrpc.kind(msg) != "request":
+            return web.Response(status=202)  # responses and notifications have no meaning without a session here
+        state = self._state(request)
+        if msg["method"] != "tools/call":
+            return await self._answer_json(state, msg, NoOutbound())
+        response = _sse_response()
+        await response.prepare(request)
+        writer = SseWriter(response)
+
+        async def notify(method: str, params: dict[str, Any]) -> None:
+            await writer.send(jsonrpc.notification(method, params))
+
+        reply = await self._reply(state, msg, NoOutbound(notify))
+        await writer.send(reply)
+        return response
+
+    async def _answer_json(self, state: ClientState, msg: Message, out: Any) -> web.Response:
+        reply = await self._reply(state, msg, out)
+        status = STATUS_FOR_ERROR.get(reply["error"]["code"], 200) if "error" in reply else 200
+        return _rpc_response(reply, status)
+
+    async def _reply(self, state: ClientState, msg: Message, out: Any) -> Message:
+        try:
+            return jsonrpc.result(msg["id"], await self.surface.handle(state, msg, out))
+        except RpcError as exc:
+            return jsonrpc.error(msg["id"], exc.code, exc.message, exc.data)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("MCP %s failed", msg.get("method"))
+            return jsonrpc.error(msg["id"], jsonrpc.INTERNAL_ERROR, f"mcpx failed handling {msg.get('method')}: {exc}")
+
+    async def _legacy(self, request: web.Request, msg: Message) -> web.StreamResponse:
+        kind = jsonrpc.kind(msg)
+        if kind == "request" and msg["method"] == "initialize":
+            state = self._state(request)
+            session = LegacySession(secrets.token_hex(16), state)
+
+            async def push(method: str, params: dict[str, Any]) -> None:
+                for writer in list(session.listeners):
+                    await writer.send(jsonrpc.notification(method, params))
+
+            state.push = push
+            reply = await self._reply(state, msg, NoOutbound())
+            if "result" in reply:
+                self.sessions[session.id] = session
+                self.surface.attach(state)
+                self._reap()
+            return _rpc_response(reply, 200, {SESSION: session.id} if "result" in reply else None)
+        session, refused = self._session(request, msg)
+        if refused is not None:
+            return refused
+        assert session is not None
+        version = request.headers.get("MCP-Protocol-Version")
+        if version is not None and version not in LEGACY_VERSIONS:
+            return _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
+                                               f"MCP-Protocol-Version {version!r} is not one this session speaks"), 400)
+        if kind in ("response", "error"):
+            fut = session.pending.get(msg.get("id"))
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+            return web.Response(status=202)
+        if kind == "notification":
+            if msg["method"] == "notifications/cancelled":
+                task = session.inflight.get((msg.get("params") or {}).get("requestId"))
+                if task is not None:
+                    task.cancel()
+            else:
+                await self.surface.on_notification(session.state, msg)
+            return web.Response(status=202)
+        if msg["method"] != "tools/call":
+            return await self._answer_json(session.state, msg, NoOutbound())
+        response = _sse_response({SESSION: session.id})
+        await response.prepare(request)
+        writer = SseWriter(response)
+        work = asyncio.ensure_future(self._reply(session.state, msg, SseOutbound(session, writer)))
+        session.inflight[msg["id"]] = work
+        try:
+            reply = await work
+        except asyncio.CancelledError:
+            if work.cancelled():
+                reply = jsonrpc.error(msg["id"], jsonrpc.INTERNAL_ERROR, "cancelled by the client")
+            else:
+                work.cancel()
+                raise
+        finally:
+            session.inflight.pop(msg["id"], None)
+        await writer.send(reply)
+        return response
+
+    def _session(self, request: web.Request, msg: Message) -> tuple[LegacySession | None, web.Response | None]:
+        sid = request.headers.get(SESSION)
+        if sid is None:
+            return None, _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
+                                                     "Bad Request: send initialize first (no Mcp-Session-Id), or a "
+                                                     "2026-07-28 request with _meta"), 400)
+        session = self.sessions.get(sid)
+        if session is None:
+            return None, _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
+                                                     "Session not found: initialize again"), 404)
+        session.last_seen = time.monotonic()
+        return session, None
+
+    def _reap(self) -> None:
+        now = time.monotonic()
+        for sid, session in list(self.sessions.items()):
+            if now - session.last_seen > SESSION_IDLE and not session.inflight and not session.listeners:
+                self._end(sid)
+
+    def _end(self, sid: str) -> None:
+        session = self.sessions.pop(sid, None)
+        if session is not None:
+            self.surface.detach(session.state)
+            for task in session.inflight.values():
+                task.cancel()
+
+    # ---- GET and DELETE
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        if (refused := self.guard(request)) is not None:
+            return refused
+        if is_modern(request.headers.get("MCP-Protocol-Version")):
+            return web.Response(status=405, text="2026-07-28 has no GET stream; use subscriptions/listen")
+        session, refused = self._session(request, {})
+        if refused is not None:
+            return refused
+        assert session is not None
+        response = _sse_response({SESSION: session.id})
+        await response.prepare(request)
+        writer = SseWriter(response)
+        session.listeners.add(writer)
+        try:
+            while session.id in self.sessions:
+                await asyncio.sleep(15)
+                await response.write(b": keep-alive\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            session.listeners.discard(writer)
+        return response
+
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        if (refused := self.guard(request)) is not None:
+            return refused
+        session, refused = self._session(request, {})
+        if refused is not None:
+            return refused
+        assert session is not None
+        self._end(session.id)
+        return web.Response(status=204)
+
+
+def _sse_response(headers: dict[str, str] | None = None) -> web.StreamResponse:
+    return web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                       "X-Accel-Buffering": "no", **(headers or {})})
+
+
+def _rpc_response(msg: Message, status: int, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(msg, status=status, headers=headers)
+
+
+def install_mcp_endpoint(app: web.Application, surface: Surface) -> None:
+    endpoint = McpEndpoint(surface)
+    app[SURFACE] = surface
+    for path in ("/mcp", "/mcp/{server}"):
+        app.router.add_post(path, endpoint.post)
+        app.router.add_get(path, endpoint.get)
+        app.router.add_delete(path, endpoint.delete)
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        if (refused := endpoint.guard(request)) is not None:
+            return refused
+        try:
+            return await stream_endpoint(request, surface)
+        except UnknownServer as exc:
+            raise web.HTTPNotFound(text=str(exc)) from None
+
+    app.router.add_get("/v1/mcp/stream", stream)
+    app.router.add_get("/v1/mcp/stream/{server}", stream)

@@ -1,0 +1,86 @@
+"""The MCP surface over a stream: the daemon's end of `mcpx serve` (a websocket on the unix socket).
+
+The stream carries newline-free JSON-RPC messages exactly as stdio does; a frame that is not
+JSON-RPC is answered with a JSON-RPC error and the connection keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from mcpx.daemon.peers import CWD_HEADER, SESSION_HEADER
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import FrameError, Message
+from mcpx.mcp.outbound import PeerOutbound
+from mcpx.mcp.peer import Peer
+from mcpx.mcp.surface import ClientState, Surface
+
+log = logging.getLogger("mcpx.surface")
+
+
+class WebSocketChannel:
+    def __init__(self, ws: web.WebSocketResponse) -> None:
+        self.ws = ws
+
+    async def send(self, msg: Message) -> None:
+        await self.ws.send_str(json.dumps(msg, separators=(",", ":"), ensure_ascii=False))
+
+    async def receive(self) -> Message | None:
+        while True:
+            frame = await self.ws.receive()
+            if frame.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                return None
+            if frame.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
+                continue
+            try:
+                return jsonrpc.decode(frame.data)
+            except FrameError as exc:
+                await self.send(exc.reply)  # say what was wrong, and keep serving
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+    async def settle(self) -> None:
+        return None
+
+    def describe_exit(self) -> str:
+        return "the client closed the stream"
+
+
+def client_state(request: web.Request, surface: Surface) -> ClientState:
+    """Who is on the other end, from what `mcpx serve` (or an HTTP client) says of itself."""
+    scope = request.match_info.get("server") or request.query.get("server") or None
+    if scope is not None:
+        surface.gateway.pool.entry(scope)  # an unknown server is refused here, by name
+    source = "env" if request.headers.get("X-Mcpx-Session-Source") == "env" else "header"
+    return ClientState(scope=scope, env_session=request.headers.get(SESSION_HEADER) or None,
+                       env_source=source, cwd=request.headers.get(CWD_HEADER))  # type: ignore[arg-type]
+
+
+async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamResponse:
+    state = client_state(request, surface)
+    ws = web.WebSocketResponse(max_msg_size=jsonrpc.MAX_LINE, heartbeat=30)
+    await ws.prepare(request)
+    holder: dict[str, Peer] = {}
+
+    async def on_request(msg: Message) -> dict[str, Any]:
+        return await surface.handle(state, msg, PeerOutbound(holder["peer"]))
+
+    async def on_notification(msg: Message) -> None:
+        await surface.on_notification(state, msg)
+
+    peer = Peer(WebSocketChannel(ws), on_request, on_notification, name="mcp-client")
+    holder["peer"] = peer
+    state.push = peer.notify
+    surface.attach(state)
+    peer.start()
+    try:
+        await peer.closed.wait()
+    finally:
+        surface.detach(state)
+        await peer.close()
+    return ws

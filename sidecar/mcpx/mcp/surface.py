@@ -1,0 +1,572 @@
+"""mcpx as an MCP server, for both eras: the door opencode and every other MCP host comes in by.
+
+Transport-agnostic: `mcpx serve` (a stream) and `/mcp` (Streamable HTTP) hand each request
+here with a `ClientState` and an `Outbound`. Capabilities are honest: a client is offered
+`elicitation` pass-through only if it declared it; a client that cannot ask gets an early,
+actionable result while the upstream call keeps running in the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mcpx import __version__
+from mcpx.answering import waiting_text
+from mcpx.broker.errors import AlreadyAnswered, BrokerError, Gone, InvalidContent
+from mcpx.broker.models import Elicitation, SessionSource
+from mcpx.ids import is_id
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import Message, RpcError
+from mcpx.mcp.outbound import Outbound
+from mcpx.mcp.protocol import (
+    LATEST_LEGACY,
+    LEGACY_VERSIONS,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_SERVER_INFO,
+    META_SESSION,
+    META_VERSION,
+    MODERN_VERSIONS,
+    ClientCapabilities,
+    Era,
+    versions_with_url_mode,
+)
+from mcpx.mcp.request_state import RequestStates, binding
+from mcpx.mcp.surface_tools import MCPX_TOOLS, SESSION_ARG, listed, text_result
+from mcpx.upstream.calls import CallRequest, CallTask
+from mcpx.upstream.gateway import UnknownServer
+
+if TYPE_CHECKING:
+    from mcpx.daemon.runtime import Runtime
+
+log = logging.getLogger("mcpx.surface")
+
+SERVER_INFO = {"name": "mcpx", "version": __version__}
+ANSWER_WAIT = 45.0  # how long `wait: true` holds a tool call: well inside a host's 60 s MCP timeout
+HEARTBEAT = 10.0  # progress notifications keep a host's timeout from firing while a call is honestly busy
+FORWARDED = ("resources/list", "resources/templates/list", "resources/read", "resources/subscribe",
+             "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete", "logging/setLevel")
+PASSED_CAPABILITIES = ("resources", "prompts", "completions", "logging")
+CACHEABLE = ("server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
+             "resources/read")
+
+
+@dataclass(eq=False)
+class ClientState:
+    """What mcpx knows of one client: its era and version, what it declared, where it runs."""
+
+    era: Era = "legacy"
+    version: str | None = None
+    capabilities: ClientCapabilities = field(default_factory=ClientCapabilities)
+    client_info: dict[str, Any] = field(default_factory=dict)
+    scope: str | None = None  # one server, passed through under its own names; None: all, as SERVER_TOOL
+    env_session: str | None = None  # MCPX_SESSION_ID of `mcpx serve`, or an X-Mcpx-Session header
+    env_source: SessionSource = "env"
+    cwd: str | None = None
+    initialized: bool = False
+    push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
+
+    def modern(self, meta: dict[str, Any]) -> "ClientState":
+        """The state of one modern request: everything it needs rides in its _meta."""
+        return ClientState(era="modern", version=meta.get(META_VERSION),
+                           capabilities=ClientCapabilities.model_validate(meta.get(META_CAPABILITIES) or {}),
+                           client_info=meta.get(META_CLIENT_INFO) or {}, scope=self.scope,
+                           env_session=self.env_session, env_source=self.env_source, cwd=self.cwd,
+                           initialized=True, push=None)
+
+    @property
+    def modes(self) -> set[str]:
+        modes = self.capabilities.elicitation_modes()
+        if self.era == "legacy" and self.version not in ("2025-11-25",):
+            modes &= {"form"}  # url mode and `mode` exist from 2025-11-25 on
+        return modes
+
+
+def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:
+    """elicitation/create params for this client: the asker named, `mode` and `elicitationId` as its version has them."""
+    params: dict[str, Any] = {"message": f"{q.server} (via mcpx) asks: {q.message}"}
+    if q.mode == "url":
+        params.update(mode="url", url=q.url)
+        if state.era == "legacy":
+            params["elicitationId"] = q.upstream_id or q.id
+    else:
+        params["requestedSchema"] = q.requested_schema
+        if state.era == "modern" or (state.version and versions_with_url_mode(state.version)):
+            params["mode"] = "form"
+    return params
+
+
+class Surface:
+    def __init__(self, runtime: "Runtime", states: RequestStates) -> None:
+        self.rt = runtime
+        self.states = states
+        self._names: dict[str, tuple[str, str]] = {}
+        self._sinks: set[ClientState] = set()
+        assert runtime.gateway is not None
+        self.gateway = runtime.gateway
+        self.broker = runtime.broker
+        self.gateway.tool_listeners.append(self._tools_changed)
+
+    # ---- notifications outside requests
+
+    def attach(self, state: ClientState) -> None:
+        self._sinks.add(state)
+
+    def detach(self, state: ClientState) -> None:
+        self._sinks.discard(state)
+
+    def _tools_changed(self) -> None:
+        for state in list(self._sinks):
+            if state.push is not None and state.initialized:
+                asyncio.create_task(self._push(state, "notifications/tools/list_changed", {}))
+
+    async def _push(self, state: ClientState, method: str, params: dict[str, Any]) -> None:
+        try:
+            assert state.push is not None
+            await state.push(method, params)
+        except Exception as exc:
+            log.debug("could not notify a client: %s", exc)
+
+    # ---- dispatch
+
+    async def handle(self, state: ClientState, msg: Message, out: Outbound) -> dict[str, Any]:
+        method = msg["method"]
+        params = msg.get("params") or {}
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        if method == "initialize":
+            return await self._initialize(state, params)
+        version = meta.get(META_VERSION)
+        if version is not None or method == "server/discover":
+            if version not in MODERN_VERSIONS:
+                raise RpcError(jsonrpc.UNSUPPORTED_VERSION, "Unsupported protocol version",
+                               {"supported": list(MODERN_VERSIONS), "requested": version})
+            if not isinstance(meta.get(META_CAPABILITIES), dict):
+                raise RpcError(jsonrpc.INVALID_PARAMS, f"_meta[{META_CAPABILITIES!r}] is required on every "
+                                                       "2026-07-28 request")
+            result = await self._dispatch(method, params, meta, state.modern(meta), out, msg.get("id"))
+            result = {**result, "resultType": result.get("resultType", "complete"),
+                      "_meta": {**(result.get("_meta") or {}), META_SERVER_INFO: SERVER_INFO}}
+            if method in CACHEABLE and result["resultType"] == "complete":
+                # tools come and go with the config, and lists are per session: fresh now, for this caller only
+                result.setdefault("ttlMs", 0)
+                result.setdefault("cacheScope", "private")
+            return result
+        if method == "ping":
+            return {}
+        if not state.initialized and state.version is None:
+            raise RpcError(jsonrpc.INVALID_REQUEST, f"send initialize first, or make a 2026-07-28 request with "
+                                                    f"_meta[{META_VERSION!r}]")
+        result = await self._dispatch(method, params, meta, state, out, msg.get("id"))
+        result.pop("resultType", None)
+        return result
+
+    async def on_notification(self, state: ClientState, msg: Message) -> None:
+        if msg.get("method") == "notifications/initialized":
+            state.initialized = True
+
+    async def _dispatch(self, method: str, params: dict[str, Any], meta: dict[str, Any], state: ClientState,
+                        out: Outbound, request_id: Any) -> dict[str, Any]:
+        if method == "ping":
+            return {}
+        if method == "server/discover":
+            return {"supportedVersions": list(MODERN_VERSIONS), "capabilities": await self._capabilities(state),
+                    "instructions": await self._instructions(state)}
+        if method == "tools/list":
+            return {"tools": await self._tools(state)}
+        if method == "tools/call":
+            return await self._call(state, params, meta, out)
+        if method in FORWARDED and state.scope is not None:
+            return await self._forward(state, method, params, meta)
+        raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
+
+    # ---- handshake and listing
+
+    async def _initialize(self, state: ClientState, params: dict[str, Any]) -> dict[str, Any]:
+        asked = params.get("protocolVersion")
+        state.era = "legacy"
+        state.version = asked if asked in LEGACY_VERSIONS else LATEST_LEGACY  # never echo what mcpx does not serve
+        state.capabilities = ClientCapabilities.model_validate(params.get("capabilities") or {})
+        state.client_info = params.get("clientInfo") or {}
+        return {"protocolVersion": state.version, "capabilities": await self._capabilities(state),
+                "serverInfo": SERVER_INFO, "instructions": await self._instructions(state)}
+
+    async def _upstream_facts(self, server: str) -> dict[str, Any]:
+        async with self.gateway.pool.lease(server, "*") as conn:
+            return conn.facts.capabilities if conn.facts else {}
+
+    async def _capabilities(self, state: ClientState) -> dict[str, Any]:
+        caps: dict[str, Any] = {"tools": {"listChanged": True}}
+        if state.scope is not None:
+            upstream = await self._upstream_facts(state.scope)
+            caps.update({k: v for k, v in upstream.items() if k in PASSED_CAPABILITIES})
+        return caps
+
+    async def _instructions(self, state: ClientState) -> str:
+        text = ("Tools of the MCP servers behind mcpx are named SERVER_TOOL. When one of them asks a question "
+                "mid-call and this client cannot ask it, the call returns early with the question; answer it with "
+                "mcpx_elicit_answer only if you truly know the answer (decline and say why otherwise — never invent "
+                "a value), and collect the call's result with mcpx_task_result. Questions for the person are not "
+                "yours to answer.")
+        if state.scope is not None:
+            text = text.replace("are named SERVER_TOOL", f"of {state.scope!r} keep their own names")
+        return text
+
+    async def _tools(self, state: ClientState) -> list[dict[str, Any]]:
+        can_ask = bool(state.modes)
+        servers = [state.scope] if state.scope is not None else sorted(self.rt.config.servers)
+        out: list[dict[str, Any]] = []
+        listings = await asyncio.gather(*(self._server_tools(s) for s in servers))
+        for server, tools in zip(servers, listings):
+            for tool in tools:
+                name = tool["name"] if state.scope is not None else f"{server}_{tool['name']}"
+                self._names[name] = (server, tool["name"])
+                exposed = {**tool, "name": name}
+                if not can_ask:
+                    # mcpx may answer in the tool's stead (the question, early); an outputSchema would make
+                    # strict clients reject that answer
+                    exposed.pop("outputSchema", None)
+                out.append(exposed)
+        return out + listed()
+
+    async def _server_tools(self, server: str) -> list[dict[str, Any]]:
+        try:
+            return await self.gateway.tools(server)
+        except Exception as exc:  # one broken server hides no other
+            log.warning("tools of %s are left out of tools/list: %s", server, exc)
+            return []
+
+    async def _resolve(self, name: str, state: ClientState) -> tuple[str, str]:
+        if state.scope is not None:
+            return state.scope, name
+        if name not in self._names:
+            await self._tools(state)
+        if name in self._names:
+            return self._names[name]
+        for server in sorted(self.rt.config.servers, key=len, reverse=True):
+            if name.startswith(server + "_"):
+                return server, name[len(server) + 1:]
+        raise RpcError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {name!r} (tools behind mcpx are named SERVER_TOOL; "
+                                               "see tools/list)")
+
+    # ---- sessions
+
+    def session_for(self, state: ClientState, meta: dict[str, Any], argument: Any) -> tuple[str, SessionSource]:
+        if isinstance(meta.get(META_SESSION), str) and meta[META_SESSION]:
+            return meta[META_SESSION], "meta"
+        if isinstance(argument, str) and argument:
+            return argument, "argument"
+        if state.env_session:
+            return state.env_session, state.env_source
+        return self.rt.loaded.fallback_session(state.cwd), "fallback"
+
+    # ---- calls
+
+    async def _call(self, state: ClientState, params: dict[str, Any], meta: dict[str, Any],
+                    out: Outbound) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "tools/call needs a tool name")
+        arguments = dict(params.get("arguments") or {})
+        session, source = self.session_for(state, meta, arguments.pop(SESSION_ARG, None))
+        if name in MCPX_TOOLS:
+            return await self._mcpx_tool(name, arguments, session, state, out)
+        server, tool = await self._resolve(name, state)
+        retry = "requestState" in params or "inputResponses" in params
+        bound = binding(name, arguments, session)
+        if retry and state.era == "modern":
+            task = await self._take_retry(params, bound, session)
+        else:
+            token = meta.get("progressToken")
+            task = await self._start(server, tool, arguments, session, source, state, out, token)
+        try:
+            if state.era == "modern" and state.modes:
+                return await self._modern_pass_through(task, state, name, bound, out)
+            if state.era == "legacy" and state.modes:
+                return await self._legacy_pass_through(task, state, out, meta.get("progressToken"))
+            return await self._early(task, state, out, meta.get("progressToken"))
+        except asyncio.CancelledError:
+            # the client gave up on this request (notifications/cancelled, or a closed HTTP stream)
+            await self.gateway.cancel(task.id, "cancelled by the MCP client")
+            raise
+
+    async def _start(self, server: str, tool: str, arguments: dict[str, Any], session: str, source: SessionSource,
+                     state: ClientState, out: Outbound, token: Any) -> CallTask:
+        async def relay(method: str, params: dict[str, Any]) -> None:
+            if method == "notifications/progress" and token is None:
+                return
+            await out.notify(method, params)
+
+        try:
+            return await self.gateway.start_call(CallRequest(
+                server=server, tool=tool, arguments=arguments, session=session, session_source=source,
+                cwd=state.cwd, surface="mcp", meta={"progressToken": token} if token is not None else None,
+                relay=relay))
+        except UnknownServer as exc:
+            raise RpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+
+    def _finished(self, task: CallTask, state: ClientState) -> dict[str, Any]:
+        """The upstream's own result, as it came; a call mcpx could not complete is a tool error that says why."""
+        if task.state == "completed" and task.result is not None:
+            result = dict(task.result)
+            meta = {k: v for k, v in (result.get("_meta") or {}).items() if k != META_SERVER_INFO}
+            if meta:
+                result["_meta"] = meta  # passed through untouched, but for the upstream's self-description
+            else:
+                result.pop("_meta", None)
+            return result
+        upstream_error = (task.result or {}).get("error")
+        if isinstance(upstream_error, dict):
+            raise RpcError.from_error(upstream_error)  # the server's own protocol error, passed through
+        return text_result(f"mcpx: {task.request.server}.{task.request.tool} {task.state}: {task.error}", error=True)
+
+    async def _heartbeat(self, out: Outbound, token: Any, started: float) -> None:
+        if token is not None:
+            await out.notify("notifications/progress", {"progressToken": token, "progress": time.monotonic() - started,
+                                                        "message": "waiting on the upstream server"})
+
+    async def _early(self, task: CallTask, state: ClientState, out: Outbound, token: Any) -> dict[str, Any]:
+        """For a client that cannot ask: the real result if it comes soon, else the question(s) to act on."""
+        grace = self.rt.config.elicit.grace
+        started = time.monotonic()
+        asked_at: float | None = None
+        while True:
+            if task.done:
+                return self._finished(task, state)
+            if task.open:
+                asked_at = asked_at or time.monotonic()
+                left = grace - (time.monotonic() - asked_at)
+                if left <= 0:
+                    return self.waiting_result(task)
+                await task.wait_for(lambda: task.done or not task.open, left)
+                continue
+            asked_at = None
+            if not await task.wait_for(lambda: task.done or bool(task.open), HEARTBEAT):
+                await self._heartbeat(out, token, started)
+
+    def waiting_result(self, task: CallTask) -> dict[str, Any]:
+        questions = []
+        for q in task.open.values():
+            doc = q.wire()
+            doc["secondsLeft"] = q.remaining()
+            questions.append(doc)
+        r = task.request
+        text = waiting_text(r.server, r.tool, task.id, questions)
+        return {**text_result(text), "_meta": {"io.mcpx/inputRequired": {
+            "task": task.id, "trace": task.trace, "elicitations": [q["id"] for q in questions]}}}
+
+    # ---- pass-through: legacy (mid-flight elicitation/create to the client)
+
+    async def _legacy_pass_through(self, task: CallTask, state: ClientState, out: Outbound,
+                                   token: Any) -> dict[str, Any]:
+        forwarded: dict[str, asyncio.Task[None]] = {}
+        started = time.monotonic()
+        try:
+            while True:
+                if task.done:
+                    return self._finished(task, state)
+                for eid, q in list(task.open.items()):
+                    if eid in forwarded:
+                        continue
+                    if q.mode not in state.modes:
+                        return self.waiting_result(task)  # this client cannot be asked this one: early, as for any
+                    forwarded[eid] = asyncio.create_task(self._ask_client(q, task, state, out))
+                for eid in [e for e, t in forwarded.items() if e not in task.open and not t.done()]:
+                    forwarded[eid].cancel()  # answered elsewhere: withdraw the client's dialog
+                if not await task.wait_for(lambda: task.done or bool(set(task.open) - set(forwarded))
+                                           or any(e not in task.open and not t.done() for e, t in forwarded.items()),
+                                           HEARTBEAT):
+                    await self._heartbeat(out, token, started)
+        finally:
+            for t in forwarded.values():
+                t.cancel()
+
+    async def _ask_client(self, q: Elicitation, task: CallTask, state: ClientState, out: Outbound) -> None:
+        params = shaped(q, state)
+        for _attempt in range(3):
+            try:
+                reply = await out.request("elicitation/create", params, timeout=q.remaining() + 5)
+            except (RpcError, TimeoutError) as exc:
+                log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
+                return
+            action = reply.get("action")
+            if action not in ("accept", "decline", "cancel"):
+                log.info("client answered %s with %r; it stays open", q.id, action)
+                return
+            content = reply.get("content") if action == "accept" and q.mode == "form" else None
+            try:
+                await self.broker.answer(q.id, action, content, by="person:mcp-client", session=task.request.session)
+                return
+            except InvalidContent as exc:
+                problems = "; ".join(f"{k} {v}" for k, v in exc.fields.items())
+                params = {**shaped(q, state), "message": f"{shaped(q, state)['message']} (the last answer was not "
+                                                         f"accepted: {problems})"}
+            except (AlreadyAnswered, Gone):
+                return
+
+    # ---- pass-through: modern (input_required, answered by the client's retry)
+
+    async def _take_retry(self, params: dict[str, Any], bound: str, session: str) -> CallTask:
+        data = self.states.open(params.get("requestState"), bound)
+        task = self.gateway.task(str(data.get("t")))
+        if task is None:
+            raise RpcError(jsonrpc.INVALID_PARAMS, "Invalid requestState: its call is gone (finished long ago, or "
+                                                   "lost in a restart)")
+        responses = params.get("inputResponses") or {}
+        if not isinstance(responses, dict):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "inputResponses must be an object")
+        answered: set[str] = set()
+        for eid in data.get("q") or []:
+            reply = responses.get(eid)
+            if not isinstance(reply, dict) or reply.get("action") not in ("accept", "decline", "cancel"):
+                continue  # missing or malformed: the question is asked again below
+            q = task.open.get(eid)
+            content = reply.get("content") if reply["action"] == "accept" and q is not None and q.mode == "form" else None
+            try:
+                await self.broker.answer(eid, reply["action"], content, by="person:mcp-client", session=session)
+                answered.add(eid)
+            except InvalidContent:
+                pass  # not valid: it stays open and is asked again
+            except (AlreadyAnswered, Gone):
+                answered.add(eid)
+        # the call wakes on the answers a moment later; until then they still look open
+        await task.wait_for(lambda: task.done or not (answered & set(task.open)), 5.0)
+        return task
+
+    async def _modern_pass_through(self, task: CallTask, state: ClientState, name: str, bound: str,
+                                   out: Outbound) -> dict[str, Any]:
+        while True:
+            if task.done:
+                return self._finished(task, state)
+            askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes}
+            if task.open and len(askable) < len(task.open):
+                return self.waiting_result(task)
+            if askable:
+                requests = {eid: {"method": "elicitation/create", "params": shaped(q, state)} for eid, q in askable.items()}
+                return {"resultType": "input_required", "inputRequests": requests,
+                        "requestState": self.states.seal(task.id, len(task.questions), list(askable), bound)}
+            await task.wait_for(lambda: task.done or bool(task.open), HEARTBEAT)
+
+    # ---- generic pass-through for one server's resources, prompts, completion, logging
+
+    async def _forward(self, state: ClientState, method: str, params: dict[str, Any],
+                       meta: dict[str, Any]) -> dict[str, Any]:
+        assert state.scope is not None
+        session, _ = self.session_for(state, meta, None)
+        forwarded = {k: v for k, v in params.items() if k != "_meta"}
+        kept_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/") and k != META_SESSION}
+        if kept_meta:
+            forwarded["_meta"] = kept_meta
+        async with self.gateway.pool.lease(state.scope, session) as conn:
+            if state.push is not None:
+                push = state.push
+
+                async def relay(msg: Message) -> None:
+                    await push(msg["method"], msg.get("params") or {})
+                conn.on_other = relay
+            return await conn.request(method, forwarded, timeout=60)
+
+    # ---- mcpx's own tools
+
+    async def _mcpx_tool(self, name: str, args: dict[str, Any], session: str, state: ClientState,
+                         out: Outbound) -> dict[str, Any]:
+        try:
+            if name == "mcpx_elicit_list":
+                return await self._tool_list(args, session)
+            if name == "mcpx_elicit_get":
+                return await self._tool_get(args, session)
+            if name == "mcpx_elicit_answer":
+                return await self._tool_answer(args, session, state)
+            return await self._tool_task_result(args, session, state)
+        except BrokerError as exc:
+            return text_result(f"mcpx: {exc.message}", error=True)
+
+    async def _tool_list(self, args: dict[str, Any], session: str) -> dict[str, Any]:
+        state_filter = args.get("state", "pending")
+        if state_filter not in ("pending", "answered", "expired", "abandoned", "all"):
+            return text_result(f"mcpx: state {state_filter!r} is not one of pending, answered, expired, abandoned, all",
+                               error=True)
+        questions = await self.broker.list(session=session, state=None if state_filter == "all" else state_filter,
+                                           server=args.get("server"))
+        docs = [q.wire() for q in questions]
+        if not docs:
+            return text_result(f"No {state_filter if state_filter != 'all' else ''} questions in your session.".replace(
+                "  ", " "), structured={"elicitations": []})
+        from mcpx.answering import for_agent
+
+        return text_result("\n\n".join(for_agent(d) for d in docs), structured={"elicitations": docs})
+
+    async def _own(self, eid: Any, session: str) -> Elicitation:
+        if not isinstance(eid, str):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "id is required: the question's id (elc-…)")
+        q, _ = await self.broker.get(eid)
+        if q.session != session:
+            raise BrokerError(f"{eid} belongs to another session; a question is answered only from the session "
+                              "that raised it")
+        return q
+
+    async def _tool_get(self, args: dict[str, Any], session: str) -> dict[str, Any]:
+        from mcpx.answering import for_agent
+
+        q = await self._own(args.get("id"), session)
+        _, answer = await self.broker.get(q.id)
+        doc = q.wire()
+        text = for_agent(doc) if q.state == "pending" else (
+            f"{q.id} is {q.state}" + (f": {answer.action} by {answer.by}" if answer else "")
+            + (f" ({q.state_reason})" if q.state_reason else ""))
+        return text_result(text, structured={"elicitation": doc, "answer": answer.wire() if answer else None})
+
+    async def _tool_answer(self, args: dict[str, Any], session: str, state: ClientState) -> dict[str, Any]:
+        eid, action = args.get("id"), args.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            return text_result(f"mcpx: action must be accept, decline or cancel, not {action!r}", error=True)
+        content = args.get("content")
+        if content is not None and not isinstance(content, dict):
+            return text_result("mcpx: content must be an object of field values", error=True)
+        if not isinstance(eid, str) or not is_id(eid, "elc"):
+            return text_result(f"mcpx: {eid!r} is not a question id (elc- and 16 hex digits)", error=True)
+        reason = args.get("reason") if isinstance(args.get("reason"), str) else None
+        q, answer = await self.broker.answer(eid, action, content, by="agent:mcp", session=session, reason=reason)
+        if answer is None:
+            return text_result(f"You declined {eid}; because it asks for free input, it has now been put to the "
+                               "person instead. Do not answer it again. The call goes on once they answer"
+                               + (f"; collect its result with mcpx_task_result {json.dumps({'task': q.task})}"
+                                  if q.task else "") + ".", structured={"escalated": True, "elicitation": q.wire()})
+        if args.get("wait") and q.task:
+            return await self._task_outcome(q.task, state, wait=True)
+        return text_result(f"Answered {eid}: {answer.action}. The call it belongs to goes on"
+                           + (f"; collect its result with mcpx_task_result {json.dumps({'task': q.task})}"
+                              if q.task else "") + ".", structured={"answer": answer.wire()})
+
+    async def _tool_task_result(self, args: dict[str, Any], session: str, state: ClientState) -> dict[str, Any]:
+        tid = args.get("task")
+        if not isinstance(tid, str) or not is_id(tid, "tsk"):
+            return text_result(f"mcpx: {tid!r} is not a task id (tsk- and 16 hex digits)", error=True)
+        task = self.gateway.task(tid)
+        if task is not None and task.request.session != session:
+            return text_result(f"mcpx: {tid} belongs to another session", error=True)
+        return await self._task_outcome(tid, state, wait=bool(args.get("wait")))
+
+    async def _task_outcome(self, tid: str, state: ClientState, wait: bool) -> dict[str, Any]:
+        task = self.gateway.task(tid)
+        if task is None:
+            doc = await self.gateway.task_doc(tid)
+            if doc.get("state") == "completed" and doc.get("result") is not None:
+                return doc["result"]
+            return text_result(f"mcpx: {tid} {doc.get('state')}: {doc.get('error', '')}", error=True)
+        if wait and not task.done:
+            # wait for the call to finish or to ask something new (not the questions already answered)
+            seen = set(task.questions)
+            await task.wait_for(lambda: task.done or bool(set(task.open) - seen), ANSWER_WAIT)
+        if task.done:
+            return self._finished(task, state)
+        if task.open:
+            return self.waiting_result(task)
+        return text_result(f"{tid} is still running; ask again with mcpx_task_result "
+                           + json.dumps({"task": tid, "wait": True}), structured={"task": task.doc()})
+
