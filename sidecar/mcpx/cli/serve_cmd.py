@@ -59,6 +59,7 @@ class Bridge:
         self.initialize: dict[str, Any] | None = None  # the client's own, replayed after a daemon restart
         self.initialized = False
         self.in_flight: set[Any] = set()  # the client's requests the daemon has not answered yet
+        self.owed_errors = 0  # frames that were not JSON-RPC requests we can track: the daemon answers each
         self.backlog: asyncio.Queue[str] = asyncio.Queue(maxsize=1000)
         self.out: asyncio.StreamWriter | None = None
         self.closing = False
@@ -169,19 +170,30 @@ class Bridge:
         while True:
             text = await self.backlog.get()
             if not text:
+                await self._drain()
                 await ws.close()
                 return
             try:
                 msg = json.loads(text)
             except json.JSONDecodeError:
                 msg = None
-            if isinstance(msg, dict) and "method" in msg and "id" in msg:
+            if not isinstance(msg, dict) or (msg.get("id") is None and "id" in msg) or not (
+                    "method" in msg or "result" in msg or "error" in msg):
+                self.owed_errors += 1  # not JSON-RPC we can follow: the daemon will answer with an error
+            elif "method" in msg and "id" in msg:
                 self.in_flight.add(msg["id"])
                 if msg["method"] == "initialize":
                     self.initialize = msg
             elif isinstance(msg, dict) and msg.get("method") == "notifications/initialized":
                 self.initialized = True
             await ws.send_str(text)
+
+    async def _drain(self, limit: float = 5.0) -> None:
+        """At the client's end of input, let what it asked be answered before the stream closes (bounded)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while (self.in_flight or self.owed_errors) and loop.time() < deadline:
+            await asyncio.sleep(0.02)
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         async for frame in ws:
@@ -192,5 +204,7 @@ class Bridge:
                 if isinstance(msg, dict) and "method" not in msg:
                     if msg.get("id") == REPLAY_ID:
                         continue  # the answer to our replayed initialize: the client already has its own
+                    if msg.get("id") is None:
+                        self.owed_errors = max(0, self.owed_errors - 1)
                     self.in_flight.discard(msg.get("id"))
             await self._write(frame.data.encode() + b"\n")

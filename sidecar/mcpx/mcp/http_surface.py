@@ -46,15 +46,32 @@ STATUS_FOR_ERROR = {jsonrpc.METHOD_NOT_FOUND: 404, jsonrpc.INVALID_PARAMS: 400, 
 
 
 class SseWriter:
-    def __init__(self, response: web.StreamResponse) -> None:
-        self.response = response
+    """A request's reply, as JSON when nothing else needs saying, as an SSE stream the moment something does.
+
+    Deciding late means an error found before any notification goes out still gets its proper
+    HTTP status (400 for invalid params), as the transport spec asks.
+    """
+
+    def __init__(self, request: web.Request, headers: dict[str, str] | None = None) -> None:
+        self.request = request
+        self.headers = headers or {}
+        self.response: web.StreamResponse | None = None
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
 
     async def send(self, msg: Message) -> None:
         data = json.dumps(msg, separators=(",", ":"), ensure_ascii=False)
         async with self._lock:
+            if self.response is None:
+                self.response = _sse_response(self.headers)
+                await self.response.prepare(self.request)
             await self.response.write(f"id: {next(self._ids)}\nevent: message\ndata: {data}\n\n".encode())
+
+    async def finish(self, reply: Message, status: int = 200) -> web.StreamResponse:
+        if self.response is None:
+            return _rpc_response(reply, status, self.headers or None)
+        await self.send(reply)
+        return self.response
 
 
 @dataclass
@@ -188,23 +205,17 @@ class McpEndpoint:
         if jsonrpc.kind(msg) != "request":
             return web.Response(status=202)  # responses and notifications have no meaning without a session here
         state = self._state(request)
-        if msg["method"] != "tools/call":
-            return await self._answer_json(state, msg, NoOutbound())
-        response = _sse_response()
-        await response.prepare(request)
-        writer = SseWriter(response)
+        writer = SseWriter(request)
 
         async def notify(method: str, params: dict[str, Any]) -> None:
             await writer.send(jsonrpc.notification(method, params))
 
         reply = await self._reply(state, msg, NoOutbound(notify))
-        await writer.send(reply)
-        return response
+        return await writer.finish(reply, _status_of(reply))
 
     async def _answer_json(self, state: ClientState, msg: Message, out: Any) -> web.Response:
         reply = await self._reply(state, msg, out)
-        status = STATUS_FOR_ERROR.get(reply["error"]["code"], 200) if "error" in reply else 200
-        return _rpc_response(reply, status)
+        return _rpc_response(reply, _status_of(reply))
 
     async def _reply(self, state: ClientState, msg: Message, out: Any) -> Message:
         try:
@@ -255,11 +266,7 @@ class McpEndpoint:
             else:
                 await self.surface.on_notification(session.state, msg)
             return web.Response(status=202)
-        if msg["method"] != "tools/call":
-            return await self._answer_json(session.state, msg, NoOutbound())
-        response = _sse_response({SESSION: session.id})
-        await response.prepare(request)
-        writer = SseWriter(response)
+        writer = SseWriter(request, {SESSION: session.id})
         work = asyncio.ensure_future(self._reply(session.state, msg, SseOutbound(session, writer)))
         session.inflight[msg["id"]] = work
         try:
@@ -272,8 +279,7 @@ class McpEndpoint:
                 raise
         finally:
             session.inflight.pop(msg["id"], None)
-        await writer.send(reply)
-        return response
+        return await writer.finish(reply)
 
     def _session(self, request: web.Request, msg: Message) -> tuple[LegacySession | None, web.Response | None]:
         sid = request.headers.get(SESSION)
@@ -312,14 +318,14 @@ class McpEndpoint:
         if refused is not None:
             return refused
         assert session is not None
-        response = _sse_response({SESSION: session.id})
-        await response.prepare(request)
-        writer = SseWriter(response)
+        writer = SseWriter(request, {SESSION: session.id})
+        writer.response = _sse_response({SESSION: session.id})
+        await writer.response.prepare(request)
         session.listeners.add(writer)
         try:
             while session.id in self.sessions:
                 await asyncio.sleep(15)
-                await response.write(b": keep-alive\n\n")
+                await writer.response.write(b": keep-alive\n\n")
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -335,6 +341,10 @@ class McpEndpoint:
         assert session is not None
         self._end(session.id)
         return web.Response(status=204)
+
+
+def _status_of(reply: Message) -> int:
+    return STATUS_FOR_ERROR.get(reply["error"]["code"], 200) if "error" in reply else 200
 
 
 def _sse_response(headers: dict[str, str] | None = None) -> web.StreamResponse:
