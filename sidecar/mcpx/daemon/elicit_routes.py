@@ -212,9 +212,11 @@ async def events(call: Call) -> web.StreamResponse:
     shutdown = call.app[SHUTDOWN]
     with rt.broker.bus.subscribe(accept) as sub:  # subscribe before replaying: nothing falls in the gap
         await response.prepare(call.request)
-        sent = last if last is not None else await rt.broker.store.last_seq()
         # an id-only frame tells the client where the log stands, so a reconnect can resume from here
-        await response.write(f"retry: 1000\nid: {sent}\n\n".encode())
+        head = last if last is not None else await rt.broker.store.last_seq()
+        await response.write(f"retry: 1000\nid: {head}\n\n".encode())
+        # what was replayed is not sent twice; without a replay every record that reached us is sent
+        sent = last if last is not None else 0
         if last is not None:
             while True:
                 page = await rt.broker.audit(after=sent, limit=500, kinds=kinds, session=q.session)
