@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import aiohttp
 
@@ -25,9 +26,14 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 class BenchDaemon:
-    """One `python -m mcpx daemon` subprocess with no upstream servers; a context manager that always stops it."""
+    """One `python -m mcpx daemon` subprocess; a context manager that always stops it.
 
-    def __init__(self, extra_args: list[str] | None = None, keep: bool = False, config_in_home: bool = False) -> None:
+    `servers` is the config's `servers` object (none by default), e.g.
+    {"peer": {"command": sys.executable, "args": ["bench/peer_server.py"]}}.
+    """
+
+    def __init__(self, extra_args: list[str] | None = None, keep: bool = False, config_in_home: bool = False,
+                 servers: dict[str, dict[str, Any]] | None = None) -> None:
         # short prefix: a unix socket path must stay under ~108 bytes
         self.root = Path(tempfile.mkdtemp(prefix="mcpx-bench-"))
         self.home = self.root / "home"
@@ -37,7 +43,7 @@ class BenchDaemon:
         config_dir = self.home if config_in_home else self.root / "config"
         config_dir.mkdir(exist_ok=True)
         self.config = config_dir / "config.json"
-        self.config.write_text(json.dumps({"servers": {}}))
+        self.config.write_text(json.dumps({"servers": servers or {}}))
         self.extra_args = extra_args or []
         self.keep = keep
         self.proc: subprocess.Popen[bytes] | None = None

@@ -61,8 +61,12 @@ async def test_a_question_carries_server_tool_session_trace_and_task(http: aioht
     done = await result(http, body["task"])
     assert done["state"] == "completed" and done["era"] == "legacy"
     assert tool_text(done) == {"action": "accept", "data": {"repo": "octo/hello"}}
-    async with http.get("/v1/audit", params={"trace": body["trace"]}) as r:
-        kinds = [rec["kind"] for rec in (await r.json())["records"]]
+    for _ in range(100):  # task.done commits just behind the result
+        async with http.get("/v1/audit", params={"trace": body["trace"]}) as r:
+            kinds = [rec["kind"] for rec in (await r.json())["records"]]
+        if "task.done" in kinds:
+            break
+        await asyncio.sleep(0.02)
     assert kinds == ["elicit.open", "elicit.answered", "elicit.resumed", "task.done"]
 
 

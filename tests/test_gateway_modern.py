@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -40,8 +41,12 @@ async def test_input_required_becomes_a_question_and_the_retry_completes(http: a
     done = await result(http, body["task"])
     assert done["state"] == "completed" and done["era"] == "modern"
     assert tool_text(done) == {"action": "accept", "data": {"repo": "modern/repo"}}
-    async with http.get("/v1/audit", params={"trace": body["trace"]}) as r:
-        kinds = [rec["kind"] for rec in (await r.json())["records"]]
+    for _ in range(100):  # task.done commits just behind the result
+        async with http.get("/v1/audit", params={"trace": body["trace"]}) as r:
+            kinds = [rec["kind"] for rec in (await r.json())["records"]]
+        if "task.done" in kinds:
+            break
+        await asyncio.sleep(0.02)
     assert kinds == ["elicit.open", "elicit.answered", "elicit.resumed", "task.done"]
 
 

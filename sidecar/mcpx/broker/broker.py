@@ -140,15 +140,42 @@ class Broker:
         for record in records:
             self.bus.publish(record)
 
-    async def record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
-                     session: str | None = None, trace: str | None = None, task: str | None = None,
-                     pid: int | None = None) -> AuditRecord:
-        """A transition that is not a question's own (elicit.resumed, task.done)."""
+    def submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
+                      session: str | None = None, trace: str | None = None, task: str | None = None,
+                      pid: int | None = None, with_unit: Callable[[Tx], None] | None = None,
+                      ) -> "asyncio.Future[AuditRecord]":
+        """A transition that is not a question's own (elicit.resumed, task.done), queued now.
+
+        `with_unit` writes in the same transaction (a task's final state beside its task.done).
+        The record is published once committed; await the future to know when that is.
+        """
         out: list[AuditRecord] = []
-        await self.store.write(lambda tx: self._audit(tx, out, kind, time.time(), None, data, pid, elicit=elicit,
-                                                       session=session, trace=trace, task=task))
-        self._publish(out)
-        return out[0]
+
+        def unit(tx: Tx) -> None:
+            if with_unit is not None:
+                with_unit(tx)
+            self._audit(tx, out, kind, time.time(), None, data, pid, elicit=elicit, session=session, trace=trace,
+                        task=task)
+
+        committed = self.store.submit(unit)
+        recorded: asyncio.Future[AuditRecord] = asyncio.get_running_loop().create_future()
+
+        def published(f: "asyncio.Future[None]") -> None:
+            if f.cancelled() or f.exception() is not None:
+                log.error("recording %s failed: %s", kind, f.exception() if not f.cancelled() else "cancelled")
+                if not recorded.done():
+                    recorded.set_exception(f.exception() or RuntimeError("cancelled"))
+                return
+            self._publish(out)
+            if not recorded.done():
+                recorded.set_result(out[0])
+
+        committed.add_done_callback(published)
+        recorded.add_done_callback(lambda f: f.cancelled() or f.exception())
+        return recorded
+
+    async def record(self, kind: AuditKind, data: dict[str, Any], **fields: Any) -> AuditRecord:
+        return await self.submit_record(kind, data, **fields)
 
     # ---- open
 
@@ -441,8 +468,9 @@ class Broker:
         self._publish(records)
         return True
 
-    async def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> None:
-        await self.record("elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task)
+    def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> "asyncio.Future[AuditRecord]":
+        """Recorded behind the answer's delivery: the asker is not kept waiting for the audit."""
+        return self.submit_record("elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task)
 
     # ---- reads
 

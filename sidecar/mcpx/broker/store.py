@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 T = TypeVar("T")
+log = logging.getLogger("mcpx.store")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS elicitations (
@@ -66,6 +68,12 @@ CREATE TABLE IF NOT EXISTS facts (
     at    REAL NOT NULL
 );
 """
+
+
+def _log_failure(fut: "asyncio.Future[Any]") -> None:
+    """A unit that raised is a bug (refusals are returned, not raised): say so even if nobody awaited it."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("a write to mcpx.db failed: %r", fut.exception())
 
 
 def _dumps(value: Any) -> str:
@@ -173,12 +181,17 @@ class Store:
         (each hand-off costs ~0.1 ms; a question's life has dozens of statements). One thread and
         one queue mean two units never interleave.
         """
+        return await self.submit(unit)
+
+    def submit(self, unit: Callable[[Tx], T]) -> "asyncio.Future[T]":
+        """Queue a unit now (units commit in the order submitted); await the future for its outcome, or not."""
         assert self._writer is not None, "store is not open"
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_log_failure)
         self._queue.append((unit, fut))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
-        return await fut
+        return fut
 
     async def _flush(self) -> None:
         assert self._writer is not None

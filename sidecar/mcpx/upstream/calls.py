@@ -81,9 +81,13 @@ class CallTask:
             self.changed.notify_all()
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """True once `predicate` holds, False if it still does not after `timeout` seconds."""
+        if predicate():
+            return True
         async with self.changed:
             try:
-                await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.changed.wait_for(predicate)
             except TimeoutError:
                 return predicate()
         return True
@@ -213,7 +217,7 @@ class CallContext:
     async def ask(self, params: ElicitParams) -> dict[str, Any]:
         handle = await self.open(params)
         answer = await self.wait(handle)
-        await self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "legacy"})
+        self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "legacy"})
         return elicit_result(answer)
 
     async def complete(self, elicitation_id: str) -> None:
@@ -255,6 +259,5 @@ class CallContext:
         responses = dict(static)
         for (key, handle), answer in zip(handles.items(), answers):
             responses[key] = elicit_result(answer)
-            await self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "modern",
-                                                                "round": round_no})
+            self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "modern", "round": round_no})
         return responses

@@ -1,12 +1,12 @@
 """A call's own timeout that stands still while a question waits for an answer.
 
 A person taking four minutes to answer must not kill the call; a server that simply hangs must.
+Built on asyncio.timeout, rescheduled on pause and resume, so it costs no task of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -21,60 +21,46 @@ class PausableDeadline:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self._left = seconds
-        self._since = time.monotonic()
+        self._since: float | None = None  # loop time the clock last started running
         self._paused = 0
-        self._changed = asyncio.Event()
+        self._timeout: asyncio.Timeout | None = None
 
-    def pause(self) -> None:
-        if self._paused == 0:
-            self._left -= time.monotonic() - self._since
-        self._paused += 1
-        self._changed.set()
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
 
-    def resume(self) -> None:
-        self._paused = max(0, self._paused - 1)
-        if self._paused == 0:
-            self._since = time.monotonic()
-        self._changed.set()
+    def left(self) -> float:
+        if self._paused or self._since is None:
+            return self._left
+        return self._left - (self._now() - self._since)
 
     @property
     def paused(self) -> bool:
         return self._paused > 0
 
-    def left(self) -> float:
-        return self._left if self._paused else self._left - (time.monotonic() - self._since)
+    def pause(self) -> None:
+        if self._paused == 0:
+            self._left = self.left()
+            if self._timeout is not None:
+                self._timeout.reschedule(None)
+        self._paused += 1
 
-    async def expired(self) -> None:
-        """Returns once the running (unpaused) time is used up."""
-        while True:
-            self._changed.clear()
-            if self._paused:
-                await self._changed.wait()
-                continue
-            left = self.left()
-            if left <= 0:
-                return
-            try:
-                await asyncio.wait_for(self._changed.wait(), left)
-            except TimeoutError:
-                if not self._paused and self.left() <= 0:
-                    return
+    def resume(self) -> None:
+        self._paused = max(0, self._paused - 1)
+        if self._paused == 0:
+            self._since = self._now()
+            if self._timeout is not None:
+                self._timeout.reschedule(self._since + max(0.0, self._left))
 
     async def run(self, work: Awaitable[T], what: str) -> T:
-        task = asyncio.ensure_future(work)
-        timer = asyncio.ensure_future(self.expired())
+        self._since = self._now()
+        when = None if self._paused else self._since + self._left
         try:
-            done, _ = await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-            if task in done:
-                return task.result()
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+            async with asyncio.timeout_at(when) as self._timeout:
+                return await work
+        except TimeoutError:
+            if self._timeout is None or not self._timeout.expired():
+                raise  # a timeout inside the work itself, not ours
             raise CallTimeout(f"{what} did not finish within its timeout of {self.seconds:g}s "
-                              "(time spent waiting for answers does not count)")
+                              "(time spent waiting for answers does not count)") from None
         finally:
-            timer.cancel()
-            if not task.done():
-                task.cancel()
+            self._timeout = None

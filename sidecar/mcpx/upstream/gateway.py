@@ -149,7 +149,9 @@ class Gateway:
         self.pool.entry(request.server)  # an unknown server is refused before anything is recorded
         task = CallTask(id=new_id("tsk"), trace=new_id("cal"), request=request)
         self.tasks[task.id] = task
-        await self._save(task)
+        # queued, not awaited: it commits before anything the call writes later, and the call need not wait for it
+        doc = task.stored()
+        self.broker.store.submit(lambda tx: tx.put_task(task.id, task.state, request.session, doc))
         task.runner = asyncio.create_task(self._run(task), name=f"mcpx-call-{task.id}")
         return task
 
@@ -195,12 +197,12 @@ class Gateway:
                 return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, settings.maxRounds, r.meta),
                                           f"{r.server}.{r.tool}")
             except NeedsLegacy:
-                if era is not None:
+                if era == "legacy":
                     raise
                 log.info("server %s answers server/discover but asks over a legacy back-channel; calling it in "
                          "the legacy era from now on", r.server)
-                await self._remember_era(r.server, self._fingerprint(r.server), "legacy")
-                await self.pool.drop(r.server, only_idle=True)
+                await self.pool.learn_era(r.server, self._fingerprint(r.server), "legacy")
+                self.pool.retire(conn)
         return await self._call_with_era(task, timeout, era="legacy")
 
     def _fingerprint(self, server: str) -> str:
@@ -214,12 +216,15 @@ class Gateway:
         task.open.clear()
         task.resume = None
         task.state = state  # type: ignore[assignment]
-        await self._save(task)
         data: dict[str, Any] = {"state": state, "server": task.request.server, "tool": task.request.tool}
         if task.error:
             data["error"] = task.error
-        await self.broker.record("task.done", data, session=task.request.session, trace=task.trace, task=task.id)
-        await task.touch()  # waiters hear of the end only once it is recorded
+        doc = task.stored()
+        # the final state and its task.done commit together, behind the result: whoever waits for the
+        # result is not kept waiting for the audit (which is published as soon as it has committed)
+        self.broker.submit_record("task.done", data, session=task.request.session, trace=task.trace, task=task.id,
+                                  with_unit=lambda tx: tx.put_task(task.id, state, task.request.session, doc))
+        await task.touch()
 
     async def cancel(self, tid: str, reason: str) -> bool:
         task = self.tasks.get(tid)
@@ -290,7 +295,7 @@ class Gateway:
             ctx = CallContext(self.broker, task, conn, deadline, self._save)
             for eid in (resume.get("keys") or {}).values():
                 q, _ = await self.broker.get(eid)
-                await self.broker.mark_resumed(q, {"era": "modern", "round": resume.get("round"), "afterRestart": True})
+                self.broker.mark_resumed(q, {"era": "modern", "round": resume.get("round"), "afterRestart": True})
             return await deadline.run(conn.resume_modern(
                 r.tool, r.arguments, responses, resume.get("requestState"), ctx, self.rt.config.elicit.maxRounds,
                 int(resume.get("round") or 1)), f"{r.server}.{r.tool}")

@@ -38,6 +38,7 @@ class Instance:
     fingerprint: str
     busy: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    retired: bool = False  # close once its call is done (its era turned out wrong for this server)
 
     @property
     def era(self) -> Era | None:
@@ -57,6 +58,7 @@ class Pool:
         self._on_tools_changed = on_tools_changed
         self._instances: dict[tuple[str, str], list[Instance]] = {}
         self._starting: dict[tuple[str, str], int] = {}
+        self._eras: dict[tuple[str, str], Era] = {}  # what each server (as configured) turned out to speak
         self._freed = asyncio.Condition()
         self._reaper: asyncio.Task[None] | None = None
 
@@ -73,12 +75,23 @@ class Pool:
     def instances(self, server: str | None = None) -> list[Instance]:
         return [i for (s, _), group in self._instances.items() if server in (None, s) for i in group]
 
+    async def known_era(self, server: str, fp: str) -> Era | None:
+        if (server, fp) not in self._eras:
+            era = await self._recall(server, fp)
+            if era is not None:
+                self._eras[(server, fp)] = era
+        return self._eras.get((server, fp))
+
+    async def learn_era(self, server: str, fp: str, era: Era) -> None:
+        self._eras[(server, fp)] = era
+        await self._remember(server, fp, era)
+
     async def _start(self, server: str, session: str, entry: ServerConfig, want: Era | None) -> Instance:
         fp = entry_fingerprint(entry)
-        hint = want or await self._recall(server, fp)
+        hint = want or await self.known_era(server, fp)
         conn = await open_connection(server, entry, session, hint)
-        if conn.era is not None and want is None:
-            await self._remember(server, fp, conn.era)
+        if conn.era is not None and want is None and hint is None:
+            await self.learn_era(server, fp, conn.era)
 
         async def changed() -> None:
             if self._on_tools_changed is not None:
@@ -97,21 +110,33 @@ class Pool:
         finally:
             inst.busy -= 1
             inst.last_used = time.monotonic()
+            if inst.retired and inst.busy == 0:
+                group = self._instances.get((server, session), [])
+                if inst in group:
+                    group.remove(inst)
+                asyncio.create_task(inst.conn.close())
             async with self._freed:
                 self._freed.notify_all()
+
+    def retire(self, conn: UpstreamConnection) -> None:
+        """This instance speaks the wrong era for its server: no new call gets it, and it closes when free."""
+        for inst in self.instances():
+            if inst.conn is conn:
+                inst.retired = True
 
     async def _acquire(self, server: str, session: str, era: Era | None, timeout: float) -> Instance:
         entry = self.entry(server)
         fp = entry_fingerprint(entry)
         key = (server, session)
         deadline = time.monotonic() + timeout
+        era = era or await self.known_era(server, fp)
         while True:
             group = self._instances.setdefault(key, [])
             for dead in [i for i in group if not i.conn.alive or i.fingerprint != fp and i.busy == 0]:
                 group.remove(dead)
                 asyncio.create_task(dead.conn.close())
             for inst in group:
-                if inst.fingerprint != fp or (era is not None and inst.era != era):
+                if inst.retired or inst.fingerprint != fp or (era is not None and inst.era != era):
                     continue
                 if inst.era == "modern" or inst.busy == 0:
                     inst.busy += 1

@@ -1,0 +1,642 @@
+"""Benchmark of the mcpx gateway through its real daemon: what a tool call and a question cost on the way through.
+
+What it measures, in one run, against a `python -m mcpx daemon` in a temp MCPX_HOME whose two upstream
+servers, `peer` and `asker`, are both bench/peer_server.py (official mcp SDK, stdio):
+
+1. a plain `tools/call` of `echo` through mcpx's REST `POST /v1/call/peer/echo` (200 with the result)
+   versus the same server script called directly by the official SDK client (`mcp.client.Client`,
+   stdio, one connection, `session.call_tool`), told to speak the era the daemon settled on for
+   `peer` (the daemon probes `server/discover`; an SDK server answers it: the modern era). Both sides
+   are warmed up, then timed in interleaved rounds, so machine noise hits both alike: p50/p99 of each
+   and the ratio mcpx/direct at p50. In the same rounds, as floors without a target: one JSON-RPC
+   line written straight to a third copy of the server's stdin (the upstream alone, no client
+   library) and `GET /v1/health` (the daemon's HTTP floor).
+2. first contact: a few questions from `asker`, whose plain `ctx.elicit` needs the legacy era. The
+   daemon tries modern, is refused, re-drives the call in the legacy era and remembers that in
+   mcpx.db; the tool reports its pid, so the run shows how many upstream processes the calls took.
+   The daemon is then restarted (SIGTERM, same MCPX_HOME) so that it starts `asker` in the legacy
+   era it remembers, and the question figures below are taken on that steady state.
+3. upstream `elicitation/create` -> the `elicit.open` SSE frame at a subscriber in another process:
+   the `ask` tool stamps time.monotonic() immediately before `ctx.elicit` and puts it in the
+   question's message text; the subscriber (this file, `--role sse`) stamps each frame's arrival.
+   CLOCK_MONOTONIC is one clock for all processes on Linux, so the two subtract. p50/p99.
+   And answer -> the upstream holds it: from just before `POST /v1/elicit/{id}/accept` to the moment
+   `ctx.elicit` returns inside the tool (stamped there, returned in its result, read back with
+   `GET /v1/tasks/{id}/result`). p50/p99. The reference for both is the SDK talking to itself: the
+   same tool called by the SDK client directly (legacy era, as mcpx), its elicitation callback
+   stamping the question's arrival and the answer's departure; interleaved with the mcpx ones.
+
+Run it from the repository root (the venv has mcpx installed editable):
+
+    .venv/bin/python bench/gateway.py                          # about 30 s on 2 cores
+    .venv/bin/python bench/gateway.py --profile /tmp/gw.prof   # the daemon under cProfile (two files)
+
+It is a benchmark, not a test: it exits 0 whether or not targets are met, and says MISSED where one
+is. The machines here are noisy; the ratios measured side by side in one run are the figures to
+compare between runs. The hidden `--role sse` option is how this file runs its own subscriber.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import re
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import mcp_types as types
+from mcp.client import Client
+from mcp.client.context import ClientRequestContext
+from mcp.client.stdio import StdioServerParameters
+from mcpx.mcp.protocol import MODERN_VERSIONS  # the modern version the daemon offers its upstreams
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))  # _daemon and broker sit beside this file, however it is run
+from _daemon import BenchDaemon  # noqa: E402
+from broker import Report, child_session, fmt_ms, ms, percentile, say, stdin_closed  # noqa: E402
+
+# ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
+
+PEER = BENCH / "peer_server.py"
+PLAIN, ASKER = "peer", "asker"  # two entries, one script: the era mcpx learns for `asker` must not move `peer`
+SESSION = "bench-gw"
+T0_MARK = "t0="                 # how peer_server.py puts its stamp in the question's message
+N_WARMUP_CALLS = 40             # untimed calls per side first: process start, imports, first-use caches
+ROUNDS, PER_ROUND = 40, 10      # 400 timed plain calls per side, in blocks of 10, the order rotated every round
+N_FIRST = 5                     # questions through the daemon that has just learnt `asker` needs the legacy era
+N_WARMUP_ASKS = 5               # untimed questions per side first, on the restarted daemon
+N_ASKS = 200                    # timed question round trips through mcpx (and as many direct ones)
+GAP_S = (0.001, 0.005)          # random pause between round trips: nothing lines up with a timer in the daemon
+ANSWER = {"repo": "bench/gateway"}
+SEED = 20240602
+
+TARGET_RATIO = 1.5
+TARGET_OPEN_P50_MS = 5.0
+TARGET_ANSWER_P50_MS = 5.0
+MODERN = MODERN_VERSIONS[0]
+
+
+def upstream_config() -> dict[str, dict[str, Any]]:
+    entry = {"command": sys.executable, "args": [str(PEER)]}
+    return {PLAIN: dict(entry), ASKER: dict(entry)}
+
+
+def era_of(version: str) -> str:
+    return "modern" if version in MODERN_VERSIONS else "legacy"
+
+
+def stamp_in(message: str) -> float:
+    """The monotonic stamp peer_server.py wrote into a question's message just before asking."""
+    return float(message.rsplit(T0_MARK, 1)[1])
+
+
+# ---- the four things timed in the plain-call rounds
+
+class McpxCaller:
+    """`POST /v1/call/peer/echo` over the daemon's unix socket, one keep-alive connection."""
+
+    def __init__(self, http: aiohttp.ClientSession) -> None:
+        self.http = http
+        self.last_task = ""
+
+    async def __call__(self) -> None:
+        async with self.http.post(f"/v1/call/{PLAIN}/echo", json={"arguments": {"text": "hi"}, "session": SESSION}) as r:
+            body = await r.json()
+        if r.status != 200 or body["result"]["content"][0]["text"] != "echo: hi":
+            raise RuntimeError(f"POST /v1/call/{PLAIN}/echo: {r.status} {body}")
+        self.last_task = body["task"]
+
+
+async def task_era(http: aiohttp.ClientSession, task: str) -> str:
+    """The era the daemon ran a call's task in."""
+    async with http.get(f"/v1/tasks/{task}") as r:
+        return str((await r.json())["era"])
+
+
+class DirectCaller:
+    """The official SDK client on its own stdio connection to another copy of the server."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def __call__(self) -> None:
+        # session.call_tool is what Client.call_tool wraps, minus its input_required driver: the
+        # fastest public way to repeat a call; it still checks the result against the output schema
+        res = await self.client.session.call_tool("echo", {"text": "hi"})
+        text = res.content[0].text if res.content and isinstance(res.content[0], types.TextContent) else None
+        if res.is_error or text != "echo: hi":
+            raise RuntimeError(f"direct echo: {res}")
+
+
+class RawStdio:
+    """One JSON-RPC line to the server's stdin, one line back: the upstream's own cost, no client library."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, version: str) -> None:
+        self.proc = proc
+        self.version = version
+        self.ids = iter(range(1, 10**9))
+        # a modern request carries the version and the client's capabilities in every _meta
+        self.meta = {"io.modelcontextprotocol/protocolVersion": version,
+                     "io.modelcontextprotocol/clientCapabilities": {},
+                     "io.modelcontextprotocol/clientInfo": {"name": "bench-raw", "version": "0"}}
+
+    @classmethod
+    async def start(cls, env: dict[str, str], version: str) -> RawStdio:
+        proc = await asyncio.create_subprocess_exec(sys.executable, str(PEER), env=env, stdin=asyncio.subprocess.PIPE,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        raw = cls(proc, version)
+        if era_of(version) == "legacy":
+            await raw.request("initialize", {"protocolVersion": version, "capabilities": {},
+                                             "clientInfo": {"name": "bench-raw", "version": "0"}})
+            await raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return raw
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        rid = next(self.ids)
+        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        while True:  # skip anything that is not our reply (a log notification, say)
+            line = await self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the raw peer closed its stdout")
+            msg = json.loads(line)
+            if msg.get("id") == rid and "method" not in msg:
+                if "error" in msg:
+                    raise RuntimeError(f"raw {method}: {msg['error']}")
+                return dict(msg["result"])
+
+    async def __call__(self) -> None:
+        params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hi"}}
+        if era_of(self.version) == "modern":
+            params["_meta"] = self.meta
+        res = await self.request("tools/call", params)
+        if res["content"][0]["text"] != "echo: hi":
+            raise RuntimeError(f"raw echo: {res}")
+
+    async def close(self) -> None:
+        if self.proc.returncode is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # an SDK stdio server ends at EOF
+            try:
+                await asyncio.wait_for(self.proc.wait(), 5)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
+class HealthCaller:
+    """`GET /v1/health`: one request and one small SQLite read, the daemon's HTTP floor."""
+
+    def __init__(self, http: aiohttp.ClientSession) -> None:
+        self.http = http
+
+    async def __call__(self) -> None:
+        async with self.http.get("/v1/health") as r:
+            await r.read()
+
+
+# ---- phase 1: plain calls side by side
+
+@dataclass
+class Side:
+    name: str
+    call: Callable[[], Awaitable[None]]
+    times_ms: list[float] = field(default_factory=list)
+    daemon_cpu_s: float = 0.0   # the daemon's CPU while this side's blocks ran
+
+
+async def timed_block(side: Side, n: int, d: BenchDaemon) -> None:
+    cpu0 = d.cpu_seconds()
+    for _ in range(n):
+        t0 = time.monotonic()
+        await side.call()
+        side.times_ms.append(ms(time.monotonic() - t0))
+    side.daemon_cpu_s += d.cpu_seconds() - cpu0
+
+
+async def interleaved(sides: list[Side], d: BenchDaemon) -> None:
+    """ROUNDS rounds of PER_ROUND calls per side; who goes first rotates, so no side always follows another."""
+    for r in range(ROUNDS):
+        k = r % len(sides)
+        for side in sides[k:] + sides[:k]:
+            await timed_block(side, PER_ROUND, d)
+
+
+@dataclass
+class Plain:
+    mcpx: Side
+    direct: Side
+    raw: Side
+    health: Side
+    mcpx_era: str
+    mcpx_protocol: str
+    direct_protocol: str
+
+
+def protocol_in_log(d: BenchDaemon, server: str) -> str:
+    """The protocol version the daemon logged for `server` (its last connection), or '?'."""
+    found = re.findall(rf"upstream {server}: \w+ era, protocol (\S+)", d.tail(1_000_000))
+    return found[-1] if found else "?"
+
+
+async def phase_plain(d: BenchDaemon, http: aiohttp.ClientSession) -> Plain:
+    mcpx = McpxCaller(http)
+    for _ in range(N_WARMUP_CALLS):  # the first starts `peer` in the daemon and settles its era
+        await mcpx()
+    mcpx_era = await task_era(http, mcpx.last_task)
+    # the direct client speaks the era the daemon settled on: legacy -> initialize, modern -> adopt the version
+    version = MODERN if mcpx_era == "modern" else "legacy"
+    params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env())  # the env mcpx gives it
+    async with contextlib.AsyncExitStack() as stack:  # the direct and raw peers end with this phase
+        client = await stack.enter_async_context(Client(params, mode=version))
+        raw = await RawStdio.start(d.env(), client.protocol_version)
+        stack.push_async_callback(raw.close)
+        sides = [Side("mcpx", mcpx), Side("direct", DirectCaller(client)), Side("raw", raw),
+                 Side("health", HealthCaller(http))]
+        for side in sides[1:]:
+            for _ in range(N_WARMUP_CALLS):
+                await side.call()
+        await interleaved(sides, d)
+        return Plain(mcpx=sides[0], direct=sides[1], raw=sides[2], health=sides[3], mcpx_era=mcpx_era,
+                     mcpx_protocol=protocol_in_log(d, PLAIN), direct_protocol=client.protocol_version)
+
+
+# ---- phase 2 and 3: questions
+
+@dataclass
+class AskSample:
+    eid: str
+    asked: float            # upstream, just before ctx.elicit
+    answering: float        # bench, just before POST /accept (direct: the callback, as it returns)
+    returned: float         # upstream, just after ctx.elicit returned
+    pid: int                # the upstream process that asked
+    received: float = 0.0   # the question's arrival: the SSE frame (mcpx) or the callback's entry (direct)
+    call_ms: float = 0.0    # mcpx: POST /v1/call -> its 202
+    accept_ms: float = 0.0  # mcpx: POST /accept round trip
+    task: str = ""          # mcpx: the call's task
+
+
+def tool_report(text: str, asked: float | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(text)
+    if data["action"] != "accept" or data["data"] != ANSWER or (asked is not None and data["asked"] != asked):
+        raise RuntimeError(f"the upstream got {data}, not the answer given to the question stamped {asked!r}")
+    return data
+
+
+async def mcpx_ask(http: aiohttp.ClientSession) -> AskSample:
+    t0 = time.monotonic()
+    async with http.post(f"/v1/call/{ASKER}/ask", json={"arguments": {}, "session": SESSION}) as r:
+        body = await r.json()
+    call_ms = ms(time.monotonic() - t0)
+    if r.status != 202 or body.get("status") != "input-required":
+        raise RuntimeError(f"POST /v1/call/{ASKER}/ask: {r.status} {body}")
+    q = body["elicitation"]
+    asked = stamp_in(q["message"])
+    answering = time.monotonic()  # just before the answer leaves: metric 3 includes the whole request
+    async with http.post(f"/v1/elicit/{q['id']}/accept", json={"content": ANSWER}) as r:
+        await r.read()
+    accept_ms = ms(time.monotonic() - answering)
+    if r.status != 200:
+        raise RuntimeError(f"POST /v1/elicit/{q['id']}/accept: {r.status}")
+    async with http.get(f"/v1/tasks/{body['task']}/result", params={"timeout": "30"}) as r:
+        done = await r.json()
+    if r.status != 200 or done.get("state") != "completed":
+        raise RuntimeError(f"GET /v1/tasks/{body['task']}/result: {r.status} {done}")
+    report = tool_report(done["result"]["content"][0]["text"], asked)
+    return AskSample(q["id"], asked, answering, report["returned"], report["pid"], call_ms=call_ms,
+                     accept_ms=accept_ms, task=body["task"])
+
+
+class DirectAsker:
+    """The SDK client answering the same tool's question itself, stamping the question in and the answer out."""
+
+    def __init__(self) -> None:
+        self.received = 0.0
+        self.answering = 0.0
+        self.client: Client | None = None
+
+    async def on_elicit(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.received = time.monotonic()
+        result = types.ElicitResult(action="accept", content=dict(ANSWER))
+        self.answering = time.monotonic()  # the last moment before the SDK takes the answer back
+        return result
+
+    async def __call__(self) -> AskSample:
+        assert self.client is not None
+        res = await self.client.session.call_tool("ask", {})
+        text = res.content[0].text if res.content and isinstance(res.content[0], types.TextContent) else "{}"
+        report = tool_report(text)
+        return AskSample("direct", report["asked"], self.answering, report["returned"], report["pid"],
+                         received=self.received)
+
+
+async def role_sse(socket: str) -> None:
+    """Subscribe to elicit.open; stamp each frame the moment its first line arrives; keep its server and tool."""
+    seen: dict[str, dict[str, Any]] = {}
+    ready = asyncio.Event()
+
+    async def read(resp: aiohttp.ClientResponse) -> None:
+        frame_at = 0.0
+        async for raw in resp.content:  # one line at a time
+            now = time.monotonic()
+            if raw in (b"\n", b"\r\n"):
+                frame_at = 0.0
+                continue
+            if not frame_at:
+                frame_at = now  # the daemon writes a frame in one piece; its first line is its arrival
+            if raw.startswith(b"data:"):
+                rec = json.loads(raw[5:])
+                if rec.get("elicit"):
+                    data = rec.get("data") or {}
+                    seen.setdefault(rec["elicit"], {"at": frame_at, "server": data.get("server"),
+                                                    "tool": data.get("tool")})
+            elif raw.startswith(b"id:"):
+                ready.set()  # the daemon subscribes before its first, id-only frame: from here nothing is missed
+
+    async with child_session(socket) as http, http.get("/v1/events", params={"kinds": "elicit.open"}) as resp:
+        resp.raise_for_status()
+        reader = asyncio.create_task(read(resp))
+        await asyncio.wait({reader, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        if reader.done():
+            reader.result()
+            raise RuntimeError("the event stream ended before its first frame")
+        print("ready", flush=True)
+        await stdin_closed()
+        reader.cancel()
+    print(json.dumps(seen), flush=True)
+
+
+class Subscriber:
+    """This file run as `--role sse` in its own process: says `ready`, records until stdin closes, prints JSON."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, socket: Path, timeout: float = 15.0) -> Subscriber:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(__file__).resolve()), "--role", "sse", "--socket", str(socket),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        sub = cls(proc)
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout)
+        except TimeoutError:
+            sub.kill()
+            raise RuntimeError(f"the subscriber did not get ready in {timeout:.0f}s") from None
+        if line.strip() != b"ready":
+            sub.kill()
+            raise RuntimeError(f"the subscriber said {line!r} instead of ready")
+        return sub
+
+    async def finish(self, timeout: float = 15.0) -> dict[str, dict[str, Any]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        out = await asyncio.wait_for(self.proc.stdout.read(), timeout)
+        await asyncio.wait_for(self.proc.wait(), timeout)
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"the subscriber exited {self.proc.returncode}")
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+
+
+@dataclass
+class FirstContact:
+    """The first questions of a back-channel server through a daemon that has never called it."""
+
+    samples: list[AskSample]
+    redrives: int           # "calling it in the legacy era from now on", as the daemon logged it
+
+    @property
+    def processes(self) -> int:
+        return len({s.pid for s in self.samples})
+
+
+async def phase_first_contact(d: BenchDaemon, http: aiohttp.ClientSession) -> FirstContact:
+    """A daemon learns that `asker` needs the legacy era on its first call; the next calls should just use it."""
+    samples = [await mcpx_ask(http) for _ in range(N_FIRST)]
+    return FirstContact(samples, d.tail(1_000_000).count(f"server {ASKER} answers server/discover but asks"))
+
+
+@dataclass
+class Asks:
+    mcpx: list[AskSample]
+    direct: list[AskSample]
+    missing_frames: int
+    wrong_frames: int       # a frame for our question naming another server or tool
+    mcpx_era: str
+    direct_protocol: str
+
+    def open_ms(self) -> list[float]:
+        return [ms(s.received - s.asked) for s in self.mcpx if s.received]
+
+    def answer_ms(self) -> list[float]:
+        return [ms(s.returned - s.answering) for s in self.mcpx]
+
+
+async def phase_asks(d: BenchDaemon, http: aiohttp.ClientSession, rng: random.Random) -> Asks:
+    async with contextlib.AsyncExitStack() as stack:  # the subscriber and the direct peer end with this phase
+        sub = await Subscriber.start(d.socket)
+        stack.callback(sub.kill)
+        for _ in range(N_WARMUP_ASKS):
+            last = await mcpx_ask(http)
+        mcpx_era = await task_era(http, last.task)
+        # a back-channel question needs the legacy era on the direct side too
+        asker = DirectAsker()
+        params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env())
+        client = await stack.enter_async_context(Client(params, mode="legacy", elicitation_callback=asker.on_elicit))
+        asker.client = client
+        for _ in range(N_WARMUP_ASKS):
+            await asker()
+        mcpx_samples: list[AskSample] = []
+        direct_samples: list[AskSample] = []
+        for i in range(N_ASKS):
+            turns: list[tuple[list[AskSample], Callable[[], Awaitable[AskSample]]]] = [
+                (mcpx_samples, lambda: mcpx_ask(http)), (direct_samples, asker)]
+            for samples, ask in turns if i % 2 == 0 else turns[::-1]:  # who goes first alternates
+                await asyncio.sleep(rng.uniform(*GAP_S))
+                samples.append(await ask())
+        await asyncio.sleep(0.2)  # the last frame lands
+        frames = await sub.finish()
+        direct_protocol = client.protocol_version
+    missing = wrong = 0
+    for s in mcpx_samples:
+        frame = frames.get(s.eid)
+        if frame is None:
+            missing += 1
+        elif (frame["server"], frame["tool"]) != (ASKER, "ask"):
+            wrong += 1
+        else:
+            s.received = float(frame["at"])
+    return Asks(mcpx_samples, direct_samples, missing, wrong, mcpx_era, direct_protocol)
+
+
+# ---- the report
+
+def p50(values: list[float]) -> float:
+    return percentile(values, 50)
+
+
+def p99(values: list[float]) -> float:
+    return percentile(values, 99)
+
+
+def both(values: list[float]) -> str:
+    return f"{fmt_ms(p50(values))} / {fmt_ms(p99(values))}"
+
+
+def report_plain(report: Report, plain: Plain) -> None:
+    m, dr = plain.mcpx.times_ms, plain.direct.times_ms
+    ratio = p50(m) / p50(dr)
+    report.add("era: mcpx -> peer, direct SDK client", f"{plain.mcpx_era} {plain.mcpx_protocol}, "
+               f"{era_of(plain.direct_protocol)} {plain.direct_protocol}", "the same",
+               plain.mcpx_era == era_of(plain.direct_protocol))
+    report.add(f"tools/call via mcpx REST p50 / p99 (n={len(m)})", both(m))
+    report.add(f"tools/call direct SDK stdio p50 / p99 (n={len(dr)})", both(dr))
+    report.add("ratio mcpx / direct at p50", f"{ratio:.2f}x", f"<= {TARGET_RATIO:g}x", ratio <= TARGET_RATIO)
+    report.add("  mcpx minus direct at p50", fmt_ms(p50(m) - p50(dr)))
+    report.add("  floor: raw JSON-RPC line on stdio p50 / p99", both(plain.raw.times_ms))
+    report.add("  floor: GET /v1/health p50 / p99", both(plain.health.times_ms))
+    report.add("  daemon CPU per mcpx call", f"{1e3 * plain.mcpx.daemon_cpu_s / len(m):.2f} ms")
+
+
+def report_first(report: Report, first: FirstContact) -> None:
+    n = len(first.samples)
+    report.add(f"fresh daemon, back-channel server: upstream processes for {n} questions", f"{first.processes}",
+               "1 (re-used)", first.processes == 1)
+    report.add(f"  legacy re-drives logged for those {n} calls", f"{first.redrives}")
+    report.add("  POST /v1/call -> 202 input-required p50", fmt_ms(p50([s.call_ms for s in first.samples])))
+
+
+def report_asks(report: Report, asks: Asks) -> None:
+    opened, answered = asks.open_ms(), asks.answer_ms()
+    d_open = [ms(s.received - s.asked) for s in asks.direct]
+    d_answer = [ms(s.returned - s.answering) for s in asks.direct]
+    procs = len({s.pid for s in asks.mcpx})
+    report.add("era: mcpx -> asker, direct SDK client", f"{asks.mcpx_era}, {era_of(asks.direct_protocol)} "
+               f"{asks.direct_protocol}", "the same", asks.mcpx_era == era_of(asks.direct_protocol))
+    report.add(f"after the restart: upstream processes for {len(asks.mcpx)} questions", f"{procs}", "1", procs == 1)
+    o50, a50 = p50(opened), p50(answered)
+    report.add(f"elicitation/create -> elicit.open SSE p50 (n={len(opened)})", fmt_ms(o50),
+               f"<= {TARGET_OPEN_P50_MS:g} ms", o50 <= TARGET_OPEN_P50_MS)
+    report.add("elicitation/create -> elicit.open SSE p99", fmt_ms(p99(opened)))
+    report.add("  reference: -> the SDK client's callback p50 / p99", both(d_open))
+    report.add(f"answer -> ctx.elicit returns p50 (n={len(answered)})", fmt_ms(a50),
+               f"<= {TARGET_ANSWER_P50_MS:g} ms", a50 <= TARGET_ANSWER_P50_MS)
+    report.add("answer -> ctx.elicit returns p99", fmt_ms(p99(answered)))
+    report.add("  reference: the SDK callback's return -> ctx.elicit p50 / p99", both(d_answer))
+    report.add("  POST /v1/call -> 202 input-required p50", fmt_ms(p50([s.call_ms for s in asks.mcpx])))
+    report.add("  POST /v1/elicit/{id}/accept round trip p50", fmt_ms(p50([s.accept_ms for s in asks.mcpx])))
+    if asks.missing_frames or asks.wrong_frames:
+        report.add("elicit.open frames missing / naming another server", f"{asks.missing_frames} / "
+                   f"{asks.wrong_frames}", "0 / 0", False)
+
+
+# ---- the run
+
+def profile_args(profile: str | None, suffix: str = "") -> list[str]:
+    return ["-m", "cProfile", "-o", profile + suffix] if profile else []
+
+
+async def run(profile: str | None) -> None:
+    rng = random.Random(SEED)
+    started = time.monotonic()
+    d = BenchDaemon(extra_args=profile_args(profile), servers=upstream_config())
+    stopped_by_us = False
+    try:
+        d.start()
+        say(f"daemon pid {d.pid}, MCPX_HOME {d.home}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}; "
+            f"upstreams `{PLAIN}` and `{ASKER}`: {PEER.name}")
+        async with d.session() as http:
+            say(f"[1/3] plain tools/call: {N_WARMUP_CALLS} warm-up calls per side, then {ROUNDS} rounds of "
+                f"{PER_ROUND} per side (mcpx, direct, raw, health) ...")
+            plain = await phase_plain(d, http)
+            say(f"      mcpx called `{PLAIN}` in the {plain.mcpx_era} era ({plain.mcpx_protocol}); the direct client "
+                f"spoke {plain.direct_protocol}")
+            say(f"[2/3] first contact: {N_FIRST} questions from `{ASKER}` through this daemon ...")
+            first = await phase_first_contact(d, http)
+            say(f"      {first.processes} upstream process(es) asked them; {first.redrives} legacy re-drive(s)")
+        # The daemon remembers the era it learnt (in mcpx.db) across restarts; a new daemon starts `asker`
+        # in the legacy era directly, the way the pool means to go on.
+        stopped_by_us = True
+        code = d.stop()
+        d.extra_args = profile_args(profile, ".asks")
+        d.start()
+        stopped_by_us = False
+        say(f"      daemon restarted (SIGTERM, exit {code}; same MCPX_HOME), new pid {d.pid}")
+        async with d.session() as http:
+            say(f"[3/3] questions: {N_WARMUP_ASKS} warm-up, then {N_ASKS} through mcpx interleaved with {N_ASKS} "
+                "straight to the SDK client ...")
+            asks = await phase_asks(d, http, rng)
+            say(f"      mcpx asked through `{ASKER}` in the {asks.mcpx_era} era; the direct client spoke "
+                f"{asks.direct_protocol}; {len(asks.open_ms())} frames matched")
+    except BaseException:
+        alive = d.proc is not None and d.proc.poll() is None
+        say(f"\nbenchmark aborted; daemon {'still running' if alive else 'exited'}; state kept in {d.home}\n"
+            f"--- daemon stderr (tail) ---\n{d.tail()}")
+        if not alive and not stopped_by_us:
+            say("NOTE: the daemon exited during the run and this benchmark did not stop it (another process may "
+                "have sent it SIGTERM); run it again")
+        d.keep = True
+        raise
+    finally:
+        code = d.stop()  # SIGTERM: the daemon drains, closes its upstreams and exits
+        if profile:
+            say(f"daemon profiles written to {profile} (phases 1-2) and {profile}.asks (phase 3)")
+        d.cleanup()
+    say(f"      daemon stopped with SIGTERM, exit {code}; the run took {time.monotonic() - started:.0f} s")
+
+    report = Report()
+    report_plain(report, plain)
+    report_first(report, first)
+    report_asks(report, asks)
+    print()
+    report.show()
+    print()
+    print("direct: the mcp SDK client (session.call_tool on one stdio connection) to its own copy of the server;")
+    print("raw: a hand-written JSON-RPC line to a third copy: what the upstream itself costs. Both floors bound what")
+    print("any gateway in between could reach. Phase 3 runs on a restarted daemon, which recalls `asker`'s era from")
+    print("mcpx.db: in the daemon that first learnt it, every further question started a new upstream (phase 2).")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE and FILE.asks")
+    parser.add_argument("--role", choices=("sse",), help=argparse.SUPPRESS)
+    parser.add_argument("--socket", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "sse":
+        asyncio.run(role_sse(args.socket))
+        return 0
+
+    async def guarded() -> None:
+        # SIGTERM to the bench must still stop the daemon and the peers: cancel, so every finally runs
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        await run(args.profile)
+
+    asyncio.run(guarded())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The upstream MCP server of bench/gateway.py, written with the official mcp SDK (stdio only).
+
+Two tools:
+
+- `echo(text)`: the trivial call both sides of the plain-call comparison time.
+- `ask()`: asks one question with plain `ctx.elicit` (the legacy back-channel) and stamps
+  time.monotonic() immediately before asking and immediately after the answer is back. The first
+  stamp travels in the question's own message text (`... t0=<float>`), so whoever receives the
+  question can read it; both come back in the result text as JSON. CLOCK_MONOTONIC (what
+  time.monotonic() reads on Linux) is one clock for every process on the machine, so the bench
+  may subtract its own stamps from these. The result also names the process (`pid`) that asked.
+
+Run: `python bench/peer_server.py` (stdio), the way mcpx and the direct SDK client both start it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from mcp.server.elicitation import AcceptedElicitation
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, Field
+
+app = MCPServer("bench-peer")
+
+# how the bench finds the stamp in a question's message; bench/gateway.py parses exactly this
+T0_MARK = "t0="
+
+
+class Repo(BaseModel):
+    repo: str = Field(description="owner/name")
+
+
+@app.tool()
+def echo(text: str = "") -> str:
+    return f"echo: {text}"
+
+
+@app.tool()
+async def ask(ctx: Context) -> str:
+    t0 = time.monotonic()  # as close to the question leaving as the tool can get
+    result = await ctx.elicit(f"Which repository? {T0_MARK}{t0!r}", Repo)
+    t1 = time.monotonic()  # the answer is in the tool's hands
+    data = result.data.model_dump() if isinstance(result, AcceptedElicitation) else None
+    return json.dumps({"asked": t0, "returned": t1, "action": result.action, "data": data, "pid": os.getpid()})
+
+
+if __name__ == "__main__":
+    app.run()
