@@ -141,15 +141,19 @@ def parse_output_dir(out: Path) -> dict[str, ScenarioResult]:
 
 
 def run_server_suite(version: str, url: str, args: list[str] | None = None, *, label: str | None = None,
-                     timeout: float = 120.0, scenario_timeout_ms: int | None = None) -> RunResult:
-    """One `conformance server` run (a suite or `--scenario S`) against `url`, parsed per scenario."""
+                     timeout: float = 120.0, scenario_timeout_ms: int | None = None,
+                     keep: Path | None = None) -> RunResult:
+    """One `conformance server` run (a suite or `--scenario S`) against `url`, parsed per scenario.
+    `keep`: write the suite's `-o` output (checks.json per scenario) and its console output there, and keep it."""
     why = missing()
     if why:
         raise RuntimeError(why)
     cmd = [str(NODE), str(SUITES[version]), "server", "--url", url, *(args or [])]
     if scenario_timeout_ms is not None and version != "0.1.16":  # 0.1.16 has no --timeout for server
         cmd += ["--timeout", str(scenario_timeout_ms)]
-    out = Path(tempfile.mkdtemp(prefix="mcpx-conformance-server-"))
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    out = keep if keep is not None else Path(tempfile.mkdtemp(prefix="mcpx-conformance-server-"))
     try:
         started = time.monotonic()
         proc = subprocess.run([*cmd, "-o", str(out)], capture_output=True, text=True, timeout=timeout,
@@ -157,8 +161,11 @@ def run_server_suite(version: str, url: str, args: list[str] | None = None, *, l
         seconds = time.monotonic() - started
         scenarios = parse_output_dir(out)
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(out, ignore_errors=True)
     output = _ANSI.sub("", proc.stdout + proc.stderr)
+    if keep is not None:
+        (keep / "suite-output.txt").write_text(output)
     return RunResult(label or f"{version}:{' '.join(args or []) or 'active'}", version, list(args or []), url,
                      proc.returncode, seconds, scenarios, output)
 
