@@ -268,7 +268,8 @@ async def test_raw_modern_client_input_required_and_retry(surf: Daemon) -> None:
     result = first["result"]
     assert status == 200 and result["resultType"] == "input_required", first
     (key, request), = result["inputRequests"].items()
-    assert key.startswith("elc-") and request["method"] == "elicitation/create"
+    assert key == "__main__:ask_repo"  # the upstream's own key passes through
+    assert request["method"] == "elicitation/create"
     assert request["params"]["message"] == "res (via mcpx) asks: Which repository should this go in?"
     assert request["params"]["mode"] == "form" and "repo" in request["params"]["requestedSchema"]["properties"]
     state = result["requestState"]

@@ -120,10 +120,43 @@ class SseOutbound:
 def _decode_header(value: str) -> str:
     if value.startswith("=?base64?") and value.endswith("?="):
         try:
-            return base64.b64decode(value[9:-2]).decode()
+            return base64.b64decode(value[9:-2], validate=True).decode()
         except (ValueError, UnicodeDecodeError):
             raise RpcError(jsonrpc.HEADER_MISMATCH, f"a header's base64 value does not decode: {value!r}") from None
     return value
+
+
+def _header_text(value: Any) -> str:
+    """How an argument's value reads in its Mcp-Param header (booleans lowercase, numbers as written)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def check_param_headers(request: web.Request, tool: dict[str, Any], arguments: dict[str, Any]) -> None:
+    """Each x-mcp-header argument present must be mirrored, equal, in its Mcp-Param-{Name} header (SEP-2243)."""
+    props = (tool.get("inputSchema") or {}).get("properties") or {}
+    for arg, prop in props.items():
+        if not isinstance(prop, dict) or "x-mcp-header" not in prop:
+            continue
+        header = f"Mcp-Param-{prop['x-mcp-header']}"
+        value = arguments.get(arg)
+        given = request.headers.get(header)
+        if value is None:
+            continue
+        if given is None:
+            raise RpcError(jsonrpc.HEADER_MISMATCH, f"{header} header is missing but the body's {arg!r} argument is "
+                                                    "present")
+        decoded = _decode_header(given)
+        same = decoded == _header_text(value)
+        if not same and isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                same = float(decoded) == float(value)
+            except ValueError:
+                same = False
+        if not same:
+            raise RpcError(jsonrpc.HEADER_MISMATCH, f"Header mismatch: {header} {given!r} does not match the body's "
+                                                    f"{arg!r} argument")
 
 
 def _check_modern_headers(request: web.Request, msg: Message) -> None:
@@ -198,13 +231,18 @@ class McpEndpoint:
         return await self._legacy(request, msg)
 
     async def _modern(self, request: web.Request, msg: Message) -> web.StreamResponse:
-        try:
-            _check_modern_headers(request, msg)
-        except RpcError as exc:
-            return _rpc_response(jsonrpc.error(msg.get("id"), exc.code, exc.message, exc.data), 400)
         if jsonrpc.kind(msg) != "request":
             return web.Response(status=202)  # responses and notifications have no meaning without a session here
         state = self._state(request)
+        try:
+            _check_modern_headers(request, msg)
+            params = msg.get("params") or {}
+            if msg["method"] == "tools/call" and isinstance(params.get("name"), str):
+                tool = await self.surface.tool_def(params["name"], state)
+                if tool is not None:
+                    check_param_headers(request, tool, params.get("arguments") or {})
+        except RpcError as exc:
+            return _rpc_response(jsonrpc.error(msg.get("id"), exc.code, exc.message, exc.data), 400)
         writer = SseWriter(request)
 
         async def notify(method: str, params: dict[str, Any]) -> None:
@@ -330,7 +368,7 @@ class McpEndpoint:
             pass
         finally:
             session.listeners.discard(writer)
-        return response
+        return writer.response
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         if (refused := self.guard(request)) is not None:

@@ -42,7 +42,8 @@ class RequestStates:
         self._ttl = ttl
         self._used: dict[str, float] = {}
 
-    def seal(self, task: str, round_no: int, questions: list[str], bound: str) -> str:
+    def seal(self, task: str, round_no: int, questions: dict[str, str], bound: str) -> str:
+        """`questions`: each inputRequests key the client answers under, and what it answers (a question id)."""
         body = base64.urlsafe_b64encode(json.dumps({
             "t": task, "r": round_no, "q": questions, "b": bound, "exp": time.time() + self._ttl,
             "n": secrets.token_hex(8)}).encode()).decode().rstrip("=")

@@ -29,6 +29,7 @@ from mcpx.mcp.protocol import (
     LEGACY_VERSIONS,
     META_CAPABILITIES,
     META_CLIENT_INFO,
+    META_LOG_LEVEL,
     META_SERVER_INFO,
     META_SESSION,
     META_VERSION,
@@ -39,7 +40,7 @@ from mcpx.mcp.protocol import (
 )
 from mcpx.mcp.request_state import RequestStates, binding
 from mcpx.mcp.surface_tools import MCPX_TOOLS, SESSION_ARG, listed, text_result
-from mcpx.upstream.calls import CallRequest, CallTask
+from mcpx.upstream.calls import CallRequest, CallTask, Slot, routable
 from mcpx.upstream.gateway import UnknownServer
 
 if TYPE_CHECKING:
@@ -139,10 +140,16 @@ class Surface:
         method = msg["method"]
         params = msg.get("params") or {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        version = meta.get(META_VERSION)
+        if version is not None and method in ("initialize", "ping"):
+            raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"{method} is not part of 2026-07-28 (no handshake, no ping): "
+                                                     "every request carries its own _meta")
         if method == "initialize":
             return await self._initialize(state, params)
-        version = meta.get(META_VERSION)
         if version is not None or method == "server/discover":
+            if version is None:
+                raise RpcError(jsonrpc.INVALID_PARAMS, f"_meta[{META_VERSION!r}] is required on every 2026-07-28 "
+                                                       "request")
             if version not in MODERN_VERSIONS:
                 raise RpcError(jsonrpc.UNSUPPORTED_VERSION, "Unsupported protocol version",
                                {"supported": list(MODERN_VERSIONS), "requested": version})
@@ -181,6 +188,8 @@ class Surface:
             return {"tools": await self._tools(state)}
         if method == "tools/call":
             return await self._call(state, params, meta, out)
+        if method == "subscriptions/listen" and state.era == "modern":
+            return await self._listen(state, params, out, request_id)
         if method in FORWARDED and state.scope is not None:
             return await self._forward(state, method, params, meta)
         raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
@@ -241,6 +250,14 @@ class Surface:
             log.warning("tools of %s are left out of tools/list: %s", server, exc)
             return []
 
+    async def tool_def(self, name: str, state: ClientState) -> dict[str, Any] | None:
+        """The upstream tool behind an exposed name (for the headers its arguments must be mirrored in)."""
+        try:
+            server, tool = await self._resolve(name, state)
+            return await self.gateway.tool(server, tool)
+        except (RpcError, UnknownServer):
+            return None
+
     async def _resolve(self, name: str, state: ClientState) -> tuple[str, str]:
         if state.scope is not None:
             return state.scope, name
@@ -253,6 +270,31 @@ class Surface:
                 return server, name[len(server) + 1:]
         raise RpcError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {name!r} (tools behind mcpx are named SERVER_TOOL; "
                                                "see tools/list)")
+
+    async def _listen(self, state: ClientState, params: dict[str, Any], out: Outbound,
+                      request_id: Any) -> dict[str, Any]:
+        """subscriptions/listen: a long-lived stream of the notifications asked for, that mcpx can honour.
+
+        mcpx honours toolsListChanged; what it does not support is left out of the acknowledgment.
+        """
+        wanted = params.get("notifications") if isinstance(params.get("notifications"), dict) else {}
+        honoured = {"toolsListChanged": True} if wanted.get("toolsListChanged") else {}
+        sub_meta = {"io.modelcontextprotocol/subscriptionId": request_id}
+        await out.notify("notifications/subscriptions/acknowledged", {"_meta": sub_meta, "notifications": honoured})
+        changed: asyncio.Queue[None] = asyncio.Queue()
+
+        async def push(_method: str, _params: dict[str, Any]) -> None:
+            changed.put_nowait(None)
+
+        listener = ClientState(era="modern", initialized=True, push=push)
+        if honoured:
+            self.attach(listener)
+        try:
+            while True:
+                await changed.get()
+                await out.notify("notifications/tools/list_changed", {"_meta": sub_meta})
+        finally:
+            self.detach(listener)
 
     # ---- sessions
 
@@ -277,36 +319,34 @@ class Surface:
         if name in MCPX_TOOLS:
             return await self._mcpx_tool(name, arguments, session, state, out)
         server, tool = await self._resolve(name, state)
-        retry = "requestState" in params or "inputResponses" in params
         bound = binding(name, arguments, session)
-        if retry and state.era == "modern":
+        if state.era == "modern" and "requestState" in params:
             task = await self._take_retry(params, bound, session)
         else:
-            token = meta.get("progressToken")
-            task = await self._start(server, tool, arguments, session, source, state, out, token)
+            task = await self._start(server, tool, arguments, session, source, state, out, meta)
         try:
-            if state.era == "modern" and state.modes:
-                return await self._modern_pass_through(task, state, name, bound, out)
-            if state.era == "legacy" and state.modes:
-                return await self._legacy_pass_through(task, state, out, meta.get("progressToken"))
-            return await self._early(task, state, out, meta.get("progressToken"))
+            return await self._drive(task, state, out, bound, meta.get("progressToken"))
         except asyncio.CancelledError:
             # the client gave up on this request (notifications/cancelled, or a closed HTTP stream)
             await self.gateway.cancel(task.id, "cancelled by the MCP client")
             raise
 
     async def _start(self, server: str, tool: str, arguments: dict[str, Any], session: str, source: SessionSource,
-                     state: ClientState, out: Outbound, token: Any) -> CallTask:
+                     state: ClientState, out: Outbound, meta: dict[str, Any]) -> CallTask:
+        token = meta.get("progressToken")
+
         async def relay(method: str, params: dict[str, Any]) -> None:
             if method == "notifications/progress" and token is None:
                 return
             await out.notify(method, params)
 
+        forwarded = {k: meta[k] for k in ("progressToken", META_LOG_LEVEL) if k in meta}
         try:
             return await self.gateway.start_call(CallRequest(
                 server=server, tool=tool, arguments=arguments, session=session, session_source=source,
-                cwd=state.cwd, surface="mcp", meta={"progressToken": token} if token is not None else None,
-                relay=relay))
+                cwd=state.cwd, surface="mcp", meta=forwarded or None, relay=relay,
+                client_caps=state.capabilities.model_dump(exclude_none=True, by_alias=True),
+                transparent=state.scope is not None, era=state.era))
         except UnknownServer as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
 
@@ -330,24 +370,47 @@ class Surface:
             await out.notify("notifications/progress", {"progressToken": token, "progress": time.monotonic() - started,
                                                         "message": "waiting on the upstream server"})
 
-    async def _early(self, task: CallTask, state: ClientState, out: Outbound, token: Any) -> dict[str, Any]:
-        """For a client that cannot ask: the real result if it comes soon, else the question(s) to act on."""
+    async def _drive(self, task: CallTask, state: ClientState, out: Outbound, bound: str,
+                     token: Any) -> dict[str, Any]:
+        """Carry a call to where this client can take it: its result; the questions and requests this client
+        can answer (mid-flight for legacy, input_required for modern); or, for what it cannot, after
+        elicit.grace, an early result it can act on while the call keeps running."""
         grace = self.rt.config.elicit.grace
         started = time.monotonic()
-        asked_at: float | None = None
-        while True:
-            if task.done:
-                return self._finished(task, state)
-            if task.open:
-                asked_at = asked_at or time.monotonic()
-                left = grace - (time.monotonic() - asked_at)
-                if left <= 0:
-                    return self.waiting_result(task)
-                await task.wait_for(lambda: task.done or not task.open, left)
-                continue
-            asked_at = None
-            if not await task.wait_for(lambda: task.done or bool(task.open), HEARTBEAT):
-                await self._heartbeat(out, token, started)
+        stuck_since: float | None = None
+        serving: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                if task.done:
+                    return self._finished(task, state)
+                askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes}
+                unaskable = [eid for eid in task.open if eid not in askable]
+                if state.era == "modern" and (askable or task.slots) and not unaskable:
+                    return self._input_required(task, state, askable, bound)
+                if state.era == "legacy":
+                    for eid, q in askable.items():
+                        if eid not in serving:
+                            serving[eid] = asyncio.create_task(self._ask_client(q, task, state, out))
+                    for key, slot in list(task.slots.items()):
+                        if key not in serving:
+                            serving[key] = asyncio.create_task(self._serve_slot(slot, out))
+                    for key in [k for k, t in serving.items() if k not in task.open and k not in task.slots]:
+                        if not serving[key].done():
+                            serving[key].cancel()  # answered elsewhere: withdraw the client's dialog
+                if unaskable:
+                    stuck_since = stuck_since or time.monotonic()
+                    left = grace - (time.monotonic() - stuck_since)
+                    if left <= 0:
+                        return self.waiting_result(task)
+                else:
+                    stuck_since, left = None, HEARTBEAT
+                snapshot = (set(task.open), set(task.slots))
+                if not await task.wait_for(lambda: task.done or (set(task.open), set(task.slots)) != snapshot,
+                                           min(left, HEARTBEAT)):
+                    await self._heartbeat(out, token, started)
+        finally:
+            for t in serving.values():
+                t.cancel()
 
     def waiting_result(self, task: CallTask) -> dict[str, Any]:
         questions = []
@@ -360,31 +423,7 @@ class Surface:
         return {**text_result(text), "_meta": {"io.mcpx/inputRequired": {
             "task": task.id, "trace": task.trace, "elicitations": [q["id"] for q in questions]}}}
 
-    # ---- pass-through: legacy (mid-flight elicitation/create to the client)
-
-    async def _legacy_pass_through(self, task: CallTask, state: ClientState, out: Outbound,
-                                   token: Any) -> dict[str, Any]:
-        forwarded: dict[str, asyncio.Task[None]] = {}
-        started = time.monotonic()
-        try:
-            while True:
-                if task.done:
-                    return self._finished(task, state)
-                for eid, q in list(task.open.items()):
-                    if eid in forwarded:
-                        continue
-                    if q.mode not in state.modes:
-                        return self.waiting_result(task)  # this client cannot be asked this one: early, as for any
-                    forwarded[eid] = asyncio.create_task(self._ask_client(q, task, state, out))
-                for eid in [e for e, t in forwarded.items() if e not in task.open and not t.done()]:
-                    forwarded[eid].cancel()  # answered elsewhere: withdraw the client's dialog
-                if not await task.wait_for(lambda: task.done or bool(set(task.open) - set(forwarded))
-                                           or any(e not in task.open and not t.done() for e, t in forwarded.items()),
-                                           HEARTBEAT):
-                    await self._heartbeat(out, token, started)
-        finally:
-            for t in forwarded.values():
-                t.cancel()
+    # ---- legacy clients: mid-flight requests
 
     async def _ask_client(self, q: Elicitation, task: CallTask, state: ClientState, out: Outbound) -> None:
         params = shaped(q, state)
@@ -409,7 +448,33 @@ class Surface:
             except (AlreadyAnswered, Gone):
                 return
 
-    # ---- pass-through: modern (input_required, answered by the client's retry)
+    @staticmethod
+    async def _serve_slot(slot: Slot, out: Outbound) -> None:
+        """roots/list or sampling/createMessage the upstream asked of this client: the client answers it."""
+        try:
+            result = await out.request(slot.method, slot.params)
+        except RpcError as exc:
+            if not slot.future.done():
+                slot.future.set_exception(exc)
+            return
+        if not slot.future.done():
+            slot.future.set_result(result)
+
+    # ---- modern clients: input_required, answered by the client's retry
+
+    def _input_required(self, task: CallTask, state: ClientState, askable: dict[str, Elicitation],
+                        bound: str) -> dict[str, Any]:
+        requests: dict[str, Any] = {}
+        keys: dict[str, str] = {}
+        for eid, q in askable.items():
+            key = task.keys.get(eid, eid)  # the upstream's own key, when it gave one
+            requests[key] = {"method": "elicitation/create", "params": shaped(q, state)}
+            keys[key] = eid
+        for key, slot in task.slots.items():
+            requests[key] = {"method": slot.method, "params": slot.params}
+            keys[key] = f"slot:{key}"
+        return {"resultType": "input_required", "inputRequests": requests,
+                "requestState": self.states.seal(task.id, len(task.questions), keys, bound)}
 
     async def _take_retry(self, params: dict[str, Any], bound: str, session: str) -> CallTask:
         data = self.states.open(params.get("requestState"), bound)
@@ -421,36 +486,30 @@ class Surface:
         if not isinstance(responses, dict):
             raise RpcError(jsonrpc.INVALID_PARAMS, "inputResponses must be an object")
         answered: set[str] = set()
-        for eid in data.get("q") or []:
-            reply = responses.get(eid)
-            if not isinstance(reply, dict) or reply.get("action") not in ("accept", "decline", "cancel"):
-                continue  # missing or malformed: the question is asked again below
-            q = task.open.get(eid)
+        for key, target in (data.get("q") or {}).items():
+            reply = responses.get(key)
+            if not isinstance(reply, dict):
+                continue  # missing: asked again below
+            if target.startswith("slot:"):
+                slot = task.slots.get(target[5:])
+                if slot is not None and not slot.future.done():
+                    slot.future.set_result(reply)  # the client's own result, verbatim
+                    answered.add(target[5:])
+                continue
+            if reply.get("action") not in ("accept", "decline", "cancel"):
+                continue
+            q = task.open.get(target)
             content = reply.get("content") if reply["action"] == "accept" and q is not None and q.mode == "form" else None
             try:
-                await self.broker.answer(eid, reply["action"], content, by="person:mcp-client", session=session)
-                answered.add(eid)
+                await self.broker.answer(target, reply["action"], content, by="person:mcp-client", session=session)
+                answered.add(target)
             except InvalidContent:
                 pass  # not valid: it stays open and is asked again
             except (AlreadyAnswered, Gone):
-                answered.add(eid)
+                answered.add(target)
         # the call wakes on the answers a moment later; until then they still look open
-        await task.wait_for(lambda: task.done or not (answered & set(task.open)), 5.0)
+        await task.wait_for(lambda: task.done or not (answered & (set(task.open) | set(task.slots))), 5.0)
         return task
-
-    async def _modern_pass_through(self, task: CallTask, state: ClientState, name: str, bound: str,
-                                   out: Outbound) -> dict[str, Any]:
-        while True:
-            if task.done:
-                return self._finished(task, state)
-            askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes}
-            if task.open and len(askable) < len(task.open):
-                return self.waiting_result(task)
-            if askable:
-                requests = {eid: {"method": "elicitation/create", "params": shaped(q, state)} for eid, q in askable.items()}
-                return {"resultType": "input_required", "inputRequests": requests,
-                        "requestState": self.states.seal(task.id, len(task.questions), list(askable), bound)}
-            await task.wait_for(lambda: task.done or bool(task.open), HEARTBEAT)
 
     # ---- generic pass-through for one server's resources, prompts, completion, logging
 
@@ -462,7 +521,8 @@ class Surface:
         kept_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/") and k != META_SESSION}
         if kept_meta:
             forwarded["_meta"] = kept_meta
-        async with self.gateway.pool.lease(state.scope, session) as conn:
+        caps = routable(state.capabilities.model_dump(exclude_none=True, by_alias=True))
+        async with self.gateway.pool.lease(state.scope, session, era=state.era, declared=caps) as conn:
             if state.push is not None:
                 push = state.push
 

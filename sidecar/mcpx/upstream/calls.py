@@ -29,6 +29,11 @@ TaskState = Literal["running", "input-required", "completed", "failed", "cancell
 DONE_STATES = ("completed", "failed", "cancelled")
 
 
+def routable(client_caps: dict[str, Any] | None) -> dict[str, Any]:
+    """Of a client's capabilities, those mcpx can carry to it from an upstream."""
+    return {k: v for k, v in (client_caps or {}).items() if k in ("elicitation", "roots", "sampling")}
+
+
 @dataclass
 class CallRequest:
     server: str
@@ -40,8 +45,31 @@ class CallRequest:
     cwd: str | None = None
     surface: str = "rest"
     policy_mode: Literal["ask", "auto", "decline", "error"] | None = None
-    meta: dict[str, Any] | None = None  # forwarded to the upstream's tools/call (progressToken)
+    meta: dict[str, Any] | None = None  # forwarded to the upstream's tools/call (progressToken, logLevel)
     relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = field(default=None, repr=False)
+    # what the calling MCP client declared: it may be asked for roots and sampling itself
+    client_caps: dict[str, Any] | None = None
+    # /mcp/{server}: the upstream sees the client's own era and capabilities, as if mcpx were not there
+    transparent: bool = False
+    era: Literal["legacy", "modern"] | None = None
+
+    @property
+    def declared(self) -> dict[str, Any] | None:
+        """The capabilities to declare upstream: a transparent client's own (what mcpx can route), else mcpx's."""
+        return routable(self.client_caps) if self.transparent else None
+
+    def client_serves(self, capability: str) -> bool:
+        return isinstance((self.client_caps or {}).get(capability), dict)
+
+
+@dataclass
+class Slot:
+    """A request the upstream makes of the calling client itself (roots, sampling): served by the surface."""
+
+    key: str
+    method: str
+    params: dict[str, Any]
+    future: "asyncio.Future[dict[str, Any]]"
 
 
 class CallFailed(Exception):
@@ -58,6 +86,8 @@ class CallTask:
     questions: list[str] = field(default_factory=list)
     open: dict[str, Elicitation] = field(default_factory=dict)
     abandoned: list[str] = field(default_factory=list)
+    keys: dict[str, str] = field(default_factory=dict)  # question id -> the upstream's inputRequests key
+    slots: dict[str, Slot] = field(default_factory=dict)  # requests for the client itself, pending
     result: dict[str, Any] | None = None
     error: str | None = None
     created: float = field(default_factory=time.time)
@@ -115,6 +145,8 @@ class CallTask:
         doc["surface"] = self.request.surface
         if self.request.policy_mode:
             doc["policyMode"] = self.request.policy_mode
+        if self.request.transparent:
+            doc["transparent"] = {"era": self.request.era, "clientCaps": self.request.client_caps}
         if self.resume is not None:
             doc["resume"] = self.resume
         return doc
@@ -149,6 +181,34 @@ class CallContext:
     def roots(self) -> list[dict[str, Any]]:
         return roots_for(self.task.request.cwd)
 
+    async def client_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        r = self.task.request
+        capability = "roots" if method == "roots/list" else "sampling"
+        if r.client_serves(capability):
+            return await self.via_client(f"{method}#{len(self.task.slots) + len(self.task.questions)}", method, params)
+        if method == "roots/list":
+            return {"roots": self.roots()}
+        raise RpcError(jsonrpc.METHOD_NOT_FOUND, "mcpx offers no sampling to this call (its caller did not declare it)")
+
+    def add_slot(self, key: str, method: str, params: dict[str, Any]) -> Slot:
+        slot = Slot(key, method, params, asyncio.get_running_loop().create_future())
+        self.task.slots[key] = slot
+        return slot
+
+    async def await_slot(self, slot: Slot) -> dict[str, Any]:
+        self.deadline.pause()  # the client may be asking a model or a person: that time is not the server's
+        try:
+            return await slot.future
+        finally:
+            self.deadline.resume()
+            self.task.slots.pop(slot.key, None)
+
+    async def via_client(self, key: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Hand a request to the calling client (the surface serves task.slots) and wait for its answer."""
+        slot = self.add_slot(key, method, params)
+        await self.task.touch()
+        return await self.await_slot(slot)
+
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """A notification the server sent about this call (progress, log messages): relayed to whoever called.
 
@@ -172,7 +232,7 @@ class CallContext:
             parent=r.parent, task=self.task.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
         )
 
-    async def open(self, params: ElicitParams) -> Handle:
+    async def open(self, params: ElicitParams, announce: bool = True) -> Handle:
         try:
             handle = await self.broker.open(self._open_request(params))
         except InvalidQuestion as exc:
@@ -181,8 +241,9 @@ class CallContext:
         if not handle.done():
             self.task.open[handle.id] = handle.elicitation
             self.task.state = "input-required"
-        await self._save(self.task)  # stored before anyone is told, so a restart knows what it promised
-        await self.task.touch()
+        if announce:
+            await self._save(self.task)  # stored before anyone is told, so a restart knows what it promised
+            await self.task.touch()
         return handle
 
     async def wait(self, handle: Handle) -> Answer:
@@ -232,31 +293,45 @@ class CallContext:
         log.debug("completion for unknown elicitationId %r ignored", elicitation_id)
 
     async def input_required(self, result: dict[str, Any], round_no: int) -> dict[str, Any]:
-        """One broker question per inputRequests entry; all answered, the retry's inputResponses."""
+        """One broker question per elicitation in inputRequests, roots and sampling to the client (or roots
+        from mcpx); once all are answered, the retry's inputResponses, under the server's own keys."""
         requests = result.get("inputRequests") or {}
         if not isinstance(requests, dict):
-            raise RpcError(jsonrpc.INVALID_PARAMS, "inputRequests must be an object")
-        static: dict[str, Any] = {}
-        handles: dict[str, Handle] = {}
-        for key, req in requests.items():
+            raise CallFailed(f"server {self.conn.name!r} sent inputRequests that is not an object")
+        r = self.task.request
+        planned: list[tuple[str, str, Any]] = []
+        for key, req in requests.items():  # every entry checked before any is acted on
             method = req.get("method") if isinstance(req, dict) else None
             if method == "elicitation/create":
                 try:
-                    params = ElicitParams.model_validate(req.get("params") or {})
+                    planned.append((key, method, ElicitParams.model_validate(req.get("params") or {})))
                 except Exception as exc:
                     raise CallFailed(f"server {self.conn.name!r} sent an invalid elicitation in inputRequests"
                                      f"[{key!r}]: {exc}") from None
-                handles[key] = await self.open(params)
-            elif method == "roots/list":
-                static[key] = {"roots": self.roots()}
+            elif method == "roots/list" or (method == "sampling/createMessage" and r.client_serves("sampling")):
+                planned.append((key, method, req.get("params") or {}))
             else:
                 raise CallFailed(f"server {self.conn.name!r} asked for {method!r} in inputRequests[{key!r}], which "
-                                 "mcpx did not declare (it offers elicitation and roots)")
+                                 "mcpx did not declare to it")
+        static: dict[str, Any] = {}
+        handles: dict[str, Handle] = {}
+        slots: dict[str, Slot] = {}
+        for key, method, params in planned:  # all of them registered before the caller is told of any
+            if method == "elicitation/create":
+                handles[key] = await self.open(params, announce=False)
+                self.task.keys[handles[key].id] = key
+            elif method == "roots/list" and not r.client_serves("roots"):
+                static[key] = {"roots": self.roots()}
+            else:
+                slots[key] = self.add_slot(key, method, params)
         self.task.resume = {"round": round_no, "requestState": result.get("requestState"),
                             "keys": {k: h.id for k, h in handles.items()}, "static": static}
         await self._save(self.task)
+        await self.task.touch()
         answers = await asyncio.gather(*(self.wait(h) for h in handles.values()))
         responses = dict(static)
+        for key, slot in slots.items():
+            responses[key] = await self.await_slot(slot)
         for (key, handle), answer in zip(handles.items(), answers):
             responses[key] = elicit_result(answer)
             self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "modern", "round": round_no})

@@ -58,6 +58,10 @@ class UpstreamError(Exception):
 class NeedsLegacy(UpstreamError):
     """A server that answered `server/discover` yet asks over a legacy back-channel (the SDK's plain ctx.elicit)."""
 
+    def __init__(self, message: str, error: RpcError | None = None, result: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.error, self.result = error, result  # what the server said, for a caller that wants it verbatim
+
 
 class TooManyRounds(UpstreamError):
     pass
@@ -73,6 +77,10 @@ class CallHooks(Protocol):
     async def complete(self, elicitation_id: str) -> None: ...
 
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+
+    async def client_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """roots/list or sampling/createMessage: to the calling client if it serves it, else mcpx's own answer."""
+        ...
 
     def roots(self) -> list[dict[str, Any]]: ...
 
@@ -132,10 +140,12 @@ def roots_for(cwd: str | None) -> list[dict[str, Any]]:
 
 
 class UpstreamConnection:
-    def __init__(self, name: str, entry: ServerConfig, session: str) -> None:
+    def __init__(self, name: str, entry: ServerConfig, session: str, declared: dict[str, Any] | None = None) -> None:
         self.name = name
         self.entry = entry
         self.session = session
+        # what mcpx tells this server it can deliver: its own default, or a transparent client's own capabilities
+        self.declared = declared if declared is not None else legacy_client_capabilities()
         self.channel: ProcessChannel | HttpChannel | None = None
         self.peer: Peer | None = None
         self.facts: ServerFacts | None = None
@@ -203,7 +213,8 @@ class UpstreamConnection:
     async def _probe_modern(self) -> ServerFacts | None:
         assert self.peer is not None
         try:
-            res = await self.peer.request("server/discover", {"_meta": modern_meta()}, timeout=PROBE_TIMEOUT)
+            res = await self.peer.request("server/discover", {"_meta": modern_meta(self.declared)},
+                                          timeout=PROBE_TIMEOUT)
         except TimeoutError:
             return None  # legacy servers may say nothing to a request before initialize
         except RpcError as exc:
@@ -222,7 +233,7 @@ class UpstreamConnection:
     async def _initialize(self) -> ServerFacts:
         assert self.peer is not None
         res = await self.peer.request("initialize", {
-            "protocolVersion": LATEST_LEGACY, "capabilities": legacy_client_capabilities(),
+            "protocolVersion": LATEST_LEGACY, "capabilities": self.declared,
             "clientInfo": CLIENT_INFO}, timeout=HANDSHAKE_TIMEOUT)
         version = res.get("protocolVersion")
         if version not in LEGACY_VERSIONS:
@@ -247,7 +258,8 @@ class UpstreamConnection:
     def _params(self, params: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
         """Modern requests carry version, capabilities and client info in _meta, every one of them."""
         if self.era == "modern":
-            return {**params, "_meta": modern_meta(extra={**(params.get("_meta") or {}), **(meta or {})})}
+            return {**params, "_meta": modern_meta(self.declared, extra={**(params.get("_meta") or {}),
+                                                                        **(meta or {})})}
         if meta:
             return {**params, "_meta": {**(params.get("_meta") or {}), **meta}}
         return params
@@ -318,12 +330,12 @@ class UpstreamConnection:
                 res = await self.peer.request("tools/call", self._params(params, meta))
             except RpcError as exc:
                 if BACK_CHANNEL.search(exc.message):
-                    raise NeedsLegacy(exc.message) from None
+                    raise NeedsLegacy(exc.message, error=exc) from None
                 raise
             kind = res.get("resultType", "complete")
             if kind == "complete":
                 if asks_over_back_channel(res):
-                    raise NeedsLegacy(" ".join(c.get("text", "") for c in res.get("content") or []))
+                    raise NeedsLegacy(" ".join(c.get("text", "") for c in res.get("content") or []), result=res)
                 return res
             if kind != "input_required":
                 raise UpstreamError(f"server {self.name!r} answered tools/call with resultType {kind!r}, "
@@ -347,9 +359,12 @@ class UpstreamConnection:
         params = msg.get("params") or {}
         if method == "ping":
             return {}
-        if method == "roots/list":
+        if method in ("roots/list", "sampling/createMessage"):
             hooks = self._current()
-            return {"roots": hooks.roots() if hooks else roots_for(None)}
+            if hooks is not None:
+                return await hooks.client_request(method, params)
+            if method == "roots/list":
+                return {"roots": roots_for(None)}
         if method == "elicitation/create":
             try:
                 ask = ElicitParams.model_validate(params)
@@ -364,8 +379,6 @@ class UpstreamConnection:
             if hooks is None:
                 raise RpcError(jsonrpc.INTERNAL_ERROR, "mcpx has no call in flight to attach this question to")
             return await hooks.ask(ask)
-        if method == "sampling/createMessage":
-            raise RpcError(jsonrpc.METHOD_NOT_FOUND, "mcpx does not offer sampling (it did not declare it)")
         raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
 
     async def _on_notification(self, msg: Message) -> None:
@@ -387,8 +400,9 @@ class UpstreamConnection:
             await self.on_other(msg)  # resources/updated and the like, for whoever holds this instance
 
 
-async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None) -> UpstreamConnection:
-    conn = UpstreamConnection(name, entry, session)
+async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,
+                          declared: dict[str, Any] | None = None) -> UpstreamConnection:
+    conn = UpstreamConnection(name, entry, session, declared)
     try:
         await conn.open(era_hint)
     except StartError as exc:

@@ -141,7 +141,7 @@ class Gateway:
         stored = await self.broker.store.task(tid)
         if stored is None:
             raise UnknownTask(f"no task {tid}")
-        for key in ("arguments", "resume", "cwd", "surface", "policyMode"):
+        for key in ("arguments", "resume", "cwd", "surface", "policyMode", "transparent"):
             stored.pop(key, None)
         return stored
 
@@ -190,13 +190,19 @@ class Gateway:
         r = task.request
         deadline = PausableDeadline(timeout)
         settings = self.rt.config.elicit
-        async with self.pool.lease(r.server, r.session, era=era) as conn:
+        async with self.pool.lease(r.server, r.session, era=r.era if r.transparent else era,
+                                   declared=r.declared) as conn:
             task.era = conn.era
             ctx = CallContext(self.broker, task, conn, deadline, self._save)
             try:
                 return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, settings.maxRounds, r.meta),
                                           f"{r.server}.{r.tool}")
-            except NeedsLegacy:
+            except NeedsLegacy as exc:
+                if r.transparent:
+                    # as if mcpx were not there: the client hears what the server said to its era
+                    if exc.error is not None:
+                        raise exc.error from None
+                    return exc.result or {}
                 if era == "legacy":
                     raise
                 log.info("server %s answers server/discover but asks over a legacy back-channel; calling it in "
@@ -244,7 +250,10 @@ class Gateway:
             request = CallRequest(server=doc["server"], tool=doc["tool"], arguments=doc.get("arguments") or {},
                                   session=doc["session"], session_source=doc["sessionSource"],
                                   parent=doc.get("parent"), cwd=doc.get("cwd"), surface=doc.get("surface", "rest"),
-                                  policy_mode=doc.get("policyMode"))
+                                  policy_mode=doc.get("policyMode"),
+                                  transparent=bool(doc.get("transparent")),
+                                  era=(doc.get("transparent") or {}).get("era"),
+                                  client_caps=(doc.get("transparent") or {}).get("clientCaps"))
             # the questions table is the truth about which questions the call raised
             raised = [q.id for q in await self.broker.list(task=doc["id"], state=None)]
             task = CallTask(id=doc["id"], trace=doc["trace"], request=request, state=doc["state"],
@@ -290,7 +299,7 @@ class Gateway:
             responses[key] = elicit_result(answer)
         await task.touch("running")
         deadline = PausableDeadline(entry.timeout)
-        async with self.pool.lease(r.server, r.session, era="modern") as conn:
+        async with self.pool.lease(r.server, r.session, era="modern", declared=r.declared) as conn:
             task.era = conn.era
             ctx = CallContext(self.broker, task, conn, deadline, self._save)
             for eid in (resume.get("keys") or {}).values():

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from mcpx.config import ServerConfig
 from mcpx.mcp.protocol import Era
@@ -86,10 +87,11 @@ class Pool:
         self._eras[(server, fp)] = era
         await self._remember(server, fp, era)
 
-    async def _start(self, server: str, session: str, entry: ServerConfig, want: Era | None) -> Instance:
+    async def _start(self, server: str, session: str, entry: ServerConfig, want: Era | None,
+                     declared: dict[str, Any] | None) -> Instance:
         fp = entry_fingerprint(entry)
         hint = want or await self.known_era(server, fp)
-        conn = await open_connection(server, entry, session, hint)
+        conn = await open_connection(server, entry, session, hint, declared)
         if conn.era is not None and want is None and hint is None:
             await self.learn_era(server, fp, conn.era)
 
@@ -101,17 +103,22 @@ class Pool:
         return Instance(conn, fp)
 
     @contextlib.asynccontextmanager
-    async def lease(self, server: str, session: str, era: Era | None = None,
-                    timeout: float = 60.0) -> AsyncIterator[UpstreamConnection]:
-        """An instance of `server` for `session`'s call: exclusive when legacy, shared when modern."""
-        inst = await self._acquire(server, session, era, timeout)
+    async def lease(self, server: str, session: str, era: Era | None = None, timeout: float = 60.0,
+                    declared: dict[str, Any] | None = None) -> AsyncIterator[UpstreamConnection]:
+        """An instance of `server` for `session`'s call: exclusive when legacy, shared when modern.
+
+        `declared` is what the instance tells the server mcpx can deliver (by default mcpx's own
+        capabilities); instances that declared something else are kept apart.
+        """
+        key = (server, session if declared is None else f"{session}|{json.dumps(declared, sort_keys=True)}")
+        inst = await self._acquire(server, key, era, timeout, declared)
         try:
             yield inst.conn
         finally:
             inst.busy -= 1
             inst.last_used = time.monotonic()
             if inst.retired and inst.busy == 0:
-                group = self._instances.get((server, session), [])
+                group = self._instances.get(key, [])
                 if inst in group:
                     group.remove(inst)
                 asyncio.create_task(inst.conn.close())
@@ -124,10 +131,11 @@ class Pool:
             if inst.conn is conn:
                 inst.retired = True
 
-    async def _acquire(self, server: str, session: str, era: Era | None, timeout: float) -> Instance:
+    async def _acquire(self, server: str, key: tuple[str, str], era: Era | None, timeout: float,
+                       declared: dict[str, Any] | None) -> Instance:
         entry = self.entry(server)
         fp = entry_fingerprint(entry)
-        key = (server, session)
+        session = key[1].split("|", 1)[0]
         deadline = time.monotonic() + timeout
         era = era or await self.known_era(server, fp)
         while True:
@@ -144,7 +152,7 @@ class Pool:
             if len(group) + self._starting.get(key, 0) < PER_KEY:
                 self._starting[key] = self._starting.get(key, 0) + 1
                 try:
-                    inst = await self._start(server, session, entry, era)
+                    inst = await self._start(server, session, entry, era, declared)
                 finally:
                     self._starting[key] -= 1
                 inst.busy += 1
