@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from mcpx.broker.broker import Broker, Handle, InvalidQuestion
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import Answer, Elicitation, OpenRequest, SessionSource, rfc3339
+from mcpx.broker.models import REDACTED, Answer, Elicitation, OpenRequest, SessionSource, rfc3339
+from mcpx.broker.routing import secret_fields
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import ElicitParams
@@ -87,6 +88,7 @@ class CallTask:
     open: dict[str, Elicitation] = field(default_factory=dict)
     abandoned: list[str] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)  # question id -> the upstream's inputRequests key
+    secrets: set[str] = field(default_factory=set)  # credential values handed to the server: never stored
     slots: dict[str, Slot] = field(default_factory=dict)  # requests for the client itself, pending
     result: dict[str, Any] | None = None
     error: str | None = None
@@ -137,9 +139,23 @@ class CallTask:
             doc["error"] = self.error
         return {k: v for k, v in doc.items() if v is not None}
 
+    def scrub(self, value: Any) -> Any:
+        """`value` with every credential this call handed its server replaced by [redacted] (a server may echo it)."""
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            for secret in self.secrets:
+                value = value.replace(secret, REDACTED)
+            return value
+        if isinstance(value, dict):
+            return {k: self.scrub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.scrub(v) for v in value]
+        return value
+
     def stored(self) -> dict[str, Any]:
         """What the tasks table keeps: enough to answer for the task, and to re-drive a modern call."""
-        doc = self.doc()
+        doc = self.scrub(self.doc())
         doc["arguments"] = self.request.arguments
         doc["cwd"] = self.request.cwd
         doc["surface"] = self.request.surface
@@ -147,6 +163,7 @@ class CallTask:
             doc["policyMode"] = self.request.policy_mode
         if self.request.transparent:
             doc["transparent"] = {"era": self.request.era, "clientCaps": self.request.client_caps}
+        doc = self.scrub(doc)
         if self.resume is not None:
             doc["resume"] = self.resume
         return doc
@@ -250,7 +267,12 @@ class CallContext:
         """Wait for a person (the deadline stands still meanwhile); abandon the question if the call ends first."""
         self.deadline.pause()
         try:
-            return await handle.answer()
+            answer = await handle.answer()
+            for name in secret_fields(handle.elicitation.requested_schema):
+                value = (answer.content or {}).get(name)
+                if isinstance(value, str) and len(value) >= 4:
+                    self.task.secrets.add(value)
+            return answer
         except QuestionEnded as ended:
             # policy `error`: the call fails loudly, naming the question
             self.task.fail(f"{self.task.request.server}.{self.task.request.tool} needed an answer to {handle.id} "

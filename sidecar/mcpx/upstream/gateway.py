@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from mcpx.broker.models import REDACTED, Answer
+from mcpx.broker.errors import QuestionEnded
+from mcpx.broker.models import REDACTED, Answer, OpenRequest
 from mcpx.ids import is_id, new_id
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
@@ -157,7 +159,58 @@ class Gateway:
 
     async def _run(self, task: CallTask) -> None:
         entry = self.pool.entry(task.request.server)
-        await self._settle(task, self._call_with_era(task, entry.timeout, era=None), "running")
+        await self._settle(task, self._confirmed_call(task, entry.timeout), "running")
+
+    async def _confirmed_call(self, task: CallTask, timeout: float) -> dict[str, Any]:
+        if self.rt.config.elicit.confirmDestructive and await self._may_change_things(task):
+            await self._confirm(task)
+        return await self._call_with_era(task, timeout, era=None)
+
+    async def _may_change_things(self, task: CallTask) -> bool:
+        """A tool changes things unless its server says otherwise (readOnlyHint, or destructiveHint false)."""
+        try:
+            tool = await self.tool(task.request.server, task.request.tool)
+        except (UpstreamError, RpcError, PeerClosed, TimeoutError):
+            tool = None
+        ann = (tool or {}).get("annotations") or {}
+        return not (ann.get("readOnlyHint") is True or ann.get("destructiveHint") is False)
+
+    async def _confirm(self, task: CallTask) -> None:
+        """mcpx asks the person on its own behalf before a call that may change or delete things."""
+        r = task.request
+        settings = self.rt.config.elicit
+        handle = await self.broker.open(OpenRequest(
+            session=r.session, session_source=r.session_source, server="mcpx", tool=f"{r.server}.{r.tool}",
+            message=f"{r.server}.{r.tool} may change or delete things: let this call proceed?",
+            requested_schema={"type": "object", "properties": {"confirm": {
+                "type": "boolean", "default": False, "title": "Let it proceed",
+                "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}},
+            trace=task.trace, parent=r.parent, task=task.id, ttl=settings.askTimeout, audience="human",
+            policy_mode=r.policy_mode))
+        task.questions.append(handle.id)
+        if not handle.done():
+            task.open[handle.id] = handle.elicitation
+            task.state = "input-required"
+        await self._save(task)
+        await task.touch()
+        try:
+            answer = await handle.answer()
+        except QuestionEnded as ended:
+            raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx's confirmation {handle.id} ended without an "
+                             f"answer ({ended.reason})") from None
+        finally:
+            task.open.pop(handle.id, None)
+            task.state = "running"
+            await task.touch()
+        if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
+            return
+        if answer.by == "expiry":
+            why = f"nobody answered within {settings.askTimeout:g}s"
+        elif answer.action == "accept":
+            why = f"{answer.by} answered but did not confirm"
+        else:
+            why = f"{answer.by} said {answer.action}" + (f" ({answer.reason})" if answer.reason else "")
+        raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and {why}")
 
     async def _settle(self, task: CallTask, work: Awaitable[dict[str, Any]], doing: str) -> None:
         """Run a call to its end and record how it ended, in words that name the server and the question."""
@@ -224,7 +277,7 @@ class Gateway:
         task.state = state  # type: ignore[assignment]
         data: dict[str, Any] = {"state": state, "server": task.request.server, "tool": task.request.tool}
         if task.error:
-            data["error"] = task.error
+            data["error"] = task.scrub(task.error)
         doc = task.stored()
         # the final state and its task.done commit together, behind the result: whoever waits for the
         # result is not kept waiting for the audit (which is published as soon as it has committed)

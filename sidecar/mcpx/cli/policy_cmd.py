@@ -1,0 +1,141 @@
+"""`mcpx policy test` and `mcpx config check`: what mcpx would do with a question, and whether a config holds.
+
+Both read the config themselves and open nothing: no daemon, no question, no database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mcpx.cli.common import add_json_flag, emit_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    policy = sub.add_parser("policy", help="what routing and elicit.rules would do with a question")
+    psub = policy.add_subparsers(dest="policy_cmd", required=True, metavar="COMMAND")
+    p = psub.add_parser("test", help="a question's audience, the reason, and which rule would fire — opening nothing")
+    p.add_argument("question", nargs="?", help="the question as JSON (elicitation/create params, or a listed "
+                                               "question), @file.json, or - for stdin")
+    p.add_argument("--server", default="mcpx")
+    p.add_argument("--tool")
+    p.add_argument("--message", "-m", default="(no message)")
+    p.add_argument("--schema", help="requestedSchema as JSON (or just its properties)")
+    p.add_argument("--url", help="a url-mode question")
+    p.add_argument("--mode", choices=["ask", "auto", "decline", "error"], help="test under this elicit.mode")
+    add_json_flag(p)
+    p.set_defaults(func=policy_test)
+
+    config = sub.add_parser("config", help="mcpx's configuration")
+    csub = config.add_subparsers(dest="config_cmd", required=True, metavar="COMMAND")
+    p = csub.add_parser("check", help="validate a config file (or the config in force here) and name what is wrong")
+    p.add_argument("file", nargs="?", help="a config file; default: $MCPX_CONFIG, else the user and project files")
+    add_json_flag(p)
+    p.set_defaults(func=config_check)
+
+
+def _read(text: str) -> Any:
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@"):
+        text = Path(text[1:]).read_text()
+    return json.loads(text)
+
+
+def _question(args: argparse.Namespace) -> dict[str, Any]:
+    if args.question:
+        q = _read(args.question)
+        if not isinstance(q, dict):
+            raise ValueError("the question must be a JSON object")
+        q = q.get("elicitation", q)  # `mcpx elicit show --json` output works too
+        return {"server": q.get("server", args.server), "tool": q.get("tool", args.tool),
+                "message": q.get("message", args.message), "mode": q.get("mode") or ("url" if q.get("url") else "form"),
+                "requestedSchema": q.get("requestedSchema"), "url": q.get("url"), "_meta": q.get("_meta")}
+    schema = _read(args.schema) if args.schema else None
+    if isinstance(schema, dict) and "properties" not in schema and "type" not in schema:
+        schema = {"type": "object", "properties": schema}
+    return {"server": args.server, "tool": args.tool, "message": args.message,
+            "mode": "url" if args.url else "form", "requestedSchema": None if args.url else (schema or {
+                "type": "object", "properties": {}}), "url": args.url, "_meta": None}
+
+
+def policy_test(args: argparse.Namespace) -> int:
+    from mcpx.broker import policy, routing
+    from mcpx.broker.models import Elicitation
+    from mcpx.config import ConfigError, load_config
+
+    try:
+        q = _question(args)
+        loaded = load_config()
+    except (ValueError, OSError, json.JSONDecodeError) as exc:
+        print(f"mcpx: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"mcpx: config: {exc}", file=sys.stderr)
+        return 1
+    decided = routing.route(q["mode"], q["requestedSchema"], q["message"], q["_meta"])
+    now = datetime.now(UTC)
+    probe = Elicitation(id="elc-0000000000000000", session="policy-test", session_source="fallback",
+                        server=q["server"], tool=q["tool"], mode=q["mode"], message=q["message"],
+                        requested_schema=q["requestedSchema"], url=q["url"], audience=decided.audience,
+                        reason=decided.reason, created=now, expires_at=now, seconds_left=0, state="pending")
+    decision, checks = policy.evaluate(loaded.config.elicit, probe, mode=args.mode)
+    mode = args.mode or loaded.config.elicit.mode
+    report = {
+        "audience": decided.audience, "reason": decided.reason, "hintIgnored": decided.hint_ignored,
+        "mode": mode, "config": loaded.origin,
+        "rules": [{"rule": c.rule, "fires": c.fires, "why": c.why} for c in checks],
+        "decision": None if decision is None else {"by": decision.by, "action": decision.action,
+                                                   "content": decision.content, "because": decision.because,
+                                                   "failsTheCall": decision.fail},
+    }
+    if args.json:
+        emit_json(report)
+        return 0
+    print(f"audience  {decided.audience}")
+    print(f"because   {decided.reason}")
+    if decided.hint_ignored:
+        print(f"note      {decided.hint_ignored}")
+    print(f"mode      {mode}   (config: {loaded.origin})")
+    for c in checks:
+        print(f"rule      {c.rule}: {'FIRES' if c.fires else 'no'} — {c.why}")
+    if decision is None:
+        who = {"human": "the person", "agent": "the agent", "agent-then-human": "the agent, then the person"}
+        print(f"outcome   no rule fires: the question waits for {who[decided.audience]}")
+    elif decision.fail:
+        print(f"outcome   the call fails: {decision.because}")
+    else:
+        content = f" {json.dumps(decision.content)}" if decision.content else ""
+        print(f"outcome   answered {decision.action}{content} by {decision.by}: {decision.because}")
+    return 0
+
+
+def config_check(args: argparse.Namespace) -> int:
+    from mcpx.config import ConfigError, load_config, read_file, validate
+
+    try:
+        if args.file:
+            config = validate(read_file(Path(args.file)), args.file)
+            origin = args.file
+        else:
+            loaded = load_config()
+            config, origin = loaded.config, loaded.origin
+    except ConfigError as exc:
+        if args.json:
+            emit_json({"ok": False, "path": exc.path, "field": exc.field, "problem": exc.problem})
+        else:
+            print(f"mcpx: {exc}", file=sys.stderr)
+        return 1
+    summary = {"ok": True, "config": origin, "servers": sorted(config.servers), "mode": config.elicit.mode,
+               "rules": [r.id for r in config.elicit.rules], "ttl": config.elicit.ttl,
+               "confirmDestructive": config.elicit.confirmDestructive, "plugin": config.plugin.elicit}
+    if args.json:
+        emit_json(summary)
+    else:
+        print(f"{origin}: ok — servers {', '.join(summary['servers']) or '(none)'}; elicit.mode {config.elicit.mode}; "
+              f"{len(summary['rules'])} rule(s); ttl {config.elicit.ttl:g}s")
+    return 0

@@ -1,0 +1,241 @@
+"""Who answers: rules and modes, the person's questions refused to agents, escalation, mcpx asking for itself,
+live settings, and credentials that never touch the disk, the audit, the events or the log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from conftest import ask, make_daemon
+from gateway_helpers import answer, call, result, stdio, tool_text, until_pending
+
+DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
+
+
+async def audit(http: aiohttp.ClientSession, **params: str) -> list[dict[str, Any]]:
+    async with http.get("/v1/audit", params=params) as r:
+        return (await r.json())["records"]
+
+
+async def test_a_rule_answers_and_is_audited_with_its_id(home: Path) -> None:
+    d = make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"rules": [
+        {"id": "our-repo", "match": {"server": "sdk", "field": "repo"}, "answer": "acme/notes",
+         "because": "notes always go to acme/notes"},
+        {"id": "no-passwords", "match": {"field": "api_token"}, "answer": "guess"},  # may not accept a human question
+    ]}})
+    d.start()
+    try:
+        async with d.session() as http:
+            status, body, _ = await call(http, "sdk", "need_repo")
+            assert status == 200, body  # answered by policy before anyone had to be asked
+            assert json.loads(body["result"]["content"][0]["text"])["data"] == {"repo": "acme/notes"}
+            records = await audit(http, trace=body["trace"])
+            fired = [r for r in records if r["kind"] == "policy.fired"][0]
+            answered = [r for r in records if r["kind"] == "elicit.answered"][0]
+            assert fired["data"] == {"rule": "our-repo", "action": "accept", "because": "notes always go to acme/notes"}
+            assert answered["data"]["by"] == "policy:our-repo"
+            status, body, _ = await call(http, "sdk", "use_token")
+            assert status == 202 and body["elicitation"]["audience"] == "human"  # the rule did not name the server
+    finally:
+        d.stop()
+
+
+async def test_modes_auto_decline_and_error(home: Path) -> None:
+    d = make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"mode": "auto"}})
+    d.start()
+    try:
+        async with d.session() as http:
+            status, body, _ = await call(http, "sdk", "need_repo")
+            assert status == 200 and json.loads(body["result"]["content"][0]["text"])["action"] == "cancel"
+            d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"mode": "decline"}})
+            await until_mode(http, home, "decline")
+            status, body, _ = await call(http, "sdk", "need_repo")
+            assert json.loads(body["result"]["content"][0]["text"])["action"] == "decline"
+            declined = [r for r in await audit(http, trace=body["trace"]) if r["kind"] == "elicit.answered"][0]
+            assert declined["data"]["by"] == "policy:decline" and "refuses every question" in declined["data"]["reason"]
+            d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"mode": "error"}})
+            await until_mode(http, home, "error")
+            status, body, _ = await call(http, "sdk", "need_repo")
+            assert status == 502
+            message = body["error"]["message"]
+            assert "needed an answer to elc-" in message and "Which repository should this go in?" in message
+    finally:
+        d.stop()
+
+
+async def until_mode(http: aiohttp.ClientSession, home: Path, mode: str) -> None:
+    """Poll with throwaway questions until the daemon answers them the way `mode` does."""
+    for _ in range(150):
+        q = await ask(http, ttl=60)
+        async with http.get(f"/v1/elicit/{q['id']}") as r:
+            body = await r.json()
+        by = (body.get("answer") or {}).get("by")
+        if (mode, body["elicitation"]["state"], by) in (("decline", "answered", "policy:decline"),
+                                                         ("error", "abandoned", None)):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the daemon never took elicit.mode {mode!r}")
+
+
+async def test_agents_are_refused_the_persons_questions_and_their_declines_escalate(home: Path) -> None:
+    d = make_daemon(home)
+    d.start()
+    try:
+        async with d.session() as http:
+            secret_q = await ask(http, message="API token?", requestedSchema={
+                "type": "object", "properties": {"api_token": {"type": "string"}}}, session="s")
+            status, body = await answer(http, secret_q["id"], "accept", {"api_token": "x"},
+                                        **{"X-Mcpx-Answerer": "agent:mcp", "X-Mcpx-Session": "s"})
+            assert status == 403 and "for the person" in body["error"]["message"]
+            assert "person has been asked" in body["error"]["message"]
+            free = await ask(http, session="s")  # free text: the agent first
+            status, body = await answer(http, free["id"], "decline", None,
+                                        **{"X-Mcpx-Answerer": "agent:mcp", "X-Mcpx-Session": "s"})
+            assert status == 200 and body["escalated"] and body["elicitation"]["audience"] == "human"
+            escalated = [r for r in await audit(http, elicit=free["id"]) if r["kind"] == "elicit.escalated"]
+            assert escalated and escalated[0]["data"]["by"] == "agent:mcp"
+            status, _ = await answer(http, free["id"], "accept", {"repo": "still/agent"},
+                                     **{"X-Mcpx-Answerer": "agent:mcp", "X-Mcpx-Session": "s"})
+            assert status == 403
+            status, body = await answer(http, free["id"], "accept", {"repo": "person/wins"},
+                                        **{"X-Mcpx-Answerer": "person:cli"})
+            assert status == 200 and body["answer"]["by"] == "person:cli"
+            # an agent shelling out to the CLI answers as an agent, not as the person
+            cli = d.cli("elicit", "answer", secret_q["id"], "api_token=abcd", env={"AGENT": "1"})
+            assert cli.returncode == 1 and "for the person" in cli.stderr
+    finally:
+        d.stop()
+
+
+async def test_mcpx_asks_before_a_call_that_may_change_things(home: Path) -> None:
+    d = make_daemon(home, {"servers": {"demo": DEMO}, "elicit": {"confirmDestructive": True, "askTimeout": "2s"}})
+    d.start()
+    try:
+        async with d.session() as http:
+            status, body, _ = await call(http, "demo", "delete_branch")
+            q = body["elicitation"]
+            assert status == 202 and q["server"] == "mcpx" and q["tool"] == "demo.delete_branch"
+            assert q["message"] == "demo.delete_branch may change or delete things: let this call proceed?"
+            assert q["audience"] == "human" and q["requestedSchema"]["properties"]["confirm"]["default"] is False
+            assert q["secondsLeft"] <= 2
+            await answer(http, q["id"], "accept", {"confirm": True})
+            own = (await until_pending(http, 1, trace=body["trace"]))[0]  # now the tool's own question
+            assert own["server"] == "demo"
+            await answer(http, own["id"], "accept", {"confirm": True})
+            assert "would be deleted" in (await result(http, body["task"]))["result"]["content"][0]["text"]
+
+            status, body, _ = await call(http, "demo", "deploy")
+            await answer(http, body["elicitation"]["id"], "decline")
+            failed = await result(http, body["task"])
+            assert failed["state"] == "failed" and "said decline" in failed["error"] and "was not run" in failed["error"]
+
+            status, body, _ = await call(http, "demo", "choose_repository")  # destructiveHint: false
+            assert body["elicitation"]["server"] == "demo"
+            status, body, _ = await call(http, "demo", "login")  # readOnlyHint: true
+            assert body["elicitation"]["server"] == "demo"
+
+            status, body, _ = await call(http, "demo", "delete_branch")
+            late = await result(http, body["task"], timeout=10)
+            assert late["state"] == "failed" and "nobody answered within 2s" in late["error"]
+    finally:
+        d.stop()
+
+
+async def test_settings_reload_live_and_a_bad_file_keeps_the_previous(home: Path) -> None:
+    d = make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"ttl": "90s"}})
+    d.start()
+    try:
+        async with d.session() as http:
+            assert 85 <= (await ask(http))["secondsLeft"] <= 90
+            d.write_config({"servers": {"sdk": stdio("sdk_server.py", elicit={"ttl": "5s"})}, "elicit": {"ttl": "30s"}})
+            for _ in range(150):
+                if (await ask(http))["secondsLeft"] <= 30:
+                    break
+                await asyncio.sleep(0.05)
+            assert 25 <= (await ask(http))["secondsLeft"] <= 30
+            status, body, _ = await call(http, "sdk", "need_repo")
+            assert body["elicitation"]["secondsLeft"] <= 5  # the server's own ttl
+            d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"ttl": "30s", "mode": "sometimes"}})
+            for _ in range(150):
+                async with http.get("/v1/health") as r:
+                    health = await r.json()
+                if health.get("configError"):
+                    break
+                await asyncio.sleep(0.05)
+            assert "elicit.mode" in health["configError"] and str(d.config) in health["configError"]
+            assert 25 <= (await ask(http))["secondsLeft"] <= 30  # the previous config is in force
+    finally:
+        d.stop()
+
+
+def test_policy_test_and_config_check_open_nothing(home: Path) -> None:
+    d = make_daemon(home, {"elicit": {"rules": [
+        {"id": "gh-user", "match": {"server": "github", "field": "username"}, "answer": "octocat"},
+        {"id": "assume-yes", "match": {"server": "mcpx", "field": "confirm"}, "answer": True,
+         "when": "MCPX_ASSUME_YES=1"}]}})
+    out = d.cli("policy", "test", "--server", "github", "--schema", '{"username": {"type": "string"}}', "-m", "Who?")
+    assert out.returncode == 0, out.stderr
+    assert "agent-then-human" in out.stdout and 'answered accept {"username": "octocat"} by policy:gh-user' in out.stdout
+    js = json.loads(d.cli("policy", "test", json.dumps({"server": "mcpx", "message": "proceed?", "requestedSchema": {
+        "type": "object", "properties": {"confirm": {"type": "boolean"}}}}), "--json").stdout)
+    assert js["audience"] == "human" and js["decision"] is None
+    assert js["rules"][1] == {"rule": "assume-yes", "fires": False,
+                              "why": "needs MCPX_ASSUME_YES=1 in the daemon's environment"}
+    yes = json.loads(d.cli("policy", "test", "--server", "mcpx", "--schema", '{"confirm": {"type": "boolean"}}',
+                           "--json", env={"MCPX_ASSUME_YES": "1"}).stdout)
+    assert yes["decision"]["by"] == "policy:assume-yes" and yes["decision"]["content"] == {"confirm": True}
+    url = json.loads(d.cli("policy", "test", "--url", "https://x.example", "--json").stdout)
+    assert url["audience"] == "human" and "url mode" in url["reason"]
+    assert not (home / "mcpx.db").exists() and not (home / "daemon.sock").exists()
+
+    bad = home / "bad.json"
+    bad.write_text('{"elicit": {"rules": [{"match": {"server": "a"}}, {"match": {}, "action": "accept"}]}}')
+    out = d.cli("config", "check", str(bad))
+    assert out.returncode == 1 and "rules[1] has an empty match" in out.stderr and str(bad) in out.stderr
+    ok = d.cli("config", "check", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["rules"] == ["gh-user", "assume-yes"]
+
+
+async def test_a_credential_reaches_the_server_and_nothing_else(home: Path) -> None:
+    secret = "sk-" + secrets.token_hex(12)
+    d = make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}})
+    d.start()
+    frames: list[bytes] = []
+    try:
+        async with d.session() as http:
+            async def follow() -> None:
+                async with http.get("/v1/events") as resp:
+                    async for chunk in resp.content.iter_any():
+                        frames.append(chunk)
+            listener = asyncio.create_task(follow())
+            await asyncio.sleep(0.3)
+            status, body, _ = await call(http, "sdk", "use_token", session="vault")
+            q = body["elicitation"]
+            assert status == 202 and q["audience"] == "human" and "credential" in q["reason"]
+            status, answered = await answer(http, q["id"], "accept", {"api_token": secret})
+            assert status == 200 and answered["answer"]["content"] == {"api_token": "[redacted]"}
+            done = await result(http, body["task"])
+            got = tool_text(done)
+            assert got["token_length"] == len(secret) and got["token_echo"] == secret  # the server got it whole
+            async with http.get(f"/v1/elicit/{q['id']}") as r:
+                assert secret not in await r.text()
+            async with http.get("/v1/audit") as r:
+                audit_text = await r.text()
+            await asyncio.sleep(0.5)
+            listener.cancel()
+    finally:
+        assert d.stop() == 0
+    assert secret not in audit_text and "[redacted]" in audit_text
+    assert frames and secret.encode() not in b"".join(frames)
+    for name in ("mcpx.db", "mcpx.db-wal", "daemon.log", "daemon.stderr"):
+        path = home / name
+        if path.exists():
+            assert secret.encode() not in path.read_bytes(), name
+    assert b"[redacted]" in (home / "mcpx.db").read_bytes() + (
+        (home / "mcpx.db-wal").read_bytes() if (home / "mcpx.db-wal").exists() else b"")
