@@ -7,6 +7,7 @@ import os
 import pty
 import select
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -140,3 +141,27 @@ def test_on_a_terminal_decline_is_decline_and_ctrl_c_is_cancel(demo: Daemon) -> 
     assert term.finish() == 0 and "cancelled" in term.out.decode()
     audit = json.loads(demo.cli("audit", "--kinds", "elicit.answered", "--json").stdout)["records"]
     assert audit[-1]["data"]["action"] == "cancel" and audit[-1]["data"]["by"] == "person:cli"
+
+
+def test_the_main_command_gives_a_new_user_a_real_question_at_once(home: Path) -> None:
+    """`./dev run` is `mcpx daemon --demo` on the embedded default: no config file at all."""
+    d = make_daemon(home)
+    env = {k: v for k, v in d.env.items() if k != "MCPX_CONFIG"}
+    env["MCPX_USER_CONFIG"] = str(home / "no-such-config.json")
+    proc = subprocess.Popen([sys.executable, "-m", "mcpx", "daemon", "--demo"], env=env, cwd=home,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        seen = ""
+        while "demo server is asking" not in seen and time.monotonic() < deadline:
+            seen += proc.stderr.readline()
+        assert "demo server is asking" in seen, seen
+        listing = json.loads(d.cli("elicit", "list", "--json", env={"MCPX_CONFIG": ""}).stdout)
+        q = listing["elicitations"][0]
+        assert q["server"] == "demo" and q["session"] == "demo" and q["tool"] == "choose_repository"
+        assert d.cli("elicit", "answer", q["id"], "repo=octo/hello").returncode == 0
+        done = d.cli("task", "result", q["task"])
+        assert done.returncode == 0 and "octo/hello" in done.stdout
+    finally:
+        proc.terminate()
+        proc.wait(10)

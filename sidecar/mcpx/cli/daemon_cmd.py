@@ -14,6 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("daemon", help="run the daemon in the foreground (one per state directory)")
     p.add_argument("--listen", metavar="HOST:PORT", help="also serve /v1 and /mcp on loopback TCP, behind a bearer token")
     p.add_argument("--verbose", action="store_true", help="debug logging")
+    p.add_argument("--demo", action="store_true", help="once serving, raise one real question from the demo server")
     p.set_defaults(func=daemon)
 
     p = sub.add_parser("status", help="is the daemon running, what config, how many questions wait")
@@ -26,7 +27,7 @@ def daemon(args: argparse.Namespace) -> int:
     from mcpx.daemon.server import run as run_daemon
 
     try:
-        return asyncio.run(run_daemon(args.listen, args.verbose))
+        return asyncio.run(run_daemon(args.listen, args.verbose, args.demo))
     except DaemonError as exc:
         print(f"mcpx daemon: {exc}", file=sys.stderr)
         return 1

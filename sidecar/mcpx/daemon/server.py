@@ -94,7 +94,39 @@ def setup_logging(paths: StatePaths, verbose: bool = False) -> None:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
-async def run(listen: str | None = None, verbose: bool = False) -> int:
+async def demo_question(runtime: Runtime) -> None:
+    """`mcpx daemon --demo`: put one real question from the bundled demo server in front of a new user."""
+    from mcpx.upstream.calls import CallRequest
+
+    assert runtime.gateway is not None
+    if "demo" not in runtime.config.servers:
+        log.info("--demo: no server named 'demo' in the config, so no demo question")
+        return
+    try:
+        task = await runtime.gateway.start_call(CallRequest(server="demo", tool="choose_repository", arguments={},
+                                                            session="demo", session_source="argument", surface="cli"))
+        await task.wait_for(lambda: task.done or bool(task.open), 20)
+    except Exception as exc:
+        log.warning("--demo: the demo call failed: %s", exc)
+        return
+    if not task.open:
+        log.warning("--demo: the demo call did not ask (%s)", task.error or task.state)
+        return
+    eid = next(iter(task.open))
+    mcpx = os.path.join(os.path.dirname(sys.argv[0]), "mcpx") if sys.argv[0].endswith("mcpx") else "mcpx"
+    print(f"""
+  The demo server is asking a question ({eid}). In another terminal:
+
+    {mcpx} elicit list                                  what is waiting
+    {mcpx} elicit show {eid}        the question, and how to answer it
+    {mcpx} elicit answer {eid} repo=octo/hello
+    {mcpx} task result {task.id}           the call's real result, once answered
+
+  More demo tools: {mcpx} tools demo, then e.g. {mcpx} call demo.deploy
+""", file=sys.stderr, flush=True)
+
+
+async def run(listen: str | None = None, verbose: bool = False, demo: bool = False) -> int:
     paths = StatePaths.current()
     paths.ensure()
     if socket_alive(paths.socket):
@@ -146,6 +178,8 @@ async def run(listen: str | None = None, verbose: bool = False) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     watcher = asyncio.create_task(_watch(runtime), name="mcpx-config-watch")
+    if demo:
+        asyncio.create_task(demo_question(runtime), name="mcpx-demo")
     try:
         await stop.wait()
         log.info("draining: no new requests; in-flight ones get %.0fs", 3.0)
