@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from mcpx.daemon.elicit_routes import SHUTDOWN
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message, RpcError
 from mcpx.mcp.outbound import NoOutbound
@@ -360,9 +361,11 @@ class McpEndpoint:
         writer.response = _sse_response({SESSION: session.id})
         await writer.response.prepare(request)
         session.listeners.add(writer)
+        stopping = request.app[SHUTDOWN]
         try:
-            while session.id in self.sessions:
-                await asyncio.sleep(15)
+            while session.id in self.sessions and not stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), 15)  # a stopping daemon ends the stream at once
                 await writer.response.write(b": keep-alive\n\n")
         except (ConnectionResetError, asyncio.CancelledError):
             pass
