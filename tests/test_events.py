@@ -99,10 +99,10 @@ async def test_heartbeats_keep_a_quiet_stream_alive(home: Path) -> None:
 
 async def test_expiry_happens_with_nothing_reading(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     """A subscriber in another process hears the expiry; nobody GETs the question meanwhile."""
-    watcher = daemon.cli_bg("elicit", "watch", "--json", "--kinds", "elicit.expired")
+    q = await ask(http, ttl=0.5)
+    # --since 0 replays what the log already holds, so a slowly starting watcher misses nothing
+    watcher = daemon.cli_bg("elicit", "watch", "--json", "--kinds", "elicit.expired", "--since", "0")
     try:
-        await asyncio.sleep(0.5)
-        q = await ask(http, ttl=0.5)
         line = await asyncio.wait_for(asyncio.to_thread(watcher.stdout.readline), 10)
     finally:
         watcher.terminate()

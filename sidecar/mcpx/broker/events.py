@@ -51,7 +51,3 @@ class EventBus:
                 sub.overflowed = True
                 sub.queue.get_nowait()
                 sub.queue.put_nowait(None)
-
-    @property
-    def subscribers(self) -> int:
-        return len(self._subs)

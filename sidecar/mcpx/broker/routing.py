@@ -69,10 +69,6 @@ class Route:
     hint_ignored: str | None = None
 
 
-def more_human(a: Audience, b: Audience) -> Audience:
-    return a if _ORDER[a] >= _ORDER[b] else b
-
-
 def route(
     mode: Mode,
     schema: dict[str, Any] | None,

@@ -228,7 +228,7 @@ def type_value(prop: dict[str, Any] | None, text: str) -> Any:
 
 
 def _pick_option(options: list[tuple[Any, str]], text: str) -> Any:
-    for value, title in options:
+    for value, _title in options:
         if str(value) == text:
             return value
     for value, title in options:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -29,7 +29,6 @@ class Runtime:
     token: str | None = None
     config_error: str | None = None
     gateway: "Gateway | None" = None
-    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def config(self) -> Config:

@@ -28,7 +28,7 @@ from mcpx.daemon.elicit_routes import SHUTDOWN
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message, RpcError
 from mcpx.mcp.outbound import NoOutbound
-from mcpx.mcp.protocol import LEGACY_VERSIONS, META_VERSION, MODERN_VERSIONS, is_modern
+from mcpx.mcp.protocol import LEGACY_VERSIONS, META_VERSION, is_modern
 from mcpx.mcp.stream_surface import client_state, stream_endpoint
 from mcpx.mcp.surface import ClientState, Surface
 from mcpx.upstream.pool import UnknownServer

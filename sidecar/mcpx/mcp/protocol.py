@@ -41,10 +41,6 @@ class Loose(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
-class FormCapability(Loose):
-    pass
-
-
 class ElicitationCapability(Loose):
     form: dict[str, Any] | None = None
     url: dict[str, Any] | None = None
@@ -68,13 +64,6 @@ class InitializeParams(Loose):
     protocol_version: str = Field(alias="protocolVersion")
     capabilities: ClientCapabilities = ClientCapabilities()
     client_info: dict[str, Any] = Field(default_factory=dict, alias="clientInfo")
-
-
-class Tool(Loose):
-    name: str
-    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"}, alias="inputSchema")
-    description: str | None = None
-    annotations: dict[str, Any] | None = None
 
 
 class ElicitParams(Loose):

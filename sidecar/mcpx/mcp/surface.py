@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from mcpx import __version__
 from mcpx.answering import waiting_text
 from mcpx.broker.errors import AlreadyAnswered, BrokerError, Gone, InvalidContent
@@ -36,6 +38,7 @@ from mcpx.mcp.protocol import (
     MODERN_VERSIONS,
     ClientCapabilities,
     Era,
+    InitializeParams,
     versions_with_url_mode,
 )
 from mcpx.mcp.request_state import RequestStates, binding
@@ -197,11 +200,16 @@ class Surface:
     # ---- handshake and listing
 
     async def _initialize(self, state: ClientState, params: dict[str, Any]) -> dict[str, Any]:
-        asked = params.get("protocolVersion")
+        try:
+            init = InitializeParams.model_validate(params)
+        except ValidationError as exc:
+            raise RpcError(jsonrpc.INVALID_PARAMS, f"initialize params are invalid: {exc.errors()[0]['msg']} at "
+                                                   f"{'.'.join(map(str, exc.errors()[0]['loc']))}") from None
         state.era = "legacy"
-        state.version = asked if asked in LEGACY_VERSIONS else LATEST_LEGACY  # never echo what mcpx does not serve
-        state.capabilities = ClientCapabilities.model_validate(params.get("capabilities") or {})
-        state.client_info = params.get("clientInfo") or {}
+        # never echo what mcpx does not serve
+        state.version = init.protocol_version if init.protocol_version in LEGACY_VERSIONS else LATEST_LEGACY
+        state.capabilities = init.capabilities
+        state.client_info = init.client_info
         return {"protocolVersion": state.version, "capabilities": await self._capabilities(state),
                 "serverInfo": SERVER_INFO, "instructions": await self._instructions(state)}
 
@@ -405,8 +413,11 @@ class Surface:
                 else:
                     stuck_since, left = None, HEARTBEAT
                 snapshot = (set(task.open), set(task.slots))
-                if not await task.wait_for(lambda: task.done or (set(task.open), set(task.slots)) != snapshot,
-                                           min(left, HEARTBEAT)):
+
+                def moved(seen: tuple[set[str], set[str]] = snapshot) -> bool:
+                    return task.done or (set(task.open), set(task.slots)) != seen
+
+                if not await task.wait_for(moved, min(left, HEARTBEAT)):
                     await self._heartbeat(out, token, started)
         finally:
             for t in serving.values():

@@ -8,7 +8,6 @@ back `input_required` and is retried with `inputResponses` and the `requestState
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable

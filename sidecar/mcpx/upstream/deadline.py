@@ -33,10 +33,6 @@ class PausableDeadline:
             return self._left
         return self._left - (self._now() - self._since)
 
-    @property
-    def paused(self) -> bool:
-        return self._paused > 0
-
     def pause(self) -> None:
         if self._paused == 0:
             self._left = self.left()

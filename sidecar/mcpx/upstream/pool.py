@@ -166,11 +166,6 @@ class Pool:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._freed.wait(), min(left, 1.0))
 
-    async def shared(self, server: str) -> UpstreamConnection:
-        """An instance for requests that ask nothing (tools/list), shared by all sessions."""
-        async with self.lease(server, "*") as conn:
-            return conn
-
     async def drop(self, server: str | None = None, only_idle: bool = False) -> None:
         for key in list(self._instances):
             if server is not None and key[0] != server:
@@ -202,7 +197,7 @@ class Pool:
         while True:
             await asyncio.sleep(30)
             now = time.monotonic()
-            for key, group in list(self._instances.items()):
+            for group in list(self._instances.values()):
                 for inst in list(group):
                     if inst.busy == 0 and (now - inst.last_used > IDLE_CLOSE or not inst.conn.alive):
                         group.remove(inst)
