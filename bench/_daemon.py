@@ -25,6 +25,28 @@ import aiohttp
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """user + system CPU time of any process so far (all its threads), from /proc/<pid>/stat."""
+    # the command name in field 2 may hold spaces; everything after the last ')' is fixed fields
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / _CLK_TCK
+
+
+def child_pids(pid: int) -> set[int]:
+    """The live children of a process (its direct children only), from /proc."""
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return found
+
+
 class BenchDaemon:
     """One `python -m mcpx daemon` subprocess; a context manager that always stops it.
 
@@ -139,10 +161,7 @@ class BenchDaemon:
 
     def cpu_seconds(self) -> float:
         """user + system CPU time of the daemon so far (all its threads, aiosqlite's included)."""
-        # the command name in field 2 may hold spaces; everything after the last ')' is fixed fields
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        utime, stime = int(fields[11]), int(fields[12])
-        return (utime + stime) / _CLK_TCK
+        return process_cpu_seconds(self.pid)
 
     # ---- talking to it
 

@@ -329,6 +329,7 @@ class LoadedConfig:
     cwd: Path
     raw: dict[str, Any] = field(default_factory=dict)
     stamps: list[tuple[int, int, int] | None] = field(default_factory=list)  # the files as they were when read
+    fallbacks: dict[str, str] = field(default_factory=dict, repr=False)
 
     def fallback_session(self, cwd: str | Path | None = None) -> str:
         """Which config, which working directory: the session of a caller that names none.
@@ -336,8 +337,11 @@ class LoadedConfig:
         Built from the config's file paths (not its content), so editing the config does not
         orphan the questions already asked.
         """
-        ident = json.dumps([[str(p) for p in self.sources], str(cwd or self.cwd)])
-        return "fb-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
+        key = str(cwd or self.cwd)
+        if key not in self.fallbacks:
+            ident = json.dumps([[str(p) for p in self.sources], key])
+            self.fallbacks[key] = "fb-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
+        return self.fallbacks[key]
 
     @property
     def origin(self) -> str:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from mcpx.daemon.server import socket_alive
+from mcpx.sockets import socket_alive
 from mcpx.paths import StatePaths
 
 

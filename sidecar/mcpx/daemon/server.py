@@ -14,10 +14,8 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 from aiohttp import web
 
@@ -29,27 +27,13 @@ from mcpx.daemon.app import make_app
 from mcpx.daemon.elicit_routes import SHUTDOWN
 from mcpx.daemon.runtime import Runtime
 from mcpx.paths import StatePaths, write_private
+from mcpx.sockets import socket_alive
 
 log = logging.getLogger("mcpx.daemon")
 
 
 class DaemonError(Exception):
     pass
-
-
-def socket_alive(path: Path, timeout: float = 1.0) -> bool:
-    """Is a daemon answering on this socket (as opposed to a stale file left by a kill -9)?"""
-    if not path.exists():
-        return False
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(timeout)
-    try:
-        probe.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

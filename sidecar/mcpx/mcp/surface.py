@@ -327,7 +327,7 @@ class Surface:
         if name in MCPX_TOOLS:
             return await self._mcpx_tool(name, arguments, session, state, out)
         server, tool = await self._resolve(name, state)
-        bound = binding(name, arguments, session)
+        bound = binding(name, arguments, session) if state.era == "modern" else ""  # only modern retries use it
         if state.era == "modern" and "requestState" in params:
             task = await self._take_retry(params, bound, session)
         else:

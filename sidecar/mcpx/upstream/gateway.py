@@ -150,10 +150,9 @@ class Gateway:
     async def start_call(self, request: CallRequest) -> CallTask:
         self.pool.entry(request.server)  # an unknown server is refused before anything is recorded
         task = CallTask(id=new_id("tsk"), trace=new_id("cal"), request=request)
+        # kept in memory until there is something to keep: the first question (which a restart must know of),
+        # or the end. A call that just runs and answers costs the store one write.
         self.tasks[task.id] = task
-        # queued, not awaited: it commits before anything the call writes later, and the call need not wait for it
-        doc = task.stored()
-        self.broker.store.submit(lambda tx: tx.put_task(task.id, task.state, request.session, doc))
         task.runner = asyncio.create_task(self._run(task), name=f"mcpx-call-{task.id}")
         return task
 

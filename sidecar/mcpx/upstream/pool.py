@@ -29,8 +29,19 @@ PER_KEY = 4  # instances one session may have of one server
 IDLE_CLOSE = 300.0
 
 
+_fingerprints: dict[int, tuple[ServerConfig, str]] = {}
+
+
 def entry_fingerprint(entry: ServerConfig) -> str:
-    return hashlib.sha256(json.dumps(entry.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+    """Which configuration of a server this is (a changed entry is a different server); cached per entry object."""
+    cached = _fingerprints.get(id(entry))
+    if cached is not None and cached[0] is entry:
+        return cached[1]
+    fp = hashlib.sha256(json.dumps(entry.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+    if len(_fingerprints) > 1000:
+        _fingerprints.clear()
+    _fingerprints[id(entry)] = (entry, fp)
+    return fp
 
 
 @dataclass
