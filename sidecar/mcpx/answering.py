@@ -60,12 +60,11 @@ def for_agent(q: dict[str, Any], answer_tool: str = "mcpx_elicit_answer") -> str
     return "\n".join(lines)
 
 
-def waiting_text(server: str, tool: str, task: str, questions: list[dict[str, Any]],
-                 task_tool: str = "mcpx_task_result") -> str:
+def waiting_text(server: str, tool: str, task: str, questions: list[dict[str, Any]], prefix: str = "") -> str:
     """The early result of a call that waits for input: what is asked, by whom, for whom, and what to do next."""
     head = (f"mcpx: {server}.{tool} is waiting for an answer before it can finish; the call keeps running "
             f"(task {task}).")
-    body = "\n\n".join(for_agent(q) for q in questions)
-    tail = (f"Once answered, collect the call's real result with {task_tool} "
+    body = "\n\n".join(for_agent(q, prefix + "mcpx_elicit_answer") for q in questions)
+    tail = (f"Once answered, collect the call's real result with {prefix}mcpx_task_result "
             + json.dumps({"task": task, "wait": True}) + " (or pass \"wait\": true when you answer).")
     return f"{head}\n\n{body}\n\n{tail}"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from mcpx import jsonc
 from mcpx.durations import parse_duration
@@ -127,7 +127,15 @@ class HttpServer(_Server):
         return self
 
 
-ServerConfig = StdioServer | HttpServer
+def _server_shape(value: Any) -> str:
+    """An entry with a url is HTTP, any other stdio: errors then speak of the shape that was meant."""
+    if isinstance(value, dict):
+        return "http" if "url" in value else "stdio"
+    return "http" if isinstance(value, HttpServer) else "stdio"
+
+
+ServerConfig = Annotated[
+    Annotated[StdioServer, Tag("stdio")] | Annotated[HttpServer, Tag("http")], Discriminator(_server_shape)]
 
 
 def _normalise_server(name: str, entry: Any) -> Any:
@@ -273,7 +281,7 @@ def _field_of(loc: tuple[int | str, ...]) -> str:
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item in ("StdioServer", "HttpServer", "RuleWhen"):
+        elif item in ("StdioServer", "HttpServer", "RuleWhen", "stdio", "http"):
             continue  # pydantic names the union arm; people name fields
         else:
             parts.append(("." if parts else "") + str(item))

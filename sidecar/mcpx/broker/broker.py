@@ -204,6 +204,7 @@ class Broker:
             message=req.message, requested_schema=schema, url=req.url, upstream_id=req.upstream_id,
             audience=decided.audience, reason=decided.reason, created=_ts(now), expires_at=_ts(now + ttl),
             seconds_left=max(0, int(ttl + 0.999)), state="pending", ambiguous=req.ambiguous,
+            secret_fields=sorted(routing.secret_fields(schema)),
         )
         return q, decided
 

@@ -70,6 +70,8 @@ class Elicitation(WireModel):
     state_reason: str | None = Field(default=None, description="why it was abandoned or escalated")
     escalated: bool = False
     ambiguous: bool = Field(default=False, description="the call that raised it could not be told for certain")
+    secret_fields: list[str] = Field(default_factory=list, description="credential fields: their values are never "
+                                     "stored or shown, only [redacted]")
 
     def remaining(self, now: datetime | None = None) -> int:
         left = (self.expires_at - (now or utcnow())).total_seconds()

@@ -66,6 +66,8 @@ class Bridge:
 
     def _headers(self) -> dict[str, str]:
         headers = {"X-Mcpx-Cwd": os.getcwd()}
+        if prefix := os.environ.get("MCPX_TOOL_PREFIX"):  # how the host names our tools, e.g. opencode's "mcpx_"
+            headers["X-Mcpx-Tool-Prefix"] = prefix
         if session := os.environ.get("MCPX_SESSION_ID"):
             headers.update({"X-Mcpx-Session": session, "X-Mcpx-Session-Source": "env"})
         return headers

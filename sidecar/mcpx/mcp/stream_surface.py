@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -57,8 +58,11 @@ def client_state(request: web.Request, surface: Surface) -> ClientState:
     if scope is not None:
         surface.gateway.pool.entry(scope)  # an unknown server is refused here, by name
     source = "env" if request.headers.get("X-Mcpx-Session-Source") == "env" else "header"
+    prefix = request.headers.get("X-Mcpx-Tool-Prefix", "")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{0,64}", prefix):
+        prefix = ""
     return ClientState(scope=scope, env_session=request.headers.get(SESSION_HEADER) or None,
-                       env_source=source, cwd=request.headers.get(CWD_HEADER))  # type: ignore[arg-type]
+                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix)  # type: ignore[arg-type]
 
 
 async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamResponse:

@@ -73,6 +73,7 @@ class ClientState:
     env_session: str | None = None  # MCPX_SESSION_ID of `mcpx serve`, or an X-Mcpx-Session header
     env_source: SessionSource = "env"
     cwd: str | None = None
+    tool_prefix: str = ""  # how the host names mcpx's tools (opencode: its MCP entry's name and "_")
     initialized: bool = False
     push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
 
@@ -82,7 +83,7 @@ class ClientState:
                            capabilities=ClientCapabilities.model_validate(meta.get(META_CAPABILITIES) or {}),
                            client_info=meta.get(META_CLIENT_INFO) or {}, scope=self.scope,
                            env_session=self.env_session, env_source=self.env_source, cwd=self.cwd,
-                           initialized=True, push=None)
+                           tool_prefix=self.tool_prefix, initialized=True, push=None)
 
     @property
     def modes(self) -> set[str]:
@@ -409,7 +410,7 @@ class Surface:
                     stuck_since = stuck_since or time.monotonic()
                     left = grace - (time.monotonic() - stuck_since)
                     if left <= 0:
-                        return self.waiting_result(task)
+                        return self.waiting_result(task, state.tool_prefix)
                 else:
                     stuck_since, left = None, HEARTBEAT
                 snapshot = (set(task.open), set(task.slots))
@@ -423,14 +424,14 @@ class Surface:
             for t in serving.values():
                 t.cancel()
 
-    def waiting_result(self, task: CallTask) -> dict[str, Any]:
+    def waiting_result(self, task: CallTask, prefix: str = "") -> dict[str, Any]:
         questions = []
         for q in task.open.values():
             doc = q.wire()
             doc["secondsLeft"] = q.remaining()
             questions.append(doc)
         r = task.request
-        text = waiting_text(r.server, r.tool, task.id, questions)
+        text = waiting_text(r.server, r.tool, task.id, questions, prefix)
         return {**text_result(text), "_meta": {"io.mcpx/inputRequired": {
             "task": task.id, "trace": task.trace, "elicitations": [q["id"] for q in questions]}}}
 
@@ -548,16 +549,16 @@ class Surface:
                          out: Outbound) -> dict[str, Any]:
         try:
             if name == "mcpx_elicit_list":
-                return await self._tool_list(args, session)
+                return await self._tool_list(args, session, state.tool_prefix)
             if name == "mcpx_elicit_get":
-                return await self._tool_get(args, session)
+                return await self._tool_get(args, session, state.tool_prefix)
             if name == "mcpx_elicit_answer":
                 return await self._tool_answer(args, session, state)
             return await self._tool_task_result(args, session, state)
         except BrokerError as exc:
             return text_result(f"mcpx: {exc.message}", error=True)
 
-    async def _tool_list(self, args: dict[str, Any], session: str) -> dict[str, Any]:
+    async def _tool_list(self, args: dict[str, Any], session: str, prefix: str) -> dict[str, Any]:
         state_filter = args.get("state", "pending")
         if state_filter not in ("pending", "answered", "expired", "abandoned", "all"):
             return text_result(f"mcpx: state {state_filter!r} is not one of pending, answered, expired, abandoned, all",
@@ -570,7 +571,8 @@ class Surface:
                 "  ", " "), structured={"elicitations": []})
         from mcpx.answering import for_agent
 
-        return text_result("\n\n".join(for_agent(d) for d in docs), structured={"elicitations": docs})
+        return text_result("\n\n".join(for_agent(d, prefix + "mcpx_elicit_answer") for d in docs),
+                           structured={"elicitations": docs})
 
     async def _own(self, eid: Any, session: str) -> Elicitation:
         if not isinstance(eid, str):
@@ -581,13 +583,13 @@ class Surface:
                               "that raised it")
         return q
 
-    async def _tool_get(self, args: dict[str, Any], session: str) -> dict[str, Any]:
+    async def _tool_get(self, args: dict[str, Any], session: str, prefix: str) -> dict[str, Any]:
         from mcpx.answering import for_agent
 
         q = await self._own(args.get("id"), session)
         _, answer = await self.broker.get(q.id)
         doc = q.wire()
-        text = for_agent(doc) if q.state == "pending" else (
+        text = for_agent(doc, prefix + "mcpx_elicit_answer") if q.state == "pending" else (
             f"{q.id} is {q.state}" + (f": {answer.action} by {answer.by}" if answer else "")
             + (f" ({q.state_reason})" if q.state_reason else ""))
         return text_result(text, structured={"elicitation": doc, "answer": answer.wire() if answer else None})
@@ -606,12 +608,12 @@ class Surface:
         if answer is None:
             return text_result(f"You declined {eid}; because it asks for free input, it has now been put to the "
                                "person instead. Do not answer it again. The call goes on once they answer"
-                               + (f"; collect its result with mcpx_task_result {json.dumps({'task': q.task})}"
+                               + (f"; collect its result with {state.tool_prefix}mcpx_task_result {json.dumps({'task': q.task})}"
                                   if q.task else "") + ".", structured={"escalated": True, "elicitation": q.wire()})
         if args.get("wait") and q.task:
             return await self._task_outcome(q.task, state, wait=True)
         return text_result(f"Answered {eid}: {answer.action}. The call it belongs to goes on"
-                           + (f"; collect its result with mcpx_task_result {json.dumps({'task': q.task})}"
+                           + (f"; collect its result with {state.tool_prefix}mcpx_task_result {json.dumps({'task': q.task})}"
                               if q.task else "") + ".", structured={"answer": answer.wire()})
 
     async def _tool_task_result(self, args: dict[str, Any], session: str, state: ClientState) -> dict[str, Any]:
@@ -637,7 +639,7 @@ class Surface:
         if task.done:
             return self._finished(task, state)
         if task.open:
-            return self.waiting_result(task)
-        return text_result(f"{tid} is still running; ask again with mcpx_task_result "
+            return self.waiting_result(task, state.tool_prefix)
+        return text_result(f"{tid} is still running; ask again with {state.tool_prefix}mcpx_task_result "
                            + json.dumps({"task": tid, "wait": True}), structured={"task": task.doc()})
 
