@@ -145,7 +145,9 @@ class Wanted:
 
     @property
     def mcp(self) -> dict[str, Any]:
-        return {"type": "local", "command": self.command, "enabled": True}
+        # MCPX_TOOL_PREFIX: opencode shows mcpx's tools as <entry>_<tool>, and mcpx's texts name them so
+        return {"type": "local", "command": self.command, "enabled": True,
+                "environment": {"MCPX_TOOL_PREFIX": f"{self.entry}_"}}
 
     @property
     def plugin_item(self) -> Any:
@@ -307,8 +309,19 @@ class ImportReport:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
+def _unrunnable(name: str, entry: Any, origin: str) -> str | None:
+    """Why mcpx could not run this opencode entry, in the words of the shape it has (local or remote)."""
+    from mcpx.config import ConfigError, validate
+
+    try:
+        validate({"servers": {name: entry}}, origin)
+        return None
+    except ConfigError as exc:
+        return exc.problem + (f" ({exc.field})" if exc.field else "")
+
+
 def import_servers(args: argparse.Namespace) -> int:
-    from mcpx.config import ConfigError, data_servers, validate
+    from mcpx.config import data_servers
 
     source = opencode_config(args.global_)
     target = mcpx_config()
@@ -326,10 +339,8 @@ def import_servers(args: argparse.Namespace) -> int:
             else:
                 report.skipped[name] = f"mcpx's config ({target}) already has a different server named {name!r}"
             continue
-        try:
-            validate({"servers": {name: entry}}, str(source))
-        except ConfigError as exc:
-            report.skipped[name] = f"mcpx cannot run it as it is: {exc.problem}" + (f" ({exc.field})" if exc.field else "")
+        if (problem := _unrunnable(name, entry, str(source))) is not None:
+            report.skipped[name] = f"mcpx cannot run it as it is: {problem}"
             continue
         servers[name] = entry
         report.moved.append(name)

@@ -1,0 +1,264 @@
+// Level ask: the person's questions put to them in opencode's own dialogs, their replies recorded as
+// person:opencode. A dialog can open only inside a tool the plugin defines (ctx.ask), and the
+// question dialog only by the model's call, so the person is asked at the agent's next step:
+//   confirmations and url-mode questions — the permission dialog, opened by mcpx_ask_person;
+//   choices and free text — the `question` tool, whose exact call mcpx_ask_person returns; the reply
+//   is taken from opencode's question.replied event (never from text the agent wrote);
+//   credentials — no dialog: a terminal.
+
+import type { ToolContext } from "@opencode-ai/plugin"
+
+import { Daemon, NoDaemon, problem, type Answer, type Question, type Reply } from "./daemon.js"
+import { contentFrom, dialogFor, fieldsOf, ID_PATTERN, markedId, questionPrompts, type QuestionPrompt } from "./dialogs.js"
+import type { LevelSource } from "./level.js"
+import type { Notifier } from "./notify.js"
+import { append } from "./output.js"
+import { ASK_TOOL, forPerson, noDaemonText, resultText, terminalCommands, toolName } from "./render.js"
+import { kindOf } from "./schema.js"
+import { plain, pyJson, quoted } from "./text.js"
+
+export const PERMISSION = "mcpx_elicit"
+
+type Dialog = { id: string; session: string; question: Question; prompts: QuestionPrompt[]; callID?: string; requestID?: string }
+type Outcome = { text: string; task?: string; recorded: boolean }
+
+export type Rejection = { kind: "rejected"; feedback?: string } | { kind: "denied"; message: string } | { kind: "other"; message: string }
+
+/** What ctx.ask threw: the person's reject (with their words, if any), a config rule, or something else. */
+export function readRejection(error: unknown): Rejection {
+  const e = error as any
+  const tag = String(e?._tag ?? e?.name ?? "")
+  const message = String(e?.message ?? error)
+  if (/Denied/.test(tag) || /specified a rule which prevents/.test(message)) return { kind: "denied", message }
+  const feedback = typeof e?.feedback === "string" ? e.feedback : /with the following feedback: ([\s\S]*)$/.exec(message)?.[1]
+  if (/Corrected/.test(tag) || feedback !== undefined) return { kind: "rejected", feedback: feedback?.trim() || undefined }
+  if (/Rejected/.test(tag) || /rejected permission/.test(message)) return { kind: "rejected" }
+  return { kind: "other", message }
+}
+
+function answeredText(q: Question, answer: Answer | null | undefined): string {
+  if (q.state === "pending") return ""
+  return `${q.id} is ${q.state}` + (answer ? ` (${answer.action} by ${answer.by} at ${answer.at})` : "") +
+    (q.stateReason ? `: ${plain(q.stateReason, 300)}` : "") + "."
+}
+
+/** opencode serialises permission metadata strictly: an `undefined` in it breaks GET /permission for everyone. */
+function jsonSafe<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T
+}
+
+async function until<T>(get: () => T | undefined, ms: number): Promise<T | undefined> {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = get()
+    if (v !== undefined || Date.now() >= end) return v
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+export type AskOptions = { resultWaitS?: number; replyWaitMs?: number; questionTool?: () => boolean }
+
+export class AskFlow {
+  private dialogs = new Map<string, Dialog>()
+  private byRequest = new Map<string, string>()
+  private byCall = new Map<string, string>()
+  private outcomes = new Map<string, Promise<Outcome>>()
+  private readonly resultWaitS: number
+  private readonly replyWaitMs: number
+  private readonly questionTool: () => boolean
+
+  constructor(private readonly daemon: Daemon, private readonly level: LevelSource, private readonly notifier: Notifier,
+    private readonly entry: string, options: AskOptions = {}) {
+    this.resultWaitS = options.resultWaitS ?? 40
+    this.replyWaitMs = options.replyWaitMs ?? 10_000
+    this.questionTool = options.questionTool ?? (() => true)
+  }
+
+  // ---- the plugin's tool: mcpx_ask_person {id}
+
+  async askPerson(args: { id?: unknown }, ctx: ToolContext): Promise<string> {
+    const id = typeof args?.id === "string" ? args.id.trim() : ""
+    if (!new RegExp(`^${ID_PATTERN.source}$`).test(id)) return `mcpx: ${JSON.stringify(args?.id ?? null)} is not a question id (elc- and 16 hex digits).`
+    let reply: Reply<{ elicitation: Question; answer: Answer | null }>
+    try {
+      reply = await this.daemon.question(id)
+    } catch (e) {
+      if (e instanceof NoDaemon) return noDaemonText(this.daemon.describe())
+      throw e
+    }
+    if (reply.status !== 200) return `mcpx: ${problem(reply).message || `no question ${id}`}`
+    const q = reply.body.elicitation
+    if (q.session !== ctx.sessionID) return `mcpx: ${id} belongs to another session; a question is put to the person only in the session that raised it.`
+    if (q.state !== "pending") return `mcpx: ${answeredText(q, reply.body.answer)} Nothing to ask.`
+    const { level } = await this.level.get()
+    if (level !== "ask") {
+      return `mcpx: the plugin opens dialogs for the person only at level ask (now ${level}). ` +
+        `Tell the person that ${id} waits; they answer from a terminal: ${terminalCommands(q)}`
+    }
+    const kind = dialogFor(q)
+    if (kind === "terminal") return forPerson(q, this.entry, "notify", "terminal")
+    if (kind === "question") {
+      if (!this.questionTool()) {
+        return `mcpx: opencode's question tool is not available here, so ${id} cannot be put to the person in a dialog. ` +
+          `Tell them it waits; they answer from a terminal: ${terminalCommands(q)}`
+      }
+      const prompts = questionPrompts(q)
+      this.dialogs.set(id, { id, session: q.session, question: q, prompts })
+      return `To put ${id} to the person, make exactly this call with opencode's question tool, unchanged ` +
+        "(the plugin takes their reply from opencode's dialog, never from anything you write):\n\n" +
+        `question ${JSON.stringify({ questions: prompts })}\n\n` +
+        "Do not answer it yourself and do not guess their answer; the server receives exactly what they choose or type."
+    }
+    return this.permissionDialog(q, ctx)
+  }
+
+  private async permissionDialog(q: Question, ctx: ToolContext): Promise<string> {
+    const asks = `${plain(q.server, 100)} (via mcpx) asks: ${quoted(q.message, 500)}`
+    const fields = fieldsOf(q)
+    ctx.metadata(jsonSafe({ title: asks + (q.mode === "url" ? ` — open ${plain(q.url ?? "", 500)}` : ""),
+      metadata: { question: q.id, server: q.server, tool: q.tool, url: q.url } }))
+    let action: "accept" | "decline" = "accept"
+    let reason: string | undefined
+    try {
+      await ctx.ask({
+        permission: PERMISSION,
+        patterns: [`${plain(q.server, 100)}: ${plain(q.message, 300)}` + (q.mode === "url" ? ` (${plain(q.url ?? "", 300)})` : "")],
+        always: [],
+        metadata: jsonSafe({ id: q.id, server: q.server, tool: q.tool, message: plain(q.message), url: q.url,
+          fields: fields.map((f) => f.name), expiresAt: q.expiresAt }),
+      })
+    } catch (error) {
+      const r = readRejection(error)
+      if (r.kind === "denied") {
+        return `mcpx: a permission rule in opencode's config denies ${PERMISSION}, so nobody was asked and ${q.id} is not answered. ` +
+          `The person can answer from a terminal: ${terminalCommands(q)}`
+      }
+      if (r.kind === "other") return `mcpx: the dialog for ${q.id} ended without an answer (${plain(r.message, 300)}); nothing was recorded.`
+      action = "decline"
+      reason = r.feedback
+    }
+    let content: Record<string, unknown> | undefined
+    if (action === "accept" && q.mode === "form" && fields.length === 1 && kindOf(fields[0]!.prop) === "boolean") content = { [fields[0]!.name]: true }
+    const said = action === "accept" ? "allowed it" : reason ? `rejected it, saying ${quoted(reason, 500)}` : "rejected it"
+    const outcome = await this.record(q, action, { content, reason }, `The person ${said} in opencode's permission dialog`)
+    return outcome.text + (outcome.task ? "\n\n" + await this.resultFor(outcome.task, ctx.abort) : "")
+  }
+
+  /** POST the person's answer; the text that tells the agent what came of it. */
+  private async record(q: Question, action: "accept" | "decline" | "cancel", body: { content?: Record<string, unknown>; reason?: string },
+    said: string): Promise<Outcome> {
+    let r: Reply
+    try {
+      r = await this.daemon.answer(q.id, action, q.session, body)
+    } catch (e) {
+      if (e instanceof NoDaemon) return { text: `${said}, but ${noDaemonText(this.daemon.describe())}`, recorded: false }
+      throw e
+    }
+    if (r.status === 200) {
+      const recorded = `${said}: recorded for ${q.id} as ${action} by person:opencode; ${plain(q.server, 100)} received it.`
+      return { text: recorded, task: q.task, recorded: true }
+    }
+    const p = problem(r)
+    if (r.status === 422) {
+      this.notifier.forget(q.session, q.id)
+      const fields = Object.entries(p.fields ?? {}).map(([k, v]) => `${k}: ${v}`).join("; ")
+      return { text: `${said}, but the answer did not fit ${q.id} (${fields || plain(p.message, 500)}). It is still open: ` +
+        `call ${ASK_TOOL} ${pyJson({ id: q.id })} to ask the person again.`, recorded: false }
+    }
+    return { text: `${said}, but mcpx did not take it: ${plain(p.message, 500)}`, recorded: false }
+  }
+
+  /** The call's real result, waited for a while (the person answered; the server goes on). */
+  private async resultFor(task: string, abort?: AbortSignal): Promise<string> {
+    const stop = new Promise<null>((resolve) => abort?.addEventListener("abort", () => resolve(null), { once: true }))
+    let r: Reply | null
+    try {
+      r = await Promise.race([this.daemon.taskResult(task, this.resultWaitS), stop])
+    } catch (e) {
+      if (e instanceof NoDaemon) return noDaemonText(this.daemon.describe())
+      throw e
+    }
+    const collect = `${toolName(this.entry, "mcpx_task_result")} ${pyJson({ task, wait: true })}`
+    if (r === null) return `Collect the call's result later with ${collect}.`
+    if (r.status === 200) {
+      const doc = r.body ?? {}
+      if (doc.state === "completed") return `The call finished (${task}); its result:\n${resultText(doc.result)}`
+      return `The call ended ${plain(doc.state ?? "?", 50)} (${task})` + (doc.error ? `: ${plain(doc.error, 500)}` : ".")
+    }
+    if (r.status === 202) {
+      const ids = (r.body?.elicitations ?? []).map((e: any) => e.id).filter(Boolean)
+      return ids.length ? `The call goes on and now waits for another answer (${ids.join(", ")}); see below.`
+        : `The call is still running; collect its result with ${collect}.`
+    }
+    return `mcpx: the result of ${task} could not be read: ${plain(problem(r).message, 300)}`
+  }
+
+  // ---- the question dialog: opencode's built-in `question` tool, and its events
+
+  /** tool.execute.before for `question`: the dialog shows mcpx's rendering, whatever the agent wrote. */
+  beforeQuestionTool(input: { sessionID: string; callID: string }, output: { args: any }): void {
+    const id = markedId(output.args?.questions)
+    const d = id ? this.dialogs.get(id) : undefined
+    if (!d || d.session !== input.sessionID) return
+    output.args.questions = d.prompts.map((p) => ({ ...p, options: p.options.map((o) => ({ ...o })) }))
+    d.callID = input.callID
+    this.byCall.set(input.callID, d.id)
+  }
+
+  /** The `event` hook: question.asked ties opencode's request to the question; replied/rejected answer it. */
+  onEvent(event: { type: string; properties?: any }): void {
+    const p = event.properties ?? {}
+    if (event.type === "question.asked") {
+      const id = (p.tool?.callID && this.byCall.get(p.tool.callID)) || markedId(p.questions)
+      const d = id ? this.dialogs.get(id) : undefined
+      if (!d || d.session !== p.sessionID || typeof p.id !== "string") return
+      d.requestID = p.id
+      this.byRequest.set(p.id, d.id)
+      if (p.tool?.callID && !d.callID) {
+        d.callID = p.tool.callID
+        this.byCall.set(p.tool.callID, d.id)
+      }
+      return
+    }
+    if (event.type !== "question.replied" && event.type !== "question.rejected") return
+    const id = this.byRequest.get(p.requestID)
+    const d = id ? this.dialogs.get(id) : undefined
+    if (!d || d.session !== p.sessionID) return
+    this.byRequest.delete(p.requestID)
+    this.dialogs.delete(d.id)
+    const outcome = event.type === "question.replied" && Array.isArray(p.answers)
+      ? this.recordReply(d, p.answers)
+      : this.record(d.question, "cancel", { reason: "the person dismissed opencode's question dialog" },
+        "The person dismissed the question dialog")
+    const guarded = outcome.catch((e): Outcome => ({ text: `mcpx: recording the person's reply failed: ${String(e?.message ?? e)}`, recorded: false }))
+    this.outcomes.set(d.id, guarded)
+    if (!d.callID) void guarded.then((o) => this.notifier.notice(d.session, o.text)) // no question call to report in
+  }
+
+  private recordReply(d: Dialog, answers: unknown[]): Promise<Outcome> {
+    const labels = answers.map((a) => (Array.isArray(a) ? a.map(String) : a == null ? [] : [String(a)]))
+    return this.record(d.question, "accept", { content: contentFrom(d.question, labels) }, "The person answered in opencode's question dialog")
+  }
+
+  /** tool.execute.after for `question`: what came of the person's reply, and the call's result. */
+  async afterQuestionTool(input: { callID: string }, output: any): Promise<void> {
+    const id = this.byCall.get(input.callID)
+    if (!id) return
+    this.byCall.delete(input.callID)
+    await until(() => (this.outcomes.has(id) ? true : undefined), this.replyWaitMs)
+    let outcome = this.outcomes.get(id)
+    if (!outcome) {
+      // the replied event did not reach the plugin in time: opencode's own record of the reply, in the tool's metadata
+      const d = this.dialogs.get(id)
+      const answers = output?.metadata?.answers
+      if (d && Array.isArray(answers)) {
+        this.dialogs.delete(id)
+        outcome = this.recordReply(d, answers)
+      }
+    }
+    if (!outcome) return
+    this.outcomes.delete(id)
+    const o = await outcome
+    append(output, "[mcpx plugin] " + o.text + (o.task ? "\n\n" + await this.resultFor(o.task) : ""))
+  }
+}

@@ -1,0 +1,163 @@
+// The mcpx daemon's /v1 API, over its unix socket (or MCPX_DAEMON_URL with the bearer token), with
+// node:http alone. The plugin starts nothing: when no daemon answers, requests fail with NoDaemon.
+
+import { readFileSync } from "node:fs"
+import { request as httpRequest, type RequestOptions } from "node:http"
+import { request as httpsRequest } from "node:https"
+import { homedir } from "node:os"
+import { join } from "node:path"
+
+export type Env = Record<string, string | undefined>
+
+export const ANSWERER = "person:opencode"
+
+function expand(path: string): string {
+  return path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path
+}
+
+/** mcpx's state directory: $MCPX_HOME, else $XDG_STATE_HOME/mcpx, else ~/.local/state/mcpx. */
+export function stateDir(env: Env = process.env): string {
+  if (env.MCPX_HOME) return expand(env.MCPX_HOME)
+  if (env.XDG_STATE_HOME) return join(expand(env.XDG_STATE_HOME), "mcpx")
+  return join(homedir(), ".local", "state", "mcpx")
+}
+
+export type Where = { socket: string; url?: undefined } | { url: URL; socket?: undefined }
+
+export function locate(env: Env = process.env): Where {
+  if (env.MCPX_DAEMON_URL) return { url: new URL(env.MCPX_DAEMON_URL) }
+  return { socket: join(stateDir(env), "daemon.sock") }
+}
+
+/** No daemon answers where the plugin looks for one. */
+export class NoDaemon extends Error {
+  constructor(readonly where: string, readonly why: string) {
+    super(`no mcpx daemon answers at ${where} (${why})`)
+    this.name = "NoDaemon"
+  }
+}
+
+export type Reply<T = any> = { status: number; body: T }
+
+/** A refusal from the daemon: {error: {code, message, fields?}}. */
+export function problem(reply: Reply): { code: string; message: string; fields?: Record<string, string> } {
+  const err = reply.body?.error
+  if (err && typeof err === "object") return { code: String(err.code ?? reply.status), message: String(err.message ?? ""), fields: err.fields }
+  return { code: String(reply.status), message: typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body) }
+}
+
+export type Question = {
+  id: string
+  task?: string
+  trace?: string
+  session: string
+  server: string
+  tool?: string
+  mode: "form" | "url"
+  message: string
+  requestedSchema?: { type?: string; properties?: Record<string, unknown>; required?: unknown[] } | null
+  url?: string
+  audience: "agent" | "human" | "agent-then-human"
+  reason: string
+  expiresAt: string
+  secondsLeft: number
+  state: "pending" | "answered" | "expired" | "abandoned"
+  stateReason?: string
+  escalated?: boolean
+  secretFields?: string[] // the fields whose values are credentials (never shown, stored as [redacted])
+}
+
+export type Answer = { id: string; action: "accept" | "decline" | "cancel"; content?: Record<string, unknown>; by: string; at: string; reason?: string }
+
+export class Daemon {
+  readonly where: Where
+
+  constructor(readonly env: Env = process.env) {
+    this.where = locate(env)
+  }
+
+  describe(): string {
+    return this.where.socket !== undefined ? this.where.socket : this.where.url.toString()
+  }
+
+  private token(): string | undefined {
+    if (this.env.MCPX_TOKEN) return this.env.MCPX_TOKEN
+    try {
+      return readFileSync(join(stateDir(this.env), "token"), "utf8").trim() || undefined
+    } catch {
+      return undefined
+    }
+  }
+
+  request<T = any>(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<Reply<T>> {
+    const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body))
+    const headers: Record<string, string> = { Accept: "application/json", ...(opts.headers ?? {}) }
+    if (payload) {
+      headers["Content-Type"] = "application/json"
+      headers["Content-Length"] = String(payload.length)
+    }
+    let options: RequestOptions
+    let send = httpRequest
+    if (this.where.socket !== undefined) {
+      options = { socketPath: this.where.socket, path, method, headers: { ...headers, Host: "mcpx" } }
+    } else {
+      const url = new URL(path, this.where.url)
+      const token = this.token()
+      if (token) headers.Authorization = `Bearer ${token}`
+      options = { protocol: url.protocol, hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers }
+      if (url.protocol === "https:") send = httpsRequest
+    }
+    const where = this.describe()
+    const timeoutMs = opts.timeoutMs ?? 5000
+    return new Promise((resolve, reject) => {
+      const req = send(options, (res) => {
+        const chunks: Buffer[] = []
+        res.on("data", (c: Buffer) => chunks.push(c))
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8")
+          let body: any = text
+          try {
+            body = text ? JSON.parse(text) : null
+          } catch {
+            // not JSON: keep the text, the caller shows it
+          }
+          resolve({ status: res.statusCode ?? 0, body })
+        })
+        res.on("error", (e) => reject(new NoDaemon(where, e.message)))
+      })
+      req.setTimeout(timeoutMs, () => req.destroy(new Error(`no reply within ${Math.round(timeoutMs / 1000)} s`)))
+      req.on("error", (e: NodeJS.ErrnoException) => reject(new NoDaemon(where, e.code ?? e.message)))
+      if (payload) req.write(payload)
+      req.end()
+    })
+  }
+
+  async health(): Promise<Record<string, any>> {
+    const r = await this.request("GET", "/v1/health", { timeoutMs: 3000 })
+    if (r.status !== 200) throw new NoDaemon(this.describe(), `health answered ${r.status}`)
+    return r.body
+  }
+
+  async pending(session: string): Promise<Question[]> {
+    const r = await this.request("GET", `/v1/elicit?session=${encodeURIComponent(session)}&state=pending`)
+    if (r.status !== 200) throw new Error(`it answered ${r.status}: ${problem(r).message}`)
+    return r.body.elicitations ?? []
+  }
+
+  question(id: string): Promise<Reply<{ elicitation: Question; answer: Answer | null }>> {
+    return this.request("GET", `/v1/elicit/${encodeURIComponent(id)}`)
+  }
+
+  /** Record the person's answer, as person:opencode, from the session it belongs to. */
+  answer(id: string, action: "accept" | "decline" | "cancel", session: string,
+    body: { content?: Record<string, unknown>; reason?: string } = {}): Promise<Reply> {
+    return this.request("POST", `/v1/elicit/${encodeURIComponent(id)}/${action}`, {
+      body, headers: { "X-Mcpx-Answerer": ANSWERER, "X-Mcpx-Session": session },
+    })
+  }
+
+  /** A call's real result, waiting up to `seconds` for it: 200 when it finished, 202 while it runs or asks again. */
+  taskResult(task: string, seconds: number): Promise<Reply> {
+    return this.request("GET", `/v1/tasks/${encodeURIComponent(task)}/result?timeout=${seconds}`, { timeoutMs: (seconds + 10) * 1000 })
+  }
+}

@@ -1,0 +1,101 @@
+// After each tool call of a session: the session's pending questions not yet shown are appended to
+// that tool's output, each once — the agent's as questions it may answer, the person's as
+// announcements (at level ask, with the call that opens the person's dialog).
+
+import { Daemon, NoDaemon, type Question } from "./daemon.js"
+import { dialogFor } from "./dialogs.js"
+import type { Level } from "./level.js"
+import { append, ownIds } from "./output.js"
+import { askInstruction, block, forAgent, forPerson, noDaemonText } from "./render.js"
+
+const REMEMBERED = 5000
+
+export class Notifier {
+  private shown = new Map<string, Set<string>>()
+  private notices = new Map<string, string[]>()
+  private saidNoDaemon = new Set<string>()
+
+  constructor(private readonly daemon: Daemon, private readonly entry: string) {}
+
+  private seen(session: string): Set<string> {
+    let set = this.shown.get(session)
+    if (!set) {
+      if (this.shown.size >= REMEMBERED) this.shown.delete(this.shown.keys().next().value!)
+      set = new Set()
+      this.shown.set(session, set)
+    }
+    return set
+  }
+
+  /** A note for the agent at the session's next tool output (an answer that did not fit, say). */
+  notice(session: string, text: string): void {
+    this.notices.set(session, [...(this.notices.get(session) ?? []), text])
+  }
+
+  /** Show a question again (its dialog needs opening once more). */
+  forget(session: string, id: string): void {
+    const set = this.shown.get(session)
+    for (const key of [`a:${id}`, `h:${id}`, `k:${id}`]) set?.delete(key)
+  }
+
+  markShown(session: string, key: string): void {
+    this.seen(session).add(key)
+  }
+
+  /** The text to append for this session now, or "" — marking what it shows as shown. */
+  async pendingText(session: string, level: Level, own: Set<string> = new Set()): Promise<string> {
+    const parts = this.notices.get(session) ?? []
+    this.notices.delete(session)
+    if (level === "off" || level === "auto") return parts.join("\n\n")
+    let pending: Question[]
+    try {
+      pending = await this.daemon.pending(session)
+    } catch (e) {
+      // said once per session: the daemon is missing, or refuses the plugin (a wrong token, say)
+      if (!this.saidNoDaemon.has(session)) {
+        this.saidNoDaemon.add(session)
+        parts.push(e instanceof NoDaemon ? noDaemonText(this.daemon.describe())
+          : `[mcpx plugin] The mcpx daemon at ${this.daemon.describe()} did not list this session's questions: ` +
+            `${String((e as Error)?.message ?? e)}. Questions from MCP servers behind mcpx cannot be shown here until it does.`)
+      }
+      return parts.join("\n\n")
+    }
+    const seen = this.seen(session)
+    const shown: string[] = []
+    for (const q of pending) {
+      if (q.session !== session) continue // the daemon filters; this keeps it so whatever it returns
+      if (q.audience !== "human") {
+        const key = `a:${q.id}`
+        if (seen.has(key)) continue
+        seen.add(key)
+        if (!own.has(q.id)) shown.push(forAgent(q, this.entry, level))
+        continue
+      }
+      const kind = dialogFor(q)
+      const key = `h:${q.id}`
+      const dialog = level === "ask" && kind !== "terminal"
+      if (!seen.has(key)) {
+        seen.add(key)
+        // an escalated question is announced as the person's even though the decline's output names it
+        if (!own.has(q.id) || q.escalated) {
+          shown.push(forPerson(q, this.entry, level, kind))
+          if (dialog) seen.add(`k:${q.id}`)
+          continue
+        }
+      }
+      if (dialog && !seen.has(`k:${q.id}`)) {
+        // the tool's own output showed the question; it cannot know the person's dialog opens with the plugin's tool
+        seen.add(`k:${q.id}`)
+        shown.push(`Question ${q.id} (above) is for the person.\n${askInstruction(q)}`)
+      }
+    }
+    if (shown.length) parts.push(block(shown))
+    return parts.join("\n\n")
+  }
+
+  /** tool.execute.after */
+  async after(session: string, output: any, level: Level): Promise<void> {
+    const text = await this.pendingText(session, level, ownIds(output))
+    if (text) append(output, text)
+  }
+}

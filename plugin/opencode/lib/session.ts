@@ -1,0 +1,23 @@
+// Session binding: every call to the mcpx MCP entry carries the opencode session that made it, and
+// every shell opencode starts knows it, so each question belongs to the session that caused it.
+
+import { OWN_TOOLS } from "./tools.js"
+
+export const SESSION_ARG = "_mcpx_session"
+
+export function isMcpxTool(entry: string, tool: string): boolean {
+  return tool.startsWith(entry + "_") && !OWN_TOOLS.has(tool)
+}
+
+/** tool.execute.before: the argument is added to the very object opencode sends (replacing it would not reach mcpx). */
+export function injectSession(entry: string, input: { tool: string; sessionID: string }, output: { args: any }): boolean {
+  if (!isMcpxTool(entry, input.tool) || !input.sessionID) return false
+  if (output.args === null || typeof output.args !== "object" || Array.isArray(output.args)) return false
+  output.args[SESSION_ARG] = input.sessionID
+  return true
+}
+
+/** shell.env: MCPX_SESSION_ID for every shell of the session (its AGENT=1 keeps mcpx answering as agent:cli). */
+export function shellEnv(input: { sessionID?: string }, output: { env: Record<string, string> }): void {
+  if (input.sessionID) output.env.MCPX_SESSION_ID = input.sessionID
+}

@@ -1,0 +1,206 @@
+"""A scripted model behind an OpenAI-compatible /v1/chat/completions, for driving real opencode.
+
+A script is a list of steps, one per model turn of a session: turn N is the request whose messages
+hold N assistant messages, so a retried request gets the same step. Each step sees the request and
+returns a `Call` (a tool call) or a `Say` (text that ends the turn). Sessions are told apart by a
+marker in their first user message (`[script:NAME]`). Every request is kept, so a test can read
+exactly what the model was shown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+MARKER = re.compile(r"\[script:([A-Za-z0-9_-]+)\]")
+QUESTION_ID = re.compile(r"elc-[0-9a-f]{16}")
+TASK_ID = re.compile(r"tsk-[0-9a-f]{16}")
+
+
+@dataclass
+class Call:
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Say:
+    text: str
+
+
+@dataclass
+class Request:
+    """One request opencode sent: its messages, the tools it offered, the system prompt."""
+
+    body: dict[str, Any]
+    script: str | None
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body.get("messages") or []
+
+    @property
+    def tools(self) -> list[str]:
+        return [t["function"]["name"] for t in self.body.get("tools") or [] if "function" in t]
+
+    @property
+    def turn(self) -> int:
+        return sum(1 for m in self.messages if m.get("role") == "assistant")
+
+    @property
+    def system(self) -> str:
+        return "\n".join(text_of(m) for m in self.messages if m.get("role") == "system")
+
+    def tool_results(self) -> list[str]:
+        return [text_of(m) for m in self.messages if m.get("role") == "tool"]
+
+    def last_tool_result(self) -> str:
+        results = self.tool_results()
+        return results[-1] if results else ""
+
+    def question_ids(self) -> list[str]:
+        """The question ids in the last tool result, in order, without repeats."""
+        return list(dict.fromkeys(QUESTION_ID.findall(self.last_tool_result())))
+
+    def task_id(self) -> str | None:
+        m = TASK_ID.search(self.last_tool_result())
+        return m.group(0) if m else None
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+Step = Callable[[Request], Call | Say]
+
+
+class ScriptedModel:
+    def __init__(self, log: Path) -> None:
+        self.scripts: dict[str, list[Step]] = {}
+        self.requests: list[Request] = []
+        self.log = log
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def start(self) -> "ScriptedModel":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def script(self, name: str, steps: list[Step]) -> str:
+        """Register a session's script; returns the marker its first prompt must carry."""
+        self.scripts[name] = steps
+        return f"[script:{name}]"
+
+    def of(self, name: str) -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if r.script == name]
+
+    def wait_for(self, name: str, predicate: Callable[[list[Request]], bool], timeout: float) -> list[Request]:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                mine = [r for r in self.requests if r.script == name]
+                if predicate(mine):
+                    return mine
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"script {name}: condition not met in {timeout} s; it saw {len(mine)} "
+                                         f"request(s), the last tool result: {mine[-1].last_tool_result()[:1500] if mine else None!r}")
+                self._changed.wait(min(left, 0.5))
+
+    # ---- serving
+
+    def _reply(self, request: Request) -> Call | Say:
+        if request.script is None or not request.tools:
+            return Say("Scripted session")  # a title, a summary: anything opencode asks on the side
+        steps = self.scripts.get(request.script, [])
+        if request.turn >= len(steps):
+            return Say("done.")
+        return steps[request.turn](request)
+
+    def _record(self, body: dict[str, Any]) -> Request:
+        first_user = next((text_of(m) for m in body.get("messages") or [] if m.get("role") == "user"), "")
+        marker = MARKER.search(first_user)
+        request = Request(body, marker.group(1) if marker else None)
+        with self._changed:
+            self.requests.append(request)
+            with self.log.open("a") as f:
+                f.write(json.dumps({"script": request.script, "turn": request.turn, "tools": request.tools,
+                                    "last": request.messages[-2:]}, ensure_ascii=False)[:20000] + "\n")
+            self._changed.notify_all()
+        return request
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                request = model._record(json.loads(self.rfile.read(length) or b"{}"))
+                try:
+                    reply = model._reply(request)
+                except Exception as exc:  # a broken step says so to the test, through the transcript
+                    reply = Say(f"script error: {exc!r}")
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                base = {"id": f"chatcmpl-{len(model.requests)}", "object": "chat.completion.chunk",
+                        "created": int(time.time()), "model": "fake"}
+
+                def send(delta: dict[str, Any], finish: str | None = None) -> None:
+                    chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+
+                if isinstance(reply, Call):
+                    send({"role": "assistant", "tool_calls": [{
+                        "index": 0, "id": f"call_{len(model.requests)}", "type": "function",
+                        "function": {"name": reply.tool, "arguments": json.dumps(reply.arguments)}}]})
+                    send({}, "tool_calls")
+                else:
+                    send({"role": "assistant", "content": reply.text})
+                    send({}, "stop")
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        return Handler

@@ -1,0 +1,207 @@
+"""Real opencode, headless, for end-to-end tests: `opencode serve` in a temporary git project with a
+private HOME, the scripted model as its only provider, and mcpx + its plugin + its skill installed
+by `mcpx opencode install` — the way a person would set it up.
+
+Its HTTP API is how a test plays the person: GET /permission and POST /permission/{id}/reply answer
+the permission dialog, GET /question and POST /question/{id}/reply the question dialog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_MODULES = ROOT / "node_modules"
+PLUGIN_SOURCES = [ROOT / "tsconfig.json", ROOT / "plugin" / "opencode" / "index.ts",
+                  *sorted((ROOT / "plugin" / "opencode" / "lib").glob("*.ts"))]
+PLUGIN_DIST = ROOT / "plugin" / "opencode" / "dist" / "index.js"
+VERSION = "1.18.33"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_plugin() -> str | None:
+    """Build plugin/opencode/dist when a source is newer; the reason it cannot be built, if so."""
+    tsc = NODE_MODULES / ".bin" / "tsc"
+    if PLUGIN_DIST.exists() and PLUGIN_DIST.stat().st_mtime >= max(p.stat().st_mtime for p in PLUGIN_SOURCES):
+        return None
+    if not tsc.exists():
+        return f"{tsc} is missing: run `npm ci` (./dev test does) to build the plugin"
+    done = subprocess.run([str(tsc), "-p", str(ROOT / "tsconfig.json")], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the plugin does not build:\n{done.stdout}{done.stderr}")
+    return None
+
+
+def opencode_binary() -> tuple[Path | None, str]:
+    """The opencode executable from node_modules, and why it cannot run here when it cannot."""
+    system = {"Linux": "linux", "Darwin": "darwin"}.get(platform.system(), platform.system().lower())
+    arch = {"x86_64": "x64", "AMD64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), platform.machine())
+    exact = NODE_MODULES / f"opencode-{system}-{arch}" / "bin" / "opencode"  # before -baseline and -musl builds
+    candidates = [exact] if exact.exists() else sorted(NODE_MODULES.glob(f"opencode-{system}-{arch}*/bin/opencode"))
+    if not candidates:
+        return None, (f"no opencode {VERSION} binary for {system}-{arch} in {NODE_MODULES} "
+                      "(npm ci installs opencode-ai with its platform package)")
+    return candidates[0], ""
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """opencode's environment: a private HOME, no network fetches, nothing of the session running the tests."""
+    keep = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SYSTEMROOT")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(HOME=str(home), OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1",
+               OPENCODE_DISABLE_SHARE="1", OPENCODE_DISABLE_LSP_DOWNLOAD="1", PYTHONUNBUFFERED="1")
+    if shutil.which("rg") is None:
+        env["PATH"] = env.get("PATH", "") + os.pathsep + "/usr/bin"
+    return env
+
+
+def can_run(binary: Path, scratch: Path) -> str:
+    """'' if `opencode --version` runs here, else what it said."""
+    home = scratch / "version-home"
+    home.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run([str(binary), "--version"], env=clean_env(home), capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{binary} --version failed: {exc}"
+    if done.returncode != 0 or VERSION not in done.stdout:
+        return f"{binary} --version said {done.returncode}: {done.stdout.strip()} {done.stderr.strip()[-500:]}"
+    return ""
+
+
+def seed_plugin_dependency(config_dir: Path) -> None:
+    """With a plugin configured, opencode npm-installs @opencode-ai/plugin into each config directory (the
+    project's .opencode/, ~/.config/opencode) at start-up — seconds of network — unless node_modules is there
+    and package-lock.json lists it (Npm.install, 1.18.33). mcpx's plugin itself imports nothing from it."""
+    (config_dir / "node_modules" / "@opencode-ai").mkdir(parents=True, exist_ok=True)
+    link = config_dir / "node_modules" / "@opencode-ai" / "plugin"
+    if not link.exists():
+        link.symlink_to(NODE_MODULES / "@opencode-ai" / "plugin")
+    deps = {"@opencode-ai/plugin": VERSION}
+    (config_dir / "package.json").write_text(json.dumps({"dependencies": deps}, indent=2))
+    (config_dir / "package-lock.json").write_text(json.dumps({"lockfileVersion": 3, "packages": {"": {"dependencies": deps}}},
+                                                             indent=2))
+
+
+def make_project(path: Path, model_url: str, env: dict[str, str]) -> Path:
+    """A git project with the scripted model as its provider, and mcpx installed by `mcpx opencode install`."""
+    path.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "README.md").write_text("a project for mcpx's end-to-end tests\n")
+    (path / "opencode.json").write_text(json.dumps({
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Scripted",
+                              "options": {"baseURL": model_url, "apiKey": "none"},
+                              "models": {"fake": {"name": "fake", "tool_call": True}}}},
+        "model": "fake/fake",
+        "small_model": "fake/fake",
+        "autoupdate": False,
+        "share": "disabled",
+    }, indent=2))
+    done = subprocess.run([sys.executable, "-m", "mcpx", "opencode", "install", "--json"], cwd=path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"mcpx opencode install failed: {done.stdout}{done.stderr}")
+    seed_plugin_dependency(path / ".opencode")
+    return path
+
+
+class Opencode:
+    """One `opencode serve`, and the HTTP calls a test makes of it."""
+
+    def __init__(self, binary: Path, project: Path, home: Path, env: dict[str, str]) -> None:
+        self.binary, self.project, self.home, self.env = binary, project, home, env
+        self.port = free_port()
+        self.log = project.parent / f"opencode-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        seed_plugin_dependency(home / ".config" / "opencode")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> "Opencode":
+        out = self.log.open("ab")
+        self.proc = subprocess.Popen([str(self.binary), "serve", "--hostname", "127.0.0.1", "--port", str(self.port),
+                                      "--print-logs", "--log-level", "INFO"],
+                                     cwd=self.project, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"opencode serve exited {self.proc.returncode}:\n{self.tail()}")
+            if "opencode server listening" in self.log.read_text(errors="replace"):
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"opencode serve did not listen within {timeout} s:\n{self.tail()}")
+
+    def tail(self, chars: int = 6000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    # ---- the HTTP API
+
+    def call(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as r:
+                text = r.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"opencode {method} {path} answered {exc.code}: {exc.read().decode()[:2000]}") from None
+        return json.loads(text) if text.strip() else None
+
+    def session(self) -> str:
+        return self.call("POST", "/session", {})["id"]
+
+    def prompt(self, session: str, text: str) -> None:
+        self.call("POST", f"/session/{session}/prompt_async", {"parts": [{"type": "text", "text": text}]})
+
+    def permissions(self, session: str) -> list[dict[str, Any]]:
+        return [p for p in self.call("GET", "/permission") or [] if p.get("sessionID") == session]
+
+    def questions(self, session: str) -> list[dict[str, Any]]:
+        return [q for q in self.call("GET", "/question") or [] if q.get("sessionID") == session]
+
+    def wait(self, what: str, probe: Any, timeout: float = 30) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = probe()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"opencode: no {what} within {timeout} s\n{self.tail(3000)}")
+            time.sleep(0.1)
+
+    def reply_permission(self, request_id: str, reply: str, message: str | None = None) -> None:
+        body: dict[str, Any] = {"reply": reply}
+        if message is not None:
+            body["message"] = message
+        self.call("POST", f"/permission/{request_id}/reply", body)
+
+    def reply_question(self, request_id: str, answers: list[list[str]]) -> None:
+        self.call("POST", f"/question/{request_id}/reply", {"answers": answers})

@@ -1,0 +1,210 @@
+"""`mcpx opencode install [--global] [--uninstall]` and `mcpx opencode import`, run as a person runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ROOT
+from mcpx.config import load_config
+from opencode.harness import PLUGIN_DIST, build_plugin
+
+SKILL = ROOT / "skills" / "mcpx-elicitation"
+SPEC = PLUGIN_DIST.as_uri()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin_built() -> None:
+    if (reason := build_plugin()):
+        pytest.skip(f"LOUD SKIP: {reason}")
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> dict[str, Any]:
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MCPX_", "OPENCODE_", "XDG_")) and k not in ("AGENT", "OPENCODE")}
+    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT / "sidecar"))
+    return {"project": project, "env": env, "tmp": tmp_path}
+
+
+def mcpx(place: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mcpx", "opencode", *args], cwd=place["project"],
+                          env={**place["env"], **(env or {})}, capture_output=True, text=True, timeout=60)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def serve_command() -> list[str]:
+    script = Path(sys.executable).parent / "mcpx"
+    return [str(script), "serve"] if script.exists() else [sys.executable, "-m", "mcpx", "serve"]
+
+
+EXISTING = {
+    "$schema": "https://opencode.ai/config.json",
+    "theme": "tokyonight",
+    "model": "anthropic/claude-sonnet-4",
+    "permission": {"bash": "ask"},
+    "mcp": {"github": {"type": "local", "command": ["npx", "-y", "gh-mcp"], "environment": {"GH": "1"}}},
+    "plugin": ["opencode-wakatime", ["./my-plugin.js", {"loud": True}]],
+    "skills": {"paths": ["./my-skills"]},
+}
+
+
+def test_install_into_a_new_project_config(place: dict[str, Any]) -> None:
+    done = ok(mcpx(place, "install"))
+    path = place["project"] / "opencode.json"
+    assert f"installed into {path}" in done.stdout
+    data = json.loads(path.read_text())
+    assert data == {"$schema": "https://opencode.ai/config.json",
+                    "mcp": {"mcpx": {"type": "local", "command": serve_command(), "enabled": True,
+                                     "environment": {"MCPX_TOOL_PREFIX": "mcpx_"}}},
+                    "plugin": [SPEC], "skills": {"paths": [str(SKILL)]}}
+    assert Path(data["mcp"]["mcpx"]["command"][0]).is_absolute()
+    assert PLUGIN_DIST.is_file() and (SKILL / "SKILL.md").is_file()
+
+
+def test_install_keeps_every_setting_twice_changes_nothing_and_uninstall_reverses_it(place: dict[str, Any]) -> None:
+    path = place["project"] / "opencode.json"
+    path.write_text(json.dumps(EXISTING))
+    ok(mcpx(place, "install"))
+    data = json.loads(path.read_text())
+    assert list(data) == list(EXISTING)  # the keys in their order; nothing added at the top but what was missing
+    for key in ("$schema", "theme", "model", "permission"):
+        assert data[key] == EXISTING[key]
+    assert data["mcp"]["github"] == EXISTING["mcp"]["github"]
+    assert data["mcp"]["mcpx"]["command"] == serve_command()
+    assert data["plugin"] == [*EXISTING["plugin"], SPEC]
+    assert data["skills"]["paths"] == ["./my-skills", str(SKILL)]
+    written = path.read_bytes()
+    stamp = path.stat().st_mtime_ns
+    again = ok(mcpx(place, "install"))
+    assert "nothing changed" in again.stdout
+    assert path.read_bytes() == written and path.stat().st_mtime_ns == stamp
+    report = json.loads(ok(mcpx(place, "install", "--json")).stdout)
+    assert report["changed"] is False and report["config"] == str(path)
+    gone = ok(mcpx(place, "install", "--uninstall"))
+    assert "removed mcp.mcpx, plugin, skills.paths" in gone.stdout
+    assert json.loads(path.read_text()) == EXISTING
+    assert "nothing changed" in ok(mcpx(place, "install", "--uninstall")).stdout
+
+
+def test_uninstall_removes_a_file_install_created(place: dict[str, Any]) -> None:
+    ok(mcpx(place, "install"))
+    report = json.loads(ok(mcpx(place, "install", "--uninstall", "--json")).stdout)
+    assert report["deleted"] is True and report["removed"] == ["mcp.mcpx", "plugin", "skills.paths"]
+    assert not (place["project"] / "opencode.json").exists()
+
+
+def test_uninstall_leaves_an_entry_that_is_not_mcpx(place: dict[str, Any]) -> None:
+    path = place["project"] / "opencode.json"
+    path.write_text(json.dumps({"mcp": {"mcpx": {"type": "local", "command": ["something-else"]}}}))
+    ok(mcpx(place, "install", "--uninstall"))
+    assert json.loads(path.read_text()) == {"mcp": {"mcpx": {"type": "local", "command": ["something-else"]}}}
+
+
+def test_an_other_entry_name_goes_to_the_plugin_as_its_option(place: dict[str, Any]) -> None:
+    ok(mcpx(place, "install", "--entry", "gateway"))
+    data = json.loads((place["project"] / "opencode.json").read_text())
+    assert list(data["mcp"]) == ["gateway"]
+    assert data["plugin"] == [[SPEC, {"entry": "gateway"}]]
+    ok(mcpx(place, "install"))  # back to the default name: the plugin is listed once, as now wanted
+    data = json.loads((place["project"] / "opencode.json").read_text())
+    assert data["plugin"] == [SPEC] and set(data["mcp"]) == {"gateway", "mcpx"}
+
+
+def test_the_file_opencode_itself_would_edit(place: dict[str, Any]) -> None:
+    dot = place["project"] / ".opencode" / "opencode.json"
+    dot.parent.mkdir()
+    dot.write_text('{"theme": "dark"}')
+    ok(mcpx(place, "install"))
+    assert not (place["project"] / "opencode.json").exists()
+    assert json.loads(dot.read_text())["theme"] == "dark" and "mcpx" in json.loads(dot.read_text())["mcp"]
+    jsonc = place["project"] / "opencode.jsonc"
+    jsonc.write_text('{"theme": "light"}')  # the project's own file wins over .opencode/, as in opencode
+    ok(mcpx(place, "install"))
+    assert "mcpx" in json.loads(jsonc.read_text())["mcp"]
+
+
+def test_a_config_with_comments_is_refused_untouched(place: dict[str, Any]) -> None:
+    path = place["project"] / "opencode.json"
+    text = '{\n  // my theme\n  "theme": "dark",\n}\n'
+    path.write_text(text)
+    done = mcpx(place, "install")
+    assert done.returncode == 1
+    assert "has comments or trailing commas" in done.stderr and str(path) in done.stderr
+    assert path.read_text() == text
+    broken = mcpx(place, "install", "--json")
+    assert json.loads(broken.stdout)["error"]["code"] == "opencode_config"
+
+
+@pytest.mark.parametrize("how", ["xdg", "opencode_config_dir", "home"])
+def test_global_install_goes_where_opencode_reads_its_global_config(place: dict[str, Any], how: str) -> None:
+    tmp = place["tmp"]
+    env, expected = {
+        "xdg": ({"XDG_CONFIG_HOME": str(tmp / "xdg")}, tmp / "xdg" / "opencode" / "opencode.json"),
+        "opencode_config_dir": ({"OPENCODE_CONFIG_DIR": str(tmp / "occ"), "XDG_CONFIG_HOME": str(tmp / "xdg")},
+                                tmp / "occ" / "opencode.json"),
+        "home": ({}, tmp / "home" / ".config" / "opencode" / "opencode.json"),
+    }[how]
+    done = ok(mcpx(place, "install", "--global", "--json", env=env))
+    assert json.loads(done.stdout)["config"] == str(expected)
+    assert json.loads(expected.read_text())["mcp"]["mcpx"]["command"] == serve_command()
+    assert not (place["project"] / "opencode.json").exists()
+    ok(mcpx(place, "install", "--global", "--uninstall", env=env))
+    assert not expected.exists()
+
+
+def test_import_moves_the_servers_behind_mcpx(place: dict[str, Any]) -> None:
+    path = place["project"] / "opencode.json"
+    remote = {"type": "remote", "url": "https://mcp.example.com/mcp", "headers": {"X-Key": "k"}}
+    path.write_text(json.dumps({**EXISTING, "mcp": {**EXISTING["mcp"], "docs": remote,
+                                                    "odd": {"type": "remote", "url": "ftp://nope"}}}))
+    ok(mcpx(place, "install"))
+    done = mcpx(place, "import")
+    assert done.returncode == 1, "one server could not move: it says so"
+    assert "moved 'github'" in done.stdout and "mcpx_github_TOOL" in done.stdout and "moved 'docs'" in done.stdout
+    assert "left 'odd'" in done.stderr and "url must start with http:// or https://" in done.stderr
+    target = place["project"] / ".mcpx" / "config.json"
+    moved = json.loads(target.read_text())["servers"]
+    assert moved == {"github": EXISTING["mcp"]["github"], "docs": remote}
+    data = json.loads(path.read_text())
+    assert set(data["mcp"]) == {"mcpx", "odd"}
+    assert data["theme"] == EXISTING["theme"] and data["plugin"][-1] == SPEC
+    loaded = load_config(place["project"])  # mcpx reads what import wrote, opencode's shapes and all
+    assert loaded.config.servers["github"].command == "npx" and loaded.config.servers["github"].env == {"GH": "1"}
+    assert loaded.config.servers["docs"].url == remote["url"]
+    again = json.loads(mcpx(place, "import", "--json").stdout)
+    assert again["moved"] == [] and list(again["skipped"]) == ["odd"]
+
+
+def test_import_into_mcpx_config_keeps_what_is_there_and_refuses_a_different_namesake(place: dict[str, Any]) -> None:
+    target = place["tmp"] / "mcpx.json"
+    target.write_text(json.dumps({"elicit": {"ttl": "10m"}, "servers": {"github": {"command": "gh-other"}}}))
+    path = place["project"] / "opencode.json"
+    path.write_text(json.dumps({"mcp": {"github": EXISTING["mcp"]["github"],
+                                        "local": {"type": "local", "command": ["python3", "srv.py"]}}}))
+    report = json.loads(mcpx(place, "import", "--json", env={"MCPX_CONFIG": str(target)}).stdout)
+    assert report["into"] == str(target) and report["moved"] == ["local"] and "github" in report["skipped"]
+    assert report["mcpxInstalled"] is False
+    config = json.loads(target.read_text())
+    assert config["elicit"] == {"ttl": "10m"} and config["servers"]["github"] == {"command": "gh-other"}
+    assert config["servers"]["local"] == {"type": "local", "command": ["python3", "srv.py"]}
+    assert json.loads(path.read_text()) == {"mcp": {"github": EXISTING["mcp"]["github"]}}
+
+
+def test_import_with_nothing_to_move(place: dict[str, Any]) -> None:
+    ok(mcpx(place, "install"))
+    done = ok(mcpx(place, "import"))
+    assert "no MCP servers to import" in done.stdout
+    assert not (place["project"] / ".mcpx").exists()
