@@ -5,6 +5,10 @@ What it measures, in one run against one fresh `python -m mcpx daemon` (empty co
 1. push latency: `POST /v1/elicit` -> the `elicit.open` frame of `GET /v1/events?kinds=elicit.open`
    arriving at a subscriber in another process (both ends stamp time.monotonic(), which is
    CLOCK_MONOTONIC on Linux and so comparable across processes); p50 and p99.
+   Beside it, the floor: a bare aiohttp relay (this file, --role relay, no broker, no SQLite) that
+   answers the same POST and writes the same kind of frame to its own subscriber process; its
+   sends are interleaved with mcpx's, so "mcpx push / relay push" is the cost mcpx adds over
+   two aiohttp hops on this machine. GET /v1/health is timed in the same loop, after the same gaps.
 2. the reference: a separate process polling `GET /v1/elicit?session=bench-poll` every 250 ms,
    for a smaller batch of questions opened in the same loop; its discovery p50/p99 and poll/push.
 3. lifecycles per second: open -> long-poll `/wait` -> accept -> the waiter holds the 200, with
@@ -21,7 +25,7 @@ It is a benchmark, not a test: it exits 0 whether or not targets are met, and sa
 one is. The machines here are noisy, so the ratios printed beside the absolute figures (all
 measured in this same run) are the figures to compare between runs.
 
-The hidden `--role sse|poll` options are how this file runs its own subscriber and poller processes.
+The hidden `--role sse|poll|relay` options are how this file runs its own subscriber and poller processes.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _daemon sits beside this file, however it is run
 from _daemon import BenchDaemon  # noqa: E402
@@ -283,6 +288,47 @@ async def role_sse(socket: str) -> None:
     print(json.dumps(seen), flush=True)
 
 
+async def role_relay(socket: str) -> None:
+    """The floor for push: an aiohttp server that relays each POST to its subscribers as one SSE frame."""
+    subscribers: list[web.StreamResponse] = []
+    stopping = asyncio.Event()
+    count = 0
+
+    async def post(request: web.Request) -> web.Response:
+        nonlocal count
+        body = await request.json()
+        count += 1
+        eid = f"elc-relay{count:06d}"
+        data = json.dumps({"kind": "elicit.open", "elicit": eid, "session": body.get("session")})
+        frame = f"id: {count}\nevent: elicit.open\ndata: {data}\n\n".encode()
+        for sub in subscribers:
+            await sub.write(frame)
+        return web.json_response({"elicitation": {"id": eid, "state": "pending"}}, status=201)
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        subscribers.append(resp)
+        await resp.write(b"id: 0\n\n")
+        try:
+            await stopping.wait()  # aiohttp does not cancel a handler when its client goes away
+        finally:
+            subscribers.remove(resp)
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/elicit", post)
+    app.router.add_get("/v1/events", events)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    await web.UnixSite(runner, socket).start()
+    print("ready", flush=True)
+    await stdin_closed()
+    stopping.set()
+    await runner.cleanup()
+    print(json.dumps({"relayed": count}), flush=True)
+
+
 async def role_poll(socket: str, session: str, interval: float) -> None:
     """What a client without push does: list the session's pending questions every `interval` seconds."""
     seen: dict[str, float] = {}
@@ -310,7 +356,9 @@ async def role_poll(socket: str, session: str, interval: float) -> None:
 class Latency:
     push_ms: list[float]
     post_ms: list[float]        # the sender's own round trip of the same POSTs
-    health_ms: list[float]      # GET /v1/health round trips: the floor of one request with one SQLite read
+    health_ms: list[float]      # GET /v1/health round trips back to back: one request with one SQLite read
+    health_gap_ms: list[float]  # the same, each after a gap like the POSTs'
+    relay_ms: list[float]       # push latency through the bare aiohttp relay, sends interleaved with mcpx's
     poll_ms: list[float]
     push_same_ms: list[float]   # push latency of the very questions the poller timed
     missing_push: int
@@ -319,38 +367,55 @@ class Latency:
 
 
 async def phase_latency(d: BenchDaemon, http: aiohttp.ClientSession, rng: random.Random) -> Latency:
-    sse = await Child.start("sse", d.socket)
-    poller: Child | None = None
+    relay_socket = d.root / "relay.sock"
+    children: list[Child] = []
     try:
+        sse = await Child.start("sse", d.socket)
+        children.append(sse)
         poller = await Child.start("poll", d.socket, "--session", POLL_SESSION, "--interval", str(POLL_INTERVAL_S))
-        for _ in range(N_WARMUP):  # first requests pay for connection set-up and first-use caches
-            await open_question(http, "bench-warmup")
-        health = [ms(await timed_health(http)) for _ in range(N_HEALTH)]
-        # push and poll questions interleaved in one loop, one at a time, so both see the same daemon
-        plan = [PUSH_SESSION] * N_PUSH + [POLL_SESSION] * N_POLL
-        rng.shuffle(plan)
-        sent: dict[str, tuple[str, float]] = {}
-        post: list[float] = []
-        for session in plan:
-            await asyncio.sleep(rng.uniform(*GAP_S))
-            t0 = time.monotonic()  # just before the POST: the latency includes the whole request
-            eid = await open_question(http, session)
-            post.append(ms(time.monotonic() - t0))
-            sent[eid] = (session, t0)
+        children.append(poller)
+        relay = await Child.start("relay", relay_socket)
+        children.append(relay)
+        relay_sse = await Child.start("sse", relay_socket)
+        children.append(relay_sse)
+        async with child_session(str(relay_socket)) as relay_http:
+            for _ in range(N_WARMUP):  # first requests pay for connection set-up and first-use caches
+                await open_question(http, "bench-warmup")
+                await open_question(relay_http, "bench-warmup")
+            health = [ms(await timed_health(http)) for _ in range(N_HEALTH)]
+            # push, poll, relay and health requests interleaved in one loop, one at a time, so all see
+            # the same machine
+            plan = [PUSH_SESSION] * N_PUSH + [POLL_SESSION] * N_POLL + ["relay"] * N_PUSH + ["health"] * N_HEALTH
+            rng.shuffle(plan)
+            sent: dict[str, tuple[str, float]] = {}
+            post: list[float] = []
+            health_gap: list[float] = []
+            for session in plan:
+                await asyncio.sleep(rng.uniform(*GAP_S))
+                if session == "health":
+                    health_gap.append(ms(await timed_health(http)))
+                    continue
+                t0 = time.monotonic()  # just before the POST: the latency includes the whole request
+                eid = await open_question(relay_http if session == "relay" else http, session)
+                if session != "relay":
+                    post.append(ms(time.monotonic() - t0))
+                sent[eid] = (session, t0)
         await asyncio.sleep(2 * POLL_INTERVAL_S + 0.1)  # the last frames land, the poller takes two more turns
         pushed: dict[str, float] = await sse.finish()
+        pushed.update(await relay_sse.finish())
         polled = await poller.finish()
+        await relay.finish()
     finally:
-        sse.kill()
-        if poller is not None:
-            poller.kill()
+        for child in children:
+            child.kill()
     push: list[float] = []
     poll: list[float] = []
     same: list[float] = []
+    relayed: list[float] = []
     missing_push = missing_poll = 0
     for eid, (session, t0) in sent.items():
         if eid in pushed:
-            (push if session == PUSH_SESSION else same).append(ms(pushed[eid] - t0))
+            {PUSH_SESSION: push, POLL_SESSION: same, "relay": relayed}[session].append(ms(pushed[eid] - t0))
         else:
             missing_push += 1
         if session == POLL_SESSION:
@@ -358,7 +423,8 @@ async def phase_latency(d: BenchDaemon, http: aiohttp.ClientSession, rng: random
                 poll.append(ms(polled["seen"][eid] - t0))
             else:
                 missing_poll += 1
-    return Latency(push, post, health, poll, same, missing_push, missing_poll, int(polled["polls"]))
+    return Latency(push, post, health, health_gap, relayed, poll, same, missing_push, missing_poll,
+                   int(polled["polls"]))
 
 
 @dataclass
@@ -520,7 +586,7 @@ async def run(profile: str | None) -> None:
             say(f"daemon pid {d.pid}, MCPX_HOME {d.home}, {os.cpu_count()} cpus, "
                 f"load {os.getloadavg()[0]:.2f}; idle RSS {fmt_mib(rss_idle)}")
 
-            say(f"[1/3] push vs poll: {N_PUSH} + {N_POLL} questions, one at a time, gaps "
+            say(f"[1/3] push vs poll: {N_PUSH} + {N_POLL} questions (+ {N_PUSH} through the bare relay), one at a time, gaps "
                 f"{GAP_S[0] * 1000:.0f}-{GAP_S[1] * 1000:.0f} ms ...")
             lat = await phase_latency(d, http, rng)
             say(f"      {len(lat.push_ms)} push samples, {len(lat.poll_ms)} poll samples over {lat.polls} polls; "
@@ -563,8 +629,13 @@ async def run(profile: str | None) -> None:
     report.add("push latency p99", fmt_ms(push99), f"<= {TARGET_PUSH_P99_MS:g} ms", push99 <= TARGET_PUSH_P99_MS)
     post50, health50 = percentile(lat.post_ms, 50), percentile(lat.health_ms, 50)
     report.add("  POST /v1/elicit round trip p50 (sender)", fmt_ms(post50))
-    report.add("  GET /v1/health round trip p50 (floor)", fmt_ms(health50))
+    report.add("  GET /v1/health round trip p50, after gaps | back to back",
+               f"{fmt_ms(percentile(lat.health_gap_ms, 50))} | {fmt_ms(health50)}")
     report.add("  ratio push p50 / POST round trip p50", f"{push50 / post50:.2f}x")
+    relay50 = percentile(lat.relay_ms, 50)
+    report.add(f"  bare aiohttp relay push p50 / p99 (floor, n={len(lat.relay_ms)})",
+               f"{fmt_ms(relay50)} / {fmt_ms(percentile(lat.relay_ms, 99))}")
+    report.add("  ratio mcpx push p50 / relay push p50", f"{push50 / relay50:.2f}x")
     report.add(f"push latency p50, the poll batch (n={len(lat.push_same_ms)})",
                fmt_ms(percentile(lat.push_same_ms, 50)))
     report.add(f"poll 250 ms discovery p50 (n={len(lat.poll_ms)})", fmt_ms(poll50), "reference")
@@ -611,7 +682,7 @@ async def run(profile: str | None) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE")
-    parser.add_argument("--role", choices=("sse", "poll"), help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=("sse", "poll", "relay"), help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--session", help=argparse.SUPPRESS)
     parser.add_argument("--interval", type=float, default=POLL_INTERVAL_S, help=argparse.SUPPRESS)
@@ -620,6 +691,8 @@ def main() -> int:
         asyncio.run(role_sse(args.socket))
     elif args.role == "poll":
         asyncio.run(role_poll(args.socket, args.session, args.interval))
+    elif args.role == "relay":
+        asyncio.run(role_relay(args.socket))
     else:
         asyncio.run(run(args.profile))
     return 0

@@ -80,13 +80,19 @@ async def test_sigterm_drains_and_exits_cleanly(home: Path) -> None:
             async with http.get(f"/v1/elicit/{q['id']}/wait", params={"timeout": "60"}) as r:
                 return r.status
 
+        async def event_stream() -> bytes:
+            async with http.get("/v1/events") as r:
+                return await r.content.read()  # to the end of the stream
+
         waiter = asyncio.create_task(long_poll())
+        stream = asyncio.create_task(event_stream())
         await asyncio.sleep(0.2)
         started = time.monotonic()
         code = await asyncio.to_thread(d.stop)
         assert code == 0
-        assert time.monotonic() - started < 8
+        assert time.monotonic() - started < 2.5  # the drain allows 3 s: nothing held it open
         assert await waiter == 204  # told to come back, not cut off
+        assert (await asyncio.wait_for(stream, 5)).startswith(b"retry: 1000\nid: ")  # ended, not cut off
     assert not d.socket.exists() and not (home / "daemon.json").exists()
     d.restart()
     try:

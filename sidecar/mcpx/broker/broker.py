@@ -265,6 +265,9 @@ class Broker:
             if self._deadlines[0][1] == q.id:
                 self._wake.set()
         self._publish(records)
+        # one loop turn for the subscribers woken above: the news of a question goes out before
+        # the reply to whoever opened it (both are in flight; this only orders them)
+        await asyncio.sleep(0)
         return Handle(q, fut)
 
     # ---- answer

@@ -18,8 +18,20 @@ class Subscription:
         self.overflowed = False
 
     async def get(self) -> AuditRecord | None:
-        """The next record, or None when this subscriber fell too far behind (reconnect with Last-Event-ID)."""
+        """The next record, or None when the stream is over: this subscriber fell too far behind
+        (reconnect with Last-Event-ID), or the daemon is stopping."""
         return await self.queue.get()
+
+    def end(self) -> None:
+        """Make the next `get` return None, dropping the oldest record if the queue is full."""
+        if self.overflowed:
+            return  # a None is already queued
+        self.overflowed = True
+        try:
+            self.queue.put_nowait(None)
+        except asyncio.QueueFull:
+            self.queue.get_nowait()
+            self.queue.put_nowait(None)
 
     def close(self) -> None:
         self._bus._subs.discard(self)
@@ -34,11 +46,20 @@ class Subscription:
 class EventBus:
     def __init__(self) -> None:
         self._subs: set[Subscription] = set()
+        self.closed = False
 
     def subscribe(self, accept: Filter = lambda _r: True, capacity: int = 10000) -> Subscription:
         sub = Subscription(self, accept, capacity)
         self._subs.add(sub)
+        if self.closed:
+            sub.end()
         return sub
+
+    def close(self) -> None:
+        """The daemon is stopping: every subscriber's stream ends now, and any opened later at once."""
+        self.closed = True
+        for sub in list(self._subs):
+            sub.end()
 
     def publish(self, record: AuditRecord) -> None:
         for sub in list(self._subs):
@@ -48,6 +69,4 @@ class EventBus:
                 sub.queue.put_nowait(record)
             except asyncio.QueueFull:
                 # a slow reader must not hold the daemon's memory hostage; it resumes from the log
-                sub.overflowed = True
-                sub.queue.get_nowait()
-                sub.queue.put_nowait(None)
+                sub.end()

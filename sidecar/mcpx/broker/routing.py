@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from mcpx.broker.models import Audience, Mode
@@ -38,6 +39,7 @@ def words(name: str) -> list[str]:
     return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
 
 
+@lru_cache(maxsize=4096)  # field names repeat from question to question; each is split by regexes
 def is_credential_name(name: str) -> bool:
     parts = words(name)
     if any(w in _SECRET_WORDS for w in parts):

@@ -37,6 +37,12 @@ def build_api() -> Api:
     return api
 
 
+def stop_streams(app: web.Application) -> None:
+    """Stopping: long polls and event streams end now instead of holding the drain open."""
+    app[SHUTDOWN].set()
+    app[RUNTIME].broker.bus.close()
+
+
 def make_app(runtime: Runtime) -> web.Application:
     app = web.Application(middlewares=[errors_middleware, auth_middleware], client_max_size=MAX_BODY)
     app[RUNTIME] = runtime
@@ -52,7 +58,7 @@ def make_app(runtime: Runtime) -> web.Application:
         install_mcp_endpoint(app, Surface(runtime, RequestStates(load_key(runtime.paths.request_state_key))))
 
     async def on_shutdown(app: web.Application) -> None:
-        app[SHUTDOWN].set()
+        stop_streams(app)
 
     app.on_shutdown.append(on_shutdown)
     return app

@@ -210,7 +210,6 @@ async def events(call: Call) -> web.StreamResponse:
     accept = _accepts(kinds, q.session)
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Accel-Buffering": "no"})
-    shutdown = call.app[SHUTDOWN]
     with rt.broker.bus.subscribe(accept) as sub:  # subscribe before replaying: nothing falls in the gap
         await response.prepare(call.request)
         # an id-only frame tells the client where the log stands, so a reconnect can resume from here
@@ -226,19 +225,17 @@ async def events(call: Call) -> web.StreamResponse:
                     sent = record.seq
                 if len(page) < 500:
                     break
-        stopper = asyncio.ensure_future(shutdown.wait())
         try:
-            while not shutdown.is_set():
-                getter = asyncio.ensure_future(sub.get())
-                done, _ = await asyncio.wait({getter, stopper}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED)
-                if getter not in done:
-                    getter.cancel()
-                    if stopper in done:
-                        break
+            # one await per record, straight on the queue: a frame leaves in the loop turn after the
+            # commit that made it (the bus ends every stream when the daemon stops)
+            while True:
+                try:
+                    async with asyncio.timeout(heartbeat):
+                        record = await sub.get()
+                except TimeoutError:
                     await response.write(b": heartbeat\n\n")
                     continue
-                record = getter.result()
-                if record is None:  # fell behind: end, the client resumes from its Last-Event-ID
+                if record is None:  # fell behind (the client resumes from its Last-Event-ID) or stopping
                     break
                 if record.seq <= sent:
                     continue
@@ -246,8 +243,6 @@ async def events(call: Call) -> web.StreamResponse:
                 sent = record.seq
         except (ConnectionResetError, asyncio.CancelledError):
             pass
-        finally:
-            stopper.cancel()
     return response
 
 

@@ -23,8 +23,7 @@ from mcpx import __version__
 from mcpx.broker.broker import Broker
 from mcpx.broker.store import Store
 from mcpx.config import ConfigError, load_config, watch_config
-from mcpx.daemon.app import make_app
-from mcpx.daemon.elicit_routes import SHUTDOWN
+from mcpx.daemon.app import make_app, stop_streams
 from mcpx.daemon.runtime import Runtime
 from mcpx.paths import StatePaths, write_private
 from mcpx.sockets import socket_alive
@@ -168,7 +167,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         await stop.wait()
         log.info("draining: no new requests; in-flight ones get %.0fs", 3.0)
     finally:
-        app[SHUTDOWN].set()
+        stop_streams(app)
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
