@@ -192,6 +192,24 @@ async def test_agents_cannot_reach_into_another_session(surf: Daemon) -> None:
         assert eid in text(mine)
 
 
+async def test_a_finished_call_is_answered_for_from_the_store_alike_and_only_to_its_session(surf: Daemon) -> None:
+    async with stdio_client(surf, "legacy") as client, surf.session() as rest:
+        early = await client.call_tool("sdk_need_repo", {"_mcpx_session": "alice"})
+        task = early.meta["io.mcpx/inputRequired"]["task"]
+        await answer(rest, early.meta["io.mcpx/inputRequired"]["elicitations"][0], "accept", {"repo": "a/b"})
+        live = await client.call_tool("mcpx_task_result", {"task": task, "wait": True, "_mcpx_session": "alice"})
+    surf.stop()
+    surf.restart()  # the new daemon knows the call only from mcpx.db
+    async with stdio_client(surf, "legacy") as client:
+        stored = await client.call_tool("mcpx_task_result", {"task": task, "_mcpx_session": "alice"})
+        peek = await client.call_tool("mcpx_task_result", {"task": task, "_mcpx_session": "bob"})
+        nothing = await client.call_tool("mcpx_task_result", {"task": "tsk-" + "0" * 16, "_mcpx_session": "alice"})
+    assert json.loads(text(live)) == {"action": "accept", "data": {"repo": "a/b"}} and not live.is_error
+    assert text(stored) == text(live) and not stored.is_error
+    assert peek.is_error and "another session" in text(peek)
+    assert nothing.is_error and "there is no task" in text(nothing)
+
+
 async def test_cancelling_the_request_cancels_the_call_and_abandons_its_question(surf: Daemon) -> None:
     asked = asyncio.Event()
 

@@ -44,7 +44,7 @@ from mcpx.mcp.protocol import (
 from mcpx.mcp.request_state import RequestStates, binding
 from mcpx.mcp.surface_tools import MCPX_TOOLS, SESSION_ARG, listed, text_result
 from mcpx.upstream.calls import CallRequest, CallTask, Slot, routable
-from mcpx.upstream.gateway import UnknownServer
+from mcpx.upstream.gateway import UnknownServer, UnknownTask
 
 if TYPE_CHECKING:
     from mcpx.daemon.runtime import Runtime
@@ -359,20 +359,25 @@ class Surface:
         except UnknownServer as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
 
-    def _finished(self, task: CallTask, state: ClientState) -> dict[str, Any]:
-        """The upstream's own result, as it came; a call mcpx could not complete is a tool error that says why."""
-        if task.state == "completed" and task.result is not None:
-            result = dict(task.result)
+    @staticmethod
+    def _finished(doc: dict[str, Any]) -> dict[str, Any]:
+        """The upstream's own result, as it came; a call mcpx could not complete is a tool error that says why.
+
+        `doc` is a finished task's document, live (CallTask.doc) or stored: both answer alike.
+        """
+        if doc.get("state") == "completed" and doc.get("result") is not None:
+            result = dict(doc["result"])
             meta = {k: v for k, v in (result.get("_meta") or {}).items() if k != META_SERVER_INFO}
             if meta:
                 result["_meta"] = meta  # passed through untouched, but for the upstream's self-description
             else:
                 result.pop("_meta", None)
             return result
-        upstream_error = (task.result or {}).get("error")
+        upstream_error = (doc.get("result") or {}).get("error")
         if isinstance(upstream_error, dict):
             raise RpcError.from_error(upstream_error)  # the server's own protocol error, passed through
-        return text_result(f"mcpx: {task.request.server}.{task.request.tool} {task.state}: {task.error}", error=True)
+        return text_result(f"mcpx: {doc.get('server')}.{doc.get('tool')} {doc.get('state')}: {doc.get('error', '')}",
+                           error=True)
 
     async def _heartbeat(self, out: Outbound, token: Any, started: float) -> None:
         if token is not None:
@@ -391,7 +396,7 @@ class Surface:
         try:
             while True:
                 if task.done:
-                    return self._finished(task, state)
+                    return self._finished(task.doc())
                 askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes}
                 unaskable = [eid for eid in task.open if eid not in askable]
                 if state.era == "modern" and (askable or task.slots) and not unaskable:
@@ -611,7 +616,7 @@ class Surface:
                                + (f"; collect its result with {state.tool_prefix}mcpx_task_result {json.dumps({'task': q.task})}"
                                   if q.task else "") + ".", structured={"escalated": True, "elicitation": q.wire()})
         if args.get("wait") and q.task:
-            return await self._task_outcome(q.task, state, wait=True)
+            return await self._task_outcome(q.task, session, state, wait=True)
         return text_result(f"Answered {eid}: {answer.action}. The call it belongs to goes on"
                            + (f"; collect its result with {state.tool_prefix}mcpx_task_result {json.dumps({'task': q.task})}"
                               if q.task else "") + ".", structured={"answer": answer.wire()})
@@ -620,24 +625,29 @@ class Surface:
         tid = args.get("task")
         if not isinstance(tid, str) or not is_id(tid, "tsk"):
             return text_result(f"mcpx: {tid!r} is not a task id (tsk- and 16 hex digits)", error=True)
-        task = self.gateway.task(tid)
-        if task is not None and task.request.session != session:
-            return text_result(f"mcpx: {tid} belongs to another session", error=True)
-        return await self._task_outcome(tid, state, wait=bool(args.get("wait")))
+        return await self._task_outcome(tid, session, state, wait=bool(args.get("wait")))
 
-    async def _task_outcome(self, tid: str, state: ClientState, wait: bool) -> dict[str, Any]:
+    async def _task_outcome(self, tid: str, session: str, state: ClientState, wait: bool) -> dict[str, Any]:
         task = self.gateway.task(tid)
-        if task is None:
-            doc = await self.gateway.task_doc(tid)
-            if doc.get("state") == "completed" and doc.get("result") is not None:
-                return doc["result"]
-            return text_result(f"mcpx: {tid} {doc.get('state')}: {doc.get('error', '')}", error=True)
+        if task is None:  # finished a while ago, or before a restart: the store answers for it
+            try:
+                doc = await self.gateway.task_doc(tid)
+            except UnknownTask:
+                return text_result(f"mcpx: there is no task {tid}", error=True)
+            if doc.get("session") != session:
+                return text_result(f"mcpx: {tid} belongs to another session", error=True)
+            if doc.get("state") in ("completed", "failed", "cancelled"):
+                return self._finished(doc)
+            return text_result(f"mcpx: {tid} is {doc.get('state')}, but its call is not running in this daemon "
+                               "(it was lost in a restart)", error=True)
+        if task.request.session != session:
+            return text_result(f"mcpx: {tid} belongs to another session", error=True)
         if wait and not task.done:
             # wait for the call to finish or to ask something new (not the questions already answered)
             seen = set(task.questions)
             await task.wait_for(lambda: task.done or bool(set(task.open) - seen), ANSWER_WAIT)
         if task.done:
-            return self._finished(task, state)
+            return self._finished(task.doc())
         if task.open:
             return self.waiting_result(task, state.tool_prefix)
         return text_result(f"{tid} is still running; ask again with {state.tool_prefix}mcpx_task_result "

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import deque
 from collections.abc import Awaitable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcpx.upstream")
 
+# finished calls kept in memory for mcpx_task_result and /v1/tasks; older ones are read from mcpx.db
+KEEP_FINISHED = 256
+
 __all__ = ["Gateway", "UnknownServer", "UnknownTask", "CallRequest", "CallTask"]
 
 
@@ -44,7 +48,8 @@ class Gateway:
         self.rt = runtime
         self.broker = runtime.broker
         self.pool = Pool(lambda: self.rt.config.servers, self._recall_era, self._remember_era, self._tools_changed)
-        self.tasks: dict[str, CallTask] = {}
+        self.tasks: dict[str, CallTask] = {}  # running calls, and the most recent finished ones
+        self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
         self.tool_listeners: list[Any] = []  # callables notified when a server's tools change
 
@@ -278,11 +283,20 @@ class Gateway:
         if task.error:
             data["error"] = task.scrub(task.error)
         doc = task.stored()
-        # the final state and its task.done commit together, behind the result: whoever waits for the
-        # result is not kept waiting for the audit (which is published as soon as it has committed)
-        self.broker.submit_record("task.done", data, session=task.request.session, trace=task.trace, task=task.id,
-                                  with_unit=lambda tx: tx.put_task(task.id, state, task.request.session, doc))
+        # whoever waits for the result hears first (it is in memory); the final state and its task.done
+        # commit together one loop turn behind, so the database thread is not in the reply's way
         await task.touch()
+        await asyncio.sleep(0)
+        committed = self.broker.submit_record(
+            "task.done", data, session=task.request.session, trace=task.trace, task=task.id,
+            with_unit=lambda tx: tx.put_task(task.id, state, task.request.session, doc))
+        committed.add_done_callback(lambda _f: self._forget_finished(task.id))
+
+    def _forget_finished(self, tid: str) -> None:
+        """Keep the last few finished calls in memory, the rest in the store alone (which answers for them)."""
+        self._finished.append(tid)
+        while len(self._finished) > KEEP_FINISHED:
+            self.tasks.pop(self._finished.popleft(), None)
 
     async def cancel(self, tid: str, reason: str) -> bool:
         task = self.tasks.get(tid)
