@@ -15,7 +15,7 @@ class Subscription:
         self._bus = bus
         self.accept = accept
         self.queue: asyncio.Queue[AuditRecord | None] = asyncio.Queue(maxsize=capacity)
-        self.overflowed = False
+        self.ended = False  # a None is queued: the next get ends the stream
 
     async def get(self) -> AuditRecord | None:
         """The next record, or None when the stream is over: this subscriber fell too far behind
@@ -24,9 +24,9 @@ class Subscription:
 
     def end(self) -> None:
         """Make the next `get` return None, dropping the oldest record if the queue is full."""
-        if self.overflowed:
-            return  # a None is already queued
-        self.overflowed = True
+        if self.ended:
+            return
+        self.ended = True
         try:
             self.queue.put_nowait(None)
         except asyncio.QueueFull:
@@ -63,7 +63,7 @@ class EventBus:
 
     def publish(self, record: AuditRecord) -> None:
         for sub in list(self._subs):
-            if sub.overflowed or not sub.accept(record):
+            if sub.ended or not sub.accept(record):
                 continue
             try:
                 sub.queue.put_nowait(record)

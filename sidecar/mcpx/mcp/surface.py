@@ -43,7 +43,7 @@ from mcpx.mcp.protocol import (
 )
 from mcpx.mcp.request_state import RequestStates, binding
 from mcpx.mcp.surface_tools import MCPX_TOOLS, SESSION_ARG, listed, text_result
-from mcpx.upstream.calls import CallRequest, CallTask, Slot, routable
+from mcpx.upstream.calls import DONE_STATES, CallRequest, CallTask, Slot, routable
 from mcpx.upstream.gateway import UnknownServer, UnknownTask
 
 if TYPE_CHECKING:
@@ -636,7 +636,7 @@ class Surface:
                 return text_result(f"mcpx: there is no task {tid}", error=True)
             if doc.get("session") != session:
                 return text_result(f"mcpx: {tid} belongs to another session", error=True)
-            if doc.get("state") in ("completed", "failed", "cancelled"):
+            if doc.get("state") in DONE_STATES:
                 return self._finished(doc)
             return text_result(f"mcpx: {tid} is {doc.get('state')}, but its call is not running in this daemon "
                                "(it was lost in a restart)", error=True)

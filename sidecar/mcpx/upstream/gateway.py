@@ -290,10 +290,12 @@ class Gateway:
         committed = self.broker.submit_record(
             "task.done", data, session=task.request.session, trace=task.trace, task=task.id,
             with_unit=lambda tx: tx.put_task(task.id, state, task.request.session, doc))
-        committed.add_done_callback(lambda _f: self._forget_finished(task.id))
+        committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
-    def _forget_finished(self, tid: str) -> None:
+    def _forget_finished(self, tid: str, committed: "asyncio.Future[Any]") -> None:
         """Keep the last few finished calls in memory, the rest in the store alone (which answers for them)."""
+        if committed.cancelled() or committed.exception() is not None:
+            return  # the store does not hold its end: memory stays the only record of it
         self._finished.append(tid)
         while len(self._finished) > KEEP_FINISHED:
             self.tasks.pop(self._finished.popleft(), None)
