@@ -569,6 +569,18 @@ def fmt_ms(x: float) -> str:
     return f"{x:.2f} ms" if x < 10 else f"{x:.1f} ms"
 
 
+def p50(values: list[float]) -> float:
+    return percentile(values, 50)
+
+
+def p99(values: list[float]) -> float:
+    return percentile(values, 99)
+
+
+def both(values: list[float]) -> str:
+    return f"{fmt_ms(p50(values))} / {fmt_ms(p99(values))}"
+
+
 def fmt_mib(kib: int) -> str:
     return f"{kib / 1024:.1f} MiB"
 

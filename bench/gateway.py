@@ -63,7 +63,7 @@ from mcpx.mcp.protocol import MODERN_VERSIONS  # the modern version the daemon o
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # _daemon and broker sit beside this file, however it is run
 from _daemon import BenchDaemon  # noqa: E402
-from broker import Report, child_session, fmt_ms, ms, percentile, say, stdin_closed  # noqa: E402
+from broker import Report, both, child_session, fmt_ms, ms, p50, p99, say, stdin_closed  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
 
@@ -490,18 +490,6 @@ async def phase_asks(d: BenchDaemon, http: aiohttp.ClientSession, rng: random.Ra
 
 
 # ---- the report
-
-def p50(values: list[float]) -> float:
-    return percentile(values, 50)
-
-
-def p99(values: list[float]) -> float:
-    return percentile(values, 99)
-
-
-def both(values: list[float]) -> str:
-    return f"{fmt_ms(p50(values))} / {fmt_ms(p99(values))}"
-
 
 def report_plain(report: Report, plain: Plain) -> None:
     m, dr = plain.mcpx.times_ms, plain.direct.times_ms

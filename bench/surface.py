@@ -55,7 +55,7 @@ from mcp.client.stdio import StdioServerParameters
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # _daemon, broker and gateway sit beside this file, however it is run
 from _daemon import BenchDaemon, child_pids, process_cpu_seconds  # noqa: E402
-from broker import Report, fmt_ms, ms, percentile, say  # noqa: E402
+from broker import Report, both, fmt_ms, ms, p50, p99, say  # noqa: E402
 from gateway import RawStdio, era_of, protocol_in_log  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 2 minutes on 2 cores)
@@ -359,18 +359,6 @@ async def phase_starts(d: BenchDaemon, profile: str | None) -> Starts:
 
 
 # ---- the report
-
-def p50(values: list[float]) -> float:
-    return percentile(values, 50)
-
-
-def p99(values: list[float]) -> float:
-    return percentile(values, 99)
-
-
-def both(values: list[float]) -> str:
-    return f"{fmt_ms(p50(values))} / {fmt_ms(p99(values))}"
-
 
 def report_calls(report: Report, calls: Calls) -> None:
     for pair in calls.pairs:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,18 @@ async def until_pending(http: aiohttp.ClientSession, count: int = 1, timeout: fl
             return qs
         if time.monotonic() > deadline:
             raise AssertionError(f"expected {count} pending question(s), have {len(qs)}")
+        await asyncio.sleep(0.05)
+
+
+async def until_health(http: aiohttp.ClientSession, holds: Callable[[dict[str, Any]], bool], timeout: float = 5
+                       ) -> dict[str, Any]:
+    """GET /v1/health until `holds` is true of it (a config reload is seen); the last one either way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        async with http.get("/v1/health") as r:
+            health: dict[str, Any] = await r.json()
+        if holds(health) or time.monotonic() > deadline:
+            return health
         await asyncio.sleep(0.05)
 
 

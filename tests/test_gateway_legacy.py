@@ -24,6 +24,7 @@ from gateway_helpers import (
     result,
     stdio,
     tool_text,
+    until_health,
     until_pending,
 )
 
@@ -262,28 +263,15 @@ async def test_servers_are_added_and_removed_when_the_config_changes(home: Path)
     try:
         async with d.session() as http:
             d.write_config({"servers": {"sdk": stdio("sdk_server.py"), "extra": stdio("sdk_resolver.py")}})
-            for _ in range(100):
-                async with http.get("/v1/health") as r:
-                    if "extra" in (await r.json())["servers"]:
-                        break
-                await asyncio.sleep(0.05)
+            await until_health(http, lambda h: "extra" in h["servers"])
             status, body, _ = await call(http, "extra", "echo", {"text": "hi"})
             assert status == 200 and body["result"]["content"][0]["text"] == "echo: hi"
             d.write_config({"servers": {"extra": stdio("sdk_resolver.py")}})
-            for _ in range(100):
-                async with http.get("/v1/health") as r:
-                    if "sdk" not in (await r.json())["servers"]:
-                        break
-                await asyncio.sleep(0.05)
+            await until_health(http, lambda h: "sdk" not in h["servers"])
             status, body, _ = await call(http, "sdk", "echo")
             assert status == 404
             d.write_config({"servers": {"extra": {"comand": "typo"}}})
-            for _ in range(100):
-                async with http.get("/v1/health") as r:
-                    health = await r.json()
-                if health.get("configError"):
-                    break
-                await asyncio.sleep(0.05)
+            health = await until_health(http, lambda h: bool(h.get("configError")))
             assert "servers.extra" in health["configError"] and health["servers"] == ["extra"]
     finally:
         d.stop()

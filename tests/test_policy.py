@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 
 from conftest import ask, make_daemon
-from gateway_helpers import answer, call, result, stdio, tool_text, until_pending
+from gateway_helpers import answer, call, result, stdio, tool_text, until_health, until_pending
 
 DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
 
@@ -162,12 +162,7 @@ async def test_settings_reload_live_and_a_bad_file_keeps_the_previous(home: Path
             status, body, _ = await call(http, "sdk", "need_repo")
             assert body["elicitation"]["secondsLeft"] <= 5  # the server's own ttl
             d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"ttl": "30s", "mode": "sometimes"}})
-            for _ in range(150):
-                async with http.get("/v1/health") as r:
-                    health = await r.json()
-                if health.get("configError"):
-                    break
-                await asyncio.sleep(0.05)
+            health = await until_health(http, lambda h: bool(h.get("configError")), timeout=7.5)
             assert "elicit.mode" in health["configError"] and str(d.config) in health["configError"]
             assert 25 <= (await ask(http))["secondsLeft"] <= 30  # the previous config is in force
     finally:
