@@ -97,6 +97,8 @@ class ServerElicit(_Model):
 
 class _Server(_Model):
     timeout: Seconds = Field(default=60.0, description="a call's own timeout; paused while a question waits")
+    idleTimeout: Seconds = Field(default=600.0, gt=0, description="an instance of the server with no call for this "
+                                 "long is stopped; the next call starts it again")
     elicit: ServerElicit = ServerElicit()
     enabled: bool = True
 

@@ -8,6 +8,7 @@ back `input_required` and is retried with `inputResponses` and the `requestState
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -85,6 +86,16 @@ class CallHooks(Protocol):
 
 
 @dataclass
+class InFlight:
+    """A call on this instance now: who hears about it, and its progress token (the caller's, and mcpx's own
+    on the wire: two callers may pick the same token, and an instance may carry both their calls)."""
+
+    hooks: CallHooks
+    progress: Any = None
+    wire_token: str | None = None
+
+
+@dataclass
 class ServerFacts:
     era: Era
     version: str
@@ -148,7 +159,8 @@ class UpstreamConnection:
         self.channel: ProcessChannel | HttpChannel | None = None
         self.peer: Peer | None = None
         self.facts: ServerFacts | None = None
-        self.hooks: CallHooks | None = None  # the call in flight (legacy: at most one per instance)
+        self.calls: list[InFlight] = []  # the calls in flight (legacy: at most one per instance)
+        self._tokens = itertools.count(1)
         self.idle_hooks: CallHooks | None = None  # who hears a server that asks with no call in flight
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
         self.on_other: Callable[[Message], Awaitable[None]] | None = None  # resources/updated and the like
@@ -298,14 +310,18 @@ class UpstreamConnection:
         assert self.peer is not None
         if isinstance(self.channel, HttpChannel) and self.era == "modern" and self.tools is None:
             await self.list_tools()  # its x-mcp-header arguments must be mirrored into Mcp-Param-* headers
-        self.hooks = hooks
+        call = InFlight(hooks)
+        if meta is not None and meta.get("progressToken") is not None:
+            call.progress, call.wire_token = meta["progressToken"], f"mcpx-{next(self._tokens)}"
+            meta = {**meta, "progressToken": call.wire_token}
+        self.calls.append(call)
         try:
             params: dict[str, Any] = {"name": tool, "arguments": arguments}
             if self.era == "legacy":
                 return await self.peer.request("tools/call", self._params(params, meta))
             return await self._drive(params, hooks, max_rounds, meta, 0)
         finally:
-            self.hooks = None
+            self.calls.remove(call)
 
     async def resume_modern(self, tool: str, arguments: dict[str, Any], responses: dict[str, Any],
                             request_state: str | None, hooks: CallHooks, max_rounds: int, round_no: int,
@@ -314,11 +330,12 @@ class UpstreamConnection:
         params: dict[str, Any] = {"name": tool, "arguments": arguments, "inputResponses": responses}
         if request_state is not None:
             params["requestState"] = request_state
-        self.hooks = hooks
+        call = InFlight(hooks)
+        self.calls.append(call)
         try:
             return await self._drive(params, hooks, max_rounds, None, round_no)
         finally:
-            self.hooks = None
+            self.calls.remove(call)
 
     async def _drive(self, params: dict[str, Any], hooks: CallHooks, max_rounds: int, meta: dict[str, Any] | None,
                      round_no: int) -> dict[str, Any]:
@@ -351,7 +368,22 @@ class UpstreamConnection:
     # ---- what the server sends us
 
     def _current(self) -> CallHooks | None:
-        return self.hooks or self.idle_hooks
+        """The call a message that names none belongs to: the only one in flight; with several, nobody's.
+
+        A legacy instance carries one call at a time, so this is exact there. A shared modern
+        instance carries many, and its questions come back in each call's own result.
+        """
+        if len(self.calls) == 1:
+            return self.calls[0].hooks
+        return self.idle_hooks if not self.calls else None
+
+    def _progress_of(self, params: dict[str, Any]) -> tuple[CallHooks, dict[str, Any]] | None:
+        """Whose progress this is (the call whose request carried its token), with the caller's own token back."""
+        token = params.get("progressToken")
+        for call in self.calls:
+            if call.wire_token is not None and call.wire_token == token:
+                return call.hooks, {**params, "progressToken": call.progress}
+        return None
 
     async def _on_request(self, msg: Message) -> dict[str, Any]:
         method = msg.get("method")
@@ -376,7 +408,9 @@ class UpstreamConnection:
                 raise RpcError(jsonrpc.INVALID_PARAMS, "a url-mode elicitation needs url")
             hooks = self._current()
             if hooks is None:
-                raise RpcError(jsonrpc.INTERNAL_ERROR, "mcpx has no call in flight to attach this question to")
+                raise RpcError(jsonrpc.INTERNAL_ERROR, "mcpx has no call in flight to attach this question to"
+                               if not self.calls else f"mcpx cannot tell which of its {len(self.calls)} calls in "
+                               "flight this question belongs to")
             return await hooks.ask(ask)
         raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
 
@@ -387,7 +421,10 @@ class UpstreamConnection:
         if method == "notifications/elicitation/complete":
             if hooks is not None and isinstance(params.get("elicitationId"), str):
                 await hooks.complete(params["elicitationId"])
-        elif method in ("notifications/progress", "notifications/message") and hooks is not None:
+        elif method == "notifications/progress":
+            if (owner := self._progress_of(params)) is not None:
+                await owner[0].notify(method, owner[1])  # belongs to the call that asked for it: its caller hears it
+        elif method == "notifications/message" and hooks is not None:
             await hooks.notify(method, params)  # belongs to the call in flight: its caller hears it
         elif method == "notifications/tools/list_changed":
             self.tools = None
