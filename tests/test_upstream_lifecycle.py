@@ -1,11 +1,12 @@
-"""Upstream instances over their life: shared or the session's own by era, and stopped when idle.
-Real daemon, real SDK servers; every wait is for an event, with a bound."""
+"""Upstream instances over their life: a slow start is waited for, instances are shared or the session's own by
+era, and an idle one is stopped. Real daemon, real SDK servers; every wait is for an event, with a bound."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,17 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import make_daemon, wait_for
+from conftest import PEERS, Daemon, make_daemon, wait_for
 from gateway_helpers import PY, answer, call, read_log, result, stdio, tool_text
+
+# longer than the 5 s the server/discover probe used to wait, well inside the default 60 s `timeout`
+SLOW_START = 7
+
+
+def behind_sleep(script: str, *args: str, **extra: Any) -> dict[str, Any]:
+    """A server whose process takes SLOW_START seconds before it reads a line (a cold `npx -y`, say)."""
+    return {"command": "sh", "args": ["-c", f'sleep {SLOW_START}; exec "$@"', "sh", PY, str(PEERS / script), *args],
+            **extra}
 
 
 async def upstreams(http: aiohttp.ClientSession) -> dict[str, Any]:
@@ -29,12 +39,102 @@ def of(doc: dict[str, Any], server: str) -> list[dict[str, Any]]:
     return [i for i in doc["instances"] if i["server"] == server]
 
 
+def remembered_eras(home: Path) -> dict[str, str]:
+    """The era each server is remembered to speak, from the facts table of the daemon's own SQLite file."""
+    with sqlite3.connect(f"file:{home / 'mcpx.db'}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT key, value FROM facts WHERE key LIKE 'era:%'").fetchall()
+    return {key.split(":")[1]: json.loads(value) for key, value in rows}
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     return True
+
+
+def children(pid: int) -> list[str]:
+    """The command lines of a process's live children (the daemon's: its upstreams), from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+# ---- item 1: a server slow to start is usable, in either era
+
+@pytest.mark.parametrize("script, era", [("sdk_server.py", "modern"), ("sdk_legacy.py", "legacy")])
+async def test_a_server_slow_to_start_is_waited_for_and_its_era_is_the_one_it_answered(
+        home: Path, script: str, era: str) -> None:
+    d = make_daemon(home, {"servers": {"slow": behind_sleep(script)}})
+    d.start()
+    try:
+        async with d.session() as http:
+            status, body, _ = await call(http, "slow", "echo", {"text": "at last"}, session="s1")
+            assert status == 200, body
+            assert body["result"]["content"][0]["text"] == "echo: at last"
+            async with http.get(f"/v1/tasks/{body['task']}") as r:
+                assert (await r.json())["era"] == era
+            if era == "legacy":  # a question on the instance that took so long to start
+                status, body, _ = await call(http, "slow", "need_repo", session="s1")
+                assert status == 202, body
+                await answer(http, body["elicitation"]["id"], "accept", {"repo": "slow/start"})
+                assert tool_text(await result(http, body["task"]))["data"] == {"repo": "slow/start"}
+            assert await wait_for(lambda: remembered_eras(home).get("slow")) == era
+            assert len(of(await upstreams(http), "slow")) == 1
+    finally:
+        d.stop()
+    assert "fresh process" not in read_log(home)
+
+
+async def test_a_probe_answered_as_legacy_then_initialize_refused_is_retried_on_a_fresh_process(home: Path) -> None:
+    # the SDK's dual-era loop settles a connection on its first request: after a discover that offered only
+    # handshake-era versions, that process refuses initialize; a new one, hearing initialize first, serves it
+    d = make_daemon(home, {"servers": {"locks": stdio("sdk_legacy.py", "--discover-says-legacy")}})
+    d.start()
+    try:
+        async with d.session() as http:
+            status, body, _ = await call(http, "locks", "need_repo", session="s1")
+            assert status == 202, body
+            await answer(http, body["elicitation"]["id"], "accept", {"repo": "fresh/process"})
+            done = await result(http, body["task"])
+            assert done["era"] == "legacy" and tool_text(done)["data"] == {"repo": "fresh/process"}
+            assert await wait_for(lambda: remembered_eras(home).get("locks")) == "legacy"
+            # the refusing process is stopped, not left beside the one that serves
+            await wait_for(lambda: len([c for c in children(d.proc.pid) if "--discover-says-legacy" in c]) == 1)
+            pid = of(await upstreams(http), "locks")[0]["pid"]
+            # remembered: the next instance hears initialize first, with no probe and no fresh process
+            _, other, _ = await call(http, "locks", "pid", session="s2")
+            assert other["result"]["content"][0]["text"] != str(pid)
+    finally:
+        d.stop()
+    log = (home / "daemon.log").read_text()
+    assert log.count("refused initialize") == 1 and "asking a fresh process" in log
+
+
+async def test_a_server_that_never_answers_fails_naming_the_wait_and_no_era_is_remembered(home: Path) -> None:
+    silent = {"command": PY, "args": ["-c", "import sys; sys.stdin.read()"], "timeout": 1}
+    d = make_daemon(home, {"servers": {"silent": silent, "sdk": stdio("sdk_server.py")}})
+    d.start()
+    try:
+        async with d.session() as http:
+            status, body, _ = await call(http, "silent", "anything")
+            assert status in (202, 502), body  # the route stops waiting after `timeout` + 5 s; the call goes on
+            async with http.get(f"/v1/tasks/{body['task']}/result", params={"timeout": "30"}) as r:
+                done = await r.json()
+            assert done["state"] == "failed" and "did not answer server/discover within 10s" in done["error"], done
+            status, body, _ = await call(http, "sdk", "echo")  # a remembered era, to show the table is written
+            assert status == 200
+            eras = await wait_for(lambda: remembered_eras(home) or None)
+            assert eras == {"sdk": "modern"}  # silence taught nothing: never "legacy" from a timeout
+            assert of(await upstreams(http), "silent") == []
+    finally:
+        d.stop()
 
 
 # ---- item 7: shared where the era allows, the session's own where it must be, stopped when idle
