@@ -10,13 +10,20 @@ Two tools:
   time.monotonic() reads on Linux) is one clock for every process on the machine, so the bench
   may subtract its own stamps from these. The result also names the process (`pid`) that asked.
 
+- `sleep(seconds)`: a call that takes its time, so that bench/upstreams.py can count the instances
+  that many calls in flight hold.
+
 Run: `python bench/peer_server.py` (stdio), the way mcpx and the direct SDK client both start it.
+`--legacy` serves the handshake era only (the SDK's `serve_loop`, as servers built before
+2026-07-28 do): `server/discover` gets an error and `initialize` is taken.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import sys
 import time
 
 from mcp.server.elicitation import AcceptedElicitation
@@ -47,5 +54,23 @@ async def ask(ctx: Context) -> str:
     return json.dumps({"asked": t0, "returned": t1, "action": result.action, "data": data, "pid": os.getpid()})
 
 
+@app.tool()
+async def sleep(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+async def handshake_only() -> None:
+    from mcp.server.runner import serve_loop
+    from mcp.server.stdio import stdio_server
+
+    low = app._lowlevel_server
+    async with stdio_server() as (read, write), low.lifespan(low) as state:
+        await serve_loop(low, read, write, lifespan_state=state, init_options=low.create_initialization_options())
+
+
 if __name__ == "__main__":
-    app.run()
+    if "--legacy" in sys.argv[1:]:
+        asyncio.run(handshake_only())
+    else:
+        app.run()

@@ -96,7 +96,10 @@ class ServerElicit(_Model):
 
 
 class _Server(_Model):
-    timeout: Seconds = Field(default=60.0, description="a call's own timeout; paused while a question waits")
+    timeout: Seconds = Field(default=60.0, description="a call's own timeout; paused while a question waits. "
+                             "Also how long the server's start may take (never less than 10 s)")
+    idleTimeout: Seconds = Field(default=600.0, gt=0, description="an instance of the server with no call for this "
+                                 "long is stopped; the next call starts it again")
     elicit: ServerElicit = ServerElicit()
     enabled: bool = True
 

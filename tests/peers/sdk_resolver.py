@@ -4,6 +4,7 @@ The requestState key is fixed, so a restarted instance can still open a retry se
 Run: `python sdk_resolver.py` (stdio) or `python sdk_resolver.py --http PORT`.
 """
 
+import asyncio
 import json
 import sys
 from typing import Annotated
@@ -11,7 +12,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from mcp.server.elicitation import ElicitationResult
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.request_state import RequestStateSecurity
 
@@ -54,6 +55,15 @@ async def two_questions(repo: Annotated[ElicitationResult[Repo], Resolve(ask_rep
 @app.tool()
 def echo(text: str = "") -> str:
     return f"echo: {text}"
+
+
+@app.tool()
+async def count(ctx: Context, label: str, n: int = 3) -> str:
+    """Reports progress `label i/n` n times, a moment apart, then answers with the label."""
+    for i in range(1, n + 1):
+        await ctx.report_progress(i, n, f"{label} {i}/{n}")
+        await asyncio.sleep(0.3)
+    return label
 
 
 if __name__ == "__main__":

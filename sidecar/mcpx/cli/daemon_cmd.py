@@ -6,8 +6,9 @@ import argparse
 import asyncio
 import sys
 
-from mcpx.cli.client import DaemonClient
+from mcpx.cli.client import ApiError, DaemonClient
 from mcpx.cli.common import add_json_flag, emit_json, run
+from mcpx.cli.render import upstream_lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--demo", action="store_true", help="once serving, raise one real question from the demo server")
     p.set_defaults(func=daemon)
 
-    p = sub.add_parser("status", help="is the daemon running, what config, how many questions wait")
+    p = sub.add_parser("status", help="is the daemon running, what config, how many questions wait, which "
+                                      "upstream instances run and the memory they hold")
     add_json_flag(p)
     p.set_defaults(func=run(status))
 
@@ -38,8 +40,14 @@ def daemon(args: argparse.Namespace) -> int:
 async def status(args: argparse.Namespace) -> int:
     async with DaemonClient() as client:
         health = await client.get("/v1/health")
+        try:
+            upstreams = await client.get("/v1/upstreams")
+        except ApiError as exc:
+            if exc.status not in (404, 503):
+                raise
+            upstreams = None  # a daemon older than this command, or one whose gateway is not running
     if args.json:
-        emit_json(health)
+        emit_json({**health, "upstreams": upstreams})
         return 0
     print(f"mcpx daemon {health['version']} · pid {health['pid']} · since {health['startedAt']}")
     print(f"  socket    {health['socket']}")
@@ -50,4 +58,6 @@ async def status(args: argparse.Namespace) -> int:
         print(f"  ! config  {health['configError']} (the previous config stays in force)")
     print(f"  servers   {', '.join(health.get('servers') or []) or '(none)'}")
     print(f"  pending   {health['pending']} question(s)" + ("  → mcpx elicit list" if health["pending"] else ""))
+    for line in upstream_lines(upstreams) if upstreams is not None else []:
+        print(line)
     return 0

@@ -99,3 +99,31 @@ def render_event(event: str, data: dict[str, Any]) -> str:
     elif event == "task.done":
         detail = str(d.get("state", ""))
     return f"{data.get('at', '')}  {event:<17} {eid}  {detail}".rstrip()
+
+
+def upstream_lines(doc: dict[str, Any]) -> list[str]:
+    """`mcpx status`: the upstream instances running now, whose they are, and the memory they hold."""
+    instances = doc.get("instances") or []
+    total = f"{doc.get('rssKiB', 0) / 1024:.1f} MiB resident" if instances else "none running"
+    lines = [f"  upstreams {len(instances)} instance(s), {doc.get('processes', 0)} process(es), {total}"]
+    rows = []
+    for inst in instances:
+        sessions = ", ".join(plain(s, 80) for s in inst.get("sessions") or [])
+        if inst.get("shared"):
+            who = "shared" + (f" ({sessions})" if sessions else "")
+        else:
+            who = f"session {sessions}" if sessions else "lists tools"
+        if inst.get("calls"):
+            state = f"{inst['calls']} call(s)"
+        else:
+            state = f"idle {format_duration(inst.get('idleSeconds') or 0)}"
+            if inst.get("stopsIn") is not None:
+                state += f", stops in {format_duration(inst['stopsIn'])}"
+        rss = f"{inst['rssKiB'] / 1024:.1f} MiB" if inst.get("rssKiB") is not None else "-"
+        pid = f"pid {inst['pid']}" if inst.get("pid") else "http"
+        rows.append([plain(inst["server"], 64), pid, inst.get("era") or "?", who, state, rss])
+    widths = [max(len(row[i]) for row in rows) for i in range(6)] if rows else []
+    for row in rows:
+        cells = [c.ljust(w) for c, w in zip(row[:5], widths)] + [row[5].rjust(widths[5])]
+        lines.append("    " + "  ".join(cells))
+    return lines

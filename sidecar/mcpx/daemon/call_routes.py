@@ -12,11 +12,13 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpx.answering import respond_with
+from mcpx.broker.models import WireModel
 from mcpx.daemon.api import Api, ApiError, Call, Reply
 from mcpx.daemon.peers import CWD_HEADER, session_of
 from mcpx.daemon.runtime import RUNTIME, Runtime
 from mcpx.upstream.calls import CallRequest, CallTask
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
+from mcpx.upstream.pool import InstanceInfo
 
 api = Api()
 
@@ -66,6 +68,12 @@ class TaskDoc(BaseModel):
 class ToolsList(BaseModel):
     model_config = ConfigDict(extra="allow")
     servers: dict[str, Any]
+
+
+class UpstreamList(WireModel):
+    instances: list[InstanceInfo]
+    processes: int = Field(description="upstream processes running, the ones they started included")
+    rss_kib: int = Field(alias="rssKiB", description="their resident memory, all together")
 
 
 def _gw(call: Call) -> Gateway:
@@ -188,3 +196,12 @@ async def server_tools(call: Call) -> web.StreamResponse:
     except Exception as exc:
         raise ApiError(502, "upstream_failed", str(exc)) from None
     return web.json_response({"servers": {server: tools}})
+
+
+@api.route("GET", "/v1/upstreams", "The upstream server instances running now: era, sessions, memory", tag="call",
+           replies={200: Reply("the instances, oldest first per server", UpstreamList)})
+async def upstreams(call: Call) -> web.StreamResponse:
+    instances = await _gw(call).pool.describe()
+    body = UpstreamList(instances=instances, processes=sum(i.processes or 0 for i in instances),
+                        rss_kib=sum(i.rss_kib or 0 for i in instances))
+    return web.json_response(body.wire())

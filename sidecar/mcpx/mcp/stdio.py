@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import shlex
+import signal
 from typing import Any
 
 from mcpx.mcp import jsonrpc
@@ -102,7 +103,9 @@ class ProcessChannel(StreamChannel):
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=full_env, cwd=cwd, limit=jsonrpc.MAX_LINE)
+                stderr=asyncio.subprocess.PIPE, env=full_env, cwd=cwd, limit=jsonrpc.MAX_LINE,
+                # its own process group: stopping it stops what it started too (npx runs node under npm)
+                start_new_session=True)
         except (OSError, ValueError) as exc:
             raise StartError(f"server {name!r} could not start `{shlex.join(argv)}`: {exc}") from None
         return cls(proc, argv, name)
@@ -143,16 +146,23 @@ class ProcessChannel(StreamChannel):
         return self.proc.returncode
 
     async def close(self) -> None:
-        """Close stdin, then escalate SIGTERM → SIGKILL, each step bounded (the spec's shutdown order)."""
+        """Close stdin, then escalate SIGTERM → SIGKILL, each step bounded (the spec's shutdown order).
+
+        The signals go to the server's process group, so what it started (a `sh -c` still
+        sleeping, npm's node) stops with it; so does whatever outlived a server that ended itself.
+        """
         if self.proc.returncode is None:
             with contextlib.suppress(Exception):
                 assert self.proc.stdin is not None
                 self.proc.stdin.close()
             if await self.wait_exit(2.0) is None:
-                with contextlib.suppress(ProcessLookupError):
-                    self.proc.terminate()
+                self._signal_group(signal.SIGTERM)
                 if await self.wait_exit(2.0) is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        self.proc.kill()
+                    self._signal_group(signal.SIGKILL)
                     await self.wait_exit(2.0)
+        self._signal_group(signal.SIGTERM)
         self._stderr_task.cancel()
+
+    def _signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)  # its group id is its pid (start_new_session)

@@ -8,6 +8,7 @@ back `input_required` and is retried with `inputResponses` and the `requestState
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -34,8 +35,9 @@ from mcpx.mcp.stdio import ProcessChannel, StartError
 
 log = logging.getLogger("mcpx.upstream")
 
-PROBE_TIMEOUT = 5.0
-HANDSHAKE_TIMEOUT = 30.0
+# However small a server's `timeout`, its start may take this long: a Python server importing the SDK
+# needs seconds on a busy 2-core machine, and a call timeout of 2 s is not meant to forbid that.
+START_FLOOR = 10.0
 # How the SDKs say "I can only ask over a legacy back-channel" on a modern request: the mcp SDK
 # answers with an error, FastMCP with an isError result. Either way the call is re-driven in the
 # legacy era, where the question can be asked.
@@ -66,6 +68,11 @@ class TooManyRounds(UpstreamError):
     pass
 
 
+def start_bound(entry: ServerConfig) -> float:
+    """How long one start of a server may take, handshake included: its `timeout`, never under START_FLOOR."""
+    return max(entry.timeout, START_FLOOR)
+
+
 class CallHooks(Protocol):
     """What a call in flight offers its server: questions, roots, progress."""
 
@@ -82,6 +89,16 @@ class CallHooks(Protocol):
         ...
 
     def roots(self) -> list[dict[str, Any]]: ...
+
+
+@dataclass
+class InFlight:
+    """A call on this instance now: who hears about it, and its progress token (the caller's, and mcpx's own
+    on the wire: two callers may pick the same token, and an instance may carry both their calls)."""
+
+    hooks: CallHooks
+    progress: Any = None
+    wire_token: str | None = None
 
 
 @dataclass
@@ -148,7 +165,8 @@ class UpstreamConnection:
         self.channel: ProcessChannel | HttpChannel | None = None
         self.peer: Peer | None = None
         self.facts: ServerFacts | None = None
-        self.hooks: CallHooks | None = None  # the call in flight (legacy: at most one per instance)
+        self.calls: list[InFlight] = []  # the calls in flight (legacy: at most one per instance)
+        self._tokens = itertools.count(1)
         self.idle_hooks: CallHooks | None = None  # who hears a server that asks with no call in flight
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
         self.on_other: Callable[[Message], Awaitable[None]] | None = None  # resources/updated and the like
@@ -174,7 +192,32 @@ class UpstreamConnection:
         return self.entry.url
 
     async def open(self, era_hint: Era | None = None) -> ServerFacts:
-        """Start the server (stdio) or reach it (HTTP), then settle on an era."""
+        """Start the server (stdio) or reach it (HTTP), then settle on an era.
+
+        Each request of the handshake waits as long as the start may take (`start_bound`): a
+        server that is slow to start is waited for, and silence is a failure, never an era.
+        """
+        bound = start_bound(self.entry)
+        await self._connect()
+        try:
+            if era_hint == "legacy":
+                facts = await self._initialize(bound)
+            else:
+                facts = await self._probe_modern(bound) or await self._legacy_after_probe(bound)
+        except (PeerClosed, RpcError, UpstreamError) as exc:
+            reason = self._failure(exc)
+            await self.close()
+            raise UpstreamError(reason) from None
+        except BaseException:
+            await self.close()  # cancelled while it started: the process must not outlive the call that wanted it
+            raise
+        self.facts = facts
+        if isinstance(self.channel, HttpChannel):
+            self.channel.protocol_version = facts.version
+        log.info("upstream %s: %s era, protocol %s", self.name, facts.era, facts.version)
+        return facts
+
+    async def _connect(self) -> None:
         if isinstance(self.entry, StdioServer):
             self.channel = await ProcessChannel.start(self.name, self.entry.command, self.entry.args, self.entry.env,
                                                       self.entry.cwd)
@@ -183,39 +226,30 @@ class UpstreamConnection:
             self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers)
         self.peer = Peer(self.channel, self._on_request, self._on_notification, name=f"upstream:{self.name}")
         self.peer.start()
-        try:
-            facts = None
-            if era_hint != "legacy":
-                facts = await self._probe_modern()
-            if facts is None:
-                facts = await self._initialize()
-        except (PeerClosed, RpcError, TimeoutError, UpstreamError) as exc:
-            reason = self._failure(exc)
-            await self.close()
-            raise UpstreamError(reason) from None
-        self.facts = facts
-        if isinstance(self.channel, HttpChannel):
-            self.channel.protocol_version = facts.version
-        log.info("upstream %s: %s era, protocol %s", self.name, facts.era, facts.version)
-        return facts
 
     def _failure(self, exc: Exception) -> str:
         if isinstance(exc, PeerClosed) or (self.peer is not None and not self.peer.alive):
             detail = self.channel.describe_exit() if self.channel else str(exc)
             return f"server {self.name!r} did not start: {detail}"
-        if isinstance(exc, TimeoutError):
-            tail = self.channel.tail() if isinstance(self.channel, ProcessChannel) else ""
-            return (f"server {self.name!r} ({self.describe()}) did not answer the handshake within "
-                    f"{HANDSHAKE_TIMEOUT:.0f}s" + (f"; its stderr ends:\n{tail}" if tail else ""))
+        if isinstance(exc, UpstreamError):
+            return str(exc)
         return f"server {self.name!r} ({self.describe()}) refused the handshake: {exc}"
 
-    async def _probe_modern(self) -> ServerFacts | None:
+    async def _handshake(self, method: str, params: dict[str, Any], bound: float) -> dict[str, Any]:
         assert self.peer is not None
         try:
-            res = await self.peer.request("server/discover", {"_meta": modern_meta(self.declared)},
-                                          timeout=PROBE_TIMEOUT)
+            return await self.peer.request(method, params, timeout=bound)
         except TimeoutError:
-            return None  # legacy servers may say nothing to a request before initialize
+            tail = self.channel.tail() if isinstance(self.channel, ProcessChannel) else ""
+            raise UpstreamError(
+                f"server {self.name!r} ({self.describe()}) did not answer {method} within {bound:g}s (its `timeout`, "
+                f"and at least {START_FLOOR:g}s, is how long a start may take)"
+                + (f"; its stderr ends:\n{tail}" if tail else "")) from None
+
+    async def _probe_modern(self, bound: float) -> ServerFacts | None:
+        """The server's modern facts, or None when its answer says it is legacy (an error is such an answer)."""
+        try:
+            res = await self._handshake("server/discover", {"_meta": modern_meta(self.declared)}, bound)
         except RpcError as exc:
             if exc.code == jsonrpc.UNSUPPORTED_VERSION and isinstance(exc.data, dict):
                 ours = [v for v in exc.data.get("supported", []) if v in MODERN_VERSIONS]
@@ -229,11 +263,26 @@ class UpstreamConnection:
         info = (res.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
         return ServerFacts("modern", ours[0], info, res.get("capabilities") or {}, res.get("instructions"))
 
-    async def _initialize(self) -> ServerFacts:
+    async def _legacy_after_probe(self, bound: float) -> ServerFacts:
+        """`initialize`, after the probe was answered as a legacy server answers it.
+
+        Most such servers then take `initialize`. One that settles its era on the first request it
+        reads (the SDK's dual-era loop, on a discover it would not serve) refuses it, or goes away:
+        a fresh process, hearing `initialize` first, is asked instead.
+        """
+        try:
+            return await self._initialize(bound)
+        except (RpcError, PeerClosed) as exc:
+            log.info("upstream %s answered server/discover as a legacy server, then refused initialize (%s); "
+                     "asking a fresh %s", self.name, exc, "process" if isinstance(self.entry, StdioServer) else "session")
+        await self.close()
+        await self._connect()
+        return await self._initialize(bound)
+
+    async def _initialize(self, bound: float) -> ServerFacts:
         assert self.peer is not None
-        res = await self.peer.request("initialize", {
-            "protocolVersion": LATEST_LEGACY, "capabilities": self.declared,
-            "clientInfo": CLIENT_INFO}, timeout=HANDSHAKE_TIMEOUT)
+        res = await self._handshake("initialize", {
+            "protocolVersion": LATEST_LEGACY, "capabilities": self.declared, "clientInfo": CLIENT_INFO}, bound)
         version = res.get("protocolVersion")
         if version not in LEGACY_VERSIONS:
             raise UpstreamError(f"server {self.name!r} answered initialize with protocolVersion {version!r}, "
@@ -298,14 +347,18 @@ class UpstreamConnection:
         assert self.peer is not None
         if isinstance(self.channel, HttpChannel) and self.era == "modern" and self.tools is None:
             await self.list_tools()  # its x-mcp-header arguments must be mirrored into Mcp-Param-* headers
-        self.hooks = hooks
+        call = InFlight(hooks)
+        if meta is not None and meta.get("progressToken") is not None:
+            call.progress, call.wire_token = meta["progressToken"], f"mcpx-{next(self._tokens)}"
+            meta = {**meta, "progressToken": call.wire_token}
+        self.calls.append(call)
         try:
             params: dict[str, Any] = {"name": tool, "arguments": arguments}
             if self.era == "legacy":
                 return await self.peer.request("tools/call", self._params(params, meta))
             return await self._drive(params, hooks, max_rounds, meta, 0)
         finally:
-            self.hooks = None
+            self.calls.remove(call)
 
     async def resume_modern(self, tool: str, arguments: dict[str, Any], responses: dict[str, Any],
                             request_state: str | None, hooks: CallHooks, max_rounds: int, round_no: int,
@@ -314,11 +367,12 @@ class UpstreamConnection:
         params: dict[str, Any] = {"name": tool, "arguments": arguments, "inputResponses": responses}
         if request_state is not None:
             params["requestState"] = request_state
-        self.hooks = hooks
+        call = InFlight(hooks)
+        self.calls.append(call)
         try:
             return await self._drive(params, hooks, max_rounds, None, round_no)
         finally:
-            self.hooks = None
+            self.calls.remove(call)
 
     async def _drive(self, params: dict[str, Any], hooks: CallHooks, max_rounds: int, meta: dict[str, Any] | None,
                      round_no: int) -> dict[str, Any]:
@@ -351,7 +405,22 @@ class UpstreamConnection:
     # ---- what the server sends us
 
     def _current(self) -> CallHooks | None:
-        return self.hooks or self.idle_hooks
+        """The call a message that names none belongs to: the only one in flight; with several, nobody's.
+
+        A legacy instance carries one call at a time, so this is exact there. A shared modern
+        instance carries many, and its questions come back in each call's own result.
+        """
+        if len(self.calls) == 1:
+            return self.calls[0].hooks
+        return self.idle_hooks if not self.calls else None
+
+    def _progress_of(self, params: dict[str, Any]) -> tuple[CallHooks, dict[str, Any]] | None:
+        """Whose progress this is (the call whose request carried its token), with the caller's own token back."""
+        token = params.get("progressToken")
+        for call in self.calls:
+            if call.wire_token is not None and call.wire_token == token:
+                return call.hooks, {**params, "progressToken": call.progress}
+        return None
 
     async def _on_request(self, msg: Message) -> dict[str, Any]:
         method = msg.get("method")
@@ -376,7 +445,9 @@ class UpstreamConnection:
                 raise RpcError(jsonrpc.INVALID_PARAMS, "a url-mode elicitation needs url")
             hooks = self._current()
             if hooks is None:
-                raise RpcError(jsonrpc.INTERNAL_ERROR, "mcpx has no call in flight to attach this question to")
+                raise RpcError(jsonrpc.INTERNAL_ERROR, "mcpx has no call in flight to attach this question to"
+                               if not self.calls else f"mcpx cannot tell which of its {len(self.calls)} calls in "
+                               "flight this question belongs to")
             return await hooks.ask(ask)
         raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
 
@@ -387,7 +458,10 @@ class UpstreamConnection:
         if method == "notifications/elicitation/complete":
             if hooks is not None and isinstance(params.get("elicitationId"), str):
                 await hooks.complete(params["elicitationId"])
-        elif method in ("notifications/progress", "notifications/message") and hooks is not None:
+        elif method == "notifications/progress":
+            if (owner := self._progress_of(params)) is not None:
+                await owner[0].notify(method, owner[1])  # belongs to the call that asked for it: its caller hears it
+        elif method == "notifications/message" and hooks is not None:
             await hooks.notify(method, params)  # belongs to the call in flight: its caller hears it
         elif method == "notifications/tools/list_changed":
             self.tools = None

@@ -1,10 +1,13 @@
-"""A small pool of upstream instances, keyed by server and session.
+"""The upstream instances: one shared where the era allows it, the session's own where it must be, stopped when idle.
 
-On stdio nothing on the wire says which call a pushed `elicitation/create` belongs to, so a
-legacy instance carries one call at a time and each session gets its own instances: a
-question is then always attributed exactly, never guessed. Modern instances are stateless
-and are shared. Instances start on first use, are replaced when they die, and idle ones
-are closed after a while.
+Modern era: a server's questions come back in the call's own result (`input_required`), so any
+number of calls from any session share one instance. Legacy era: a pushed `elicitation/create`
+names no call, so an instance carries one call at a time; and a legacy server keeps state per
+connection (the roots it listed, a login), so each session has its own instances. A transparent
+client (`/mcp/SERVER`, with its own capabilities) has its session's own instances in either era:
+the server sees one connection per client, notifications included, as if mcpx were not there.
+Instances start on first use, are replaced when they die, and stop once idle for their server's
+`idleTimeout`.
 """
 
 from __future__ import annotations
@@ -15,46 +18,92 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import Field
+
+from mcpx.broker.models import WireModel
 from mcpx.config import ServerConfig
 from mcpx.mcp.protocol import Era
+from mcpx.upstream import procinfo
 from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection
 
 log = logging.getLogger("mcpx.upstream")
 
-PER_KEY = 4  # instances one session may have of one server
-IDLE_CLOSE = 300.0
+ANY = "*"              # the session of a lease that only lists a server: any idle instance will do
+SHARED = "(shared)"    # the owner of an instance every session uses
+LISTING = "(listing)"  # the owner of a legacy instance started to list a server, not for any session's call
+FIRST = "(first)"      # the gate of a server's first start, before its era is known
+PER_SESSION = 4        # legacy instances one session may have of one server
+REAP_EVERY = 30.0      # the longest the reaper sleeps: how soon an instance that died leaves the pool
 
-
+# what a server is, as far as its process goes: the daemon's own knobs change no instance
+_DAEMON_SIDE = {"timeout", "idleTimeout", "elicit", "enabled"}
 _fingerprints: dict[int, tuple[ServerConfig, str]] = {}
 
 
 def entry_fingerprint(entry: ServerConfig) -> str:
-    """Which configuration of a server this is (a changed entry is a different server); cached per entry object."""
+    """Which server this is, by how it is started or reached (a changed command is a different server); cached."""
     cached = _fingerprints.get(id(entry))
     if cached is not None and cached[0] is entry:
         return cached[1]
-    fp = hashlib.sha256(json.dumps(entry.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+    shape = entry.model_dump(mode="json", exclude=_DAEMON_SIDE)
+    fp = hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:12]
     if len(_fingerprints) > 1000:
         _fingerprints.clear()
     _fingerprints[id(entry)] = (entry, fp)
     return fp
 
 
-@dataclass
+GroupKey = tuple[str, str, str]  # server, owner (a session, SHARED or LISTING), declared capabilities as JSON
+
+
+@dataclass(eq=False)
 class Instance:
     conn: UpstreamConnection
     fingerprint: str
+    server: str
+    owner: str
+    declared: str  # "" for mcpx's own capabilities
+    wanted: Era | None = None  # the era it was started for (a transparent client's), whatever it turned out to speak
     busy: int = 0
+    calling: Counter[str] = field(default_factory=Counter)  # sessions with a lease on it now
     last_used: float = field(default_factory=time.monotonic)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     retired: bool = False  # close once its call is done (its era turned out wrong for this server)
 
     @property
     def era(self) -> Era | None:
         return self.conn.era
+
+    @property
+    def key(self) -> GroupKey:
+        return (self.server, self.owner, self.declared)
+
+    def serves(self, era: Era | None) -> bool:
+        return era is None or era in (self.era, self.wanted)
+
+
+class InstanceInfo(WireModel):
+    """One running instance of an upstream server, as `mcpx status` shows it."""
+
+    server: str
+    pid: int | None = Field(default=None, description="its process (stdio servers)")
+    era: Era | None = None
+    shared: bool = Field(description="every session uses it (modern era); else it is one session's own, or "
+                         "(with no session) one that lists the server's tools")
+    sessions: list[str] = Field(description="the session it belongs to; for a shared one, the sessions calling now")
+    calls: int = Field(description="calls on it now")
+    idle_seconds: float | None = Field(default=None, description="since its last call ended; absent while busy")
+    stops_in: float | None = Field(default=None, description="seconds until it is stopped for being idle")
+    rss_kib: int | None = Field(default=None, alias="rssKiB",
+                                description="resident memory of its process and the processes it started")
+    processes: int | None = None
+    started_at: datetime
 
 
 EraMemory = Callable[[str, str], Awaitable[Era | None]]
@@ -68,11 +117,16 @@ class Pool:
         self._recall = recall
         self._remember = remember
         self._on_tools_changed = on_tools_changed
-        self._instances: dict[tuple[str, str], list[Instance]] = {}
-        self._starting: dict[tuple[str, str], int] = {}
+        self._groups: dict[GroupKey, list[Instance]] = {}
+        self._starting: Counter[GroupKey] = Counter()
+        # a start that others wait for instead of repeating it: the outcome is the error it ended with, or None
+        self._gates: dict[GroupKey, asyncio.Future[BaseException | None]] = {}
         self._eras: dict[tuple[str, str], Era] = {}  # what each server (as configured) turned out to speak
         self._freed = asyncio.Condition()
+        self._wake = asyncio.Event()  # an instance fell idle or the config changed: the reaper looks again
+        self._next_reap = 0.0  # when the reaper looks next, unless woken
         self._reaper: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._reaper = asyncio.create_task(self._reap(), name="mcpx-pool-reaper")
@@ -85,7 +139,7 @@ class Pool:
         return entry
 
     def instances(self, server: str | None = None) -> list[Instance]:
-        return [i for (s, _), group in self._instances.items() if server in (None, s) for i in group]
+        return [i for key, group in self._groups.items() if server in (None, key[0]) for i in group]
 
     async def known_era(self, server: str, fp: str) -> Era | None:
         if (server, fp) not in self._eras:
@@ -98,41 +152,31 @@ class Pool:
         self._eras[(server, fp)] = era
         await self._remember(server, fp, era)
 
-    async def _start(self, server: str, session: str, entry: ServerConfig, want: Era | None,
-                     declared: dict[str, Any] | None) -> Instance:
-        fp = entry_fingerprint(entry)
-        hint = want or await self.known_era(server, fp)
-        conn = await open_connection(server, entry, session, hint, declared)
-        if conn.era is not None and want is None and hint is None:
-            await self.learn_era(server, fp, conn.era)
-
-        async def changed() -> None:
-            if self._on_tools_changed is not None:
-                await self._on_tools_changed(server)
-
-        conn.on_tools_changed = changed
-        return Instance(conn, fp)
+    # ---- leases
 
     @contextlib.asynccontextmanager
     async def lease(self, server: str, session: str, era: Era | None = None, timeout: float = 60.0,
                     declared: dict[str, Any] | None = None) -> AsyncIterator[UpstreamConnection]:
-        """An instance of `server` for `session`'s call: exclusive when legacy, shared when modern.
+        """An instance of `server` for a call of `session`: shared when modern; the session's own, and
+        exclusive, when legacy. `session` ANY only lists the server: any idle instance will do.
 
         `declared` is what the instance tells the server mcpx can deliver (by default mcpx's own
         capabilities); instances that declared something else are kept apart.
         """
-        key = (server, session if declared is None else f"{session}|{json.dumps(declared, sort_keys=True)}")
-        inst = await self._acquire(server, key, era, timeout, declared)
+        decl = "" if declared is None else json.dumps(declared, sort_keys=True)
+        inst = await self._acquire(server, session, era, timeout, decl, declared)
         try:
             yield inst.conn
         finally:
             inst.busy -= 1
+            inst.calling[session] -= 1
+            if inst.calling[session] <= 0:
+                del inst.calling[session]
             inst.last_used = time.monotonic()
             if inst.retired and inst.busy == 0:
-                group = self._instances.get(key, [])
-                if inst in group:
-                    group.remove(inst)
-                asyncio.create_task(inst.conn.close())
+                self._stop(inst)
+            elif inst.busy == 0 and self._due(inst) < self._next_reap:
+                self._wake.set()  # its idle clock starts now, and runs out before the reaper would look
             async with self._freed:
                 self._freed.notify_all()
 
@@ -142,83 +186,196 @@ class Pool:
             if inst.conn is conn:
                 inst.retired = True
 
-    async def _acquire(self, server: str, key: tuple[str, str], era: Era | None, timeout: float,
+    async def _acquire(self, server: str, session: str, era: Era | None, timeout: float, decl: str,
                        declared: dict[str, Any] | None) -> Instance:
         entry = self.entry(server)
         fp = entry_fingerprint(entry)
-        session = key[1].split("|", 1)[0]
         deadline = time.monotonic() + timeout
-        era = era or await self.known_era(server, fp)
         while True:
-            group = self._instances.setdefault(key, [])
-            for dead in [i for i in group if not i.conn.alive or i.fingerprint != fp and i.busy == 0]:
-                group.remove(dead)
-                asyncio.create_task(dead.conn.close())
-            for inst in group:
-                if inst.retired or inst.fingerprint != fp or (era is not None and inst.era != era):
-                    continue
-                if inst.era == "modern" or inst.busy == 0:
-                    inst.busy += 1
-                    return inst
-            if len(group) + self._starting.get(key, 0) < PER_KEY:
-                self._starting[key] = self._starting.get(key, 0) + 1
+            want = era or await self.known_era(server, fp)
+            self._sweep(server, fp)
+            found = self._find(server, session, want, fp, decl)
+            if found is not None:
+                return self._take(found, session)
+            if want != "legacy":
+                # one start serves everyone: the modern instance, or the first start that learns the era
+                gate = (server, FIRST if want is None else SHARED if not decl else session, decl)
+                running = self._gates.get(gate)
+                if running is None:
+                    return self._take(await self._gated_start(gate, server, session, entry, era, declared, decl),
+                                      session)
+                failed = await asyncio.shield(running)
+                if failed is not None:
+                    raise UpstreamError(str(failed))
+                continue
+            key = (server, LISTING if session == ANY else session, decl)
+            if len(self._groups.get(key, [])) + self._starting[key] < PER_SESSION:
+                self._starting[key] += 1
                 try:
-                    inst = await self._start(server, session, entry, era, declared)
+                    inst = await self._start(server, session, entry, era, declared, decl)
                 finally:
                     self._starting[key] -= 1
-                inst.busy += 1
-                self._instances.setdefault(key, []).append(inst)
-                return inst
+                return self._take(inst, session)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise UpstreamError(f"server {server!r}: all {PER_KEY} instances for this session are busy; "
+                raise UpstreamError(f"server {server!r}: all {PER_SESSION} instances for this session are busy; "
                                     f"gave up after {timeout:.0f}s")
             async with self._freed:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._freed.wait(), min(left, 1.0))
 
-    async def drop(self, server: str | None = None, only_idle: bool = False) -> None:
-        for key in list(self._instances):
-            if server is not None and key[0] != server:
+    def _find(self, server: str, session: str, want: Era | None, fp: str, decl: str) -> Instance | None:
+        for inst in self.instances(server):
+            if inst.retired or inst.fingerprint != fp or inst.declared != decl or not inst.serves(want):
                 continue
-            group = self._instances[key]
-            for inst in list(group):
-                if only_idle and inst.busy:
-                    continue
-                group.remove(inst)
-                await inst.conn.close()
-            if not group:
-                self._instances.pop(key, None)
+            if inst.era == "modern" and inst.owner in (SHARED, session):
+                return inst  # modern calls share an instance: each question comes back in its own call's result
+            if inst.busy == 0 and (session == ANY or inst.owner in (session, LISTING)):
+                if inst.owner == LISTING and session != ANY:
+                    self._move(inst, session)  # it only listed tools: the first session to call makes it its own
+                return inst
+        return None
+
+    def _move(self, inst: Instance, owner: str) -> None:
+        self._remove(inst)
+        inst.owner = owner
+        self._groups.setdefault(inst.key, []).append(inst)
+
+    @staticmethod
+    def _take(inst: Instance, session: str) -> Instance:
+        inst.busy += 1
+        inst.calling[session] += 1
+        return inst
+
+    async def _gated_start(self, gate: GroupKey, server: str, session: str, entry: ServerConfig, era: Era | None,
+                           declared: dict[str, Any] | None, decl: str) -> Instance:
+        outcome: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+        self._gates[gate] = outcome
+        failed: BaseException | None = None
+        try:
+            return await self._start(server, session, entry, era, declared, decl)
+        except UpstreamError as exc:
+            failed = exc  # those waiting for this start hear why it failed; a cancelled start, they retry
+            raise
+        finally:
+            del self._gates[gate]
+            outcome.set_result(failed)
+
+    async def _start(self, server: str, session: str, entry: ServerConfig, want: Era | None,
+                     declared: dict[str, Any] | None, decl: str) -> Instance:
+        fp = entry_fingerprint(entry)
+        hint = want or await self.known_era(server, fp)
+        conn = await open_connection(server, entry, session, hint, declared)
+        if conn.era is not None and want is None and conn.era != hint:
+            # learnt from the server's answer (a start that failed or timed out teaches nothing), and relearnt
+            # when a server remembered as modern now answers as a legacy one
+            await self.learn_era(server, fp, conn.era)
+
+        async def changed() -> None:
+            if self._on_tools_changed is not None:
+                await self._on_tools_changed(server)
+
+        conn.on_tools_changed = changed
+        owner = SHARED if conn.era == "modern" and not decl else LISTING if session == ANY else session
+        inst = Instance(conn, fp, server, owner, decl, wanted=want)
+        self._groups.setdefault(inst.key, []).append(inst)
+        return inst
+
+    # ---- ending instances
+
+    def _remove(self, inst: Instance) -> bool:
+        group = self._groups.get(inst.key, [])
+        if inst not in group:
+            return False
+        group.remove(inst)
+        if not group:
+            del self._groups[inst.key]
+        return True
+
+    def _stop(self, inst: Instance) -> None:
+        """Out of the pool at once (no lease can get it), closed in the background (that may take seconds)."""
+        if self._remove(inst):
+            task = asyncio.create_task(inst.conn.close(), name=f"mcpx-close-{inst.server}")
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    def _sweep(self, server: str, fp: str) -> None:
+        for inst in self.instances(server):
+            if not inst.conn.alive or (inst.fingerprint != fp and inst.busy == 0):
+                self._stop(inst)
 
     async def reconfigure(self) -> None:
         """Servers gone from the config are closed; changed ones are replaced as their instances free up."""
         entries = self._entries()
-        for key in list(self._instances):
-            server = key[0]
-            if server not in entries:
-                await self.drop(server)
-            else:
-                fp = entry_fingerprint(entries[server])
-                for inst in list(self._instances.get(key, [])):
-                    if inst.fingerprint != fp and inst.busy == 0:
-                        self._instances[key].remove(inst)
-                        await inst.conn.close()
+        for inst in self.instances():
+            entry = entries.get(inst.server)
+            if entry is None or (inst.fingerprint != entry_fingerprint(entry) and inst.busy == 0):
+                self._stop(inst)
+        self._wake.set()  # an idleTimeout may have changed
+
+    def _due(self, inst: Instance) -> float:
+        """When an idle instance is to be stopped (monotonic time); at once if its server left the config."""
+        entry = self._entries().get(inst.server)
+        return inst.last_used + entry.idleTimeout if entry is not None else inst.last_used
 
     async def _reap(self) -> None:
         while True:
-            await asyncio.sleep(30)
-            now = time.monotonic()
-            for group in list(self._instances.values()):
-                for inst in list(group):
-                    if inst.busy == 0 and (now - inst.last_used > IDLE_CLOSE or not inst.conn.alive):
-                        group.remove(inst)
-                        await inst.conn.close()
+            self._wake.clear()
+            try:
+                wait = self._reap_due()
+            except Exception:  # the reaper must outlive any one bad pass
+                log.exception("the upstream reaper failed a pass")
+                wait = REAP_EVERY
+            self._next_reap = time.monotonic() + wait
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+
+    def _reap_due(self) -> float:
+        """Stop every instance that died or sat idle past its server's idleTimeout; seconds until the next is due."""
+        now = time.monotonic()
+        wait = REAP_EVERY
+        for inst in self.instances():
+            if inst.busy:
+                continue
+            left = self._due(inst) - now
+            if not inst.conn.alive or left <= 0:
+                if inst.conn.alive:
+                    log.info("upstream %s: stopping instance %s (%s), idle for %.0fs", inst.server,
+                             inst.conn.pid or inst.conn.describe(), inst.owner, now - inst.last_used)
+                self._stop(inst)
+            else:
+                wait = min(wait, left)
+        return wait
 
     async def close(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
-        await asyncio.gather(*(i.conn.close() for i in self.instances()), return_exceptions=True)
-        self._instances.clear()
+        for inst in self.instances():
+            self._stop(inst)
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
+    # ---- what runs now
+
+    async def describe(self) -> list[InstanceInfo]:
+        """The instances running now, with their sessions and memory (read from /proc off the loop)."""
+        now = time.monotonic()
+        entries = self._entries()
+        live = [i for i in self.instances() if i.conn.alive]
+        pids = [i.conn.pid for i in live if i.conn.pid is not None]
+        usage = await asyncio.to_thread(procinfo.usage, pids)
+        out = []
+        for inst in sorted(live, key=lambda i: (i.server, i.started_at)):
+            use = usage.get(inst.conn.pid) if inst.conn.pid is not None else None
+            idle = None if inst.busy else max(0.0, now - inst.last_used)
+            entry = entries.get(inst.server)
+            out.append(InstanceInfo(
+                server=inst.server, pid=inst.conn.pid, era=inst.era, shared=inst.owner == SHARED,
+                sessions=sorted(s for s in inst.calling if s != ANY) if inst.owner in (SHARED, LISTING)
+                else [inst.owner], calls=inst.busy, idle_seconds=None if idle is None else round(idle, 1),
+                stops_in=None if idle is None or entry is None else round(max(0.0, entry.idleTimeout - idle), 1),
+                rss_kib=use.rss_kib if use else None, processes=use.processes if use else None,
+                started_at=inst.started_at))
+        return out
 
 
 class UnknownServer(UpstreamError):
