@@ -27,6 +27,7 @@ AuditKind = Literal[
     "task.done",
 ]
 ACTIONS: tuple[Action, ...] = ("accept", "decline", "cancel")
+MAX_SEQ = 2**63 - 1  # an audit seq is an SQLite INTEGER: a larger one is no event id at all
 REDACTED = "[redacted]"
 
 

@@ -6,7 +6,6 @@ Handlers receive already-validated pydantic models; anything a caller got wrong 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -15,9 +14,10 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from mcpx import __version__
+from mcpx import __version__, wirejson
 from mcpx.broker.errors import BrokerError
 from mcpx.daemon.schemas import ErrorBody
+from mcpx.mcp import jsonrpc
 
 log = logging.getLogger("mcpx.daemon")
 
@@ -54,12 +54,13 @@ class Reply:
 
 @dataclass
 class Call:
-    """What a handler gets: the request, its path parameters and its validated query and body."""
+    """What a handler gets: the request, its path parameters and its validated query, headers and body."""
 
     request: web.Request
     path: dict[str, str]
     query: Any
     body: Any
+    headers: Any = None
 
     @property
     def app(self) -> web.Application:
@@ -79,6 +80,7 @@ class Endpoint:
     body: type[BaseModel] | None
     replies: dict[int, Reply]
     tag: str
+    headers: type[BaseModel] | None = None
 
 
 @dataclass
@@ -88,9 +90,9 @@ class Api:
 
     def route(self, method: str, path: str, summary: str, *, query: type[BaseModel] | None = None,
               body: type[BaseModel] | None = None, replies: dict[int, Reply], tag: str = "elicit",
-              ) -> Callable[[Handler], Handler]:
+              headers: type[BaseModel] | None = None) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            self.endpoints.append(Endpoint(method, path, summary, handler, query, body, replies, tag))
+            self.endpoints.append(Endpoint(method, path, summary, handler, query, body, replies, tag, headers))
             return handler
         return register
 
@@ -109,10 +111,18 @@ class Api:
                 except ValidationError as exc:
                     message, fields = describe_validation(exc, "query")
                     raise ApiError(400, "bad_query", message, fields=fields) from None
+            headers = None
+            if ep.headers is not None:
+                names = [f.alias or name for name, f in ep.headers.model_fields.items()]
+                try:
+                    headers = ep.headers.model_validate({n: request.headers[n] for n in names if n in request.headers})
+                except ValidationError as exc:
+                    message, fields = describe_validation(exc, "header")
+                    raise ApiError(400, "bad_header", message, fields=fields) from None
             body = None
             if ep.body is not None:
                 body = await read_json_body(request, ep.body)
-            return await ep.handler(Call(request, dict(request.match_info), query, body))
+            return await ep.handler(Call(request, dict(request.match_info), query, body, headers))
         return handle
 
     def openapi(self) -> dict[str, Any]:
@@ -197,11 +207,14 @@ async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
         data: Any = {}
     else:
         try:
-            data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ApiError(400, "bad_json", f"the body is not JSON: {exc}") from None
+            data = wirejson.loads(raw, "the body")
+        except wirejson.JsonRefused as exc:
+            raise ApiError(400, "too_deep" if exc.too_deep else "bad_json", str(exc)) from None
     if not isinstance(data, dict):
         raise ApiError(400, "bad_body", f"the body must be a JSON object, not {type(data).__name__}")
+    if (where := wirejson.lone_surrogate(data)) is not None:
+        raise ApiError(400, "bad_body", f"invalid body: {where} {wirejson.SURROGATE_PROBLEM}",
+                       fields={where: wirejson.SURROGATE_PROBLEM})
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -227,7 +240,22 @@ async def errors_middleware(request: web.Request, handler: Callable[[web.Request
             405: f"{request.method} is not allowed on {request.path}",
             413: f"the body is larger than the limit of {MAX_BODY} bytes",
         }.get(exc.status, exc.reason)
-        return error_response(exc.status, code, message)
+        response = (rpc_error_response(exc.status, message) if _on_mcp(request)
+                    else error_response(exc.status, code, message))
+        if "Allow" in exc.headers:  # a 405 says what is allowed (RFC 9110)
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
     except Exception as exc:  # a bug: say so, keep serving
         log.exception("request %s %s failed", request.method, request.path)
-        return error_response(500, "internal", f"internal error: {type(exc).__name__}: {exc}")
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        return rpc_error_response(500, message) if _on_mcp(request) else error_response(500, "internal", message)
+
+
+def _on_mcp(request: web.Request) -> bool:
+    return request.path == "/mcp" or request.path.startswith("/mcp/")
+
+
+def rpc_error_response(status: int, message: str) -> web.Response:
+    """An error on /mcp, where every reply is JSON-RPC's shape, never /v1's."""
+    code = jsonrpc.INTERNAL_ERROR if status >= 500 else jsonrpc.INVALID_REQUEST
+    return web.json_response(jsonrpc.error(None, code, message), status=status)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpx.broker.models import Answer, Audience, AuditRecord, Elicitation, Mode, State, WireModel
+from mcpx.broker.models import MAX_SEQ, Answer, Audience, AuditRecord, Elicitation, Mode, State, WireModel
 
 
 class ErrorDetail(BaseModel):
@@ -88,7 +88,13 @@ class EventsQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kinds: str | None = Field(default=None, description="comma-separated: elicit, task, policy, or exact kinds")
     session: str | None = None
-    last_event_id: int | None = Field(default=None, alias="lastEventId", description="same as the Last-Event-ID header")
+    last_event_id: int | None = Field(default=None, alias="lastEventId", ge=0, le=MAX_SEQ,
+                                      description="same as the Last-Event-ID header")
+
+
+class EventsHeaders(BaseModel):
+    last_event_id: int | None = Field(default=None, alias="Last-Event-ID", ge=0, le=MAX_SEQ,
+                                      description="the id of the last event seen: the stream replays what followed")
 
 
 class AuditQuery(BaseModel):
@@ -98,7 +104,7 @@ class AuditQuery(BaseModel):
     trace: str | None = None
     task: str | None = None
     kinds: str | None = None
-    after: int = Field(default=0, ge=0)
+    after: int = Field(default=0, ge=0, le=MAX_SEQ, description="only records after this seq")
     limit: int = Field(default=1000, ge=1, le=10000)
 
 
