@@ -1,4 +1,4 @@
-"""Garbage on every door of a real daemon: /v1, /mcp and the stream surface.
+"""Garbage on every door of a real daemon: /v1, /mcp, the stream surface and `mcpx serve`'s stdin.
 
 Each gets a named 4xx or a JSON-RPC error, never a 500 or a hang, and a question survives it whole.
 """
@@ -203,3 +203,20 @@ async def serve(d: Daemon, lines: list[bytes], expect: set[int], env: dict[str, 
             proc.kill()
             await proc.wait()
     return replies
+
+
+async def test_mcpx_serve_answers_unfollowable_ids_and_deep_lines_and_keeps_serving(daemon: Daemon) -> None:
+    garbage = [b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}',
+               b'{"jsonrpc": "2.0", "id": [1, 2], "method": "ping"}',
+               b'{"jsonrpc": "2.0", "id": {"a": 1}, "result": {}}',
+               DEEP_ARRAY,
+               b'{"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"_meta": ' + DEEP_META + b"}}"]
+    lines = garbage + [json.dumps(INIT).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+                       b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}',
+                       b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "sdk_echo", '
+                       b'"arguments": {"text": "still here"}}}']
+    replies = await serve(daemon, lines, {1, 2, 3})
+    assert sorted(replies[None]) == [-32700, -32700, -32600, -32600, -32600]
+    assert replies[1]["result"]["serverInfo"]["name"] == "mcpx"
+    assert any(t["name"] == "sdk_echo" for t in replies[2]["result"]["tools"])
+    assert replies[3]["result"]["content"][0]["text"] == "echo: still here"
