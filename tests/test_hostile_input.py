@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from conftest import Daemon, ask, make_daemon
-from gateway_helpers import running, stdio
+from gateway_helpers import HttpPeer, call, running, stdio
 
 DEEP_ARRAY = b"[" * 100_000
 DEEP_META = b'{"a":' * 5000 + b"1" + b"}" * 5000
@@ -220,3 +220,16 @@ async def test_mcpx_serve_answers_unfollowable_ids_and_deep_lines_and_keeps_serv
     assert replies[1]["result"]["serverInfo"]["name"] == "mcpx"
     assert any(t["name"] == "sdk_echo" for t in replies[2]["result"]["tools"])
     assert replies[3]["result"]["content"][0]["text"] == "echo: still here"
+
+
+async def test_an_upstreams_reply_nested_too_deep_fails_the_call_at_once_naming_why(home: Path) -> None:
+    peer = HttpPeer("deep_http_server.py")
+    try:
+        # a timeout far beyond the test's bound: only a prompt, named failure passes
+        with running(make_daemon(home, {"servers": {"deep": {"url": peer.url, "timeout": 600}}})) as d:
+            async with d.session() as http:
+                status, body, _ = await asyncio.wait_for(call(http, "deep", "deep"), 30)
+        assert status == 502, body
+        assert "its reply nests arrays and objects more than 100 levels deep" in body["error"]["message"]
+    finally:
+        peer.stop()
