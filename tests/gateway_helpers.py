@@ -9,13 +9,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from conftest import PEERS, ROOT
+from conftest import PEERS, ROOT, Daemon
 
 PY = sys.executable
 EVERYTHING = ROOT / "node_modules" / ".bin" / "mcp-server-everything"
@@ -118,3 +119,13 @@ async def until_health(http: aiohttp.ClientSession, holds: Callable[[dict[str, A
 def read_log(home: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in (home / "daemon.log", home / "daemon.stderr")
                      if p.exists())
+
+
+@contextmanager
+def running(d: Daemon) -> Iterator[Daemon]:
+    """The daemon started, and stopped however the test ends."""
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()

@@ -88,10 +88,22 @@ def test_kv_pairs_are_typed_by_the_schema():
 @pytest.mark.parametrize("schema,problem", [
     ({"type": "object", "properties": {"x": {"type": "object"}}}, "not allowed"),
     ({"type": "object", "properties": {"x": {"type": "array", "items": {"type": "string"}}}}, "multi-select"),
-    ({"type": "object", "properties": {"x": {"type": "string", "format": "hostname"}}}, "format"),
     ({"type": "object", "properties": {}, "required": ["y"]}, "not a property"),
     ({"type": "array"}, "must be 'object'"),
 ])
 def test_schemas_outside_the_flat_subset_are_refused(schema, problem):
     with pytest.raises(SchemaProblem, match=problem):
         check_schema(schema)
+
+
+def test_formats_mcpx_does_not_check_are_taken_as_plain_input():
+    # servers send these (password is the spec's own example): a hint must not cost the question
+    schema = {"type": "object", "properties": {
+        "pin": {"type": "string", "format": "password"}, "shade": {"type": "string", "format": "color"},
+        "host": {"type": "string", "format": "hostname"}, "n": {"type": "integer", "format": "int32"}}}
+    check_schema(schema)
+    filled, problems = validate_content(schema, {"pin": "hunter2", "shade": "not really a colour", "host": "x y",
+                                                 "n": 3})
+    assert problems == {} and filled["shade"] == "not really a colour"
+    _, problems = validate_content(schema, {"pin": 1234})
+    assert problems == {"pin": "must be a string"}

@@ -4,7 +4,13 @@ import os
 import re
 import threading
 
-_ID = re.compile(r"^(elc|cal|tsk)-[0-9a-f]{16}$")
+HEX = "[0-9a-f]{16}"
+_ID = re.compile(rf"^(elc|cal|tsk)-{HEX}$")
+
+
+def pattern(prefix: str) -> str:
+    """The regular expression of one kind of id, for documents that describe them (openapi.json)."""
+    return f"^{prefix}-{HEX}$"
 
 
 class _Entropy:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from mcpx import wirejson
 from mcpx.broker import policy, routing
 from mcpx.broker.errors import (
     AlreadyAnswered,
@@ -180,6 +181,12 @@ class Broker:
     # ---- open
 
     def _build(self, req: OpenRequest, now: float) -> tuple[Elicitation, routing.Route]:
+        # what is stored and shown must be text: a lone surrogate could be neither written nor typed back
+        where = wirejson.lone_surrogate({"message": req.message, "requestedSchema": req.requested_schema,
+                                         "url": req.url, "session": req.session, "server": req.server,
+                                         "tool": req.tool, "elicitationId": req.upstream_id})
+        if where is not None:
+            raise InvalidQuestion(f"{where} {wirejson.SURROGATE_PROBLEM}", fields={where: wirejson.SURROGATE_PROBLEM})
         if req.mode == "form":
             schema = req.requested_schema if req.requested_schema is not None else {"type": "object", "properties": {}}
             try:
@@ -305,6 +312,9 @@ class Broker:
         """Answer a question. Returns (question, answer); answer is None when an agent's decline escalated it."""
         if not is_id(eid, "elc"):
             raise InvalidId(f"{eid!r} is not a question id (they look like elc- and 16 hex digits)")
+        if (where := wirejson.lone_surrogate({"content": content, "reason": reason})) is not None:
+            raise InvalidContent(f"the answer does not fit the question: {where} {wirejson.SURROGATE_PROBLEM}",
+                                 {where: wirejson.SURROGATE_PROBLEM})
         records: list[AuditRecord] = []
         now = time.time()
 

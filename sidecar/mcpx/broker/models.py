@@ -6,7 +6,7 @@ These models are also the wire shapes of the /v1 API and appear in openapi.json.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -27,6 +27,9 @@ AuditKind = Literal[
     "task.done",
 ]
 ACTIONS: tuple[Action, ...] = ("accept", "decline", "cancel")
+KINDS: tuple[str, ...] = get_args(AuditKind)
+KIND_GROUPS = ("elicit", "task", "policy")  # a group names every kind that starts with it
+MAX_SEQ = 2**63 - 1  # an audit seq is an SQLite INTEGER: a larger one is no event id at all
 REDACTED = "[redacted]"
 
 

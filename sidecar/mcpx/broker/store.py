@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from mcpx import wirejson
+
 T = TypeVar("T")
 log = logging.getLogger("mcpx.store")
 
@@ -77,7 +79,8 @@ def _log_failure(fut: "asyncio.Future[Any]") -> None:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # never a UnicodeEncodeError at commit: a lone surrogate (in a tool's result, say) is kept as its escape
+    return wirejson.dumps(value)
 
 
 class Tx:

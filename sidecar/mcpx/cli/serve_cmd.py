@@ -19,9 +19,11 @@ from typing import Any
 import aiohttp
 
 from mcpx.daemon.launch import LaunchError, ensure_daemon
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import FrameError
 from mcpx.paths import StatePaths
 
-MAX_LINE = 8 * 1024 * 1024
+MAX_LINE = jsonrpc.MAX_LINE
 REPLAY_ID = "mcpx-serve-replayed-initialize"
 
 
@@ -49,7 +51,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def _error(rid: Any, code: int, message: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}).encode() + b"\n"
+    return jsonrpc.encode(jsonrpc.error(rid, code, message))
 
 
 class Bridge:
@@ -58,8 +60,7 @@ class Bridge:
         self.server = server
         self.initialize: dict[str, Any] | None = None  # the client's own, replayed after a daemon restart
         self.initialized = False
-        self.in_flight: set[Any] = set()  # the client's requests the daemon has not answered yet
-        self.owed_errors = 0  # frames that were not JSON-RPC requests we can track: the daemon answers each
+        self.in_flight: set[jsonrpc.Id] = set()  # the client's requests the daemon has not answered yet
         self.backlog: asyncio.Queue[str] = asyncio.Queue(maxsize=1000)
         self.out: asyncio.StreamWriter | None = None
         self.closing = False
@@ -176,17 +177,18 @@ class Bridge:
                 await ws.close()
                 return
             try:
-                msg = json.loads(text)
-            except json.JSONDecodeError:
-                msg = None
-            if not isinstance(msg, dict) or (msg.get("id") is None and "id" in msg) or not (
-                    "method" in msg or "result" in msg or "error" in msg):
-                self.owed_errors += 1  # not JSON-RPC we can follow: the daemon will answer with an error
-            elif "method" in msg and "id" in msg:
+                msg = jsonrpc.decode(text)
+            except FrameError as exc:
+                # not JSON-RPC (not JSON, nested past the bound, an id that is an object…): answered here in
+                # the daemon's own words, and the next line is read as if nothing happened
+                await self._write(jsonrpc.encode(exc.reply))
+                continue
+            kind = jsonrpc.kind(msg)
+            if kind == "request":
                 self.in_flight.add(msg["id"])
                 if msg["method"] == "initialize":
                     self.initialize = msg
-            elif isinstance(msg, dict) and msg.get("method") == "notifications/initialized":
+            elif kind == "notification" and msg["method"] == "notifications/initialized":
                 self.initialized = True
             await ws.send_str(text)
 
@@ -194,19 +196,18 @@ class Bridge:
         """At the client's end of input, let what it asked be answered before the stream closes (bounded)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
-        while (self.in_flight or self.owed_errors) and loop.time() < deadline:
+        while self.in_flight and loop.time() < deadline:
             await asyncio.sleep(0.02)
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         async for frame in ws:
             if frame.type != aiohttp.WSMsgType.TEXT:
                 continue
-            with contextlib.suppress(json.JSONDecodeError):
+            with contextlib.suppress(ValueError, RecursionError):  # only read to keep count; passed on whatever it is
                 msg = json.loads(frame.data)
-                if isinstance(msg, dict) and "method" not in msg:
-                    if msg.get("id") == REPLAY_ID:
-                        continue  # the answer to our replayed initialize: the client already has its own
-                    if msg.get("id") is None:
-                        self.owed_errors = max(0, self.owed_errors - 1)
-                    self.in_flight.discard(msg.get("id"))
+                rid = msg.get("id") if isinstance(msg, dict) and "method" not in msg else None
+                if rid == REPLAY_ID:
+                    continue  # the answer to our replayed initialize: the client already has its own
+                if isinstance(rid, str | int):
+                    self.in_flight.discard(rid)
             await self._write(frame.data.encode() + b"\n")

@@ -6,21 +6,24 @@ a Location to answer at and a Retry-After of the time left, while the call keeps
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpx.answering import respond_with
-from mcpx.broker.models import WireModel
+from mcpx.broker.models import Elicitation, SessionSource, WireModel
 from mcpx.daemon.api import Api, ApiError, Call, Reply
 from mcpx.daemon.peers import CWD_HEADER, session_of
 from mcpx.daemon.runtime import RUNTIME, Runtime
-from mcpx.upstream.calls import CallRequest, CallTask
+from mcpx.daemon.schemas import ErrorDetail, TaskPath
+from mcpx.upstream.calls import CallRequest, CallTask, TaskState
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.pool import InstanceInfo
 
 api = Api()
+_NO_GATEWAY = Reply("the gateway is not running (only in a daemon built without one)")
 
 
 class CallBody(BaseModel):
@@ -43,31 +46,55 @@ class ResultQuery(BaseModel):
 
 
 class CallResult(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
     task: str
-    result: dict[str, Any]
+    trace: str
+    result: dict[str, Any] = Field(description="the server's CallToolResult, as it sent it")
+
+
+class CallFailed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    error: ErrorDetail
+    task: str
+    trace: str
+
+
+class WaitingQuestion(Elicitation):
+    respond_with: str = Field(description="the mcpx command that answers it, with placeholder content of its shape")
 
 
 class InputRequired(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    status: str = Field(description="input-required (a question waits) or running")
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["input-required", "running"] = Field(description="input-required (a question waits) or running")
     task: str
     trace: str
-    elicitation: dict[str, Any] | None = Field(default=None, description="the first open question, with respondWith")
-    elicitations: list[dict[str, Any]] = Field(default_factory=list, description="every open question")
+    elicitation: WaitingQuestion | None = Field(description="the first open question")
+    elicitations: list[WaitingQuestion] = Field(description="every open question")
+    result: str = Field(description="where the call's real result is long-polled")
 
 
-class TaskDoc(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class TaskDoc(WireModel):
     id: str
-    state: str
+    trace: str
+    parent: str | None = None
     server: str
     tool: str
+    session: str
+    session_source: SessionSource
+    state: TaskState
+    era: Literal["legacy", "modern"] | None = None
+    questions: list[str] = Field(description="every question the call raised")
+    open: list[str] = Field(description="those still waiting for an answer")
+    created: datetime
+    updated: datetime
+    result: dict[str, Any] | None = Field(default=None, description="the server's CallToolResult, once completed")
+    error: str | None = Field(default=None, description="why it failed or was cancelled")
 
 
 class ToolsList(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    servers: dict[str, Any]
+    model_config = ConfigDict(extra="forbid")
+    servers: dict[str, list[dict[str, Any]] | str] = Field(
+        description="each server's tools as it listed them, or why they could not be listed")
 
 
 class UpstreamList(WireModel):
@@ -83,32 +110,36 @@ def _gw(call: Call) -> Gateway:
     return rt.gateway
 
 
-def waiting_document(task: CallTask) -> dict[str, Any]:
-    questions = []
-    for q in task.open.values():
-        doc = q.wire()
-        doc["secondsLeft"] = q.remaining()
-        doc["respondWith"] = respond_with(doc)
-        questions.append(doc)
-    return {"status": "input-required" if questions else "running", "task": task.id, "trace": task.trace,
-            "elicitation": questions[0] if questions else None, "elicitations": questions,
-            "result": f"/v1/tasks/{task.id}/result"}
+def waiting_document(task: CallTask) -> InputRequired:
+    questions = [WaitingQuestion.model_validate({**q.wire(), "secondsLeft": q.remaining(), "respondWith": respond_with(
+        q.wire())}) for q in task.open.values()]
+    return InputRequired(status="input-required" if questions else "running", task=task.id, trace=task.trace,
+                         elicitation=questions[0] if questions else None, elicitations=questions,
+                         result=f"/v1/tasks/{task.id}/result")
+
+
+def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None, **always: Any,
+          ) -> web.Response:
+    """`model` as its document (fields left out where None, but those in `always`)."""
+    return web.json_response({**model.model_dump(mode="json", by_alias=True, exclude_none=True), **always},
+                             status=status, headers=headers)
 
 
 def waiting_response(task: CallTask) -> web.Response:
     doc = waiting_document(task)
     headers = {"Location": f"/v1/tasks/{task.id}", "Retry-After": "1"}
-    if doc["elicitation"]:
-        headers = {"Location": f"/v1/elicit/{doc['elicitation']['id']}",
-                   "Retry-After": str(max(1, doc["elicitation"]["secondsLeft"]))}
-    return web.json_response(doc, status=202, headers=headers)
+    if doc.elicitation is None:
+        return _json(doc, 202, headers, elicitation=None)  # null, not absent: "no question yet" is news
+    headers = {"Location": f"/v1/elicit/{doc.elicitation.id}",
+               "Retry-After": str(max(1, doc.elicitation.seconds_left))}
+    return _json(doc, 202, headers)
 
 
 def finished_response(task: CallTask) -> web.Response:
     if task.state == "completed":
-        return web.json_response({"task": task.id, "trace": task.trace, "result": task.result})
-    return web.json_response({"error": {"code": f"call_{task.state}", "message": task.error or task.state},
-                              "task": task.id, "trace": task.trace}, status=502)
+        return _json(CallResult(task=task.id, trace=task.trace, result=task.result or {}))
+    return _json(CallFailed(error=ErrorDetail(code=f"call_{task.state}", message=task.error or task.state),
+                            task=task.id, trace=task.trace), 502)
 
 
 @api.route("POST", "/v1/call/{server}/{tool}", "Call an upstream tool; 202 while it waits for input", body=CallBody,
@@ -116,8 +147,9 @@ def finished_response(task: CallTask) -> web.Response:
            replies={200: Reply("the call completed", CallResult),
                     202: Reply("the call waits for input (or is still running); it keeps running", InputRequired,
                                headers=("Location", "Retry-After")),
-                    400: Reply("malformed"), 404: Reply("no such server"),
-                    502: Reply("the call failed: the message names the server and what happened")})
+                    404: Reply("no such server"),
+                    502: Reply("the call failed: the message names the server and what happened", CallFailed),
+                    503: _NO_GATEWAY})
 async def call_tool(call: Call) -> web.StreamResponse:
     gw = _gw(call)
     body: CallBody = call.body
@@ -143,14 +175,18 @@ async def call_tool(call: Call) -> web.StreamResponse:
 
 
 @api.route("GET", "/v1/tasks/{id}", "A call's status: running, input-required, completed, failed, cancelled",
-           tag="call", replies={200: Reply("the task", TaskDoc), 400: Reply("not a task id"), 404: Reply("no such task")})
+           tag="call", params=TaskPath,
+           replies={200: Reply("the task", TaskDoc), 404: Reply("no such task"), 503: _NO_GATEWAY})
 async def get_task(call: Call) -> web.StreamResponse:
     return web.json_response(await _task_or_404(_gw(call), call.path["id"]))
 
 
 @api.route("GET", "/v1/tasks/{id}/result", "Long-poll for a call's real result", query=ResultQuery, tag="call",
+           params=TaskPath,
            replies={200: Reply("the call finished (its state says how)", TaskDoc),
-                    202: Reply("still running or waiting for input", InputRequired), 404: Reply("no such task")})
+                    202: Reply("still running or waiting for input", InputRequired,
+                               headers=("Location", "Retry-After")),
+                    404: Reply("no such task"), 503: _NO_GATEWAY})
 async def task_result(call: Call) -> web.StreamResponse:
     gw = _gw(call)
     live = gw.task(call.path["id"])
@@ -162,7 +198,9 @@ async def task_result(call: Call) -> web.StreamResponse:
 
 
 @api.route("POST", "/v1/tasks/{id}/cancel", "Cancel a running call; its open questions are abandoned", tag="call",
-           replies={200: Reply("cancelled", TaskDoc), 404: Reply("no such task"), 409: Reply("already finished")})
+           params=TaskPath,
+           replies={200: Reply("cancelled", TaskDoc), 404: Reply("no such task"), 409: Reply("already finished"),
+                    503: _NO_GATEWAY})
 async def cancel_task(call: Call) -> web.StreamResponse:
     gw = _gw(call)
     doc = await _task_or_404(gw, call.path["id"])
@@ -179,13 +217,14 @@ async def _task_or_404(gw: Gateway, tid: str) -> dict[str, Any]:
 
 
 @api.route("GET", "/v1/tools", "Every upstream server's tools (or why a server could not list them)", tag="call",
-           replies={200: Reply("tools by server", ToolsList)})
+           replies={200: Reply("tools by server", ToolsList), 503: _NO_GATEWAY})
 async def list_tools(call: Call) -> web.StreamResponse:
     return web.json_response({"servers": await _gw(call).all_tools()})
 
 
 @api.route("GET", "/v1/tools/{server}", "One server's tools", tag="call",
-           replies={200: Reply("its tools", ToolsList), 404: Reply("no such server"), 502: Reply("it failed")})
+           replies={200: Reply("its tools", ToolsList), 404: Reply("no such server"),
+                    502: Reply("it could not list its tools: the message says why"), 503: _NO_GATEWAY})
 async def server_tools(call: Call) -> web.StreamResponse:
     gw = _gw(call)
     server = call.path["server"]
@@ -199,7 +238,7 @@ async def server_tools(call: Call) -> web.StreamResponse:
 
 
 @api.route("GET", "/v1/upstreams", "The upstream server instances running now: era, sessions, memory", tag="call",
-           replies={200: Reply("the instances, oldest first per server", UpstreamList)})
+           replies={200: Reply("the instances, oldest first per server", UpstreamList), 503: _NO_GATEWAY})
 async def upstreams(call: Call) -> web.StreamResponse:
     instances = await _gw(call).pool.describe()
     body = UpstreamList(instances=instances, processes=sum(i.processes or 0 for i in instances),

@@ -2,12 +2,83 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
-from mcpx.broker.models import Answer, Audience, AuditRecord, Elicitation, Mode, State, WireModel
+from mcpx import ids
+from mcpx.durations import PATTERN as DURATION
+from mcpx.broker.models import (
+    ACTIONS,
+    KIND_GROUPS,
+    KINDS,
+    MAX_SEQ,
+    Answer,
+    Audience,
+    AuditRecord,
+    Elicitation,
+    Mode,
+    State,
+    WireModel,
+)
+
+
+def _id_of(prefix: str, noun: str) -> Any:
+    """A path's id, documented by its pattern and refused, when it is none, in words."""
+    def check(value: str) -> str:
+        if not ids.is_id(value, prefix):
+            raise ValueError(f"{value!r} is not a {noun} id (they look like {prefix}- and 16 hex digits)")
+        return value
+    return Annotated[str, AfterValidator(check), WithJsonSchema({"type": "string", "pattern": ids.pattern(prefix)})]
+
+
+def _action(value: str) -> str:
+    if value not in ACTIONS:
+        raise ValueError(f"unknown action {value!r}: use accept, decline or cancel")
+    return value
+
+
+def kind_list(spec: str) -> list[str]:
+    return [k.strip(" ") for k in spec.split(",") if k.strip(" ")]
+
+
+def _kinds(spec: str) -> str:
+    for k in kind_list(spec):
+        if k not in KIND_GROUPS and k not in KINDS:
+            raise ValueError(f"unknown event kind {k!r}: use {', '.join(KIND_GROUPS)} or an exact kind like "
+                             "elicit.open")
+    return spec
+
+
+_KIND = "|".join(re.escape(k) for k in (*KIND_GROUPS, *KINDS))
+Kinds = Annotated[str, AfterValidator(_kinds), WithJsonSchema({
+    "type": "string", "pattern": rf"^ *({_KIND})? *(, *({_KIND})? *)*$",
+    "description": f"comma-separated: {', '.join(KIND_GROUPS)} (every kind of that group) or exact kinds"})]
+QuestionId = _id_of("elc", "question")
+TaskId = _id_of("tsk", "task")
+
+
+class QuestionPath(BaseModel):
+    id: QuestionId
+
+
+class AnswerPath(BaseModel):
+    id: QuestionId
+    action: Annotated[str, AfterValidator(_action), WithJsonSchema({"type": "string", "enum": list(ACTIONS)})]
+
+
+class TaskPath(BaseModel):
+    id: TaskId
+
+
+class OpenApiDocument(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    openapi: str
+    info: dict[str, Any]
+    paths: dict[str, Any]
+    components: dict[str, Any]
 
 
 class ErrorDetail(BaseModel):
@@ -69,7 +140,10 @@ class AskBody(WireModel):
     elicitation_id: str | None = None
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
     session: str | None = Field(default=None, min_length=1, max_length=200)
-    ttl: float | str | None = Field(default=None, description="seconds, or a duration like '10m'")
+    ttl: Annotated[float | str | None, WithJsonSchema({"anyOf": [
+        {"type": "number", "exclusiveMinimum": 0, "maximum": 7 * 86400}, {"type": "string", "pattern": DURATION},
+        {"type": "null"}]})] = Field(default=None, description="seconds, or a duration like '10m'; more than 0, "
+                                                               "at most 7 days")
     audience: Audience | None = None
     server: str | None = Field(default=None, description="who is asking; defaults to 'mcpx'")
     tool: str | None = None
@@ -86,9 +160,15 @@ class WaitQuery(BaseModel):
 
 class EventsQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    kinds: str | None = Field(default=None, description="comma-separated: elicit, task, policy, or exact kinds")
+    kinds: Kinds | None = None
     session: str | None = None
-    last_event_id: int | None = Field(default=None, alias="lastEventId", description="same as the Last-Event-ID header")
+    last_event_id: int | None = Field(default=None, alias="lastEventId", ge=0, le=MAX_SEQ,
+                                      description="same as the Last-Event-ID header")
+
+
+class EventsHeaders(BaseModel):
+    last_event_id: int | None = Field(default=None, alias="Last-Event-ID", ge=0, le=MAX_SEQ,
+                                      description="the id of the last event seen: the stream replays what followed")
 
 
 class AuditQuery(BaseModel):
@@ -97,8 +177,8 @@ class AuditQuery(BaseModel):
     session: str | None = None
     trace: str | None = None
     task: str | None = None
-    kinds: str | None = None
-    after: int = Field(default=0, ge=0)
+    kinds: Kinds | None = None
+    after: int = Field(default=0, ge=0, le=MAX_SEQ, description="only records after this seq")
     limit: int = Field(default=1000, ge=1, le=10000)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from mcpx import wirejson
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message
 from mcpx.mcp.protocol import META_VERSION, is_modern
@@ -120,19 +121,21 @@ class HttpChannel:
                     await self._resume(stream, rid)  # the stream ended before our response did
                     return
                 text = await resp.text()
+                problem = f"HTTP {resp.status} without a JSON-RPC reply: {text[:300]}"
                 try:
-                    reply = json.loads(text) if text.strip() else None
-                except json.JSONDecodeError:
+                    reply = wirejson.loads(text, "its reply") if text.strip() else None
+                except wirejson.JsonRefused as exc:
                     reply = None
+                    if exc.too_deep:  # the first 300 characters of that say nothing
+                        problem = str(exc)
                 if isinstance(reply, dict) and ("result" in reply or "error" in reply):
                     if reply.get("id") is None:  # an error the server could not attribute: it is ours
                         reply["id"] = rid
                     reply.setdefault("jsonrpc", "2.0")
                     self._incoming.put_nowait(reply)
                 else:
-                    self._incoming.put_nowait(jsonrpc.error(
-                        rid, jsonrpc.INTERNAL_ERROR, f"{self.name}: HTTP {resp.status} without a JSON-RPC reply: "
-                        f"{text[:300]}", {"httpStatus": resp.status}))
+                    self._incoming.put_nowait(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"{self.name}: {problem}",
+                                                            {"httpStatus": resp.status}))
         except asyncio.CancelledError:
             pass
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -235,8 +238,8 @@ class HttpChannel:
 
     def _push_text(self, text: str) -> Message | None:
         try:
-            msg = jsonrpc.check(json.loads(text))
-        except (json.JSONDecodeError, jsonrpc.FrameError) as exc:
+            msg = jsonrpc.check(wirejson.loads(text))
+        except (wirejson.JsonRefused, jsonrpc.FrameError) as exc:
             log.warning("%s: ignoring an SSE event that is not JSON-RPC (%s)", self.name, exc)
             return None
         self._incoming.put_nowait(msg)

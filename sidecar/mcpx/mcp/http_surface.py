@@ -14,7 +14,6 @@ import asyncio
 import base64
 import contextlib
 import itertools
-import json
 import logging
 import re
 import secrets
@@ -24,6 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
+from mcpx import wirejson
+from mcpx.daemon.api import MAX_BODY
 from mcpx.daemon.elicit_routes import SHUTDOWN
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message, RpcError
@@ -61,7 +62,7 @@ class SseWriter:
         self._ids = itertools.count(1)
 
     async def send(self, msg: Message) -> None:
-        data = json.dumps(msg, separators=(",", ":"), ensure_ascii=False)
+        data = wirejson.dumps(msg)
         async with self._lock:
             if self.response is None:
                 self.response = _sse_response(self.headers)
@@ -188,6 +189,14 @@ def _check_modern_headers(request: web.Request, msg: Message) -> None:
                                                     f"value {body_name!r}")
 
 
+class Refused(Exception):
+    """A request answered before it reaches the surface, in JSON-RPC's shape like every /mcp reply."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__(response.text)
+        self.response = response
+
+
 class McpEndpoint:
     def __init__(self, surface: Surface) -> None:
         self.surface = surface
@@ -206,19 +215,28 @@ class McpEndpoint:
             return _rpc_response(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"Host {host!r} is not allowed"), 403)
         return None
 
-    def _state(self, request: web.Request) -> ClientState:
+    def _state(self, request: web.Request, msg: Message) -> ClientState:
         try:
             return client_state(request, self.surface)
         except UnknownServer as exc:
-            raise web.HTTPNotFound(text=json.dumps(jsonrpc.error(None, jsonrpc.INVALID_PARAMS, str(exc))),
-                                   content_type="application/json") from None
+            raise Refused(_rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_PARAMS, str(exc)), 404)) from None
 
     # ---- POST
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         if (refused := self.guard(request)) is not None:
             return refused
-        raw = await request.read()
+        try:
+            return await self._post(request)
+        except Refused as exc:
+            return exc.response
+
+    async def _post(self, request: web.Request) -> web.StreamResponse:
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _rpc_response(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"the body is larger than the limit of "
+                                                                             f"{MAX_BODY} bytes"), 413)
         try:
             msg = jsonrpc.decode(raw)
         except FrameError as exc:
@@ -234,7 +252,7 @@ class McpEndpoint:
     async def _modern(self, request: web.Request, msg: Message) -> web.StreamResponse:
         if jsonrpc.kind(msg) != "request":
             return web.Response(status=202)  # responses and notifications have no meaning without a session here
-        state = self._state(request)
+        state = self._state(request, msg)
         try:
             _check_modern_headers(request, msg)
             params = msg.get("params") or {}
@@ -270,7 +288,7 @@ class McpEndpoint:
     async def _legacy(self, request: web.Request, msg: Message) -> web.StreamResponse:
         kind = jsonrpc.kind(msg)
         if kind == "request" and msg["method"] == "initialize":
-            state = self._state(request)
+            state = self._state(request, msg)
             session = LegacySession(secrets.token_hex(16), state)
 
             async def push(method: str, params: dict[str, Any]) -> None:

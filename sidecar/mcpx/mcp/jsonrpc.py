@@ -5,8 +5,9 @@ Messages stay plain dicts so that fields mcpx does not interpret pass through un
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
+
+from mcpx import wirejson
 
 Message = dict[str, Any]
 Id = str | int
@@ -114,11 +115,11 @@ def decode(line: str | bytes) -> Message:
     if len(line) > MAX_LINE:
         raise FrameError(error(None, PARSE_ERROR, f"message is larger than {MAX_LINE} bytes"))
     try:
-        value = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FrameError(error(None, PARSE_ERROR, f"not JSON: {exc}")) from None
+        value = wirejson.loads(line)
+    except wirejson.JsonRefused as exc:
+        raise FrameError(error(None, PARSE_ERROR, str(exc))) from None
     return check(value)
 
 
 def encode(msg: Message) -> bytes:
-    return json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return wirejson.encode(msg) + b"\n"

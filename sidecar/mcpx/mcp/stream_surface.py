@@ -6,13 +6,13 @@ JSON-RPC is answered with a JSON-RPC error and the connection keeps serving.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from mcpx import wirejson
 from mcpx.daemon.peers import CWD_HEADER, SESSION_HEADER
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
@@ -28,7 +28,7 @@ class WebSocketChannel:
         self.ws = ws
 
     async def send(self, msg: Message) -> None:
-        await self.ws.send_str(json.dumps(msg, separators=(",", ":"), ensure_ascii=False))
+        await self.ws.send_str(wirejson.dumps(msg))
 
     async def receive(self) -> Message | None:
         while True:

@@ -1,0 +1,118 @@
+"""JSON from outside, taken within bounds, and JSON going out that always encodes.
+
+In: nesting is capped at MAX_DEPTH. CPython's decoder guards its own recursion (a RecursionError,
+raised cleanly, for `[` x 100 000), and everything that recurses over the value afterwards —
+pydantic, json.dumps, the store — only ever sees values within the cap, so none of it can blow.
+JSON escapes can also spell a lone surrogate ("\\udfff"), which is not Unicode text: UTF-8
+cannot carry it, so it is found by path here and refused by whoever knows what the field means.
+
+Out: a lone surrogate that did get in (an upstream's tool result, say) is written as its own JSON
+escape, so a reply or a stored record is never lost to a UnicodeEncodeError.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# deep structures that people and programs mean are a dozen levels; nothing real comes near 100,
+# and 100 is far below where the interpreter's recursion limit starts
+MAX_DEPTH = 100
+
+
+class JsonRefused(ValueError):
+    """Not JSON, or JSON nested deeper than MAX_DEPTH; the message names which."""
+
+    def __init__(self, message: str, too_deep: bool = False) -> None:
+        super().__init__(message)
+        self.too_deep = too_deep
+
+
+def too_deep_message(what: str) -> str:
+    return f"{what} nests arrays and objects more than {MAX_DEPTH} levels deep; mcpx refuses it"
+
+
+def loads(data: str | bytes | bytearray, what: str = "the message") -> Any:
+    """Parse JSON text; JsonRefused when it is not JSON or is nested deeper than MAX_DEPTH."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise JsonRefused(too_deep_message(what), too_deep=True) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise JsonRefused(f"{what} is not JSON: {exc}") from None
+    # fewer brackets than the cap cannot nest past it: most messages skip the walk
+    if isinstance(value, dict | list) and _brackets(data) > MAX_DEPTH and depth_exceeds(value, MAX_DEPTH):
+        raise JsonRefused(too_deep_message(what), too_deep=True)
+    return value
+
+
+def _brackets(data: str | bytes | bytearray) -> int:
+    if isinstance(data, str):
+        return data.count("[") + data.count("{")
+    return data.count(b"[") + data.count(b"{")
+
+
+def depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` deep (`[]` is 1), without recursing."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > limit:
+            return True
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+    return False
+
+
+def shown(text: str) -> str:
+    """`text` printable and encodable, a lone surrogate written as its escape (\\udfff)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def lone_surrogate(value: Any, where: str = "") -> str | None:
+    """The dotted path (`content.repo`, `requestedSchema.properties.\\udfff`) of the first key or string
+    that holds a lone surrogate, or None when all of `value` is Unicode text."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if _has_surrogate(node):
+                return path or "(the value)"
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                key_text = str(key)
+                child_path = f"{path}.{shown(key_text)}" if path else shown(key_text)
+                if _has_surrogate(key_text):
+                    return child_path
+                stack.append((child, child_path))
+        elif isinstance(node, list | tuple):
+            stack.extend((child, f"{path}.{i}" if path else str(i)) for i, child in enumerate(node))
+    return None
+
+
+def _has_surrogate(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+SURROGATE_PROBLEM = "is not valid Unicode text: it holds a lone surrogate (like \\udfff), which UTF-8 cannot carry"
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text that encodes to UTF-8, whatever strings `value` holds."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def encode(value: Any) -> bytes:
+    """`dumps` as UTF-8 bytes. A lone surrogate only ever sits inside a JSON string, where
+    backslashreplace writes exactly its JSON escape: the receiver decodes the same text."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace")
