@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Fiel
 
 from mcpx import jsonc
 from mcpx.durations import parse_duration
+from mcpx.masking import shown_command, shown_url
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 Audience = Literal["agent", "human", "agent-then-human"]
@@ -111,6 +112,11 @@ class StdioServer(_Server):
     def kind(self) -> str:
         return "stdio"
 
+    @property
+    def shown(self) -> str:
+        """The command line as mcpx shows it anywhere (logs, errors, status): secret-looking arguments masked."""
+        return shown_command([self.command, *self.args])
+
 
 class HttpServer(_Server):
     url: str
@@ -119,6 +125,10 @@ class HttpServer(_Server):
     @property
     def kind(self) -> str:
         return "http"
+
+    @property
+    def shown(self) -> str:
+        return shown_url(self.url)
 
     @model_validator(mode="after")
     def _http_url(self) -> "HttpServer":
@@ -242,7 +252,10 @@ class ConfigError(Exception):
 
 def embedded_default() -> dict[str, Any]:
     """What mcpx runs with when no config file exists: SQLite state and the bundled demo server."""
-    return {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}}}
+    # PYTHONPATH: servers inherit no PYTHONPATH, and mcpx may be run from a checkout rather than installed
+    here = str(Path(__file__).resolve().parent.parent)
+    return {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"],
+                                 "env": {"PYTHONPATH": here}}}}
 
 
 USER_CONFIG = Path("~/.config/mcpx/config.json")

@@ -70,6 +70,7 @@ async def health(call: Call) -> web.StreamResponse:
         ok=True, version=__version__, pid=os.getpid(), started_at=rt.started_at, socket=str(rt.paths.socket),
         listen=rt.listen, config=rt.loaded.origin, config_error=rt.config_error,
         pending=await rt.broker.store.count("pending"), servers=sorted(rt.config.servers),
+        server_commands={name: entry.shown for name, entry in sorted(rt.config.servers.items())},
         plugin_elicit=rt.config.plugin.elicit,
     )
     return web.json_response(body.wire())
