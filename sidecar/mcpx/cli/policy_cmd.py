@@ -126,7 +126,8 @@ def config_check(args: argparse.Namespace) -> int:
             config, origin = loaded.config, loaded.origin
     except ConfigError as exc:
         if args.json:
-            emit_json({"ok": False, "path": exc.path, "field": exc.field, "problem": exc.problem})
+            emit_json({"ok": False, "path": exc.path, "field": exc.field, "problem": exc.problem,
+                       "problems": [{"path": p.path, "field": p.field, "problem": p.message} for p in exc.problems]})
         else:
             print(f"mcpx: {exc}", file=sys.stderr)
         return 1
