@@ -50,3 +50,43 @@ def test_config_check_reports_every_problem_in_one_run(home: Path) -> None:
     both = Daemon(home, d.config, {**env, "MCPX_USER_CONFIG": str(user)}).cli("config", "check")
     assert both.returncode == 1 and "2 problems" in both.stderr
     assert f"{user}: elicit.mode" in both.stderr and f"{project}: plugin.elicit" in both.stderr
+
+
+async def test_answer_with_a_field_given_twice_is_an_error(daemon: Daemon, http: aiohttp.ClientSession) -> None:
+    q = await ask(http, requestedSchema=FORM)
+    out = daemon.cli("elicit", "answer", q["id"], "repo=a", "repo=b")
+    assert out.returncode == 2, out
+    assert "repo is given twice" in out.stderr and "repo=b" in out.stderr
+    async with http.get(f"/v1/elicit/{q['id']}") as r:
+        assert (await r.json())["elicitation"]["state"] == "pending"
+
+
+async def test_ask_with_a_bad_schema_is_a_usage_error_whether_json_or_type(daemon: Daemon,
+                                                                         http: aiohttp.ClientSession) -> None:
+    not_json = daemon.cli("elicit", "ask", "-m", "Which?", "--schema", '{"repo": ')
+    assert not_json.returncode == 2 and "--schema is not valid JSON" in not_json.stderr
+    bad_type = daemon.cli("elicit", "ask", "-m", "Which?", "--schema", '{"repo": {"type": "strin"}}')
+    assert bad_type.returncode == 2, bad_type
+    assert "--schema is not a schema a question can have" in bad_type.stderr and "'strin'" in bad_type.stderr
+    async with http.get("/v1/elicit", params={"state": "all"}) as r:
+        assert (await r.json())["count"] == 0  # nothing was asked
+
+
+def test_call_says_the_arguments_are_not_json(home: Path) -> None:
+    d = make_daemon(home)
+    out = d.cli("call", "demo.choose_repository", '{"repo":')
+    assert out.returncode == 2
+    assert "the arguments are not JSON" in out.stderr and '\'{"repo":\'' in out.stderr
+    listed = d.cli("call", "demo.choose_repository", '["octo/hello"]')
+    assert listed.returncode == 2 and "must be a JSON object" in listed.stderr
+
+
+def test_policy_test_warns_of_a_server_that_is_not_configured(home: Path) -> None:
+    d = make_daemon(home, {"servers": {"gh": {"command": "gh-mcp"}}})
+    schema = '{"repo": {"type": "string"}}'
+    unknown = d.cli("policy", "test", "--server", "nosuch", "--schema", schema)
+    assert unknown.returncode == 0
+    assert "warning: no server 'nosuch' is configured" in unknown.stderr and "servers: gh" in unknown.stderr
+    for known in ("gh", "mcpx"):
+        out = d.cli("policy", "test", "--server", known, "--schema", schema)
+        assert out.returncode == 0 and "warning" not in out.stderr
