@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import sys
 from pathlib import Path
@@ -90,3 +91,31 @@ def test_policy_test_warns_of_a_server_that_is_not_configured(home: Path) -> Non
     for known in ("gh", "mcpx"):
         out = d.cli("policy", "test", "--server", known, "--schema", schema)
         assert out.returncode == 0 and "warning" not in out.stderr
+
+
+def test_the_prompt_shows_defaults_as_values(home: Path) -> None:
+    d = make_daemon(home, {"servers": {"defaults": stdio("defaults_server.py")}})
+    d.start()
+    term = Terminal(d, "call", "defaults.triage")
+    try:
+        for prompt in ("labels [bug, api]: ", "owner [octo]: ", "notify [true]: "):
+            term.expect(prompt)
+            term.type("")  # take the default
+        assert term.finish() == 0
+        text = term.out.decode(errors="replace")
+        assert '"labels": ["bug", "api"]' in text and '"owner": "octo"' in text
+    finally:
+        stop_terminal(term)
+        d.stop()
+
+
+def stop_terminal(term: Terminal) -> None:
+    """Kill the terminal's process unless it has been reaped already; close its end of the pty."""
+    try:
+        pid, _ = os.waitpid(term.pid, os.WNOHANG)
+        if pid == 0:
+            os.kill(term.pid, signal.SIGKILL)
+            os.waitpid(term.pid, 0)
+    except ChildProcessError:
+        pass  # finish() reaped it
+    os.close(term.fd)
