@@ -119,3 +119,20 @@ def stop_terminal(term: Terminal) -> None:
     except ChildProcessError:
         pass  # finish() reaped it
     os.close(term.fd)
+
+
+async def test_the_database_and_its_wal_and_shm_files_are_0600(home: Path) -> None:
+    d = make_daemon(home)
+    old = os.umask(0)  # the daemon inherits the widest umask: nothing may rely on it
+    try:
+        d.start()
+    finally:
+        os.umask(old)
+    try:
+        async with d.session() as http:
+            await ask(http)  # a write: the WAL has content
+        modes = {name: stat.S_IMODE((home / name).stat().st_mode)
+                 for name in ("mcpx.db", "mcpx.db-wal", "mcpx.db-shm")}
+    finally:
+        d.stop()
+    assert modes == {"mcpx.db": 0o600, "mcpx.db-wal": 0o600, "mcpx.db-shm": 0o600}
