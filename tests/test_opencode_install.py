@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT
+from conftest import PEERS, ROOT, make_daemon
+from gateway_helpers import call, tool_text
 from mcpx.config import load_config
 from opencode.harness import PLUGIN_DIST, build_plugin
 
@@ -29,8 +30,9 @@ def plugin_built() -> None:
 def place(tmp_path: Path) -> dict[str, Any]:
     project = tmp_path / "project"
     project.mkdir()
+    # GITHUB_*: import passes a variable named like a server (github) through to it
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MCPX_", "OPENCODE_", "XDG_")) and k not in ("AGENT", "OPENCODE")}
+           if not k.startswith(("MCPX_", "OPENCODE_", "XDG_", "GITHUB_")) and k not in ("AGENT", "OPENCODE")}
     env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT / "sidecar"))
     return {"project": project, "env": env, "tmp": tmp_path}
 
@@ -208,3 +210,40 @@ def test_import_with_nothing_to_move(place: dict[str, Any]) -> None:
     done = ok(mcpx(place, "import"))
     assert "no MCP servers to import" in done.stdout
     assert not (place["project"] / ".mcpx").exists()
+
+
+async def test_an_imported_server_still_gets_what_opencode_gave_it(place: dict[str, Any]) -> None:
+    """opencode gave a local server its whole environment and filled {env:NAME}; after import the server
+    gets the variables its entry names and those named like it, and nothing else of the daemon's."""
+    path = place["project"] / "opencode.json"
+    server = [sys.executable, str(PEERS / "env_server.py")]
+    path.write_text(json.dumps({"mcp": {
+        "github": {"type": "local", "command": server,
+                   "environment": {"GITHUB_PERSONAL_ACCESS_TOKEN": "{env:GH_PAT}", "LITERAL": "a${b}"}},
+        "docs": {"type": "remote", "url": "https://mcp.example.com/mcp", "headers": {"X-Key": "{env:DOCS_KEY}"}},
+        "vault": {"type": "local", "command": server, "environment": {"KEY": "{file:~/.vault-key}"}},
+    }}))
+    secrets_here = {"GH_PAT": "ghp_" + "1" * 36, "GITHUB_TOKEN": "ghp_" + "2" * 36, "OPENAI_API_KEY": "sk-" + "3" * 40}
+    done = mcpx(place, "import", "--json", env=secrets_here)
+    report = json.loads(done.stdout)
+    assert report["moved"] == ["github"] and report["passed"] == {"github": ["GH_PAT", "GITHUB_TOKEN"]}
+    assert "{env:DOCS_KEY} outside its environment" in report["skipped"]["docs"]
+    assert "{file:" in report["skipped"]["vault"]
+    config = json.loads((place["project"] / ".mcpx" / "config.json").read_text())
+    assert config["servers"]["github"]["environment"] == {
+        "GITHUB_PERSONAL_ACCESS_TOKEN": "${GH_PAT}", "LITERAL": "a$${b}", "GITHUB_TOKEN": "${GITHUB_TOKEN}"}
+    assert set(json.loads(path.read_text())["mcp"]) == {"docs", "vault"}  # still opencode's, still working
+
+    (place["tmp"] / "state").mkdir()
+    d = make_daemon(place["tmp"] / "state", config, extra_env=secrets_here)
+    d.start()
+    try:
+        async with d.session() as http:
+            status, body, _ = await call(http, "github", "environment")
+            assert status == 200, body
+            env = tool_text(body)
+    finally:
+        d.stop()
+    assert env["GITHUB_PERSONAL_ACCESS_TOKEN"] == secrets_here["GH_PAT"]
+    assert env["GITHUB_TOKEN"] == secrets_here["GITHUB_TOKEN"] and env["LITERAL"] == "a${b}"
+    assert "OPENAI_API_KEY" not in env and "GH_PAT" not in env

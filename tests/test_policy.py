@@ -192,7 +192,7 @@ def test_policy_test_and_config_check_open_nothing(home: Path) -> None:
     bad = home / "bad.json"
     bad.write_text('{"elicit": {"rules": [{"match": {"server": "a"}}, {"match": {}, "action": "accept"}]}}')
     out = d.cli("config", "check", str(bad))
-    assert out.returncode == 1 and "rules[1] has an empty match" in out.stderr and str(bad) in out.stderr
+    assert out.returncode == 1 and "elicit.rules[1]: has an empty match" in out.stderr and str(bad) in out.stderr
     ok = d.cli("config", "check", "--json")
     assert ok.returncode == 0 and json.loads(ok.stdout)["rules"] == ["gh-user", "assume-yes"]
 

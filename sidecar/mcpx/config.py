@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Fiel
 
 from mcpx import jsonc
 from mcpx.durations import parse_duration
+from mcpx.masking import shown_command, shown_url
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 Audience = Literal["agent", "human", "agent-then-human"]
@@ -83,10 +84,21 @@ class Rule(_Model):
         return data
 
     @model_validator(mode="after")
-    def _answer_needs_field(self) -> "Rule":
+    def _complete(self) -> "Rule":
+        problems: list[str] = []
+        if self.match.is_empty():
+            problems.append("has an empty match; a rule must name at least one of server, tool, field, mode, "
+                            "message or audience (there is no match-everything rule)")
+        if not {"action", "answer", "content"} & self.model_fields_set:
+            # an unstated accept would accept a yes/no with nothing at all
+            problems.append('says nothing about the answer: give "answer" (the value for match.field), "content" '
+                            '(the whole answer) or "action" (accept, decline or cancel)')
+        if self.answer is not None and self.match.field is None:
+            problems.append("'answer' is shorthand for one field's value and needs match.field")
+        if problems:
+            raise ValueError("; and ".join(problems))
         if self.answer is not None:
-            if self.match.field is None:
-                raise ValueError("'answer' is shorthand for one field's value and needs match.field")
+            assert self.match.field is not None
             self.content = {**(self.content or {}), self.match.field: self.answer}
         return self
 
@@ -114,6 +126,11 @@ class StdioServer(_Server):
     def kind(self) -> str:
         return "stdio"
 
+    @property
+    def shown(self) -> str:
+        """The command line as mcpx shows it anywhere (logs, errors, status): secret-looking arguments masked."""
+        return shown_command([self.command, *self.args])
+
 
 class HttpServer(_Server):
     url: str
@@ -122,6 +139,10 @@ class HttpServer(_Server):
     @property
     def kind(self) -> str:
         return "http"
+
+    @property
+    def shown(self) -> str:
+        return shown_url(self.url)
 
     @model_validator(mode="after")
     def _http_url(self) -> "HttpServer":
@@ -178,14 +199,9 @@ class ElicitSettings(_Model):
     maxRounds: int = Field(default=8, ge=1, le=100, description="input_required rounds before a call gives up")
 
     @model_validator(mode="after")
-    def _rules_have_matches(self) -> "ElicitSettings":
+    def _rule_ids(self) -> "ElicitSettings":
         seen: set[str] = set()
         for index, rule in enumerate(self.rules):
-            if rule.match.is_empty():
-                raise ValueError(
-                    f"rules[{index}] has an empty match; a rule must name at least one of "
-                    "server, tool, field, mode, message or audience (there is no match-everything rule)"
-                )
             if rule.id is None:
                 rule.id = f"rule-{index}"
             if rule.id in seen:
@@ -236,16 +252,41 @@ class Config(_Model):
         return self.elicit.ttl
 
 
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.field}: {self.message}" if self.field else f"{self.path}: {self.message}"
+
+
 class ConfigError(Exception):
-    def __init__(self, path: str, field: str | None, message: str) -> None:
+    """A config that does not hold: every problem found, each naming its file and field.
+
+    `path`, `field` and `problem` are the first one's."""
+
+    def __init__(self, path: str, field: str | None, message: str, more: list[Problem] | None = None) -> None:
         self.path, self.field, self.problem = path, field, message
-        where = f"{path}: {field}" if field else path
-        super().__init__(f"{where}: {message}")
+        self.problems = [Problem(path, field, message), *(more or [])]
+        if len(self.problems) == 1:
+            super().__init__(str(self.problems[0]))
+        else:
+            super().__init__(f"{len(self.problems)} problems:\n  " + "\n  ".join(map(str, self.problems)))
+
+    @classmethod
+    def of(cls, problems: list[Problem]) -> "ConfigError":
+        first, *rest = problems
+        return cls(first.path, first.field, first.message, rest)
 
 
 def embedded_default() -> dict[str, Any]:
     """What mcpx runs with when no config file exists: SQLite state and the bundled demo server."""
-    return {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}}}
+    # PYTHONPATH: servers inherit no PYTHONPATH, and mcpx may be run from a checkout rather than installed
+    here = str(Path(__file__).resolve().parent.parent)
+    return {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"],
+                                 "env": {"PYTHONPATH": here}}}}
 
 
 USER_CONFIG = Path("~/.config/mcpx/config.json")
@@ -308,21 +349,28 @@ def read_file(path: Path) -> dict[str, Any]:
 
 
 def validate(data: dict[str, Any], origin: str) -> Config:
-    # normalise server shapes per file first, so the merge sees one shape
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        message = first["msg"].removeprefix("Value error, ")
-        # a union of server shapes reports each arm; say which shapes exist instead
-        fld = _field_of(first["loc"])
-        if first["type"] in ("missing", "extra_forbidden") and fld.startswith("servers."):
-            parts = fld.split(".")
-            name = parts[1]
+        raise ConfigError.of(_problems(exc, data, origin)) from None
+
+
+def _problems(exc: ValidationError, data: dict[str, Any], origin: str) -> list[Problem]:
+    """Every problem pydantic found, in the words of the config's own fields, each once."""
+    out: list[Problem] = []
+    for err in exc.errors():
+        message = err["msg"].removeprefix("Value error, ")
+        fld = _field_of(err["loc"])
+        if err["type"] in ("missing", "extra_forbidden") and fld.startswith("servers."):
+            name = fld.split(".")[1]
             entry = data_servers(data).get(name)
             if isinstance(entry, dict) and "command" not in entry and "url" not in entry:
-                raise ConfigError(origin, f"servers.{name}", "needs either 'command' (stdio) or 'url' (HTTP)") from None
-        raise ConfigError(origin, fld or None, message) from None
+                # say which shapes exist, rather than each field one of them lacks
+                fld, message = f"servers.{name}", "needs either 'command' (stdio) or 'url' (HTTP)"
+        problem = Problem(origin, fld or None, message)
+        if problem not in out:
+            out.append(problem)
+    return out
 
 
 def data_servers(data: dict[str, Any]) -> dict[str, Any]:
@@ -369,10 +417,15 @@ def load_config(cwd: Path | None = None) -> LoadedConfig:
         return LoadedConfig(validate(raw, "(embedded default)"), [], cwd, raw)
     stamps = _stamps(sources)
     merged: dict[str, Any] = {}
+    problems: list[Problem] = []
     for path in sources:
-        data = read_file(path)
-        # validate each file alone so an error names the file it is in
-        validate(data, str(path))
+        # each file alone first, so a problem names the file it is in; every file's problems are told
+        try:
+            data = read_file(path)
+            validate(data, str(path))
+        except ConfigError as exc:
+            problems += exc.problems
+            continue
         normalised = dict(data)
         servers = data_servers(data)
         for key in ("mcpServers", "mcp"):
@@ -380,6 +433,8 @@ def load_config(cwd: Path | None = None) -> LoadedConfig:
         if servers:
             normalised["servers"] = servers
         merged = _deep_merge(merged, normalised)
+    if problems:
+        raise ConfigError.of(problems)
     config = validate(merged, " + ".join(map(str, sources)))
     return LoadedConfig(config, sources, cwd, merged, stamps)
 

@@ -132,8 +132,9 @@ class Broker:
         return {k: v for k, v in doc.items() if v is not None}
 
     def _audit(self, tx: Tx, out: list[AuditRecord], kind: AuditKind, at: float, q: Elicitation | None,
-               data: dict[str, Any], pid: int | None = None, **fields: Any) -> None:
-        doc = self._record_doc(kind, at, q, data, pid if pid is not None else self.pid, **fields)
+               data: dict[str, Any], pid: int | None = None, *, exact_pid: bool = False, **fields: Any) -> None:
+        """`pid` None is mcpx's own doing (the daemon's pid), unless `exact_pid`: then nobody's known pid."""
+        doc = self._record_doc(kind, at, q, data, pid if pid is not None or exact_pid else self.pid, **fields)
         seq = tx.audit(at, kind, doc)
         out.append(AuditRecord.model_validate({**doc, "seq": seq}))
 
@@ -298,7 +299,7 @@ class Broker:
             data["content"] = stored.content
         if reason:
             data["reason"] = reason
-        self._audit(tx, records, kind, now, q, data, pid)
+        self._audit(tx, records, kind, now, q, data, pid, exact_pid=True)  # who answered, if known
         return answer, q
 
     @staticmethod
@@ -403,7 +404,7 @@ class Broker:
         })
         tx.update_elicitation(q.id, "pending", "human", self._doc(q))
         self._audit(tx, records, "elicit.escalated", now, q,
-                    {"by": by, "reason": why, "from": "agent-then-human", "to": "human"}, pid)
+                    {"by": by, "reason": why, "from": "agent-then-human", "to": "human"}, pid, exact_pid=True)
         return q
 
     def _settle(self, eid: str, answer: Answer) -> None:

@@ -251,6 +251,9 @@ def parse_assignments(schema: dict[str, Any] | None, pairs: list[str]) -> dict[s
         key = key.strip()
         if not key:
             raise ValueError(f"{pair!r} has no field name before '='")
+        if key in out:
+            raise ValueError(f"{key} is given twice ({key}={json.dumps(out[key], ensure_ascii=False)} and {pair}); "
+                             f"give each field once (several choices go in one JSON list: {key}='[\"a\",\"b\"]')")
         prop = props.get(key)
         if prop is not None and kind_of(prop) == "multi-enum" and text.startswith("["):
             try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -150,8 +151,24 @@ class Store:
         self._queue: list[tuple[Callable[[Tx], Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
+    def _private_files(self) -> None:
+        """mcpx.db, mcpx.db-wal and mcpx.db-shm are the owner's alone (0600), and never briefly wider.
+
+        SQLite creates the -wal and -shm files with the database file's own mode, so the database is
+        created 0600 before SQLite first opens it (an empty file is an empty database), without
+        touching the process's umask; files an older mcpx left wider are narrowed.
+        """
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+        for path in (self.path, *(self.path.with_name(self.path.name + end) for end in ("-wal", "-shm"))):
+            try:
+                if path.stat().st_mode & 0o077:
+                    path.chmod(0o600)
+            except FileNotFoundError:
+                pass
+
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._private_files()
         self._writer = await aiosqlite.connect(self.path, isolation_level=None)
         await self._writer.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a committed transaction survives the process being killed
@@ -161,10 +178,6 @@ class Store:
         self._reader = await aiosqlite.connect(self.path, isolation_level=None)
         await self._reader.execute("PRAGMA busy_timeout=5000")
         await self._reader.execute("PRAGMA query_only=1")
-        try:
-            self.path.chmod(0o600)
-        except OSError:
-            pass
 
     async def close(self) -> None:
         if self._flusher is not None and not self._flusher.done():

@@ -79,6 +79,17 @@ def _split(target: str) -> tuple[str, str]:
     return server, tool
 
 
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the arguments are not JSON ({exc.msg} at character {exc.pos}): {text!r}; give the "
+                         """tool's arguments as one JSON object, e.g. '{"repo": "octo/hello"}'""") from None
+    if not isinstance(arguments, dict):
+        raise ValueError(f"the arguments must be a JSON object ({{\"name\": value, …}}), not {text!r}")
+    return arguments
+
+
 def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
     if as_json:
         emit_json({"inputRequired": doc})
@@ -99,10 +110,8 @@ def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
 def call_cmd(args: argparse.Namespace) -> int:
     try:
         server, tool = _split(args.target)
-        arguments = json.loads(args.arguments)
-        if not isinstance(arguments, dict):
-            raise ValueError("the arguments must be a JSON object")
-    except (ValueError, json.JSONDecodeError) as exc:
+        arguments = _arguments(args.arguments)
+    except ValueError as exc:
         print(f"mcpx: {exc}", file=sys.stderr)
         return 2
     mode = args.elicit or ("prompt" if sys.stdin.isatty() and sys.stderr.isatty() else "return")

@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 
+from mcpx import agentshell
 from mcpx.paths import StatePaths
 
 EX_UNAVAILABLE = 69
@@ -43,12 +44,23 @@ class Response:
 
 
 def agent_environment() -> bool:
-    """Is this CLI run by an agent (opencode sets AGENT=1 for the processes its tools start)?"""
-    return os.environ.get("AGENT") == "1" or os.environ.get("OPENCODE") == "1"
+    """Is this CLI run by an agent (opencode sets AGENT=1 for the processes its tools start)?
+
+    Its parents count too, as they do for the daemon, which refuses a person's answer from such a
+    process: the CLI then answers as an agent rather than be refused.
+    """
+    if agentshell.mark_of(os.environ) is not None:
+        return True
+    if not agentshell.proc_available():
+        return False
+    try:
+        return agentshell.marked_lineage(os.getpid()) is not None
+    except agentshell.ProcessUnseen:
+        return False
 
 
 def default_headers() -> dict[str, str]:
-    headers = {"X-Mcpx-Cwd": os.getcwd(), "X-Mcpx-Pid": str(os.getpid())}
+    headers = {"X-Mcpx-Cwd": os.getcwd()}  # no pid: the daemon asks the kernel for it
     if session := os.environ.get("MCPX_SESSION_ID"):
         headers["X-Mcpx-Session"] = session
         headers["X-Mcpx-Session-Source"] = "env"

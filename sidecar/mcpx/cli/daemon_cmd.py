@@ -56,7 +56,11 @@ async def status(args: argparse.Namespace) -> int:
     print(f"  config    {health['config']}")
     if health.get("configError"):
         print(f"  ! config  {health['configError']} (the previous config stays in force)")
-    print(f"  servers   {', '.join(health.get('servers') or []) or '(none)'}")
+    servers = health.get("servers") or []
+    commands = health.get("serverCommands") or {}
+    width = max((len(name) for name in servers), default=0)
+    print("  servers   " + ("\n            ".join(f"{name:<{width}}  {commands.get(name, '')}".rstrip()
+                                                  for name in servers) or "(none)"))
     print(f"  pending   {health['pending']} question(s)" + ("  → mcpx elicit list" if health["pending"] else ""))
     for line in upstream_lines(upstreams) if upstreams is not None else []:
         print(line)

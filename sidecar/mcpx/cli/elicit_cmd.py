@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcpx.broker.schema import parse_assignments
+from mcpx.broker.schema import SchemaProblem, check_schema, parse_assignments
 from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, run
 from mcpx.cli.render import render_event, render_question, render_row
@@ -207,6 +207,10 @@ def _read_schema(text: str | None) -> dict[str, Any] | None:
         raise ValueError("--schema must be a JSON object")
     if "properties" not in value and "type" not in value:
         value = {"type": "object", "properties": value}  # shorthand: just the properties
+    try:
+        check_schema(value)  # the daemon's own check: a bad type is a usage error like bad JSON, not a refusal
+    except SchemaProblem as exc:
+        raise ValueError(f"--schema is not a schema a question can have: {exc}") from None
     return value
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ from typing import Any
 import mcpx
 from mcpx import jsonc
 from mcpx.cli.common import add_json_flag, emit_json
+from mcpx.upstream.environment import INHERITED, references
+from mcpx.upstream.environment import inherited as environment_inherited
 
 SCHEMA_URL = "https://opencode.ai/config.json"
 DEFAULT_ENTRY = "mcpx"
@@ -307,6 +311,58 @@ def install(args: argparse.Namespace) -> int:
 class ImportReport:
     moved: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    passed: dict[str, list[str]] = field(default_factory=dict)  # server → variables its env passes through
+
+
+class Unimportable(Exception):
+    """An entry mcpx cannot run as opencode does; the message says why and what to do."""
+
+
+_OPENCODE_ENV = re.compile(r"\{env:([^}]+)\}")
+_OPENCODE_FILE = re.compile(r"\{file:[^}]+\}")
+_GENERIC = {"mcp", "mcpx", "opencode", "server", "servers", "local", "remote", "the", "api", "app"}
+
+
+def _name_words(name: str) -> set[str]:
+    return {w for w in re.split(r"[^a-z0-9]+", name.lower()) if len(w) >= 3 and w not in _GENERIC}
+
+
+def imported_entry(name: str, entry: Any, environ: Mapping[str, str]) -> tuple[Any, list[str]]:
+    """The entry as mcpx's config takes it, so the server gets what it needs; and what it passes through.
+
+    opencode starts a local server with its own whole environment plus `environment`, and fills
+    `{env:NAME}` (and `{file:…}`) anywhere in its config. mcpx gives a server a small safe set plus
+    its `env` (upstream/environment.py), so: `{env:NAME}` in `environment` becomes `${NAME}`; a
+    literal `${` is kept literal (`$${`); and a variable set here whose name starts with a word of the
+    server's name (GITHUB_TOKEN for github, BRAVE_API_KEY for brave-search) is passed through by name.
+    """
+    if not isinstance(entry, dict):
+        return entry, []
+    text = json.dumps(entry)
+    if _OPENCODE_FILE.search(text):
+        raise Unimportable("it reads a file with {file:…}, which mcpx does not; put the value in its env (or "
+                           "pass a variable with ${NAME}) and move it by hand")
+    environment = entry.get("environment")
+    outside = json.dumps({k: v for k, v in entry.items() if k != "environment"})
+    if (m := _OPENCODE_ENV.search(outside)) is not None:
+        raise Unimportable(f"it uses {m.group(0)} outside its environment, and mcpx fills ${{NAME}} only in a "
+                           "server's env; move it by hand")
+    if entry.get("type", "local") != "local" or "command" not in entry:
+        return entry, []
+    env: dict[str, str] = {}
+    for var, value in (environment or {}).items():
+        value = str(value).replace("${", "$${")  # opencode kept it literal; so does mcpx, written so
+        env[var] = _OPENCODE_ENV.sub(lambda m: "${" + m.group(1).strip() + "}", value)
+    words = _name_words(name)
+    inherited = set(environment_inherited(environ))
+    for var in sorted(environ):
+        if var not in env and var not in inherited and var.split("_", 1)[0].lower() in words:
+            env[var] = "${" + var + "}"
+    passed = sorted({ref for value in env.values() for ref in references(value)})
+    out = {k: v for k, v in entry.items() if k != "environment"}
+    if env:
+        out["environment"] = env
+    return out, passed
 
 
 def _unrunnable(name: str, entry: Any, origin: str) -> str | None:
@@ -332,9 +388,14 @@ def import_servers(args: argparse.Namespace) -> int:
     existing = data_servers(config)
     report = ImportReport()
     servers = dict(config.get("servers") or {})
-    for name, entry in candidates.items():
+    for name, original in candidates.items():
+        try:
+            entry, passed = imported_entry(name, original, os.environ)
+        except Unimportable as exc:
+            report.skipped[name] = f"mcpx cannot run it as opencode does: {exc}"
+            continue
         if name in existing:
-            if existing[name] == entry:
+            if existing[name] in (entry, original):
                 report.moved.append(name)  # already behind mcpx, as it is here
             else:
                 report.skipped[name] = f"mcpx's config ({target}) already has a different server named {name!r}"
@@ -344,6 +405,8 @@ def import_servers(args: argparse.Namespace) -> int:
             continue
         servers[name] = entry
         report.moved.append(name)
+        if isinstance(entry, dict) and "command" in entry:
+            report.passed[name] = passed
     if report.moved:
         if servers != (config.get("servers") or {}):
             write_json(target, {**config, "servers": servers})
@@ -353,13 +416,18 @@ def import_servers(args: argparse.Namespace) -> int:
     installed = is_mcpx_entry(mcp.get(args.entry))
     if args.json:
         emit_json({"action": "import", "from": str(source), "into": str(target), "moved": report.moved,
-                   "skipped": report.skipped, "mcpxInstalled": installed})
+                   "skipped": report.skipped, "passed": report.passed, "mcpxInstalled": installed})
         return 0 if not report.skipped else 1
     if not candidates:
         print(f"mcpx: no MCP servers to import in {source}")
     for name in report.moved:
         print(f"mcpx: moved {name!r} from {source} into {target}; its tools now reach the model as "
               f"{args.entry}_{name}_TOOL")
+        if name in report.passed:
+            names = ", ".join(report.passed[name]) or "nothing else"
+            print(f"  it gets {', '.join(INHERITED[:6])}, the locale and its environment entries, passing through "
+                  f"{names} from the daemon's environment; under opencode it saw all of yours — if it needs "
+                  f'another variable, add "NAME": "${{NAME}}" to its env in {target}')
     for name, why in report.skipped.items():
         print(f"mcpx: left {name!r} in {source}: {why}", file=sys.stderr)
     if report.moved and not installed:

@@ -77,6 +77,11 @@ def policy_test(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"mcpx: config: {exc}", file=sys.stderr)
         return 1
+    if q["server"] != "mcpx" and q["server"] not in loaded.config.servers:
+        # mcpx's own questions are server "mcpx"; any other name a rule matches must be a configured server
+        known = ", ".join(sorted(loaded.config.servers)) or "none"
+        print(f"mcpx: warning: no server {q['server']!r} is configured in {loaded.origin} (servers: {known}); "
+              "the rules are tested as if it were", file=sys.stderr)
     decided = routing.route(q["mode"], q["requestedSchema"], q["message"], q["_meta"])
     now = datetime.now(UTC)
     probe = Elicitation(id="elc-0000000000000000", session="policy-test", session_source="fallback",
@@ -126,7 +131,8 @@ def config_check(args: argparse.Namespace) -> int:
             config, origin = loaded.config, loaded.origin
     except ConfigError as exc:
         if args.json:
-            emit_json({"ok": False, "path": exc.path, "field": exc.field, "problem": exc.problem})
+            emit_json({"ok": False, "path": exc.path, "field": exc.field, "problem": exc.problem,
+                       "problems": [{"path": p.path, "field": p.field, "problem": p.message} for p in exc.problems]})
         else:
             print(f"mcpx: {exc}", file=sys.stderr)
         return 1

@@ -53,6 +53,15 @@ def _field_value(prop: dict[str, Any], text: str) -> Any:
     return type_value(prop, text)
 
 
+def shown_default(value: Any) -> str:
+    """A default as one would type it at the prompt: bug, api — not ["bug", "api"]; p1 — not "p1"."""
+    if isinstance(value, list):
+        return ", ".join(shown_default(v) for v in value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)  # true, false, 3, null: JSON's words are what the prompt takes
+
+
 class TerminalForm:
     def __init__(self, read: Reader = input, out: TextIO = sys.stderr) -> None:
         self.read = read
@@ -110,7 +119,7 @@ class TerminalForm:
             if options:
                 self.say("    " + "  ".join(f"{i}) {plain(title, 60)}" for i, (_v, title) in enumerate(options, 1)))
             while True:
-                default = f" [{json.dumps(prop['default'])}]" if "default" in prop else ""
+                default = f" [{plain(shown_default(prop['default']), 200)}]" if "default" in prop else ""
                 text = self._ask(f"  {name}{default}: ")
                 if not text.strip():
                     if "default" in prop or name not in req:

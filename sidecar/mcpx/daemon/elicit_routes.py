@@ -14,7 +14,7 @@ from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, AuditRecord, ElicitationWithAnswer, OpenRequest
 from mcpx.broker.routing import secret_fields
 from mcpx.daemon.api import Api, ApiError, Call, Reply
-from mcpx.daemon.peers import CWD_HEADER, answerer_of, peer_pid, session_of
+from mcpx.daemon.peers import CWD_HEADER, answerer_of, peer_pid, refuse_agent_as_person, session_of
 from mcpx.daemon.runtime import RUNTIME, Runtime
 from mcpx.daemon.schemas import (
     AnswerBody,
@@ -41,7 +41,8 @@ SHUTDOWN: web.AppKey[asyncio.Event] = web.AppKey("shutdown", asyncio.Event)
 
 _ERR = {
     400: Reply("the request is malformed; the message names what"),
-    403: Reply("wrong session, or an agent answering a question that is the person's"),
+    403: Reply("wrong session, an agent answering a question that is the person's, or an answer as the person "
+               "from an agent's shell"),
     404: Reply("no such question"),
     409: Reply("already answered; the first answer stands"),
     410: Reply("expired or abandoned"),
@@ -75,6 +76,7 @@ async def health(call: Call) -> web.StreamResponse:
         ok=True, version=__version__, pid=os.getpid(), started_at=rt.started_at, socket=str(rt.paths.socket),
         listen=rt.listen, config=rt.loaded.origin, config_error=rt.config_error,
         pending=await rt.broker.store.count("pending"), servers=sorted(rt.config.servers),
+        server_commands={name: entry.shown for name, entry in sorted(rt.config.servers.items())},
         plugin_elicit=rt.config.plugin.elicit,
     )
     return web.json_response(body.wire())
@@ -142,6 +144,7 @@ async def answer_question(call: Call) -> web.StreamResponse:
     action = call.path["action"]
     body: AnswerBody = call.body
     by = answerer_of(call.request)
+    refuse_agent_as_person(call.request, by)
     q, answer = await _rt(call).broker.answer(
         call.path["id"], action, body.content, by=by, session=session_of(call.request),  # type: ignore[arg-type]
         pid=peer_pid(call.request), reason=body.reason)

@@ -7,34 +7,67 @@ import struct
 
 from aiohttp import web
 
+from mcpx import agentshell
 from mcpx.daemon.api import ApiError
 
 SESSION_HEADER = "X-Mcpx-Session"
 ANSWERER_HEADER = "X-Mcpx-Answerer"
 CWD_HEADER = "X-Mcpx-Cwd"
-PID_HEADER = "X-Mcpx-Pid"
 
 # surfaces a /v1 caller may answer as; policy:*, expiry and upstream are mcpx's own
 CLAIMABLE = ("person:cli", "person:rest", "person:opencode", "agent:mcp", "agent:cli", "agent:opencode")
 
 
-def peer_pid(request: web.Request) -> int | None:
-    """The caller's pid from the kernel (SO_PEERCRED) on the unix socket; on TCP, what it says of itself."""
+def _unix_socket(request: web.Request) -> socket.socket | None:
     sock = request.transport.get_extra_info("socket") if request.transport else None
-    if sock is not None and getattr(sock, "family", None) == socket.AF_UNIX and hasattr(socket, "SO_PEERCRED"):
-        try:
-            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            pid, _uid, _gid = struct.unpack("3i", creds)
-            return pid or None
-        except OSError:
-            pass
-    claimed = request.headers.get(PID_HEADER)
-    return int(claimed) if claimed and claimed.isdigit() else None
+    return sock if sock is not None and getattr(sock, "family", None) == socket.AF_UNIX else None
+
+
+def peer_pid(request: web.Request) -> int | None:
+    """The caller's pid from the kernel (SO_PEERCRED) on the unix socket; None on TCP, whatever it claims.
+
+    A header naming a pid (X-Mcpx-Pid) is never believed: anyone can write any number there.
+    """
+    sock = _unix_socket(request)
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid, _uid, _gid = struct.unpack("3i", creds)
+    return pid or None  # 0: a peer in another pid namespace
 
 
 def is_unix(request: web.Request) -> bool:
-    sock = request.transport.get_extra_info("socket") if request.transport else None
-    return sock is not None and getattr(sock, "family", None) == socket.AF_UNIX
+    return _unix_socket(request) is not None
+
+
+def refuse_agent_as_person(request: web.Request, by: str) -> None:
+    """403 for a person's answer sent from an agent's shell or anything it started (docs/choices.md).
+
+    Only the unix socket knows its peer; on TCP the bearer token is all there is. Reading /proc is a
+    few small reads of kernel memory, done inline.
+    """
+    if not by.startswith("person:") or not is_unix(request) or not agentshell.proc_available():
+        return
+    pid = peer_pid(request)
+    try:
+        if pid is None:
+            raise agentshell.ProcessUnseen("the kernel named no process")
+        marked = agentshell.marked_lineage(pid)
+    except agentshell.ProcessUnseen:
+        raise ApiError(403, "peer_unseen",
+                       f"mcpx cannot see the process that sent this answer as {by} (pid {pid or 'unknown'}: gone, or "
+                       "in another pid namespace), so it cannot tell it is not an agent's; answer from a process "
+                       "mcpx can see, or over TCP with the token") from None
+    if marked is not None:
+        raise ApiError(403, "agent_not_person",
+                       f"an answer as {by} came from an agent's shell: {marked.describe()}, which agent hosts such as "
+                       f"opencode set for the commands their agent runs. Only the person answers as {by}: from their "
+                       "own terminal (mcpx elicit answer …) or opencode's dialog. An agent answers as agent:* "
+                       "(the mcpx CLI does so by itself when it sees the mark), and never a question that is the "
+                       "person's.", pid=pid, markedPid=marked.pid, mark=marked.mark)
 
 
 def session_of(request: web.Request) -> str | None:

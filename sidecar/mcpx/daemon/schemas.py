@@ -103,6 +103,8 @@ class Health(WireModel):
     config_error: str | None = Field(default=None, description="the last reload that failed; the previous config stays")
     pending: int
     servers: list[str] = []
+    server_commands: dict[str, str] = Field(default={}, description="each server's command line (stdio) or URL "
+                                            "(HTTP), as configured, secret-looking arguments masked")
     plugin_elicit: str = Field(default="notify", description="the opencode plugin's level from the config "
                                "(off, notify, ask, auto); MCPX_PLUGIN_ELICIT in opencode's environment wins")
 

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from mcpx import wirejson
+from mcpx.masking import mask_text, shown_url
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message
 from mcpx.mcp.protocol import META_VERSION, is_modern
@@ -140,7 +141,8 @@ class HttpChannel:
             pass
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             self._incoming.put_nowait(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR,
-                                                    f"{self.name}: {self.url} could not be reached: {exc}"))
+                                                    f"{self.name}: {shown_url(self.url)} could not be reached: "
+                                                    f"{mask_text(str(exc))}"))
         finally:
             self._posts.pop(rid, None)
 
@@ -268,4 +270,4 @@ class HttpChannel:
         return None
 
     def describe_exit(self) -> str:
-        return self.last_error or f"the connection to {self.name!r} at {self.url} closed"
+        return self.last_error or f"the connection to {self.name!r} at {shown_url(self.url)} closed"

@@ -7,10 +7,10 @@ import collections
 import contextlib
 import logging
 import os
-import shlex
 import signal
 from typing import Any
 
+from mcpx.masking import mask_text, shown_command
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
 
@@ -96,18 +96,19 @@ class ProcessChannel(StreamChannel):
         self._stderr_task = asyncio.create_task(self._drain_stderr())
 
     @classmethod
-    async def start(cls, name: str, command: str, args: list[str], env: dict[str, str] | None = None,
+    async def start(cls, name: str, command: str, args: list[str], env: dict[str, str],
                     cwd: str | None = None) -> "ProcessChannel":
+        """Start the server with exactly `env` as its environment: nothing of the daemon's is added here."""
         argv = [command, *args]
-        full_env = {**os.environ, **(env or {})}
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=full_env, cwd=cwd, limit=jsonrpc.MAX_LINE,
+                stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, limit=jsonrpc.MAX_LINE,
                 # its own process group: stopping it stops what it started too (npx runs node under npm)
                 start_new_session=True)
         except (OSError, ValueError) as exc:
-            raise StartError(f"server {name!r} could not start `{shlex.join(argv)}`: {exc}") from None
+            raise StartError(f"server {name!r} could not start `{shown_command(argv)}`: "
+                             f"{mask_text(str(exc))}") from None
         return cls(proc, argv, name)
 
     @property
@@ -125,13 +126,14 @@ class ProcessChannel(StreamChannel):
             pass
 
     def tail(self, lines: int = 12) -> str:
-        return "\n".join(list(self.stderr_tail)[-lines:])
+        """The end of what the server printed on stderr, secret-looking parts masked (it may echo its flags)."""
+        return mask_text("\n".join(list(self.stderr_tail)[-lines:]))
 
     def describe_exit(self) -> str:
         code = self.proc.returncode
         state = f"exited with code {code}" if code is not None else "closed its stdout"
         tail = self.tail()
-        return f"server {self.name!r} (`{shlex.join(self.command)}`) {state}" + (f"; its stderr ends:\n{tail}" if tail else "")
+        return f"server {self.name!r} (`{shown_command(self.command)}`) {state}" + (f"; its stderr ends:\n{tail}" if tail else "")
 
     async def settle(self) -> None:
         await self.wait_exit(1.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from mcpx.mcp.protocol import (
     modern_meta,
 )
 from mcpx.mcp.stdio import ProcessChannel, StartError
+from mcpx.upstream.environment import server_environment
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -171,6 +173,7 @@ class UpstreamConnection:
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
         self.on_other: Callable[[Message], Awaitable[None]] | None = None  # resources/updated and the like
         self.tools: list[dict[str, Any]] | None = None
+        self.notes: list[str] = []  # what the server was not given (a ${NAME} not set), told with any failure
 
     # ---- life
 
@@ -187,9 +190,7 @@ class UpstreamConnection:
         return self.facts.era if self.facts else None
 
     def describe(self) -> str:
-        if isinstance(self.entry, StdioServer):
-            return f"`{' '.join([self.entry.command, *self.entry.args])}`"
-        return self.entry.url
+        return f"`{self.entry.shown}`" if isinstance(self.entry, StdioServer) else self.entry.shown
 
     async def open(self, era_hint: Era | None = None) -> ServerFacts:
         """Start the server (stdio) or reach it (HTTP), then settle on an era.
@@ -207,7 +208,7 @@ class UpstreamConnection:
         except (PeerClosed, RpcError, UpstreamError) as exc:
             reason = self._failure(exc)
             await self.close()
-            raise UpstreamError(reason) from None
+            raise self._failed(reason) from None
         except BaseException:
             await self.close()  # cancelled while it started: the process must not outlive the call that wanted it
             raise
@@ -219,13 +220,27 @@ class UpstreamConnection:
 
     async def _connect(self) -> None:
         if isinstance(self.entry, StdioServer):
-            self.channel = await ProcessChannel.start(self.name, self.entry.command, self.entry.args, self.entry.env,
-                                                      self.entry.cwd)
+            given = server_environment(self.entry.env, os.environ)
+            self.notes = given.notes(self.name)
+            for note in self.notes:
+                log.warning("%s", note)
+            log.info("upstream %s: starting %s", self.name, self.describe())
+            try:
+                self.channel = await ProcessChannel.start(self.name, self.entry.command, self.entry.args, given.env,
+                                                          self.entry.cwd)
+            except StartError as exc:
+                raise self._failed(str(exc)) from None
         else:
             assert isinstance(self.entry, HttpServer)
             self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers)
         self.peer = Peer(self.channel, self._on_request, self._on_notification, name=f"upstream:{self.name}")
         self.peer.start()
+
+    def _failed(self, reason: str) -> UpstreamError:
+        """The error a failed start becomes: logged, with what the server was not given."""
+        reason = "\n".join([reason, *self.notes])
+        log.warning("upstream %s: %s", self.name, reason)
+        return UpstreamError(reason)
 
     def _failure(self, exc: Exception) -> str:
         if isinstance(exc, PeerClosed) or (self.peer is not None and not self.peer.alive):
@@ -476,9 +491,6 @@ class UpstreamConnection:
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,
                           declared: dict[str, Any] | None = None) -> UpstreamConnection:
     conn = UpstreamConnection(name, entry, session, declared)
-    try:
-        await conn.open(era_hint)
-    except StartError as exc:
-        raise UpstreamError(str(exc)) from None
+    await conn.open(era_hint)
     return conn
 
