@@ -15,7 +15,7 @@ ANSWERER_HEADER = "X-Mcpx-Answerer"
 CWD_HEADER = "X-Mcpx-Cwd"
 
 # surfaces a /v1 caller may answer as; policy:*, expiry and upstream are mcpx's own
-CLAIMABLE = ("person:cli", "person:rest", "person:opencode", "agent:mcp", "agent:cli", "agent:opencode")
+CLAIMABLE = ("person:cli", "person:rest", "person:opencode", "person:tui", "agent:mcp", "agent:cli", "agent:opencode")
 
 
 def _unix_socket(request: web.Request) -> socket.socket | None:
