@@ -10,7 +10,7 @@ Pass = the suite exits 0 (no FAILURE check) and reports at least one SUCCESS. Kn
 strict xfails: when one is fixed the test XPASSes, fails, and the marker must go.
 
 Needs `npm install` at the repository root (devDependencies node@22, conformance-0116,
-conformance-020a12); without them every test is skipped, loudly.
+conformance-020a12); without them every test is skipped, loudly (and fails under CI).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from conftest import loud_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "tests" / "conformance" / "mcpx_client.py"
@@ -98,7 +100,7 @@ def test_mcpx_client_conformance(version: str, scenario: str, args: list[str], k
                                  deadline: int, tmp_path: Path) -> None:
     why = _missing()
     if why:
-        pytest.skip(f"LOUD SKIP: the MCP conformance suite cannot run: {why}")
+        loud_skip(f"the MCP conformance suite cannot run: {why}")
     # the suite splits --command on spaces and runs it under /bin/sh -c, appending the mock's URL
     assert " " not in sys.executable + str(CLIENT), "the suite cannot run a command whose path has spaces"
     command = f"{sys.executable} {CLIENT}"

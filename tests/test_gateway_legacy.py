@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from conftest import Daemon, make_daemon
+from conftest import Daemon, loud_skip, make_daemon
 from gateway_helpers import (
     EVERYTHING,
     HttpPeer,
@@ -278,8 +278,9 @@ async def test_servers_are_added_and_removed_when_the_config_changes(home: Path)
     assert "config reload refused" in read_log(home)
 
 
-@pytest.mark.skipif(not node_available(), reason=f"LOUD SKIP: {EVERYTHING} or node is missing; run ./dev test")
 async def test_server_everything_over_stdio_with_node(home: Path) -> None:
+    if not node_available():
+        loud_skip(f"{EVERYTHING} or node is missing; run ./dev test")
     d = make_daemon(home, {"servers": {"everything": {"command": "node", "args": [str(EVERYTHING), "stdio"]}}})
     d.start()
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, Daemon, base_env
+from conftest import ROOT, Daemon, base_env, loud_skip
 from gateway_helpers import stdio
 from opencode.fake_model import Call, Request, Say, ScriptedModel
 from opencode.harness import Opencode, build_plugin, can_run, clean_env, make_project, opencode_binary
@@ -57,13 +57,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("opencode-e2e")
     binary, why = opencode_binary()
     if binary is None:
-        pytest.skip(f"LOUD SKIP: {why}")
+        loud_skip(why)
     if (reason := can_run(binary, root)):
-        pytest.skip(f"LOUD SKIP: opencode cannot run on this machine: {reason}")
+        loud_skip(f"opencode cannot run on this machine: {reason}")
     if shutil.which("git") is None:
-        pytest.skip("LOUD SKIP: git is not installed; opencode needs a git project")
+        loud_skip("git is not installed; opencode needs a git project")
     if (reason := build_plugin()):
-        pytest.skip(f"LOUD SKIP: {reason}")
+        loud_skip(reason)
     home = root / "mcpx-home"
     home.mkdir()
     config = home / "config.json"

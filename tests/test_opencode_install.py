@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, loud_skip
 from mcpx.config import load_config
 from opencode.harness import PLUGIN_DIST, build_plugin
 
@@ -22,7 +22,7 @@ SPEC = PLUGIN_DIST.as_uri()
 @pytest.fixture(scope="module", autouse=True)
 def plugin_built() -> None:
     if (reason := build_plugin()):
-        pytest.skip(f"LOUD SKIP: {reason}")
+        loud_skip(reason)
 
 
 @pytest.fixture

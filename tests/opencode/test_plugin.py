@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from conftest import loud_skip
 from opencode.harness import NODE_MODULES, ROOT, build_plugin
 
 pytestmark = pytest.mark.timeout(300)
@@ -17,14 +18,14 @@ def node() -> str:
     local = NODE_MODULES / ".bin" / "node"  # the Node the package pins, else the machine's
     found = str(local) if local.exists() else shutil.which("node")
     if found is None:
-        pytest.skip("LOUD SKIP: no node to run the plugin's tests with (npm ci installs one)")
+        loud_skip("no node to run the plugin's tests with (npm ci installs one)")
     return found
 
 
 def test_the_plugin_type_checks_against_the_real_opencode_types() -> None:
     tsc = NODE_MODULES / ".bin" / "tsc"
     if not tsc.exists():
-        pytest.skip(f"LOUD SKIP: {tsc} is missing: run `npm ci` (./dev test does)")
+        loud_skip(f"{tsc} is missing: run `npm ci` (./dev test does)")
     done = subprocess.run([node(), str(tsc), "-p", str(ROOT / "tsconfig.json"), "--noEmit"], cwd=ROOT,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -32,7 +33,7 @@ def test_the_plugin_type_checks_against_the_real_opencode_types() -> None:
 
 def test_the_plugins_unit_tests_pass() -> None:
     if (reason := build_plugin()):
-        pytest.skip(f"LOUD SKIP: {reason}")
+        loud_skip(reason)
     files = sorted(str(p) for p in (ROOT / "plugin" / "opencode" / "test").glob("*.test.mjs"))
     done = subprocess.run([node(), "--test", "--test-reporter=spec", *files], cwd=ROOT, capture_output=True,
                           text=True, timeout=240)
