@@ -7,6 +7,7 @@ the session that caused it and to nobody else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -252,8 +253,19 @@ class CallContext:
         )
 
     async def open(self, params: ElicitParams, announce: bool = True) -> Handle:
+        # Shielded: a call that ends while its question is being stored (its server went away, its client
+        # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
+        opening = asyncio.ensure_future(self.broker.open(self._open_request(params)))
         try:
-            handle = await self.broker.open(self._open_request(params))
+            handle = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                handle = await opening
+                self.task.questions.append(handle.id)
+                if not handle.done() and not self.task.suspended:
+                    self.task.abandoned.append(handle.id)
+                    await self.broker.abandon(handle.id, self.abandon_reason(handle.id))
+            raise
         except InvalidQuestion as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, f"mcpx refused this elicitation: {exc.message}") from None
         self.task.questions.append(handle.id)
