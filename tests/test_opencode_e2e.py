@@ -24,7 +24,9 @@ from gateway_helpers import stdio
 from opencode.fake_model import Call, Request, Say, ScriptedModel
 from opencode.harness import Opencode, build_plugin, can_run, clean_env, make_project, opencode_binary
 
-pytestmark = pytest.mark.timeout(150)
+# one worker runs them all, so the module's opencode and daemon start once; the first test's bound covers that
+# start-up (opencode, the plugin's build, a daemon) as well as its own turns
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("opencode-e2e")]
 
 RESULT_WAIT = 60
 

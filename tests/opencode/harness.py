@@ -8,6 +8,7 @@ the permission dialog, GET /question and POST /question/{id}/reply the question 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
@@ -38,14 +39,20 @@ def free_port() -> int:
 
 
 def build_plugin() -> str | None:
-    """Build plugin/opencode/dist when a source is newer; the reason it cannot be built, if so."""
+    """Build plugin/opencode/dist when a source is newer; the reason it cannot be built, if so.
+
+    Each test worker asks for it (a clean clone has no dist/), at the same moment as often as not: one builds,
+    under an exclusive lock, and the others wait for it and then find dist/ fresh. Without the lock two tsc runs
+    wrote dist/ at once while a third process (opencode, node's test runner) read it half written."""
     tsc = NODE_MODULES / ".bin" / "tsc"
-    if PLUGIN_DIST.exists() and PLUGIN_DIST.stat().st_mtime >= max(p.stat().st_mtime for p in PLUGIN_SOURCES):
-        return None
-    if not tsc.exists():
-        return f"{tsc} is missing: run `npm ci` (./dev test does) to build the plugin"
-    done = subprocess.run([str(tsc), "-p", str(ROOT / "tsconfig.json")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=240)
+    with open(ROOT / "tsconfig.json", "rb") as lock:  # a file every checkout has, locked, never written
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if PLUGIN_DIST.exists() and PLUGIN_DIST.stat().st_mtime >= max(p.stat().st_mtime for p in PLUGIN_SOURCES):
+            return None
+        if not tsc.exists():
+            return f"{tsc} is missing: run `npm ci` (./dev test does) to build the plugin"
+        done = subprocess.run([str(tsc), "-p", str(ROOT / "tsconfig.json")], cwd=ROOT, capture_output=True,
+                              text=True, timeout=240)
     if done.returncode != 0:
         raise RuntimeError(f"the plugin does not build:\n{done.stdout}{done.stderr}")
     return None
