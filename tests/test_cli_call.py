@@ -113,7 +113,8 @@ class Terminal:
             if pid:
                 self.code = os.waitstatus_to_exitcode(status)
                 return self.code
-        raise AssertionError("mcpx call did not finish")
+        raise AssertionError(f"mcpx call did not finish within {timeout:.0f}s; the terminal shows:\n"
+                             f"{self.out.decode(errors='replace')}")
 
 
 def test_on_a_terminal_the_form_is_asked_field_by_field(demo: Daemon) -> None:
