@@ -69,6 +69,11 @@ class Terminal:
     def __init__(self, daemon: Daemon, *args: str) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
+            # a person's terminal: Ctrl-C and Ctrl-\ work there, even when the suite itself was started in the
+            # background of a shell script (which ignores SIGINT and SIGQUIT for all it starts, as POSIX says)
+            for sig in (signal.SIGINT, signal.SIGQUIT):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
             os.chdir(daemon.home)
             os.execve(sys.executable, [sys.executable, "-m", "mcpx", *args], daemon.env)
         self.out = b""
