@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from conftest import PEERS, ROOT, Daemon
+from conftest import PATIENCE, PEERS, ROOT, Daemon, stop_process
 
 PY = sys.executable
 EVERYTHING = ROOT / "node_modules" / ".bin" / "mcp-server-everything"
@@ -37,28 +38,40 @@ class HttpPeer:
 
     def __init__(self, script: str) -> None:
         self.port = free_port()
+        self.log = tempfile.TemporaryFile()  # a pipe nobody reads would stall a chatty server
         self.proc = subprocess.Popen([PY, str(PEERS / script), "--http", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError(self.proc.stderr.read().decode() if self.proc.stderr else "exited")
-            time.sleep(0.05)
-        raise RuntimeError(f"{script} did not listen on {self.port}")
+                                     stdout=subprocess.DEVNULL, stderr=self.log)
+        try:
+            deadline = time.monotonic() + PATIENCE
+            while time.monotonic() < deadline:
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                        return
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{script} exited {self.proc.returncode}: {self.stderr()}")
+                time.sleep(0.05)
+            raise RuntimeError(f"{script} did not listen on {self.port} within {PATIENCE:.0f}s: {self.stderr()}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-2000:]
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
+        self.log.close()
+
+    def __enter__(self) -> "HttpPeer":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
 
 
 def node_available() -> bool:
@@ -71,7 +84,7 @@ async def call(http: aiohttp.ClientSession, server: str, tool: str, arguments: d
         return r.status, await r.json(), dict(r.headers)
 
 
-async def result(http: aiohttp.ClientSession, task: str, timeout: float = 20) -> dict[str, Any]:
+async def result(http: aiohttp.ClientSession, task: str, timeout: float = PATIENCE) -> dict[str, Any]:
     async with http.get(f"/v1/tasks/{task}/result", params={"timeout": str(timeout)}) as r:
         body = await r.json()
         assert r.status == 200, body
@@ -91,7 +104,7 @@ def tool_text(task_doc: dict[str, Any]) -> Any:
     return json.loads(content[0]["text"])
 
 
-async def until_pending(http: aiohttp.ClientSession, count: int = 1, timeout: float = 15, **filters: str
+async def until_pending(http: aiohttp.ClientSession, count: int = 1, timeout: float = PATIENCE, **filters: str
                         ) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while True:
@@ -104,8 +117,8 @@ async def until_pending(http: aiohttp.ClientSession, count: int = 1, timeout: fl
         await asyncio.sleep(0.05)
 
 
-async def until_health(http: aiohttp.ClientSession, holds: Callable[[dict[str, Any]], bool], timeout: float = 5
-                       ) -> dict[str, Any]:
+async def until_health(http: aiohttp.ClientSession, holds: Callable[[dict[str, Any]], bool],
+                       timeout: float = PATIENCE) -> dict[str, Any]:
     """GET /v1/health until `holds` is true of it (a config reload is seen); the last one either way."""
     deadline = time.monotonic() + timeout
     while True:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -9,21 +10,21 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
-from conftest import Daemon, make_daemon
+from conftest import PATIENCE, Daemon, make_daemon, stop_process
 
 
 @pytest.fixture
 def demo(home: Path) -> Iterator[Daemon]:
-    d = make_daemon(home, {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}}})
-    d.start()
-    yield d
-    d.stop()
+    with make_daemon(home, {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}}}) as d:
+        yield d
 
 
 def test_tools_lists_what_is_behind_mcpx(demo: Daemon) -> None:
@@ -63,82 +64,100 @@ def test_elicit_decline_error_and_auto(demo: Daemon) -> None:
 
 
 class Terminal:
-    """`mcpx call` on a real pseudo-terminal, typed at like a person would."""
+    """`mcpx call` on a real pseudo-terminal, typed at like a person would; killed on leaving a `with`."""
 
     def __init__(self, daemon: Daemon, *args: str) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
+            # a person's terminal: Ctrl-C and Ctrl-\ work there, even when the suite itself was started in the
+            # background of a shell script (which ignores SIGINT and SIGQUIT for all it starts, as POSIX says)
+            for sig in (signal.SIGINT, signal.SIGQUIT):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
             os.chdir(daemon.home)
             os.execve(sys.executable, [sys.executable, "-m", "mcpx", *args], daemon.env)
         self.out = b""
+        self.code: int | None = None
 
-    def expect(self, text: str, timeout: float = 20) -> None:
+    def __enter__(self) -> "Terminal":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.code is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+    def _read(self) -> bool:
+        """What the terminal shows within a moment; False once it is closed (the program ended)."""
+        ready, _, _ = select.select([self.fd], [], [], 0.1)
+        if ready:
+            try:
+                self.out += os.read(self.fd, 4096)
+            except OSError:
+                return False
+        return True
+
+    def expect(self, text: str, timeout: float = PATIENCE) -> None:
         deadline = time.monotonic() + timeout
         while text.encode() not in self.out:
             if time.monotonic() > deadline:
                 raise AssertionError(f"never saw {text!r} in:\n{self.out.decode(errors='replace')}")
-            ready, _, _ = select.select([self.fd], [], [], 0.1)
-            if ready:
-                try:
-                    self.out += os.read(self.fd, 4096)
-                except OSError:
-                    break
+            if not self._read():
+                break
 
     def type(self, line: str) -> None:
         os.write(self.fd, (line + "\n").encode())
 
-    def finish(self, timeout: float = 20) -> int:
+    def finish(self, timeout: float = PATIENCE) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.fd], [], [], 0.1)
-            if ready:
-                try:
-                    self.out += os.read(self.fd, 4096)
-                except OSError:
-                    pass
+            self._read()
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
-                return os.waitstatus_to_exitcode(status)
-        os.kill(self.pid, signal.SIGKILL)
-        raise AssertionError("mcpx call did not finish")
+                self.code = os.waitstatus_to_exitcode(status)
+                return self.code
+        raise AssertionError(f"mcpx call did not finish within {timeout:.0f}s; the terminal shows:\n"
+                             f"{self.out.decode(errors='replace')}")
 
 
 def test_on_a_terminal_the_form_is_asked_field_by_field(demo: Daemon) -> None:
-    term = Terminal(demo, "call", "demo.create_issue")
-    term.expect("title (string; min length 3")
-    term.type("ab")
-    term.expect("at least 3 characters")
-    term.type("Printer on fire")
-    term.expect("1) Urgent  2) Soon  3) Someday")
-    term.type("2")
-    term.expect("labels")
-    term.type("1, api")
-    term.expect("due")
-    term.type("2026-02-30")
-    term.expect("not a date")
-    term.type("2026-12-24")
-    term.expect("notify [true]")
-    term.type("")
-    assert term.finish() == 0
+    with Terminal(demo, "call", "demo.create_issue") as term:
+        term.expect("title (string; min length 3")
+        term.type("ab")
+        term.expect("at least 3 characters")
+        term.type("Printer on fire")
+        term.expect("1) Urgent  2) Soon  3) Someday")
+        term.type("2")
+        term.expect("labels")
+        term.type("1, api")
+        term.expect("due")
+        term.type("2026-02-30")
+        term.expect("not a date")
+        term.type("2026-12-24")
+        term.expect("notify [true]")
+        term.type("")
+        assert term.finish() == 0
     text = term.out.decode(errors="replace")
     assert "'title': 'Printer on fire'" in text and "'priority': 'p1'" in text
     assert "'labels': ['bug', 'api']" in text and "'notify': True" in text
 
 
 def test_on_a_terminal_decline_is_decline_and_ctrl_c_is_cancel(demo: Daemon) -> None:
-    term = Terminal(demo, "call", "demo.choose_repository")
-    term.expect("repo (string; required)")
-    term.type("decline")
-    term.expect("why")
-    term.type("not mine to say")
-    assert term.finish() == 0 and "You said no" in term.out.decode()
+    with Terminal(demo, "call", "demo.choose_repository") as term:
+        term.expect("repo (string; required)")
+        term.type("decline")
+        term.expect("why")
+        term.type("not mine to say")
+        assert term.finish() == 0 and "You said no" in term.out.decode()
     audit = json.loads(demo.cli("audit", "--kinds", "elicit.answered", "--json").stdout)["records"]
     assert audit[-1]["data"]["action"] == "decline" and audit[-1]["data"]["reason"] == "not mine to say"
 
-    term = Terminal(demo, "call", "demo.choose_repository")
-    term.expect("repo (string; required)")
-    os.write(term.fd, b"\x03")  # Ctrl-C
-    assert term.finish() == 0 and "cancelled" in term.out.decode()
+    with Terminal(demo, "call", "demo.choose_repository") as term:
+        term.expect("repo (string; required)")
+        os.write(term.fd, b"\x03")  # Ctrl-C
+        assert term.finish() == 0 and "cancelled" in term.out.decode()
     audit = json.loads(demo.cli("audit", "--kinds", "elicit.answered", "--json").stdout)["records"]
     assert audit[-1]["data"]["action"] == "cancel" and audit[-1]["data"]["by"] == "person:cli"
 
@@ -149,13 +168,10 @@ def test_the_main_command_gives_a_new_user_a_real_question_at_once(home: Path) -
     env = {k: v for k, v in d.env.items() if k != "MCPX_CONFIG"}
     env["MCPX_USER_CONFIG"] = str(home / "no-such-config.json")
     proc = subprocess.Popen([sys.executable, "-m", "mcpx", "daemon", "--demo"], env=env, cwd=home,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        seen = ""
-        while "demo server is asking" not in seen and time.monotonic() < deadline:
-            seen += proc.stderr.readline()
-        assert "demo server is asking" in seen, seen
+        said = Said(proc.stderr)
+        said.wait_for("demo server is asking")
         listing = json.loads(d.cli("elicit", "list", "--json", env={"MCPX_CONFIG": ""}).stdout)
         q = listing["elicitations"][0]
         assert q["server"] == "demo" and q["session"] == "demo" and q["tool"] == "choose_repository"
@@ -163,5 +179,29 @@ def test_the_main_command_gives_a_new_user_a_real_question_at_once(home: Path) -
         done = d.cli("task", "result", q["task"])
         assert done.returncode == 0 and "octo/hello" in done.stdout
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_process(proc)
+
+
+class Said:
+    """Everything a process writes to a pipe, read as it comes (so the pipe never fills and stalls it)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.text = ""
+        self._changed = threading.Condition()
+        self._ended = False
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            with self._changed:
+                self.text += line
+                self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    def wait_for(self, words: str, timeout: float = PATIENCE) -> None:
+        with self._changed:
+            if not self._changed.wait_for(lambda: words in self.text or self._ended, timeout):
+                raise AssertionError(f"{words!r} not said within {timeout:.0f}s; so far:\n{self.text[-3000:]}")
+            assert words in self.text, f"the process ended without saying {words!r}:\n{self.text[-3000:]}"

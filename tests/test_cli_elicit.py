@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
-from conftest import Daemon, ask, make_daemon
+from conftest import PATIENCE, Daemon, EventStream, ask, events, make_daemon, stop_process
 
 FORM = {"type": "object", "required": ["repo", "count"], "properties": {
     "repo": {"type": "string", "description": "owner/name"},
@@ -63,15 +63,14 @@ async def test_decline_and_cancel_stay_distinct(daemon: Daemon, http: aiohttp.Cl
     assert db["action"] == "cancel"
 
 
-async def _asked_id(http: aiohttp.ClientSession, message: str) -> str:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        async with http.get("/v1/elicit") as r:
-            for q in (await r.json())["elicitations"]:
-                if q["message"] == message:
-                    return q["id"]
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no question {message!r}")
+async def asked(http: aiohttp.ClientSession, stream: EventStream, message: str) -> dict[str, Any]:
+    """The question `message` once it has opened (an elicit.open on the stream, opened before the asker ran)."""
+    while True:
+        rec = await stream.until(lambda r: r["kind"] == "elicit.open", what=f"question {message!r}")
+        async with http.get(f"/v1/elicit/{rec['elicit']}") as r:
+            q = (await r.json())["elicitation"]
+        if q["message"] == message:
+            return q
 
 
 async def test_ask_exits_0_on_accept_1_on_decline_75_on_cancel_and_expiry(daemon: Daemon,
@@ -79,12 +78,16 @@ async def test_ask_exits_0_on_accept_1_on_decline_75_on_cancel_and_expiry(daemon
     schema = json.dumps({"approver": {"type": "string"}})
     outcomes = {}
     for action, message in (("accept", "Ship 1.2?"), ("decline", "Ship 1.3?"), ("cancel", "Ship 1.4?")):
-        proc = daemon.cli_bg("elicit", "ask", "--message", message, "--schema", schema)
-        eid = await _asked_id(http, message)
-        body = {"content": {"approver": "ann"}} if action == "accept" else {}
-        async with http.post(f"/v1/elicit/{eid}/{action}", json=body) as r:
-            assert r.status == 200
-        out, err = await asyncio.to_thread(proc.communicate, timeout=30)
+        async with events(http, kinds="elicit.open") as stream:
+            proc = daemon.cli_bg("elicit", "ask", "--message", message, "--schema", schema)
+            try:
+                eid = (await asked(http, stream, message))["id"]
+                body = {"content": {"approver": "ann"}} if action == "accept" else {}
+                async with http.post(f"/v1/elicit/{eid}/{action}", json=body) as r:
+                    assert r.status == 200
+                out, err = await asyncio.to_thread(proc.communicate, timeout=PATIENCE)
+            finally:
+                stop_process(proc)
         outcomes[action] = (proc.returncode, out, err)
     assert outcomes["accept"][0] == 0 and json.loads(outcomes["accept"][1]) == {"approver": "ann"}
     assert outcomes["decline"][0] == 1
@@ -102,27 +105,25 @@ def test_no_daemon_is_said_clearly(home: Path) -> None:
         assert "no mcpx daemon answers" in out.stderr and "mcpx daemon" in out.stderr
 
 
-def test_status_list_and_audit(daemon: Daemon) -> None:
+async def test_status_list_and_audit(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     assert daemon.cli("elicit", "list").stdout.startswith("no pending questions")
     status = json.loads(daemon.cli("status", "--json").stdout)
     assert status["ok"] and status["pending"] == 0
-    opened = daemon.cli_bg("elicit", "ask", "-m", "Which region?", "--schema",
-                           json.dumps({"region": {"type": "string", "enum": ["eu", "us"]}}), "--ttl", "30s")
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+    async with events(http, kinds="elicit.open") as stream:
+        opened = daemon.cli_bg("elicit", "ask", "-m", "Which region?", "--schema",
+                               json.dumps({"region": {"type": "string", "enum": ["eu", "us"]}}), "--ttl", "30s")
+        try:
+            await asked(http, stream, "Which region?")
             listing = json.loads(daemon.cli("elicit", "list", "--json").stdout)
-            if listing["count"]:
-                break
-        q = listing["elicitations"][0]
-        assert q["audience"] == "agent"
-        assert q["id"] in daemon.cli("elicit", "list").stdout
-        assert daemon.cli("elicit", "answer", q["id"], "region=eu").returncode == 0
-        opened.wait(20)
-        audit = json.loads(daemon.cli("audit", "--elicit", q["id"], "--json").stdout)["records"]
-        assert [r["kind"] for r in audit] == ["elicit.open", "elicit.answered"]
-        assert audit[0]["pid"] == opened.pid and audit[1]["pid"] != opened.pid
-        assert audit[1]["data"]["answeredAfterMs"] > 0
-        assert "elicit.answered" in daemon.cli("audit").stdout
-    finally:
-        opened.kill()
+            q = listing["elicitations"][0]
+            assert listing["count"] == 1 and q["audience"] == "agent"
+            assert q["id"] in daemon.cli("elicit", "list").stdout
+            assert daemon.cli("elicit", "answer", q["id"], "region=eu").returncode == 0
+            opened.wait(PATIENCE)
+            audit = json.loads(daemon.cli("audit", "--elicit", q["id"], "--json").stdout)["records"]
+            assert [r["kind"] for r in audit] == ["elicit.open", "elicit.answered"]
+            assert audit[0]["pid"] == opened.pid and audit[1]["pid"] != opened.pid
+            assert audit[1]["data"]["answeredAfterMs"] > 0
+            assert "elicit.answered" in daemon.cli("audit").stdout
+        finally:
+            stop_process(opened)

@@ -28,6 +28,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "conformance"))
 
 import server_baseline as sb  # noqa: E402
+from conftest import loud_skip  # noqa: E402
 
 UPDATE = os.environ.get("MCPX_CONFORMANCE_UPDATE_BASELINE") == "1"
 _results: dict[str, sb.RunResult] = {}
@@ -41,7 +42,7 @@ def must_pass(label: str, scenario: str) -> bool:
 def fixture_url() -> Iterator[str]:
     why = sb.missing()
     if why:
-        pytest.skip(f"LOUD SKIP: the MCP conformance suite cannot run: {why}")
+        loud_skip(f"the MCP conformance suite cannot run: {why}")
     with sb.fixture_server() as url:
         yield url
     if UPDATE and len(_results) == len(sb.RUNS):

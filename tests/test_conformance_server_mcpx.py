@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "conformance"))
 
 import mcpx_behind as mb  # noqa: E402
 import server_baseline as sb  # noqa: E402
+from conftest import loud_skip  # noqa: E402
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def chain(tmp_path: Path) -> Iterator[mb.Chain]:
     not change the next run's verdicts. The daemon's home (logs, store) is kept in tmp_path."""
     why = sb.missing()
     if why:
-        pytest.skip(f"LOUD SKIP: the MCP conformance suite cannot run: {why}")
+        loud_skip(f"the MCP conformance suite cannot run: {why}")
     with mb.mcpx_chain(home=tmp_path / "home") as c:
         yield c
 

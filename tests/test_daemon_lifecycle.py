@@ -7,12 +7,11 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
 
-from conftest import Daemon, ask, make_daemon
+from conftest import PATIENCE, Daemon, ask, events, make_daemon, past, request_in_flight
 
 
 def free_port() -> int:
@@ -22,17 +21,15 @@ def free_port() -> int:
 
 
 async def test_kill9_then_restart_loses_nothing_committed(home: Path) -> None:
-    d = make_daemon(home)
-    d.start()
-    async with d.session() as http:
-        answered = await ask(http, session="s")
-        async with http.post(f"/v1/elicit/{answered['id']}/accept", json={"content": {"repo": "kept/one"}}) as r:
-            assert r.status == 200
-        pending = [await ask(http, session="s", ttl=600) for _ in range(5)]
-    d.kill9()
-    assert d.socket.exists()  # a stale socket is left behind; the next daemon must cope
-    d.restart()
-    try:
+    with make_daemon(home) as d:
+        async with d.session() as http:
+            answered = await ask(http, session="s")
+            async with http.post(f"/v1/elicit/{answered['id']}/accept", json={"content": {"repo": "kept/one"}}) as r:
+                assert r.status == 200
+            pending = [await ask(http, session="s", ttl=600) for _ in range(5)]
+        d.kill9()
+        assert d.socket.exists()  # a stale socket is left behind; the next daemon must cope
+        d.restart()
         async with d.session() as http:
             async with http.get(f"/v1/elicit/{answered['id']}") as r:
                 body = await r.json()
@@ -45,82 +42,65 @@ async def test_kill9_then_restart_loses_nothing_committed(home: Path) -> None:
             async with http.get("/v1/audit", params={"session": "s"}) as r:
                 kinds = [rec["kind"] for rec in (await r.json())["records"]]
             assert kinds.count("elicit.open") == 6 and kinds.count("elicit.answered") == 2
-    finally:
-        d.stop()
 
 
 async def test_questions_due_while_the_daemon_was_down_expire_at_start(home: Path) -> None:
-    d = make_daemon(home)
-    d.start()
-    async with d.session() as http:
-        q = await ask(http, ttl=0.5)
-    d.kill9()
-    await asyncio.sleep(0.8)
-    d.restart()
-    try:
+    with make_daemon(home) as d:
         async with d.session() as http:
-            async def state() -> str:
-                async with http.get(f"/v1/elicit/{q['id']}") as r:
-                    return (await r.json())["elicitation"]["state"]
-            deadline = time.monotonic() + 5
-            while await state() != "expired" and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            assert await state() == "expired"
-    finally:
-        d.stop()
+            q = await ask(http, ttl=0.5)
+        d.kill9()
+        await past(q["expiresAt"])  # its deadline goes by while no daemon runs
+        d.restart()
+        async with d.session() as http:
+            async with http.get(f"/v1/elicit/{q['id']}/wait", params={"timeout": str(PATIENCE)}) as r:
+                assert r.status == 200 and (await r.json())["by"] == "expiry"
+            async with http.get(f"/v1/elicit/{q['id']}") as r:
+                assert (await r.json())["elicitation"]["state"] == "expired"
 
 
 async def test_sigterm_drains_and_exits_cleanly(home: Path) -> None:
-    d = make_daemon(home)
-    d.start()
-    async with d.session() as http:
-        q = await ask(http)
+    with make_daemon(home) as d:
+        async with d.session() as http:
+            q = await ask(http)
+            loop = asyncio.get_running_loop()
+            waiter = await request_in_flight(d, "GET", f"/v1/elicit/{q['id']}/wait", params={"timeout": "60"})
+            async with events(http) as stream:  # open: its opening frame is in
+                async def to_the_end() -> tuple[bytes, float]:
+                    return await stream.resp.content.read(), loop.time()
 
-        async def long_poll() -> int:
-            async with http.get(f"/v1/elicit/{q['id']}/wait", params={"timeout": "60"}) as r:
-                return r.status
-
-        async def event_stream() -> bytes:
-            async with http.get("/v1/events") as r:
-                return await r.content.read()  # to the end of the stream
-
-        waiter = asyncio.create_task(long_poll())
-        stream = asyncio.create_task(event_stream())
-        await asyncio.sleep(0.2)
-        started = time.monotonic()
-        code = await asyncio.to_thread(d.stop)
-        assert code == 0
-        assert time.monotonic() - started < 2.5  # the drain allows 3 s: nothing held it open
-        assert await waiter == 204  # told to come back, not cut off
-        assert (await asyncio.wait_for(stream, 5)).startswith(b"retry: 1000\nid: ")  # ended, not cut off
-    assert not d.socket.exists() and not (home / "daemon.json").exists()
-    d.restart()
-    try:
+                rest = asyncio.create_task(to_the_end())
+                signalled = loop.time()
+                code = await asyncio.to_thread(d.stop)
+                assert code == 0
+                status, _, waiter_ended = await waiter
+                assert status == 204  # told to come back, not cut off
+                tail, stream_ended = await asyncio.wait_for(rest, PATIENCE)
+                assert tail == b""  # the stream ended at a frame's end, not cut off mid-frame
+            # both were let go at once: the drain allows 3 s, and nothing held it open that long
+            assert waiter_ended - signalled < 2.5 and stream_ended - signalled < 2.5
+        assert not d.socket.exists() and not (home / "daemon.json").exists()
+        d.restart()
         async with d.session() as http:
             async with http.get(f"/v1/elicit/{q['id']}") as r:
                 assert (await r.json())["elicitation"]["state"] == "pending"
-    finally:
-        d.stop()
 
 
 def test_a_second_daemon_for_the_same_state_directory_is_refused(daemon: Daemon) -> None:
     result = subprocess.run([sys.executable, "-m", "mcpx", "daemon"], env=daemon.env, capture_output=True,
-                            text=True, timeout=30)
+                            text=True, timeout=PATIENCE)
     assert result.returncode == 1 and "already running" in result.stderr
 
 
 def test_listen_refuses_addresses_off_loopback(home: Path) -> None:
     d = make_daemon(home)
     result = subprocess.run([sys.executable, "-m", "mcpx", "daemon", "--listen", "0.0.0.0:7000"], env=d.env,
-                            capture_output=True, text=True, timeout=30)
+                            capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 1 and "loopback" in result.stderr
 
 
 async def test_tcp_needs_the_bearer_token(home: Path) -> None:
     port = free_port()
-    d = make_daemon(home, listen=f"127.0.0.1:{port}")
-    d.start()
-    try:
+    with make_daemon(home, listen=f"127.0.0.1:{port}") as d:
         token_file = home / "token"
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         token = token_file.read_text().strip()
@@ -134,5 +114,3 @@ async def test_tcp_needs_the_bearer_token(home: Path) -> None:
                 assert r.status == 200 and (await r.json())["listen"] == f"127.0.0.1:{port}"
         status = d.cli("status", env={"MCPX_DAEMON_URL": f"http://127.0.0.1:{port}"})
         assert status.returncode == 0 and f"127.0.0.1:{port}" in status.stdout
-    finally:
-        d.stop()

@@ -9,37 +9,12 @@ from typing import Any
 
 import aiohttp
 
-from conftest import Daemon, ask, make_daemon
+from conftest import PATIENCE, Daemon, EventStream, ask, make_daemon, stop_process
 
 
-async def read_frames(resp: aiohttp.ClientResponse, count: int, timeout: float = 10.0,
+async def read_frames(resp: aiohttp.ClientResponse, count: int, timeout: float = PATIENCE,
                       keep_comments: bool = False) -> list[dict[str, Any]]:
-    frames: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
-
-    async def pump() -> None:
-        nonlocal current
-        async for raw in resp.content:
-            line = raw.decode().rstrip("\n")
-            if line.startswith(":"):
-                if keep_comments:
-                    frames.append({"comment": line[1:].strip()})
-                    if len(frames) >= count:
-                        return
-                continue
-            if not line:
-                if "data" in current:
-                    current["data"] = json.loads(current["data"])
-                    frames.append(current)
-                    if len(frames) >= count:
-                        return
-                current = {}
-                continue
-            key, _, value = line.partition(": ")
-            current[key] = value
-
-    await asyncio.wait_for(pump(), timeout)
-    return frames
+    return await EventStream(resp).frames(count, timeout, keep_comments)
 
 
 async def test_live_events_carry_id_kind_and_the_record(http: aiohttp.ClientSession) -> None:
@@ -87,14 +62,10 @@ async def test_last_event_id_replays_what_was_missed(http: aiohttp.ClientSession
 
 
 async def test_heartbeats_keep_a_quiet_stream_alive(home: Path) -> None:
-    d = make_daemon(home, extra_env={"MCPX_SSE_HEARTBEAT": "0.2"})
-    d.start()
-    try:
+    with make_daemon(home, extra_env={"MCPX_SSE_HEARTBEAT": "0.2"}) as d:
         async with d.session() as http, http.get("/v1/events") as resp:
-            frames = await read_frames(resp, 3, timeout=5, keep_comments=True)
+            frames = await read_frames(resp, 3, keep_comments=True)
         assert [f.get("comment") for f in frames] == ["heartbeat"] * 3
-    finally:
-        d.stop()
 
 
 async def test_expiry_happens_with_nothing_reading(daemon: Daemon, http: aiohttp.ClientSession) -> None:
@@ -103,10 +74,9 @@ async def test_expiry_happens_with_nothing_reading(daemon: Daemon, http: aiohttp
     # --since 0 replays what the log already holds, so a slowly starting watcher misses nothing
     watcher = daemon.cli_bg("elicit", "watch", "--json", "--kinds", "elicit.expired", "--since", "0")
     try:
-        line = await asyncio.wait_for(asyncio.to_thread(watcher.stdout.readline), 10)
+        line = await asyncio.wait_for(asyncio.to_thread(watcher.stdout.readline), PATIENCE)
     finally:
-        watcher.terminate()
-        watcher.wait(5)
+        stop_process(watcher)
     event = json.loads(line)
     assert event["event"] == "elicit.expired" and event["data"]["elicit"] == q["id"]
     assert event["data"]["data"]["action"] == "cancel" and event["data"]["data"]["by"] == "expiry"

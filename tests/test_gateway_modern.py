@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 
-from conftest import Daemon, make_daemon
+from conftest import Daemon, audited, events, make_daemon
 from gateway_helpers import HttpPeer, answer, call, result, stdio, tool_text, until_pending
 
 
 @pytest.fixture
 def gw(home: Path) -> Iterator[Daemon]:
-    d = make_daemon(home, {"servers": {
+    with make_daemon(home, {"servers": {
         "res": stdio("sdk_resolver.py"),
         "sdk": stdio("sdk_server.py"),
         "endless": stdio("endless_asker.py"),
-    }, "elicit": {"maxRounds": 3}})
-    d.start()
-    yield d
-    d.stop()
+    }, "elicit": {"maxRounds": 3}}) as d:
+        yield d
 
 
 @pytest.fixture
@@ -41,12 +39,9 @@ async def test_input_required_becomes_a_question_and_the_retry_completes(http: a
     done = await result(http, body["task"])
     assert done["state"] == "completed" and done["era"] == "modern"
     assert tool_text(done) == {"action": "accept", "data": {"repo": "modern/repo"}}
-    for _ in range(100):  # task.done commits just behind the result
-        async with http.get("/v1/audit", params={"trace": body["trace"]}) as r:
-            kinds = [rec["kind"] for rec in (await r.json())["records"]]
-        if "task.done" in kinds:
-            break
-        await asyncio.sleep(0.02)
+    await audited(http, "task.done", trace=body["trace"])  # it commits just behind the result
+    async with http.get("/v1/audit", params={"trace": body["trace"]}) as r:
+        kinds = [rec["kind"] for rec in (await r.json())["records"]]
     assert kinds == ["elicit.open", "elicit.answered", "elicit.resumed", "task.done"]
 
 
@@ -57,69 +52,62 @@ async def test_decline_and_cancel_reach_a_modern_server_unchanged(http: aiohttp.
         assert tool_text(await result(http, body["task"]))["action"] == action
 
 
-async def test_several_questions_of_one_call_are_all_answered(http: aiohttp.ClientSession) -> None:
-    status, body, _ = await call(http, "res", "two_questions")
-    assert status == 202
+async def answer_each_question(http: aiohttp.ClientSession, server: str, tool: str, session: str,
+                               content: Callable[[dict[str, Any]], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+    """Call the tool and answer each question it opens as it opens, until the call ends: (how many, its end)."""
     answered = 0
-    while True:
-        pending = await until_pending(http, 1, trace=body["trace"])
-        for q in pending:
-            content = {"repo": "x/y"} if "repo" in q["requestedSchema"]["properties"] else {"region": "eu-west"}
-            await answer(http, q["id"], "accept", content)
+    async with events(http, session=session, kinds="elicit.open,task.done") as stream:
+        status, body, _ = await call(http, server, tool, session=session)
+        assert status == 202, body
+        while True:
+            rec = await stream.until(lambda r: r["task"] == body["task"])
+            if rec["kind"] == "task.done":
+                return answered, await result(http, body["task"])
+            async with http.get(f"/v1/elicit/{rec['elicit']}") as r:
+                q = (await r.json())["elicitation"]
+            status, _ = await answer(http, q["id"], "accept", content(q))
+            assert status == 200
             answered += 1
-        async with http.get(f"/v1/tasks/{body['task']}/result", params={"timeout": "3"}) as r:
-            if r.status == 200:
-                done = await r.json()
-                break
+
+
+async def test_several_questions_of_one_call_are_all_answered(http: aiohttp.ClientSession) -> None:
+    answered, done = await answer_each_question(
+        http, "res", "two_questions", "two-q",
+        lambda q: {"repo": "x/y"} if "repo" in q["requestedSchema"]["properties"] else {"region": "eu-west"})
     assert answered == 2
     assert tool_text(done) == [{"action": "accept", "data": {"repo": "x/y"}},
                                {"action": "accept", "data": {"region": "eu-west"}}]
 
 
 async def test_a_server_that_keeps_asking_is_stopped_after_max_rounds(http: aiohttp.ClientSession) -> None:
-    status, body, _ = await call(http, "endless", "forever")
-    for _ in range(3):
-        assert status == 202
-        await answer(http, body["elicitation"]["id"], "accept", {"c": "r"})
-        async with http.get(f"/v1/tasks/{body['task']}/result", params={"timeout": "5"}) as r:
-            status, body = r.status, {**body, **(await r.json())}
-            if status == 202:
-                body = {**body, "elicitation": body["elicitation"]}
-    assert status == 200 and body["state"] == "failed"
-    assert "kept asking" in body["error"] and "3 rounds" in body["error"] and "maxRounds" in body["error"]
+    answered, done = await answer_each_question(http, "endless", "forever", "endless", lambda q: {"c": "r"})
+    assert answered == 3 and done["state"] == "failed"
+    assert "kept asking" in done["error"] and "3 rounds" in done["error"] and "maxRounds" in done["error"]
 
 
 async def test_modern_over_streamable_http(home: Path) -> None:
-    peer = HttpPeer("sdk_resolver.py")
-    d = make_daemon(home, {"servers": {"web": {"url": peer.url}}})
-    d.start()
-    try:
+    with HttpPeer("sdk_resolver.py") as peer, make_daemon(home, {"servers": {"web": {"url": peer.url}}}) as d:
         async with d.session() as http:
             status, body, _ = await call(http, "web", "need_repo")
             assert status == 202, body
             await answer(http, body["elicitation"]["id"], "accept", {"repo": "modern/http"})
             done = await result(http, body["task"])
             assert done["era"] == "modern" and tool_text(done)["data"] == {"repo": "modern/http"}
-    finally:
-        d.stop()
-        peer.stop()
 
 
 @pytest.mark.parametrize("how", ["kill9", "sigterm"])
 async def test_a_modern_question_survives_a_daemon_restart(home: Path, how: str) -> None:
-    d = make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py"), "sdk": stdio("sdk_server.py")}})
-    d.start()
-    async with d.session() as http:
-        status, modern, _ = await call(http, "res", "need_repo", session="r1")
-        assert status == 202
-        status, legacy, _ = await call(http, "sdk", "need_repo", session="r1")
-        assert status == 202
-    if how == "kill9":
-        d.kill9()
-    else:
-        assert d.stop() == 0
-    d.restart()
-    try:
+    with make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py"), "sdk": stdio("sdk_server.py")}}) as d:
+        async with d.session() as http:
+            status, modern, _ = await call(http, "res", "need_repo", session="r1")
+            assert status == 202
+            status, legacy, _ = await call(http, "sdk", "need_repo", session="r1")
+            assert status == 202
+        if how == "kill9":
+            d.kill9()
+        else:
+            assert d.stop() == 0
+        d.restart()
         async with d.session() as http:
             async with http.get(f"/v1/elicit/{modern['elicitation']['id']}") as r:
                 assert (await r.json())["elicitation"]["state"] == "pending"
@@ -134,8 +122,6 @@ async def test_a_modern_question_survives_a_daemon_restart(home: Path, how: str)
             assert lost["state"] == "failed" and ("restarted" in lost["error"] or "stopped" in lost["error"])
             status, gone = await answer(http, legacy["elicitation"]["id"], "accept", {"repo": "x/y"})
             assert status == 410
-    finally:
-        d.stop()
 
 
 async def test_the_demo_server_asks_in_both_eras(home: Path) -> None:

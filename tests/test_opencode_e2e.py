@@ -19,12 +19,14 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, Daemon, base_env
+from conftest import PATIENCE, ROOT, Daemon, base_env, loud_skip, wait_for_sync
 from gateway_helpers import stdio
 from opencode.fake_model import Call, Request, Say, ScriptedModel
 from opencode.harness import Opencode, build_plugin, can_run, clean_env, make_project, opencode_binary
 
-pytestmark = pytest.mark.timeout(150)
+# one worker runs them all, so the module's opencode and daemon start once; the first test's bound covers that
+# start-up (opencode, the plugin's build, a daemon) as well as its own turns
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("opencode-e2e")]
 
 RESULT_WAIT = 60
 
@@ -39,7 +41,19 @@ class World:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "mcpx", *args], env=self.daemon.env, capture_output=True,
-                              text=True, timeout=60)
+                              text=True, timeout=PATIENCE + RESULT_WAIT)
+
+    def pending(self) -> list[dict[str, Any]]:
+        done = self.cli("elicit", "list", "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["elicitations"]
+
+    def next_question(self, after: str) -> dict[str, Any]:
+        """The question the call of question `after` opens next, once it is open (seen through the API)."""
+        trace = self.question(after)["elicitation"]["trace"]
+        found = wait_for_sync(lambda: [q for q in self.pending() if q["trace"] == trace and q["id"] != after],
+                              what=f"a question after {after}")
+        return found[0]
 
     def question(self, eid: str) -> dict[str, Any]:
         done = self.cli("elicit", "show", eid, "--json")
@@ -47,7 +61,7 @@ class World:
         return json.loads(done.stdout)
 
     def task_result(self, task: str) -> dict[str, Any]:
-        done = self.cli("task", "result", task, "--json")
+        done = self.cli("task", "result", task, "--json", "--timeout", str(RESULT_WAIT))
         assert done.returncode == 0, done.stdout + done.stderr
         return json.loads(done.stdout)
 
@@ -57,26 +71,24 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("opencode-e2e")
     binary, why = opencode_binary()
     if binary is None:
-        pytest.skip(f"LOUD SKIP: {why}")
+        loud_skip(why)
     if (reason := can_run(binary, root)):
-        pytest.skip(f"LOUD SKIP: opencode cannot run on this machine: {reason}")
+        loud_skip(f"opencode cannot run on this machine: {reason}")
     if shutil.which("git") is None:
-        pytest.skip("LOUD SKIP: git is not installed; opencode needs a git project")
+        loud_skip("git is not installed; opencode needs a git project")
     if (reason := build_plugin()):
-        pytest.skip(f"LOUD SKIP: {reason}")
+        loud_skip(reason)
     home = root / "mcpx-home"
     home.mkdir()
     config = home / "config.json"
     config.write_text(json.dumps({"servers": {"sdk": stdio("sdk_server.py")}}))
-    daemon = Daemon(home, config, base_env(home, config))
-    daemon.start()
-    model = ScriptedModel(root / "model-requests.jsonl").start()
-    env = {**clean_env(root / "home"), **{k: v for k, v in daemon.env.items() if k.startswith(("MCPX_", "PYTHON"))}}
-    try:
-        yield World(daemon, model, binary, root, env)
-    finally:
-        model.stop()
-        daemon.stop()
+    with Daemon(home, config, base_env(home, config)) as daemon:
+        model = ScriptedModel(root / "model-requests.jsonl").start()
+        env = {**clean_env(root / "home"), **{k: v for k, v in daemon.env.items() if k.startswith(("MCPX_", "PYTHON"))}}
+        try:
+            yield World(daemon, model, binary, root, env)
+        finally:
+            model.stop()
 
 
 def start_opencode(world: World, level: str) -> Iterator[Opencode]:
@@ -168,16 +180,21 @@ def test_notify_the_agent_answers_and_the_upstream_receives_it(world: World, not
 def test_notify_a_later_question_is_appended_and_the_shell_knows_the_session(world: World, notify: Opencode) -> None:
     """ask_twice: the agent answers the first question; the resumed call asks a confirmation, which the
     plugin appends to the next tool output (a shell) as the person's; the person answers from a terminal."""
+    def shell_once_it_asks(r: Request) -> Call:
+        # the model's next turn begins once the resumed call has asked again, so the shell's output comes after
+        world.next_question(first_id(turn(world.model.of("notify_later"), 1)))
+        return Call("bash", {"command": "echo session=$MCPX_SESSION_ID", "description": "say the session"})
+
     steps = [
         lambda r: Call("mcpx_sdk_ask_twice", {}),
         lambda r: Call("mcpx_mcpx_elicit_answer", {"id": first_id(r), "action": "accept", "content": {"repo": "a/b"}}),
-        lambda r: Call("bash", {"command": "sleep 2; echo session=$MCPX_SESSION_ID", "description": "wait a moment"}),
+        shell_once_it_asks,
         lambda r: Say("The server waits for the person to confirm."),
     ]
     session, requests = run(notify, world, "notify_later", steps, 4)
     shell = turn(requests, 3).last_tool_result()
     assert f"session={session}" in shell
-    # the resumed call asks within moments: the plugin appends it to whichever output comes next, once
+    # the plugin appends the resumed call's question to whichever output comes next once it is open, once
     later = [turn(requests, n).last_tool_result() for n in (2, 3)]
     shown = [text for text in later if "“Second: really delete?”" in text]
     assert len(shown) == 1, later

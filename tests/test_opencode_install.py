@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PEERS, ROOT, make_daemon
+from conftest import PEERS, ROOT, loud_skip, make_daemon
 from gateway_helpers import call, tool_text
 from mcpx.config import load_config
 from opencode.harness import PLUGIN_DIST, build_plugin
@@ -23,7 +23,7 @@ SPEC = PLUGIN_DIST.as_uri()
 @pytest.fixture(scope="module", autouse=True)
 def plugin_built() -> None:
     if (reason := build_plugin()):
-        pytest.skip(f"LOUD SKIP: {reason}")
+        loud_skip(reason)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from conftest import ask, make_daemon
+from conftest import ask, events, make_daemon, wait_for
 from gateway_helpers import answer, call, result, stdio, tool_text, until_health, until_pending
 
 DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
@@ -70,17 +70,15 @@ async def test_modes_auto_decline_and_error(home: Path) -> None:
 
 
 async def until_mode(http: aiohttp.ClientSession, home: Path, mode: str) -> None:
-    """Poll with throwaway questions until the daemon answers them the way `mode` does."""
-    for _ in range(150):
+    """Ask throwaway questions until the daemon answers them the way `mode` does (the reload is seen)."""
+    async def taken() -> bool:
         q = await ask(http, ttl=60)
         async with http.get(f"/v1/elicit/{q['id']}") as r:
             body = await r.json()
         by = (body.get("answer") or {}).get("by")
-        if (mode, body["elicitation"]["state"], by) in (("decline", "answered", "policy:decline"),
-                                                         ("error", "abandoned", None)):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the daemon never took elicit.mode {mode!r}")
+        return (mode, body["elicitation"]["state"], by) in (("decline", "answered", "policy:decline"),
+                                                           ("error", "abandoned", None))
+    await wait_for(taken, what=f"the daemon taking elicit.mode {mode!r}")
 
 
 async def test_agents_are_refused_the_persons_questions_and_their_declines_escalate(home: Path) -> None:
@@ -114,7 +112,8 @@ async def test_agents_are_refused_the_persons_questions_and_their_declines_escal
 
 
 async def test_mcpx_asks_before_a_call_that_may_change_things(home: Path) -> None:
-    d = make_daemon(home, {"servers": {"demo": DEMO}, "elicit": {"confirmDestructive": True, "askTimeout": "2s"}})
+    # askTimeout: long enough for the answers below on a loaded machine, short enough to watch one expire
+    d = make_daemon(home, {"servers": {"demo": DEMO}, "elicit": {"confirmDestructive": True, "askTimeout": "5s"}})
     d.start()
     try:
         async with d.session() as http:
@@ -123,7 +122,7 @@ async def test_mcpx_asks_before_a_call_that_may_change_things(home: Path) -> Non
             assert status == 202 and q["server"] == "mcpx" and q["tool"] == "demo.delete_branch"
             assert q["message"] == "demo.delete_branch may change or delete things: let this call proceed?"
             assert q["audience"] == "human" and q["requestedSchema"]["properties"]["confirm"]["default"] is False
-            assert q["secondsLeft"] <= 2
+            assert q["secondsLeft"] <= 5
             await answer(http, q["id"], "accept", {"confirm": True})
             own = (await until_pending(http, 1, trace=body["trace"]))[0]  # now the tool's own question
             assert own["server"] == "demo"
@@ -141,8 +140,8 @@ async def test_mcpx_asks_before_a_call_that_may_change_things(home: Path) -> Non
             assert body["elicitation"]["server"] == "demo"
 
             status, body, _ = await call(http, "demo", "delete_branch")
-            late = await result(http, body["task"], timeout=10)
-            assert late["state"] == "failed" and "nobody answered within 2s" in late["error"]
+            late = await result(http, body["task"])
+            assert late["state"] == "failed" and "nobody answered within 5s" in late["error"]
     finally:
         d.stop()
 
@@ -154,19 +153,20 @@ async def test_settings_reload_live_and_a_bad_file_keeps_the_previous(home: Path
         async with d.session() as http:
             assert 85 <= (await ask(http))["secondsLeft"] <= 90
             d.write_config({"servers": {"sdk": stdio("sdk_server.py", elicit={"ttl": "5s"})}, "elicit": {"ttl": "30s"}})
-            for _ in range(150):
-                if (await ask(http))["secondsLeft"] <= 30:
-                    break
-                await asyncio.sleep(0.05)
+            await wait_for(lambda: ask_ttl(http, 30), what="the new elicit.ttl")
             assert 25 <= (await ask(http))["secondsLeft"] <= 30
             status, body, _ = await call(http, "sdk", "need_repo")
             assert body["elicitation"]["secondsLeft"] <= 5  # the server's own ttl
             d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"ttl": "30s", "mode": "sometimes"}})
-            health = await until_health(http, lambda h: bool(h.get("configError")), timeout=7.5)
+            health = await until_health(http, lambda h: bool(h.get("configError")))
             assert "elicit.mode" in health["configError"] and str(d.config) in health["configError"]
             assert 25 <= (await ask(http))["secondsLeft"] <= 30  # the previous config is in force
     finally:
         d.stop()
+
+
+async def ask_ttl(http: aiohttp.ClientSession, at_most: int) -> bool:
+    return (await ask(http))["secondsLeft"] <= at_most
 
 
 def test_policy_test_and_config_check_open_nothing(home: Path) -> None:
@@ -203,13 +203,11 @@ async def test_a_credential_reaches_the_server_and_nothing_else(home: Path) -> N
     d.start()
     frames: list[bytes] = []
     try:
-        async with d.session() as http:
+        async with d.session() as http, events(http) as stream:  # listening before the question opens
             async def follow() -> None:
-                async with http.get("/v1/events") as resp:
-                    async for chunk in resp.content.iter_any():
-                        frames.append(chunk)
+                async for chunk in stream.resp.content.iter_any():
+                    frames.append(chunk)
             listener = asyncio.create_task(follow())
-            await asyncio.sleep(0.3)
             status, body, _ = await call(http, "sdk", "use_token", session="vault")
             q = body["elicitation"]
             assert status == 202 and q["audience"] == "human" and "credential" in q["reason"]
@@ -222,7 +220,9 @@ async def test_a_credential_reaches_the_server_and_nothing_else(home: Path) -> N
                 assert secret not in await r.text()
             async with http.get("/v1/audit") as r:
                 audit_text = await r.text()
-            await asyncio.sleep(0.5)
+            # the stream has carried everything the audit holds, the last record included
+            last = json.loads(audit_text)["records"][-1]["seq"]
+            await wait_for(lambda: f"id: {last}\n".encode() in b"".join(frames), what=f"event {last} on the stream")
             listener.cancel()
     finally:
         assert d.stop() == 0

@@ -8,6 +8,7 @@ the permission dialog, GET /question and POST /question/{id}/reply the question 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
@@ -20,6 +21,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from conftest import PATIENCE, stop_process, wait_for_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "node_modules"
@@ -36,13 +39,20 @@ def free_port() -> int:
 
 
 def build_plugin() -> str | None:
-    """Build plugin/opencode/dist when a source is newer; the reason it cannot be built, if so."""
+    """Build plugin/opencode/dist when a source is newer; the reason it cannot be built, if so.
+
+    Each test worker asks for it (a clean clone has no dist/), at the same moment as often as not: one builds,
+    under an exclusive lock, and the others wait for it and then find dist/ fresh. Without the lock two tsc runs
+    wrote dist/ at once while a third process (opencode, node's test runner) read it half written."""
     tsc = NODE_MODULES / ".bin" / "tsc"
-    if PLUGIN_DIST.exists() and PLUGIN_DIST.stat().st_mtime >= max(p.stat().st_mtime for p in PLUGIN_SOURCES):
-        return None
-    if not tsc.exists():
-        return f"{tsc} is missing: run `npm ci` (./dev test does) to build the plugin"
-    done = subprocess.run([str(tsc), "-p", str(ROOT / "tsconfig.json")], cwd=ROOT, capture_output=True, text=True)
+    with open(ROOT / "tsconfig.json", "rb") as lock:  # a file every checkout has, locked, never written
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if PLUGIN_DIST.exists() and PLUGIN_DIST.stat().st_mtime >= max(p.stat().st_mtime for p in PLUGIN_SOURCES):
+            return None
+        if not tsc.exists():
+            return f"{tsc} is missing: run `npm ci` (./dev test does) to build the plugin"
+        done = subprocess.run([str(tsc), "-p", str(ROOT / "tsconfig.json")], cwd=ROOT, capture_output=True,
+                              text=True, timeout=240)
     if done.returncode != 0:
         raise RuntimeError(f"the plugin does not build:\n{done.stdout}{done.stderr}")
     return None
@@ -135,32 +145,31 @@ class Opencode:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60) -> "Opencode":
+    def start(self, timeout: float = PATIENCE) -> "Opencode":
         out = self.log.open("ab")
         self.proc = subprocess.Popen([str(self.binary), "serve", "--hostname", "127.0.0.1", "--port", str(self.port),
                                       "--print-logs", "--log-level", "INFO"],
                                      cwd=self.project, env=self.env, stdout=out, stderr=subprocess.STDOUT)
         out.close()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"opencode serve exited {self.proc.returncode}:\n{self.tail()}")
-            if "opencode server listening" in self.log.read_text(errors="replace"):
-                return self
-            time.sleep(0.1)
-        raise RuntimeError(f"opencode serve did not listen within {timeout} s:\n{self.tail()}")
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"opencode serve exited {self.proc.returncode}:\n{self.tail()}")
+                if "opencode server listening" in self.log.read_text(errors="replace"):
+                    return self
+                time.sleep(0.1)
+            raise RuntimeError(f"opencode serve did not listen within {timeout} s:\n{self.tail()}")
+        except BaseException:
+            self.stop()  # one that did not start is not left running
+            raise
 
     def tail(self, chars: int = 6000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        if self.proc is not None:
+            stop_process(self.proc)
 
     # ---- the HTTP API
 
@@ -187,15 +196,11 @@ class Opencode:
     def questions(self, session: str) -> list[dict[str, Any]]:
         return [q for q in self.call("GET", "/question") or [] if q.get("sessionID") == session]
 
-    def wait(self, what: str, probe: Any, timeout: float = 30) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"opencode: no {what} within {timeout} s\n{self.tail(3000)}")
-            time.sleep(0.1)
+    def wait(self, what: str, probe: Any, timeout: float = PATIENCE) -> Any:
+        try:
+            return wait_for_sync(probe, timeout, what=f"opencode: a {what}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.tail(3000)}") from None
 
     def reply_permission(self, request_id: str, reply: str, message: str | None = None) -> None:
         body: dict[str, Any] = {"reply": reply}

@@ -7,6 +7,7 @@ Run: `python sdk_server.py` (stdio) or `python sdk_server.py --http PORT` (Strea
 import asyncio
 import json
 import os
+import signal
 import sys
 from typing import Literal
 
@@ -100,10 +101,9 @@ async def sleepy(seconds: float) -> str:
 
 @app.tool()
 async def die_while_asking(ctx: Context) -> str:
-    async def die() -> None:
-        await asyncio.sleep(0.5)
-        os._exit(3)
-    asyncio.get_running_loop().create_task(die())
+    """Asks, and dies with code 3 when sent SIGUSR1: a test sends it once the question is open (its elicit.open
+    record carries this process's pid), so the death comes while the question waits, however loaded the machine."""
+    signal.signal(signal.SIGUSR1, lambda *_: os._exit(3))
     return report(await ctx.elicit("Which repository should this go in?", Repo))
 
 

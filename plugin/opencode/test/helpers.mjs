@@ -22,16 +22,30 @@ export async function startDaemon(config = { servers: {} }, { listen } = {}) {
   const proc = spawn(PYTHON, ["-m", "mcpx", "daemon", ...(listen ? ["--listen", listen] : [])], { env, cwd: home, stdio: ["ignore", "ignore", "pipe"] })
   let stderr = ""
   proc.stderr.on("data", (c) => { stderr += c })
+  const exited = new Promise((r) => (proc.exitCode !== null || proc.signalCode !== null ? r() : proc.once("exit", r)))
+  // SIGTERM, then SIGKILL if it is still there after 10 s; resolves once it is gone
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM")
+    const killer = setTimeout(() => proc.kill("SIGKILL"), 10000)
+    await exited
+    clearTimeout(killer)
+    rmSync(home, { recursive: true, force: true })
+  }
   const pluginEnv = { MCPX_HOME: home }
   const client = new Daemon(pluginEnv)
-  const deadline = Date.now() + 20000
+  // as long as a daemon takes to start on a loaded machine: the wait ends as soon as it answers
+  const deadline = Date.now() + 60000
   for (;;) {
-    if (proc.exitCode !== null) throw new Error(`the daemon exited ${proc.exitCode}: ${stderr}`)
     try {
+      if (proc.exitCode !== null) throw new Error(`the daemon exited ${proc.exitCode}: ${stderr}`)
       await client.health()
       break
-    } catch {
-      if (Date.now() > deadline) throw new Error(`the daemon did not start: ${stderr}`)
+    } catch (error) {
+      const gone = proc.exitCode !== null
+      if (gone || Date.now() > deadline) {
+        await stop() // a daemon that did not start is not left running
+        throw gone ? error : new Error(`the daemon did not start within 60 s: ${stderr}`)
+      }
       await new Promise((r) => setTimeout(r, 50))
     }
   }
@@ -45,11 +59,7 @@ export async function startDaemon(config = { servers: {} }, { listen } = {}) {
     async get(id) {
       return (await client.question(id)).body
     },
-    async stop() {
-      proc.kill("SIGTERM")
-      await new Promise((r) => (proc.exitCode !== null ? r() : proc.once("exit", r)))
-      rmSync(home, { recursive: true, force: true })
-    },
+    stop,
   }
 }
 

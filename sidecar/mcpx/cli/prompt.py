@@ -6,6 +6,9 @@ Typing `decline` at any prompt declines (with an optional reason); Ctrl-C cancel
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -23,6 +26,33 @@ from mcpx.broker.schema import (
 from mcpx.text import plain, quoted
 
 Reader = Callable[[str], str]
+
+
+def read_line(prompt: str) -> str:
+    """input() for a terminal, except that Ctrl-C cancels whenever it is pressed. CPython's input() misses a
+    SIGINT that lands after the prompt is written and before its read() blocks (no EINTR comes then) until the
+    person types a line; seen as a Ctrl-C that did nothing on a loaded machine. Here the signal also writes to
+    a wakeup pipe, so the wait ends however it lands, and the KeyboardInterrupt follows at once."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    fd = sys.stdin.fileno()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    previous = signal.set_wakeup_fd(wake_w)
+    try:
+        while True:
+            ready, _, _ = select.select([fd, wake_r], [], [])
+            if wake_r in ready:
+                os.read(wake_r, 512)  # a signal: its handler (KeyboardInterrupt for Ctrl-C) has run or runs now
+                continue
+            line = os.read(fd, 65536)  # a terminal in canonical mode gives one whole line per read
+            if not line:
+                raise EOFError
+            return line.decode(errors="replace").rstrip("\r\n")
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(wake_r)
+        os.close(wake_w)
 
 
 class Declined(Exception):
@@ -63,7 +93,7 @@ def shown_default(value: Any) -> str:
 
 
 class TerminalForm:
-    def __init__(self, read: Reader = input, out: TextIO = sys.stderr) -> None:
+    def __init__(self, read: Reader = read_line, out: TextIO = sys.stderr) -> None:
         self.read = read
         self.out = out
 

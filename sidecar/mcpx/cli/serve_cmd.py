@@ -192,8 +192,11 @@ class Bridge:
                 self.initialized = True
             await ws.send_str(text)
 
-    async def _drain(self, limit: float = 5.0) -> None:
-        """At the client's end of input, let what it asked be answered before the stream closes (bounded)."""
+    async def _drain(self, limit: float = 60.0) -> None:
+        """At the client's end of input, let what it asked be answered before the stream closes (bounded).
+        The bound is what one request may need, not a blink: a tools/list right behind initialize waits for every
+        upstream to start, which on a loaded machine took longer than the 5 s this once allowed, and its answer
+        was lost. A host that closes our stdin and stops waiting stops us itself (SIGTERM, as MCP says)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
         while self.in_flight and loop.time() < deadline:

@@ -7,6 +7,7 @@ the session that caused it and to nobody else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -194,6 +195,8 @@ class CallContext:
         self.conn = conn
         self.deadline = deadline
         self._save = save
+        # completions the server announced for a question still being opened (they come on their own task)
+        self._completed_early: set[str] = set()
 
     def roots(self) -> list[dict[str, Any]]:
         return roots_for(self.task.request.cwd)
@@ -250,8 +253,19 @@ class CallContext:
         )
 
     async def open(self, params: ElicitParams, announce: bool = True) -> Handle:
+        # Shielded: a call that ends while its question is being stored (its server went away, its client
+        # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
+        opening = asyncio.ensure_future(self.broker.open(self._open_request(params)))
         try:
-            handle = await self.broker.open(self._open_request(params))
+            handle = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                handle = await opening
+                self.task.questions.append(handle.id)
+                if not handle.done() and not self.task.suspended:
+                    self.task.abandoned.append(handle.id)
+                    await self.broker.abandon(handle.id, self.abandon_reason(handle.id))
+            raise
         except InvalidQuestion as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, f"mcpx refused this elicitation: {exc.message}") from None
         self.task.questions.append(handle.id)
@@ -261,6 +275,8 @@ class CallContext:
         if announce:
             await self._save(self.task)  # stored before anyone is told, so a restart knows what it promised
             await self.task.touch()
+        if params.elicitation_id is not None and params.elicitation_id in self._completed_early:
+            await self.complete(params.elicitation_id)
         return handle
 
     async def wait(self, handle: Handle) -> Answer:
@@ -312,7 +328,10 @@ class CallContext:
                 except Exception as exc:  # already answered: the person got there first
                     log.debug("completion for %s ignored: %s", eid, exc)
                 return
-        log.debug("completion for unknown elicitationId %r ignored", elicitation_id)
+        # A server may announce completion right behind its request, before mcpx has finished opening the
+        # question (the two are handled on separate tasks): kept, and applied once the question is open.
+        log.debug("completion for elicitationId %r before its question is open: kept for it", elicitation_id)
+        self._completed_early.add(elicitation_id)
 
     async def input_required(self, result: dict[str, Any], round_no: int) -> dict[str, Any]:
         """One broker question per elicitation in inputRequests, roots and sampling to the client (or roots
