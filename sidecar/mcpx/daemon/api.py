@@ -17,11 +17,10 @@ from pydantic import BaseModel, ValidationError
 from mcpx import __version__, wirejson
 from mcpx.broker.errors import BrokerError
 from mcpx.daemon.schemas import ErrorBody
+from mcpx.keys import MAX_BODY
 from mcpx.mcp import jsonrpc
 
 log = logging.getLogger("mcpx.daemon")
-
-MAX_BODY = 1024 * 1024
 
 
 class ApiError(Exception):

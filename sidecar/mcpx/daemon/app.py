@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from mcpx.daemon import call_routes, elicit_routes
-from mcpx.daemon.api import MAX_BODY, Api, error_response, errors_middleware
-from mcpx.daemon.elicit_routes import SHUTDOWN
+from mcpx.daemon.api import Api, error_response, errors_middleware
 from mcpx.daemon.peers import is_unix
 from mcpx.daemon.runtime import RUNTIME, Runtime
+from mcpx.keys import MAX_BODY, SHUTDOWN
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

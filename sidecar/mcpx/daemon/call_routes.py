@@ -15,9 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpx.answering import respond_with
 from mcpx.broker.models import Elicitation, SessionSource, WireModel
 from mcpx.daemon.api import Api, ApiError, Call, Reply
-from mcpx.daemon.peers import CWD_HEADER, session_of
+from mcpx.daemon.peers import session_of
 from mcpx.daemon.runtime import RUNTIME, Runtime
 from mcpx.daemon.schemas import ErrorDetail, TaskPath
+from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.upstream.calls import CallRequest, CallTask, TaskState
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.pool import InstanceInfo
@@ -158,7 +159,7 @@ async def call_tool(call: Call) -> web.StreamResponse:
         session, source = body.session, "argument"
     elif header_session:
         session = header_session
-        source = "env" if call.request.headers.get("X-Mcpx-Session-Source") == "env" else "header"
+        source = "env" if call.request.headers.get(SESSION_SOURCE_HEADER) == "env" else "header"
     else:
         session = call.app[RUNTIME].loaded.fallback_session(call.request.headers.get(CWD_HEADER))
         source = "fallback"

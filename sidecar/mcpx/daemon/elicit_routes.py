@@ -14,7 +14,7 @@ from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, AuditRecord, ElicitationWithAnswer, OpenRequest
 from mcpx.broker.routing import secret_fields
 from mcpx.daemon.api import Api, ApiError, Call, Reply
-from mcpx.daemon.peers import CWD_HEADER, answerer_of, peer_pid, refuse_agent_as_person, session_of
+from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
 from mcpx.daemon.runtime import RUNTIME, Runtime
 from mcpx.daemon.schemas import (
     AnswerBody,
@@ -35,9 +35,9 @@ from mcpx.daemon.schemas import (
     kind_list,
 )
 from mcpx.durations import parse_duration
+from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
 
 api = Api()
-SHUTDOWN: web.AppKey[asyncio.Event] = web.AppKey("shutdown", asyncio.Event)
 
 _ERR = {
     400: Reply("the request is malformed; the message names what"),
@@ -115,7 +115,7 @@ async def ask(call: Call) -> web.StreamResponse:
     if body.session:
         session, source = body.session, "argument"
     elif header_session:
-        source = "env" if call.request.headers.get("X-Mcpx-Session-Source") == "env" else "header"
+        source = "env" if call.request.headers.get(SESSION_SOURCE_HEADER) == "env" else "header"
         session = header_session
     else:
         session, source = rt.loaded.fallback_session(call.request.headers.get(CWD_HEADER)), "fallback"

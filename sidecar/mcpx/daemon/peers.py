@@ -9,10 +9,7 @@ from aiohttp import web
 
 from mcpx import agentshell
 from mcpx.daemon.api import ApiError
-
-SESSION_HEADER = "X-Mcpx-Session"
-ANSWERER_HEADER = "X-Mcpx-Answerer"
-CWD_HEADER = "X-Mcpx-Cwd"
+from mcpx.keys import ANSWERER_HEADER, SESSION_HEADER
 
 # surfaces a /v1 caller may answer as; policy:*, expiry and upstream are mcpx's own
 CLAIMABLE = ("person:cli", "person:rest", "person:opencode", "person:tui", "agent:mcp", "agent:cli", "agent:opencode")

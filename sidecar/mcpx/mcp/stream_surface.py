@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from mcpx import wirejson
-from mcpx.daemon.peers import CWD_HEADER, SESSION_HEADER
+from mcpx.keys import CWD_HEADER, SESSION_HEADER, SESSION_SOURCE_HEADER, TOOL_PREFIX_HEADER
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
 from mcpx.mcp.outbound import PeerOutbound
@@ -57,8 +57,8 @@ def client_state(request: web.Request, surface: Surface) -> ClientState:
     scope = request.match_info.get("server") or request.query.get("server") or None
     if scope is not None:
         surface.gateway.pool.entry(scope)  # an unknown server is refused here, by name
-    source = "env" if request.headers.get("X-Mcpx-Session-Source") == "env" else "header"
-    prefix = request.headers.get("X-Mcpx-Tool-Prefix", "")
+    source = "env" if request.headers.get(SESSION_SOURCE_HEADER) == "env" else "header"
+    prefix = request.headers.get(TOOL_PREFIX_HEADER, "")
     if not re.fullmatch(r"[A-Za-z0-9_.-]{0,64}", prefix):
         prefix = ""
     return ClientState(scope=scope, env_session=request.headers.get(SESSION_HEADER) or None,
