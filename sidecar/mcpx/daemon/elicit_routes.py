@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 from pydantic_core import PydanticSerializationError
 
-from mcpx import __version__, wirejson
+from mcpx import __version__, sse, wirejson
 from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, AuditRecord, ElicitationWithAnswer, OpenRequest
 from mcpx.broker.routing import secret_fields
@@ -196,7 +196,7 @@ def sse_frame(record: AuditRecord) -> bytes:
         data = record.model_dump_json(by_alias=True, exclude_none=True)
     except PydanticSerializationError:  # a lone surrogate from outside (an upstream's error text): sent as its escape
         data = wirejson.dumps(record.model_dump(mode="json", by_alias=True, exclude_none=True))
-    return f"id: {record.seq}\nevent: {record.kind}\ndata: {data}\n\n".encode()
+    return sse.frame(data, id=record.seq, event=record.kind)
 
 
 @api.route("GET", "/v1/events", "Server-sent events of every transition; Last-Event-ID replays from the log",
@@ -211,13 +211,12 @@ async def events(call: Call) -> web.StreamResponse:
     last = header if header is not None else q.last_event_id
     heartbeat = float(os.environ.get("MCPX_SSE_HEARTBEAT", "15"))
     accept = _accepts(kinds, q.session)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                           "X-Accel-Buffering": "no"})
+    response = web.StreamResponse(headers=sse.HEADERS)
     with rt.broker.bus.subscribe(accept) as sub:  # subscribe before replaying: nothing falls in the gap
         await response.prepare(call.request)
         # an id-only frame tells the client where the log stands, so a reconnect can resume from here
         head = last if last is not None else await rt.broker.store.last_seq()
-        await response.write(f"retry: 1000\nid: {head}\n\n".encode())
+        await response.write(sse.frame(id=head, retry=1000))
         # what was replayed is not sent twice; without a replay every record that reached us is sent
         sent = last if last is not None else 0
         if last is not None:
@@ -236,7 +235,7 @@ async def events(call: Call) -> web.StreamResponse:
                     async with asyncio.timeout(heartbeat):
                         record = await sub.get()
                 except TimeoutError:
-                    await response.write(b": heartbeat\n\n")
+                    await response.write(sse.comment("heartbeat"))
                     continue
                 if record is None:  # fell behind (the client resumes from its Last-Event-ID) or stopping
                     break

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from mcpx import wirejson
+from mcpx import sse, wirejson
 from mcpx.masking import mask_text, shown_url
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message
@@ -212,36 +212,17 @@ class HttpChannel:
 
     async def _read_sse(self, resp: aiohttp.ClientResponse, stream: "SseState", rid: jsonrpc.Id | None) -> bool:
         """Feed one SSE stream's messages in; True once the response to `rid` has gone by."""
-        data: list[str] = []
         answered = False
-
-        def dispatch() -> None:
-            nonlocal answered
-            text = "\n".join(data)
-            if text.strip():  # an event with empty data only primes the stream (its id)
-                msg = self._push_text(text)
-                if msg is not None and rid is not None and msg.get("id") == rid and "method" not in msg:
-                    answered = True
-
-        async for raw in resp.content:
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if line.startswith(":"):
-                continue
-            if not line:
-                if data:
-                    dispatch()
-                data = []
-                continue
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "data":
-                data.append(value)
-            elif name == "id":
-                stream.last_id = value
-            elif name == "retry" and value.isdigit():
-                stream.retry_ms = int(value)
-        if data:
-            dispatch()
+        async for event in sse.read(resp.content, partial=True):
+            if event.id is not None:
+                stream.last_id = event.id
+            if event.retry is not None:
+                stream.retry_ms = event.retry
+            if event.data is None or not event.data.strip():
+                continue  # an event with empty data only primes the stream (its id)
+            msg = self._push_text(event.data)
+            if msg is not None and rid is not None and msg.get("id") == rid and "method" not in msg:
+                answered = True
         return answered
 
     def _push_text(self, text: str) -> Message | None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from mcpx import wirejson
+from mcpx import sse, wirejson
 from mcpx.keys import MAX_BODY, SHUTDOWN
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message, RpcError
@@ -74,7 +74,7 @@ class SseWriter:
             if self.response is None:
                 self.response = _sse_response(self.headers)
                 await self.response.prepare(self.request)
-            await self.response.write(f"id: {next(self._ids)}\nevent: message\ndata: {data}\n\n".encode())
+            await self.response.write(sse.frame(data, id=next(self._ids), event="message"))
 
     async def finish(self, reply: Message, status: int = 200) -> web.StreamResponse:
         if self.response is None:
@@ -391,7 +391,7 @@ class McpEndpoint:
             while session.id in self.sessions and not stopping.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), 15)  # a stopping daemon ends the stream at once
-                await writer.response.write(b": keep-alive\n\n")
+                await writer.response.write(sse.comment("keep-alive"))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -414,8 +414,7 @@ def _status_of(reply: Message) -> int:
 
 
 def _sse_response(headers: dict[str, str] | None = None) -> web.StreamResponse:
-    return web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                       "X-Accel-Buffering": "no", **(headers or {})})
+    return web.StreamResponse(headers={**sse.HEADERS, **(headers or {})})
 
 
 def _rpc_response(msg: Message, status: int, headers: dict[str, str] | None = None) -> web.Response:
