@@ -138,7 +138,7 @@ def config_check(args: argparse.Namespace) -> int:
         return 1
     summary = {"ok": True, "config": origin, "servers": sorted(config.servers), "mode": config.elicit.mode,
                "rules": [r.id for r in config.elicit.rules], "ttl": config.elicit.ttl,
-               "confirmDestructive": config.elicit.confirmDestructive, "plugin": config.plugin.elicit}
+               "confirmDestructive": config.elicit.confirm_destructive, "plugin": config.plugin.elicit}
     if args.json:
         emit_json(summary)
     else:

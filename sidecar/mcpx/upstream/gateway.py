@@ -166,7 +166,7 @@ class Gateway:
         await self._settle(task, self._confirmed_call(task, entry.timeout), "running")
 
     async def _confirmed_call(self, task: CallTask, timeout: float) -> dict[str, Any]:
-        if self.rt.config.elicit.confirmDestructive and await self._may_change_things(task):
+        if self.rt.config.elicit.confirm_destructive and await self._may_change_things(task):
             await self._confirm(task)
         return await self._call_with_era(task, timeout, era=None)
 
@@ -189,7 +189,7 @@ class Gateway:
             requested_schema={"type": "object", "properties": {"confirm": {
                 "type": "boolean", "default": False, "title": "Let it proceed",
                 "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}},
-            trace=task.trace, parent=r.parent, task=task.id, ttl=settings.askTimeout, audience="human",
+            trace=task.trace, parent=r.parent, task=task.id, ttl=settings.ask_timeout, audience="human",
             policy_mode=r.policy_mode))
         task.questions.append(handle.id)
         if not handle.done():
@@ -209,7 +209,7 @@ class Gateway:
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return
         if answer.by == "expiry":
-            why = f"nobody answered within {settings.askTimeout:g}s"
+            why = f"nobody answered within {settings.ask_timeout:g}s"
         elif answer.action == "accept":
             why = f"{answer.by} answered but did not confirm"
         else:
@@ -252,7 +252,7 @@ class Gateway:
             task.era = conn.era
             ctx = CallContext(self.broker, task, conn, deadline, self._save)
             try:
-                return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, settings.maxRounds, r.meta),
+                return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, settings.max_rounds, r.meta),
                                           f"{r.server}.{r.tool}")
             except NeedsLegacy as exc:
                 if r.transparent:
@@ -374,7 +374,7 @@ class Gateway:
                 q, _ = await self.broker.get(eid)
                 self.broker.mark_resumed(q, {"era": "modern", "round": resume.get("round"), "afterRestart": True})
             return await deadline.run(conn.resume_modern(
-                r.tool, r.arguments, responses, resume.get("requestState"), ctx, self.rt.config.elicit.maxRounds,
+                r.tool, r.arguments, responses, resume.get("requestState"), ctx, self.rt.config.elicit.max_rounds,
                 int(resume.get("round") or 1)), f"{r.server}.{r.tool}")
 
     @staticmethod
