@@ -264,7 +264,7 @@ class Broker:
         q, answer, ended = await self.store.write(unit)
         fut = self._future_for(q.id)
         if answer is not None:
-            self._settle(q.id, answer)
+            self._wake_asker(q.id, answer)
         elif ended is not None:
             self._futures.pop(q.id, None)
             fut.set_exception(ended)
@@ -344,9 +344,9 @@ class Broker:
             return q, answer, None, None
 
         q, answer, expired, refusal = await self.store.write(unit)
-        for settled in (expired, answer):
-            if settled is not None:
-                self._settle(eid, settled)
+        for reached in (expired, answer):
+            if reached is not None:
+                self._wake_asker(eid, reached)
         self._publish(records)
         if refusal is not None:
             raise refusal
@@ -407,7 +407,7 @@ class Broker:
                     {"by": by, "reason": why, "from": "agent-then-human", "to": "human"}, pid, exact_pid=True)
         return q
 
-    def _settle(self, eid: str, answer: Answer) -> None:
+    def _wake_asker(self, eid: str, answer: Answer) -> None:
         """Wake the in-process asker — only ever after the answer has committed."""
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
@@ -440,7 +440,7 @@ class Broker:
 
         expired = await self.store.write(unit)
         for eid, answer in expired:
-            self._settle(eid, answer)
+            self._wake_asker(eid, answer)
         self._publish(records)
         return len(expired)
 
@@ -498,7 +498,7 @@ class Broker:
         doc, expires, stored = row
         return self._load(doc, expires, time.time()), (Answer.model_validate(stored) if stored else None)
 
-    async def list(self, **filters: str | None) -> list[Elicitation]:
+    async def questions(self, **filters: str | None) -> list[Elicitation]:
         limit = int(filters.pop("limit", None) or 10000)
         now = time.time()
         return [self._load(doc, exp, now) for doc, exp in await self.store.list_docs(filters, limit)]
@@ -515,7 +515,7 @@ class Broker:
             raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
         fut = self._futures.get(eid)
         if fut is None:
-            return await self.get(eid)  # settled between our read and now: the answer has committed
+            return await self.get(eid)  # answered between our read and now: the answer has committed
         try:
             answer = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
         except TimeoutError:

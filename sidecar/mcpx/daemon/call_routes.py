@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpx.answering import respond_with
 from mcpx.broker.models import Elicitation, SessionSource, WireModel
-from mcpx.daemon.api import Api, ApiError, Call, Reply
+from mcpx.daemon.api import Api, RouteError, Call, Reply
 from mcpx.daemon.peers import session_of
 from mcpx.daemon.runtime import RUNTIME, Runtime
 from mcpx.daemon.schemas import ErrorDetail, TaskPath
@@ -107,7 +107,7 @@ class UpstreamList(WireModel):
 def _gw(call: Call) -> Gateway:
     rt: Runtime = call.app[RUNTIME]
     if rt.gateway is None:
-        raise ApiError(503, "no_gateway", "the gateway is not running")
+        raise RouteError(503, "no_gateway", "the gateway is not running")
     return rt.gateway
 
 
@@ -169,7 +169,7 @@ async def call_tool(call: Call) -> web.StreamResponse:
             session_source=source, cwd=call.request.headers.get(CWD_HEADER), surface="rest",  # type: ignore[arg-type]
             policy_mode=body.elicit))
     except UnknownServer as exc:
-        raise ApiError(404, "unknown_server", str(exc)) from None
+        raise RouteError(404, "unknown_server", str(exc)) from None
     limit = call.query.wait if call.query.wait is not None else gw.pool.entry(task.request.server).timeout + 5
     await task.wait_for(lambda: task.done or bool(task.open), limit)
     return finished_response(task) if task.done else waiting_response(task)
@@ -206,7 +206,7 @@ async def cancel_task(call: Call) -> web.StreamResponse:
     gw = _gw(call)
     doc = await _task_or_404(gw, call.path["id"])
     if not await gw.cancel(call.path["id"], "cancelled through the REST API"):
-        raise ApiError(409, "task_done", f"{call.path['id']} already finished ({doc['state']})")
+        raise RouteError(409, "task_done", f"{call.path['id']} already finished ({doc['state']})")
     return web.json_response(await gw.task_doc(call.path["id"]))
 
 
@@ -214,7 +214,7 @@ async def _task_or_404(gw: Gateway, tid: str) -> dict[str, Any]:
     try:
         return await gw.task_doc(tid)
     except UnknownTask as exc:
-        raise ApiError(400 if "not a task id" in str(exc) else 404, "unknown_task", str(exc)) from None
+        raise RouteError(400 if "not a task id" in str(exc) else 404, "unknown_task", str(exc)) from None
 
 
 @api.route("GET", "/v1/tools", "Every upstream server's tools (or why a server could not list them)", tag="call",
@@ -232,9 +232,9 @@ async def server_tools(call: Call) -> web.StreamResponse:
     try:
         tools = await gw.tools(server)
     except UnknownServer as exc:
-        raise ApiError(404, "unknown_server", str(exc)) from None
+        raise RouteError(404, "unknown_server", str(exc)) from None
     except Exception as exc:
-        raise ApiError(502, "upstream_failed", str(exc)) from None
+        raise RouteError(502, "upstream_failed", str(exc)) from None
     return web.json_response({"servers": {server: tools}})
 
 

@@ -13,7 +13,7 @@ from mcpx import __version__, sse, wirejson
 from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, AuditRecord, ElicitationWithAnswer, OpenRequest
 from mcpx.broker.routing import secret_fields
-from mcpx.daemon.api import Api, ApiError, Call, Reply
+from mcpx.daemon.api import Api, RouteError, Call, Reply
 from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
 from mcpx.daemon.runtime import RUNTIME, Runtime
 from mcpx.daemon.schemas import (
@@ -107,9 +107,9 @@ async def ask(call: Call) -> web.StreamResponse:
     try:
         ttl = parse_duration(body.ttl) if body.ttl is not None else None
     except ValueError as exc:
-        raise ApiError(400, "bad_body", f"invalid body: ttl: {exc}", fields={"ttl": str(exc)}) from None
+        raise RouteError(400, "bad_body", f"invalid body: ttl: {exc}", fields={"ttl": str(exc)}) from None
     if ttl is not None and not 0 < ttl <= 7 * 86400:
-        raise ApiError(400, "bad_body", "invalid body: ttl must be more than 0 and at most 7 days",
+        raise RouteError(400, "bad_body", "invalid body: ttl must be more than 0 and at most 7 days",
                        fields={"ttl": "out of range"})
     header_session = session_of(call.request)
     if body.session:

@@ -253,7 +253,7 @@ class HttpChannel:
         await self._http.close()
         self._incoming.put_nowait(None)
 
-    async def settle(self) -> None:
+    async def wait_exited(self) -> None:
         return None
 
     def describe_exit(self) -> str:

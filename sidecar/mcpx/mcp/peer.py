@@ -33,7 +33,7 @@ class Channel(Protocol):
 
     async def close(self) -> None: ...
 
-    async def settle(self) -> None:
+    async def wait_exited(self) -> None:
         """Once the stream has ended: let the other side finish dying, so describe_exit can tell how."""
         ...
 
@@ -121,7 +121,7 @@ class Peer:
         finally:
             if not self.close_reason:
                 try:
-                    await asyncio.wait_for(self.channel.settle(), 2.0)
+                    await asyncio.wait_for(self.channel.wait_exited(), 2.0)
                 except (TimeoutError, Exception):
                     pass
             self._shut(self.close_reason or self.channel.describe_exit())

@@ -45,7 +45,7 @@ class WebSocketChannel:
     async def close(self) -> None:
         await self.ws.close()
 
-    async def settle(self) -> None:
+    async def wait_exited(self) -> None:
         return None
 
     def describe_exit(self) -> str:

@@ -568,7 +568,7 @@ class Surface:
         if state_filter not in ("pending", "answered", "expired", "abandoned", "all"):
             return text_result(f"mcpx: state {state_filter!r} is not one of pending, answered, expired, abandoned, all",
                                error=True)
-        questions = await self.broker.list(session=session, state=None if state_filter == "all" else state_filter,
+        questions = await self.broker.questions(session=session, state=None if state_filter == "all" else state_filter,
                                            server=args.get("server"))
         docs = [q.wire() for q in questions]
         if not docs:

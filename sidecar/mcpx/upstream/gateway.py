@@ -163,7 +163,7 @@ class Gateway:
 
     async def _run(self, task: CallTask) -> None:
         entry = self.pool.entry(task.request.server)
-        await self._settle(task, self._confirmed_call(task, entry.timeout), "running")
+        await self._run_to_end(task, self._confirmed_call(task, entry.timeout), "running")
 
     async def _confirmed_call(self, task: CallTask, timeout: float) -> dict[str, Any]:
         if self.rt.config.elicit.confirm_destructive and await self._may_change_things(task):
@@ -216,7 +216,7 @@ class Gateway:
             why = f"{answer.by} said {answer.action}" + (f" ({answer.reason})" if answer.reason else "")
         raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and {why}")
 
-    async def _settle(self, task: CallTask, work: Awaitable[dict[str, Any]], doing: str) -> None:
+    async def _run_to_end(self, task: CallTask, work: Awaitable[dict[str, Any]], doing: str) -> None:
         """Run a call to its end and record how it ended, in words that name the server and the question."""
         r = task.request
         try:
@@ -323,7 +323,7 @@ class Gateway:
                                   era=(doc.get("transparent") or {}).get("era"),
                                   client_caps=(doc.get("transparent") or {}).get("clientCaps"))
             # the questions table is the truth about which questions the call raised
-            raised = [q.id for q in await self.broker.list(task=doc["id"], state=None)]
+            raised = [q.id for q in await self.broker.questions(task=doc["id"], state=None)]
             task = CallTask(id=doc["id"], trace=doc["trace"], request=request, state=doc["state"],
                             era=doc.get("era"), questions=raised, resume=resume,
                             created=datetime.fromisoformat(doc["created"].replace("Z", "+00:00")).timestamp())
@@ -339,7 +339,7 @@ class Gateway:
                 await self._finish(task, "failed")
 
     async def _resume(self, task: CallTask) -> None:
-        await self._settle(task, self._redrive(task), "re-driving after the restart")
+        await self._run_to_end(task, self._redrive(task), "re-driving after the restart")
 
     async def _redrive(self, task: CallTask) -> dict[str, Any]:
         """Wait for the answers that were due, then send the retry the old daemon never got to send."""
