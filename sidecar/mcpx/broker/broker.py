@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from mcpx import wirejson
 from mcpx.broker import policy, routing
@@ -50,6 +50,13 @@ class InvalidQuestion(BrokerError):
     code, status = "invalid_question", 400
 
 
+class Settings(Protocol):
+    """Where the broker reads the config in force (a ConfigSource): TTLs and the policy, at each question."""
+
+    @property
+    def config(self) -> Config: ...
+
+
 def _ts(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
@@ -80,7 +87,7 @@ class Handle:
 
 
 class Broker:
-    def __init__(self, store: Store, settings: Callable[[], Config], pid: int | None = None) -> None:
+    def __init__(self, store: Store, settings: Settings, pid: int | None = None) -> None:
         self.store = store
         self.bus = EventBus()
         self._settings = settings
@@ -204,7 +211,7 @@ class Broker:
                 raise InvalidQuestion("a url-mode question takes url, not requestedSchema")
         if not req.message or not req.message.strip():
             raise InvalidQuestion("message is required: the words the person or agent will read")
-        ttl = req.ttl if req.ttl is not None else self._settings().ttl_for(req.server)
+        ttl = req.ttl if req.ttl is not None else self._settings.config.ttl_for(req.server)
         decided = routing.route(req.mode, schema, req.message, req.meta, req.audience)
         q = Elicitation(
             id=new_id("elc"), trace=req.trace, parent=req.parent, task=req.task, session=req.session,
@@ -225,7 +232,7 @@ class Broker:
     async def open(self, req: OpenRequest) -> Handle:
         now = time.time()
         q, decided = self._build(req, now)
-        decision, _checks = policy.evaluate(self._settings().elicit, q, mode=req.policy_mode)
+        decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
         records: list[AuditRecord] = []
         expires = now + (q.expires_at - q.created).total_seconds()
 

@@ -16,15 +16,15 @@ from mcpx.answering import respond_with
 from mcpx.broker.models import Elicitation, SessionSource, WireModel
 from mcpx.daemon.api import Api, RouteError, Call, Reply
 from mcpx.daemon.peers import session_of
-from mcpx.daemon.runtime import RUNTIME, Runtime
+from mcpx.daemon.state import CONFIG, GATEWAY
 from mcpx.daemon.schemas import ErrorDetail, TaskPath
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
+from mcpx.sessions import header_source, resolve_session
 from mcpx.upstream.calls import CallRequest, CallTask, TaskState
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.pool import InstanceInfo
 
 api = Api()
-_NO_GATEWAY = Reply("the gateway is not running (only in a daemon built without one)")
 
 
 class CallBody(BaseModel):
@@ -104,13 +104,6 @@ class UpstreamList(WireModel):
     rss_kib: int = Field(alias="rssKiB", description="their resident memory, all together")
 
 
-def _gw(call: Call) -> Gateway:
-    rt: Runtime = call.app[RUNTIME]
-    if rt.gateway is None:
-        raise RouteError(503, "no_gateway", "the gateway is not running")
-    return rt.gateway
-
-
 def waiting_document(task: CallTask) -> InputRequired:
     questions = [WaitingQuestion.model_validate({**q.wire(), "secondsLeft": q.remaining(), "respondWith": respond_with(
         q.wire())}) for q in task.open.values()]
@@ -149,25 +142,19 @@ def finished_response(task: CallTask) -> web.Response:
                     202: Reply("the call waits for input (or is still running); it keeps running", InputRequired,
                                headers=("Location", "Retry-After")),
                     404: Reply("no such server"),
-                    502: Reply("the call failed: the message names the server and what happened", CallFailed),
-                    503: _NO_GATEWAY})
+                    502: Reply("the call failed: the message names the server and what happened", CallFailed)})
 async def call_tool(call: Call) -> web.StreamResponse:
-    gw = _gw(call)
+    gw = call.app[GATEWAY]
     body: CallBody = call.body
-    header_session = session_of(call.request)
-    if body.session:
-        session, source = body.session, "argument"
-    elif header_session:
-        session = header_session
-        source = "env" if call.request.headers.get(SESSION_SOURCE_HEADER) == "env" else "header"
-    else:
-        session = call.app[RUNTIME].loaded.fallback_session(call.request.headers.get(CWD_HEADER))
-        source = "fallback"
+    headers = call.request.headers
+    session, source = resolve_session(call.app[CONFIG].fallback_session, argument=body.session,
+                                      header=session_of(call.request),
+                                      source=header_source(headers.get(SESSION_SOURCE_HEADER)),
+                                      cwd=headers.get(CWD_HEADER))
     try:
         task = await gw.start_call(CallRequest(
             server=call.path["server"], tool=call.path["tool"], arguments=body.arguments, session=session,
-            session_source=source, cwd=call.request.headers.get(CWD_HEADER), surface="rest",  # type: ignore[arg-type]
-            policy_mode=body.elicit))
+            session_source=source, cwd=headers.get(CWD_HEADER), surface="rest", policy_mode=body.elicit))
     except UnknownServer as exc:
         raise RouteError(404, "unknown_server", str(exc)) from None
     limit = call.query.wait if call.query.wait is not None else gw.pool.entry(task.request.server).timeout + 5
@@ -177,9 +164,9 @@ async def call_tool(call: Call) -> web.StreamResponse:
 
 @api.route("GET", "/v1/tasks/{id}", "A call's status: running, input-required, completed, failed, cancelled",
            tag="call", params=TaskPath,
-           replies={200: Reply("the task", TaskDoc), 404: Reply("no such task"), 503: _NO_GATEWAY})
+           replies={200: Reply("the task", TaskDoc), 404: Reply("no such task")})
 async def get_task(call: Call) -> web.StreamResponse:
-    return web.json_response(await _task_or_404(_gw(call), call.path["id"]))
+    return web.json_response(await _task_or_404(call.app[GATEWAY], call.path["id"]))
 
 
 @api.route("GET", "/v1/tasks/{id}/result", "Long-poll for a call's real result", query=ResultQuery, tag="call",
@@ -187,9 +174,9 @@ async def get_task(call: Call) -> web.StreamResponse:
            replies={200: Reply("the call finished (its state says how)", TaskDoc),
                     202: Reply("still running or waiting for input", InputRequired,
                                headers=("Location", "Retry-After")),
-                    404: Reply("no such task"), 503: _NO_GATEWAY})
+                    404: Reply("no such task")})
 async def task_result(call: Call) -> web.StreamResponse:
-    gw = _gw(call)
+    gw = call.app[GATEWAY]
     live = gw.task(call.path["id"])
     if live is not None and not live.done:
         await live.wait_for(lambda: live.done, call.query.timeout)
@@ -200,10 +187,9 @@ async def task_result(call: Call) -> web.StreamResponse:
 
 @api.route("POST", "/v1/tasks/{id}/cancel", "Cancel a running call; its open questions are abandoned", tag="call",
            params=TaskPath,
-           replies={200: Reply("cancelled", TaskDoc), 404: Reply("no such task"), 409: Reply("already finished"),
-                    503: _NO_GATEWAY})
+           replies={200: Reply("cancelled", TaskDoc), 404: Reply("no such task"), 409: Reply("already finished")})
 async def cancel_task(call: Call) -> web.StreamResponse:
-    gw = _gw(call)
+    gw = call.app[GATEWAY]
     doc = await _task_or_404(gw, call.path["id"])
     if not await gw.cancel(call.path["id"], "cancelled through the REST API"):
         raise RouteError(409, "task_done", f"{call.path['id']} already finished ({doc['state']})")
@@ -218,16 +204,16 @@ async def _task_or_404(gw: Gateway, tid: str) -> dict[str, Any]:
 
 
 @api.route("GET", "/v1/tools", "Every upstream server's tools (or why a server could not list them)", tag="call",
-           replies={200: Reply("tools by server", ToolsList), 503: _NO_GATEWAY})
+           replies={200: Reply("tools by server", ToolsList)})
 async def list_tools(call: Call) -> web.StreamResponse:
-    return web.json_response({"servers": await _gw(call).all_tools()})
+    return web.json_response({"servers": await call.app[GATEWAY].all_tools()})
 
 
 @api.route("GET", "/v1/tools/{server}", "One server's tools", tag="call",
            replies={200: Reply("its tools", ToolsList), 404: Reply("no such server"),
-                    502: Reply("it could not list its tools: the message says why"), 503: _NO_GATEWAY})
+                    502: Reply("it could not list its tools: the message says why")})
 async def server_tools(call: Call) -> web.StreamResponse:
-    gw = _gw(call)
+    gw = call.app[GATEWAY]
     server = call.path["server"]
     try:
         tools = await gw.tools(server)
@@ -239,9 +225,9 @@ async def server_tools(call: Call) -> web.StreamResponse:
 
 
 @api.route("GET", "/v1/upstreams", "The upstream server instances running now: era, sessions, memory", tag="call",
-           replies={200: Reply("the instances, oldest first per server", UpstreamList), 503: _NO_GATEWAY})
+           replies={200: Reply("the instances, oldest first per server", UpstreamList)})
 async def upstreams(call: Call) -> web.StreamResponse:
-    instances = await _gw(call).pool.describe()
+    instances = await call.app[GATEWAY].pool.describe()
     body = UpstreamList(instances=instances, processes=sum(i.processes or 0 for i in instances),
                         rss_kib=sum(i.rss_kib or 0 for i in instances))
     return web.json_response(body.wire())

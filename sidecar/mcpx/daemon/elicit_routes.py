@@ -15,7 +15,7 @@ from mcpx.broker.models import Answer, AuditRecord, ElicitationWithAnswer, OpenR
 from mcpx.broker.routing import secret_fields
 from mcpx.daemon.api import Api, RouteError, Call, Reply
 from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
-from mcpx.daemon.runtime import RUNTIME, Runtime
+from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
 from mcpx.daemon.schemas import (
     AnswerBody,
     AnswerPath,
@@ -36,6 +36,7 @@ from mcpx.daemon.schemas import (
 )
 from mcpx.durations import parse_duration
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
+from mcpx.sessions import header_source, resolve_session
 
 api = Api()
 
@@ -48,10 +49,6 @@ _ERR = {
     410: Reply("expired or abandoned"),
     422: Reply("the content does not fit the question's schema; each field's problem is named"),
 }
-
-
-def _rt(call: Call) -> Runtime:
-    return call.app[RUNTIME]
 
 
 def json_text(text: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -71,13 +68,14 @@ def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> dic
 @api.route("GET", "/v1/health", "Is the daemon up, and what is it running", tag="daemon",
            replies={200: Reply("the daemon is serving", Health)})
 async def health(call: Call) -> web.StreamResponse:
-    rt = _rt(call)
+    info, settings = call.app[INFO], call.app[CONFIG]
+    config = settings.config
     body = Health(
-        ok=True, version=__version__, pid=os.getpid(), started_at=rt.started_at, socket=str(rt.paths.socket),
-        listen=rt.listen, config=rt.loaded.origin, config_error=rt.config_error,
-        pending=await rt.broker.store.count("pending"), servers=sorted(rt.config.servers),
-        server_commands={name: entry.shown for name, entry in sorted(rt.config.servers.items())},
-        plugin_elicit=rt.config.plugin.elicit,
+        ok=True, version=__version__, pid=os.getpid(), started_at=info.started_at, socket=str(info.paths.socket),
+        listen=info.listen, config=settings.origin, config_error=settings.error,
+        pending=await call.app[BROKER].store.count("pending"), servers=sorted(config.servers),
+        server_commands={name: entry.shown for name, entry in sorted(config.servers.items())},
+        plugin_elicit=config.plugin.elicit,
     )
     return web.json_response(body.wire())
 
@@ -85,7 +83,7 @@ async def health(call: Call) -> web.StreamResponse:
 @api.route("GET", "/v1/openapi.json", "This API, generated from the route table", tag="daemon",
            replies={200: Reply("OpenAPI 3.1", OpenApiDocument)})
 async def openapi(call: Call) -> web.StreamResponse:
-    return web.json_response(call.app["openapi"])
+    return web.json_response(call.app[OPENAPI])
 
 
 @api.route("GET", "/v1/elicit", "Questions, oldest first (default: pending ones)", query=ListQuery,
@@ -94,14 +92,13 @@ async def list_questions(call: Call) -> web.StreamResponse:
     q: ListQuery = call.query
     filters = {"session": q.session, "state": None if q.state == "all" else q.state, "server": q.server,
                "audience": q.audience, "trace": q.trace, "task": q.task}
-    text, count = await _rt(call).broker.list_json(filters, q.limit)
+    text, count = await call.app[BROKER].list_json(filters, q.limit)
     return json_text(f'{{"elicitations":{text},"count":{count}}}')
 
 
 @api.route("POST", "/v1/elicit", "mcpx asks on its own behalf: approvals from CI and scripts", body=AskBody,
            replies={201: Reply("the question is open", Opened, headers=("Location",)), 400: _ERR[400]})
 async def ask(call: Call) -> web.StreamResponse:
-    rt = _rt(call)
     body: AskBody = call.body
     mode = body.mode or ("url" if body.url else "form")
     try:
@@ -111,15 +108,12 @@ async def ask(call: Call) -> web.StreamResponse:
     if ttl is not None and not 0 < ttl <= 7 * 86400:
         raise RouteError(400, "bad_body", "invalid body: ttl must be more than 0 and at most 7 days",
                        fields={"ttl": "out of range"})
-    header_session = session_of(call.request)
-    if body.session:
-        session, source = body.session, "argument"
-    elif header_session:
-        source = "env" if call.request.headers.get(SESSION_SOURCE_HEADER) == "env" else "header"
-        session = header_session
-    else:
-        session, source = rt.loaded.fallback_session(call.request.headers.get(CWD_HEADER)), "fallback"
-    handle = await rt.broker.open(OpenRequest(
+    headers = call.request.headers
+    session, source = resolve_session(call.app[CONFIG].fallback_session, argument=body.session,
+                                      header=session_of(call.request),
+                                      source=header_source(headers.get(SESSION_SOURCE_HEADER)),
+                                      cwd=headers.get(CWD_HEADER))
+    handle = await call.app[BROKER].open(OpenRequest(
         session=session, session_source=source, server=body.server or "mcpx", tool=body.tool, mode=mode,
         message=body.message, requested_schema=body.requested_schema, url=body.url,
         upstream_id=body.elicitation_id, ttl=ttl, audience=body.audience, meta=body.meta,
@@ -132,7 +126,7 @@ async def ask(call: Call) -> web.StreamResponse:
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,
            replies={200: Reply("the question", ElicitationWithAnswer), 400: _ERR[400], 404: _ERR[404]})
 async def get_question(call: Call) -> web.StreamResponse:
-    q, answer = await _rt(call).broker.get(call.path["id"])
+    q, answer = await call.app[BROKER].get(call.path["id"])
     return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema)})
 
 
@@ -145,7 +139,7 @@ async def answer_question(call: Call) -> web.StreamResponse:
     body: AnswerBody = call.body
     by = answerer_of(call.request)
     refuse_agent_as_person(call.request, by)
-    q, answer = await _rt(call).broker.answer(
+    q, answer = await call.app[BROKER].answer(
         call.path["id"], action, body.content, by=by, session=session_of(call.request),  # type: ignore[arg-type]
         pid=peer_pid(call.request), reason=body.reason)
     return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema),
@@ -158,7 +152,7 @@ async def answer_question(call: Call) -> web.StreamResponse:
                     204: Reply("not answered within the timeout", headers=("Retry-After",)),
                     400: _ERR[400], 404: _ERR[404], 410: Reply("abandoned")})
 async def wait_answer(call: Call) -> web.StreamResponse:
-    broker = _rt(call).broker
+    broker = call.app[BROKER]
     shutdown = call.app[SHUTDOWN]
     waiter = asyncio.ensure_future(broker.wait(call.path["id"], call.query.timeout))
     stopper = asyncio.ensure_future(shutdown.wait())
@@ -204,7 +198,7 @@ def sse_frame(record: AuditRecord) -> bytes:
            replies={200: Reply("an event stream: each event is an audit record, its id the record's seq", AuditRecord,
                                content_type="text/event-stream"), 400: _ERR[400]})
 async def events(call: Call) -> web.StreamResponse:
-    rt = _rt(call)
+    broker = call.app[BROKER]
     q: EventsQuery = call.query
     kinds = _kinds(q.kinds)
     header: int | None = call.headers.last_event_id
@@ -212,16 +206,16 @@ async def events(call: Call) -> web.StreamResponse:
     heartbeat = float(os.environ.get("MCPX_SSE_HEARTBEAT", "15"))
     accept = _accepts(kinds, q.session)
     response = web.StreamResponse(headers=sse.HEADERS)
-    with rt.broker.bus.subscribe(accept) as sub:  # subscribe before replaying: nothing falls in the gap
+    with broker.bus.subscribe(accept) as sub:  # subscribe before replaying: nothing falls in the gap
         await response.prepare(call.request)
         # an id-only frame tells the client where the log stands, so a reconnect can resume from here
-        head = last if last is not None else await rt.broker.store.last_seq()
+        head = last if last is not None else await broker.store.last_seq()
         await response.write(sse.frame(id=head, retry=1000))
         # what was replayed is not sent twice; without a replay every record that reached us is sent
         sent = last if last is not None else 0
         if last is not None:
             while True:
-                page = await rt.broker.audit(after=sent, limit=500, kinds=kinds, session=q.session)
+                page = await broker.audit(after=sent, limit=500, kinds=kinds, session=q.session)
                 for record in page:
                     await response.write(sse_frame(record))
                     sent = record.seq
@@ -252,7 +246,7 @@ async def events(call: Call) -> web.StreamResponse:
            replies={200: Reply("audit records, oldest first", AuditList), 400: _ERR[400]})
 async def audit(call: Call) -> web.StreamResponse:
     q: AuditQuery = call.query
-    records = await _rt(call).broker.audit(after=q.after, limit=q.limit, kinds=_kinds(q.kinds), elicit=q.elicit,
+    records = await call.app[BROKER].audit(after=q.after, limit=q.limit, kinds=_kinds(q.kinds), elicit=q.elicit,
                                            session=q.session, trace=q.trace, task=q.task)
     return web.json_response({"records": [r.wire() for r in records]})
 

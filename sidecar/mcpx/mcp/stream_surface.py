@@ -19,6 +19,7 @@ from mcpx.mcp.jsonrpc import FrameError, Message
 from mcpx.mcp.outbound import PeerOutbound
 from mcpx.mcp.peer import Peer
 from mcpx.mcp.surface import ClientState, Surface
+from mcpx.sessions import header_source
 
 log = logging.getLogger("mcpx.surface")
 
@@ -57,12 +58,12 @@ def client_state(request: web.Request, surface: Surface) -> ClientState:
     scope = request.match_info.get("server") or request.query.get("server") or None
     if scope is not None:
         surface.gateway.pool.entry(scope)  # an unknown server is refused here, by name
-    source = "env" if request.headers.get(SESSION_SOURCE_HEADER) == "env" else "header"
+    source = header_source(request.headers.get(SESSION_SOURCE_HEADER))
     prefix = request.headers.get(TOOL_PREFIX_HEADER, "")
     if not re.fullmatch(r"[A-Za-z0-9_.-]{0,64}", prefix):
         prefix = ""
     return ClientState(scope=scope, env_session=request.headers.get(SESSION_HEADER) or None,
-                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix)  # type: ignore[arg-type]
+                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix)
 
 
 async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamResponse:

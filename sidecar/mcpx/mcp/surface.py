@@ -14,14 +14,16 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from mcpx import __version__
 from mcpx.answering import waiting_text
+from mcpx.broker.broker import Broker
 from mcpx.broker.errors import AlreadyAnswered, BrokerError, Gone, InvalidContent
 from mcpx.broker.models import Elicitation, SessionSource
+from mcpx.configsource import ConfigSource
 from mcpx.ids import is_id
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message, RpcError
@@ -44,10 +46,8 @@ from mcpx.mcp.protocol import (
 from mcpx.mcp.request_state import RequestStates, binding
 from mcpx.mcp.surface_tools import MCPX_TOOLS, SESSION_ARG, listed, text_result
 from mcpx.upstream.calls import DONE_STATES, CallRequest, CallTask, Slot, routable
-from mcpx.upstream.gateway import UnknownServer, UnknownTask
-
-if TYPE_CHECKING:
-    from mcpx.daemon.runtime import Runtime
+from mcpx.sessions import HeaderSource, resolve_session
+from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 
 log = logging.getLogger("mcpx.surface")
 
@@ -71,7 +71,7 @@ class ClientState:
     client_info: dict[str, Any] = field(default_factory=dict)
     scope: str | None = None  # one server, passed through under its own names; None: all, as SERVER_TOOL
     env_session: str | None = None  # MCPX_SESSION_ID of `mcpx serve`, or an X-Mcpx-Session header
-    env_source: SessionSource = "env"
+    env_source: HeaderSource = "env"
     cwd: str | None = None
     tool_prefix: str = ""  # how the host names mcpx's tools (opencode: its MCP entry's name and "_")
     initialized: bool = False
@@ -108,14 +108,13 @@ def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:
 
 
 class Surface:
-    def __init__(self, runtime: "Runtime", states: RequestStates) -> None:
-        self.rt = runtime
+    def __init__(self, gateway: Gateway, broker: Broker, config: ConfigSource, states: RequestStates) -> None:
+        self.gateway = gateway
+        self.broker = broker
+        self.settings = config  # read at each use: a reload replaces the config whole
         self.states = states
         self._names: dict[str, tuple[str, str]] = {}
         self._sinks: set[ClientState] = set()
-        assert runtime.gateway is not None
-        self.gateway = runtime.gateway
-        self.broker = runtime.broker
         self.gateway.tool_listeners.append(self._tools_changed)
 
     # ---- notifications outside requests
@@ -237,7 +236,7 @@ class Surface:
 
     async def _tools(self, state: ClientState) -> list[dict[str, Any]]:
         can_ask = bool(state.modes)
-        servers = [state.scope] if state.scope is not None else sorted(self.rt.config.servers)
+        servers = [state.scope] if state.scope is not None else sorted(self.settings.config.servers)
         out: list[dict[str, Any]] = []
         listings = await asyncio.gather(*(self._server_tools(s) for s in servers))
         for server, tools in zip(servers, listings):
@@ -274,7 +273,7 @@ class Surface:
             await self._tools(state)
         if name in self._names:
             return self._names[name]
-        for server in sorted(self.rt.config.servers, key=len, reverse=True):
+        for server in sorted(self.settings.config.servers, key=len, reverse=True):
             if name.startswith(server + "_"):
                 return server, name[len(server) + 1:]
         raise RpcError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {name!r} (tools behind mcpx are named SERVER_TOOL; "
@@ -308,13 +307,8 @@ class Surface:
     # ---- sessions
 
     def session_for(self, state: ClientState, meta: dict[str, Any], argument: Any) -> tuple[str, SessionSource]:
-        if isinstance(meta.get(META_SESSION), str) and meta[META_SESSION]:
-            return meta[META_SESSION], "meta"
-        if isinstance(argument, str) and argument:
-            return argument, "argument"
-        if state.env_session:
-            return state.env_session, state.env_source
-        return self.rt.loaded.fallback_session(state.cwd), "fallback"
+        return resolve_session(self.settings.fallback_session, meta=meta.get(META_SESSION), argument=argument,
+                               header=state.env_session, source=state.env_source, cwd=state.cwd)
 
     # ---- calls
 
@@ -389,7 +383,7 @@ class Surface:
         """Carry a call to where this client can take it: its result; the questions and requests this client
         can answer (mid-flight for legacy, input_required for modern); or, for what it cannot, after
         elicit.grace, an early result it can act on while the call keeps running."""
-        grace = self.rt.config.elicit.grace
+        grace = self.settings.config.elicit.grace
         started = time.monotonic()
         stuck_since: float | None = None
         serving: dict[str, asyncio.Task[None]] = {}

@@ -15,10 +15,12 @@ import logging
 from collections import deque
 from collections.abc import Awaitable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import REDACTED, Answer, OpenRequest
+from mcpx.configsource import ConfigSource
 from mcpx.ids import is_id, new_id
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
@@ -26,10 +28,7 @@ from mcpx.mcp.protocol import Era
 from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result
 from mcpx.upstream.connection import NeedsLegacy, UpstreamError
 from mcpx.upstream.deadline import CallTimeout, PausableDeadline
-from mcpx.upstream.pool import Pool, UnknownServer
-
-if TYPE_CHECKING:
-    from mcpx.daemon.runtime import Runtime
+from mcpx.upstream.pool import Pool, UnknownServer, entry_fingerprint
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -44,10 +43,11 @@ class UnknownTask(Exception):
 
 
 class Gateway:
-    def __init__(self, runtime: "Runtime") -> None:
-        self.rt = runtime
-        self.broker = runtime.broker
-        self.pool = Pool(lambda: self.rt.config.servers, self._recall_era, self._remember_era, self._tools_changed)
+    def __init__(self, broker: Broker, config: ConfigSource) -> None:
+        self.broker = broker
+        self.settings = config  # read at each use: a reload replaces the config whole
+        self.pool = Pool(lambda: self.settings.config.servers, self._recall_era, self._remember_era,
+                         self._tools_changed)
         self.tasks: dict[str, CallTask] = {}  # running calls, and the most recent finished ones
         self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
@@ -74,7 +74,7 @@ class Gateway:
         await self.pool.close()
 
     async def reconfigure(self) -> None:
-        servers = self.rt.config.servers
+        servers = self.settings.config.servers
         for task in self.tasks.values():
             if not task.done and task.request.server not in servers:
                 task.fail(f"server {task.request.server!r} was removed from the config during the call", "failed")
@@ -121,7 +121,7 @@ class Gateway:
             except (UpstreamError, RpcError, PeerClosed, TimeoutError) as exc:
                 out[server] = str(exc)
 
-        await asyncio.gather(*(one(s) for s in sorted(self.rt.config.servers)))
+        await asyncio.gather(*(one(s) for s in sorted(self.settings.config.servers)))
         return dict(sorted(out.items()))
 
     async def tool(self, server: str, name: str) -> dict[str, Any] | None:
@@ -166,7 +166,7 @@ class Gateway:
         await self._run_to_end(task, self._confirmed_call(task, entry.timeout), "running")
 
     async def _confirmed_call(self, task: CallTask, timeout: float) -> dict[str, Any]:
-        if self.rt.config.elicit.confirm_destructive and await self._may_change_things(task):
+        if self.settings.config.elicit.confirm_destructive and await self._may_change_things(task):
             await self._confirm(task)
         return await self._call_with_era(task, timeout, era=None)
 
@@ -182,14 +182,14 @@ class Gateway:
     async def _confirm(self, task: CallTask) -> None:
         """mcpx asks the person on its own behalf before a call that may change or delete things."""
         r = task.request
-        settings = self.rt.config.elicit
+        elicit = self.settings.config.elicit
         handle = await self.broker.open(OpenRequest(
             session=r.session, session_source=r.session_source, server="mcpx", tool=f"{r.server}.{r.tool}",
             message=f"{r.server}.{r.tool} may change or delete things: let this call proceed?",
             requested_schema={"type": "object", "properties": {"confirm": {
                 "type": "boolean", "default": False, "title": "Let it proceed",
                 "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}},
-            trace=task.trace, parent=r.parent, task=task.id, ttl=settings.ask_timeout, audience="human",
+            trace=task.trace, parent=r.parent, task=task.id, ttl=elicit.ask_timeout, audience="human",
             policy_mode=r.policy_mode))
         task.questions.append(handle.id)
         if not handle.done():
@@ -209,7 +209,7 @@ class Gateway:
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return
         if answer.by == "expiry":
-            why = f"nobody answered within {settings.ask_timeout:g}s"
+            why = f"nobody answered within {elicit.ask_timeout:g}s"
         elif answer.action == "accept":
             why = f"{answer.by} answered but did not confirm"
         else:
@@ -246,13 +246,13 @@ class Gateway:
     async def _call_with_era(self, task: CallTask, timeout: float, era: Era | None) -> dict[str, Any]:
         r = task.request
         deadline = PausableDeadline(timeout)
-        settings = self.rt.config.elicit
+        elicit = self.settings.config.elicit
         async with self.pool.lease(r.server, r.session, era=r.era if r.transparent else era,
                                    declared=r.declared) as conn:
             task.era = conn.era
             ctx = CallContext(self.broker, task, conn, deadline, self._save)
             try:
-                return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, settings.max_rounds, r.meta),
+                return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, elicit.max_rounds, r.meta),
                                           f"{r.server}.{r.tool}")
             except NeedsLegacy as exc:
                 if r.transparent:
@@ -269,8 +269,6 @@ class Gateway:
         return await self._call_with_era(task, timeout, era="legacy")
 
     def _fingerprint(self, server: str) -> str:
-        from mcpx.upstream.pool import entry_fingerprint
-
         return entry_fingerprint(self.pool.entry(server))
 
     async def _finish(self, task: CallTask, state: str) -> None:
@@ -328,7 +326,7 @@ class Gateway:
                             era=doc.get("era"), questions=raised, resume=resume,
                             created=datetime.fromisoformat(doc["created"].replace("Z", "+00:00")).timestamp())
             self.tasks[task.id] = task
-            if task.era == "modern" and resume and request.server in self.rt.config.servers:
+            if task.era == "modern" and resume and request.server in self.settings.config.servers:
                 task.runner = asyncio.create_task(self._resume(task), name=f"mcpx-resume-{task.id}")
             else:
                 task.end_reason = ("the mcpx daemon restarted during the call; a legacy-era call lives in its "
@@ -374,7 +372,7 @@ class Gateway:
                 q, _ = await self.broker.get(eid)
                 self.broker.mark_resumed(q, {"era": "modern", "round": resume.get("round"), "afterRestart": True})
             return await deadline.run(conn.resume_modern(
-                r.tool, r.arguments, responses, resume.get("requestState"), ctx, self.rt.config.elicit.max_rounds,
+                r.tool, r.arguments, responses, resume.get("requestState"), ctx, self.settings.config.elicit.max_rounds,
                 int(resume.get("round") or 1)), f"{r.server}.{r.tool}")
 
     @staticmethod
