@@ -15,8 +15,8 @@ from mcpx.daemon.api import Api, error_response, errors_middleware
 from mcpx.daemon.peers import is_unix
 from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, DaemonInfo
 from mcpx.keys import MAX_BODY, SHUTDOWN
-from mcpx.mcp.http_surface import install_mcp_endpoint
-from mcpx.mcp.surface import Surface
+from mcpx.surface.dispatch import Surface
+from mcpx.surface.http_endpoint import install_mcp_endpoint
 from mcpx.upstream.gateway import Gateway
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

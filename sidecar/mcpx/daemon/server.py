@@ -26,10 +26,10 @@ from mcpx.config import ConfigError, load_config
 from mcpx.configsource import ConfigSource
 from mcpx.daemon.app import make_app, stop_streams
 from mcpx.daemon.state import DaemonInfo
-from mcpx.mcp.request_state import RequestStates, load_key
-from mcpx.mcp.surface import Surface
 from mcpx.paths import StatePaths, write_private
 from mcpx.sockets import socket_alive
+from mcpx.surface.dispatch import Surface
+from mcpx.surface.request_state import RequestStates, load_key
 from mcpx.upstream.calls import CallRequest
 from mcpx.upstream.gateway import Gateway
 

@@ -38,8 +38,9 @@ from mcpx.mcp.protocol import (
     VERSION_HEADER,
     is_modern,
 )
-from mcpx.mcp.stream_surface import client_state, stream_endpoint
-from mcpx.mcp.surface import ClientState, Surface
+from mcpx.surface.client import ClientState
+from mcpx.surface.dispatch import Surface
+from mcpx.surface.stream_endpoint import client_state, stream_endpoint
 from mcpx.upstream.pool import UnknownServer
 
 log = logging.getLogger("mcpx.surface")

@@ -18,8 +18,9 @@ from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
 from mcpx.mcp.outbound import PeerOutbound
 from mcpx.mcp.peer import Peer
-from mcpx.mcp.surface import ClientState, Surface
 from mcpx.sessions import header_source
+from mcpx.surface.client import ClientState
+from mcpx.surface.dispatch import Surface
 
 log = logging.getLogger("mcpx.surface")
 
@@ -70,16 +71,16 @@ async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamR
     state = client_state(request, surface)
     ws = web.WebSocketResponse(max_msg_size=jsonrpc.MAX_LINE, heartbeat=30)
     await ws.prepare(request)
-    holder: dict[str, Peer] = {}
+    peer = Peer(WebSocketChannel(ws), name="mcp-client")
+    out = PeerOutbound(peer)  # mcpx's own requests to this client go back on the same connection
 
     async def on_request(msg: Message) -> dict[str, Any]:
-        return await surface.handle(state, msg, PeerOutbound(holder["peer"]))
+        return await surface.handle(state, msg, out)
 
     async def on_notification(msg: Message) -> None:
         await surface.on_notification(state, msg)
 
-    peer = Peer(WebSocketChannel(ws), on_request, on_notification, name="mcp-client")
-    holder["peer"] = peer
+    peer.on_request, peer.on_notification = on_request, on_notification
     state.push = peer.notify
     surface.attach(state)
     peer.start()
