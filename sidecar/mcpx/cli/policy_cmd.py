@@ -87,7 +87,7 @@ def policy_test(args: argparse.Namespace) -> int:
     probe = Elicitation(id="elc-0000000000000000", session="policy-test", session_source="fallback",
                         server=q["server"], tool=q["tool"], mode=q["mode"], message=q["message"],
                         requested_schema=q["requestedSchema"], url=q["url"], audience=decided.audience,
-                        reason=decided.reason, created=now, expires_at=now, seconds_left=0, state="pending")
+                        reason=decided.reason, created=now, expires_at=now, state="pending")
     decision, checks = policy.evaluate(loaded.config.elicit, probe, mode=args.mode)
     mode = args.mode or loaded.config.elicit.mode
     report = {

@@ -105,7 +105,7 @@ class UpstreamList(WireModel):
 
 
 def waiting_document(task: CallTask) -> InputRequired:
-    questions = [WaitingQuestion.model_validate({**q.wire(), "secondsLeft": q.remaining(), "respondWith": respond_with(
+    questions = [WaitingQuestion.model_validate({**q.wire(), "respondWith": respond_with(
         q.wire())}) for q in task.open.values()]
     return InputRequired(status="input-required" if questions else "running", task=task.id, trace=task.trace,
                          elicitation=questions[0] if questions else None, elicitations=questions,

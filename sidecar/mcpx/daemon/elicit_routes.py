@@ -13,6 +13,7 @@ from mcpx import __version__, sse, wirejson
 from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, AuditRecord, ElicitationWithAnswer, OpenRequest
 from mcpx.broker.routing import secret_fields
+from mcpx.broker.store import AuditFilter, QuestionFilter
 from mcpx.daemon.api import Api, RouteError, Call, Reply
 from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
 from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
@@ -73,7 +74,7 @@ async def health(call: Call) -> web.StreamResponse:
     body = Health(
         ok=True, version=__version__, pid=os.getpid(), started_at=info.started_at, socket=str(info.paths.socket),
         listen=info.listen, config=settings.origin, config_error=settings.error,
-        pending=await call.app[BROKER].store.count("pending"), servers=sorted(config.servers),
+        pending=await call.app[BROKER].count("pending"), servers=sorted(config.servers),
         server_commands={name: entry.shown for name, entry in sorted(config.servers.items())},
         plugin_elicit=config.plugin.elicit,
     )
@@ -90,9 +91,9 @@ async def openapi(call: Call) -> web.StreamResponse:
            replies={200: Reply("the questions", ElicitationList), 400: _ERR[400]})
 async def list_questions(call: Call) -> web.StreamResponse:
     q: ListQuery = call.query
-    filters = {"session": q.session, "state": None if q.state == "all" else q.state, "server": q.server,
-               "audience": q.audience, "trace": q.trace, "task": q.task}
-    text, count = await call.app[BROKER].list_json(filters, q.limit)
+    where = QuestionFilter(state=None if q.state == "all" else q.state, session=q.session, server=q.server,
+                           audience=q.audience, trace=q.trace, task=q.task)
+    text, count = await call.app[BROKER].questions_json(where, q.limit)
     return json_text(f'{{"elicitations":{text},"count":{count}}}')
 
 
@@ -169,17 +170,16 @@ async def wait_answer(call: Call) -> web.StreamResponse:
     return web.json_response(answer_document(answer, q.requested_schema))
 
 
-def _kinds(spec: str | None) -> list[str] | None:
-    """The kinds a query names (already checked by its model), or None for every kind."""
-    kinds = kind_list(spec) if spec else []
-    return kinds or None
+def _kinds(spec: str | None) -> tuple[str, ...]:
+    """The kinds a query names (already checked by its model); none: every kind."""
+    return tuple(kind_list(spec)) if spec else ()
 
 
-def _accepts(kinds: list[str] | None, session: str | None) -> Any:
+def _accepts(kinds: tuple[str, ...], session: str | None) -> Any:
     def accept(record: AuditRecord) -> bool:
         if session is not None and record.session != session:
             return False
-        if kinds is None:
+        if not kinds:
             return True
         return any(record.kind == k or record.kind.startswith(k + ".") for k in kinds)
     return accept
@@ -209,13 +209,13 @@ async def events(call: Call) -> web.StreamResponse:
     with broker.bus.subscribe(accept) as sub:  # subscribe before replaying: nothing falls in the gap
         await response.prepare(call.request)
         # an id-only frame tells the client where the log stands, so a reconnect can resume from here
-        head = last if last is not None else await broker.store.last_seq()
+        head = last if last is not None else await broker.last_seq()
         await response.write(sse.frame(id=head, retry=1000))
         # what was replayed is not sent twice; without a replay every record that reached us is sent
         sent = last if last is not None else 0
         if last is not None:
             while True:
-                page = await broker.audit(after=sent, limit=500, kinds=kinds, session=q.session)
+                page = await broker.audit(AuditFilter(after=sent, kinds=kinds, session=q.session), limit=500)
                 for record in page:
                     await response.write(sse_frame(record))
                     sent = record.seq
@@ -246,7 +246,8 @@ async def events(call: Call) -> web.StreamResponse:
            replies={200: Reply("audit records, oldest first", AuditList), 400: _ERR[400]})
 async def audit(call: Call) -> web.StreamResponse:
     q: AuditQuery = call.query
-    records = await call.app[BROKER].audit(after=q.after, limit=q.limit, kinds=_kinds(q.kinds), elicit=q.elicit,
-                                           session=q.session, trace=q.trace, task=q.task)
+    where = AuditFilter(after=q.after, elicit=q.elicit, session=q.session, trace=q.trace, task=q.task,
+                        kinds=_kinds(q.kinds))
+    records = await call.app[BROKER].audit(where, q.limit)
     return web.json_response({"records": [r.wire() for r in records]})
 

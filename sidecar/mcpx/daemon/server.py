@@ -21,7 +21,7 @@ from aiohttp import web
 
 from mcpx import __version__
 from mcpx.broker.broker import Broker
-from mcpx.broker.store import Store
+from mcpx.broker.sqlite import SqliteStore
 from mcpx.config import ConfigError, load_config
 from mcpx.configsource import ConfigSource
 from mcpx.daemon.app import make_app, stop_streams
@@ -131,7 +131,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
     except ConfigError as exc:
         raise DaemonError(f"config: {exc}") from None
 
-    store = Store(paths.db)
+    store = SqliteStore(paths.db)
     await store.open()
     broker = Broker(store, settings)
     await broker.start()

@@ -130,7 +130,7 @@ class CallDriver:
         params = shaped(q, state)
         for _attempt in range(3):
             try:
-                reply = await out.request("elicitation/create", params, timeout=q.remaining() + 5)
+                reply = await out.request("elicitation/create", params, timeout=q.seconds_left + 5)
             except (RpcError, TimeoutError) as exc:
                 log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
                 return

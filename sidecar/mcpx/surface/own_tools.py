@@ -13,6 +13,7 @@ from mcpx.answering import for_agent
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
 from mcpx.broker.models import Elicitation
+from mcpx.broker.store import QuestionFilter
 from mcpx.ids import is_id
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
@@ -96,8 +97,9 @@ class OwnTools:
         if state_filter not in ("pending", "answered", "expired", "abandoned", "all"):
             return text_result(f"mcpx: state {state_filter!r} is not one of pending, answered, expired, abandoned, all",
                                error=True)
-        questions = await self.broker.questions(session=session, state=None if state_filter == "all" else state_filter,
-                                           server=args.get("server"))
+        where = QuestionFilter(state=None if state_filter == "all" else state_filter, session=session,
+                               server=args.get("server"))
+        questions = await self.broker.questions(where)
         docs = [q.wire() for q in questions]
         if not docs:
             return text_result(f"No {state_filter if state_filter != 'all' else ''} questions in your session.".replace(

@@ -39,11 +39,7 @@ def finished_result(doc: dict[str, Any]) -> dict[str, Any]:
 
 def waiting_result(task: CallTask, prefix: str = "") -> dict[str, Any]:
     """A call still waiting on questions this client cannot ask: what they are, and how to answer them."""
-    questions = []
-    for q in task.open.values():
-        doc = q.wire()
-        doc["secondsLeft"] = q.remaining()
-        questions.append(doc)
+    questions = [q.wire() for q in task.open.values()]
     r = task.request
     text = waiting_text(r.server, r.tool, task.id, questions, prefix)
     return {**text_result(text), "_meta": {"io.mcpx/inputRequired": {

@@ -20,6 +20,7 @@ from typing import Any
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import REDACTED, Answer, OpenRequest
+from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
 from mcpx.ids import is_id, new_id
 from mcpx.mcp.jsonrpc import RpcError
@@ -87,11 +88,11 @@ class Gateway:
     # ---- era memory (probed once per server and kept across restarts)
 
     async def _recall_era(self, server: str, fingerprint: str) -> Era | None:
-        value = await self.broker.store.fact(f"era:{server}:{fingerprint}")
+        value = await self.broker.fact(f"era:{server}:{fingerprint}")
         return value if value in ("legacy", "modern") else None
 
     async def _remember_era(self, server: str, fingerprint: str, era: Era) -> None:
-        await self.broker.store.write(lambda tx: tx.put_fact(f"era:{server}:{fingerprint}", era))
+        await self.broker.set_fact(f"era:{server}:{fingerprint}", era)
 
     # ---- tools
 
@@ -134,7 +135,7 @@ class Gateway:
 
     async def _save(self, task: CallTask) -> None:
         doc = task.stored()
-        await self.broker.store.write(lambda tx: tx.put_task(task.id, task.state, task.request.session, doc))
+        await self.broker.save_task(task.id, task.state, task.request.session, doc)
 
     def task(self, tid: str) -> CallTask | None:
         return self.tasks.get(tid)
@@ -145,7 +146,7 @@ class Gateway:
         live = self.tasks.get(tid)
         if live is not None:
             return live.doc()
-        stored = await self.broker.store.task(tid)
+        stored = await self.broker.task(tid)
         if stored is None:
             raise UnknownTask(f"no task {tid}")
         for key in ("arguments", "resume", "cwd", "surface", "policyMode", "transparent"):
@@ -285,9 +286,7 @@ class Gateway:
         # commit together one loop turn behind, so the database thread is not in the reply's way
         await task.touch()
         await asyncio.sleep(0)
-        committed = self.broker.submit_record(
-            "task.done", data, session=task.request.session, trace=task.trace, task=task.id,
-            with_unit=lambda tx: tx.put_task(task.id, state, task.request.session, doc))
+        committed = self.broker.finish_task(task.id, state, task.request.session, doc, data, trace=task.trace)
         committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
     def _forget_finished(self, tid: str, committed: "asyncio.Future[Any]") -> None:
@@ -311,7 +310,7 @@ class Gateway:
     # ---- after a restart
 
     async def _recover(self) -> None:
-        for doc in await self.broker.store.tasks_in(("running", "input-required")):
+        for doc in await self.broker.tasks_in(("running", "input-required")):
             resume = doc.get("resume")
             request = CallRequest(server=doc["server"], tool=doc["tool"], arguments=doc.get("arguments") or {},
                                   session=doc["session"], session_source=doc["sessionSource"],
@@ -321,7 +320,7 @@ class Gateway:
                                   era=(doc.get("transparent") or {}).get("era"),
                                   client_caps=(doc.get("transparent") or {}).get("clientCaps"))
             # the questions table is the truth about which questions the call raised
-            raised = [q.id for q in await self.broker.questions(task=doc["id"], state=None)]
+            raised = [q.id for q in await self.broker.questions(QuestionFilter(task=doc["id"]))]
             task = CallTask(id=doc["id"], trace=doc["trace"], request=request, state=doc["state"],
                             era=doc.get("era"), questions=raised, resume=resume,
                             created=datetime.fromisoformat(doc["created"].replace("Z", "+00:00")).timestamp())
