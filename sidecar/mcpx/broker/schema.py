@@ -6,6 +6,7 @@ Every problem is reported per field, so a person (or an agent) knows exactly wha
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import date, datetime
 from typing import Any
@@ -226,7 +227,9 @@ def type_value(prop: dict[str, Any] | None, text: str) -> Any:
             number = float(text)
         except ValueError:
             return text
-        return int(number) if kind == "integer" and number.is_integer() else number
+        if not math.isfinite(number):
+            return text  # nan and inf are no JSON numbers: left as typed, validation names the field
+        return int(number) if number.is_integer() else number  # "3" is 3 in JSON, not 3.0
     return text
 
 
