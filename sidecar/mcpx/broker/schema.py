@@ -289,7 +289,7 @@ def describe_field(name: str, prop: dict[str, Any], is_required: bool) -> str:
                 bits.append(f"{label} {prop[key]}")
     bits.append("required" if is_required else "optional")
     if "default" in prop:
-        bits.append(f"default {json.dumps(prop['default'])}")
+        bits.append(f"default {json.dumps(prop['default'], ensure_ascii=False)}")
     title = prop.get("title")
     desc = prop.get("description")
     label = " — ".join(str(x) for x in (title, desc) if x and str(x) != name)
@@ -297,7 +297,8 @@ def describe_field(name: str, prop: dict[str, Any], is_required: bool) -> str:
 
 
 def _option_text(value: Any, title: str) -> str:
-    return json.dumps(value) if title == str(value) else f"{json.dumps(value)} ({title})"
+    shown = json.dumps(value, ensure_ascii=False)  # a value is shown as it reads; plain() escapes what must be
+    return shown if title == str(value) else f"{shown} ({title})"
 
 
 def example_content(schema: dict[str, Any] | None) -> dict[str, Any]:
