@@ -74,9 +74,14 @@ def evil(requested: dict[str, Any] | None = ISSUE, **over: Any) -> Elicitation:
 
 
 def test_a_servers_words_never_reach_the_model_or_the_person_raw() -> None:
-    for q in (evil(), evil(CONFIRM), evil(None, mode="url", url="https://x.example/\u001b]8;;evil")):
+    picks = evil(schema(**{"pick\u0007": {"enum": ["a\u202e", "b"], "description": "d\u0000"}}))
+    for q in (evil(), evil(CONFIRM), evil(None, mode="url", url="https://x.example/\u001b]8;;evil"), picks):
         for text in every_text(q):
             assert not CONTROL.search(text.replace("\n", "")), text
+    # in a call or a command a server's value is written with JSON escapes: the same value, nothing hidden
+    r = render(picks)
+    assert json.loads(r.answer_calls.accept.split(" ", 1)[1])["content"] == {"pick\u0007": "a\u202e"}
+    assert "'{\"pick\\u0007\":\"a\\u202e\"}'" in r.terminal
     shown = render(evil()).agent
     assert shown is not None
     assert "Question elc-0123456789abcdef from gh\\x1b[31m (via mcpx), during t\\x00:" in shown.notify

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcpx.broker.schema import describe_field, example_content, properties, required
-from mcpx.text import plain, quoted, shell_quote_json
+from mcpx.text import json_text, plain, quoted, shell_quote_json
 
 
 def respond_with(q: dict[str, Any]) -> str:
@@ -28,7 +28,7 @@ def mcp_answer_call(q: dict[str, Any], action: str = "accept", wait: bool = True
         args["reason"] = "why you cannot answer"
     if wait:
         args["wait"] = True
-    return "mcpx_elicit_answer " + json.dumps(args, ensure_ascii=False)
+    return "mcpx_elicit_answer " + json_text(args)
 
 
 NEVER_INVENT = "If you do not know the answer, decline and say why; never invent a value."
