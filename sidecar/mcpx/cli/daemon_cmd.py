@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
+
+from pydantic import ValidationError
 
 from mcpx.cli.client import ApiError, DaemonClient
 from mcpx.cli.common import add_json_flag, emit_json, run
 from mcpx.cli.render import upstream_lines
+from mcpx.daemon.origin import Origin
+from mcpx.paths import StatePaths
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -16,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--listen", metavar="HOST:PORT", help="also serve /v1 and /mcp on loopback TCP, behind a bearer token")
     p.add_argument("--verbose", action="store_true", help="debug logging")
     p.add_argument("--demo", action="store_true", help="once serving, raise one real question from the demo server")
+    # how `mcpx serve` and `mcpx daemon start` run it: detached from whoever started it (daemon/launch.py)
+    p.add_argument("--detach", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=daemon)
 
     p = sub.add_parser("status", help="is the daemon running, what config, how many questions wait, which "
@@ -25,6 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def daemon(args: argparse.Namespace) -> int:
+    if args.detach:
+        from mcpx.daemon.launch import detach
+        from mcpx.paths import StatePaths
+
+        detach(StatePaths.current())  # returns in the detached daemon only
     from mcpx.daemon.server import DaemonError
     from mcpx.daemon.server import run as run_daemon
 
@@ -37,6 +49,15 @@ def daemon(args: argparse.Namespace) -> int:
         return 0
 
 
+def recorded_origin(paths: StatePaths, pid: int) -> Origin | None:
+    """How the daemon with this pid was started, from its daemon.json (none for a daemon elsewhere, or older)."""
+    try:
+        info = json.loads(paths.daemon_json.read_text())
+        return Origin.model_validate(info["origin"]) if info.get("pid") == pid else None
+    except (OSError, ValueError, KeyError, TypeError, ValidationError):
+        return None
+
+
 async def status(args: argparse.Namespace) -> int:
     async with DaemonClient() as client:
         health = await client.get("/v1/health")
@@ -46,10 +67,13 @@ async def status(args: argparse.Namespace) -> int:
             if exc.status not in (404, 503):
                 raise
             upstreams = None  # a daemon older than this command, or one whose gateway is not running
+    origin = recorded_origin(client.paths, health["pid"])
     if args.json:
-        emit_json({**health, "upstreams": upstreams})
+        emit_json({**health, "upstreams": upstreams, "origin": origin.model_dump(exclude_none=True) if origin else None})
         return 0
     print(f"mcpx daemon {health['version']} · pid {health['pid']} · since {health['startedAt']}")
+    if origin is not None:
+        print(f"  started   {origin.describe()}")
     print(f"  socket    {health['socket']}")
     if health.get("listen"):
         print(f"  listen    http://{health['listen']} (token: {client.paths.token})")
