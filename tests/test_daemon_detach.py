@@ -1,9 +1,11 @@
-"""The daemon outlives its host: the one `mcpx serve` starts is nobody's descendant."""
+"""The daemon outlives its host: the one `mcpx serve` starts is nobody's descendant, and a client that goes
+away is not a client that cancels (only notifications/cancelled is)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,7 +13,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from conftest import PATIENCE, make_daemon, stop_pid, stop_process
+from conftest import PATIENCE, make_daemon, stop_pid, stop_process, wait_for_sync
+from gateway_helpers import read_log, stdio
 
 PY = sys.executable
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -98,3 +101,31 @@ def test_the_daemon_mcpx_serve_starts_is_nobodys_descendant_and_outlives_its_hos
         stop_process(serve)
         if (pid := recorded_pid(home)) is not None:
             stop_pid(pid)
+
+
+def test_a_client_that_goes_away_does_not_cancel_its_call(home: Path) -> None:
+    """`mcpx serve` is stopped with its host while a call runs: the call goes on in the daemon, and its result is
+    kept. (A client that withdraws its request with notifications/cancelled does cancel it: test_surface.)"""
+    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as d:
+        serve = subprocess.Popen([PY, "-m", "mcpx", "serve"], env=d.env, cwd=home, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            send(serve, INITIALIZE)
+            next_message(serve.stdout)
+            send(serve, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            send(serve, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                         "params": {"name": "sdk_hold", "arguments": {}, "_meta": {"progressToken": "p"}}})
+            progress = next_message(serve.stdout)
+            assert progress["method"] == "notifications/progress", progress
+            upstream = int(re.search(r"pid (\d+)", progress["params"]["message"]).group(1))
+            stop_process(serve)  # the host goes away, mid-call, without cancelling anything
+            gone = wait_for_sync(lambda: re.search(r"went away; the call goes on: mcpx task result (tsk-\w+)",
+                                                   read_log(home)), what="the daemon seeing its client go")
+            os.kill(upstream, signal.SIGUSR2)  # only now may the call end
+            done = d.cli("task", "result", gone.group(1), "--json", "--timeout", str(PATIENCE))
+            assert done.returncode == 0, done.stdout + done.stderr
+            doc = json.loads(done.stdout)
+            assert doc["state"] == "completed" and doc["result"]["content"][0]["text"] == "released"
+        finally:
+            stop_process(serve)
+
