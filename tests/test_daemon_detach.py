@@ -1,5 +1,5 @@
-"""The daemon outlives its host: the one `mcpx serve` starts is nobody's descendant, and a client that goes
-away is not a client that cancels (only notifications/cancelled is)."""
+"""The daemon outlives its host: the one `mcpx serve` (or `mcpx daemon start`) starts is nobody's descendant,
+and a client that goes away is not a client that cancels (only notifications/cancelled is)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from conftest import PATIENCE, make_daemon, stop_pid, stop_process, wait_for_sync
-from gateway_helpers import read_log, stdio
+from gateway_helpers import free_port, read_log, stdio
+from mcpx import processes
 
 PY = sys.executable
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -129,3 +130,36 @@ def test_a_client_that_goes_away_does_not_cancel_its_call(home: Path) -> None:
         finally:
             stop_process(serve)
 
+
+
+def test_daemon_start_stop_and_restart_from_the_command_line(home: Path) -> None:
+    d = make_daemon(home)
+    port = free_port()
+    try:
+        none = d.cli("daemon", "stop")
+        assert none.returncode == 69 and f"no mcpx daemon runs for {home}" in none.stderr
+        started = d.cli("daemon", "start", "--listen", f"127.0.0.1:{port}", "--json")
+        assert started.returncode == 0, started.stderr
+        first = json.loads(started.stdout)
+        assert first["started"] and first["pid"] == recorded_pid(home)
+        assert os.getpid() not in ancestors(first["pid"])  # detached, as mcpx serve's is
+        again = d.cli("daemon", "start")
+        assert again.returncode == 0 and f"already runs for {home} (pid {first['pid']})" in again.stdout
+        assert "in the background by `mcpx daemon start`" in d.cli("status").stdout
+
+        restarted = d.cli("daemon", "restart", "--json")
+        assert restarted.returncode == 0, restarted.stderr
+        second = json.loads(restarted.stdout)
+        assert second["pid"] != first["pid"] and second["pid"] == recorded_pid(home)
+        assert not processes.alive(first["pid"])
+        status = json.loads(d.cli("status", "--json").stdout)
+        assert status["listen"] == f"127.0.0.1:{port}"  # kept across the restart
+        assert status["origin"]["kind"] == "command" and status["origin"]["launcher"]["command"] == "mcpx daemon restart"
+
+        stopped = d.cli("daemon", "stop")
+        assert stopped.returncode == 0 and f"daemon stopped (pid {second['pid']}" in stopped.stdout
+        assert not processes.alive(second["pid"])
+        assert not (home / "daemon.json").exists() and not (home / "daemon.sock").exists()
+    finally:
+        if (pid := recorded_pid(home)) is not None:
+            stop_pid(pid)

@@ -1,4 +1,5 @@
-"""Starting a daemon in the background, detached: for `mcpx serve`, `mcpx daemon start` and `restart`.
+"""Starting a daemon in the background, detached (for `mcpx serve`, `mcpx daemon start` and `restart`), and
+stopping one (`mcpx daemon stop`).
 
 A daemon started in the background must outlive whatever started it. A new session is not enough: opencode,
 when `opencode run` ends or `opencode serve` disposes an instance, walks its MCP server's descendants
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -125,3 +127,22 @@ def tail(paths: StatePaths, lines: int = 8) -> str:
     except OSError:
         return "(no output)"
     return " | ".join(text[-lines:]) or "(no output)"
+
+
+def stop(pid: int, timeout: float) -> float:
+    """SIGTERM a daemon and wait until it has drained and exited: the seconds it took. LaunchError when it is
+    still there after `timeout` (or may not be signalled)."""
+    started = time.monotonic()
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return 0.0
+    except PermissionError:
+        raise LaunchError(f"pid {pid} is another user's process; it is not this state directory's daemon") from None
+    deadline = started + timeout
+    while processes.alive(pid):
+        if time.monotonic() > deadline:
+            raise LaunchError(f"the daemon (pid {pid}) did not stop within {timeout:.0f}s (it may be stuck; its "
+                              f"log says why). To end it at once: kill -9 {pid}")
+        time.sleep(0.02)
+    return time.monotonic() - started
