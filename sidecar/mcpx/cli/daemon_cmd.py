@@ -1,8 +1,9 @@
-"""`mcpx daemon [start|stop|restart]` and `mcpx status`.
+"""`mcpx daemon [start|stop|restart|install]` and `mcpx status`.
 
 `mcpx daemon` runs the daemon in the foreground. `start` runs one in the background, detached, as
 `mcpx serve` does; `stop` ends whichever one serves this state directory (SIGTERM: it drains first),
-however it was started; `restart` is both, keeping its --listen.
+however it was started; `restart` is both, keeping its --listen. `install` writes a user service
+(daemon/service.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +25,7 @@ from mcpx.cli.common import add_json_flag, emit_json, run
 from mcpx.cli.render import upstream_lines
 from mcpx.daemon.launch import LaunchError, detach, running_pid, start_detached, stop, wait_serving
 from mcpx.daemon.origin import Origin
+from mcpx.daemon.service import ServiceError, install, plan, platform_manager, uninstall
 from mcpx.paths import StatePaths
 
 LISTEN_HELP = "also serve /v1 and /mcp on loopback TCP, behind a bearer token"
@@ -55,6 +58,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "first", 20.0)
     _action(actions, "restart", restart_cmd, "stop the daemon and start one in the background (with the same --listen "
             "unless given)", 20.0, listen=True)
+    a = actions.add_parser("install", help="write a user service that keeps the daemon running (a systemd user unit; "
+                                           "a launchd agent on macOS), and print how to enable it")
+    a.add_argument("--uninstall", action="store_true", help="remove the file install writes")
+    a.add_argument("--manager", choices=("systemd", "launchd"), default=None,
+                   help="which service manager's file (default: this system's)")
+    a.add_argument("--listen", metavar="HOST:PORT", help=LISTEN_HELP)
+    add_json_flag(a)
+    a.set_defaults(func=install_cmd)
 
     p = sub.add_parser("status", help="is the daemon running, what config, how many questions wait, which "
                                       "upstream instances run and the memory they hold")
@@ -231,3 +242,36 @@ def restart_cmd(args: argparse.Namespace) -> int:
         if (problem := _stop(args, found, "restart")) is not None:
             return _fail(args, "restart", problem)
     return _start(args, paths, "restart", listen)
+
+
+# ---- install
+
+
+def install_cmd(args: argparse.Namespace) -> int:
+    service = plan(args.manager or platform_manager(), ["--listen", args.listen] if args.listen else [])
+    try:
+        if args.uninstall:
+            gone = uninstall(service)
+        else:
+            changed = install(service)
+    except (ServiceError, OSError) as exc:
+        return _fail(args, "install", str(exc))
+    if args.uninstall:
+        _say(args, (f"mcpx: removed {', '.join(map(str, gone))}\n  if it runs, stop it and let {service.manager} "
+                    "forget it:\n" + "".join(f"    {c}\n" for c in service.disable)).rstrip()
+             if gone else f"mcpx: no mcpx service at {service.path}; nothing changed",
+             {"action": "uninstall", "manager": service.manager, "removed": [str(p) for p in gone],
+              "then": service.disable if gone else []})
+        return 0
+    found = shutil.which("systemctl" if service.manager == "systemd" else "launchctl")
+    text = [f"mcpx: {'wrote' if changed else 'already installed, nothing changed:'} {service.path}",
+            "  to enable it (stop the daemon running now first: mcpx daemon stop):",
+            *(f"    {c}" for c in service.enable)]
+    if service.manager == "systemd":
+        text.append("  to keep it running while you are logged out: loginctl enable-linger")
+    if found is None:
+        text.append(f"  ({service.enable[-1].split()[0]} is not on this machine's PATH: the file is for one that "
+                    f"runs {service.manager})")
+    _say(args, "\n".join(text), {"action": "install", "manager": service.manager, "path": str(service.path),
+                                  "changed": changed, "then": service.enable})
+    return 0
