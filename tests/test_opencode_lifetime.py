@@ -7,7 +7,6 @@ call completes with its result kept.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from conftest import PATIENCE, base_env, loud_skip, stop_pid, wait_for_sync
+from conftest import PATIENCE, base_env, stop_pid, wait_for_sync
 from gateway_helpers import read_log, stdio
 from mcpx import processes
 from opencode.fake_model import Call, Say, ScriptedModel
-from opencode.harness import Opencode, build_plugin, can_run, clean_env, make_project, opencode_binary
+from opencode.harness import Opencode, clean_env, make_project, require_opencode
 
 # on the worker of the other opencode end-to-end tests: one opencode at a time on a shared machine
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("opencode-e2e")]
@@ -46,15 +45,7 @@ def recorded_pid(home: Path) -> int | None:
 def test_opencode_stopped_while_a_question_waits_then_answered_from_the_terminal(tmp_path: Path, grace: str) -> None:
     """answered-early: opencode got the early result (elicit.grace 2 s) before it stopped. in-flight: the tool
     call was still waiting in opencode when it stopped (a grace of 10 minutes)."""
-    binary, why = opencode_binary()
-    if binary is None:
-        loud_skip(why)
-    if (reason := can_run(binary, tmp_path)):
-        loud_skip(f"opencode cannot run on this machine: {reason}")
-    if shutil.which("git") is None:
-        loud_skip("git is not installed; opencode needs a git project")
-    if (reason := build_plugin()):
-        loud_skip(reason)
+    binary = require_opencode(tmp_path)
     home = tmp_path / "mcpx-home"
     home.mkdir()
     config = home / "config.json"

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from conftest import PATIENCE, stop_process, wait_for_sync
+from conftest import PATIENCE, loud_skip, stop_process, wait_for_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "node_modules"
@@ -92,6 +92,20 @@ def can_run(binary: Path, scratch: Path) -> str:
     if done.returncode != 0 or VERSION not in done.stdout:
         return f"{binary} --version said {done.returncode}: {done.stdout.strip()} {done.stderr.strip()[-500:]}"
     return ""
+
+
+def require_opencode(scratch: Path) -> Path:
+    """The opencode binary, once it is known to run here and the plugin is built; else a loud skip, saying why."""
+    binary, why = opencode_binary()
+    if binary is None:
+        loud_skip(why)
+    if (reason := can_run(binary, scratch)):
+        loud_skip(f"opencode cannot run on this machine: {reason}")
+    if shutil.which("git") is None:
+        loud_skip("git is not installed; opencode needs a git project")
+    if (reason := build_plugin()):
+        loud_skip(reason)
+    return binary
 
 
 def seed_plugin_dependency(config_dir: Path) -> None:
