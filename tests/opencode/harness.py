@@ -122,8 +122,9 @@ def seed_plugin_dependency(config_dir: Path) -> None:
                                                              indent=2))
 
 
-def make_project(path: Path, model_url: str, env: dict[str, str]) -> Path:
-    """A git project with the scripted model as its provider, and mcpx installed by `mcpx opencode install`."""
+def make_project(path: Path, model_url: str, env: dict[str, str], mcpx: list[str] | None = None) -> Path:
+    """A git project with the scripted model as its provider, and mcpx installed by `mcpx opencode install`
+    (of the checkout, or of the `mcpx` command given: one installed from a wheel)."""
     path.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(path)], check=True)
     (path / "README.md").write_text("a project for mcpx's end-to-end tests\n")
@@ -137,7 +138,7 @@ def make_project(path: Path, model_url: str, env: dict[str, str]) -> Path:
         "autoupdate": False,
         "share": "disabled",
     }, indent=2))
-    done = subprocess.run([sys.executable, "-m", "mcpx", "opencode", "install", "--json"], cwd=path, env=env,
+    done = subprocess.run([*(mcpx or [sys.executable, "-m", "mcpx"]), "opencode", "install", "--json"], cwd=path, env=env,
                           capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise RuntimeError(f"mcpx opencode install failed: {done.stdout}{done.stderr}")
