@@ -23,6 +23,7 @@ from mcpx import __version__
 from mcpx.broker.broker import Broker
 from mcpx.broker.store import Store
 from mcpx.config import ConfigError, load_config, watch_config
+from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
 from mcpx.daemon.runtime import Runtime
 from mcpx.paths import StatePaths, write_private
@@ -110,6 +111,7 @@ async def demo_question(runtime: Runtime) -> None:
 
 
 async def run(listen: str | None = None, verbose: bool = False, demo: bool = False) -> int:
+    started_by = origin.take()
     paths = StatePaths.current()
     paths.ensure()
     if socket_alive(paths.socket):
@@ -151,7 +153,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         await web.TCPSite(runner, tcp[0], tcp[1]).start()
     write_private(paths.daemon_json, json.dumps({
         "pid": os.getpid(), "socket": str(paths.socket), "listen": runtime.listen, "version": __version__,
-        "startedAt": runtime.started_at.isoformat(),
+        "startedAt": runtime.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
     }).encode())
     log.info("mcpx daemon %s serving on %s%s (config: %s)", __version__, paths.socket,
              f" and http://{runtime.listen}" if tcp else "", loaded.origin)

@@ -72,7 +72,7 @@ async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamR
     holder: dict[str, Peer] = {}
 
     async def on_request(msg: Message) -> dict[str, Any]:
-        return await surface.handle(state, msg, PeerOutbound(holder["peer"]))
+        return await surface.handle(state, msg, PeerOutbound(holder["peer"], msg.get("id")))
 
     async def on_notification(msg: Message) -> None:
         await surface.on_notification(state, msg)
