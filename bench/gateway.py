@@ -61,9 +61,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcpx.mcp.protocol import MODERN_VERSIONS  # the modern version the daemon offers its upstreams
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))  # _daemon and broker sit beside this file, however it is run
-from _daemon import BenchDaemon  # noqa: E402
-from broker import Report, both, child_session, fmt_ms, ms, p50, p99, say, stdin_closed  # noqa: E402
+sys.path.insert(0, str(BENCH))  # broker sits beside this file, however it is run
+sys.path.insert(0, str(BENCH.parent / "tests"))  # the daemon harness
+from broker import Report, both, fmt_ms, ms, p50, p99, say, stdin_closed  # noqa: E402
+from harness import Daemon, scratch_daemon, unix_session  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
 
@@ -220,7 +221,7 @@ class Side:
     daemon_cpu_s: float = 0.0   # the daemon's CPU while this side's blocks ran
 
 
-async def timed_block(side: Side, n: int, d: BenchDaemon) -> None:
+async def timed_block(side: Side, n: int, d: Daemon) -> None:
     cpu0 = d.cpu_seconds()
     for _ in range(n):
         t0 = time.monotonic()
@@ -229,7 +230,7 @@ async def timed_block(side: Side, n: int, d: BenchDaemon) -> None:
     side.daemon_cpu_s += d.cpu_seconds() - cpu0
 
 
-async def interleaved(sides: list[Side], d: BenchDaemon) -> None:
+async def interleaved(sides: list[Side], d: Daemon) -> None:
     """ROUNDS rounds of PER_ROUND calls per side; who goes first rotates, so no side always follows another."""
     for r in range(ROUNDS):
         k = r % len(sides)
@@ -248,23 +249,23 @@ class Plain:
     direct_protocol: str
 
 
-def protocol_in_log(d: BenchDaemon, server: str) -> str:
+def protocol_in_log(d: Daemon, server: str) -> str:
     """The protocol version the daemon logged for `server` (its last connection), or '?'."""
     found = re.findall(rf"upstream {server}: \w+ era, protocol (\S+)", d.tail(1_000_000))
     return found[-1] if found else "?"
 
 
-async def phase_plain(d: BenchDaemon, http: aiohttp.ClientSession) -> Plain:
+async def phase_plain(d: Daemon, http: aiohttp.ClientSession) -> Plain:
     mcpx = McpxCaller(http)
     for _ in range(N_WARMUP_CALLS):  # the first starts `peer` in the daemon and settles its era
         await mcpx()
     mcpx_era = await task_era(http, mcpx.last_task)
     # the direct client speaks the era the daemon settled on: legacy -> initialize, modern -> adopt the version
     version = MODERN if mcpx_era == "modern" else "legacy"
-    params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env())  # the env mcpx gives it
+    params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env)  # the env mcpx gives it
     async with contextlib.AsyncExitStack() as stack:  # the direct and raw peers end with this phase
         client = await stack.enter_async_context(Client(params, mode=version))
-        raw = await RawStdio.start(d.env(), client.protocol_version)
+        raw = await RawStdio.start(d.env, client.protocol_version)
         stack.push_async_callback(raw.close)
         sides = [Side("mcpx", mcpx), Side("direct", DirectCaller(client)), Side("raw", raw),
                  Side("health", HealthCaller(http))]
@@ -368,7 +369,7 @@ async def role_sse(socket: str) -> None:
             elif raw.startswith(b"id:"):
                 ready.set()  # the daemon subscribes before its first, id-only frame: from here nothing is missed
 
-    async with child_session(socket) as http, http.get("/v1/events", params={"kinds": "elicit.open"}) as resp:
+    async with unix_session(socket, timeout=None) as http, http.get("/v1/events", params={"kinds": "elicit.open"}) as resp:
         resp.raise_for_status()
         reader = asyncio.create_task(read(resp))
         await asyncio.wait({reader, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
@@ -430,7 +431,7 @@ class FirstContact:
         return len({s.pid for s in self.samples})
 
 
-async def phase_first_contact(d: BenchDaemon, http: aiohttp.ClientSession) -> FirstContact:
+async def phase_first_contact(d: Daemon, http: aiohttp.ClientSession) -> FirstContact:
     """A daemon learns that `asker` needs the legacy era on its first call; the next calls should just use it."""
     samples = [await mcpx_ask(http) for _ in range(N_FIRST)]
     return FirstContact(samples, d.tail(1_000_000).count(f"server {ASKER} answers server/discover but asks"))
@@ -452,7 +453,7 @@ class Asks:
         return [ms(s.returned - s.answering) for s in self.mcpx]
 
 
-async def phase_asks(d: BenchDaemon, http: aiohttp.ClientSession, rng: random.Random) -> Asks:
+async def phase_asks(d: Daemon, http: aiohttp.ClientSession, rng: random.Random) -> Asks:
     async with contextlib.AsyncExitStack() as stack:  # the subscriber and the direct peer end with this phase
         sub = await Subscriber.start(d.socket)
         stack.callback(sub.kill)
@@ -461,7 +462,7 @@ async def phase_asks(d: BenchDaemon, http: aiohttp.ClientSession, rng: random.Ra
         mcpx_era = await task_era(http, last.task)
         # a back-channel question needs the legacy era on the direct side too
         asker = DirectAsker()
-        params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env())
+        params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env)
         client = await stack.enter_async_context(Client(params, mode="legacy", elicitation_callback=asker.on_elicit))
         asker.client = client
         for _ in range(N_WARMUP_ASKS):
@@ -547,7 +548,7 @@ def profile_args(profile: str | None, suffix: str = "") -> list[str]:
 async def run(profile: str | None) -> None:
     rng = random.Random(SEED)
     started = time.monotonic()
-    d = BenchDaemon(extra_args=profile_args(profile), servers=upstream_config())
+    d = scratch_daemon("mcpx-bench-", {"servers": upstream_config()}, python_args=profile_args(profile))
     stopped_by_us = False
     try:
         d.start()
@@ -566,7 +567,7 @@ async def run(profile: str | None) -> None:
         # in the legacy era directly, the way the pool means to go on.
         stopped_by_us = True
         code = d.stop()
-        d.extra_args = profile_args(profile, ".asks")
+        d.python_args = profile_args(profile, ".asks")
         d.start()
         stopped_by_us = False
         say(f"      daemon restarted (SIGTERM, exit {code}; same MCPX_HOME), new pid {d.pid}")

@@ -18,7 +18,7 @@ from typing import IO
 
 import pytest
 
-from conftest import PATIENCE, Daemon, make_daemon, stop_process
+from harness import PATIENCE, Daemon, make_daemon, stop_process
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from conftest import PATIENCE, ROOT, Daemon, base_env, loud_skip, wait_for_sync
+from conftest import loud_skip
 from gateway_helpers import stdio
+from harness import PATIENCE, ROOT, Daemon, make_daemon, wait_for_sync
 from opencode.fake_model import Call, Request, Say, ScriptedModel
 from opencode.harness import Opencode, build_plugin, can_run, clean_env, make_project, opencode_binary
 
@@ -80,9 +81,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         loud_skip(reason)
     home = root / "mcpx-home"
     home.mkdir()
-    config = home / "config.json"
-    config.write_text(json.dumps({"servers": {"sdk": stdio("sdk_server.py")}}))
-    with Daemon(home, config, base_env(home, config)) as daemon:
+    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as daemon:
         model = ScriptedModel(root / "model-requests.jsonl").start()
         env = {**clean_env(root / "home"), **{k: v for k, v in daemon.env.items() if k.startswith(("MCPX_", "PYTHON"))}}
         try:
