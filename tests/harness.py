@@ -1,7 +1,12 @@
 """The one harness that runs a real `mcpx daemon` in a home of its own, and the process handling around it.
 
-Used by the test suite (tests/conftest.py's fixtures and the tests), the conformance runners (tests/conformance/)
-and the benchmarks (bench/, which put tests/ on sys.path).
+Used by the test suite (tests/conftest.py's fixtures and the tests), the conformance runners (tests/conformance/),
+the benchmarks (bench/, which put tests/ on sys.path) and the plugin's node tests, through this file's command:
+
+    python tests/harness.py daemon [--config JSON] [--listen HOST:PORT]
+
+starts a daemon in a temporary home, prints one JSON line {home, config, socket, pid} once it serves, and stops
+it and removes the home when its stdin closes or it is sent SIGTERM/SIGINT.
 
 It imports neither pytest nor anything of the suite, so a benchmark or a runner the conformance suite starts
 can use it as it is. Every wait here is for an event (a process's exit, a file naming our pid, a socket that
@@ -10,6 +15,7 @@ answers), bounded; every process started here is stopped by whoever started it, 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -23,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 import aiohttp
@@ -377,3 +383,50 @@ def scratch_daemon(prefix: str, config: dict[str, Any] | None = None, listen: st
     home.mkdir(mode=0o700)
     return make_daemon(home, config, listen, config_path=root / "config" / "config.json", scratch=root, **kw)
 
+
+# ---------------------------------------------------------------- the command, for the node tests
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
+    raise _Stop(f"signal {signum}")
+
+
+def serve_until_stdin_closes(config: dict[str, Any], listen: str | None) -> int:
+    """Start a scratch daemon, say where it is (one JSON line on stdout), and stop it and remove its home when
+    stdin closes (the caller is done, or gone) or on SIGTERM/SIGINT."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop_on_signal)
+    daemon = scratch_daemon("mcpx-harness-", config, listen)
+    try:
+        daemon.start()
+        print(json.dumps({"home": str(daemon.home), "config": str(daemon.config), "socket": str(daemon.socket),
+                          "pid": daemon.pid}), flush=True)
+        sys.stdin.buffer.read()
+    except _Stop:
+        pass
+    except RuntimeError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):  # a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        daemon.cleanup()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("daemon", help="a scratch daemon until stdin closes; one JSON line once it serves")
+    run.add_argument("--config", type=json.loads, default={"servers": {}}, help="the config, as JSON")
+    run.add_argument("--listen", help="also serve on HOST:PORT (TCP, with the token)")
+    opts = ap.parse_args(argv)
+    return serve_until_stdin_closes(opts.config, opts.listen)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
