@@ -50,7 +50,7 @@ import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the daemon harness, however this is run
-from harness import Daemon, scratch_daemon, unix_session  # noqa: E402
+from harness import Daemon, run_stoppable, scratch_daemon, unix_session  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
 
@@ -202,7 +202,7 @@ async def pending_count(http: aiohttp.ClientSession) -> int:
         return int((await r.json())["pending"])
 
 
-# ---- the subscriber and poller processes (this same file, --role sse|poll)
+# ---- the subscriber, poller and relay processes (this same file, --role sse|poll|relay; bench/gateway.py's too)
 
 class Child:
     """A helper process that says `ready` on stdout, records until its stdin closes, then prints JSON."""
@@ -248,8 +248,8 @@ async def stdin_closed() -> None:
 
 
 async def role_sse(socket: str) -> None:
-    """Subscribe to elicit.open and stamp each frame the moment its first line arrives."""
-    seen: dict[str, float] = {}
+    """Subscribe to elicit.open and stamp each frame the moment its first line arrives: {id: {at, server, tool}}."""
+    seen: dict[str, dict[str, Any]] = {}
     ready = asyncio.Event()
 
     async def read(resp: aiohttp.ClientResponse) -> None:
@@ -262,9 +262,11 @@ async def role_sse(socket: str) -> None:
             if not frame_at:
                 frame_at = now  # a frame is written in one piece; its first line is when it arrived
             if raw.startswith(b"data:"):
-                eid = json.loads(raw[5:]).get("elicit")
-                if eid:
-                    seen.setdefault(eid, frame_at)
+                rec = json.loads(raw[5:])
+                if rec.get("elicit"):
+                    data = rec.get("data") or {}
+                    seen.setdefault(rec["elicit"], {"at": frame_at, "server": data.get("server"),
+                                                    "tool": data.get("tool")})
             elif raw.startswith(b"id:"):
                 # the daemon subscribes before it writes the first, id-only frame: from here nothing is missed
                 ready.set()
@@ -396,8 +398,7 @@ async def phase_latency(d: Daemon, http: aiohttp.ClientSession, rng: random.Rand
                     post.append(ms(time.monotonic() - t0))
                 sent[eid] = (session, t0)
         await asyncio.sleep(2 * POLL_INTERVAL_S + 0.1)  # the last frames land, the poller takes two more turns
-        pushed: dict[str, float] = await sse.finish()
-        pushed.update(await relay_sse.finish())
+        pushed = {eid: float(frame["at"]) for child in (sse, relay_sse) for eid, frame in (await child.finish()).items()}
         polled = await poller.finish()
         await relay.finish()
     finally:
@@ -701,7 +702,7 @@ def main() -> int:
     elif args.role == "relay":
         asyncio.run(role_relay(args.socket))
     else:
-        asyncio.run(run(args.profile))
+        run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the helper processes
     return 0
 
 

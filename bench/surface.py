@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -57,7 +56,7 @@ sys.path.insert(0, str(BENCH))  # broker and gateway sit beside this file, howev
 sys.path.insert(0, str(BENCH.parent / "tests"))  # the daemon harness
 from broker import Report, both, fmt_ms, ms, p50, p99, say  # noqa: E402
 from gateway import RawStdio, era_of, protocol_in_log  # noqa: E402
-from harness import Daemon, child_pids, process_cpu_seconds, scratch_daemon  # noqa: E402
+from harness import Daemon, child_pids, process_cpu_seconds, run_stoppable, scratch_daemon  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 2 minutes on 2 cores)
 
@@ -427,15 +426,7 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="cProfile the daemon to FILE and the timed `mcpx serve` "
                                                           "processes to FILE.serve-<mode> and FILE.cold<n>")
     args = parser.parse_args()
-
-    async def guarded() -> None:
-        # SIGTERM to the bench must still stop the daemon and the clients: cancel, so every finally runs
-        task = asyncio.current_task()
-        assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        await run(args.profile)
-
-    asyncio.run(guarded())
+    run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the clients
     return 0
 
 

@@ -46,7 +46,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))  # broker sits beside this file, however it is run
 sys.path.insert(0, str(ROOT / "tests"))  # the daemon harness
 from broker import Report, fmt_mib, say  # noqa: E402
-from harness import Daemon, child_pids, scratch_daemon  # noqa: E402
+from harness import Daemon, child_pids, run_stoppable, scratch_daemon  # noqa: E402
 
 SESSIONS = 20
 CALL_S = 3.0          # each call's own length: long enough that all 60 are in flight together
@@ -258,7 +258,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--against", metavar="REF", help="also run the workload on this git revision's daemon")
     args = parser.parse_args()
-    asyncio.run(main_async(args.against))
+    run_stoppable(main_async(args.against))  # SIGTERM too stops the daemon and its servers
     return 0
 
 

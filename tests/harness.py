@@ -16,6 +16,7 @@ answers), bounded; every process started here is stopped by whoever started it, 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -27,10 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from mcpx.paths import StatePaths
@@ -45,6 +46,7 @@ PEERS = TESTS / "peers"
 PATIENCE = 60.0
 # what the kernel reports in /proc/<pid>/stat is in clock ticks
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- processes
@@ -127,6 +129,19 @@ def run_group(args: list[str], timeout: float, **kw: Any) -> subprocess.Complete
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run(main), where SIGTERM cancels it as Ctrl-C does: either way every `finally` in it runs, so the
+    daemon and the processes it started are stopped, not left behind by a benchmark someone stopped."""
+
+    async def guarded() -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await main
+
+    return asyncio.run(guarded())
 
 
 def wait_started(proc: subprocess.Popen[Any], ready: Callable[[], bool], what: str, timeout: float = PATIENCE,
