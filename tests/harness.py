@@ -44,6 +44,8 @@ PEERS = TESTS / "peers"
 # how long something waits that takes a second on a quiet machine: the bound of a wait for an event, which
 # returns as soon as the event comes, so it costs nothing when all is well and only a loaded machine nears it
 PATIENCE = 60.0
+# a unix socket's path is at most this many bytes (sun_path holds 108, with the NUL)
+SOCKET_PATH_MAX = 107
 # what the kernel reports in /proc/<pid>/stat is in clock ticks
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")
@@ -292,6 +294,10 @@ class Daemon:
     # ---- its life
 
     def start(self, timeout: float = PATIENCE) -> None:
+        # a daemon cannot bind a longer path (and does not exit when it fails to: it hangs), so say so at once
+        if (size := len(os.fsencode(self.socket))) > SOCKET_PATH_MAX:
+            raise RuntimeError(f"the daemon's socket {self.socket} would be {size} bytes long, and a unix socket's "
+                               f"path may be {SOCKET_PATH_MAX} at most: give it a home with a shorter path")
         args = [sys.executable, *self.python_args, "-m", "mcpx", "daemon"] + (
             ["--listen", self.listen] if self.listen else [])
         with open(self.log, "ab") as out:

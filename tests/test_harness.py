@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harness import PATIENCE, TESTS, base_env, stop_process, unix_session, wait_gone
+from harness import PATIENCE, SOCKET_PATH_MAX, TESTS, base_env, make_daemon, stop_process, unix_session, wait_gone
 
 
 @pytest.fixture
@@ -74,3 +74,11 @@ def test_a_daemon_that_cannot_start_is_an_error_naming_why_and_leaves_nothing(tm
     finally:
         stop_process(proc)
 
+
+def test_a_home_too_deep_for_a_unix_socket_is_refused_at_once(tmp_path: Path) -> None:
+    home = tmp_path / ("h" * SOCKET_PATH_MAX)
+    home.mkdir()
+    daemon = make_daemon(home)
+    with pytest.raises(RuntimeError, match="a unix socket's path may be 107 at most"):
+        daemon.start()
+    assert daemon.proc is None  # nothing was started
