@@ -19,7 +19,8 @@ from typing import IO
 
 import pytest
 
-from conftest import PATIENCE, Daemon, events, make_daemon, stop_process
+from conftest import events
+from harness import PATIENCE, Daemon, make_daemon, stop_process
 
 # how soon the next question of a call must be on the terminal: short beside the 30 s it once took, long enough
 # for a loaded machine

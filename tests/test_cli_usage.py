@@ -12,8 +12,9 @@ from pathlib import Path
 
 import aiohttp
 
-from conftest import Daemon, ask, make_daemon
+from conftest import ask
 from gateway_helpers import stdio
+from harness import Daemon, make_daemon
 from test_cli_call import Terminal
 
 FORM = {"type": "object", "required": ["repo"], "properties": {"repo": {"type": "string"}}}

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from conftest import PATIENCE, ROOT, Daemon, base_env, wait_for_sync
 from gateway_helpers import stdio
+from harness import PATIENCE, ROOT, Daemon, make_daemon, wait_for_sync
 from opencode.fake_model import Call, Request, Say, ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode
 
@@ -71,9 +71,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     binary = require_opencode(root)
     home = root / "mcpx-home"
     home.mkdir()
-    config = home / "config.json"
-    config.write_text(json.dumps({"servers": {"sdk": stdio("sdk_server.py")}}))
-    with Daemon(home, config, base_env(home, config)) as daemon:
+    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as daemon:
         model = ScriptedModel(root / "model-requests.jsonl").start()
         env = {**clean_env(root / "home"), **{k: v for k, v in daemon.env.items() if k.startswith(("MCPX_", "PYTHON"))}}
         try:

@@ -13,29 +13,21 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from conftest import PATIENCE, loud_skip, stop_process, wait_for_sync
+from conftest import loud_skip
+from harness import PATIENCE, ROOT, free_port, stop_process, wait_for_sync, wait_started
 
-ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "node_modules"
 PLUGIN_SOURCES = [ROOT / "tsconfig.json", ROOT / "plugin" / "opencode" / "index.ts",
                   *sorted((ROOT / "plugin" / "opencode" / "lib").glob("*.ts"))]
 PLUGIN_DIST = ROOT / "plugin" / "opencode" / "dist" / "index.js"
 VERSION = "1.18.33"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def build_plugin() -> str | None:
@@ -166,18 +158,9 @@ class Opencode:
                                       "--print-logs", "--log-level", "INFO"],
                                      cwd=self.project, env=self.env, stdout=out, stderr=subprocess.STDOUT)
         out.close()
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"opencode serve exited {self.proc.returncode}:\n{self.tail()}")
-                if "opencode server listening" in self.log.read_text(errors="replace"):
-                    return self
-                time.sleep(0.1)
-            raise RuntimeError(f"opencode serve did not listen within {timeout} s:\n{self.tail()}")
-        except BaseException:
-            self.stop()  # one that did not start is not left running
-            raise
+        wait_started(self.proc, lambda: "opencode server listening" in self.log.read_text(errors="replace"),
+                     "opencode serve", timeout, self.tail, interval=0.1)
+        return self
 
     def tail(self, chars: int = 6000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
