@@ -13,8 +13,16 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from conftest import PATIENCE, make_daemon, stop_pid, stop_process, wait_for_sync
-from gateway_helpers import free_port, read_log, stdio
+from gateway_helpers import stdio
+from harness import (
+    PATIENCE,
+    free_port,
+    make_daemon,
+    read_log,
+    stop_pid,
+    stop_process,
+    wait_for_sync,
+)
 from mcpx import processes
 
 PY = sys.executable
@@ -129,7 +137,6 @@ def test_a_client_that_goes_away_does_not_cancel_its_call(home: Path) -> None:
             assert doc["state"] == "completed" and doc["result"]["content"][0]["text"] == "released"
         finally:
             stop_process(serve)
-
 
 
 def test_daemon_start_stop_and_restart_from_the_command_line(home: Path) -> None:

@@ -12,9 +12,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import PATIENCE, Daemon, loud_skip, make_daemon, stop_pid, stop_process, wait_for_sync
-from gateway_helpers import free_port
+from conftest import loud_skip
+from harness import (
+    PATIENCE,
+    Daemon,
+    free_port,
+    make_daemon,
+    stop_pid,
+    stop_process,
+    wait_for_sync,
+)
 
 
 @pytest.fixture

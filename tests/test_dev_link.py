@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from conftest import PATIENCE, ROOT, loud_skip
+from conftest import loud_skip
+from harness import PATIENCE, ROOT
 
 VENV_MCPX = ROOT / ".venv" / "bin" / "mcpx"
 

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import PATIENCE, base_env, stop_pid, wait_for_sync
-from gateway_helpers import read_log, stdio
+from gateway_helpers import stdio
+from harness import PATIENCE, base_env, read_log, stop_pid, wait_for_sync
 from mcpx import processes
 from opencode.fake_model import Call, Say, ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode

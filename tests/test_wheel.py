@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from conftest import ROOT, loud_skip, stop_pid
+from conftest import loud_skip
+from harness import ROOT, stop_pid
 from opencode.fake_model import ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode
 
