@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mcpx import wirejson
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
 from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Tx
 
 T = TypeVar("T")
@@ -157,11 +157,11 @@ class SqliteTx:
         assert cur.lastrowid is not None
         return record.model_copy(update={"seq": cur.lastrowid})
 
-    def put_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any]) -> None:
+    def put_task(self, task: StoredTask) -> None:
         self._db.execute(
             "INSERT INTO tasks (id, state, session, updated, doc) VALUES (?,?,?,?,?)"
             " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (tid, state, session, time.time(), _dumps(doc)),
+            (task.id, task.state, task.session, time.time(), _dumps(task.wire())),
         )
 
     def put_fact(self, key: str, value: Any) -> None:
@@ -337,14 +337,14 @@ class SqliteStore:
         rows = await self._rows("SELECT COALESCE(MAX(seq), 0) FROM audit")
         return int(rows[0][0])
 
-    async def task(self, tid: str) -> dict[str, Any] | None:
+    async def task(self, tid: str) -> StoredTask | None:
         rows = await self._rows("SELECT doc FROM tasks WHERE id=?", (tid,))
-        return json.loads(rows[0][0]) if rows else None
+        return StoredTask.model_validate_json(rows[0][0]) if rows else None
 
-    async def tasks_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
         marks = ",".join("?" for _ in states)
         rows = await self._rows(f"SELECT doc FROM tasks WHERE state IN ({marks}) ORDER BY updated", states)
-        return [json.loads(r[0]) for r in rows]
+        return [StoredTask.model_validate_json(r[0]) for r in rows]
 
     async def fact(self, key: str) -> Any:
         rows = await self._rows("SELECT value FROM facts WHERE key=?", (key,))

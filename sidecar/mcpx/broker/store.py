@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
 
 T = TypeVar("T")
 
@@ -76,8 +76,8 @@ class Tx(Protocol):
         """Append `record` to the log; returns it with the seq the log gave it."""
         ...
 
-    def put_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any]) -> None:
-        """Keep a call task's document (a JSON object, kept as given) under its id, with its state."""
+    def put_task(self, task: StoredTask) -> None:
+        """Keep a call task under its id, over what was kept before."""
         ...
 
     def put_fact(self, key: str, value: Any) -> None: ...
@@ -118,10 +118,10 @@ class Store(Protocol):
 
     async def last_seq(self) -> int: ...
 
-    async def task(self, tid: str) -> dict[str, Any] | None: ...
+    async def task(self, tid: str) -> StoredTask | None: ...
 
-    async def tasks_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
-        """The documents of the tasks in these states, least recently updated first."""
+    async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
+        """The tasks in these states, least recently updated first."""
         ...
 
     async def fact(self, key: str) -> Any: ...

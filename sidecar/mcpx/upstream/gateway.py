@@ -14,12 +14,11 @@ import json
 import logging
 from collections import deque
 from collections.abc import Awaitable
-from datetime import datetime
 from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import REDACTED, Answer, OpenRequest
+from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc
 from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
 from mcpx.ids import is_id, new_id
@@ -134,13 +133,12 @@ class Gateway:
     # ---- calls
 
     async def _save(self, task: CallTask) -> None:
-        doc = task.stored()
-        await self.broker.save_task(task.id, task.state, task.request.session, doc)
+        await self.broker.save_task(task.stored())
 
     def task(self, tid: str) -> CallTask | None:
         return self.tasks.get(tid)
 
-    async def task_doc(self, tid: str) -> dict[str, Any]:
+    async def task_doc(self, tid: str) -> TaskDoc:
         if not is_id(tid, "tsk"):
             raise UnknownTask(f"{tid!r} is not a task id (they look like tsk- and 16 hex digits)")
         live = self.tasks.get(tid)
@@ -149,9 +147,7 @@ class Gateway:
         stored = await self.broker.task(tid)
         if stored is None:
             raise UnknownTask(f"no task {tid}")
-        for key in ("arguments", "resume", "cwd", "surface", "policyMode", "transparent"):
-            stored.pop(key, None)
-        return stored
+        return stored.shown()
 
     async def start_call(self, request: CallRequest) -> CallTask:
         self.pool.entry(request.server)  # an unknown server is refused before anything is recorded
@@ -281,12 +277,12 @@ class Gateway:
         data: dict[str, Any] = {"state": state, "server": task.request.server, "tool": task.request.tool}
         if task.error:
             data["error"] = task.scrub(task.error)
-        doc = task.stored()
+        stored = task.stored()
         # whoever waits for the result hears first (it is in memory); the final state and its task.done
         # commit together one loop turn behind, so the database thread is not in the reply's way
         await task.touch()
         await asyncio.sleep(0)
-        committed = self.broker.finish_task(task.id, state, task.request.session, doc, data, trace=task.trace)
+        committed = self.broker.finish_task(stored, data)
         committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
     def _forget_finished(self, tid: str, committed: "asyncio.Future[Any]") -> None:
@@ -310,20 +306,19 @@ class Gateway:
     # ---- after a restart
 
     async def _recover(self) -> None:
-        for doc in await self.broker.tasks_in(("running", "input-required")):
-            resume = doc.get("resume")
-            request = CallRequest(server=doc["server"], tool=doc["tool"], arguments=doc.get("arguments") or {},
-                                  session=doc["session"], session_source=doc["sessionSource"],
-                                  parent=doc.get("parent"), cwd=doc.get("cwd"), surface=doc.get("surface", "rest"),
-                                  policy_mode=doc.get("policyMode"),
-                                  transparent=bool(doc.get("transparent")),
-                                  era=(doc.get("transparent") or {}).get("era"),
-                                  client_caps=(doc.get("transparent") or {}).get("clientCaps"))
+        for stored in await self.broker.tasks_in(("running", "input-required")):
+            resume = stored.resume
+            calling = stored.transparent
+            request = CallRequest(server=stored.server, tool=stored.tool, arguments=stored.arguments,
+                                  session=stored.session, session_source=stored.session_source,
+                                  parent=stored.parent, cwd=stored.cwd, surface=stored.surface,
+                                  policy_mode=stored.policy_mode, transparent=calling is not None,
+                                  era=calling.era if calling else None,
+                                  client_caps=calling.client_caps if calling else None)
             # the questions table is the truth about which questions the call raised
-            raised = [q.id for q in await self.broker.questions(QuestionFilter(task=doc["id"]))]
-            task = CallTask(id=doc["id"], trace=doc["trace"], request=request, state=doc["state"],
-                            era=doc.get("era"), questions=raised, resume=resume,
-                            created=datetime.fromisoformat(doc["created"].replace("Z", "+00:00")).timestamp())
+            raised = [q.id for q in await self.broker.questions(QuestionFilter(task=stored.id))]
+            task = CallTask(id=stored.id, trace=stored.trace, request=request, state=stored.state,
+                            era=stored.era, questions=raised, resume=resume, created=stored.created.timestamp())
             self.tasks[task.id] = task
             if task.era == "modern" and resume and request.server in self.settings.config.servers:
                 task.runner = asyncio.create_task(self._resume(task), name=f"mcpx-resume-{task.id}")
