@@ -141,10 +141,7 @@ class Broker:
     async def stop(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
-            try:
-                await self._sweeper
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait({self._sweeper})  # its end, without taking a cancel of stop() itself for it
             self._sweeper = None
 
     def _future_for(self, eid: str) -> asyncio.Future[Answer]:

@@ -292,10 +292,11 @@ class CallContext:
                     self.task.secrets.add(value)
             return answer
         except QuestionEnded as ended:
-            # policy `error`: the call fails loudly, naming the question
-            self.task.fail(f"{self.task.request.server}.{self.task.request.tool} needed an answer to {handle.id} "
-                           f"({handle.elicitation.message!r}) and none may be given: {ended.reason}")
-            raise asyncio.CancelledError from None
+            # policy `error`: the call fails loudly, naming the question (and the other questions it leaves)
+            reason = (f"{self.task.request.server}.{self.task.request.tool} needed an answer to {handle.id} "
+                      f"({handle.elicitation.message!r}) and none may be given: {ended.reason}")
+            self.task.end_reason = reason
+            raise CallFailed(reason) from None
         except asyncio.CancelledError:
             if not self.task.suspended:
                 self.task.abandoned.append(handle.id)
@@ -316,8 +317,13 @@ class CallContext:
         return f"the call {self.task.trace} ended before {eid} was answered"
 
     async def ask(self, params: ElicitParams) -> dict[str, Any]:
+        """A legacy server's elicitation/create, on its own request: the call itself runs on in the runner."""
         handle = await self.open(params)
-        answer = await self.wait(handle)
+        try:
+            answer = await self.wait(handle)
+        except CallFailed as exc:
+            self.task.fail(str(exc))  # the runner waits for the server's result: the call ends there, failed
+            raise RpcError(jsonrpc.INTERNAL_ERROR, str(exc)) from None
         self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "legacy"})
         return elicit_result(answer)
 
@@ -371,7 +377,13 @@ class CallContext:
                             "keys": {k: h.id for k, h in handles.items()}, "static": static}
         await self._save(self.task)
         await self.task.touch()
-        answers = await asyncio.gather(*(self.wait(h) for h in handles.values()))
+        waits = [asyncio.ensure_future(self.wait(h)) for h in handles.values()]
+        try:
+            answers = await asyncio.gather(*waits)
+        except BaseException:
+            for other in waits:  # one failed, or the call is cancelled: the other questions are not waited for
+                other.cancel()
+            raise
         responses = dict(static)
         for key, slot in slots.items():
             responses[key] = await self.await_slot(slot)

@@ -9,7 +9,6 @@ server process; its questions are abandoned with the reason.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections import deque
@@ -101,8 +100,10 @@ class Gateway:
 
     async def _announce(self) -> None:
         for listener in list(self.tool_listeners):
-            with contextlib.suppress(Exception):
+            try:
                 listener()
+            except Exception:  # one listener's trouble is not the reload's, nor the other listeners'
+                log.exception("a listener to the tool list failed")
 
     async def tools(self, server: str) -> list[dict[str, Any]]:
         self.pool.entry(server)
@@ -299,8 +300,10 @@ class Gateway:
             return False
         task.fail(reason, "cancelled")
         if task.runner is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(asyncio.shield(task.runner), 5)
+            # the call records its own end (_run_to_end); a cancel of this caller is its own, and goes on up
+            done, _ = await asyncio.wait({task.runner}, timeout=5)
+            if not done:
+                log.warning("call %s is still ending 5 s after it was cancelled", tid)
         return True
 
     # ---- after a restart
