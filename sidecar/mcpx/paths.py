@@ -42,6 +42,10 @@ class StatePaths:
         return self.root / "daemon.log"
 
     @property
+    def lock(self) -> Path:
+        return self.root / "daemon.lock"
+
+    @property
     def request_state_key(self) -> Path:
         return self.root / "request-state.key"
 
