@@ -116,6 +116,8 @@ async def status(args: argparse.Namespace) -> int:
     print(f"  socket    {health['socket']}")
     if health.get("listen"):
         print(f"  listen    http://{health['listen']} (token: {client.paths.token})")
+    if health.get("inbox"):
+        print(f"  inbox     {health['inbox']}  → mcpx inbox opens it signed in")
     print(f"  config    {health['config']}")
     if health.get("configError"):
         print(f"  ! config  {health['configError']} (the previous config stays in force)")

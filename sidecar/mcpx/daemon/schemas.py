@@ -108,6 +108,7 @@ class Health(WireModel):
                                             "(HTTP), as configured, secret-looking arguments masked")
     plugin_elicit: str = Field(default="notify", description="the opencode plugin's level from the config "
                                "(off, notify, ask, auto); MCPX_PLUGIN_ELICIT in opencode's environment wins")
+    inbox: str | None = Field(default=None, description="the web inbox's address (`mcpx inbox` opens it signed in)")
 
 
 def _flag(value: Any) -> Any:

@@ -26,6 +26,9 @@ from mcpx.config import ConfigError, load_config, watch_config
 from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
 from mcpx.daemon.runtime import Runtime
+from mcpx.inbox import listener
+from mcpx.inbox.keys import InboxKeys
+from mcpx.inbox.routes import Inbox
 from mcpx.paths import StatePaths, write_private
 from mcpx.sockets import socket_alive
 
@@ -38,17 +41,16 @@ class DaemonError(Exception):
 
 def parse_listen(listen: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise DaemonError(f"--listen takes HOST:PORT on loopback, e.g. 127.0.0.1:7878 (got {listen!r})")
-    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise DaemonError(f"--listen takes HOST:PORT, e.g. 127.0.0.1:7878 (got {listen!r})")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
-        loopback = False
-    if not loopback:
-        raise DaemonError(f"--listen must be a loopback address (127.0.0.1, ::1 or localhost), not {host!r}: "
-                          "the daemon answers questions for you and must not be reachable from the network")
-    return host, int(port)
+        return False
 
 
 def load_or_create_token(paths: StatePaths) -> str:
@@ -120,6 +122,9 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
                           + f" on {paths.socket}")
     tcp = parse_listen(listen) if listen else None
     setup_logging(paths, verbose)
+    if tcp and not is_loopback(tcp[0]):
+        log.warning("listening on %s, beyond loopback: whoever reaches it may try the /v1 API, /mcp and the web "
+                    "inbox (each behind its token) over plain HTTP; see docs/inbox.md", listen)
     try:
         loaded = load_config()
     except ConfigError as exc:
@@ -138,7 +143,8 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
     runtime.gateway = Gateway(runtime)
     await runtime.gateway.start()
 
-    app = make_app(runtime)
+    inbox = Inbox(broker, InboxKeys.load(paths))
+    app = make_app(runtime, inbox)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=3.0, access_log=None)
     await runner.setup()
     with contextlib.suppress(FileNotFoundError):
@@ -149,14 +155,15 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
     finally:
         os.umask(old_umask)
     paths.socket.chmod(0o600)
-    if tcp:
-        await web.TCPSite(runner, tcp[0], tcp[1]).start()
+    # the web inbox is always on TCP: on --listen's address, else on loopback at the port it had last time
+    inbox.base = await listener.start(runner, paths, tcp)
     write_private(paths.daemon_json, json.dumps({
         "pid": os.getpid(), "socket": str(paths.socket), "listen": runtime.listen, "version": __version__,
+        "inbox": inbox.base + "/inbox",
         "startedAt": runtime.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
     }).encode())
-    log.info("mcpx daemon %s serving on %s%s (config: %s)", __version__, paths.socket,
-             f" and http://{runtime.listen}" if tcp else "", loaded.origin)
+    log.info("mcpx daemon %s serving on %s%s, the web inbox on %s/inbox (config: %s)", __version__, paths.socket,
+             f" and http://{runtime.listen}" if tcp else "", inbox.base, loaded.origin)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
