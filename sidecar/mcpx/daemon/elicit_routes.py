@@ -36,7 +36,7 @@ from mcpx.daemon.schemas import (
     WaitQuery,
     kind_list,
 )
-from mcpx.inbox.api_routes import INBOX
+from mcpx.inbox.api_routes import INBOX, NOTIFIER
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
 from mcpx.rendering import render
@@ -89,6 +89,7 @@ async def health(call: Call) -> web.StreamResponse:
         server_commands={name: entry.shown for name, entry in sorted(rt.config.servers.items())},
         plugin_elicit=rt.config.plugin.elicit,
         inbox=inbox.base + "/inbox" if (inbox := call.app.get(INBOX)) is not None and inbox.base else None,
+        notify=notifier.summary() if (notifier := call.app.get(NOTIFIER)) is not None else [],
     )
     return web.json_response(body.wire())
 

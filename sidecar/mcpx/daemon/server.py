@@ -27,7 +27,9 @@ from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
 from mcpx.daemon.runtime import Runtime
 from mcpx.inbox import listener
+from mcpx.inbox.api_routes import NOTIFIER
 from mcpx.inbox.keys import InboxKeys
+from mcpx.inbox.notify import Notifier
 from mcpx.inbox.routes import Inbox
 from mcpx.paths import StatePaths, write_private
 from mcpx.sockets import socket_alive
@@ -144,7 +146,9 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
     await runtime.gateway.start()
 
     inbox = Inbox(broker, InboxKeys.load(paths))
+    notifier = Notifier(broker, lambda: runtime.config.elicit.notify, inbox.link_url)
     app = make_app(runtime, inbox)
+    app[NOTIFIER] = notifier
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=3.0, access_log=None)
     await runner.setup()
     with contextlib.suppress(FileNotFoundError):
@@ -162,6 +166,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         "inbox": inbox.base + "/inbox",
         "startedAt": runtime.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
     }).encode())
+    await notifier.start()
     log.info("mcpx daemon %s serving on %s%s, the web inbox on %s/inbox (config: %s)", __version__, paths.socket,
              f" and http://{runtime.listen}" if tcp else "", inbox.base, loaded.origin)
 
@@ -181,6 +186,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
         await runner.cleanup()
+        await notifier.close()
         await runtime.gateway.close()
         await broker.stop()
         await store.close()

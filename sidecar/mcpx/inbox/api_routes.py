@@ -15,12 +15,14 @@ from mcpx.daemon.api import Api, ApiError, Call, Reply
 from mcpx.daemon.peers import refuse_agent_as_person
 from mcpx.daemon.schemas import QuestionPath
 from mcpx.broker.models import WireModel
+from mcpx.inbox.notify import Notifier
 from mcpx.inbox.routes import BY, Inbox
 
 api = Api()
 # what else may come in over TCP without the bearer token: each says yes to the requests it checks itself
 TCP_GUESTS: web.AppKey[list[Callable[[web.Request], bool]]] = web.AppKey("tcp_guests", list)
 INBOX: web.AppKey[Inbox] = web.AppKey("inbox", Inbox)
+NOTIFIER: web.AppKey[Notifier] = web.AppKey("notifier", Notifier)
 _AGENT = Reply("asked from an agent's shell: these addresses answer as the person")
 
 
