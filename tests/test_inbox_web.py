@@ -286,3 +286,17 @@ async def test_an_agents_shell_gets_neither_the_inbox_token_nor_a_link(daemon: D
         refused = daemon.cli(*args, env={"AGENT": "1"})
         assert refused.returncode == 1 and "agent's shell" in refused.stderr, refused.stderr
         assert "token=" not in refused.stdout + refused.stderr and "link=" not in refused.stdout + refused.stderr
+
+
+async def test_the_texts_that_say_how_to_answer_give_the_questions_page_which_needs_the_sign_in(
+        daemon: Daemon, http: aiohttp.ClientSession) -> None:
+    q = await ask(http, message="Deploy?", requestedSchema={"type": "object", "properties": {
+        "confirm": {"type": "boolean"}}}, ttl="10m")
+    async with http.get(f"/v1/elicit/{q['id']}", params={"render": "true"}) as r:
+        render = (await r.json())["elicitation"]["render"]
+    page = render["page"]
+    assert page.endswith(f"/inbox/q/{q['id']}") and page.startswith("http://127.0.0.1:")
+    assert f"in the web inbox, {page}, or from a terminal" in render["person"]["notify"]
+    assert "link=" not in json.dumps(render)  # an agent is shown the page, never the question's link
+    async with aiohttp.ClientSession() as anyone, anyone.get(page) as r:
+        assert r.status == 401 and "mcpx inbox" in await r.text()

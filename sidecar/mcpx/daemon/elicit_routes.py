@@ -36,7 +36,7 @@ from mcpx.daemon.schemas import (
     WaitQuery,
     kind_list,
 )
-from mcpx.inbox.api_routes import INBOX, NOTIFIER
+from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
 from mcpx.rendering import render
@@ -73,9 +73,9 @@ def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> dic
     return doc
 
 
-def rendered(q: Elicitation, answer: Answer | None, prefix: str) -> dict[str, Any]:
+def rendered(call: Call, q: Elicitation, answer: Answer | None, prefix: str) -> dict[str, Any]:
     """A question as the API shows it, with what each party is shown of it (mcpx.rendering)."""
-    return {**q.wire(), "render": render(q, answer, prefix).wire()}
+    return {**q.wire(), "render": render(q, answer, prefix, page_of(call.app)(q.id)).wire()}
 
 
 @api.route("GET", "/v1/health", "Is the daemon up, and what is it running", tag="daemon",
@@ -108,7 +108,7 @@ async def list_questions(call: Call) -> web.StreamResponse:
                "audience": q.audience, "trace": q.trace, "task": q.task}
     if q.render:
         questions = await _rt(call).broker.list(**filters, limit=str(q.limit))
-        docs = [rendered(each, None, q.tool_prefix) for each in questions]
+        docs = [rendered(call, each, None, q.tool_prefix) for each in questions]
         return web.json_response({"elicitations": docs, "count": len(docs)})
     text, count = await _rt(call).broker.list_json(filters, q.limit)  # as stored: no parse per question
     return json_text(f'{{"elicitations":{text},"count":{count}}}')
@@ -151,7 +151,7 @@ async def ask(call: Call) -> web.StreamResponse:
 async def get_question(call: Call) -> web.StreamResponse:
     q, answer = await _rt(call).broker.get(call.path["id"])
     query: RenderQuery = call.query
-    doc = rendered(q, answer, query.tool_prefix) if query.render else q.wire()
+    doc = rendered(call, q, answer, query.tool_prefix) if query.render else q.wire()
     return web.json_response({"elicitation": doc, "answer": answer_document(answer, q.requested_schema)})
 
 

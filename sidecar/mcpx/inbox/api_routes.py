@@ -30,6 +30,13 @@ class InboxAddress(WireModel):
     url: str
 
 
+def page_of(app: web.Application) -> Callable[[str], str | None]:
+    """A question's page in the inbox, for the texts that say how to answer it: it opens only in a browser signed
+    in, so it may be shown to an agent (a question's link may not)."""
+    inbox = app.get(INBOX)
+    return lambda eid: inbox.page_url(eid) if inbox is not None and inbox.base else None
+
+
 def inbox_of(call: Call) -> Inbox:
     inbox = call.app.get(INBOX)
     if inbox is None or not inbox.base:
