@@ -296,7 +296,7 @@ async def test_the_texts_that_say_how_to_answer_give_the_questions_page_which_ne
         render = (await r.json())["elicitation"]["render"]
     page = render["page"]
     assert page.endswith(f"/inbox/q/{q['id']}") and page.startswith("http://127.0.0.1:")
-    assert f"in the web inbox, {page}, or from a terminal" in render["person"]["notify"]
+    assert f"they answer from a terminal: {render['terminal']}; or in the web inbox: {page}" in render["person"]["notify"]
     assert "link=" not in json.dumps(render)  # an agent is shown the page, never the question's link
     async with aiohttp.ClientSession() as anyone, anyone.get(page) as r:
         assert r.status == 401 and "mcpx inbox" in await r.text()

@@ -87,8 +87,8 @@ def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Render
     else:
         if dialog == "terminal":
             lines.append("  It asks for a credential, so it is not shown in opencode: a model must not see the value.")
-        where = f"in the web inbox, {r.page}, or " if r.page else ""
-        lines.append(f"  Tell the person it waits; they answer {where}from a terminal: {r.terminal}")
+        inbox = f"; or in the web inbox: {r.page}" if r.page else ""
+        lines.append(f"  Tell the person it waits; they answer from a terminal: {r.terminal}{inbox}")
     if r.collect:
         lines.append(f"  The call goes on once they answer; collect its result later with {r.collect}.")
     return "\n".join(lines)
