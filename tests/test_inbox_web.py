@@ -187,8 +187,9 @@ async def test_a_link_opens_one_question_once_and_its_secret_is_never_logged(dae
 
 
 async def test_unknown_and_expired_links_get_a_clear_page(daemon: Daemon, http: aiohttp.ClientSession) -> None:
-    q = await ask(http, ttl="1s")
-    link = link_of(daemon, q["id"])
+    q = await ask(http, ttl="4s")
+    async with http.get(f"/v1/elicit/{q['id']}/link") as r:  # at once, over the socket: the CLI may start slowly
+        link = (await r.json())["url"]
     await wait_for(lambda: _state(http, q["id"], "expired"), what="expiry")
     async with chromium() as browser, page_of(browser) as page:
         response = await page.goto(link)
