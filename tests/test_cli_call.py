@@ -52,6 +52,10 @@ def test_without_a_terminal_the_question_is_returned_with_exit_75(demo: Daemon) 
     doc = json.loads(js.stdout)["inputRequired"]
     q = doc["elicitation"]
     assert q["respondWith"].startswith(f"mcpx elicit answer {q['id']}")
+    # where it says how to answer, it gives the question's page in the web inbox
+    inbox = json.loads((demo.home / "daemon.json").read_text())["inbox"]
+    assert q["page"] == f"{inbox}/q/{q['id']}"
+    assert f"page      {inbox}/q/elc-" in out.stderr and "mcpx elicit link elc-" in out.stderr
     assert demo.cli("elicit", "answer", q["id"], "repo=octo/notes").returncode == 0
     done = demo.cli("task", "result", doc["task"])
     assert done.returncode == 0 and "octo/notes" in done.stdout

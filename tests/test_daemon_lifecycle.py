@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import stat
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import aiohttp
 
 from conftest import ask, events, past, request_in_flight
-from harness import PATIENCE, Daemon, free_port, home_pid, make_daemon, stop_process, wait_for_sync
+from harness import PATIENCE, Daemon, free_port, home_pid, make_daemon, read_log, stop_process, wait_for_sync
 
 
 async def test_kill9_then_restart_loses_nothing_committed(home: Path) -> None:
@@ -86,11 +87,32 @@ def test_a_second_daemon_for_the_same_state_directory_is_refused(daemon: Daemon)
     assert result.returncode == 1 and "already running" in result.stderr
 
 
-def test_listen_refuses_addresses_off_loopback(home: Path) -> None:
-    d = make_daemon(home)
-    result = subprocess.run([sys.executable, "-m", "mcpx", "daemon", "--listen", "0.0.0.0:7000"], env=d.env,
-                            capture_output=True, text=True, timeout=PATIENCE)
-    assert result.returncode == 1 and "loopback" in result.stderr
+async def test_listen_beyond_loopback_is_an_explicit_choice_and_the_log_says_what_it_exposes(home: Path) -> None:
+    port = free_port()
+    with make_daemon(home, listen=f"0.0.0.0:{port}") as d:
+        async with d.session() as http, http.get("/v1/health") as r:
+            inbox = (await r.json())["inbox"]
+        assert inbox.endswith(f":{port}/inbox") and not inbox.startswith("http://0.0.0.0")
+        assert "beyond loopback" in read_log(home)
+
+
+async def test_without_listen_tcp_serves_the_web_inbox_and_not_the_api(daemon: Daemon) -> None:
+    async with daemon.session() as http, http.get("/v1/health") as r:
+        inbox = (await r.json())["inbox"]
+    assert inbox.startswith("http://127.0.0.1:")
+    assert json.loads((daemon.home / "daemon.json").read_text())["inbox"] == inbox
+    base = inbox.removesuffix("/inbox")
+    async with aiohttp.ClientSession() as http:
+        for token in ("", (daemon.home / "token").read_text().strip() if (daemon.home / "token").exists() else "x"):
+            async with http.get(f"{base}/v1/health", headers={"Authorization": f"Bearer {token}"}) as r:
+                assert r.status == 401 and "--listen" in (await r.json())["error"]["message"]
+        async with http.get(inbox) as r:
+            assert r.status == 401 and "mcpx inbox" in await r.text()
+    # a restarted daemon takes the same port again: an open inbox and the links sent out still work
+    daemon.stop()
+    daemon.start()
+    async with daemon.session() as http, http.get("/v1/health") as r:
+        assert (await r.json())["inbox"] == inbox
 
 
 async def test_tcp_needs_the_bearer_token(home: Path) -> None:

@@ -67,6 +67,15 @@ def test_the_wheel_carries_the_built_plugin_and_the_skill(installed: Installed) 
     assert not [n for n in names if n.endswith(".ts")]  # the plugin's sources stay in the repository
 
 
+def test_the_wheel_carries_the_web_inbox_pages(installed: Installed) -> None:
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    assert {"mcpx/inbox/templates/page.html", "mcpx/inbox/static/inbox.css", "mcpx/inbox/static/inbox.js"} <= names
+    python = installed.venv / "bin" / "python"
+    shown = subprocess.run([str(python), "-c", "from mcpx.inbox import pages; print(pages.message_page('t', 'x'))"],
+                           capture_output=True, text=True, timeout=60, cwd=installed.venv)
+    assert shown.returncode == 0 and "/inbox/static/inbox.css" in shown.stdout, shown.stderr
+
+
 def test_opencode_install_from_the_wheel_where_node_is_not_on_path(installed: Installed, tmp_path: Path) -> None:
     assert shutil.which("node", path=installed.path) is None
     project = tmp_path / "project"

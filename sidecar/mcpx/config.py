@@ -192,6 +192,56 @@ def _normalise_server(name: str, entry: Any) -> Any:
     return entry
 
 
+class NotifyTarget(_Model):
+    """Where news of a question goes as it opens (the web inbox's notifications): exactly one of webhook, ntfy and
+    desktop, each optionally only for some audiences, one server, one session."""
+
+    webhook: str | None = Field(default=None, description="an http(s) URL: a JSON POST per question")
+    ntfy: str | None = Field(default=None, description="an ntfy topic's URL: ntfy's publish format, the link as its "
+                             "click action")
+    desktop: bool | None = Field(default=None, description="true: this machine's desktop notification")
+    audience: list[Audience] | None = None
+    server: str | None = None
+    session: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _audience_list(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("audience"), str):
+            return {**data, "audience": [data["audience"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "NotifyTarget":
+        kinds = [k for k in ("webhook", "ntfy") if getattr(self, k) is not None] + (["desktop"] if self.desktop else [])
+        if len(kinds) != 1:
+            raise ValueError('a notify target is exactly one of {"webhook": URL}, {"ntfy": URL}, {"desktop": true}'
+                             + (f" (this one has {', '.join(kinds)})" if kinds else ""))
+        url = self.webhook or self.ntfy
+        if url is not None and not re.match(r"https?://[^/\s]+", url):
+            raise ValueError(f"{kinds[0]}: {shown_url(url)!r} is not an http(s) URL")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "webhook" if self.webhook else "ntfy" if self.ntfy else "desktop"
+
+    @property
+    def shown(self) -> str:
+        """The target as logs and `mcpx status` show it: its scheme and host. A path or query is often the secret
+        (an ntfy topic, a chat webhook's token), so neither is shown."""
+        url = self.webhook or self.ntfy
+        if not url:
+            return self.kind
+        scheme, _, rest = url.partition("://")
+        host = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+        return f"{self.kind} {scheme}://{host}/…"
+
+    def wants(self, audience: str, server: str, session: str) -> bool:
+        return ((self.audience is None or audience in self.audience) and self.server in (None, server)
+                and self.session in (None, session))
+
+
 class ElicitSettings(_Model):
     ttl: Seconds = 120.0
     mode: ElicitMode = "ask"
@@ -200,6 +250,7 @@ class ElicitSettings(_Model):
     ask_timeout: Seconds = 45.0
     grace: Seconds = Field(default=2.0, description="how long a tool call waits for an answer before returning early")
     max_rounds: int = Field(default=8, ge=1, le=100, description="input_required rounds before a call gives up")
+    notify: list[NotifyTarget] = Field(default=[], description="where news of each question goes as it opens")
 
     @model_validator(mode="after")
     def _rule_ids(self) -> "ElicitSettings":

@@ -1,6 +1,7 @@
 """Where mcpx keeps its state (SPEC section 2)."""
 
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,3 +63,15 @@ def write_private(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def load_key(path: Path) -> bytes:
+    """A secret key kept in the state directory (32 random bytes, 0600), made on first use, so what was sealed or
+    signed with it before a daemon restart still opens after it."""
+    if path.exists():
+        key = path.read_bytes()
+        if len(key) >= 32:
+            return key
+    key = secrets.token_bytes(32)
+    write_private(path, key)
+    return key

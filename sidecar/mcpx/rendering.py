@@ -44,6 +44,8 @@ class Rendering(WireModel):
                                            "(strings are '...'); none in url mode")
     answer_calls: AnswerCalls = Field(description="the exact MCP tool calls an agent makes")
     terminal: str = Field(description="the commands that answer it from a terminal")
+    page: str | None = Field(default=None, description="its page in the web inbox, which opens only in the person's "
+                             "browser, signed in (`mcpx inbox`)")
     ask_call: str = Field(description="the call of the plugin's tool that puts it to the person")
     ask_now: str = Field(description="the line that tells the agent to make that call now")
     collect: str | None = Field(default=None, description="the call that collects the result of the call that asked")
@@ -85,14 +87,16 @@ def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Render
     else:
         if dialog == "terminal":
             lines.append("  It asks for a credential, so it is not shown in opencode: a model must not see the value.")
-        lines.append(f"  Tell the person it waits; they answer from a terminal: {r.terminal}")
+        inbox = f"; or in the web inbox: {r.page}" if r.page else ""
+        lines.append(f"  Tell the person it waits; they answer from a terminal: {r.terminal}{inbox}")
     if r.collect:
         lines.append(f"  The call goes on once they answer; collect its result later with {r.collect}.")
     return "\n".join(lines)
 
 
-def render(q: Elicitation, answer: Answer | None = None, prefix: str = "") -> Rendering:
-    """`prefix`: what the client's MCP entry puts before mcpx's tool names (opencode: the entry's name and _)."""
+def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page: str | None = None) -> Rendering:
+    """`prefix`: what the client's MCP entry puts before mcpx's tool names (opencode: the entry's name and _);
+    `page`: the question's page in the web inbox."""
     doc = q.wire()
     dialog = dialog_of(q)
     answer_tool = prefix + "mcpx_elicit_answer"
@@ -102,7 +106,7 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "") -> Re
         example=None if q.mode == "url" else example_content(q.requested_schema),
         answer_calls=AnswerCalls(**{a: mcp_answer_call(doc, a).replace("mcpx_elicit_answer", answer_tool, 1)
                                     for a in ("accept", "decline")}),
-        terminal=terminal_commands(doc), ask_call=ask_call,
+        terminal=terminal_commands(doc), page=page, ask_call=ask_call,
         ask_now=f"  Put it to the person now: call {ask_call} — it opens opencode's dialog for them. "
                 "Do not answer it yourself and do not guess their answer.",
         collect=f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None,

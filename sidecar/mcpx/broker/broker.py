@@ -569,6 +569,11 @@ class Broker:
     async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
         return await self._store.tasks_in(states)
 
+    async def record_consent(self, q: Elicitation, yes: bool, by: str, domain: str) -> AuditRecord:
+        """A person's yes or no to opening a url-mode question's page: audited, and nothing else changes."""
+        return await self._submit_record("elicit.consent", {"consent": yes, "by": by, "domain": domain},
+                                         elicit=q.id, session=q.session, trace=q.trace, task=q.task)
+
     async def fact(self, key: str) -> Any:
         return await self._store.fact(key)
 

@@ -24,6 +24,7 @@ AuditKind = Literal[
     "elicit.abandoned",
     "elicit.escalated",
     "elicit.resumed",
+    "elicit.consent",  # a person's yes or no to opening a url-mode question's page (the web inbox)
     "policy.fired",
     "task.done",
 ]

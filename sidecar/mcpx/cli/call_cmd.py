@@ -104,7 +104,7 @@ def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
         print(render_question(q), file=sys.stderr)
         print(file=sys.stderr)
     print(f"The call keeps running until it is answered or expires; its result: mcpx task result {doc['task']}\n"
-          "Every waiting question, answered from one screen: mcpx tui", file=sys.stderr)
+          "Every waiting question, answered from one screen: mcpx inbox (in your browser) or mcpx tui", file=sys.stderr)
 
 
 def call_cmd(args: argparse.Namespace) -> int:

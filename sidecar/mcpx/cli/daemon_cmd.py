@@ -116,6 +116,11 @@ async def status(args: argparse.Namespace) -> int:
     print(f"  socket    {health['socket']}")
     if health.get("listen"):
         print(f"  listen    http://{health['listen']} (token: {client.paths.token})")
+    if health.get("inbox"):
+        print(f"  inbox     {health['inbox']}  → mcpx inbox opens it signed in")
+    for stat in health.get("notify") or []:
+        print(f"  notify    {stat['target']}: {stat['sent']} sent, {stat['failed']} failed"
+              + (f" (last: {stat['lastError']})" if stat.get("lastError") else ""))
     print(f"  config    {health['config']}")
     if health.get("configError"):
         print(f"  ! config  {health['configError']} (the previous config stays in force)")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpx.broker.schema import SchemaProblem, check_schema, parse_assignments
+from mcpx.cli import inbox_cmd
 from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, run
 from mcpx.cli.render import render_event, render_question, render_row
@@ -48,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p.add_argument("--reason", help="why, in words the server (and the audit) will keep")
         add_json_flag(p)
         p.set_defaults(func=run(answer_cmd), action=action, content=[])
+
+    inbox_cmd.register_link(esub)
 
     p = esub.add_parser("watch", help="follow questions and answers as they happen (the event stream)")
     p.add_argument("--session")

@@ -70,6 +70,8 @@ def render_question(q: dict[str, Any], answer: dict[str, Any] | None = None) -> 
         if answer.get("reason"):
             lines.append(f"            reason: {plain(answer['reason'])}")
     if state == "pending":
+        if q.get("page"):
+            lines.append(f"  page      {q['page']}   (the web inbox; on another device: mcpx elicit link {q['id']})")
         cmds = answer_commands(q)
         lines.append("  answer    " + cmds[0])
         lines.extend("            " + c for c in cmds[1:])

@@ -14,6 +14,9 @@ from mcpx.daemon import call_routes, elicit_routes
 from mcpx.daemon.api import Api, error_response, errors_middleware
 from mcpx.daemon.peers import is_unix
 from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, DaemonInfo
+from mcpx.inbox import api_routes as inbox_routes
+from mcpx.inbox.api_routes import TCP_GUESTS
+from mcpx.inbox.routes import Inbox
 from mcpx.keys import MAX_BODY, SHUTDOWN
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.http_endpoint import install_mcp_endpoint
@@ -24,11 +27,16 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The unix socket is the owner's alone (0600); loopback TCP needs the bearer token."""
-    if not is_unix(request):
+    """The unix socket is the owner's alone (0600); TCP needs the bearer token (given with --listen), but for what
+    a guest checks itself."""
+    if not is_unix(request) and not any(admits(request) for admits in request.app[TCP_GUESTS]):
         token = request.app[INFO].token
         given = request.headers.get("Authorization", "")
-        if not token or not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].strip(), token):
+        if not token:
+            return error_response(401, "unauthorized",
+                                  "this port serves the web inbox (`mcpx inbox` opens it); /v1 and /mcp are served on "
+                                  "TCP only by a daemon started with --listen, behind its bearer token")
+        if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].strip(), token):
             return error_response(401, "unauthorized",
                                   "this port needs 'Authorization: Bearer <token>'; the token is in the state "
                                   "directory's 'token' file (mcpx status shows where)")
@@ -39,6 +47,7 @@ def build_api() -> Api:
     api = Api()
     api.endpoints.extend(elicit_routes.api.endpoints)
     api.endpoints.extend(call_routes.api.endpoints)
+    api.endpoints.extend(inbox_routes.api.endpoints)
     return api
 
 
@@ -49,12 +58,14 @@ def stop_streams(app: web.Application) -> None:
 
 
 def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Gateway,
-             surface: Surface) -> web.Application:
+             surface: Surface, inbox: Inbox) -> web.Application:
     app = web.Application(middlewares=[errors_middleware, auth_middleware], client_max_size=MAX_BODY)
     app[INFO] = info
     app[CONFIG] = config
     app[BROKER] = broker
     app[GATEWAY] = gateway
+    app[TCP_GUESTS] = []
+    inbox_routes.install(app, inbox)
     app[SHUTDOWN] = asyncio.Event()
     api = build_api()
     api.install(app)

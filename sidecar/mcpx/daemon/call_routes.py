@@ -6,6 +6,7 @@ a Location to answer at and a Retry-After of the time left, while the call keeps
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from aiohttp import web
@@ -21,6 +22,7 @@ from mcpx.daemon.schemas import ErrorDetail, TaskPath
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.sessions import header_source, resolve_session
 from mcpx.upstream.calls import CallRequest, CallTask
+from mcpx.inbox.api_routes import page_of
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.pool import InstanceInfo
 
@@ -65,6 +67,7 @@ class CallFailed(BaseModel):
 
 class WaitingQuestion(Elicitation):
     respond_with: str = Field(description="the mcpx command that answers it, with placeholder content of its shape")
+    page: str | None = Field(default=None, description="its page in the web inbox (it opens in a browser signed in)")
 
 
 class InputRequired(BaseModel):
@@ -95,8 +98,9 @@ def waiting(task: CallTask, broker: Broker) -> list[Elicitation]:
     return [q for eid, q in task.open.items() if (h := broker.handle(eid, q)) is not None and not h.done()]
 
 
-def waiting_document(task: CallTask, open_questions: list[Elicitation]) -> InputRequired:
-    questions = [WaitingQuestion.model_validate({**q.wire(), "respondWith": respond_with(q.wire())})
+def waiting_document(task: CallTask, open_questions: list[Elicitation],
+                     page: Callable[[str], str | None] = lambda _eid: None) -> InputRequired:
+    questions = [WaitingQuestion.model_validate({**q.wire(), "respondWith": respond_with(q.wire()), "page": page(q.id)})
                  for q in open_questions]
     return InputRequired(status="input-required" if questions else "running", task=task.id, trace=task.trace,
                          elicitation=questions[0] if questions else None, elicitations=questions,
@@ -110,8 +114,8 @@ def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = 
                              status=status, headers=headers)
 
 
-def waiting_response(task: CallTask, broker: Broker) -> web.Response:
-    doc = waiting_document(task, waiting(task, broker))
+def waiting_response(task: CallTask, broker: Broker, page: Callable[[str], str | None]) -> web.Response:
+    doc = waiting_document(task, waiting(task, broker), page)
     headers = {"Location": f"/v1/tasks/{task.id}", "Retry-After": "1"}
     if doc.elicitation is None:
         return _json(doc, 202, headers, elicitation=None)  # null, not absent: "no question yet" is news
@@ -150,7 +154,7 @@ async def call_tool(call: Call) -> web.StreamResponse:
         raise RouteError(404, "unknown_server", str(exc)) from None
     limit = call.query.wait if call.query.wait is not None else gw.pool.entry(task.request.server).timeout + 5
     await task.wait_for(lambda: task.done or bool(task.open), limit)
-    return finished_response(task) if task.done else waiting_response(task, call.app[BROKER])
+    return finished_response(task) if task.done else waiting_response(task, call.app[BROKER], page_of(call.app))
 
 
 @api.route("GET", "/v1/tasks/{id}", "A call's status: running, input-required, completed, failed, cancelled",
@@ -177,7 +181,7 @@ async def task_result(call: Call) -> web.StreamResponse:
             (lambda: live.done)
         await live.wait_for(wake, call.query.timeout)
         if not live.done:
-            return waiting_response(live, broker)
+            return waiting_response(live, broker, page_of(call.app))
     return web.json_response((await _task_or_404(gw, call.path["id"])).wire())
 
 

@@ -37,6 +37,7 @@ from mcpx.daemon.schemas import (
     WaitQuery,
     kind_list,
 )
+from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
@@ -70,9 +71,9 @@ def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> dic
     return doc
 
 
-def rendered(q: Elicitation, answer: Answer | None, prefix: str) -> dict[str, Any]:
+def rendered(call: Call, q: Elicitation, answer: Answer | None, prefix: str) -> dict[str, Any]:
     """A question as the API shows it, with what each party is shown of it (mcpx.rendering)."""
-    return {**q.wire(), "render": render(q, answer, prefix).wire()}
+    return {**q.wire(), "render": render(q, answer, prefix, page_of(call.app)(q.id)).wire()}
 
 
 @api.route("GET", "/v1/health", "Is the daemon up, and what is it running", tag="daemon",
@@ -86,6 +87,8 @@ async def health(call: Call) -> web.StreamResponse:
         pending=await call.app[BROKER].count("pending"), servers=sorted(config.servers),
         server_commands={name: entry.shown for name, entry in sorted(config.servers.items())},
         plugin_elicit=config.plugin.elicit,
+        inbox=inbox.base + "/inbox" if (inbox := call.app.get(INBOX)) is not None and inbox.base else None,
+        notify=notifier.summary() if (notifier := call.app.get(NOTIFIER)) is not None else [],
     )
     return web.json_response(body.wire())
 
@@ -104,7 +107,7 @@ async def list_questions(call: Call) -> web.StreamResponse:
                            audience=q.audience, trace=q.trace, task=q.task)
     if q.render:
         questions = await call.app[BROKER].questions(where, q.limit)
-        docs = [rendered(each, None, q.tool_prefix) for each in questions]
+        docs = [rendered(call, each, None, q.tool_prefix) for each in questions]
         return web.json_response({"elicitations": docs, "count": len(docs)})
     text, count = await call.app[BROKER].questions_json(where, q.limit)  # as stored: no parse per question
     return json_text(f'{{"elicitations":{text},"count":{count}}}')
@@ -143,7 +146,7 @@ async def ask(call: Call) -> web.StreamResponse:
 async def get_question(call: Call) -> web.StreamResponse:
     q, answer = await call.app[BROKER].get(call.path["id"])
     query: RenderQuery = call.query
-    doc = rendered(q, answer, query.tool_prefix) if query.render else q.wire()
+    doc = rendered(call, q, answer, query.tool_prefix) if query.render else q.wire()
     return web.json_response({"elicitation": doc, "answer": answer_document(answer, q.requested_schema)})
 
 

@@ -23,6 +23,7 @@ from mcpx.broker.models import (
     State,
     WireModel,
 )
+from mcpx.inbox.notify import NotifyStat
 from mcpx.rendering import Rendering
 
 
@@ -108,6 +109,9 @@ class Health(WireModel):
                                             "(HTTP), as configured, secret-looking arguments masked")
     plugin_elicit: str = Field(default="notify", description="the opencode plugin's level from the config "
                                "(off, notify, ask, auto); MCPX_PLUGIN_ELICIT in opencode's environment wins")
+    inbox: str | None = Field(default=None, description="the web inbox's address (`mcpx inbox` opens it signed in)")
+    notify: list[NotifyStat] = Field(default=[], description="each notification target of elicit.notify: sent and "
+                                     "failed since the daemon started")
 
 
 def _flag(value: Any) -> Any:

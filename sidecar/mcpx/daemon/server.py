@@ -29,10 +29,15 @@ from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
 from mcpx.daemon.homelock import HomeTaken, hold_home
 from mcpx.daemon.state import DaemonInfo
-from mcpx.paths import StatePaths, write_private
+from mcpx.inbox import listener
+from mcpx.inbox.api_routes import NOTIFIER
+from mcpx.inbox.keys import InboxKeys
+from mcpx.inbox.notify import Notifier
+from mcpx.inbox.routes import Inbox
+from mcpx.paths import StatePaths, load_key, write_private
 from mcpx.sockets import socket_alive
 from mcpx.surface.dispatch import Surface
-from mcpx.surface.request_state import RequestStates, load_key
+from mcpx.surface.request_state import RequestStates
 from mcpx.upstream.calls import CallRequest
 from mcpx.upstream.gateway import Gateway
 
@@ -47,17 +52,16 @@ class DaemonError(Exception):
 
 def parse_listen(listen: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise DaemonError(f"--listen takes HOST:PORT on loopback, e.g. 127.0.0.1:7878 (got {listen!r})")
-    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise DaemonError(f"--listen takes HOST:PORT, e.g. 127.0.0.1:7878 (got {listen!r})")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
-        loopback = False
-    if not loopback:
-        raise DaemonError(f"--listen must be a loopback address (127.0.0.1, ::1 or localhost), not {host!r}: "
-                          "the daemon answers questions for you and must not be reachable from the network")
-    return host, int(port)
+        return False
 
 
 def load_or_create_token(paths: StatePaths) -> str:
@@ -139,6 +143,9 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
             raise DaemonError(f"a daemon is already running for {paths.root}" + (f" (pid {pid})" if pid else "")
                               + f" on {paths.socket}")
         setup_logging(paths, verbose)
+        if tcp and not is_loopback(tcp[0]):
+            log.warning("listening on %s, beyond loopback: whoever reaches it may try the /v1 API, /mcp and the "
+                        "web inbox (each behind its token) over plain HTTP; see docs/inbox.md", listen)
         try:
             settings = ConfigSource(load_config())
         except ConfigError as exc:
@@ -158,19 +165,31 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))
         info = DaemonInfo(paths=paths, started_at=datetime.now(UTC), listen=f"{tcp[0]}:{tcp[1]}" if tcp else None,
                           token=load_or_create_token(paths) if tcp else None)
-        app = make_app(info, settings, broker, gateway, surface)
+        inbox = Inbox(broker, InboxKeys.load(paths))
+        notifier = Notifier(broker, lambda: settings.config.elicit.notify, inbox.link_url)
+        parts.push_async_callback(notifier.close)
+        app = make_app(info, settings, broker, gateway, surface, inbox)
+        app[NOTIFIER] = notifier
 
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=3.0, access_log=None)
         parts.push_async_callback(runner.cleanup)
         await runner.setup()
         parts.callback(stop_streams, app)
-        await _serve_on(runner, paths, tcp)
+        await _serve_on(runner, paths)
+        # the web inbox is always on TCP: on --listen's address, else on loopback at the port it had last time
+        try:
+            inbox.base = await listener.start(runner, paths, tcp)
+        except OSError as exc:
+            where = f"{tcp[0]}:{tcp[1]}" if tcp else "loopback"
+            raise DaemonError(f"cannot listen on {where}: {exc.strerror or exc}") from None
         write_private(paths.daemon_json, json.dumps({
             "pid": os.getpid(), "socket": str(paths.socket), "listen": info.listen, "version": __version__,
+            "inbox": inbox.base + "/inbox",
             "startedAt": info.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
         }).encode())
-        log.info("mcpx daemon %s serving on %s%s (config: %s)", __version__, paths.socket,
-                 f" and http://{info.listen}" if tcp else "", settings.origin)
+        await notifier.start()
+        log.info("mcpx daemon %s serving on %s%s, the web inbox on %s/inbox (config: %s)", __version__, paths.socket,
+                 f" and http://{info.listen}" if tcp else "", inbox.base, settings.origin)
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -185,8 +204,8 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
     return 0
 
 
-async def _serve_on(runner: web.AppRunner, paths: StatePaths, tcp: tuple[str, int] | None) -> None:
-    """Listen on the unix socket (0600), and on loopback TCP if asked; a DaemonError that says why not."""
+async def _serve_on(runner: web.AppRunner, paths: StatePaths) -> None:
+    """Listen on the unix socket (0600); a DaemonError that says why not."""
     with contextlib.suppress(FileNotFoundError):
         paths.socket.unlink()  # stale: nothing answered on it, and we hold the home
     old_umask = os.umask(0o177)  # the socket is born 0600, never briefly open to others
@@ -200,11 +219,6 @@ async def _serve_on(runner: web.AppRunner, paths: StatePaths, tcp: tuple[str, in
     finally:
         os.umask(old_umask)
     paths.socket.chmod(0o600)
-    if tcp:
-        try:
-            await web.TCPSite(runner, tcp[0], tcp[1]).start()
-        except OSError as exc:
-            raise DaemonError(f"cannot listen on {tcp[0]}:{tcp[1]}: {exc.strerror or exc}") from None
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:

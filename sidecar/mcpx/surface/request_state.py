@@ -12,23 +12,10 @@ import hmac
 import json
 import secrets
 import time
-from pathlib import Path
 from typing import Any
 
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
-from mcpx.paths import write_private
-
-
-def load_key(path: Path) -> bytes:
-    """A key kept in the state directory, so a retry sealed before a daemon restart still opens after it."""
-    if path.exists():
-        key = path.read_bytes()
-        if len(key) >= 32:
-            return key
-    key = secrets.token_bytes(32)
-    write_private(path, key)
-    return key
 
 
 def binding(tool: str, arguments: dict[str, Any], session: str) -> str:

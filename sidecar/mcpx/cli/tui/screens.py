@@ -17,7 +17,7 @@ from mcpx.broker.models import Action, Elicitation
 from mcpx.cli.render import AUDIENCE_WORDS
 from mcpx.cli.tui.feed import Pending
 from mcpx.cli.tui.fields import Form
-from mcpx.cli.tui.urls import url_facts
+from mcpx.urlfacts import url_facts
 from mcpx.durations import format_duration
 from mcpx.text import plain, quoted
 

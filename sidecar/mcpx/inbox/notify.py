@@ -1,0 +1,172 @@
+"""Notifications: news of each question, as it opens (or is escalated to the person), to the targets of
+`elicit.notify` — a webhook (JSON), an ntfy topic (ntfy's publish format) or this machine's desktop.
+
+A notification follows the broker's event bus, so it leaves in the loop turn after the question commits. Each
+send is its own task, bounded (a few attempts, each with a timeout), so a target that is down or slow never
+delays or breaks opening a question, nor another target. Failures are logged (the target's scheme and host
+only: a URL's path is often its secret) and counted for `mcpx status`.
+
+What is sent: the question's id, server, tool, message, mode, audience, deadline and link. Never an answer's
+values, never the inbox's token; the link opens that one question while it is pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from pydantic import Field
+
+from mcpx.broker.broker import Broker
+from mcpx.broker.models import AuditRecord, Elicitation, WireModel
+from mcpx.config import NotifyTarget
+from mcpx.text import plain
+
+log = logging.getLogger("mcpx.notify")
+
+KINDS = ("elicit.open", "elicit.escalated")
+ATTEMPTS = 3
+TIMEOUT = 5.0  # seconds per attempt
+BACKOFF = 0.5  # seconds before the second attempt, doubling
+
+
+class NotifyStat(WireModel):
+    target: str = Field(description="the target's kind, scheme and host")
+    sent: int = 0
+    failed: int = 0
+    last_error: str | None = None
+
+
+class SendFailed(Exception):
+    pass
+
+
+def payload(q: Elicitation, link: str | None, event: str) -> dict[str, Any]:
+    doc = q.wire()  # the deadline as the API writes it
+    return {"event": event, "id": q.id, "server": q.server, "tool": q.tool, "message": q.message, "mode": q.mode,
+            "audience": q.audience, "deadline": doc["expiresAt"], "link": link}
+
+
+def _header(text: str) -> str:
+    """A header's value: one line, and what HTTP headers can carry (latin-1); the body carries the rest."""
+    return plain(text, 200).encode("latin-1", "replace").decode("latin-1")
+
+
+class Notifier:
+    def __init__(self, broker: Broker, targets: Callable[[], list[NotifyTarget]],
+                 link: Callable[[str], str | None], timeout: float = TIMEOUT) -> None:
+        self.broker = broker
+        self.targets = targets
+        self.link = link
+        self.timeout = timeout
+        self.stats: dict[str, NotifyStat] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: asyncio.Task[None] | None = None
+        self._http: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        self._runner = asyncio.create_task(self._follow(), name="mcpx-notify")
+
+    async def close(self) -> None:
+        for task in [self._runner, *self._tasks]:
+            if task is not None:
+                task.cancel()
+        for task in [self._runner, *self._tasks]:
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._http is not None:
+            await self._http.close()
+
+    def summary(self) -> list[NotifyStat]:
+        return [self.stats[t.shown] if t.shown in self.stats else NotifyStat(target=t.shown) for t in self.targets()]
+
+    async def _follow(self) -> None:
+        while not self.broker.bus.closed:
+            with self.broker.bus.subscribe(lambda r: r.kind in KINDS) as sub:
+                while (record := await sub.get()) is not None:
+                    try:
+                        await self._news(record)
+                    except Exception:  # one question's news must not end the others'
+                        log.exception("notifying of %s failed", record.elicit)
+            # the stream ended: the daemon is stopping, or this fell behind (then it follows on from now)
+
+    async def _news(self, record: AuditRecord) -> None:
+        targets = self.targets()
+        if not targets or record.elicit is None:
+            return
+        q, _ = await self.broker.get(record.elicit)
+        if q.state != "pending":
+            return  # answered by a rule as it opened: there is nothing to ask anyone
+        body = payload(q, self.link(q.id), record.kind)
+        for target in targets:
+            if target.wants(q.audience, q.server, q.session):
+                task = asyncio.create_task(self._send(target, q, body), name=f"mcpx-notify-{target.kind}")
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any]) -> None:
+        stat = self.stats.setdefault(target.shown, NotifyStat(target=target.shown))
+        delay = BACKOFF
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await self._deliver(target, q, body)
+                stat.sent += 1
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                why = f"{type(exc).__name__}: {plain(exc, 200)}" if str(exc) else type(exc).__name__
+                if attempt == ATTEMPTS:
+                    stat.failed += 1
+                    stat.last_error = f"{q.id}: {why}"
+                    log.warning("notify: %s failed for %s after %d attempts: %s", target.shown, q.id, ATTEMPTS, why)
+                    return
+                await asyncio.sleep(delay)
+                delay *= 2
+
+    async def _deliver(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any]) -> None:
+        title = f"mcpx: {q.server} asks" + (" you" if q.audience == "human" else "")
+        if target.kind == "desktop":
+            await self._desktop(title, q.message)
+            return
+        assert self._http is not None
+        if target.kind == "webhook":
+            request = self._http.post(target.webhook or "", json=body)
+        else:
+            headers = {"Title": _header(title), "Tags": "question"}
+            if body["link"]:
+                headers["Click"] = body["link"]
+                headers["Actions"] = f"view, Answer, {body['link']}"
+            request = self._http.post(target.ntfy or "", data=q.message.encode(), headers=headers)
+        async with request as resp:
+            if resp.status >= 300:
+                raise SendFailed(f"HTTP {resp.status}")
+
+    @staticmethod
+    async def _desktop(title: str, message: str) -> None:
+        if sys.platform == "darwin" and shutil.which("osascript"):
+            script = "display notification (item 2 of argv) with title (item 1 of argv)"
+            args = ["osascript", "-e", f"on run argv\n{script}\nend run", title, plain(message, 300)]
+        elif shutil.which("notify-send"):
+            args = ["notify-send", "--app-name=mcpx", "--", title, plain(message, 300)]
+        else:
+            raise SendFailed("no notify-send (Linux) or osascript (macOS) on PATH")
+        proc = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.DEVNULL,
+                                                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        try:
+            _, err = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        if proc.returncode != 0:
+            raise SendFailed(f"{args[0]} exited {proc.returncode}: {plain(err.decode(errors='replace'), 200)}")

@@ -1,0 +1,173 @@
+"""The inbox's HTML: the list of waiting questions, a question's page, and the pages that say why not.
+
+Server-rendered from the templates in this package (package data, so a wheel carries them). Every value from a
+server or a caller is escaped here; the templates only place fragments built in this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from html import escape
+from importlib import resources
+from string import Template
+from typing import Any
+from urllib.parse import urlencode
+
+from mcpx.broker.models import Answer, Elicitation, rfc3339
+from mcpx.durations import format_duration
+from mcpx.inbox.form import form_fields
+from mcpx.urlfacts import url_facts
+
+AUDIENCE = {"human": "for you", "agent": "for the agent", "agent-then-human": "the agent's, then yours"}
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+@cache
+def asset(name: str) -> str:
+    return resources.files("mcpx.inbox").joinpath(name).read_text(encoding="utf-8")
+
+
+def badge(count: int) -> str:
+    text = f"● {count} question{'' if count == 1 else 's'}" if count else "no questions"
+    return f'<span id="badge" class="badge{"" if count else " quiet"}">{text}</span>'
+
+
+def page(title: str, body: str, *, home: str = "/inbox", count: int | None = None) -> str:
+    return Template(asset("templates/page.html")).substitute(
+        title=_e(title), body=body, home=_e(home), badge=badge(count) if count is not None else "")
+
+
+def asker(q: Elicitation) -> str:
+    return _e(q.server) + (f" <span class='meta'>during {_e(q.tool)}</span>" if q.tool else "")
+
+
+def left(q: Elicitation) -> str:
+    return f'<span class="left" data-left="{q.seconds_left}">{_e(format_duration(q.seconds_left))}</span>'
+
+
+def question_href(eid: str, link: str | None = None, action: str | None = None) -> str:
+    path = f"/inbox/q/{eid}" + (f"/{action}" if action else "")
+    return path + ("?" + urlencode({"link": link}) if link else "")
+
+
+def rows(questions: list[Elicitation]) -> str:
+    if not questions:
+        return '<tr><td colspan="5" class="empty">No questions waiting. New ones appear here as they open.</td></tr>'
+    out = []
+    for q in questions:
+        message = q.message if len(q.message) <= 200 else q.message[:199] + "…"
+        out.append(f'<tr data-id="{_e(q.id)}"><td><a href="{question_href(q.id)}">{_e(q.id)}</a></td>'
+                   f'<td class="left">{left(q)}</td><td>{asker(q)}</td><td>{_e(AUDIENCE.get(q.audience, q.audience))}</td>'
+                   f"<td>{_e(message)}</td></tr>")
+    return "".join(out)
+
+
+def list_page(questions: list[Elicitation], session: str | None, server: str | None) -> str:
+    body = (
+        "<h1>Questions waiting</h1>"
+        '<form class="filters" method="get" action="/inbox">'
+        f'<label>session<input name="session" value="{_e(session or "")}"></label>'
+        f'<label>server<input name="server" value="{_e(server or "")}"></label>'
+        '<button class="cancel" type="submit">Filter</button>'
+        '<span class="meta" id="live">connecting…</span></form>'
+        "<table><thead><tr><th>question</th><th>left</th><th>asks</th><th>for</th><th>message</th></tr></thead>"
+        f'<tbody id="rows">{rows(questions)}</tbody></table>'
+        '<p class="meta">Oldest first. Answers given here are recorded as <code>person:web</code>.</p>'
+    )
+    return page("mcpx inbox", body, count=len(questions))
+
+
+def _head(q: Elicitation) -> str:
+    state = left(q) + " left" if q.state == "pending" else _e(q.state)
+    return (f'<div class="meta">{_e(q.id)} · {asker(q)} asks · {_e(AUDIENCE.get(q.audience, q.audience))} · '
+            f"{state}</div>"
+            f'<blockquote class="words">{_e(q.message)}</blockquote>'
+            '<div class="words-note">the server\'s words, quoted</div>')
+
+
+def _url_block(q: Elicitation, link: str | None, consent: bool | None) -> str:
+    facts = url_facts(q.url or "")
+    url = _e(facts.url)
+    if facts.domain and facts.domain != "(none)":
+        url = url.replace(_e(facts.domain), f'<mark class="domain">{_e(facts.domain)}</mark>', 1)
+    parts = [f'<p>It asks you to open this page:</p><div class="url" id="url">{url}</div>',
+             f'<p>domain: <mark class="domain" id="domain">{_e(facts.domain)}</mark></p>']
+    if facts.warning:
+        parts.append(f'<p class="warning" id="url-warning">⚠ {_e(facts.warning)}</p>')
+    if consent is not None:
+        parts.append(f'<p class="notice" id="consent">{"You opened it." if consent else "You chose not to open it."}'
+                     " Answer below when you are done, or change your mind.</p>")
+    parts.append(
+        "<p>Open it? mcpx does not open or fetch it; it opens only if you say yes, in a new tab.</p>"
+        '<div class="buttons">'
+        f'<form method="post" action="{question_href(q.id, link, "open")}" target="_blank">'
+        '<button class="open" type="submit" id="open">Yes, open it</button></form>'
+        f'<form method="post" action="{question_href(q.id, link, "refuse")}">'
+        '<button class="cancel" type="submit" id="refuse">No, do not open it</button></form></div>')
+    return '<div class="card">' + "".join(parts) + "</div>"
+
+
+def _buttons(q: Elicitation, link: str | None, form_html: str) -> str:
+    accept_label = "Accept" if q.mode == "form" else "Accept (I have done what the page asks)"
+    accept = (f'<form method="post" action="{question_href(q.id, link, "accept")}" novalidate id="answer">'
+              f'{form_html}<div class="buttons"><button class="accept" type="submit" id="accept">{accept_label}</button>'
+              "</div></form>")
+    others = (
+        '<div class="buttons">'
+        f'<form method="post" action="{question_href(q.id, link, "decline")}" class="reason">'
+        '<label>reason (optional)<input name="reason" id="reason" maxlength="2000"></label>'
+        '<button class="decline" type="submit" id="decline">Decline</button></form>'
+        f'<form method="post" action="{question_href(q.id, link, "cancel")}">'
+        '<button class="cancel" type="submit" id="cancel">Cancel</button></form></div>')
+    return accept + others
+
+
+def _outcome(q: Elicitation, answer: Answer | None) -> str:
+    if answer is not None:
+        said = f"{_e(answer.action)} by {_e(answer.by)} at {_e(rfc3339(answer.at))}"
+        extra = ""
+        if answer.content:
+            extra += f'<pre class="content" id="content">{_e(json.dumps(answer.content, indent=2, ensure_ascii=False))}</pre>'
+        if answer.reason:
+            extra += f'<p>reason: <q>{_e(answer.reason)}</q></p>'
+        title = {"answered": "Answered", "expired": "Expired"}.get(q.state, q.state.capitalize())
+        return f'<div class="card outcome" id="outcome"><h2>{title}: {said}</h2>{extra}<p>It cannot be answered again.</p></div>'
+    why = f": {_e(q.state_reason)}" if q.state_reason else ""
+    return f'<div class="card outcome refused" id="outcome"><h2>{_e(q.state.capitalize())}{why}</h2><p>It cannot be answered.</p></div>'
+
+
+def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = None,
+                  values: Mapping[str, Any] | None = None, problems: Mapping[str, str] | None = None,
+                  error: str | None = None, notice: str | None = None, consent: bool | None = None) -> str:
+    """A question's page: its head, then its form and the three buttons while it is pending, or what became of it."""
+    parts = ['<div class="card">', _head(q), "</div>"]
+    if notice:
+        parts.append(f'<p class="notice" id="notice">{_e(notice)}</p>')
+    if error:
+        parts.append(f'<p class="error-box" id="error" role="alert">{_e(error)}</p>')
+    if q.state == "pending":
+        if q.mode == "url":
+            parts.append(_url_block(q, link, consent))
+            parts.append('<div class="card">' + _buttons(q, link, "") + "</div>")
+        else:
+            fields = form_fields(q.requested_schema, set(q.secret_fields), values, problems)
+            parts.append('<div class="card">' + _buttons(q, link, fields) + "</div>")
+        parts.append('<p class="meta">Answers given here are recorded as <code>person:web</code>.</p>')
+    else:
+        parts.append(_outcome(q, answer))
+    home = "/inbox" if link is None else question_href(q.id, link)
+    if link is None:
+        parts.append('<p><a href="/inbox">← all waiting questions</a></p>')
+    return page(f"{q.id} · mcpx", "".join(parts), home=home)
+
+
+def message_page(title: str, text: str, hint: str | None = None) -> str:
+    body = f'<div class="card"><h1 id="title">{_e(title)}</h1><p id="text">{_e(text)}</p>'
+    if hint:
+        body += f'<p class="meta">{_e(hint)}</p>'
+    return page(f"{title} · mcpx", body + "</div>")
