@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +209,7 @@ def test_notify_escalation_the_agent_declines_and_the_persons_answer_wins(world:
     _session, requests = run(notify, world, "notify_escalate", steps, 3)
     eid = first_id(turn(requests, 1))
     announced = turn(requests, 2).last_tool_result()
-    assert "put to the person" in announced
+    assert "now waits for the person" in announced
     assert "you declined it and it asks for free input, so it went to the person" in announced
     assert f"mcpx elicit answer {eid}" in announced
     q = world.question(eid)["elicitation"]
@@ -259,6 +260,66 @@ def test_the_skill_is_listed_for_the_model(world: World, notify: Opencode) -> No
     description = re.search(r"^description:\s*(.+)$", skill, re.M)
     assert description and description.group(1).strip()[:60] in r.system
     assert "mcpx_ask_person" in r.tools and "mcpx_mcpx_elicit_answer" in r.tools
+
+
+# ---- the person hears at once: a toast in opencode's TUI, no model turn
+
+
+def toast_of(eid: str) -> Any:
+    def match(event: dict[str, Any]) -> bool:
+        e = event.get("payload", event)  # /event sends {type, properties}; a wrapped form is accepted too
+        return e.get("type") == "tui.toast.show" and eid in json.dumps(e.get("properties", {}))
+    return match
+
+
+def opened_at(world: World, eid: str) -> float:
+    created = world.question(eid)["elicitation"]["created"]
+    return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+
+
+def check_toast(world: World, oc: Opencode, name: str) -> tuple[str, list[Request], dict[str, Any]]:
+    """A call whose server asks the person a confirmation: the toast, within 1 s of the question opening, and
+    no model request in between. Returns the question's id, the model's requests and the toast."""
+    events = oc.follow_events()
+    try:
+        marker = world.model.script(name, [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")])
+        session = oc.session()
+        oc.prompt(session, f"{marker} do the task")
+        first = world.model.wait_for(name, lambda rs: any(r.tools for r in rs), 90)
+        found = wait_for_sync(lambda: [q for q in world.pending() if q["session"] == session],
+                              what="the person's question")
+        eid = found[0]["id"]
+        arrived, event = events.wait("toast", toast_of(eid))
+    finally:
+        events.close()
+    toast = event.get("payload", event)["properties"]
+    delay = arrived - opened_at(world, eid)
+    assert delay < 1.0, f"the toast came {delay:.3f} s after the question opened"
+    # no model step in between: the model had made the call (turn 0) and nothing since, when the person was shown it
+    later = [r for r in world.model.of(name) if r.tools and r.turn >= 1 and r.wall <= arrived]
+    assert not later, "a model request came before the toast"
+    return eid, first, toast
+
+
+def test_notify_the_person_hears_at_once_in_a_toast_and_the_agent_is_told_so(world: World, notify: Opencode) -> None:
+    eid, _, toast = check_toast(world, notify, "toast_notify")
+    assert toast["title"] == "● 1 question for you" and toast["variant"] == "warning"
+    assert toast["message"].startswith("sdk (via mcpx) asks: “Really delete branch main?”\nanswer by ")
+    assert f"from a terminal: mcpx elicit answer {eid} " in toast["message"]
+    requests = wait_turns(world, "toast_notify", 2)
+    early = turn(requests, 1).last_tool_result()
+    assert "It waits for them; do not answer it." in early and "put to them" not in early
+    assert re.search(rf"Question {eid} is for the person: do not answer it\. It was shown to the person in opencode at "
+                     r"\d\d:\d\d; they answer it from a terminal: ", early), early
+    done = world.cli("elicit", "answer", eid, "confirm=true")
+    assert done.returncode == 0, done.stderr
+
+
+def test_ask_the_person_hears_at_once_in_a_toast(world: World, ask: Opencode) -> None:
+    eid, _, toast = check_toast(world, ask, "toast_ask")
+    assert toast["title"].startswith("● ") and eid in toast["message"]
+    done = world.cli("elicit", "answer", eid, "confirm=true")
+    assert done.returncode == 0, done.stderr
 
 
 # ---- ask

@@ -4,8 +4,11 @@
 
 import type { Hooks, Plugin, PluginInput, PluginModule, PluginOptions, ToolContext, ToolDefinition, ToolResult } from "@opencode-ai/plugin"
 
+import { Announcer, type ShowToast } from "./lib/announce.js"
 import { AskFlow, PERMISSION } from "./lib/ask.js"
 import { Daemon, type Env } from "./lib/daemon.js"
+import { follow } from "./lib/events.js"
+import { hostCommand } from "./lib/host.js"
 import { LevelSource } from "./lib/level.js"
 import { Notifier } from "./lib/notify.js"
 import { prefixToolNames } from "./lib/output.js"
@@ -47,13 +50,38 @@ function guard<A extends unknown[]>(name: string, hook: (...args: A) => Promise<
   }
 }
 
-export function createHooks(_input: Pick<PluginInput, "directory"> & Partial<PluginInput>, options: McpxOptions = {},
-  env: Env = process.env): Hooks {
+/** opencode's toast, through the plugin's client (POST /tui/show-toast: a tui.toast.show event for the TUI). */
+function toaster(client: PluginInput["client"] | undefined, durationMs: number): ShowToast {
+  return async (toast) => {
+    if (!client) return false
+    const r = await client.tui.showToast({ body: { ...toast, duration: durationMs } })
+    return r.data === true
+  }
+}
+
+/** Sessions an opencode event is about: its sessionID, or the session it describes. */
+function sessionOf(event: { type: string; properties?: any }): string | undefined {
+  const p = event.properties ?? {}
+  const id = p.sessionID ?? p.info?.sessionID ?? (event.type.startsWith("session.") ? p.info?.id : undefined)
+  return typeof id === "string" ? id : undefined
+}
+
+export type TestSeams = { show?: ShowToast; argv?: readonly string[] }
+
+export function createHooks(input: Pick<PluginInput, "directory"> & Partial<PluginInput>, options: McpxOptions = {},
+  env: Env = process.env, seams: TestSeams = {}): Hooks & { announcer: Announcer } {
   const entry = typeof options.entry === "string" && options.entry ? options.entry : "mcpx"
   const daemon = new Daemon(env)
   const level = new LevelSource(daemon, env)
   const prefix = `${entry}_` // opencode names the entry's tools <entry>_<tool>: the daemon's texts name them so
-  const notifier = new Notifier(daemon, prefix)
+  const command = hostCommand(seams.argv)
+  const announcer = new Announcer(daemon, prefix, {
+    level: async () => (await level.get()).level,
+    show: seams.show ?? toaster(input.client, 60_000),
+    seen: command !== "run", // `opencode run` draws no toast: nobody would see it
+  })
+  follow(daemon).on((event) => announcer.onEvent(event))
+  const notifier = new Notifier(daemon, prefix, (id) => announcer.shownAt(id))
   const ask = new AskFlow(daemon, level, notifier, prefix, { questionTool: () => questionToolAvailable(env) })
 
   // opencode takes a plugin tool's args as JSON Schema properties when they are not zod types
@@ -74,13 +102,18 @@ export function createHooks(_input: Pick<PluginInput, "directory"> & Partial<Plu
   } as unknown as ToolDefinition
 
   return {
+    announcer,
     config: guard("config", async (config) => askRule(config as { permission?: unknown })),
     tool: { [ASK_TOOL]: askPerson },
     "tool.execute.before": guard("tool.execute.before", async (input, output) => {
+      announcer.bind(input.sessionID)
       if (input.tool === "question") ask.beforeQuestionTool(input, output)
       else injectSession(entry, input, output)
     }),
-    "shell.env": guard("shell.env", async (input, output) => shellEnv(input, output)),
+    "shell.env": guard("shell.env", async (input, output) => {
+      announcer.bind(input.sessionID)
+      shellEnv(input, output)
+    }),
     "tool.execute.after": guard("tool.execute.after", async (input, output) => {
       if (isMcpxTool(entry, input.tool)) prefixToolNames(output, entry)
       if (input.tool === "question") await ask.afterQuestionTool(input, output)
@@ -88,13 +121,17 @@ export function createHooks(_input: Pick<PluginInput, "directory"> & Partial<Plu
     }),
     event: guard("event", async ({ event }) => {
       // question.* events are not in the v1 Event union the plugin is typed with, but opencode sends them
-      ask.onEvent(event as unknown as { type: string; properties?: unknown })
+      const e = event as unknown as { type: string; properties?: any }
+      announcer.bind(sessionOf(e))
+      ask.onEvent(e)
     }),
   }
 }
 
-export const McpxPlugin: Plugin = async (input: PluginInput, options?: PluginOptions) =>
-  createHooks(input, (options ?? {}) as McpxOptions)
+export const McpxPlugin: Plugin = async (input: PluginInput, options?: PluginOptions) => {
+  const { announcer: _announcer, ...hooks } = createHooks(input, (options ?? {}) as McpxOptions)
+  return hooks // opencode is handed its hooks and nothing else
+}
 
 const plugin: PluginModule = { id: "mcpx", server: McpxPlugin }
 export default plugin
