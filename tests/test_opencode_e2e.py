@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from gateway_helpers import stdio
-from harness import PATIENCE, ROOT, Daemon, make_daemon, wait_for_sync
+from harness import PATIENCE, ROOT, Daemon, make_daemon, stop_process, wait_for_sync
 from opencode.fake_model import Call, Request, Say, ScriptedModel
-from opencode.harness import Opencode, clean_env, make_project, require_opencode
+from opencode.harness import Opencode, clean_env, make_project, require_opencode, seed_plugin_dependency
 
 # one worker runs them all, so the module's opencode and daemon start once; the first test's bound covers that
 # start-up (opencode, the plugin's build, a daemon) as well as its own turns
@@ -320,6 +320,43 @@ def test_ask_the_person_hears_at_once_in_a_toast(world: World, ask: Opencode) ->
     assert toast["title"].startswith("● ") and eid in toast["message"]
     done = world.cli("elicit", "answer", eid, "confirm=true")
     assert done.returncode == 0, done.stderr
+
+
+# ---- opencode run: nobody can see a dialog there
+
+
+def test_opencode_run_opens_no_dialog_and_records_nothing_even_at_ask(world: World) -> None:
+    """`opencode run` rejects every dialog by itself (or allows it, with --auto): an answer nobody gave. At ask, set
+    on purpose, the plugin opens none there: the person's question stays open and the agent is told where it waits."""
+    home = world.root / "home-run"
+    home.mkdir()
+    env = {**world.env, "HOME": str(home), "MCPX_PLUGIN_ELICIT": "ask"}
+    project = make_project(world.root / "project-run", world.model.base_url, env)
+    steps = [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Call("mcpx_ask_person", {"id": first_id(r)}),
+             lambda r: Say("done.")]
+    marker = world.model.script("run_noask", steps)
+    seed_plugin_dependency(home / ".config" / "opencode")
+    log = world.root / "opencode-run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([str(world.binary), "run", "--print-logs", f"{marker} do the task"], cwd=project,
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            proc.wait(timeout=240)
+        finally:
+            stop_process(proc)
+    assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]
+    requests = wait_turns(world, "run_noask", 3)
+    eid = first_id(turn(requests, 1))
+    early = turn(requests, 1).last_tool_result()
+    assert "It has not been shown to the person in opencode: tell them it waits" in early, early
+    asked = turn(requests, 2).last_tool_result()
+    assert "nobody can see a dialog in this session" in asked and "nothing was recorded" in asked, asked
+    assert f"mcpx elicit answer {eid} " in asked
+    shown = world.question(eid)
+    assert shown["elicitation"]["state"] == "pending" and shown["answer"] is None
+    done = world.cli("elicit", "answer", eid, "confirm=true")  # the person, later, at a terminal
+    assert done.returncode == 0, done.stderr
+    assert upstream_got(world, turn(requests, 1)) == {"action": "accept", "data": {"confirm": True}}
 
 
 # ---- ask

@@ -8,8 +8,8 @@ import { Announcer, type ShowToast } from "./lib/announce.js"
 import { AskFlow, PERMISSION } from "./lib/ask.js"
 import { Daemon, type Env } from "./lib/daemon.js"
 import { follow } from "./lib/events.js"
-import { hostCommand } from "./lib/host.js"
-import { LevelSource } from "./lib/level.js"
+import { Host, hostCommand, type SessionReader } from "./lib/host.js"
+import { LevelSource, defaultLevel } from "./lib/level.js"
 import { Notifier } from "./lib/notify.js"
 import { prefixToolNames } from "./lib/output.js"
 import { injectSession, isMcpxTool, shellEnv } from "./lib/session.js"
@@ -66,19 +66,30 @@ function sessionOf(event: { type: string; properties?: any }): string | undefine
   return typeof id === "string" ? id : undefined
 }
 
-export type TestSeams = { show?: ShowToast; argv?: readonly string[] }
+/** A session as opencode's client reads it (its rules tell a session `opencode run` made). */
+function sessionReader(client: PluginInput["client"] | undefined): SessionReader | undefined {
+  if (!client) return undefined
+  return async (id) => {
+    const r = await client.session.get({ path: { id } })
+    if (r.error || !r.data) throw new Error(`opencode did not read session ${id}`)
+    return r.data
+  }
+}
+
+export type TestSeams = { show?: ShowToast; argv?: readonly string[]; readSession?: SessionReader }
 
 export function createHooks(input: Pick<PluginInput, "directory"> & Partial<PluginInput>, options: McpxOptions = {},
   env: Env = process.env, seams: TestSeams = {}): Hooks & { announcer: Announcer } {
   const entry = typeof options.entry === "string" && options.entry ? options.entry : "mcpx"
   const daemon = new Daemon(env)
-  const level = new LevelSource(daemon, env)
   const prefix = `${entry}_` // opencode names the entry's tools <entry>_<tool>: the daemon's texts name them so
   const command = hostCommand(seams.argv)
+  const host = new Host(command, seams.readSession ?? sessionReader(input.client))
+  const level = new LevelSource(daemon, env, undefined, defaultLevel(command), host)
   const announcer = new Announcer(daemon, prefix, {
     level: async () => (await level.get()).level,
     show: seams.show ?? toaster(input.client, 60_000),
-    seen: command !== "run", // `opencode run` draws no toast: nobody would see it
+    seen: (session) => host.dialogsSeen(session), // `opencode run` draws no toast: nobody would see it
   })
   follow(daemon).on((event) => announcer.onEvent(event))
   const notifier = new Notifier(daemon, prefix, (id) => announcer.shownAt(id))
@@ -117,7 +128,7 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
     "tool.execute.after": guard("tool.execute.after", async (input, output) => {
       if (isMcpxTool(entry, input.tool)) prefixToolNames(output, entry)
       if (input.tool === "question") await ask.afterQuestionTool(input, output)
-      await notifier.after(input.sessionID, output, (await level.get()).level)
+      await notifier.after(input.sessionID, output, await level.in(input.sessionID))
     }),
     event: guard("event", async ({ event }) => {
       // question.* events are not in the v1 Event union the plugin is typed with, but opencode sends them

@@ -21,8 +21,9 @@ export type ShowToast = (toast: Toast) => Promise<boolean>
 export type AnnounceOptions = {
   level: () => Promise<Level>
   show: ShowToast
-  /** false where no person sees opencode's TUI (`opencode run`): nothing is shown, so nothing is said to be */
-  seen: boolean
+  /** false where no person sees opencode's TUI (`opencode run`, a session it made): nothing is shown there, so
+   * nothing is said to be */
+  seen: (session: string) => Promise<boolean>
   durationMs?: number
 }
 
@@ -92,7 +93,7 @@ export class Announcer {
   async announce(id: string, session: string): Promise<void> {
     if (this.waiting.has(id)) return
     const level = await this.opts.level()
-    if (level === "off" || level === "auto" || !this.opts.seen) return
+    if (level === "off" || level === "auto" || !(await this.opts.seen(session))) return
     this.waiting.set(id, session)
     const reply = await this.daemon.question(id, this.prefix, { waiting: this.waiting.size })
     const q: Question | undefined = reply.status === 200 ? reply.body.elicitation : undefined

@@ -86,7 +86,12 @@ export class AskFlow {
     const r = q.render
     if (q.session !== ctx.sessionID) return `mcpx: ${id} belongs to another session; a question is put to the person only in the session that raised it.`
     if (q.state !== "pending") return `mcpx: ${r.status} Nothing to ask.`
-    const { level } = await this.level.get()
+    const level = await this.level.in(ctx.sessionID)
+    if (level === "notify" && (await this.level.get()).level === "ask") {
+      return `mcpx: nobody can see a dialog in this session (opencode run answers every dialog by itself), so none ` +
+        `was opened and nothing was recorded: ${id} stays open for the person. Tell them it waits; they answer from a ` +
+        `terminal: ${r.terminal}`
+    }
     if (level !== "ask") {
       return `mcpx: the plugin opens dialogs for the person only at level ask (now ${level}). ` +
         `Tell the person that ${id} waits; they answer from a terminal: ${r.terminal}`

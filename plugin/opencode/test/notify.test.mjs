@@ -135,3 +135,11 @@ test("without a daemon the tool output says so, once per session", async () => {
   assert.equal((await run(h, "ses_nd", builtinOutput("y"))).output, "y")
   assert.match(appended(await run(h, "ses_nd_other", mcpOutput("z"))), /No mcpx daemon answers/)
 })
+
+test("a config that sets no level leaves it to what opencode runs (the daemon's health names none)", async () => {
+  const { LevelSource } = await import("../dist/lib/level.js")
+  const { Daemon } = await import("../dist/lib/daemon.js")
+  const health = await new Daemon(d.env).health()
+  assert.equal(health.pluginElicit, undefined)
+  assert.deepEqual(await new LevelSource(new Daemon(d.env), d.env, 5000, "ask").get(), { level: "ask", from: "default" })
+})

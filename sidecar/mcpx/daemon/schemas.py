@@ -106,8 +106,9 @@ class Health(WireModel):
     servers: list[str] = []
     server_commands: dict[str, str] = Field(default={}, description="each server's command line (stdio) or URL "
                                             "(HTTP), as configured, secret-looking arguments masked")
-    plugin_elicit: str = Field(default="notify", description="the opencode plugin's level from the config "
-                               "(off, notify, ask, auto); MCPX_PLUGIN_ELICIT in opencode's environment wins")
+    plugin_elicit: str | None = Field(default=None, description="the opencode plugin's level from the config "
+                                      "(off, notify, ask, auto), if it sets one; MCPX_PLUGIN_ELICIT in opencode's "
+                                      "environment wins, and without either the plugin picks by what opencode runs")
 
 
 def _flag(value: Any) -> Any:
