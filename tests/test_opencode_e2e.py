@@ -322,6 +322,28 @@ def test_ask_the_person_hears_at_once_in_a_toast(world: World, ask: Opencode) ->
     assert done.returncode == 0, done.stderr
 
 
+# ---- off and auto: the person is shown nothing, and the agent is not shown the person's question
+
+
+@pytest.mark.parametrize("level", ["off", "auto"])
+def test_off_and_auto_outputs_are_free_of_the_persons_question(world: World, level: str) -> None:
+    oc_iter = start_opencode(world, level)
+    oc = next(oc_iter)
+    try:
+        name = f"quiet_{level}"
+        _session, requests = run(oc, world, name, [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")], 2)
+    finally:
+        oc_iter.close()  # stops it
+    early = turn(requests, 1).last_tool_result()
+    eid = first_id(turn(requests, 1))
+    assert "is waiting for an answer before it can finish; the call keeps running" in early  # mcpx serve's early result
+    assert f"A question ({eid}) waits for the person. It is not yours to answer and is not shown here" in early, early
+    for invite in ("Really delete", "mcpx elicit answer", "mcpx_ask_person", "do not answer it", "shown to the person"):
+        assert invite not in early, f"{level}: {invite!r} in {early}"
+    done = world.cli("elicit", "answer", eid, "confirm=true")  # the person, at a terminal, as mcpx tui shows it
+    assert done.returncode == 0, done.stderr
+
+
 # ---- opencode run: nobody can see a dialog there
 
 

@@ -14,6 +14,7 @@ import { Notifier } from "./lib/notify.js"
 import { prefixToolNames } from "./lib/output.js"
 import { injectSession, isMcpxTool, shellEnv } from "./lib/session.js"
 import { ASK_TOOL } from "./lib/tools.js"
+import { withholdPersons } from "./lib/withhold.js"
 
 export type McpxOptions = {
   /** the name of the opencode MCP entry that runs `mcpx serve` (its tools reach the model as `<entry>_<tool>`) */
@@ -126,9 +127,13 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
       shellEnv(input, output)
     }),
     "tool.execute.after": guard("tool.execute.after", async (input, output) => {
-      if (isMcpxTool(entry, input.tool)) prefixToolNames(output, entry)
+      const now = await level.in(input.sessionID)
+      if (isMcpxTool(entry, input.tool)) {
+        prefixToolNames(output, entry)
+        if (now === "off" || now === "auto") await withholdPersons(output, daemon, prefix)
+      }
       if (input.tool === "question") await ask.afterQuestionTool(input, output)
-      await notifier.after(input.sessionID, output, await level.in(input.sessionID))
+      await notifier.after(input.sessionID, output, now)
     }),
     event: guard("event", async ({ event }) => {
       // question.* events are not in the v1 Event union the plugin is typed with, but opencode sends them
