@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -315,11 +316,20 @@ def test_notify_the_person_hears_at_once_in_a_toast_and_the_agent_is_told_so(wor
     assert done.returncode == 0, done.stderr
 
 
-def test_ask_the_person_hears_at_once_in_a_toast(world: World, ask: Opencode) -> None:
+def test_ask_the_person_hears_at_once_in_a_toast_and_an_answer_from_elsewhere_closes_the_dialog(
+        world: World, ask: Opencode) -> None:
     eid, _, toast = check_toast(world, ask, "toast_ask")
     assert toast["title"].startswith("● ") and eid in toast["message"]
-    done = world.cli("elicit", "answer", eid, "confirm=true")
+    session = world.question(eid)["elicitation"]["session"]
+    ask.wait("permission request", lambda: ask.permissions(session))  # the dialog, opened in the call
+    done = world.cli("elicit", "answer", eid, "confirm=true")  # answered at a terminal instead
     assert done.returncode == 0, done.stderr
+    ask.wait("closed dialog", lambda: not ask.permissions(session))
+    requests = wait_turns(world, "toast_ask", 2)
+    result = turn(requests, 1).last_tool_result()
+    assert f"{eid} ended while its dialog was open (answered elsewhere); the dialog was closed" in result, result
+    assert result.rstrip().endswith('{"action": "accept", "data": {"confirm": true}}'), result
+    assert world.question(eid)["answer"]["by"] == "person:cli"
 
 
 # ---- off and auto: the person is shown nothing, and the agent is not shown the person's question
@@ -384,40 +394,43 @@ def test_opencode_run_opens_no_dialog_and_records_nothing_even_at_ask(world: Wor
 # ---- ask
 
 
-def test_ask_a_confirmation_goes_to_the_permission_dialog_and_the_upstream_receives_accept(world: World, ask: Opencode) -> None:
-    steps = [
-        lambda r: Call("mcpx_sdk_delete_branch", {}),
-        lambda r: Call("mcpx_ask_person", {"id": first_id(r)}),
-        lambda r: Say("done."),
-    ]
-    session, _ = run(ask, world, "ask_confirm", steps, 2)
-    requests = world.model.of("ask_confirm")
-    offered = turn(requests, 1).last_tool_result()
-    eid = first_id(turn(requests, 1))
-    assert f'call mcpx_ask_person {{"id": "{eid}"}}' in offered
+def test_ask_a_confirmation_opens_the_permission_dialog_in_the_call_with_no_model_step(world: World, ask: Opencode) -> None:
+    """The servers' tools are the plugin's at ask: the call that raises a confirmation opens opencode's permission
+    dialog itself, within 1 s of the question opening; allowed there, the upstream receives accept and the tool's
+    output is the call's real result."""
+    marker = world.model.script("ask_confirm", [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")])
+    session = ask.session()
+    ask.prompt(session, f"{marker} do the task")
     pending = ask.wait("permission request", lambda: ask.permissions(session))
+    seen = time.time()
+    eid = pending[0]["metadata"]["id"]
+    delay = seen - opened_at(world, eid)
+    assert delay < 1.0, f"the dialog was listed {delay:.3f} s after the question opened"
+    assert [r.turn for r in world.model.of("ask_confirm") if r.tools] == [0], "no model request in between"
     assert pending[0]["permission"] == "mcpx_elicit"
     assert pending[0]["patterns"] == ["sdk: Really delete branch main?"]
     assert world.question(eid)["elicitation"]["state"] == "pending", "nothing is answered before the person is"
     ask.reply_permission(pending[0]["id"], "once")
-    requests = wait_turns(world, "ask_confirm", 3)
-    result = turn(requests, 2).last_tool_result()
-    assert "The person allowed it in opencode's permission dialog" in result
-    assert '{"action": "accept", "data": {"confirm": true}}' in result
+    requests = wait_turns(world, "ask_confirm", 2)
+    result = turn(requests, 1).last_tool_result()
+    assert "The person allowed it in opencode's permission dialog: recorded for " + eid in result
+    assert result.rstrip().endswith('{"action": "accept", "data": {"confirm": true}}'), result  # the real result
     answer = world.question(eid)["answer"]
     assert (answer["action"], answer["by"], answer["content"], answer["session"]) == (
         "accept", "person:opencode", {"confirm": True}, session)
+    assert "mcpx_sdk_delete_branch" in turn(requests, 0).tools and "mcpx_mcpx_elicit_answer" in turn(requests, 0).tools
+    assert turn(requests, 0).tools.count("mcpx_sdk_delete_branch") == 1, "one tool of that name: the plugin's"
 
 
 def test_ask_rejecting_with_a_message_declines_with_the_persons_words(world: World, ask: Opencode) -> None:
-    steps = [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Call("mcpx_ask_person", {"id": first_id(r)}),
-             lambda r: Say("done.")]
-    session, requests = run(ask, world, "ask_reject", steps, 2)
-    eid = first_id(turn(requests, 1))
+    marker = world.model.script("ask_reject", [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")])
+    session = ask.session()
+    ask.prompt(session, f"{marker} do the task")
     pending = ask.wait("permission request", lambda: ask.permissions(session))
+    eid = pending[0]["metadata"]["id"]
     ask.reply_permission(pending[0]["id"], "reject", "not main, use staging")
-    requests = wait_turns(world, "ask_reject", 3)
-    assert '{"action": "decline", "data": null}' in turn(requests, 2).last_tool_result()
+    requests = wait_turns(world, "ask_reject", 2)
+    assert turn(requests, 1).last_tool_result().rstrip().endswith('{"action": "decline", "data": null}')
     answer = world.question(eid)["answer"]
     assert (answer["action"], answer["by"], answer["reason"]) == ("decline", "person:opencode", "not main, use staging")
 

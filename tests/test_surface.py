@@ -251,6 +251,17 @@ async def test_tool_list_changes_are_announced(surf: Daemon) -> None:
     assert "res_need_repo" not in names and "sdk_need_repo" in names
 
 
+async def test_a_host_that_offers_the_servers_tools_itself_is_listed_only_mcpxs_own(surf: Daemon) -> None:
+    """opencode's plugin at level ask offers the servers' tools as its own (an MCP tool would shadow it): its MCP
+    entry's `mcpx serve` gets MCPX_SERVE_TOOLS=mcpx and lists only mcpx's tools; the servers' stay callable."""
+    async with stdio_client(surf, "legacy", env={"MCPX_SERVE_TOOLS": "mcpx"}) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert names == {"mcpx_elicit_list", "mcpx_elicit_get", "mcpx_elicit_answer", "mcpx_task_result"}
+    async with stdio_client(surf, "legacy") as client:
+        every = {t.name for t in (await client.list_tools()).tools}
+    assert names < every and any(not n.startswith("mcpx_") for n in every)
+
+
 # ---- a raw modern-era client, written from the 2026-07-28 spec
 
 

@@ -6,13 +6,14 @@ import type { Hooks, Plugin, PluginInput, PluginModule, PluginOptions, ToolConte
 
 import { Announcer, type ShowToast } from "./lib/announce.js"
 import { AskFlow, PERMISSION } from "./lib/ask.js"
+import { CallRunner, upstreamTools, type UpstreamTool } from "./lib/calls.js"
 import { Daemon, type Env } from "./lib/daemon.js"
 import { follow } from "./lib/events.js"
 import { Host, hostCommand, type SessionReader } from "./lib/host.js"
 import { LevelSource, defaultLevel } from "./lib/level.js"
 import { Notifier } from "./lib/notify.js"
 import { prefixToolNames } from "./lib/output.js"
-import { injectSession, isMcpxTool, shellEnv } from "./lib/session.js"
+import { SESSION_ARG, injectSession, isMcpxTool, shellEnv } from "./lib/session.js"
 import { ASK_TOOL } from "./lib/tools.js"
 import { withholdPersons } from "./lib/withhold.js"
 
@@ -77,10 +78,45 @@ function sessionReader(client: PluginInput["client"] | undefined): SessionReader
   }
 }
 
-export type TestSeams = { show?: ShowToast; argv?: readonly string[]; readSession?: SessionReader }
+/** One of the servers' tools, as the plugin offers it: the MCP entry's name, description and argument schema. */
+function upstreamTool(t: UpstreamTool, calls: CallRunner): ToolDefinition {
+  return {
+    description: t.description,
+    // opencode takes JSON Schema properties as a plugin tool's args when they are not zod types (1.18.33)
+    args: (t.inputSchema.properties ?? {}) as any,
+    execute: async (args: Record<string, unknown>, ctx: ToolContext): Promise<ToolResult> => {
+      try {
+        // tool.execute.before added the session for the MCP entry; the daemon's call route takes it in its body
+        const { [SESSION_ARG]: _session, ...own } = args ?? {}
+        return await calls.run(t, own, ctx)
+      } catch (error) {
+        return `mcpx: ${t.server}.${t.tool} could not be run: ${String((error as Error)?.message ?? error)}`
+      }
+    },
+  } as unknown as ToolDefinition
+}
+
+/** opencode lets an MCP tool shadow a plugin tool of its name: the MCP entry then offers only mcpx's own tools. */
+export function serveOwnToolsOnly(config: { mcp?: Record<string, any> }, entry: string): void {
+  const server = config.mcp?.[entry]
+  if (!server || typeof server !== "object" || server.type !== "local") return
+  server.environment = { ...(server.environment ?? {}), MCPX_SERVE_TOOLS: "mcpx" }
+}
+
+/** Close a permission request nobody needs to answer any more (opencode's v1 route: a reject). */
+function dialogCloser(client: PluginInput["client"] | undefined): ((session: string, requestID: string) => Promise<void>) | undefined {
+  if (!client) return undefined
+  return async (session, requestID) => {
+    const r = await client.postSessionIdPermissionsPermissionId({ path: { id: session, permissionID: requestID }, body: { response: "reject" } })
+    if (r.error) throw new Error(`opencode did not close permission request ${requestID}: ${JSON.stringify(r.error)}`)
+  }
+}
+
+export type TestSeams = { show?: ShowToast; argv?: readonly string[]; readSession?: SessionReader
+  closeDialog?: (session: string, requestID: string) => Promise<void> }
 
 export function createHooks(input: Pick<PluginInput, "directory"> & Partial<PluginInput>, options: McpxOptions = {},
-  env: Env = process.env, seams: TestSeams = {}): Hooks & { announcer: Announcer } {
+  env: Env = process.env, seams: TestSeams = {}): Hooks & { announcer: Announcer; ready: Promise<void> } {
   const entry = typeof options.entry === "string" && options.entry ? options.entry : "mcpx"
   const daemon = new Daemon(env)
   const prefix = `${entry}_` // opencode names the entry's tools <entry>_<tool>: the daemon's texts name them so
@@ -94,7 +130,25 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
   })
   follow(daemon).on((event) => announcer.onEvent(event))
   const notifier = new Notifier(daemon, prefix, (id) => announcer.shownAt(id))
-  const ask = new AskFlow(daemon, level, notifier, prefix, { questionTool: () => questionToolAvailable(env) })
+  const ask = new AskFlow(daemon, level, notifier, prefix, {
+    questionTool: () => questionToolAvailable(env),
+    onDialog: (id) => announcer.markShown(id),
+    ended: (id) => announcer.ended(id),
+    closeDialog: seams.closeDialog ?? dialogCloser(input.client),
+  })
+  const calls = new CallRunner(daemon, prefix, ask, {
+    dialogs: (session) => host.dialogsSeen(session),
+    shown: (session, ids) => ids.forEach((id) => notifier.markShown(session, `k:${id}`)),
+    shownAt: (id) => announcer.shownAt(id),
+  })
+  const tools: Record<string, ToolDefinition> = {}
+  let offered: UpstreamTool[] = []
+  /** At level ask, where a person can see a dialog, the servers' tools are the plugin's own (lib/calls.ts). */
+  const ready = (async () => {
+    if (command === "run" || (await level.get()).level !== "ask") return
+    offered = await upstreamTools(daemon, entry)
+    for (const t of offered) tools[t.name] = upstreamTool(t, calls)
+  })().catch((e) => console.error(`[mcpx plugin] listing the servers' tools failed: ${String(e?.message ?? e)}`))
 
   // opencode takes a plugin tool's args as JSON Schema properties when they are not zod types
   // (1.18.33, ToolRegistry): no zod at run time, so the plugin needs nothing but node itself.
@@ -113,10 +167,16 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
     },
   } as unknown as ToolDefinition
 
+  Object.assign(tools, { [ASK_TOOL]: askPerson })
   return {
     announcer,
-    config: guard("config", async (config) => askRule(config as { permission?: unknown })),
-    tool: { [ASK_TOOL]: askPerson },
+    ready,
+    config: guard("config", async (config) => {
+      askRule(config as { permission?: unknown })
+      await ready
+      if (offered.length) serveOwnToolsOnly(config as { mcp?: Record<string, any> }, entry)
+    }),
+    tool: tools,
     "tool.execute.before": guard("tool.execute.before", async (input, output) => {
       announcer.bind(input.sessionID)
       if (input.tool === "question") ask.beforeQuestionTool(input, output)
@@ -145,7 +205,8 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
 }
 
 export const McpxPlugin: Plugin = async (input: PluginInput, options?: PluginOptions) => {
-  const { announcer: _announcer, ...hooks } = createHooks(input, (options ?? {}) as McpxOptions)
+  const { announcer: _announcer, ready, ...hooks } = createHooks(input, (options ?? {}) as McpxOptions)
+  await ready // the servers' tools are the plugin's at level ask: listed before opencode reads the hooks
   return hooks // opencode is handed its hooks and nothing else
 }
 

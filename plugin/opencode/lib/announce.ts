@@ -32,6 +32,7 @@ export class Announcer {
   private waiting = new Map<string, string>() // the person's pending questions here: id → session
   private shown = new Map<string, Date>() // when each was shown to the person: a toast or a dialog
   private inflight = new Set<Promise<void>>()
+  private enders = new Map<string, Set<(kind: string) => void>>()
   /** every toast shown, newest last (for the plugin's tests and the bench) */
   readonly toasts: { id: string; at: Date; toast: Toast }[] = []
 
@@ -42,6 +43,7 @@ export class Announcer {
     if (!session || this.sessions.has(session)) return
     if (this.sessions.size >= REMEMBERED) this.sessions.delete(this.sessions.values().next().value!)
     this.sessions.add(session)
+    void this.opts.seen(session) // read now, so that a toast waits on nothing but the daemon
     this.track(this.catchUp(session).catch(() => {})) // no daemon yet: the stream brings what opens later
   }
 
@@ -65,11 +67,24 @@ export class Announcer {
     if (!id) return
     if (ENDED.has(event.kind)) {
       this.waiting.delete(id)
+      for (const resolve of this.enders.get(id) ?? []) resolve(event.kind)
+      this.enders.delete(id)
       return
     }
     if (!this.owns(event.session)) return
     const forPerson = (event.kind === "elicit.open" && event.data?.audience === "human") || event.kind === "elicit.escalated"
     if (forPerson) this.track(this.announce(id, event.session!))
+  }
+
+  /** A promise of question `id`'s end (answered, expired, abandoned) as the daemon's stream tells it, and what
+   * stops waiting for it. */
+  ended(id: string): { ended: Promise<string>; stop: () => void } {
+    let resolve!: (kind: string) => void
+    const ended = new Promise<string>((r) => (resolve = r))
+    const set = this.enders.get(id) ?? new Set()
+    set.add(resolve)
+    this.enders.set(id, set)
+    return { ended, stop: () => { set.delete(resolve); if (!set.size) this.enders.delete(id) } }
   }
 
   /** Once every announcement under way has ended (shown, or not). */

@@ -21,20 +21,19 @@ export type SessionReader = (id: string) => Promise<unknown>
 
 /** Whether a person can see a dialog in a session: not in `opencode run`, nor in a session it made (`run --attach`). */
 export class Host {
-  private seen = new Map<string, boolean>()
+  private seen = new Map<string, Promise<boolean>>()
 
   constructor(readonly command: "run" | "serve" | "tui", private readonly readSession?: SessionReader) {}
 
-  async dialogsSeen(session: string): Promise<boolean> {
-    if (this.command === "run") return false
-    if (!this.readSession) return true
+  /** Read once per session, and early (when the plugin first sees the session): a toast waits on no read. */
+  dialogsSeen(session: string): Promise<boolean> {
+    if (this.command === "run") return Promise.resolve(false)
+    if (!this.readSession) return Promise.resolve(true)
     let known = this.seen.get(session)
-    if (known === undefined) {
-      try {
-        known = !madeByRun(await this.readSession(session))
-      } catch {
-        known = true // opencode could not say: its own process is no `opencode run`
-      }
+    if (!known) {
+      if (this.seen.size >= 5000) this.seen.delete(this.seen.keys().next().value!)
+      // opencode could not say: its own process is no `opencode run`, so a person may be watching
+      known = this.readSession(session).then((s) => !madeByRun(s), () => true)
       this.seen.set(session, known)
     }
     return known

@@ -62,7 +62,8 @@ def client_state(request: web.Request, surface: Surface) -> ClientState:
     if not re.fullmatch(r"[A-Za-z0-9_.-]{0,64}", prefix):
         prefix = ""
     return ClientState(scope=scope, env_session=request.headers.get(SESSION_HEADER) or None,
-                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix)  # type: ignore[arg-type]
+                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix,  # type: ignore[arg-type]
+                       own_tools_only=request.headers.get("X-Mcpx-Tools") == "mcpx")
 
 
 async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamResponse:

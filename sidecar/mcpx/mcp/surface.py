@@ -75,6 +75,7 @@ class ClientState:
     env_source: SessionSource = "env"
     cwd: str | None = None
     tool_prefix: str = ""  # how the host names mcpx's tools (opencode: its MCP entry's name and "_")
+    own_tools_only: bool = False  # the host offers the servers' tools itself (opencode's plugin, at level ask)
     initialized: bool = False
     push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
 
@@ -84,7 +85,8 @@ class ClientState:
                            capabilities=ClientCapabilities.model_validate(meta.get(META_CAPABILITIES) or {}),
                            client_info=meta.get(META_CLIENT_INFO) or {}, scope=self.scope,
                            env_session=self.env_session, env_source=self.env_source, cwd=self.cwd,
-                           tool_prefix=self.tool_prefix, initialized=True, push=None)
+                           tool_prefix=self.tool_prefix, own_tools_only=self.own_tools_only, initialized=True,
+                           push=None)
 
     @property
     def modes(self) -> set[str]:
@@ -237,6 +239,8 @@ class Surface:
         return text
 
     async def _tools(self, state: ClientState) -> list[dict[str, Any]]:
+        if state.own_tools_only:
+            return listed()
         can_ask = bool(state.modes)
         servers = [state.scope] if state.scope is not None else sorted(self.rt.config.servers)
         out: list[dict[str, Any]] = []
