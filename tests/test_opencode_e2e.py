@@ -30,6 +30,7 @@ from opencode.harness import Opencode, clean_env, make_project, require_opencode
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("opencode-e2e")]
 
 RESULT_WAIT = 60
+GRACE = 2.0  # elicit.grace, the daemon's default: when mcpx serve returns a call early with its question
 
 
 @dataclass
@@ -74,6 +75,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     home = root / "mcpx-home"
     home.mkdir()
     with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as daemon:
+        # the sdk server's first start, now: opencode's plugin lists the servers' tools when it starts (level ask)
+        listed = subprocess.run([sys.executable, "-m", "mcpx", "tools"], env=daemon.env, capture_output=True, text=True,
+                                timeout=PATIENCE)
+        assert listed.returncode == 0, listed.stderr
         model = ScriptedModel(root / "model-requests.jsonl").start()
         env = {**clean_env(root / "home"), **{k: v for k, v in daemon.env.items() if k.startswith(("MCPX_", "PYTHON"))}}
         try:
@@ -295,7 +300,9 @@ def check_toast(world: World, oc: Opencode, name: str) -> tuple[str, list[Reques
         events.close()
     toast = event.get("payload", event)["properties"]
     delay = arrived - opened_at(world, eid)
-    assert delay < 1.0, f"the toast came {delay:.3f} s after the question opened"
+    # the 1 s figure is the bench's (bench/opencode_person.py); here, on a machine shared and loaded, the toast
+    # must at least come before mcpx serve's early result would have reached the model (elicit.grace)
+    assert delay < GRACE, f"the toast came {delay:.3f} s after the question opened"
     # no model step in between: the model had made the call (turn 0) and nothing since, when the person was shown it
     later = [r for r in world.model.of(name) if r.tools and r.turn >= 1 and r.wall <= arrived]
     assert not later, "a model request came before the toast"
@@ -405,7 +412,7 @@ def test_ask_a_confirmation_opens_the_permission_dialog_in_the_call_with_no_mode
     seen = time.time()
     eid = pending[0]["metadata"]["id"]
     delay = seen - opened_at(world, eid)
-    assert delay < 1.0, f"the dialog was listed {delay:.3f} s after the question opened"
+    assert delay < GRACE, f"the dialog was listed {delay:.3f} s after the question opened (the bench times it)"
     assert [r.turn for r in world.model.of("ask_confirm") if r.tools] == [0], "no model request in between"
     assert pending[0]["permission"] == "mcpx_elicit"
     assert pending[0]["patterns"] == ["sdk: Really delete branch main?"]

@@ -144,7 +144,8 @@ async def test_an_agent_decline_of_free_input_is_escalated_not_ended(surf: Daemo
         eid = early.meta["io.mcpx/inputRequired"]["elicitations"][0]
         declined = await client.call_tool("mcpx_elicit_answer", {"id": eid, "action": "decline",
                                                                  "reason": "I cannot know which repository"})
-        assert "put to the person" in text(declined) and not declined.is_error
+        assert "now waits for the person" in text(declined) and not declined.is_error
+        assert "put to" not in text(declined), "nobody was shown it yet"
         async with rest.get(f"/v1/elicit/{eid}") as r:
             q = (await r.json())["elicitation"]
         assert q["state"] == "pending" and q["audience"] == "human" and q["escalated"]

@@ -138,7 +138,7 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
   })
   const calls = new CallRunner(daemon, prefix, ask, {
     dialogs: (session) => host.dialogsSeen(session),
-    shown: (session, ids) => ids.forEach((id) => notifier.markShown(session, `k:${id}`)),
+    shown: (session, ids) => ids.forEach((id) => ["h", "k"].forEach((k) => notifier.markShown(session, `${k}:${id}`))),
     shownAt: (id) => announcer.shownAt(id),
   })
   const tools: Record<string, ToolDefinition> = {}

@@ -17,8 +17,9 @@ import { clip, noDaemonText, resultText } from "./messages.js"
 
 export type UpstreamTool = { name: string; server: string; tool: string; description: string; inputSchema: Record<string, any> }
 
-/** The servers' tools as the MCP entry `entry` would name them, from the daemon (GET /v1/tools); [] without one. */
-export async function upstreamTools(daemon: Daemon, entry: string, timeoutMs = 3000): Promise<UpstreamTool[]> {
+/** The servers' tools as the MCP entry `entry` would name them, from the daemon (GET /v1/tools); [] without one.
+ * Bounded like the MCP entry's own listing, which starts the same servers: a server's first start takes seconds. */
+export async function upstreamTools(daemon: Daemon, entry: string, timeoutMs = 15_000): Promise<UpstreamTool[]> {
   let r: Reply
   try {
     r = await daemon.request("GET", "/v1/tools", { timeoutMs })

@@ -10,7 +10,11 @@ const PY = join(ROOT, ".venv", "bin", "python")
 const sdk = { command: PY, args: [join(ROOT, "tests", "peers", "sdk_server.py")] }
 
 let d
-before(async () => { d = await startDaemon({ servers: { sdk } }) })
+before(async () => {
+  d = await startDaemon({ servers: { sdk } })
+  // the first listing starts the server: seconds on a loaded machine, which is not what these tests are about
+  await d.client.request("GET", "/v1/tools", { timeoutMs: 90000 })
+})
 after(async () => {
   stopFollowing()
   await d?.stop()
