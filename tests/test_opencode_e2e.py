@@ -11,23 +11,26 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway_helpers import stdio
-from harness import PATIENCE, ROOT, Daemon, make_daemon, wait_for_sync
+from harness import PATIENCE, ROOT, Daemon, make_daemon, stop_process, wait_for_sync
 from opencode.fake_model import Call, Request, Say, ScriptedModel
-from opencode.harness import Opencode, clean_env, make_project, require_opencode
+from opencode.harness import Opencode, clean_env, make_project, require_opencode, seed_plugin_dependency
 
 # one worker runs them all, so the module's opencode and daemon start once; the first test's bound covers that
 # start-up (opencode, the plugin's build, a daemon) as well as its own turns
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("opencode-e2e")]
 
 RESULT_WAIT = 60
+GRACE = 2.0  # elicit.grace, the daemon's default: when mcpx serve returns a call early with its question
 
 
 @dataclass
@@ -72,6 +75,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     home = root / "mcpx-home"
     home.mkdir()
     with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as daemon:
+        # the sdk server's first start, now: opencode's plugin lists the servers' tools when it starts (level ask)
+        listed = subprocess.run([sys.executable, "-m", "mcpx", "tools"], env=daemon.env, capture_output=True, text=True,
+                                timeout=PATIENCE)
+        assert listed.returncode == 0, listed.stderr
         model = ScriptedModel(root / "model-requests.jsonl").start()
         env = {**clean_env(root / "home"), **{k: v for k, v in daemon.env.items() if k.startswith(("MCPX_", "PYTHON"))}}
         try:
@@ -208,7 +215,7 @@ def test_notify_escalation_the_agent_declines_and_the_persons_answer_wins(world:
     _session, requests = run(notify, world, "notify_escalate", steps, 3)
     eid = first_id(turn(requests, 1))
     announced = turn(requests, 2).last_tool_result()
-    assert "put to the person" in announced
+    assert "now waits for the person" in announced
     assert "you declined it and it asks for free input, so it went to the person" in announced
     assert f"mcpx elicit answer {eid}" in announced
     q = world.question(eid)["elicitation"]
@@ -261,43 +268,176 @@ def test_the_skill_is_listed_for_the_model(world: World, notify: Opencode) -> No
     assert "mcpx_ask_person" in r.tools and "mcpx_mcpx_elicit_answer" in r.tools
 
 
+# ---- the person hears at once: a toast in opencode's TUI, no model turn
+
+
+def toast_of(eid: str) -> Any:
+    def match(event: dict[str, Any]) -> bool:
+        e = event.get("payload", event)  # /event sends {type, properties}; a wrapped form is accepted too
+        return e.get("type") == "tui.toast.show" and eid in json.dumps(e.get("properties", {}))
+    return match
+
+
+def opened_at(world: World, eid: str) -> float:
+    created = world.question(eid)["elicitation"]["created"]
+    return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+
+
+def check_toast(world: World, oc: Opencode, name: str) -> tuple[str, list[Request], dict[str, Any]]:
+    """A call whose server asks the person a confirmation: the toast, within 1 s of the question opening, and
+    no model request in between. Returns the question's id, the model's requests and the toast."""
+    events = oc.follow_events()
+    try:
+        marker = world.model.script(name, [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")])
+        session = oc.session()
+        oc.prompt(session, f"{marker} do the task")
+        first = world.model.wait_for(name, lambda rs: any(r.tools for r in rs), 90)
+        found = wait_for_sync(lambda: [q for q in world.pending() if q["session"] == session],
+                              what="the person's question")
+        eid = found[0]["id"]
+        arrived, event = events.wait("toast", toast_of(eid))
+    finally:
+        events.close()
+    toast = event.get("payload", event)["properties"]
+    delay = arrived - opened_at(world, eid)
+    # the 1 s figure is the bench's (bench/opencode_person.py); here, on a machine shared and loaded, the toast
+    # must at least come before mcpx serve's early result would have reached the model (elicit.grace)
+    assert delay < GRACE, f"the toast came {delay:.3f} s after the question opened"
+    # no model step in between: the model had made the call (turn 0) and nothing since, when the person was shown it
+    later = [r for r in world.model.of(name) if r.tools and r.turn >= 1 and r.wall <= arrived]
+    assert not later, "a model request came before the toast"
+    return eid, first, toast
+
+
+def test_notify_the_person_hears_at_once_in_a_toast_and_the_agent_is_told_so(world: World, notify: Opencode) -> None:
+    eid, _, toast = check_toast(world, notify, "toast_notify")
+    assert toast["title"] == "● 1 question for you" and toast["variant"] == "warning"
+    assert toast["message"].startswith("sdk (via mcpx) asks: “Really delete branch main?”\nanswer by ")
+    assert f"from a terminal: mcpx elicit answer {eid} " in toast["message"]
+    requests = wait_turns(world, "toast_notify", 2)
+    early = turn(requests, 1).last_tool_result()
+    assert "It waits for them; do not answer it." in early and "put to them" not in early
+    assert re.search(rf"Question {eid} is for the person: do not answer it\. It was shown to the person in opencode at "
+                     r"\d\d:\d\d; they answer it from a terminal: ", early), early
+    done = world.cli("elicit", "answer", eid, "confirm=true")
+    assert done.returncode == 0, done.stderr
+
+
+def test_ask_the_person_hears_at_once_in_a_toast_and_an_answer_from_elsewhere_closes_the_dialog(
+        world: World, ask: Opencode) -> None:
+    eid, _, toast = check_toast(world, ask, "toast_ask")
+    assert toast["title"].startswith("● ") and eid in toast["message"]
+    session = world.question(eid)["elicitation"]["session"]
+    ask.wait("permission request", lambda: ask.permissions(session))  # the dialog, opened in the call
+    done = world.cli("elicit", "answer", eid, "confirm=true")  # answered at a terminal instead
+    assert done.returncode == 0, done.stderr
+    ask.wait("closed dialog", lambda: not ask.permissions(session))
+    requests = wait_turns(world, "toast_ask", 2)
+    result = turn(requests, 1).last_tool_result()
+    assert f"{eid} ended while its dialog was open (answered elsewhere); the dialog was closed" in result, result
+    assert result.rstrip().endswith('{"action": "accept", "data": {"confirm": true}}'), result
+    assert world.question(eid)["answer"]["by"] == "person:cli"
+
+
+# ---- off and auto: the person is shown nothing, and the agent is not shown the person's question
+
+
+@pytest.mark.parametrize("level", ["off", "auto"])
+def test_off_and_auto_outputs_are_free_of_the_persons_question(world: World, level: str) -> None:
+    oc_iter = start_opencode(world, level)
+    oc = next(oc_iter)
+    try:
+        name = f"quiet_{level}"
+        _session, requests = run(oc, world, name, [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")], 2)
+    finally:
+        oc_iter.close()  # stops it
+    early = turn(requests, 1).last_tool_result()
+    eid = first_id(turn(requests, 1))
+    assert "is waiting for an answer before it can finish; the call keeps running" in early  # mcpx serve's early result
+    assert f"A question ({eid}) waits for the person. It is not yours to answer and is not shown here" in early, early
+    for invite in ("Really delete", "mcpx elicit answer", "mcpx_ask_person", "do not answer it", "shown to the person"):
+        assert invite not in early, f"{level}: {invite!r} in {early}"
+    done = world.cli("elicit", "answer", eid, "confirm=true")  # the person, at a terminal, as mcpx tui shows it
+    assert done.returncode == 0, done.stderr
+
+
+# ---- opencode run: nobody can see a dialog there
+
+
+def test_opencode_run_opens_no_dialog_and_records_nothing_even_at_ask(world: World) -> None:
+    """`opencode run` rejects every dialog by itself (or allows it, with --auto): an answer nobody gave. At ask, set
+    on purpose, the plugin opens none there: the person's question stays open and the agent is told where it waits."""
+    home = world.root / "home-run"
+    home.mkdir()
+    env = {**world.env, "HOME": str(home), "MCPX_PLUGIN_ELICIT": "ask"}
+    project = make_project(world.root / "project-run", world.model.base_url, env)
+    steps = [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Call("mcpx_ask_person", {"id": first_id(r)}),
+             lambda r: Say("done.")]
+    marker = world.model.script("run_noask", steps)
+    seed_plugin_dependency(home / ".config" / "opencode")
+    log = world.root / "opencode-run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([str(world.binary), "run", "--print-logs", f"{marker} do the task"], cwd=project,
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            proc.wait(timeout=240)
+        finally:
+            stop_process(proc)
+    assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]
+    requests = wait_turns(world, "run_noask", 3)
+    eid = first_id(turn(requests, 1))
+    early = turn(requests, 1).last_tool_result()
+    assert "It has not been shown to the person in opencode: tell them it waits" in early, early
+    asked = turn(requests, 2).last_tool_result()
+    assert "nobody can see a dialog in this session" in asked and "nothing was recorded" in asked, asked
+    assert f"mcpx elicit answer {eid} " in asked
+    shown = world.question(eid)
+    assert shown["elicitation"]["state"] == "pending" and shown["answer"] is None
+    done = world.cli("elicit", "answer", eid, "confirm=true")  # the person, later, at a terminal
+    assert done.returncode == 0, done.stderr
+    assert upstream_got(world, turn(requests, 1)) == {"action": "accept", "data": {"confirm": True}}
+
+
 # ---- ask
 
 
-def test_ask_a_confirmation_goes_to_the_permission_dialog_and_the_upstream_receives_accept(world: World, ask: Opencode) -> None:
-    steps = [
-        lambda r: Call("mcpx_sdk_delete_branch", {}),
-        lambda r: Call("mcpx_ask_person", {"id": first_id(r)}),
-        lambda r: Say("done."),
-    ]
-    session, _ = run(ask, world, "ask_confirm", steps, 2)
-    requests = world.model.of("ask_confirm")
-    offered = turn(requests, 1).last_tool_result()
-    eid = first_id(turn(requests, 1))
-    assert f'call mcpx_ask_person {{"id": "{eid}"}}' in offered
+def test_ask_a_confirmation_opens_the_permission_dialog_in_the_call_with_no_model_step(world: World, ask: Opencode) -> None:
+    """The servers' tools are the plugin's at ask: the call that raises a confirmation opens opencode's permission
+    dialog itself, within 1 s of the question opening; allowed there, the upstream receives accept and the tool's
+    output is the call's real result."""
+    marker = world.model.script("ask_confirm", [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")])
+    session = ask.session()
+    ask.prompt(session, f"{marker} do the task")
     pending = ask.wait("permission request", lambda: ask.permissions(session))
+    seen = time.time()
+    eid = pending[0]["metadata"]["id"]
+    delay = seen - opened_at(world, eid)
+    assert delay < GRACE, f"the dialog was listed {delay:.3f} s after the question opened (the bench times it)"
+    assert [r.turn for r in world.model.of("ask_confirm") if r.tools] == [0], "no model request in between"
     assert pending[0]["permission"] == "mcpx_elicit"
     assert pending[0]["patterns"] == ["sdk: Really delete branch main?"]
     assert world.question(eid)["elicitation"]["state"] == "pending", "nothing is answered before the person is"
     ask.reply_permission(pending[0]["id"], "once")
-    requests = wait_turns(world, "ask_confirm", 3)
-    result = turn(requests, 2).last_tool_result()
-    assert "The person allowed it in opencode's permission dialog" in result
-    assert '{"action": "accept", "data": {"confirm": true}}' in result
+    requests = wait_turns(world, "ask_confirm", 2)
+    result = turn(requests, 1).last_tool_result()
+    assert "The person allowed it in opencode's permission dialog: recorded for " + eid in result
+    assert result.rstrip().endswith('{"action": "accept", "data": {"confirm": true}}'), result  # the real result
     answer = world.question(eid)["answer"]
     assert (answer["action"], answer["by"], answer["content"], answer["session"]) == (
         "accept", "person:opencode", {"confirm": True}, session)
+    assert "mcpx_sdk_delete_branch" in turn(requests, 0).tools and "mcpx_mcpx_elicit_answer" in turn(requests, 0).tools
+    assert turn(requests, 0).tools.count("mcpx_sdk_delete_branch") == 1, "one tool of that name: the plugin's"
 
 
 def test_ask_rejecting_with_a_message_declines_with_the_persons_words(world: World, ask: Opencode) -> None:
-    steps = [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Call("mcpx_ask_person", {"id": first_id(r)}),
-             lambda r: Say("done.")]
-    session, requests = run(ask, world, "ask_reject", steps, 2)
-    eid = first_id(turn(requests, 1))
+    marker = world.model.script("ask_reject", [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")])
+    session = ask.session()
+    ask.prompt(session, f"{marker} do the task")
     pending = ask.wait("permission request", lambda: ask.permissions(session))
+    eid = pending[0]["metadata"]["id"]
     ask.reply_permission(pending[0]["id"], "reject", "not main, use staging")
-    requests = wait_turns(world, "ask_reject", 3)
-    assert '{"action": "decline", "data": null}' in turn(requests, 2).last_tool_result()
+    requests = wait_turns(world, "ask_reject", 2)
+    assert turn(requests, 1).last_tool_result().rstrip().endswith('{"action": "decline", "data": null}')
     answer = world.question(eid)["answer"]
     assert (answer["action"], answer["by"], answer["reason"]) == ("decline", "person:opencode", "not main, use staging")
 

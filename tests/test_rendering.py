@@ -129,7 +129,8 @@ def test_a_persons_question_is_announced_and_names_who_answers_and_how() -> None
     assert url.terminal == f"mcpx elicit answer {EID} (after opening the page), or mcpx elicit decline {EID}"
     assert url.collect == f'mcpx_mcpx_task_result {{"task": "{TASK}", "wait": true}}'
     assert url.person.notify.endswith(f"collect its result later with {url.collect}.")
-    assert "It is waiting for the person; do not answer it." in url.person.notify
+    assert "It waits for the person; do not answer it. It has not been shown to the person in opencode." \
+        in url.person.notify
     # notify: a terminal; ask: the plugin's tool opens the person's dialog
     assert f"they answer from a terminal: {url.terminal}" in url.person.notify
     assert "mcpx_ask_person" not in url.person.notify
@@ -138,6 +139,47 @@ def test_a_persons_question_is_announced_and_names_who_answers_and_how() -> None
     confirm = render(question(CONFIRM, message="Really delete branch main?"))
     assert confirm.person is not None
     assert confirm.terminal == f"mcpx elicit answer {EID} '{{\"confirm\":true}}', or mcpx elicit decline {EID}"
+
+
+def test_the_persons_toast_is_loud_and_says_who_asks_what_until_when_and_where_to_answer() -> None:
+    q = question(CONFIRM, message="Really delete\nbranch main?")
+    one = render(q).toast
+    assert one.title == "● 1 question for you" and one.variant == "warning"
+    local = q.expires_at.astimezone().strftime("%H:%M")
+    assert one.message.split("\n") == [
+        "github (via mcpx) asks: “Really delete ⏎ branch main?”", f"answer by {local} ({EID})",
+        f"from a terminal: mcpx elicit answer {EID} '{{\"confirm\":true}}'"]
+    assert render(q, waiting=3).toast.title == "● 3 questions for you"
+    url = render(question(None, mode="url", url="https://example.com/login", message="Sign in")).toast
+    assert url.message.startswith("github (via mcpx) asks: “Sign in” — open https://example.com/login\n")
+
+
+def test_the_agent_is_told_the_person_saw_a_question_only_when_the_plugin_showed_it() -> None:
+    q = question(CONFIRM, message="Really delete branch main?")
+    never = render(q)
+    assert never.person is not None and never.note is not None
+    assert "It has not been shown to the person in opencode" in never.person.notify
+    assert never.note == (f"Question {EID} is for the person: do not answer it. It has not been shown to the person in "
+                          f"opencode: tell them it waits; they answer from a terminal: {never.terminal}")
+    at = datetime(2030, 1, 1, 14, 2, tzinfo=UTC)
+    local = at.astimezone().strftime("%H:%M")
+    shown = render(q, shown_at=at)
+    assert shown.person is not None
+    assert f"It was shown to the person in opencode at {local}." in shown.person.notify
+    assert shown.note == (f"Question {EID} is for the person: do not answer it. It was shown to the person in opencode "
+                          f"at {local}; they answer it from a terminal: {shown.terminal}")
+    for text in (shown.person.notify, shown.person.ask, shown.note, never.note, *every_text(q)):
+        assert "put to them" not in text and "has been put" not in text
+    # the agent's own questions carry no such line
+    assert render(question(REPO), shown_at=at).note is None
+
+
+def test_a_withheld_question_carries_neither_its_words_nor_an_invitation_to_answer() -> None:
+    q = question(CONFIRM, message="Really delete branch main?")
+    text = render(q).withheld
+    assert text == (f"A question ({EID}) waits for the person. It is not yours to answer and is not shown here; the "
+                    "call goes on once it is answered.")
+    assert "delete" not in text and "mcpx elicit answer" not in text and "mcpx_" not in text
 
 
 def test_a_credential_gets_no_dialog_at_any_level() -> None:
@@ -290,6 +332,30 @@ async def test_a_bad_rendering_parameter_is_named(http: aiohttp.ClientSession, p
         async with http.get(path, params=params) as r:
             body = await r.json()
         assert r.status == 400 and named in body["error"]["fields"], body
+
+
+@pytest.mark.parametrize("params,named", [
+    ({"render": "true", "waiting": "0"}, "waiting"),
+    ({"render": "true", "waiting": "many"}, "waiting"),
+    ({"render": "true", "shownAt": "14:02"}, "shownAt"),
+    ({"render": "true", "shownAt": "2030-01-01T14:02:00"}, "shownAt"),  # no zone: whose 14:02?
+])
+async def test_a_bad_toast_or_shown_parameter_is_named(http: aiohttp.ClientSession, params: dict[str, str],
+                                                       named: str) -> None:
+    q = await ask(http)
+    async with http.get(f"/v1/elicit/{q['id']}", params=params) as r:
+        body = await r.json()
+    assert r.status == 400 and named in body["error"]["fields"], body
+
+
+async def test_one_question_is_rendered_for_its_toast_and_for_when_it_was_shown(http: aiohttp.ClientSession) -> None:
+    q = await ask(http, session="ses_toast", message="Really?", requestedSchema=CONFIRM)
+    params = {"render": "true", "waiting": "2", "shownAt": "2030-01-01T14:02:00Z"}
+    async with http.get(f"/v1/elicit/{q['id']}", params=params) as r:
+        rendered = (await r.json())["elicitation"]["render"]
+    assert rendered["toast"]["title"] == "● 2 questions for you"
+    local = datetime(2030, 1, 1, 14, 2, tzinfo=UTC).astimezone().strftime("%H:%M")
+    assert f"It was shown to the person in opencode at {local}" in rendered["note"]
 
 
 async def test_the_question_dialogs_replies_are_answered_as_typed_content(http: aiohttp.ClientSession) -> None:

@@ -144,7 +144,8 @@ async def test_an_agent_decline_of_free_input_is_escalated_not_ended(surf: Daemo
         eid = early.meta["io.mcpx/inputRequired"]["elicitations"][0]
         declined = await client.call_tool("mcpx_elicit_answer", {"id": eid, "action": "decline",
                                                                  "reason": "I cannot know which repository"})
-        assert "put to the person" in text(declined) and not declined.is_error
+        assert "now waits for the person" in text(declined) and not declined.is_error
+        assert "put to" not in text(declined), "nobody was shown it yet"
         async with rest.get(f"/v1/elicit/{eid}") as r:
             q = (await r.json())["elicitation"]
         assert q["state"] == "pending" and q["audience"] == "human" and q["escalated"]
@@ -249,6 +250,17 @@ async def test_tool_list_changes_are_announced(surf: Daemon) -> None:
         await asyncio.wait_for(heard.wait(), PATIENCE)
         names = {t.name for t in (await client.list_tools()).tools}
     assert "res_need_repo" not in names and "sdk_need_repo" in names
+
+
+async def test_a_host_that_offers_the_servers_tools_itself_is_listed_only_mcpxs_own(surf: Daemon) -> None:
+    """opencode's plugin at level ask offers the servers' tools as its own (an MCP tool would shadow it): its MCP
+    entry's `mcpx serve` gets MCPX_SERVE_TOOLS=mcpx and lists only mcpx's tools; the servers' stay callable."""
+    async with stdio_client(surf, "legacy", env={"MCPX_SERVE_TOOLS": "mcpx"}) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert names == {"mcpx_elicit_list", "mcpx_elicit_get", "mcpx_elicit_answer", "mcpx_task_result"}
+    async with stdio_client(surf, "legacy") as client:
+        every = {t.name for t in (await client.list_tools()).tools}
+    assert names < every and any(not n.startswith("mcpx_") for n in every)
 
 
 # ---- a raw modern-era client, written from the 2026-07-28 spec

@@ -4,13 +4,18 @@
 
 import type { Hooks, Plugin, PluginInput, PluginModule, PluginOptions, ToolContext, ToolDefinition, ToolResult } from "@opencode-ai/plugin"
 
+import { Announcer, type ShowToast } from "./lib/announce.js"
 import { AskFlow, PERMISSION } from "./lib/ask.js"
+import { CallRunner, upstreamTools, type UpstreamTool } from "./lib/calls.js"
 import { Daemon, type Env } from "./lib/daemon.js"
-import { LevelSource } from "./lib/level.js"
+import { follow } from "./lib/events.js"
+import { Host, hostCommand, type SessionReader } from "./lib/host.js"
+import { LevelSource, defaultLevel } from "./lib/level.js"
 import { Notifier } from "./lib/notify.js"
 import { prefixToolNames } from "./lib/output.js"
-import { injectSession, isMcpxTool, shellEnv } from "./lib/session.js"
+import { SESSION_ARG, injectSession, isMcpxTool, shellEnv } from "./lib/session.js"
 import { ASK_TOOL } from "./lib/tools.js"
+import { withholdPersons } from "./lib/withhold.js"
 
 export type McpxOptions = {
   /** the name of the opencode MCP entry that runs `mcpx serve` (its tools reach the model as `<entry>_<tool>`) */
@@ -47,14 +52,103 @@ function guard<A extends unknown[]>(name: string, hook: (...args: A) => Promise<
   }
 }
 
-export function createHooks(_input: Pick<PluginInput, "directory"> & Partial<PluginInput>, options: McpxOptions = {},
-  env: Env = process.env): Hooks {
+/** opencode's toast, through the plugin's client (POST /tui/show-toast: a tui.toast.show event for the TUI). */
+function toaster(client: PluginInput["client"] | undefined, durationMs: number): ShowToast {
+  return async (toast) => {
+    if (!client) return false
+    const r = await client.tui.showToast({ body: { ...toast, duration: durationMs } })
+    return r.data === true
+  }
+}
+
+/** Sessions an opencode event is about: its sessionID, or the session it describes. */
+function sessionOf(event: { type: string; properties?: any }): string | undefined {
+  const p = event.properties ?? {}
+  const id = p.sessionID ?? p.info?.sessionID ?? (event.type.startsWith("session.") ? p.info?.id : undefined)
+  return typeof id === "string" ? id : undefined
+}
+
+/** A session as opencode's client reads it (its rules tell a session `opencode run` made). */
+function sessionReader(client: PluginInput["client"] | undefined): SessionReader | undefined {
+  if (!client) return undefined
+  return async (id) => {
+    const r = await client.session.get({ path: { id } })
+    if (r.error || !r.data) throw new Error(`opencode did not read session ${id}`)
+    return r.data
+  }
+}
+
+/** One of the servers' tools, as the plugin offers it: the MCP entry's name, description and argument schema. */
+function upstreamTool(t: UpstreamTool, calls: CallRunner): ToolDefinition {
+  return {
+    description: t.description,
+    // opencode takes JSON Schema properties as a plugin tool's args when they are not zod types (1.18.33)
+    args: (t.inputSchema.properties ?? {}) as any,
+    execute: async (args: Record<string, unknown>, ctx: ToolContext): Promise<ToolResult> => {
+      try {
+        // tool.execute.before added the session for the MCP entry; the daemon's call route takes it in its body
+        const { [SESSION_ARG]: _session, ...own } = args ?? {}
+        return await calls.run(t, own, ctx)
+      } catch (error) {
+        return `mcpx: ${t.server}.${t.tool} could not be run: ${String((error as Error)?.message ?? error)}`
+      }
+    },
+  } as unknown as ToolDefinition
+}
+
+/** opencode lets an MCP tool shadow a plugin tool of its name: the MCP entry then offers only mcpx's own tools. */
+export function serveOwnToolsOnly(config: { mcp?: Record<string, any> }, entry: string): void {
+  const server = config.mcp?.[entry]
+  if (!server || typeof server !== "object" || server.type !== "local") return
+  server.environment = { ...(server.environment ?? {}), MCPX_SERVE_TOOLS: "mcpx" }
+}
+
+/** Close a permission request nobody needs to answer any more (opencode's v1 route: a reject). */
+function dialogCloser(client: PluginInput["client"] | undefined): ((session: string, requestID: string) => Promise<void>) | undefined {
+  if (!client) return undefined
+  return async (session, requestID) => {
+    const r = await client.postSessionIdPermissionsPermissionId({ path: { id: session, permissionID: requestID }, body: { response: "reject" } })
+    if (r.error) throw new Error(`opencode did not close permission request ${requestID}: ${JSON.stringify(r.error)}`)
+  }
+}
+
+export type TestSeams = { show?: ShowToast; argv?: readonly string[]; readSession?: SessionReader
+  closeDialog?: (session: string, requestID: string) => Promise<void> }
+
+export function createHooks(input: Pick<PluginInput, "directory"> & Partial<PluginInput>, options: McpxOptions = {},
+  env: Env = process.env, seams: TestSeams = {}): Hooks & { announcer: Announcer; ready: Promise<void> } {
   const entry = typeof options.entry === "string" && options.entry ? options.entry : "mcpx"
   const daemon = new Daemon(env)
-  const level = new LevelSource(daemon, env)
   const prefix = `${entry}_` // opencode names the entry's tools <entry>_<tool>: the daemon's texts name them so
-  const notifier = new Notifier(daemon, prefix)
-  const ask = new AskFlow(daemon, level, notifier, prefix, { questionTool: () => questionToolAvailable(env) })
+  const command = hostCommand(seams.argv)
+  const host = new Host(command, seams.readSession ?? sessionReader(input.client))
+  const level = new LevelSource(daemon, env, undefined, defaultLevel(command), host)
+  const announcer = new Announcer(daemon, prefix, {
+    level: async () => (await level.get()).level,
+    show: seams.show ?? toaster(input.client, 60_000),
+    seen: (session) => host.dialogsSeen(session), // `opencode run` draws no toast: nobody would see it
+  })
+  follow(daemon).on((event) => announcer.onEvent(event))
+  const notifier = new Notifier(daemon, prefix, (id) => announcer.shownAt(id))
+  const ask = new AskFlow(daemon, level, notifier, prefix, {
+    questionTool: () => questionToolAvailable(env),
+    onDialog: (id) => announcer.markShown(id),
+    ended: (id) => announcer.ended(id),
+    closeDialog: seams.closeDialog ?? dialogCloser(input.client),
+  })
+  const calls = new CallRunner(daemon, prefix, ask, {
+    dialogs: (session) => host.dialogsSeen(session),
+    shown: (session, ids) => ids.forEach((id) => ["h", "k"].forEach((k) => notifier.markShown(session, `${k}:${id}`))),
+    shownAt: (id) => announcer.shownAt(id),
+  })
+  const tools: Record<string, ToolDefinition> = {}
+  let offered: UpstreamTool[] = []
+  /** At level ask, where a person can see a dialog, the servers' tools are the plugin's own (lib/calls.ts). */
+  const ready = (async () => {
+    if (command === "run" || (await level.get()).level !== "ask") return
+    offered = await upstreamTools(daemon, entry)
+    for (const t of offered) tools[t.name] = upstreamTool(t, calls)
+  })().catch((e) => console.error(`[mcpx plugin] listing the servers' tools failed: ${String(e?.message ?? e)}`))
 
   // opencode takes a plugin tool's args as JSON Schema properties when they are not zod types
   // (1.18.33, ToolRegistry): no zod at run time, so the plugin needs nothing but node itself.
@@ -73,28 +167,48 @@ export function createHooks(_input: Pick<PluginInput, "directory"> & Partial<Plu
     },
   } as unknown as ToolDefinition
 
+  Object.assign(tools, { [ASK_TOOL]: askPerson })
   return {
-    config: guard("config", async (config) => askRule(config as { permission?: unknown })),
-    tool: { [ASK_TOOL]: askPerson },
+    announcer,
+    ready,
+    config: guard("config", async (config) => {
+      askRule(config as { permission?: unknown })
+      await ready
+      if (offered.length) serveOwnToolsOnly(config as { mcp?: Record<string, any> }, entry)
+    }),
+    tool: tools,
     "tool.execute.before": guard("tool.execute.before", async (input, output) => {
+      announcer.bind(input.sessionID)
       if (input.tool === "question") ask.beforeQuestionTool(input, output)
       else injectSession(entry, input, output)
     }),
-    "shell.env": guard("shell.env", async (input, output) => shellEnv(input, output)),
+    "shell.env": guard("shell.env", async (input, output) => {
+      announcer.bind(input.sessionID)
+      shellEnv(input, output)
+    }),
     "tool.execute.after": guard("tool.execute.after", async (input, output) => {
-      if (isMcpxTool(entry, input.tool)) prefixToolNames(output, entry)
+      const now = await level.in(input.sessionID)
+      if (isMcpxTool(entry, input.tool)) {
+        prefixToolNames(output, entry)
+        if (now === "off" || now === "auto") await withholdPersons(output, daemon, prefix)
+      }
       if (input.tool === "question") await ask.afterQuestionTool(input, output)
-      await notifier.after(input.sessionID, output, (await level.get()).level)
+      await notifier.after(input.sessionID, output, now)
     }),
     event: guard("event", async ({ event }) => {
       // question.* events are not in the v1 Event union the plugin is typed with, but opencode sends them
-      ask.onEvent(event as unknown as { type: string; properties?: unknown })
+      const e = event as unknown as { type: string; properties?: any }
+      announcer.bind(sessionOf(e))
+      ask.onEvent(e)
     }),
   }
 }
 
-export const McpxPlugin: Plugin = async (input: PluginInput, options?: PluginOptions) =>
-  createHooks(input, (options ?? {}) as McpxOptions)
+export const McpxPlugin: Plugin = async (input: PluginInput, options?: PluginOptions) => {
+  const { announcer: _announcer, ready, ...hooks } = createHooks(input, (options ?? {}) as McpxOptions)
+  await ready // the servers' tools are the plugin's at level ask: listed before opencode reads the hooks
+  return hooks // opencode is handed its hooks and nothing else
+}
 
 const plugin: PluginModule = { id: "mcpx", server: McpxPlugin }
 export default plugin

@@ -54,7 +54,8 @@ def for_agent(q: dict[str, Any], answer_tool: str = "mcpx_elicit_answer", *, off
     (`offers`: more lines of what it may do, before the rule that closes the text)."""
     lines = head_lines(q)
     if q.get("audience") == "human":
-        lines.append(f"  This question is for the person, not for you ({plain(q.get('reason', ''))}). It has been put to "
+        # it waits for them: whether anyone showed it to them is for whoever did to say (the opencode plugin)
+        lines.append(f"  This question is for the person, not for you ({plain(q.get('reason', ''))}). It waits for "
                      "them; do not answer it. The call continues once they do.")
         return "\n".join(lines)
     if q.get("audience") == "agent-then-human":

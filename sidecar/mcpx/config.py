@@ -265,7 +265,8 @@ class ElicitSettings(_Model):
 
 
 class PluginSettings(_Model):
-    elicit: PluginLevel = "notify"
+    # unset: the plugin picks by what opencode runs (ask in a TUI or app, notify under `opencode run`)
+    elicit: PluginLevel | None = None
 
 
 class Config(_Model):

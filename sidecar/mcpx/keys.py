@@ -16,6 +16,7 @@ SESSION_SOURCE_HEADER = "X-Mcpx-Session-Source"  # "env": the session came from 
 ANSWERER_HEADER = "X-Mcpx-Answerer"
 CWD_HEADER = "X-Mcpx-Cwd"
 TOOL_PREFIX_HEADER = "X-Mcpx-Tool-Prefix"  # how the host names mcpx's tools (opencode: "mcpx_")
+TOOLS_HEADER = "X-Mcpx-Tools"  # "mcpx": list only mcpx's own tools, the host offers the servers' (opencode's plugin)
 
 MAX_BODY = 1024 * 1024  # the largest request body the daemon reads, on /v1 and /mcp alike
 

@@ -9,6 +9,7 @@ question's own `secretFields`.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
@@ -17,7 +18,7 @@ from mcpx.answering import for_agent, head_lines, mcp_answer_call, respond_with
 from mcpx.broker.models import Answer, Elicitation, WireModel
 from mcpx.broker.schema import example_content
 from mcpx.dialogs import DialogKind, PermissionDialog, QuestionPrompt, dialog_of, permission_dialog, question_prompts
-from mcpx.text import plain
+from mcpx.text import plain, quoted
 
 # the opencode plugin's own tool (plugin/opencode/lib/tools.ts): it opens the person's dialog
 ASK_TOOL = "mcpx_ask_person"
@@ -29,6 +30,14 @@ class Texts(WireModel):
 
     notify: str
     ask: str
+
+
+class Toast(WireModel):
+    """What opencode's TUI shows the person at once when a question for them opens (client.tui.showToast)."""
+
+    title: str = Field(description="loud, with how many of the person's questions wait: ● 1 question for you")
+    message: str = Field(description="who asks, their words, the deadline, and where to answer it")
+    variant: Literal["warning"] = "warning"
 
 
 class AnswerCalls(WireModel):
@@ -53,9 +62,38 @@ class Rendering(WireModel):
     person: Texts | None = Field(default=None, description="the person's question, announced: never offered to "
                                  "the agent")
     status: str | None = Field(default=None, description="what became of it, once it is no longer pending")
+    toast: Toast = Field(description="the person's notification in opencode's TUI")
+    note: str | None = Field(default=None, description="for an output that already shows the person's question: "
+                             "whether it was shown to them, and where they answer it")
+    withheld: str = Field(description="what stands in an output for a person's question at the plugin's levels that "
+                          "show them nothing (off, auto): neither its words nor an invitation to answer")
     permission: PermissionDialog | None = Field(default=None, description="for confirm and url")
     questions: list[QuestionPrompt] | None = Field(default=None, description="for question: the question tool's "
                                                    "exact arguments; its replies are answered with `replies`")
+
+
+def clock(moment: datetime) -> str:
+    """A moment as the person's clock shows it (the daemon runs on their machine): 14:02."""
+    return moment.astimezone().strftime("%H:%M")
+
+
+def where_to_answer(doc: dict[str, Any], page: str | None) -> list[str]:
+    """Every place the person can answer a question, one line each."""
+    return [f"from a terminal: {respond_with(doc)}", *([f"or in the web inbox: {page}"] if page else [])]
+
+
+def _toast(q: Elicitation, doc: dict[str, Any], waiting: int, page: str | None) -> Toast:
+    count = max(1, waiting)
+    asks = f"{plain(q.server, 100)} (via mcpx) asks: {quoted(q.message, 300)}"
+    if q.mode == "url":
+        asks += f" — open {plain(q.url or '', 300)}"
+    lines = [asks, f"answer by {clock(q.expires_at)} ({q.id})", *where_to_answer(doc, page)]
+    return Toast(title=f"● {count} question{'s' if count != 1 else ''} for you", message="\n".join(lines))
+
+
+def _shown(shown_at: datetime | None) -> str:
+    return f"It was shown to the person in opencode at {clock(shown_at)}" if shown_at else \
+        "It has not been shown to the person in opencode"
 
 
 def terminal_commands(doc: dict[str, Any]) -> str:
@@ -76,12 +114,13 @@ def _status(q: Elicitation, answer: Answer | None) -> str | None:
     return said + "."
 
 
-def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Rendering) -> str:
+def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Rendering,
+                shown_at: datetime | None) -> str:
     lines = head_lines(doc)
     why = ("you declined it and it asks for free input, so it went to the person" if doc.get("escalated")
            else plain(doc.get("reason", ""), 300))
-    lines.append(f"  This question is for the person, not for you ({why}). It is waiting for the person; "
-                 "do not answer it.")
+    lines.append(f"  This question is for the person, not for you ({why}). It waits for the person; "
+                 f"do not answer it. {_shown(shown_at)}.")
     if level == "ask" and dialog != "terminal":
         lines.append(r.ask_now)
     else:
@@ -94,9 +133,19 @@ def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Render
     return "\n".join(lines)
 
 
-def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page: str | None = None) -> Rendering:
-    """`prefix`: what the client's MCP entry puts before mcpx's tool names (opencode: the entry's name and _);
-    `page`: the question's page in the web inbox."""
+def _note(q: Elicitation, r: Rendering, shown_at: datetime | None) -> str:
+    tell = "; they answer it" if shown_at else ": tell them it waits; they answer"
+    inbox = f"; or in the web inbox: {r.page}" if r.page else ""
+    return (f"Question {q.id} is for the person: do not answer it. {_shown(shown_at)}{tell} from a terminal: "
+            f"{r.terminal}{inbox}")
+
+
+def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page: str | None = None, *,
+           waiting: int = 1, shown_at: datetime | None = None) -> Rendering:
+    """`prefix`: what the client's MCP entry puts before mcpx's tool names (opencode: the entry's name and _).
+    `page`: the question's page in the web inbox.
+    `waiting`: how many of the person's questions wait where the toast is shown, this one among them;
+    `shown_at`: when the opencode plugin showed it to the person (a toast or a dialog), if it did."""
     doc = q.wire()
     dialog = dialog_of(q)
     answer_tool = prefix + "mcpx_elicit_answer"
@@ -113,9 +162,14 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
         status=_status(q, answer),
         permission=permission_dialog(q) if dialog in ("confirm", "url") else None,
         questions=question_prompts(q) if dialog == "question" else None,
+        toast=_toast(q, doc, waiting, page),
+        withheld=f"A question ({q.id}) waits for the person. It is not yours to answer and is not shown here; the "
+                 "call goes on once it is answered.",
     )
     if q.audience == "human":
-        r.person = Texts(notify=_for_person(doc, dialog, "notify", r), ask=_for_person(doc, dialog, "ask", r))
+        r.person = Texts(notify=_for_person(doc, dialog, "notify", r, shown_at),
+                         ask=_for_person(doc, dialog, "ask", r, shown_at))
+        r.note = _note(q, r, shown_at)
     else:
         offer = [f"  or, if the person should choose: {ask_call}"] if dialog != "terminal" else []
         r.agent = Texts(notify=for_agent(doc, answer_tool), ask=for_agent(doc, answer_tool, offers=offer))

@@ -42,6 +42,7 @@ class Request:
     body: dict[str, Any]
     script: str | None
     at: float = field(default_factory=time.monotonic)
+    wall: float = field(default_factory=time.time)  # to set beside what other processes stamp (the daemon, opencode)
 
     @property
     def messages(self) -> list[dict[str, Any]]:

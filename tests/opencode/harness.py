@@ -9,12 +9,16 @@ the permission dialog, GET /question and POST /question/{id}/reply the question 
 from __future__ import annotations
 
 import fcntl
+import http.client
 import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -138,6 +142,66 @@ def make_project(path: Path, model_url: str, env: dict[str, str], mcpx: list[str
     return path
 
 
+class EventLog:
+    """opencode's event stream (GET /event), read on a thread from the moment it is made: every event with the
+    wall-clock time it arrived, so a test can see what opencode showed the person (tui.toast.show) and when."""
+
+    def __init__(self, url: str) -> None:
+        self.events: list[tuple[float, dict[str, Any]]] = []
+        self._changed = threading.Condition()
+        self._stopped = False
+        host, port = url.removeprefix("http://").split(":")
+        self._conn = http.client.HTTPConnection(host, int(port), timeout=PATIENCE)
+        self._conn.request("GET", "/event", headers={"Accept": "text/event-stream"})
+        self._response = self._conn.getresponse()
+        assert self._response.status == 200, f"opencode's /event answered {self._response.status}"
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        data = ""
+        try:
+            for raw in self._response:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if line.startswith("data:"):
+                    data += line[5:].strip()
+                elif not line and data:
+                    try:
+                        event = json.loads(data)
+                    except ValueError:
+                        event = {"type": "?", "raw": data}
+                    data = ""
+                    with self._changed:
+                        self.events.append((time.time(), event))
+                        self._changed.notify_all()
+        except (OSError, ValueError, AttributeError, http.client.HTTPException):
+            pass  # closed under it: the test is over
+
+    def wait(self, what: str, match: Any, timeout: float = PATIENCE) -> tuple[float, dict[str, Any]]:
+        """The first event `match` accepts, with when it arrived; waits for it, bounded."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                found = [(at, e) for at, e in self.events if match(e)]
+                if found:
+                    return found[0]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    kinds = sorted({e.get("type", "?") for _, e in self.events})
+                    raise AssertionError(f"opencode sent no {what} within {timeout:.0f} s (it sent: {kinds})")
+                self._changed.wait(min(left, 0.5))
+
+    def close(self) -> None:
+        """Ends the stream under the reader (a shutdown, so it sees the end), then closes it once the reader is done."""
+        try:
+            if self._conn.sock is not None:
+                self._conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._thread.join(timeout=10)
+        self._conn.close()
+
+
 class Opencode:
     """One `opencode serve`, and the HTTP calls a test makes of it."""
 
@@ -184,6 +248,10 @@ class Opencode:
 
     def session(self) -> str:
         return self.call("POST", "/session", {})["id"]
+
+    def follow_events(self) -> EventLog:
+        """opencode's event stream, from now on (close it when done)."""
+        return EventLog(self.url)
 
     def prompt(self, session: str, text: str) -> None:
         self.call("POST", f"/session/{session}/prompt_async", {"parts": [{"type": "text", "text": text}]})

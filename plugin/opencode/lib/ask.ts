@@ -20,7 +20,7 @@ import { append } from "./output.js"
 export const PERMISSION = "mcpx_elicit"
 
 type Dialog = { id: string; session: string; question: Question; prompts: QuestionPrompt[]; callID?: string; requestID?: string }
-type Outcome = { text: string; question?: Question; recorded: boolean }
+export type Outcome = { text: string; question?: Question; recorded: boolean }
 
 export type Rejection = { kind: "rejected"; feedback?: string } | { kind: "denied"; message: string } | { kind: "other"; message: string }
 
@@ -50,7 +50,13 @@ async function until<T>(get: () => T | undefined, ms: number): Promise<T | undef
   }
 }
 
-export type AskOptions = { resultWaitS?: number; replyWaitMs?: number; questionTool?: () => boolean }
+export type AskOptions = { resultWaitS?: number; replyWaitMs?: number; questionTool?: () => boolean
+  /** a permission dialog opened for question `id`: the person is shown it now */
+  onDialog?: (id: string) => void
+  /** question `id` ended (answered elsewhere, expired, abandoned), as the daemon's stream tells it */
+  ended?: (id: string) => { ended: Promise<string>; stop: () => void }
+  /** close opencode's permission request `requestID` of `session` (a question answered elsewhere) */
+  closeDialog?: (session: string, requestID: string) => Promise<void> }
 
 export class AskFlow {
   private dialogs = new Map<string, Dialog>()
@@ -60,6 +66,9 @@ export class AskFlow {
   private readonly resultWaitS: number
   private readonly replyWaitMs: number
   private readonly questionTool: () => boolean
+  private readonly onDialog?: (id: string) => void
+  private readonly opts: AskOptions
+  private permissions = new Map<string, { requestID: string; session: string }>() // question id → its open dialog
 
   /** `prefix`: what the MCP entry puts before mcpx's tool names, for the daemon's rendering. */
   constructor(private readonly daemon: Daemon, private readonly level: LevelSource, private readonly notifier: Notifier,
@@ -67,6 +76,8 @@ export class AskFlow {
     this.resultWaitS = options.resultWaitS ?? 40
     this.replyWaitMs = options.replyWaitMs ?? 10_000
     this.questionTool = options.questionTool ?? (() => true)
+    this.onDialog = options.onDialog
+    this.opts = options
   }
 
   // ---- the plugin's tool: mcpx_ask_person {id}
@@ -86,7 +97,12 @@ export class AskFlow {
     const r = q.render
     if (q.session !== ctx.sessionID) return `mcpx: ${id} belongs to another session; a question is put to the person only in the session that raised it.`
     if (q.state !== "pending") return `mcpx: ${r.status} Nothing to ask.`
-    const { level } = await this.level.get()
+    const level = await this.level.in(ctx.sessionID)
+    if (level === "notify" && (await this.level.get()).level === "ask") {
+      return `mcpx: nobody can see a dialog in this session (opencode run answers every dialog by itself), so none ` +
+        `was opened and nothing was recorded: ${id} stays open for the person. Tell them it waits; they answer from a ` +
+        `terminal: ${r.terminal}`
+    }
     if (level !== "ask") {
       return `mcpx: the plugin opens dialogs for the person only at level ask (now ${level}). ` +
         `Tell the person that ${id} waits; they answer from a terminal: ${r.terminal}`
@@ -108,33 +124,55 @@ export class AskFlow {
   }
 
   private async permissionDialog(q: Question, ctx: ToolContext): Promise<string> {
+    const outcome = await this.confirm(q, ctx)
+    return outcome.text + (outcome.question ? "\n\n" + await this.resultFor(outcome.question, ctx.abort) : "")
+  }
+
+  /** Put a confirmation or a url-mode question to the person in opencode's permission dialog, in the tool call
+   * `ctx` belongs to, and record their reply as person:opencode; what came of it, for the agent. */
+  async confirm(q: Question, ctx: ToolContext): Promise<Outcome> {
     const p = q.render.permission
-    if (!p) return `mcpx: the daemon gave no permission dialog for ${q.id}; nothing was recorded.`
+    if (!p) return { text: `mcpx: the daemon gave no permission dialog for ${q.id}; nothing was recorded.`, recorded: false }
     ctx.metadata(jsonSafe({ title: p.title, metadata: { question: q.id, server: q.server, tool: q.tool, url: q.url } }))
     let action: "accept" | "decline" = "accept"
     let reason: string | undefined
+    const elsewhere = this.opts.ended?.(q.id)
     try {
-      await ctx.ask({
+      const asked = ctx.ask({
         permission: PERMISSION,
         patterns: [p.pattern],
         always: [],
         metadata: jsonSafe({ id: q.id, server: q.server, tool: q.tool, message: p.message, url: q.url, fields: p.fields,
           expiresAt: q.expiresAt }),
       })
+      this.onDialog?.(q.id) // the person sees it now
+      const ended = elsewhere ? elsewhere.ended.then((kind) => ({ kind })) : new Promise<never>(() => {})
+      const first = await Promise.race([asked.then(() => undefined), ended])
+      if (first) {
+        // answered from a terminal, expired, abandoned while the dialog was open: it is closed, and nothing recorded
+        asked.catch(() => {})
+        await this.close(q.id)
+        return { text: `${q.id} ended while its dialog was open (${first.kind.replace("elicit.", "")} elsewhere); the dialog ` +
+          "was closed and nothing was recorded from it.", question: q.task ? q : undefined, recorded: true }
+      }
     } catch (error) {
       const rejection = readRejection(error)
       if (rejection.kind === "denied") {
-        return `mcpx: a permission rule in opencode's config denies ${PERMISSION}, so nobody was asked and ${q.id} is not answered. ` +
-          `The person can answer from a terminal: ${q.render.terminal}`
+        return { text: `mcpx: a permission rule in opencode's config denies ${PERMISSION}, so nobody was asked and ${q.id} is not answered. ` +
+          `The person can answer from a terminal: ${q.render.terminal}`, recorded: false }
       }
-      if (rejection.kind === "other") return `mcpx: the dialog for ${q.id} ended without an answer (${clip(rejection.message, 300)}); nothing was recorded.`
+      if (rejection.kind === "other") {
+        return { text: `mcpx: the dialog for ${q.id} ended without an answer (${clip(rejection.message, 300)}); nothing was recorded.`, recorded: false }
+      }
       action = "decline"
       reason = rejection.feedback
+    } finally {
+      elsewhere?.stop()
+      this.permissions.delete(q.id)
     }
     const content = action === "accept" ? p.content : undefined // a lone yes/no is answered yes
     const said = action === "accept" ? "allowed it" : reason ? `rejected it, saying “${clip(reason, 500)}”` : "rejected it"
-    const outcome = await this.record(q, action, { content, reason }, `The person ${said} in opencode's permission dialog`)
-    return outcome.text + (outcome.question ? "\n\n" + await this.resultFor(outcome.question, ctx.abort) : "")
+    return this.record(q, action, { content, reason }, `The person ${said} in opencode's permission dialog`)
   }
 
   /** POST the person's answer; the text that tells the agent what came of it. */
@@ -199,9 +237,24 @@ export class AskFlow {
     this.byCall.set(input.callID, d.id)
   }
 
-  /** The `event` hook: question.asked ties opencode's request to the question; replied/rejected answer it. */
+  private async close(id: string): Promise<void> {
+    const open = this.permissions.get(id)
+    if (!open || !this.opts.closeDialog) return
+    try {
+      await this.opts.closeDialog(open.session, open.requestID)
+    } catch (e) {
+      console.error(`[mcpx plugin] closing the dialog of ${id} failed: ${String((e as Error)?.message ?? e)}`)
+    }
+  }
+
+  /** The `event` hook: question.asked ties opencode's request to the question; replied/rejected answer it;
+   * permission.asked names the permission dialog of a question (to close it if it is answered elsewhere). */
   onEvent(event: { type: string; properties?: any }): void {
     const p = event.properties ?? {}
+    if (event.type === "permission.asked" && p.permission === PERMISSION && isQuestionId(String(p.metadata?.id ?? ""))) {
+      this.permissions.set(p.metadata.id, { requestID: String(p.id), session: String(p.sessionID) })
+      return
+    }
     if (event.type === "question.asked") {
       const id = (p.tool?.callID && this.byCall.get(p.tool.callID)) || markedId(p.questions)
       const d = id ? this.dialogs.get(id) : undefined

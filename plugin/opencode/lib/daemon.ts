@@ -2,7 +2,7 @@
 // node:http alone. The plugin starts nothing: when no daemon answers, requests fail with NoDaemon.
 
 import { readFileSync } from "node:fs"
-import { request as httpRequest, type RequestOptions } from "node:http"
+import { request as httpRequest, type ClientRequest, type RequestOptions } from "node:http"
 import { request as httpsRequest } from "node:https"
 import { homedir } from "node:os"
 import { join } from "node:path"
@@ -63,6 +63,9 @@ export type Render = {
   agent?: Texts // the agent's question, with the calls that answer it, at each level
   person?: Texts // the person's question, announced, at each level
   status?: string // what became of it, once it is no longer pending
+  toast: { title: string; message: string; variant: "warning" } // the person's notification in opencode's TUI
+  note?: string // for an output that shows the person's question already: whether it was shown to them, where they answer
+  withheld: string // what stands for a person's question at the levels that show them nothing (off, auto)
   permission?: { title: string; pattern: string; message: string; fields: string[]; content?: Record<string, unknown> }
   questions?: QuestionPrompt[] // the question tool's exact arguments
 }
@@ -115,6 +118,20 @@ export class Daemon {
     }
   }
 
+  /** How a request to `path` reaches the daemon: its unix socket, or its URL with the bearer token. */
+  private target(method: string, path: string, headers: Record<string, string>): { options: RequestOptions; send: typeof httpRequest } {
+    if (this.where.socket !== undefined) {
+      return { options: { socketPath: this.where.socket, path, method, headers: { ...headers, Host: "mcpx" } }, send: httpRequest }
+    }
+    const url = new URL(path, this.where.url)
+    const token = this.token()
+    if (token) headers.Authorization = `Bearer ${token}`
+    return {
+      options: { protocol: url.protocol, hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers },
+      send: url.protocol === "https:" ? httpsRequest : httpRequest,
+    }
+  }
+
   request<T = any>(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<Reply<T>> {
     const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body))
     const headers: Record<string, string> = { Accept: "application/json", ...(opts.headers ?? {}) }
@@ -122,17 +139,7 @@ export class Daemon {
       headers["Content-Type"] = "application/json"
       headers["Content-Length"] = String(payload.length)
     }
-    let options: RequestOptions
-    let send = httpRequest
-    if (this.where.socket !== undefined) {
-      options = { socketPath: this.where.socket, path, method, headers: { ...headers, Host: "mcpx" } }
-    } else {
-      const url = new URL(path, this.where.url)
-      const token = this.token()
-      if (token) headers.Authorization = `Bearer ${token}`
-      options = { protocol: url.protocol, hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers }
-      if (url.protocol === "https:") send = httpsRequest
-    }
+    const { options, send } = this.target(method, path, headers)
     const where = this.describe()
     const timeoutMs = opts.timeoutMs ?? 5000
     return new Promise((resolve, reject) => {
@@ -171,8 +178,40 @@ export class Daemon {
     return r.body.elicitations ?? []
   }
 
-  question(id: string, prefix = ""): Promise<Reply<{ elicitation: Question; answer: Answer | null }>> {
-    return this.request("GET", `/v1/elicit/${encodeURIComponent(id)}?${rendered(prefix)}`)
+  /** One question, rendered; `where`: how many of the person's questions wait (the toast counts them) and when the
+   * plugin showed it to the person, if it did (the texts for the agent say so). */
+  question(id: string, prefix = "", where: { waiting?: number; shownAt?: Date } = {}): Promise<Reply<{ elicitation: Question; answer: Answer | null }>> {
+    const extra = (where.waiting ? `&waiting=${where.waiting}` : "") +
+      (where.shownAt ? `&shownAt=${encodeURIComponent(where.shownAt.toISOString())}` : "")
+    return this.request("GET", `/v1/elicit/${encodeURIComponent(id)}?${rendered(prefix)}${extra}`)
+  }
+
+  /** A long-lived GET (the event stream): `onData` gets its text as it comes; the request is returned to end it. */
+  stream(path: string, headers: Record<string, string>, on: { response: (status: number) => void; data: (text: string) => void;
+    end: (why: string) => void }, idleMs: number): ClientRequest {
+    const { options, send } = this.target("GET", path, { Accept: "text/event-stream", ...headers })
+    let ended = false
+    const end = (why: string) => {
+      if (!ended) {
+        ended = true
+        on.end(why)
+      }
+    }
+    const req = send(options, (res) => {
+      on.response(res.statusCode ?? 0)
+      res.setEncoding("utf8")
+      res.on("data", (text: string) => on.data(text))
+      res.on("end", () => end("the stream ended"))
+      res.on("error", (e) => end(e.message))
+    })
+    // a stream that says nothing for longer than the daemon's heartbeat is dead (a network gone quiet): end it
+    req.setTimeout(idleMs, () => req.destroy(new Error(`nothing for ${Math.round(idleMs / 1000)} s`)))
+    req.on("error", (e: NodeJS.ErrnoException) => end(e.code ?? e.message))
+    req.on("close", () => end("closed"))
+    // the stream must never keep opencode running (`opencode run` ends when its work is done)
+    req.on("socket", (socket) => socket.unref())
+    req.end()
+    return req
   }
 
   /** Record the person's answer, as person:opencode, from the session it belongs to. `replies`: what they

@@ -15,7 +15,17 @@ export class Notifier {
   private notices = new Map<string, string[]>()
   private saidNoDaemon = new Set<string>()
 
-  constructor(private readonly daemon: Daemon, private readonly prefix: string) {}
+  /** `shownAt`: when the person was shown a question in opencode (a toast, a dialog), if they were. */
+  constructor(private readonly daemon: Daemon, private readonly prefix: string,
+    private readonly shownAt: (id: string) => Date | undefined = () => undefined) {}
+
+  /** The person's question as the daemon renders it for the agent: saying it was shown to the person when it was. */
+  private async told(q: Question): Promise<Question> {
+    const at = this.shownAt(q.id)
+    if (!at) return q
+    const r = await this.daemon.question(q.id, this.prefix, { shownAt: at })
+    return r.status === 200 ? r.body.elicitation : q
+  }
 
   private seen(session: string): Set<string> {
     let set = this.shown.get(session)
@@ -77,12 +87,15 @@ export class Notifier {
       const dialog = level === "ask" && r.dialog !== "terminal"
       if (!seen.has(key)) {
         seen.add(key)
+        const told = (await this.told(q)).render
         // an escalated question is announced as the person's even though the decline's output names it
         if (!own.has(q.id) || q.escalated) {
-          shown.push(r.person![at])
+          shown.push(told.person![at])
           if (dialog) seen.add(`k:${q.id}`)
           continue
         }
+        // the output shows the question already (mcpx serve's early result): whether the person saw it, where they answer
+        if (!dialog && told.note) shown.push(told.note)
       }
       if (dialog && !seen.has(`k:${q.id}`)) {
         // the tool's own output showed the question; it cannot know the person's dialog opens with the plugin's tool

@@ -146,3 +146,19 @@ test("opencode's rejections are read as the person's words", () => {
     { kind: "rejected", feedback: "only\non Fridays" })
   assert.equal(readRejection(new Error("aborted")).kind, "other")
 })
+
+test("in a session opencode run made, mcpx_ask_person opens no dialog and records nothing: the question stays open", async () => {
+  const runSession = { id: "ses_runask", permission: [{ permission: "question", action: "deny", pattern: "*" }] }
+  for (const seams of [{ readSession: async () => runSession }, { argv: ["bun", "/$bunfs/root/opencode", "run", "go"] }]) {
+    const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "ask" }, {}, seams)
+    const q = await d.ask({ session: "ses_runask", server: "git", message: "Really delete branch main?", requestedSchema: SCHEMAS.confirm })
+    const { ctx, seen } = toolContext("ses_runask", async () => { throw rejected() }) // what opencode run does to a dialog
+    const text = await h.tool.mcpx_ask_person.execute({ id: q.id }, ctx)
+    assert.equal(seen.asked.length, 0, "no dialog")
+    assert.match(text, /nobody can see a dialog in this session \(opencode run answers every dialog by itself\), so none was opened and nothing was recorded/)
+    assert.ok(text.includes(`mcpx elicit answer ${q.id} '{"confirm":true}'`), text)
+    const { elicitation, answer } = await d.get(q.id)
+    assert.equal(elicitation.state, "pending")
+    assert.equal(answer, null)
+  }
+})

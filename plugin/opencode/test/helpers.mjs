@@ -65,8 +65,31 @@ export async function startDaemon(config = { servers: {} }, { listen } = {}) {
   }
 }
 
-export function hooks(env, options = {}) {
-  return createHooks({ directory: process.cwd() }, options, env)
+export function hooks(env, options = {}, seams = {}) {
+  return createHooks({ directory: process.cwd() }, options, env, seams)
+}
+
+/** opencode's toast, as the plugin's client would show it: each toast kept, taken (or not) as `took` says. */
+export function toastCatcher(took = true) {
+  const toasts = []
+  const waiters = []
+  return {
+    toasts,
+    show: async (toast) => {
+      toasts.push({ ...toast, at: Date.now() })
+      for (const w of waiters.splice(0)) w()
+      return took
+    },
+    /** the n-th toast (1-based), once it is shown; bounded */
+    async nth(n, ms = 20000) {
+      const end = Date.now() + ms
+      while (toasts.length < n) {
+        if (Date.now() > end) throw new Error(`no toast ${n} within ${ms} ms (saw ${toasts.length})`)
+        await new Promise((r) => { waiters.push(r); setTimeout(r, 200) })
+      }
+      return toasts[n - 1]
+    },
+  }
 }
 
 /** A tool output as opencode hands it to tool.execute.after: an MCP tool's raw result, or a built-in's. */

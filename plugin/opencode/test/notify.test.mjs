@@ -67,7 +67,7 @@ test("the person's questions are announced as waiting for them, never offered to
   assert.equal(q.audience, "human")
   const text = appended(await run(h, "ses_h", builtinOutput("x")))
   assert.match(text, new RegExp(`Question ${q.id} from git \\(via mcpx\\), during delete_branch:`))
-  assert.match(text, /This question is for the person, not for you \(.*\)\. It is waiting for the person; do not answer it\./)
+  assert.match(text, /This question is for the person, not for you \(.*\)\. It waits for the person; do not answer it\. It has not been shown to the person in opencode\./)
   assert.ok(text.includes(`mcpx elicit answer ${q.id} '{"confirm":true}', or mcpx elicit decline ${q.id}`), text)
   assert.doesNotMatch(text, /mcpx_elicit_answer/)
   assert.doesNotMatch(text, /mcpx_ask_person/, "notify opens no dialog")
@@ -93,7 +93,7 @@ test("a declined free-text question escalates and is announced to the person", a
     body: { reason: "I cannot know" }, headers: { "X-Mcpx-Answerer": "agent:mcp", "X-Mcpx-Session": "ses_esc" } })
   assert.equal(r.status, 200)
   assert.equal(r.body.escalated, true)
-  const own = mcpOutput(`You declined ${q.id}; because it asks for free input, it has now been put to the person instead.`)
+  const own = mcpOutput(`You declined ${q.id}; because it asks for free input, it now waits for the person instead.`)
   const text = appended(await run(h, "ses_esc", own, "mcpx_mcpx_elicit_answer"))
   assert.match(text, new RegExp(`Question ${q.id} from s`))
   assert.match(text, /you declined it and it asks for free input, so it went to the person/)
@@ -134,4 +134,47 @@ test("without a daemon the tool output says so, once per session", async () => {
   assert.match(first, /Start one with `mcpx daemon`/)
   assert.equal((await run(h, "ses_nd", builtinOutput("y"))).output, "y")
   assert.match(appended(await run(h, "ses_nd_other", mcpOutput("z"))), /No mcpx daemon answers/)
+})
+
+test("a config that sets no level leaves it to what opencode runs (the daemon's health names none)", async () => {
+  const { LevelSource } = await import("../dist/lib/level.js")
+  const { Daemon } = await import("../dist/lib/daemon.js")
+  const health = await new Daemon(d.env).health()
+  assert.equal(health.pluginElicit, undefined)
+  assert.deepEqual(await new LevelSource(new Daemon(d.env), d.env, 5000, "ask").get(), { level: "ask", from: "default" })
+})
+
+test("off and auto: a tool output carries no person's question nor an invitation to answer it; the agent's stay", async () => {
+  for (const level of ["off", "auto"]) {
+    const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: level })
+    const session = `ses_wh_${level}`
+    const person = await d.ask({ session, server: "git", tool: "delete_branch", message: "Really delete branch main?", requestedSchema: SCHEMAS.confirm })
+    const agents = await d.ask({ session, server: "s", message: "Pick a colour", requestedSchema: SCHEMAS.color })
+    // mcpx serve's early result, in its shape: a head, one paragraph per question, a tail
+    const personText = `Question ${person.id} from git (via mcpx), during delete_branch:\n  “Really delete branch main?” — the server's words\n` +
+      `  This question is for the person, not for you. It waits for them; do not answer it.`
+    const agentText = `Question ${agents.id} from s (via mcpx):\n  “Pick a colour” — the server's words\n  to answer:  mcpx_elicit_answer {"id": "${agents.id}"}`
+    const text = `mcpx: git.delete_branch is waiting for an answer before it can finish; the call keeps running (task tsk-0).\n\n` +
+      `${personText}\n\n${agentText}\n\nOnce answered, collect the call's real result with mcpx_task_result {"task": "tsk-0"}.`
+    const output = { ...mcpOutput(text, { "io.mcpx/inputRequired": { task: "tsk-0", elicitations: [person.id, agents.id] } }),
+      structuredContent: { elicitations: [person, agents] } }
+    const out = await run(h, session, output, "mcpx_git_delete_branch")
+    const shown = out.content.map((c) => c.text).join("\n")
+    const { render } = (await d.client.question(person.id)).body.elicitation
+    assert.ok(shown.includes(render.withheld), shown)
+    assert.doesNotMatch(shown, /Really delete/, `${level}: the person's words`)
+    assert.doesNotMatch(shown, /mcpx elicit answer|mcpx_ask_person|do not answer it/, `${level}: no invitation`)
+    assert.ok(shown.includes(agentText.replace("mcpx_elicit_answer", "mcpx_mcpx_elicit_answer")), "the agent's question stays")
+    assert.deepEqual(out.structuredContent.elicitations.map((q) => q.id), [agents.id])
+    assert.equal(out.content.length, 1, "nothing appended")
+  }
+})
+
+test("notify and ask leave the person's question in the tool's own output", async () => {
+  const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" })
+  const q = await d.ask({ session: "ses_keep", server: "git", message: "Really delete branch main?", requestedSchema: SCHEMAS.confirm })
+  const text = `mcpx: waiting.\n\nQuestion ${q.id} from git (via mcpx):\n  “Really delete branch main?”`
+  const out = await run(h, "ses_keep", mcpOutput(text, { "io.mcpx/inputRequired": { elicitations: [q.id] } }), "mcpx_git_delete")
+  assert.ok(out.content[0].text.includes("Really delete branch main?"))
+  assert.match(out.content[1].text, new RegExp(`Question ${q.id} is for the person: do not answer it\\. It has not been shown to the person in opencode: tell them it waits`))
 })

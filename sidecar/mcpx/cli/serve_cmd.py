@@ -69,6 +69,8 @@ class Bridge:
         headers = {"X-Mcpx-Cwd": os.getcwd()}
         if prefix := os.environ.get("MCPX_TOOL_PREFIX"):  # how the host names our tools, e.g. opencode's "mcpx_"
             headers["X-Mcpx-Tool-Prefix"] = prefix
+        if os.environ.get("MCPX_SERVE_TOOLS") == "mcpx":  # the host offers the servers' tools itself (opencode's plugin)
+            headers["X-Mcpx-Tools"] = "mcpx"
         if session := os.environ.get("MCPX_SESSION_ID"):
             headers.update({"X-Mcpx-Session": session, "X-Mcpx-Session-Source": "env"})
         return headers

@@ -33,7 +33,7 @@ from mcpx.daemon.schemas import (
     OpenApiDocument,
     Opened,
     QuestionPath,
-    RenderQuery,
+    QuestionRenderQuery,
     WaitQuery,
     kind_list,
 )
@@ -71,9 +71,9 @@ def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> dic
     return doc
 
 
-def rendered(call: Call, q: Elicitation, answer: Answer | None, prefix: str) -> dict[str, Any]:
-    """A question as the API shows it, with what each party is shown of it (mcpx.rendering)."""
-    return {**q.wire(), "render": render(q, answer, prefix, page_of(call.app)(q.id)).wire()}
+def rendered(call: Call, q: Elicitation, answer: Answer | None, prefix: str, **where: Any) -> dict[str, Any]:
+    """A question as the API shows it, with what each party is shown of it (mcpx.rendering; `where`: its keywords)."""
+    return {**q.wire(), "render": render(q, answer, prefix, page_of(call.app)(q.id), **where).wire()}
 
 
 @api.route("GET", "/v1/health", "Is the daemon up, and what is it running", tag="daemon",
@@ -141,12 +141,13 @@ async def ask(call: Call) -> web.StreamResponse:
 
 
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,
-           query=RenderQuery,
+           query=QuestionRenderQuery,
            replies={200: Reply("the question", ElicitationWithAnswer), 400: _ERR[400], 404: _ERR[404]})
 async def get_question(call: Call) -> web.StreamResponse:
     q, answer = await call.app[BROKER].get(call.path["id"])
-    query: RenderQuery = call.query
-    doc = rendered(call, q, answer, query.tool_prefix) if query.render else q.wire()
+    query: QuestionRenderQuery = call.query
+    doc = rendered(call, q, answer, query.tool_prefix, waiting=query.waiting, shown_at=query.shown_at) \
+        if query.render else q.wire()
     return web.json_response({"elicitation": doc, "answer": answer_document(answer, q.requested_schema)})
 
 

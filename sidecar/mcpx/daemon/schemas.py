@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from mcpx import ids
 from mcpx.durations import PATTERN as DURATION
@@ -107,8 +107,9 @@ class Health(WireModel):
     servers: list[str] = []
     server_commands: dict[str, str] = Field(default={}, description="each server's command line (stdio) or URL "
                                             "(HTTP), as configured, secret-looking arguments masked")
-    plugin_elicit: str = Field(default="notify", description="the opencode plugin's level from the config "
-                               "(off, notify, ask, auto); MCPX_PLUGIN_ELICIT in opencode's environment wins")
+    plugin_elicit: str | None = Field(default=None, description="the opencode plugin's level from the config "
+                                      "(off, notify, ask, auto), if it sets one; MCPX_PLUGIN_ELICIT in opencode's "
+                                      "environment wins, and without either the plugin picks by what opencode runs")
     inbox: str | None = Field(default=None, description="the web inbox's address (`mcpx inbox` opens it signed in)")
     notify: list[NotifyStat] = Field(default=[], description="each notification target of elicit.notify: sent and "
                                      "failed since the daemon started")
@@ -133,6 +134,15 @@ class RenderQuery(BaseModel):
     tool_prefix: str = Field(default="", alias="toolPrefix", max_length=64, pattern=r"^[A-Za-z0-9_.-]*$",
                              description="what the client's MCP entry puts before mcpx's tool names in the "
                              "rendered calls (opencode's entry `mcpx`: mcpx_)")
+
+
+class QuestionRenderQuery(RenderQuery):
+    """One question's rendering, for where the opencode plugin shows it."""
+
+    waiting: int = Field(default=1, ge=1, le=100000, description="how many of the person's questions wait where "
+                         "its toast is shown, itself among them (the toast's title counts them)")
+    shown_at: AwareDatetime | None = Field(default=None, alias="shownAt", description="when the plugin showed it to "
+                                           "the person (a toast or a dialog): the texts for the agent say so")
 
 
 class ListQuery(RenderQuery):

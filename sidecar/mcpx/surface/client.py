@@ -31,6 +31,7 @@ class ClientState:
     env_source: HeaderSource = "env"
     cwd: str | None = None
     tool_prefix: str = ""  # how the host names mcpx's tools (opencode: its MCP entry's name and "_")
+    own_tools_only: bool = False  # the host offers the servers' tools itself (opencode's plugin, at level ask)
     initialized: bool = False
     push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
 
@@ -40,7 +41,8 @@ class ClientState:
                            capabilities=ClientCapabilities.model_validate(meta.get(META_CAPABILITIES) or {}),
                            client_info=meta.get(META_CLIENT_INFO) or {}, scope=self.scope,
                            env_session=self.env_session, env_source=self.env_source, cwd=self.cwd,
-                           tool_prefix=self.tool_prefix, initialized=True, push=None)
+                           tool_prefix=self.tool_prefix, own_tools_only=self.own_tools_only,
+                           initialized=True, push=None)
 
     @property
     def modes(self) -> set[str]:

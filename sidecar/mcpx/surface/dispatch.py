@@ -134,7 +134,8 @@ class Surface:
             return {"supportedVersions": list(MODERN_VERSIONS), "capabilities": await self._capabilities(state),
                     "instructions": await self._instructions(state)}
         if method == "tools/list":
-            return {"tools": await self.names.listing(state) + listed()}
+            servers_tools = [] if state.own_tools_only else await self.names.listing(state)
+            return {"tools": servers_tools + listed()}
         if method == "tools/call":
             return await self._call(state, params, meta, out)
         if method == "subscriptions/listen" and state.era == "modern":

@@ -137,8 +137,8 @@ class OwnTools:
         reason = args.get("reason") if isinstance(args.get("reason"), str) else None
         q, answer = await self.broker.answer(eid, action, content, by="agent:mcp", session=session, reason=reason)
         if answer is None:
-            return text_result(f"You declined {eid}; because it asks for free input, it has now been put to the "
-                               "person instead. Do not answer it again. The call goes on once they answer"
+            return text_result(f"You declined {eid}; because it asks for free input, it now waits for the person "
+                               "instead. Do not answer it again. The call goes on once they answer"
                                + (f"; collect its result with {state.tool_prefix}mcpx_task_result {json.dumps({'task': q.task})}"
                                   if q.task else "") + ".", structured={"escalated": True, "elicitation": q.wire()})
         if args.get("wait") and q.task:

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from mcpx import wirejson
-from mcpx.keys import CWD_HEADER, SESSION_HEADER, SESSION_SOURCE_HEADER, TOOL_PREFIX_HEADER
+from mcpx.keys import CWD_HEADER, SESSION_HEADER, SESSION_SOURCE_HEADER, TOOL_PREFIX_HEADER, TOOLS_HEADER
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
 from mcpx.mcp.outbound import PeerOutbound
@@ -64,7 +64,8 @@ def client_state(request: web.Request, surface: Surface) -> ClientState:
     if not re.fullmatch(r"[A-Za-z0-9_.-]{0,64}", prefix):
         prefix = ""
     return ClientState(scope=scope, env_session=request.headers.get(SESSION_HEADER) or None,
-                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix)
+                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix,
+                       own_tools_only=request.headers.get(TOOLS_HEADER) == "mcpx")
 
 
 async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamResponse:

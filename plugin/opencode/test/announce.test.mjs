@@ -1,0 +1,143 @@
+import assert from "node:assert/strict"
+import { after, before, test } from "node:test"
+
+import { Daemon } from "../dist/lib/daemon.js"
+import { EventFollower, follow, stopFollowing } from "../dist/lib/events.js"
+import { SCHEMAS, hooks, startDaemon, toastCatcher } from "./helpers.mjs"
+
+let d
+const records = [] // every record the process's one stream delivered, after the plugins' own listeners had it
+before(async () => {
+  d = await startDaemon()
+  follow(new Daemon(d.env)).on((e) => records.push(e))
+})
+after(async () => {
+  stopFollowing()
+  await d?.stop()
+})
+
+const bind = async (h, session) => h["tool.execute.before"]({ tool: "mcpx_git_delete", sessionID: session, callID: "c" }, { args: {} })
+const human = (session, message = "Really delete branch main?") =>
+  d.ask({ session, server: "git", tool: "delete_branch", message, requestedSchema: SCHEMAS.confirm })
+
+/** The stream delivered question `id`'s open to every plugin, and what they started on it has ended. */
+async function handled(h, id) {
+  await eventually(() => records.some((e) => e.elicit === id && e.kind === "elicit.open"), `${id} delivered`)
+  await h.announcer.idle()
+}
+
+async function eventually(probe, what, ms = 20000) {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await probe()
+    if (v) return v
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+test("a question for the person in a session of this opencode is toasted at once, loud, in the daemon's words", async () => {
+  const t = toastCatcher()
+  const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" }, {}, { show: t.show })
+  await bind(h, "ses_t1")
+  const q = await human("ses_t1")
+  const opened = Date.now()
+  const toast = await t.nth(1)
+  assert.ok(toast.at - opened < 1000, `toasted ${toast.at - opened} ms after the question opened`)
+  assert.equal(toast.title, "● 1 question for you")
+  assert.equal(toast.variant, "warning")
+  const [asks, by, answer] = toast.message.split("\n")
+  assert.equal(asks, "git (via mcpx) asks: “Really delete branch main?”")
+  assert.match(by, new RegExp(`^answer by \\d\\d:\\d\\d \\(${q.id}\\)$`))
+  assert.equal(answer, `from a terminal: mcpx elicit answer ${q.id} '{"confirm":true}'`)
+  assert.equal((await d.client.question(q.id, "mcpx_")).body.elicitation.render.toast.message, toast.message, "the daemon's words")
+  assert.ok(h.announcer.shownAt(q.id) instanceof Date)
+  // a second one waiting: the count
+  await human("ses_t1", "Really delete branch dev?")
+  assert.equal((await t.nth(2)).title, "● 2 questions for you")
+})
+
+test("the agent's questions, other opencodes' sessions, off and auto: no toast", async () => {
+  for (const level of ["notify", "ask", "off", "auto"]) {
+    const t = toastCatcher()
+    const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: level }, {}, { show: t.show })
+    await bind(h, `ses_q_${level}`)
+    await d.ask({ session: `ses_q_${level}`, server: "s", message: "Pick a colour", requestedSchema: SCHEMAS.color }) // the agent's
+    await human(`ses_elsewhere_${level}`) // a session this opencode never saw
+    const marker = await human(`ses_q_${level}`) // the person's, here
+    await handled(h, marker.id)
+    if (level === "off" || level === "auto") {
+      assert.equal(t.toasts.length, 0, level)
+      continue
+    }
+    assert.equal(t.toasts.length, 1, `${level}: only the person's question of this session`)
+    assert.ok(t.toasts[0].message.includes(marker.id))
+  }
+})
+
+test("an escalated question is toasted; a session seen later gets its waiting questions toasted", async () => {
+  const t = toastCatcher()
+  const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "ask" }, {}, { show: t.show })
+  await bind(h, "ses_esc_t")
+  const q = await d.ask({ session: "ses_esc_t", server: "s", message: "Which repository?", requestedSchema: SCHEMAS.repo })
+  assert.equal(q.audience, "agent-then-human")
+  const r = await d.client.request("POST", `/v1/elicit/${q.id}/decline`, {
+    body: { reason: "I cannot know" }, headers: { "X-Mcpx-Answerer": "agent:mcp", "X-Mcpx-Session": "ses_esc_t" } })
+  assert.equal(r.body.escalated, true)
+  assert.ok((await t.nth(1)).message.includes(q.id))
+  const early = await human("ses_later")
+  await h.event({ event: { type: "session.updated", properties: { info: { id: "ses_later" } } } })
+  assert.ok((await t.nth(2)).message.includes(early.id))
+})
+
+test("a toast opencode did not take is not said to be shown", async () => {
+  const t = toastCatcher(false)
+  const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" }, {}, { show: t.show })
+  await bind(h, "ses_nottaken")
+  const q = await human("ses_nottaken")
+  await t.nth(1)
+  assert.equal(h.announcer.shownAt(q.id), undefined)
+})
+
+test("under `opencode run` nobody sees a toast: none is shown", async () => {
+  const t = toastCatcher()
+  const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" }, {}, { show: t.show, argv: ["bun", "/$bunfs/root/opencode", "run", "do it"] })
+  await bind(h, "ses_run")
+  const q = await human("ses_run")
+  await handled(h, q.id)
+  assert.equal(t.toasts.length, 0)
+  assert.equal(h.announcer.shownAt(q.id), undefined)
+})
+
+test("the event stream is taken up again with Last-Event-ID: what opened meanwhile is not missed, nor seen twice", async () => {
+  const follower = new EventFollower(new Daemon(d.env), { minBackoffMs: 400 })
+  const seen = []
+  follower.on((e) => seen.push(e))
+  try {
+    await eventually(() => follower.state.connected, "connected")
+    const first = await human("ses_follow")
+    await eventually(() => seen.some((e) => e.elicit === first.id && e.kind === "elicit.open"), "the first question's open")
+    follower["req"].destroy() // the connection drops
+    await eventually(() => !follower.state.connected, "disconnected")
+    const second = await human("ses_follow", "While nobody listened?")
+    await eventually(() => seen.some((e) => e.elicit === second.id && e.kind === "elicit.open"), "the second question's open, replayed")
+    assert.equal(follower.state.connects, 2)
+    assert.equal(seen.filter((e) => e.elicit === first.id && e.kind === "elicit.open").length, 1)
+    const seqs = seen.map((e) => e.seq)
+    assert.deepEqual(seqs, [...new Set(seqs)].sort((a, b) => a - b), "each record once, in order")
+  } finally {
+    follower.stop()
+  }
+})
+
+test("with no daemon the follower keeps trying, bounded, and never keeps the process alive", async () => {
+  const follower = new EventFollower(new Daemon({ MCPX_HOME: "/nonexistent/mcpx-home" }), { minBackoffMs: 10, maxBackoffMs: 40 })
+  follower.on(() => {})
+  try {
+    await eventually(() => follower.state.lastError !== "", "a failed attempt")
+    assert.equal(follower.state.connected, false)
+    assert.ok(follower["backoffMs"] <= 40)
+  } finally {
+    follower.stop()
+  }
+})
