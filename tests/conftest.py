@@ -188,3 +188,14 @@ async def request_in_flight(daemon: Daemon, method: str, path: str, **kw: Any
         task.cancel()
         raise AssertionError(f"{method} {path} was not sent within {PATIENCE:.0f}s")
     return task
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A real PostgreSQL for this test worker (tests/postgres.py): a cluster of its own on a loopback port."""
+    from postgres import Postgres, server_binaries
+
+    if server_binaries() is None:
+        loud_skip("PostgreSQL's server binaries are not installed (Debian: postgresql; ./dev test installs them)")
+    with Postgres.start() as pg:
+        yield pg
