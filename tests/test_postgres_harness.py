@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import asyncpg
+import psycopg
 import pytest
 
 _names = itertools.count()
@@ -14,19 +14,15 @@ _names = itertools.count()
 
 async def test_a_real_server_answers_and_comes_back_after_a_restart(postgres: Any) -> None:
     dsn = postgres.create_database(f"harness_{next(_names)}")
-    conn = await asyncpg.connect(dsn)
-    try:
-        assert (await conn.fetchval("select version()")).startswith("PostgreSQL")
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        version = await (await conn.execute("select version()")).fetchone()
+        assert version and str(version[0]).startswith("PostgreSQL")
         await conn.execute("create table t (x int)")
         await conn.execute("insert into t values (1)")
-    finally:
-        await conn.close()
     postgres.stop()
-    with pytest.raises((OSError, asyncpg.PostgresError)):
-        await asyncpg.connect(dsn, timeout=5)
+    with pytest.raises(psycopg.OperationalError):
+        await psycopg.AsyncConnection.connect(dsn, connect_timeout=5)
     postgres.restart()
-    conn = await asyncpg.connect(dsn)
-    try:
-        assert await conn.fetchval("select x from t") == 1
-    finally:
-        await conn.close()
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        row = await (await conn.execute("select x from t")).fetchone()
+        assert row == (1,)
