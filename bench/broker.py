@@ -49,8 +49,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _daemon sits beside this file, however it is run
-from _daemon import BenchDaemon  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the daemon harness, however this is run
+from harness import Daemon, run_stoppable, scratch_daemon, unix_session  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
 
@@ -202,7 +202,7 @@ async def pending_count(http: aiohttp.ClientSession) -> int:
         return int((await r.json())["pending"])
 
 
-# ---- the subscriber and poller processes (this same file, --role sse|poll)
+# ---- the subscriber, poller and relay processes (this same file, --role sse|poll|relay; bench/gateway.py's too)
 
 class Child:
     """A helper process that says `ready` on stdout, records until its stdin closes, then prints JSON."""
@@ -242,19 +242,14 @@ class Child:
             self.proc.kill()
 
 
-def child_session(socket: str) -> aiohttp.ClientSession:
-    return aiohttp.ClientSession("http://mcpx", connector=aiohttp.UnixConnector(path=socket),
-                                 timeout=aiohttp.ClientTimeout(total=None))
-
-
 async def stdin_closed() -> None:
     """The parent closes our stdin to say: stop recording and report."""
     await asyncio.to_thread(sys.stdin.buffer.read)
 
 
 async def role_sse(socket: str) -> None:
-    """Subscribe to elicit.open and stamp each frame the moment its first line arrives."""
-    seen: dict[str, float] = {}
+    """Subscribe to elicit.open and stamp each frame the moment its first line arrives: {id: {at, server, tool}}."""
+    seen: dict[str, dict[str, Any]] = {}
     ready = asyncio.Event()
 
     async def read(resp: aiohttp.ClientResponse) -> None:
@@ -267,14 +262,16 @@ async def role_sse(socket: str) -> None:
             if not frame_at:
                 frame_at = now  # a frame is written in one piece; its first line is when it arrived
             if raw.startswith(b"data:"):
-                eid = json.loads(raw[5:]).get("elicit")
-                if eid:
-                    seen.setdefault(eid, frame_at)
+                rec = json.loads(raw[5:])
+                if rec.get("elicit"):
+                    data = rec.get("data") or {}
+                    seen.setdefault(rec["elicit"], {"at": frame_at, "server": data.get("server"),
+                                                    "tool": data.get("tool")})
             elif raw.startswith(b"id:"):
                 # the daemon subscribes before it writes the first, id-only frame: from here nothing is missed
                 ready.set()
 
-    async with child_session(socket) as http:
+    async with unix_session(socket, timeout=None) as http:
         async with http.get("/v1/events", params={"kinds": "elicit.open"}) as resp:
             resp.raise_for_status()
             reader = asyncio.create_task(read(resp))
@@ -334,7 +331,7 @@ async def role_poll(socket: str, session: str, interval: float) -> None:
     seen: dict[str, float] = {}
     polls = 0
     stop = asyncio.create_task(stdin_closed())
-    async with child_session(socket) as http:
+    async with unix_session(socket, timeout=None) as http:
         start = time.monotonic()
         while not stop.done():
             async with http.get("/v1/elicit", params={"session": session}) as r:
@@ -366,8 +363,8 @@ class Latency:
     polls: int
 
 
-async def phase_latency(d: BenchDaemon, http: aiohttp.ClientSession, rng: random.Random) -> Latency:
-    relay_socket = d.root / "relay.sock"
+async def phase_latency(d: Daemon, http: aiohttp.ClientSession, rng: random.Random) -> Latency:
+    relay_socket = d.home.parent / "relay.sock"  # beside the home, not in it
     children: list[Child] = []
     try:
         sse = await Child.start("sse", d.socket)
@@ -378,7 +375,7 @@ async def phase_latency(d: BenchDaemon, http: aiohttp.ClientSession, rng: random
         children.append(relay)
         relay_sse = await Child.start("sse", relay_socket)
         children.append(relay_sse)
-        async with child_session(str(relay_socket)) as relay_http:
+        async with unix_session(relay_socket, timeout=None) as relay_http:
             for _ in range(N_WARMUP):  # first requests pay for connection set-up and first-use caches
                 await open_question(http, "bench-warmup")
                 await open_question(relay_http, "bench-warmup")
@@ -401,8 +398,7 @@ async def phase_latency(d: BenchDaemon, http: aiohttp.ClientSession, rng: random
                     post.append(ms(time.monotonic() - t0))
                 sent[eid] = (session, t0)
         await asyncio.sleep(2 * POLL_INTERVAL_S + 0.1)  # the last frames land, the poller takes two more turns
-        pushed: dict[str, float] = await sse.finish()
-        pushed.update(await relay_sse.finish())
+        pushed = {eid: float(frame["at"]) for child in (sse, relay_sse) for eid, frame in (await child.finish()).items()}
         polled = await poller.finish()
         await relay.finish()
     finally:
@@ -485,7 +481,7 @@ def bench_cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def phase_lifecycles(d: BenchDaemon, http: aiohttp.ClientSession) -> Lifecycles:
+async def phase_lifecycles(d: Daemon, http: aiohttp.ClientSession) -> Lifecycles:
     each: list[float] = []
     anomalies: Counter[str] = Counter()
 
@@ -497,7 +493,7 @@ async def phase_lifecycles(d: BenchDaemon, http: aiohttp.ClientSession) -> Lifec
     cpu0, bench0, t0 = d.cpu_seconds(), bench_cpu_seconds(), time.monotonic()
     await pool(N_LIFECYCLES, LIFE_CONCURRENCY, job)
     elapsed = time.monotonic() - t0
-    durable = durable_answers(d.db, LIFE_SESSION)
+    durable = durable_answers(d.paths.db, LIFE_SESSION)
     return Lifecycles(N_LIFECYCLES, elapsed, [ms(x) for x in each], d.cpu_seconds() - cpu0,
                       bench_cpu_seconds() - bench0, durable, anomalies)
 
@@ -543,7 +539,7 @@ async def timed_get(http: aiohttp.ClientSession, params: dict[str, str]) -> tupl
     return elapsed, len(body), int(json.loads(body)["count"])
 
 
-async def phase_many(d: BenchDaemon, http: aiohttp.ClientSession) -> Listing:
+async def phase_many(d: Daemon, http: aiohttp.ClientSession) -> Listing:
     async def job(_i: int) -> None:
         await open_question(http, MANY_SESSION, ttl=3600)  # a long ttl: none may expire while we look
 
@@ -589,7 +585,7 @@ async def run(profile: str | None) -> None:
     extra = ["-m", "cProfile", "-o", profile] if profile else []
     rng = random.Random(SEED)
     report = Report()
-    d = BenchDaemon(extra_args=extra)
+    d = scratch_daemon("mcpx-bench-", python_args=extra)
     try:
         d.start()
         async with d.session(limit=2 * max(LIFE_CONCURRENCY, OPEN_CONCURRENCY) + 8) as http:
@@ -610,7 +606,7 @@ async def run(profile: str | None) -> None:
             say(f"      {life.seconds:.2f} s; daemon CPU {life.daemon_cpu_s:.2f} s "
                 f"({100 * life.daemon_cpu_s / life.seconds:.0f}% of a core), this process "
                 f"{life.bench_cpu_s:.2f} s ({100 * life.bench_cpu_s / life.seconds:.0f}%)")
-            mode = journal_mode(d.db)
+            mode = journal_mode(d.paths.db)
 
             say(f"[3/3] {N_MANY} pending questions, {OPEN_CONCURRENCY} opens in flight, then listings ...")
             many = await phase_many(d, http)
@@ -706,7 +702,7 @@ def main() -> int:
     elif args.role == "relay":
         asyncio.run(role_relay(args.socket))
     else:
-        asyncio.run(run(args.profile))
+        run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the helper processes
     return 0
 
 

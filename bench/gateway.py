@@ -18,7 +18,7 @@ servers, `peer` and `asker`, are both bench/peer_server.py (official mcp SDK, st
    era it remembers, and the question figures below are taken on that steady state.
 3. upstream `elicitation/create` -> the `elicit.open` SSE frame at a subscriber in another process:
    the `ask` tool stamps time.monotonic() immediately before `ctx.elicit` and puts it in the
-   question's message text; the subscriber (this file, `--role sse`) stamps each frame's arrival.
+   question's message text; the subscriber (bench/broker.py `--role sse`) stamps each frame's arrival.
    CLOCK_MONOTONIC is one clock for all processes on Linux, so the two subtract. p50/p99.
    And answer -> the upstream holds it: from just before `POST /v1/elicit/{id}/accept` to the moment
    `ctx.elicit` returns inside the tool (stamped there, returned in its result, read back with
@@ -33,7 +33,7 @@ Run it from the repository root (the venv has mcpx installed editable):
 
 It is a benchmark, not a test: it exits 0 whether or not targets are met, and says MISSED where one
 is. The machines here are noisy; the ratios measured side by side in one run are the figures to
-compare between runs. The hidden `--role sse` option is how this file runs its own subscriber.
+compare between runs.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ import json
 import os
 import random
 import re
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -61,9 +60,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcpx.mcp.protocol import MODERN_VERSIONS  # the modern version the daemon offers its upstreams
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))  # _daemon and broker sit beside this file, however it is run
-from _daemon import BenchDaemon  # noqa: E402
-from broker import Report, both, child_session, fmt_ms, ms, p50, p99, say, stdin_closed  # noqa: E402
+sys.path.insert(0, str(BENCH))  # broker sits beside this file, however it is run
+sys.path.insert(0, str(BENCH.parent / "tests"))  # the daemon harness
+from broker import Child, Report, both, fmt_ms, ms, p50, p99, say  # noqa: E402
+from harness import Daemon, run_stoppable, scratch_daemon  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
 
@@ -220,7 +220,7 @@ class Side:
     daemon_cpu_s: float = 0.0   # the daemon's CPU while this side's blocks ran
 
 
-async def timed_block(side: Side, n: int, d: BenchDaemon) -> None:
+async def timed_block(side: Side, n: int, d: Daemon) -> None:
     cpu0 = d.cpu_seconds()
     for _ in range(n):
         t0 = time.monotonic()
@@ -229,7 +229,7 @@ async def timed_block(side: Side, n: int, d: BenchDaemon) -> None:
     side.daemon_cpu_s += d.cpu_seconds() - cpu0
 
 
-async def interleaved(sides: list[Side], d: BenchDaemon) -> None:
+async def interleaved(sides: list[Side], d: Daemon) -> None:
     """ROUNDS rounds of PER_ROUND calls per side; who goes first rotates, so no side always follows another."""
     for r in range(ROUNDS):
         k = r % len(sides)
@@ -248,23 +248,23 @@ class Plain:
     direct_protocol: str
 
 
-def protocol_in_log(d: BenchDaemon, server: str) -> str:
+def protocol_in_log(d: Daemon, server: str) -> str:
     """The protocol version the daemon logged for `server` (its last connection), or '?'."""
     found = re.findall(rf"upstream {server}: \w+ era, protocol (\S+)", d.tail(1_000_000))
     return found[-1] if found else "?"
 
 
-async def phase_plain(d: BenchDaemon, http: aiohttp.ClientSession) -> Plain:
+async def phase_plain(d: Daemon, http: aiohttp.ClientSession) -> Plain:
     mcpx = McpxCaller(http)
     for _ in range(N_WARMUP_CALLS):  # the first starts `peer` in the daemon and settles its era
         await mcpx()
     mcpx_era = await task_era(http, mcpx.last_task)
     # the direct client speaks the era the daemon settled on: legacy -> initialize, modern -> adopt the version
     version = MODERN if mcpx_era == "modern" else "legacy"
-    params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env())  # the env mcpx gives it
+    params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env)  # the env mcpx gives it
     async with contextlib.AsyncExitStack() as stack:  # the direct and raw peers end with this phase
         client = await stack.enter_async_context(Client(params, mode=version))
-        raw = await RawStdio.start(d.env(), client.protocol_version)
+        raw = await RawStdio.start(d.env, client.protocol_version)
         stack.push_async_callback(raw.close)
         sides = [Side("mcpx", mcpx), Side("direct", DirectCaller(client)), Side("raw", raw),
                  Side("health", HealthCaller(http))]
@@ -345,79 +345,6 @@ class DirectAsker:
                          received=self.received)
 
 
-async def role_sse(socket: str) -> None:
-    """Subscribe to elicit.open; stamp each frame the moment its first line arrives; keep its server and tool."""
-    seen: dict[str, dict[str, Any]] = {}
-    ready = asyncio.Event()
-
-    async def read(resp: aiohttp.ClientResponse) -> None:
-        frame_at = 0.0
-        async for raw in resp.content:  # one line at a time
-            now = time.monotonic()
-            if raw in (b"\n", b"\r\n"):
-                frame_at = 0.0
-                continue
-            if not frame_at:
-                frame_at = now  # the daemon writes a frame in one piece; its first line is its arrival
-            if raw.startswith(b"data:"):
-                rec = json.loads(raw[5:])
-                if rec.get("elicit"):
-                    data = rec.get("data") or {}
-                    seen.setdefault(rec["elicit"], {"at": frame_at, "server": data.get("server"),
-                                                    "tool": data.get("tool")})
-            elif raw.startswith(b"id:"):
-                ready.set()  # the daemon subscribes before its first, id-only frame: from here nothing is missed
-
-    async with child_session(socket) as http, http.get("/v1/events", params={"kinds": "elicit.open"}) as resp:
-        resp.raise_for_status()
-        reader = asyncio.create_task(read(resp))
-        await asyncio.wait({reader, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
-        if reader.done():
-            reader.result()
-            raise RuntimeError("the event stream ended before its first frame")
-        print("ready", flush=True)
-        await stdin_closed()
-        reader.cancel()
-    print(json.dumps(seen), flush=True)
-
-
-class Subscriber:
-    """This file run as `--role sse` in its own process: says `ready`, records until stdin closes, prints JSON."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-
-    @classmethod
-    async def start(cls, socket: Path, timeout: float = 15.0) -> Subscriber:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(Path(__file__).resolve()), "--role", "sse", "--socket", str(socket),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-        sub = cls(proc)
-        assert proc.stdout is not None
-        try:
-            line = await asyncio.wait_for(proc.stdout.readline(), timeout)
-        except TimeoutError:
-            sub.kill()
-            raise RuntimeError(f"the subscriber did not get ready in {timeout:.0f}s") from None
-        if line.strip() != b"ready":
-            sub.kill()
-            raise RuntimeError(f"the subscriber said {line!r} instead of ready")
-        return sub
-
-    async def finish(self, timeout: float = 15.0) -> dict[str, dict[str, Any]]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        out = await asyncio.wait_for(self.proc.stdout.read(), timeout)
-        await asyncio.wait_for(self.proc.wait(), timeout)
-        if self.proc.returncode != 0:
-            raise RuntimeError(f"the subscriber exited {self.proc.returncode}")
-        return dict(json.loads(out.strip().splitlines()[-1]))
-
-    def kill(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.kill()
-
-
 @dataclass
 class FirstContact:
     """The first questions of a back-channel server through a daemon that has never called it."""
@@ -430,7 +357,7 @@ class FirstContact:
         return len({s.pid for s in self.samples})
 
 
-async def phase_first_contact(d: BenchDaemon, http: aiohttp.ClientSession) -> FirstContact:
+async def phase_first_contact(d: Daemon, http: aiohttp.ClientSession) -> FirstContact:
     """A daemon learns that `asker` needs the legacy era on its first call; the next calls should just use it."""
     samples = [await mcpx_ask(http) for _ in range(N_FIRST)]
     return FirstContact(samples, d.tail(1_000_000).count(f"server {ASKER} answers server/discover but asks"))
@@ -452,16 +379,16 @@ class Asks:
         return [ms(s.returned - s.answering) for s in self.mcpx]
 
 
-async def phase_asks(d: BenchDaemon, http: aiohttp.ClientSession, rng: random.Random) -> Asks:
+async def phase_asks(d: Daemon, http: aiohttp.ClientSession, rng: random.Random) -> Asks:
     async with contextlib.AsyncExitStack() as stack:  # the subscriber and the direct peer end with this phase
-        sub = await Subscriber.start(d.socket)
+        sub = await Child.start("sse", d.socket)  # bench/broker.py's subscriber, in a process of its own
         stack.callback(sub.kill)
         for _ in range(N_WARMUP_ASKS):
             last = await mcpx_ask(http)
         mcpx_era = await task_era(http, last.task)
         # a back-channel question needs the legacy era on the direct side too
         asker = DirectAsker()
-        params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env())
+        params = StdioServerParameters(command=sys.executable, args=[str(PEER)], env=d.env)
         client = await stack.enter_async_context(Client(params, mode="legacy", elicitation_callback=asker.on_elicit))
         asker.client = client
         for _ in range(N_WARMUP_ASKS):
@@ -547,7 +474,7 @@ def profile_args(profile: str | None, suffix: str = "") -> list[str]:
 async def run(profile: str | None) -> None:
     rng = random.Random(SEED)
     started = time.monotonic()
-    d = BenchDaemon(extra_args=profile_args(profile), servers=upstream_config())
+    d = scratch_daemon("mcpx-bench-", {"servers": upstream_config()}, python_args=profile_args(profile))
     stopped_by_us = False
     try:
         d.start()
@@ -566,7 +493,7 @@ async def run(profile: str | None) -> None:
         # in the legacy era directly, the way the pool means to go on.
         stopped_by_us = True
         code = d.stop()
-        d.extra_args = profile_args(profile, ".asks")
+        d.python_args = profile_args(profile, ".asks")
         d.start()
         stopped_by_us = False
         say(f"      daemon restarted (SIGTERM, exit {code}; same MCPX_HOME), new pid {d.pid}")
@@ -608,21 +535,8 @@ async def run(profile: str | None) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE and FILE.asks")
-    parser.add_argument("--role", choices=("sse",), help=argparse.SUPPRESS)
-    parser.add_argument("--socket", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.role == "sse":
-        asyncio.run(role_sse(args.socket))
-        return 0
-
-    async def guarded() -> None:
-        # SIGTERM to the bench must still stop the daemon and the peers: cancel, so every finally runs
-        task = asyncio.current_task()
-        assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        await run(args.profile)
-
-    asyncio.run(guarded())
+    run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the peers
     return 0
 
 

@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -53,10 +52,11 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))  # _daemon, broker and gateway sit beside this file, however it is run
-from _daemon import BenchDaemon, child_pids, process_cpu_seconds  # noqa: E402
+sys.path.insert(0, str(BENCH))  # broker and gateway sit beside this file, however it is run
+sys.path.insert(0, str(BENCH.parent / "tests"))  # the daemon harness
 from broker import Report, both, fmt_ms, ms, p50, p99, say  # noqa: E402
 from gateway import RawStdio, era_of, protocol_in_log  # noqa: E402
+from harness import Daemon, child_pids, process_cpu_seconds, run_stoppable, scratch_daemon  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 2 minutes on 2 cores)
 
@@ -232,8 +232,8 @@ class Calls:
     upstream: str               # the era and protocol the daemon called `peer` in, from its log
 
 
-async def phase_calls(d: BenchDaemon, profile: str | None) -> Calls:
-    env = d.env()  # MCPX_HOME/MCPX_CONFIG of the bench daemon: `mcpx serve` finds it, and nothing else
+async def phase_calls(d: Daemon, profile: str | None) -> Calls:
+    env = d.env  # MCPX_HOME/MCPX_CONFIG of the bench daemon: `mcpx serve` finds it, and nothing else
     async with contextlib.AsyncExitStack() as stack:  # every client and raw process ends with this phase
         http = await stack.enter_async_context(d.session())
         pairs: list[Pair] = []
@@ -300,33 +300,6 @@ async def python_start(env: dict[str, str]) -> float:
     return time.monotonic() - t0
 
 
-def pid_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with contextlib.suppress(OSError):  # a zombie no one has reaped yet is gone for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    return False
-
-
-async def stop_spawned_daemon(home: BenchDaemon, timeout: float = 10.0) -> None:
-    """SIGTERM the daemon `mcpx serve` started in `home` (its pid from daemon.json) and wait until it is gone."""
-    pid_file = home.home / "daemon.json"
-    deadline = time.monotonic() + timeout
-    while not pid_file.exists():  # written just after the socket starts listening
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no daemon.json in {home.home}")
-        await asyncio.sleep(0.01)
-    pid = int(json.loads(pid_file.read_text())["pid"])
-    os.kill(pid, signal.SIGTERM)
-    while not pid_gone(pid):
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            raise RuntimeError(f"the daemon serve started (pid {pid}) did not stop on SIGTERM")
-        await asyncio.sleep(0.02)
-
-
 @dataclass
 class Starts:
     warm_s: list[float]
@@ -334,26 +307,24 @@ class Starts:
     python_s: list[float]
 
 
-async def phase_starts(d: BenchDaemon, profile: str | None) -> Starts:
+async def phase_starts(d: Daemon, profile: str | None) -> Starts:
     warm: list[float] = []
     cold: list[float] = []
     python: list[float] = []
-    env = d.env()
+    env = d.env
     await start_to_ready(serve_argv(), env, d.home)  # untimed: the page cache holds the imports from here on
     for _ in range(N_STARTS):  # interleaved, so both see the same machine
         python.append(await python_start(env))
         warm.append(await start_to_ready(serve_argv(), env, d.home))
-    # a home of its own with the same config and no daemon: BenchDaemon gives the layout, start() is never called
-    idle = BenchDaemon(servers=upstream_config())
+    # a home of its own with the same config and no daemon: the harness gives the layout, start() is never called;
+    # stop() stops the daemon each `mcpx serve` started there (by the pid in its daemon.json)
+    idle = scratch_daemon("mcpx-bench-", {"servers": upstream_config()})
     try:
         for i in range(N_COLD):
             argv = serve_argv(f"{profile}.cold{i}" if profile and i == N_COLD - 1 else None)
-            cold.append(await start_to_ready(argv, idle.env(), idle.home))
-            await stop_spawned_daemon(idle)
+            cold.append(await start_to_ready(argv, idle.env, idle.home))
+            await asyncio.to_thread(idle.stop)
     finally:
-        with contextlib.suppress(Exception):
-            if (idle.home / "daemon.json").exists():
-                await stop_spawned_daemon(idle, timeout=5)
         idle.cleanup()
     return Starts(warm, cold, python)
 
@@ -408,7 +379,8 @@ def report_starts(report: Report, starts: Starts) -> None:
 
 async def run(profile: str | None) -> None:
     started = time.monotonic()
-    d = BenchDaemon(extra_args=["-m", "cProfile", "-o", profile] if profile else [], servers=upstream_config())
+    d = scratch_daemon("mcpx-bench-", {"servers": upstream_config()},
+                       python_args=["-m", "cProfile", "-o", profile] if profile else [])
     try:
         d.start()
         say(f"daemon pid {d.pid}, MCPX_HOME {d.home}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}; "
@@ -454,15 +426,7 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="cProfile the daemon to FILE and the timed `mcpx serve` "
                                                           "processes to FILE.serve-<mode> and FILE.cold<n>")
     args = parser.parse_args()
-
-    async def guarded() -> None:
-        # SIGTERM to the bench must still stop the daemon and the clients: cancel, so every finally runs
-        task = asyncio.current_task()
-        assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        await run(args.profile)
-
-    asyncio.run(guarded())
+    run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the clients
     return 0
 
 

@@ -43,9 +43,10 @@ from mcpx.upstream import procinfo
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path.insert(0, str(BENCH))  # _daemon and broker sit beside this file, however it is run
-from _daemon import BenchDaemon, child_pids  # noqa: E402
+sys.path.insert(0, str(BENCH))  # broker sits beside this file, however it is run
+sys.path.insert(0, str(ROOT / "tests"))  # the daemon harness
 from broker import Report, fmt_mib, say  # noqa: E402
+from harness import Daemon, child_pids, run_stoppable, scratch_daemon  # noqa: E402
 
 SESSIONS = 20
 CALL_S = 3.0          # each call's own length: long enough that all 60 are in flight together
@@ -94,7 +95,7 @@ class Snapshot:
         return sum(self.rss_kib.values())
 
 
-def snapshot(d: BenchDaemon) -> Snapshot:
+def snapshot(d: Daemon) -> Snapshot:
     snap = Snapshot(daemon_kib=d.rss_kib())
     kids = sorted(child_pids(d.pid))
     usage = procinfo.usage(kids)
@@ -154,7 +155,7 @@ async def pool_empty(http: aiohttp.ClientSession) -> bool | None:
         return not (await r.json())["instances"]
 
 
-async def workload(label: str, d: BenchDaemon, names: list[str], reaps: bool) -> Run:
+async def workload(label: str, d: Daemon, names: list[str], reaps: bool) -> Run:
     async with d.session(limit=200) as http:
         peak = Snapshot()
         tasks = await start_calls(http, names)
@@ -182,24 +183,13 @@ async def workload(label: str, d: BenchDaemon, names: list[str], reaps: bool) ->
     return Run(label, names, peak, after, idle, stopped, released, failures)
 
 
-class AgainstDaemon(BenchDaemon):
-    """The daemon of another revision: its sidecar/ first on PYTHONPATH."""
-
-    def __init__(self, sidecar: Path, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.sidecar = sidecar
-
-    def env(self) -> dict[str, str]:
-        return {**super().env(), "PYTHONPATH": str(self.sidecar)}
-
-
 def checkout(ref: str, into: Path) -> Path:
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "sidecar"], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into / "sidecar"
 
 
-async def measure(label: str, daemon: BenchDaemon, reaps: bool) -> Run:
+async def measure(label: str, daemon: Daemon, reaps: bool) -> Run:
     names = sorted(servers(False))
     with daemon:
         say(f"{label}: {SESSIONS} sessions x {len(names)} servers ({', '.join(names)}), calls of {CALL_S:g}s ...")
@@ -233,10 +223,11 @@ def table(runs: list[Run]) -> None:
 
 
 async def main_async(against: str | None) -> None:
-    runs = [await measure("this code", BenchDaemon(servers=servers(True)), reaps=True)]
+    runs = [await measure("this code", scratch_daemon("mcpx-bench-", {"servers": servers(True)}), reaps=True)]
     if against:
         with tempfile.TemporaryDirectory(prefix="mcpx-against-") as tmp:
-            old = AgainstDaemon(checkout(against, Path(tmp)), servers=servers(False))
+            # the daemon of another revision: its sidecar/ first on PYTHONPATH
+            old = scratch_daemon("mcpx-bench-", {"servers": servers(False)}, sidecar=checkout(against, Path(tmp)))
             runs.append(await measure(against, old, reaps=False))
     say("")
     table(runs)
@@ -267,7 +258,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--against", metavar="REF", help="also run the workload on this git revision's daemon")
     args = parser.parse_args()
-    asyncio.run(main_async(args.against))
+    run_stoppable(main_async(args.against))  # SIGTERM too stops the daemon and its servers
     return 0
 
 

@@ -1,5 +1,6 @@
-"""Fixtures that run the real daemon on a real socket in a temporary MCPX_HOME, and the waits a test makes
-of it: every one for an event (an SSE frame, a state change seen through the API), each bounded, none a sleep."""
+"""The suite's fixtures: a real daemon (tests/harness.py) on a real socket in a temporary MCPX_HOME, and the waits a
+test makes of it: every one for an event (an SSE frame, a state change seen through the API), each bounded, none a
+sleep."""
 
 from __future__ import annotations
 
@@ -8,9 +9,6 @@ import contextlib
 import inspect
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
@@ -20,11 +18,7 @@ from typing import Any, NoReturn
 import aiohttp
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-PEERS = Path(__file__).resolve().parent / "peers"
-# how long a test waits for something that takes a second on a quiet machine: the bound of a wait for an event,
-# which returns as soon as the event comes, so it costs nothing when all is well and only a loaded machine nears it
-PATIENCE = 60.0
+from harness import PATIENCE, Daemon, make_daemon
 
 
 def in_ci() -> bool:
@@ -40,181 +34,11 @@ def loud_skip(reason: str) -> NoReturn:
     pytest.skip(f"LOUD SKIP: {reason}")
 
 
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
-    """SIGTERM, then SIGKILL if it is still there after `timeout`; its exit code either way."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-    return proc.returncode
-
-
-def run_group(args: list[str], timeout: float, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """subprocess.run for a program that starts processes of its own (node's test runner starting daemons, the
-    conformance suite starting mcpx_client.py starting a daemon): it runs in a process group of its own, and what
-    is left of the group when it ends, or overruns `timeout`, is killed, so nothing it started outlives the test."""
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            **kw)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        _kill_group(proc.pid)
-        out, err = proc.communicate()
-        raise subprocess.TimeoutExpired(args, timeout, out, err) from exc
-    finally:
-        _kill_group(proc.pid)
-        stop_process(proc)
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def stop_pid(pid: int, timeout: float = 10.0) -> None:
-    """Stop a process that is not our child (a daemon `mcpx serve` started), waiting until it is gone."""
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
-
-
-class Daemon:
-    """One real `mcpx daemon` process, and the ways a test talks to it."""
-
-    def __init__(self, home: Path, config: Path, env: dict[str, str], listen: str | None = None) -> None:
-        self.home = home
-        self.config = config
-        self.env = env
-        self.listen = listen
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = home / "daemon.stderr"
-
-    @property
-    def socket(self) -> Path:
-        return self.home / "daemon.sock"
-
-    def start(self, timeout: float = PATIENCE) -> None:
-        args = [sys.executable, "-m", "mcpx", "daemon"] + (["--listen", self.listen] if self.listen else [])
-        out = open(self.log, "ab")
-        self.proc = subprocess.Popen(args, env=self.env, stdout=out, stderr=out, cwd=self.home)
-        out.close()
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"daemon exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-                if self._ready():
-                    return
-                time.sleep(0.02)
-            raise RuntimeError(f"daemon did not start within {timeout:.0f}s: {self.log.read_text()[-2000:]}")
-        except BaseException:
-            stop_process(self.proc)  # a daemon that did not start is not left running
-            raise
-
-    def _ready(self) -> bool:
-        """Our process wrote daemon.json and its socket accepts connections (not a stale one)."""
-        try:
-            info = json.loads((self.home / "daemon.json").read_text())
-        except (OSError, ValueError):
-            return False
-        if self.proc is None or info.get("pid") != self.proc.pid:
-            return False
-        import socket as _socket
-
-        probe = _socket.socket(_socket.AF_UNIX)
-        try:
-            probe.connect(str(self.socket))
-            return True
-        except OSError:
-            return False
-        finally:
-            probe.close()
-
-    def stop(self, timeout: float = 10.0) -> int:
-        """Stop our daemon (its exit code), and any other daemon that took this home since (`mcpx serve`
-        starts one when ours is gone): no test leaves a daemon behind."""
-        assert self.proc is not None
-        code = stop_process(self.proc, timeout)
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            pid = int(json.loads((self.home / "daemon.json").read_text())["pid"])
-            if pid != self.proc.pid:
-                stop_pid(pid, timeout)
-        return code
-
-    def __enter__(self) -> "Daemon":
-        self.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def restart(self) -> None:
-        self.start()
-
-    def session(self, trace_configs: list[aiohttp.TraceConfig] | None = None, **headers: str) -> aiohttp.ClientSession:
-        connector = aiohttp.UnixConnector(path=str(self.socket))
-        return aiohttp.ClientSession("http://mcpx", connector=connector, headers=headers, trace_configs=trace_configs,
-                                     timeout=aiohttp.ClientTimeout(total=2 * PATIENCE))
-
-    def cli(self, *args: str, input: str | None = None, timeout: float = PATIENCE, env: dict[str, str] | None = None,
-            ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mcpx", *args], env={**self.env, **(env or {})},
-                              capture_output=True, text=True, input=input, timeout=timeout, cwd=self.home)
-
-    def cli_bg(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "mcpx", *args], env={**self.env, **(env or {})},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.home)
-
-    def write_config(self, data: dict[str, Any]) -> None:
-        tmp = self.config.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2))
-        tmp.replace(self.config)
-
-
-def base_env(home: Path, config: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_") and k not in ("AGENT", "OPENCODE")}
-    env.update(MCPX_HOME=str(home), MCPX_CONFIG=str(config), PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "sidecar"), str(ROOT / "tests")] +
-                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    return env
-
-
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     h = tmp_path / "home"
     h.mkdir()
     return h
-
-
-def make_daemon(home: Path, config: dict[str, Any] | None = None, listen: str | None = None,
-                extra_env: dict[str, str] | None = None) -> Daemon:
-    cfg = home / "config.json"
-    cfg.write_text(json.dumps(config if config is not None else {"servers": {}}))
-    env = base_env(home, cfg)
-    env.update(extra_env or {})
-    return Daemon(home, cfg, env, listen)
 
 
 @pytest.fixture
@@ -253,19 +77,6 @@ async def wait_for(predicate: Any, timeout: float = PATIENCE, interval: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout:.0f}s")
         await asyncio.sleep(interval)
-
-
-def wait_for_sync(predicate: Callable[[], Any], timeout: float = PATIENCE, interval: float = 0.1,
-                  what: str = "condition") -> Any:
-    """wait_for for code that is not async (a thread of a test's fake model, a harness)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout:.0f}s")
-        time.sleep(interval)
 
 
 async def past(instant: float | str) -> None:

@@ -5,19 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 
-from conftest import PATIENCE, PEERS, ROOT, Daemon, stop_process
+from harness import PATIENCE, PEERS, ROOT, free_port, listening, stop_process, wait_started
 
 PY = sys.executable
 EVERYTHING = ROOT / "node_modules" / ".bin" / "mcp-server-everything"
@@ -25,12 +22,6 @@ EVERYTHING = ROOT / "node_modules" / ".bin" / "mcp-server-everything"
 
 def stdio(script: str, *args: str, **extra: Any) -> dict[str, Any]:
     return {"command": PY, "args": [str(PEERS / script), *args], **extra}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class HttpPeer:
@@ -42,17 +33,10 @@ class HttpPeer:
         self.proc = subprocess.Popen([PY, str(PEERS / script), "--http", str(self.port)],
                                      stdout=subprocess.DEVNULL, stderr=self.log)
         try:
-            deadline = time.monotonic() + PATIENCE
-            while time.monotonic() < deadline:
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                        return
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{script} exited {self.proc.returncode}: {self.stderr()}")
-                time.sleep(0.05)
-            raise RuntimeError(f"{script} did not listen on {self.port} within {PATIENCE:.0f}s: {self.stderr()}")
+            wait_started(self.proc, lambda: listening(self.port), f"{script} on port {self.port}", PATIENCE,
+                         self.stderr, interval=0.05)
         except BaseException:
-            self.stop()
+            self.log.close()
             raise
 
     def stderr(self) -> str:
@@ -127,18 +111,3 @@ async def until_health(http: aiohttp.ClientSession, holds: Callable[[dict[str, A
         if holds(health) or time.monotonic() > deadline:
             return health
         await asyncio.sleep(0.05)
-
-
-def read_log(home: Path) -> str:
-    return "\n".join(p.read_text(errors="replace") for p in (home / "daemon.log", home / "daemon.stderr")
-                     if p.exists())
-
-
-@contextmanager
-def running(d: Daemon) -> Iterator[Daemon]:
-    """The daemon started, and stopped however the test ends."""
-    d.start()
-    try:
-        yield d
-    finally:
-        d.stop()

@@ -15,8 +15,8 @@ from typing import Any
 
 import aiohttp
 
-from conftest import Daemon, ask, make_daemon
-from gateway_helpers import free_port
+from conftest import ask
+from harness import Daemon, free_port, make_daemon
 
 CONFIRM = {"type": "object", "properties": {"confirm": {"type": "boolean"}}}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -18,7 +19,12 @@ from typing import IO
 
 import pytest
 
-from conftest import PATIENCE, Daemon, make_daemon, stop_process
+from conftest import events
+from harness import PATIENCE, Daemon, make_daemon, stop_process
+
+# how soon the next question of a call must be on the terminal: short beside the 30 s it once took, long enough
+# for a loaded machine
+NEXT_QUESTION_BOUND = 10.0
 
 
 @pytest.fixture
@@ -160,6 +166,27 @@ def test_on_a_terminal_decline_is_decline_and_ctrl_c_is_cancel(demo: Daemon) -> 
         assert term.finish() == 0 and "cancelled" in term.out.decode()
     audit = json.loads(demo.cli("audit", "--kinds", "elicit.answered", "--json").stdout)["records"]
     assert audit[-1]["data"]["action"] == "cancel" and audit[-1]["data"]["by"] == "person:cli"
+
+
+async def test_on_a_terminal_the_next_question_shows_as_soon_as_it_opens(demo: Daemon) -> None:
+    """deploy asks twice: where, then whether. The second question is on the terminal at once, measured from its
+    elicit.open event (mcpx call once waited for a result long-poll of 30 s to run out before showing it)."""
+    loop = asyncio.get_running_loop()
+    async with demo.session() as http, events(http, kinds="elicit.open") as stream:
+        with Terminal(demo, "call", "demo.deploy") as term:
+            first = await stream.until(lambda r: r["kind"] == "elicit.open", what="deploy's first question")
+            await asyncio.to_thread(term.expect, "Deploy where?")
+            term.type("1")  # staging
+            second = await stream.until(lambda r: r["trace"] == first["trace"] and r["elicit"] != first["elicit"],
+                                        what="deploy's second question")
+            opened = loop.time()
+            await asyncio.to_thread(term.expect, "Deploy build 417 to staging now?", NEXT_QUESTION_BOUND)
+            assert loop.time() - opened < NEXT_QUESTION_BOUND
+            term.type("y")
+            assert await asyncio.to_thread(term.finish) == 0
+    assert "Build 417 would now be deploying to staging" in term.out.decode(errors="replace")
+    answer = json.loads(demo.cli("elicit", "show", second["elicit"], "--json").stdout)["answer"]
+    assert (answer["by"], answer["content"]) == ("person:cli", {"confirm": True})
 
 
 def test_the_main_command_gives_a_new_user_a_real_question_at_once(home: Path) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import aiohttp
 
-from conftest import PATIENCE, Daemon, EventStream, ask, events, make_daemon, stop_process
+from conftest import EventStream, ask, events
+from harness import PATIENCE, Daemon, make_daemon, stop_process
 
 FORM = {"type": "object", "required": ["repo", "count"], "properties": {
     "repo": {"type": "string", "description": "owner/name"},

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import loud_skip, run_group
+from conftest import loud_skip
+from harness import run_group
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "tests" / "conformance" / "mcpx_client.py"

@@ -14,8 +14,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from conftest import Daemon, make_daemon
-from gateway_helpers import answer, call, result, running, stdio, tool_text
+from gateway_helpers import answer, call, result, stdio, tool_text
+from harness import Daemon, make_daemon
 
 PIN = "4719-unguessable-pin"
 
@@ -23,7 +23,7 @@ PIN = "4719-unguessable-pin"
 @pytest.fixture
 def daemon(home: Path) -> Iterator[Daemon]:
     """conftest's `daemon` (and so its `http`), with a real server behind it."""
-    with running(make_daemon(home, {"servers": {"cred": stdio("credential_asker.py")}})) as d:
+    with make_daemon(home, {"servers": {"cred": stdio("credential_asker.py")}}) as d:
         yield d
 
 

@@ -8,7 +8,8 @@ import stat
 
 import aiohttp
 
-from conftest import PATIENCE, Daemon, ask, request_in_flight
+from conftest import ask, request_in_flight
+from harness import PATIENCE, Daemon
 
 
 async def test_health_and_socket_mode(daemon: Daemon, http: aiohttp.ClientSession) -> None:

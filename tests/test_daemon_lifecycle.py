@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import stat
 import subprocess
 import sys
@@ -11,13 +10,8 @@ from pathlib import Path
 
 import aiohttp
 
-from conftest import PATIENCE, Daemon, ask, events, make_daemon, past, request_in_flight
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import ask, events, past, request_in_flight
+from harness import PATIENCE, Daemon, free_port, make_daemon
 
 
 async def test_kill9_then_restart_loses_nothing_committed(home: Path) -> None:

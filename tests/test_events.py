@@ -9,7 +9,8 @@ from typing import Any
 
 import aiohttp
 
-from conftest import PATIENCE, Daemon, EventStream, ask, make_daemon, stop_process
+from conftest import EventStream, ask
+from harness import PATIENCE, Daemon, make_daemon, stop_process
 
 
 async def read_frames(resp: aiohttp.ClientResponse, count: int, timeout: float = PATIENCE,

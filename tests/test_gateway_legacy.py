@@ -17,20 +17,20 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from conftest import PATIENCE, Daemon, EventStream, audited, events, loud_skip, make_daemon, past
+from conftest import EventStream, audited, events, loud_skip, past
 from gateway_helpers import (
     EVERYTHING,
     HttpPeer,
     answer,
     call,
     node_available,
-    read_log,
     result,
     stdio,
     tool_text,
     until_health,
     until_pending,
 )
+from harness import PATIENCE, Daemon, make_daemon, read_log
 
 
 @pytest.fixture

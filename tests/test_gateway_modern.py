@@ -9,8 +9,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from conftest import Daemon, audited, events, make_daemon
+from conftest import audited, events
 from gateway_helpers import HttpPeer, answer, call, result, stdio, tool_text, until_pending
+from harness import Daemon, make_daemon
 
 
 @pytest.fixture

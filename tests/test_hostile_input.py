@@ -16,8 +16,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from conftest import Daemon, ask, make_daemon
-from gateway_helpers import HttpPeer, call, running, stdio
+from conftest import ask
+from gateway_helpers import HttpPeer, call, stdio
+from harness import Daemon, make_daemon
 
 DEEP_ARRAY = b"[" * 100_000
 DEEP_META = b'{"a":' * 5000 + b"1" + b"}" * 5000
@@ -29,7 +30,7 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 @pytest.fixture
 def daemon(home: Path) -> Iterator[Daemon]:
     """conftest's `daemon` (and so its `http`), with a real server behind it."""
-    with running(make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}})) as d:
+    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as d:
         yield d
 
 
@@ -226,7 +227,7 @@ async def test_an_upstreams_reply_nested_too_deep_fails_the_call_at_once_naming_
     peer = HttpPeer("deep_http_server.py")
     try:
         # a timeout far beyond the test's bound: only a prompt, named failure passes
-        with running(make_daemon(home, {"servers": {"deep": {"url": peer.url, "timeout": 600}}})) as d:
+        with make_daemon(home, {"servers": {"deep": {"url": peer.url, "timeout": 600}}}) as d:
             async with d.session() as http:
                 status, body, _ = await asyncio.wait_for(call(http, "deep", "deep"), 30)
         assert status == 502, body

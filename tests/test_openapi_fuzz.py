@@ -27,8 +27,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from conftest import Daemon, make_daemon
-from gateway_helpers import free_port, running, stdio
+from gateway_helpers import stdio
+from harness import Daemon, free_port, make_daemon
 
 CONFORMANCE = [status_code_conformance, content_type_conformance, response_headers_conformance,
                response_schema_conformance]
@@ -39,7 +39,7 @@ LONG_POLLS = ("/v1/elicit/{id}/wait", "/v1/tasks/{id}/result", "/v1/call/{server
 
 @pytest.fixture
 def fuzzed(home: Path) -> Iterator[Daemon]:
-    with running(make_daemon(home, {"servers": {}}, listen=f"127.0.0.1:{free_port()}")) as d:
+    with make_daemon(home, {"servers": {}}, listen=f"127.0.0.1:{free_port()}") as d:
         yield d
 
 
@@ -135,8 +135,7 @@ def test_the_document_fuzzed_against_the_live_daemon(fuzzed: Daemon) -> None:
 
 @pytest.fixture
 def calling(home: Path) -> Iterator[Daemon]:
-    with running(make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}},
-                             listen=f"127.0.0.1:{free_port()}")) as d:
+    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}, listen=f"127.0.0.1:{free_port()}") as d:
         yield d
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -19,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from conftest import PATIENCE, ROOT, Daemon, base_env, loud_skip, wait_for_sync
 from gateway_helpers import stdio
+from harness import PATIENCE, ROOT, Daemon, make_daemon, wait_for_sync
 from opencode.fake_model import Call, Request, Say, ScriptedModel
-from opencode.harness import Opencode, build_plugin, can_run, clean_env, make_project, opencode_binary
+from opencode.harness import Opencode, clean_env, make_project, require_opencode
 
 # one worker runs them all, so the module's opencode and daemon start once; the first test's bound covers that
 # start-up (opencode, the plugin's build, a daemon) as well as its own turns
@@ -69,20 +68,10 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("opencode-e2e")
-    binary, why = opencode_binary()
-    if binary is None:
-        loud_skip(why)
-    if (reason := can_run(binary, root)):
-        loud_skip(f"opencode cannot run on this machine: {reason}")
-    if shutil.which("git") is None:
-        loud_skip("git is not installed; opencode needs a git project")
-    if (reason := build_plugin()):
-        loud_skip(reason)
+    binary = require_opencode(root)
     home = root / "mcpx-home"
     home.mkdir()
-    config = home / "config.json"
-    config.write_text(json.dumps({"servers": {"sdk": stdio("sdk_server.py")}}))
-    with Daemon(home, config, base_env(home, config)) as daemon:
+    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as daemon:
         model = ScriptedModel(root / "model-requests.jsonl").start()
         env = {**clean_env(root / "home"), **{k: v for k, v in daemon.env.items() if k.startswith(("MCPX_", "PYTHON"))}}
         try:

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from conftest import PEERS, ROOT, loud_skip, make_daemon
+from conftest import loud_skip
 from gateway_helpers import call, tool_text
+from harness import PEERS, ROOT, make_daemon
 from mcpx.config import load_config
 from opencode.harness import PLUGIN_DIST, build_plugin
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import aiohttp
 
-from conftest import ask, events, make_daemon, wait_for
+from conftest import ask, events, wait_for
 from gateway_helpers import answer, call, result, stdio, tool_text, until_health, until_pending
+from harness import make_daemon
 
 DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
 

@@ -81,6 +81,10 @@ def test_kv_pairs_are_typed_by_the_schema():
     assert parse_assignments(FORM, ['tags=["b"]']) == {"tags": ["b"]}
     # a value the schema cannot type stays a string, and validation then names it
     assert parse_assignments(FORM, ["age=old"]) == {"age": "old"}
+    # a number reads as JSON reads it: 1 is a whole number in a number field too; nan and inf are no JSON numbers
+    got = parse_assignments(FORM, ["score=1", "age=3.0"])
+    assert got == {"score": 1, "age": 3} and isinstance(got["score"], int) and isinstance(got["age"], int)
+    assert parse_assignments(FORM, ["score=nan", "age=inf"]) == {"score": "nan", "age": "inf"}
     with pytest.raises(ValueError, match="key=value"):
         parse_assignments(FORM, ["justaword"])
 

@@ -21,8 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult
 
-from conftest import PATIENCE, Daemon, make_daemon, stop_process
-from gateway_helpers import answer, free_port, stdio, until_pending
+from gateway_helpers import answer, stdio, until_pending
+from harness import PATIENCE, Daemon, free_port, make_daemon, stop_process
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,

@@ -25,7 +25,8 @@ from textual.pilot import Pilot
 from textual.widgets import Checkbox, Select, SelectionList
 from textual.widgets._select import SelectOverlay
 
-from conftest import Daemon, ask
+from conftest import ask
+from harness import Daemon
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.tui.app import InboxApp
 from mcpx.cli.tui.screens import OpenUrlScreen, QuestionScreen, ReasonScreen

@@ -10,8 +10,8 @@ import json
 import secrets
 from pathlib import Path
 
-from conftest import make_daemon
-from gateway_helpers import call, read_log, result, stdio, tool_text
+from gateway_helpers import call, result, stdio, tool_text
+from harness import make_daemon, read_log
 
 
 async def test_a_server_gets_the_safe_set_and_its_own_env_only(home: Path) -> None:

@@ -15,8 +15,9 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import PEERS, Daemon, make_daemon, wait_for
-from gateway_helpers import PY, answer, call, read_log, result, stdio, tool_text
+from conftest import wait_for
+from gateway_helpers import PY, answer, call, result, stdio, tool_text
+from harness import PEERS, make_daemon, read_log
 
 # longer than the 5 s the server/discover probe used to wait, well inside the default 60 s `timeout`
 SLOW_START = 7

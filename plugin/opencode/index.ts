@@ -9,8 +9,8 @@ import { Daemon, type Env } from "./lib/daemon.js"
 import { LevelSource } from "./lib/level.js"
 import { Notifier } from "./lib/notify.js"
 import { prefixToolNames } from "./lib/output.js"
-import { ASK_TOOL } from "./lib/render.js"
 import { injectSession, isMcpxTool, shellEnv } from "./lib/session.js"
+import { ASK_TOOL } from "./lib/tools.js"
 
 export type McpxOptions = {
   /** the name of the opencode MCP entry that runs `mcpx serve` (its tools reach the model as `<entry>_<tool>`) */
@@ -52,8 +52,9 @@ export function createHooks(_input: Pick<PluginInput, "directory"> & Partial<Plu
   const entry = typeof options.entry === "string" && options.entry ? options.entry : "mcpx"
   const daemon = new Daemon(env)
   const level = new LevelSource(daemon, env)
-  const notifier = new Notifier(daemon, entry)
-  const ask = new AskFlow(daemon, level, notifier, entry, { questionTool: () => questionToolAvailable(env) })
+  const prefix = `${entry}_` // opencode names the entry's tools <entry>_<tool>: the daemon's texts name them so
+  const notifier = new Notifier(daemon, prefix)
+  const ask = new AskFlow(daemon, level, notifier, prefix, { questionTool: () => questionToolAvailable(env) })
 
   // opencode takes a plugin tool's args as JSON Schema properties when they are not zod types
   // (1.18.33, ToolRegistry): no zod at run time, so the plugin needs nothing but node itself.

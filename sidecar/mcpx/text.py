@@ -19,7 +19,14 @@ def quoted(text: object, limit: int = 4000) -> str:
     return "“" + plain(text, limit) + "”"
 
 
+def json_text(value: object, separators: tuple[str, str] | None = None) -> str:
+    """JSON to be read and copied: characters as they are, but control and direction characters (a server's
+    values can carry them) written as JSON escapes — the same value, with nothing hidden."""
+    text = json.dumps(value, ensure_ascii=False, separators=separators)
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def shell_quote_json(value: object) -> str:
     """A JSON argument for a POSIX shell command line."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = json_text(value, separators=(",", ":"))
     return "'" + text.replace("'", "'\\''") + "'"

@@ -24,11 +24,8 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +40,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import server_baseline as sb  # noqa: E402
+from harness import free_port, make_daemon, scratch_daemon  # noqa: E402
 
 SERVER = "fixture"
 EXPECTED_FAILURES = HERE / "mcpx_expected_failures.json"
@@ -59,7 +57,7 @@ class BearerProxy:
     def __init__(self, target: str, token: str) -> None:
         self.target = target.rstrip("/")  # http://127.0.0.1:D
         self.token = token
-        self.port = sb.free_port()
+        self.port = free_port()
         self.requests: list[tuple[str, str, int]] = []  # (method, path, status), for diagnosis
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -162,36 +160,29 @@ class Chain:
 
 @contextlib.contextmanager
 def mcpx_chain(home: Path | None = None, sidecar: Path | None = None) -> Iterator[Chain]:
-    """fixture_server.py behind a real `mcpx daemon --listen 127.0.0.1:D` behind a BearerProxy.
+    """fixture_server.py behind a real `mcpx daemon --listen 127.0.0.1:D` behind a BearerProxy, the daemon in `home`
+    (kept) or in a scratch home (removed after).
 
     `sidecar`: run the daemon from this copy of sidecar/ (a snapshot, for a stable investigation) instead of the
     working tree's."""
-    from conftest import make_daemon  # tests/conftest.py: a real daemon in a temp MCPX_HOME
-
-    own_home = home is None
-    home = Path(tempfile.mkdtemp(prefix="mcpx-conformance-home-")) if home is None else home
-    home.mkdir(parents=True, exist_ok=True)
-    try:
-        with sb.fixture_server() as fixture_url:
-            fport = fixture_url.rsplit(":", 1)[1].split("/")[0]
-            dport = sb.free_port()
-            daemon = make_daemon(home, {"servers": {SERVER: {"url": f"http://127.0.0.1:{fport}/mcp"}}},
-                                 listen=f"127.0.0.1:{dport}")
-            if sidecar is not None:
-                daemon.env["PYTHONPATH"] = os.pathsep.join([str(sidecar), daemon.env["PYTHONPATH"]])
-            daemon.start()
+    with sb.fixture_server() as fixture_url:
+        fport = fixture_url.rsplit(":", 1)[1].split("/")[0]
+        dport = free_port()
+        config = {"servers": {SERVER: {"url": f"http://127.0.0.1:{fport}/mcp"}}}
+        listen = f"127.0.0.1:{dport}"
+        where = {"sidecar": sidecar} if sidecar is not None else {}
+        if home is None:
+            daemon = scratch_daemon("mcpx-conformance-home-", config, listen, **where)
+        else:
+            home.mkdir(parents=True, exist_ok=True)
+            daemon = make_daemon(home, config, listen, **where)
+        with daemon:
+            token = (daemon.home / "token").read_text().strip()
+            proxy = BearerProxy(f"http://127.0.0.1:{dport}", token).start()
             try:
-                token = (home / "token").read_text().strip()
-                proxy = BearerProxy(f"http://127.0.0.1:{dport}", token).start()
-                try:
-                    yield Chain(f"{proxy.url}/mcp/{SERVER}", fixture_url, f"http://127.0.0.1:{dport}", home, proxy)
-                finally:
-                    proxy.stop()
+                yield Chain(f"{proxy.url}/mcp/{SERVER}", fixture_url, f"http://127.0.0.1:{dport}", daemon.home, proxy)
             finally:
-                daemon.stop()
-    finally:
-        if own_home:
-            shutil.rmtree(home, ignore_errors=True)
+                proxy.stop()
 
 
 # ---------------------------------------------------------------- expected failures

@@ -25,19 +25,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/harness.py, however the suite runs us
+from harness import Daemon, scratch_daemon  # noqa: E402
+
 SERVER = "under_test"
 START_TIMEOUT = 20.0
 CALL_WAIT = 3.0
@@ -52,98 +50,6 @@ class ScenarioFailed(Exception):
 
 def log(msg: str) -> None:
     print(f"mcpx_client: {msg}", file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------- the daemon
-
-
-class Daemon:
-    def __init__(self, url: str) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="mcpx-conformance-"))
-        self.config = self.home / "config.json"
-        self.config.write_text(json.dumps({"servers": {SERVER: {"url": url}}}, indent=2))
-        self.stderr_path = self.home / "daemon.stderr"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def socket(self) -> Path:
-        return self.home / "daemon.sock"
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
-        env.update(MCPX_HOME=str(self.home), MCPX_CONFIG=str(self.config), PYTHONUNBUFFERED="1")
-        # mcpx is installed editable in the venv; the source root on PYTHONPATH also covers a
-        # python that does not have it installed.
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "sidecar")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
-                                                                         else []))
-        if os.environ.get("MCPX_CONFORMANCE_DEBUG") == "1":
-            env["MCPX_LOG_LEVEL"] = "debug"
-        # the conformance runner's own variables are not for the daemon
-        for k in [k for k in env if k.startswith("MCP_CONFORMANCE_")]:
-            env.pop(k)
-        return env
-
-    def start(self) -> None:
-        out = open(self.stderr_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "mcpx", "daemon"], env=self.env(), stdout=out,
-                                     stderr=out, cwd=self.home, stdin=subprocess.DEVNULL)
-        out.close()
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ScenarioFailed(f"the mcpx daemon exited with {self.proc.returncode} before serving")
-            if self._ready():
-                return
-            time.sleep(0.02)
-        raise ScenarioFailed(f"the mcpx daemon did not open {self.socket} within {START_TIMEOUT:.0f}s")
-
-    def _ready(self) -> bool:
-        try:
-            info = json.loads((self.home / "daemon.json").read_text())
-        except (OSError, ValueError):
-            return False
-        if self.proc is None or info.get("pid") != self.proc.pid:
-            return False
-        probe = socket.socket(socket.AF_UNIX)
-        try:
-            probe.connect(str(self.socket))
-            return True
-        except OSError:
-            return False
-        finally:
-            probe.close()
-
-    def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                log("the daemon ignored SIGTERM for 10 s; killing it")
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
-
-    def log_tail(self, chars: int = 4000) -> str:
-        parts = []
-        for p in (self.home / "daemon.log", self.stderr_path):
-            if p.exists():
-                text = p.read_text(errors="replace")
-                if text.strip():
-                    parts.append(f"--- {p.name} (last {chars} chars) ---\n{text[-chars:]}")
-        return "\n".join(parts)
-
-    def cleanup(self) -> None:
-        if os.environ.get("MCPX_CONFORMANCE_KEEP") == "1":
-            log(f"kept MCPX_HOME {self.home}")
-            return
-        shutil.rmtree(self.home, ignore_errors=True)
-
-    def session(self) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession("http://mcpx", connector=aiohttp.UnixConnector(path=str(self.socket)),
-                                     timeout=aiohttp.ClientTimeout(total=60))
 
 
 # ---------------------------------------------------------------- the REST calls
@@ -416,6 +322,16 @@ async def run(daemon: Daemon, scenario: str, budget: float, parent: int) -> None
             await asyncio.gather(work, watch, return_exceptions=True)
 
 
+def daemon_for(url: str) -> Daemon:
+    """A daemon (not started) in a throw-away MCPX_HOME whose one server is the suite's mock at `url`."""
+    debug = {"MCPX_LOG_LEVEL": "debug"} if os.environ.get("MCPX_CONFORMANCE_DEBUG") == "1" else {}
+    daemon = scratch_daemon("mcpx-conformance-", {"servers": {SERVER: {"url": url}}}, extra_env=debug)
+    daemon.keep = os.environ.get("MCPX_CONFORMANCE_KEEP") == "1"
+    if daemon.keep:
+        log(f"keeping MCPX_HOME {daemon.home}")
+    return daemon
+
+
 def main() -> int:
     if len(sys.argv) < 2 or not sys.argv[-1].startswith(("http://", "https://")):
         print("usage: mcpx_client.py [...] <server-url>   (MCP_CONFORMANCE_SCENARIO names the scenario)",
@@ -429,11 +345,11 @@ def main() -> int:
     started = time.monotonic()
     parent = os.getppid()
     signal.signal(signal.SIGTERM, on_signal)
-    daemon = Daemon(url)
+    daemon = daemon_for(url)
     failure: str | None = None
     try:
-        daemon.start()
-        log(f"daemon pid {daemon.proc.pid if daemon.proc else '?'} on {daemon.socket}")
+        daemon.start(START_TIMEOUT)
+        log(f"daemon pid {daemon.pid} on {daemon.socket}")
         asyncio.run(run(daemon, scenario, max(1.0, DEADLINE - (time.monotonic() - started)), parent))
     except (ScenarioFailed, Terminated) as exc:
         failure = str(exc)
@@ -445,14 +361,11 @@ def main() -> int:
             failure = f"the mcpx daemon exited with {rc} on SIGTERM"
     if failure is not None:
         log(f"FAILED ({scenario}): {failure}")
-        tail = daemon.log_tail()
-        if tail:
-            print(tail, file=sys.stderr)
-        daemon.cleanup()
-        return 1
-    log(f"OK ({scenario})")
+        print(f"--- daemon.stderr (the end) ---\n{daemon.tail()}", file=sys.stderr)
+    else:
+        log(f"OK ({scenario})")
     daemon.cleanup()
-    return 0
+    return 1 if failure is not None else 0
 
 
 if __name__ == "__main__":

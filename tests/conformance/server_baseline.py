@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests/harness.py, however this file is run
+
+from harness import free_port, listening, stop_process, wait_started  # noqa: E402
+
 NODE = ROOT / "node_modules" / "node" / "bin" / "node"
 SUITES = {
     "0.1.16": ROOT / "node_modules" / "conformance-0116" / "dist" / "index.js",
@@ -216,12 +219,6 @@ def compare(baseline: dict[str, Any], results: dict[str, RunResult]) -> list[str
 # ---------------------------------------------------------------- the fixture server
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def fixture_server(python: str = sys.executable, port: int | None = None) -> Iterator[str]:
     """tests/conformance/fixture_server.py on 127.0.0.1:<port>; yields its /mcp URL (localhost, as the suite
@@ -229,26 +226,17 @@ def fixture_server(python: str = sys.executable, port: int | None = None) -> Ite
     port = port or free_port()
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen([python, str(FIXTURE), str(port)], stdout=log, stderr=log, cwd=ROOT)
+
+    def evidence() -> str:
+        log.seek(0)
+        return log.read().decode(errors="replace")[-2000:]
+
     try:
-        deadline = time.monotonic() + 60  # returns as soon as it listens; generous for a loaded machine
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"fixture_server.py exited {proc.returncode}: {log.read().decode()[-2000:]}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"fixture_server.py did not listen on {port} within 60s")
-            time.sleep(0.05)
+        wait_started(proc, lambda: listening(port), f"fixture_server.py on port {port}", evidence=evidence,
+                     interval=0.05)
         yield f"http://localhost:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc, 5)
         log.close()
 
 

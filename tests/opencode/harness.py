@@ -13,29 +13,21 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from conftest import PATIENCE, stop_process, wait_for_sync
+from conftest import loud_skip
+from harness import PATIENCE, ROOT, free_port, stop_process, wait_for_sync, wait_started
 
-ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "node_modules"
 PLUGIN_SOURCES = [ROOT / "tsconfig.json", ROOT / "plugin" / "opencode" / "index.ts",
                   *sorted((ROOT / "plugin" / "opencode" / "lib").glob("*.ts"))]
 PLUGIN_DIST = ROOT / "plugin" / "opencode" / "dist" / "index.js"
 VERSION = "1.18.33"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def build_plugin() -> str | None:
@@ -94,6 +86,20 @@ def can_run(binary: Path, scratch: Path) -> str:
     return ""
 
 
+def require_opencode(scratch: Path) -> Path:
+    """The opencode binary, once it is known to run here and the plugin is built; else a loud skip, saying why."""
+    binary, why = opencode_binary()
+    if binary is None:
+        loud_skip(why)
+    if (reason := can_run(binary, scratch)):
+        loud_skip(f"opencode cannot run on this machine: {reason}")
+    if shutil.which("git") is None:
+        loud_skip("git is not installed; opencode needs a git project")
+    if (reason := build_plugin()):
+        loud_skip(reason)
+    return binary
+
+
 def seed_plugin_dependency(config_dir: Path) -> None:
     """With a plugin configured, opencode npm-installs @opencode-ai/plugin into each config directory (the
     project's .opencode/, ~/.config/opencode) at start-up — seconds of network — unless node_modules is there
@@ -108,8 +114,9 @@ def seed_plugin_dependency(config_dir: Path) -> None:
                                                              indent=2))
 
 
-def make_project(path: Path, model_url: str, env: dict[str, str]) -> Path:
-    """A git project with the scripted model as its provider, and mcpx installed by `mcpx opencode install`."""
+def make_project(path: Path, model_url: str, env: dict[str, str], mcpx: list[str] | None = None) -> Path:
+    """A git project with the scripted model as its provider, and mcpx installed by `mcpx opencode install`
+    (of the checkout, or of the `mcpx` command given: one installed from a wheel)."""
     path.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(path)], check=True)
     (path / "README.md").write_text("a project for mcpx's end-to-end tests\n")
@@ -123,7 +130,7 @@ def make_project(path: Path, model_url: str, env: dict[str, str]) -> Path:
         "autoupdate": False,
         "share": "disabled",
     }, indent=2))
-    done = subprocess.run([sys.executable, "-m", "mcpx", "opencode", "install", "--json"], cwd=path, env=env,
+    done = subprocess.run([*(mcpx or [sys.executable, "-m", "mcpx"]), "opencode", "install", "--json"], cwd=path, env=env,
                           capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise RuntimeError(f"mcpx opencode install failed: {done.stdout}{done.stderr}")
@@ -151,18 +158,9 @@ class Opencode:
                                       "--print-logs", "--log-level", "INFO"],
                                      cwd=self.project, env=self.env, stdout=out, stderr=subprocess.STDOUT)
         out.close()
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"opencode serve exited {self.proc.returncode}:\n{self.tail()}")
-                if "opencode server listening" in self.log.read_text(errors="replace"):
-                    return self
-                time.sleep(0.1)
-            raise RuntimeError(f"opencode serve did not listen within {timeout} s:\n{self.tail()}")
-        except BaseException:
-            self.stop()  # one that did not start is not left running
-            raise
+        wait_started(self.proc, lambda: "opencode server listening" in self.log.read_text(errors="replace"),
+                     "opencode serve", timeout, self.tail, interval=0.1)
+        return self
 
     def tail(self, chars: int = 6000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""

@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from conftest import loud_skip, run_group
+from conftest import loud_skip
+from harness import run_group
 from opencode.harness import NODE_MODULES, ROOT, build_plugin
 
 pytestmark = pytest.mark.timeout(300)

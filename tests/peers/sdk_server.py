@@ -100,6 +100,17 @@ async def sleepy(seconds: float) -> str:
 
 
 @app.tool()
+async def hold(ctx: Context) -> str:
+    """Runs until sent SIGUSR2, having first reported progress that names its pid: a test knows the call is in
+    flight in this very process, and decides when it ends."""
+    released = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, released.set)
+    await ctx.report_progress(0, message=f"holding in pid {os.getpid()} until SIGUSR2")
+    await released.wait()
+    return "released"
+
+
+@app.tool()
 async def die_while_asking(ctx: Context) -> str:
     """Asks, and dies with code 3 when sent SIGUSR1: a test sends it once the question is open (its elicit.open
     record carries this process's pid), so the death comes while the question waits, however loaded the machine."""

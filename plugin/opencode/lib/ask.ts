@@ -5,22 +5,22 @@
 //   choices and free text — the `question` tool, whose exact call mcpx_ask_person returns; the reply
 //   is taken from opencode's question.replied event (never from text the agent wrote);
 //   credentials — no dialog: a terminal.
+// What each dialog shows, and the content a reply stands for, is the daemon's (Question.render); the
+// person's replies to the question dialog go back as they are, and the daemon types them.
 
 import type { ToolContext } from "@opencode-ai/plugin"
 
-import { Daemon, NoDaemon, problem, type Answer, type Question, type Reply } from "./daemon.js"
-import { contentFrom, dialogFor, fieldsOf, ID_PATTERN, markedId, questionPrompts, type QuestionPrompt } from "./dialogs.js"
+import { Daemon, NoDaemon, problem, type Answer, type Question, type QuestionPrompt, type Reply } from "./daemon.js"
+import { isQuestionId, markedId } from "./ids.js"
 import type { LevelSource } from "./level.js"
+import { clip, noDaemonText, resultText } from "./messages.js"
 import type { Notifier } from "./notify.js"
 import { append } from "./output.js"
-import { ASK_TOOL, forPerson, noDaemonText, resultText, terminalCommands, toolName } from "./render.js"
-import { kindOf } from "./schema.js"
-import { plain, pyJson, quoted } from "./text.js"
 
 export const PERMISSION = "mcpx_elicit"
 
 type Dialog = { id: string; session: string; question: Question; prompts: QuestionPrompt[]; callID?: string; requestID?: string }
-type Outcome = { text: string; task?: string; recorded: boolean }
+type Outcome = { text: string; question?: Question; recorded: boolean }
 
 export type Rejection = { kind: "rejected"; feedback?: string } | { kind: "denied"; message: string } | { kind: "other"; message: string }
 
@@ -34,12 +34,6 @@ export function readRejection(error: unknown): Rejection {
   if (/Corrected/.test(tag) || feedback !== undefined) return { kind: "rejected", feedback: feedback?.trim() || undefined }
   if (/Rejected/.test(tag) || /rejected permission/.test(message)) return { kind: "rejected" }
   return { kind: "other", message }
-}
-
-function answeredText(q: Question, answer: Answer | null | undefined): string {
-  if (q.state === "pending") return ""
-  return `${q.id} is ${q.state}` + (answer ? ` (${answer.action} by ${answer.by} at ${answer.at})` : "") +
-    (q.stateReason ? `: ${plain(q.stateReason, 300)}` : "") + "."
 }
 
 /** opencode serialises permission metadata strictly: an `undefined` in it breaks GET /permission for everyone. */
@@ -67,8 +61,9 @@ export class AskFlow {
   private readonly replyWaitMs: number
   private readonly questionTool: () => boolean
 
+  /** `prefix`: what the MCP entry puts before mcpx's tool names, for the daemon's rendering. */
   constructor(private readonly daemon: Daemon, private readonly level: LevelSource, private readonly notifier: Notifier,
-    private readonly entry: string, options: AskOptions = {}) {
+    private readonly prefix: string, options: AskOptions = {}) {
     this.resultWaitS = options.resultWaitS ?? 40
     this.replyWaitMs = options.replyWaitMs ?? 10_000
     this.questionTool = options.questionTool ?? (() => true)
@@ -78,31 +73,31 @@ export class AskFlow {
 
   async askPerson(args: { id?: unknown }, ctx: ToolContext): Promise<string> {
     const id = typeof args?.id === "string" ? args.id.trim() : ""
-    if (!new RegExp(`^${ID_PATTERN.source}$`).test(id)) return `mcpx: ${JSON.stringify(args?.id ?? null)} is not a question id (elc- and 16 hex digits).`
+    if (!isQuestionId(id)) return `mcpx: ${JSON.stringify(args?.id ?? null)} is not a question id (elc- and 16 hex digits).`
     let reply: Reply<{ elicitation: Question; answer: Answer | null }>
     try {
-      reply = await this.daemon.question(id)
+      reply = await this.daemon.question(id, this.prefix)
     } catch (e) {
       if (e instanceof NoDaemon) return noDaemonText(this.daemon.describe())
       throw e
     }
     if (reply.status !== 200) return `mcpx: ${problem(reply).message || `no question ${id}`}`
     const q = reply.body.elicitation
+    const r = q.render
     if (q.session !== ctx.sessionID) return `mcpx: ${id} belongs to another session; a question is put to the person only in the session that raised it.`
-    if (q.state !== "pending") return `mcpx: ${answeredText(q, reply.body.answer)} Nothing to ask.`
+    if (q.state !== "pending") return `mcpx: ${r.status} Nothing to ask.`
     const { level } = await this.level.get()
     if (level !== "ask") {
       return `mcpx: the plugin opens dialogs for the person only at level ask (now ${level}). ` +
-        `Tell the person that ${id} waits; they answer from a terminal: ${terminalCommands(q)}`
+        `Tell the person that ${id} waits; they answer from a terminal: ${r.terminal}`
     }
-    const kind = dialogFor(q)
-    if (kind === "terminal") return forPerson(q, this.entry, "notify", "terminal")
-    if (kind === "question") {
+    if (r.dialog === "terminal") return (r.person ?? r.agent)!.notify // a credential: always the person's
+    if (r.dialog === "question") {
       if (!this.questionTool()) {
         return `mcpx: opencode's question tool is not available here, so ${id} cannot be put to the person in a dialog. ` +
-          `Tell them it waits; they answer from a terminal: ${terminalCommands(q)}`
+          `Tell them it waits; they answer from a terminal: ${r.terminal}`
       }
-      const prompts = questionPrompts(q)
+      const prompts = r.questions ?? []
       this.dialogs.set(id, { id, session: q.session, question: q, prompts })
       return `To put ${id} to the person, make exactly this call with opencode's question tool, unchanged ` +
         "(the plugin takes their reply from opencode's dialog, never from anything you write):\n\n" +
@@ -113,40 +108,38 @@ export class AskFlow {
   }
 
   private async permissionDialog(q: Question, ctx: ToolContext): Promise<string> {
-    const asks = `${plain(q.server, 100)} (via mcpx) asks: ${quoted(q.message, 500)}`
-    const fields = fieldsOf(q)
-    ctx.metadata(jsonSafe({ title: asks + (q.mode === "url" ? ` — open ${plain(q.url ?? "", 500)}` : ""),
-      metadata: { question: q.id, server: q.server, tool: q.tool, url: q.url } }))
+    const p = q.render.permission
+    if (!p) return `mcpx: the daemon gave no permission dialog for ${q.id}; nothing was recorded.`
+    ctx.metadata(jsonSafe({ title: p.title, metadata: { question: q.id, server: q.server, tool: q.tool, url: q.url } }))
     let action: "accept" | "decline" = "accept"
     let reason: string | undefined
     try {
       await ctx.ask({
         permission: PERMISSION,
-        patterns: [`${plain(q.server, 100)}: ${plain(q.message, 300)}` + (q.mode === "url" ? ` (${plain(q.url ?? "", 300)})` : "")],
+        patterns: [p.pattern],
         always: [],
-        metadata: jsonSafe({ id: q.id, server: q.server, tool: q.tool, message: plain(q.message), url: q.url,
-          fields: fields.map((f) => f.name), expiresAt: q.expiresAt }),
+        metadata: jsonSafe({ id: q.id, server: q.server, tool: q.tool, message: p.message, url: q.url, fields: p.fields,
+          expiresAt: q.expiresAt }),
       })
     } catch (error) {
-      const r = readRejection(error)
-      if (r.kind === "denied") {
+      const rejection = readRejection(error)
+      if (rejection.kind === "denied") {
         return `mcpx: a permission rule in opencode's config denies ${PERMISSION}, so nobody was asked and ${q.id} is not answered. ` +
-          `The person can answer from a terminal: ${terminalCommands(q)}`
+          `The person can answer from a terminal: ${q.render.terminal}`
       }
-      if (r.kind === "other") return `mcpx: the dialog for ${q.id} ended without an answer (${plain(r.message, 300)}); nothing was recorded.`
+      if (rejection.kind === "other") return `mcpx: the dialog for ${q.id} ended without an answer (${clip(rejection.message, 300)}); nothing was recorded.`
       action = "decline"
-      reason = r.feedback
+      reason = rejection.feedback
     }
-    let content: Record<string, unknown> | undefined
-    if (action === "accept" && q.mode === "form" && fields.length === 1 && kindOf(fields[0]!.prop) === "boolean") content = { [fields[0]!.name]: true }
-    const said = action === "accept" ? "allowed it" : reason ? `rejected it, saying ${quoted(reason, 500)}` : "rejected it"
+    const content = action === "accept" ? p.content : undefined // a lone yes/no is answered yes
+    const said = action === "accept" ? "allowed it" : reason ? `rejected it, saying “${clip(reason, 500)}”` : "rejected it"
     const outcome = await this.record(q, action, { content, reason }, `The person ${said} in opencode's permission dialog`)
-    return outcome.text + (outcome.task ? "\n\n" + await this.resultFor(outcome.task, ctx.abort) : "")
+    return outcome.text + (outcome.question ? "\n\n" + await this.resultFor(outcome.question, ctx.abort) : "")
   }
 
   /** POST the person's answer; the text that tells the agent what came of it. */
-  private async record(q: Question, action: "accept" | "decline" | "cancel", body: { content?: Record<string, unknown>; reason?: string },
-    said: string): Promise<Outcome> {
+  private async record(q: Question, action: "accept" | "decline" | "cancel",
+    body: { content?: Record<string, unknown>; reason?: string; replies?: string[][] }, said: string): Promise<Outcome> {
     let r: Reply
     try {
       r = await this.daemon.answer(q.id, action, q.session, body)
@@ -155,21 +148,22 @@ export class AskFlow {
       throw e
     }
     if (r.status === 200) {
-      const recorded = `${said}: recorded for ${q.id} as ${action} by person:opencode; ${plain(q.server, 100)} received it.`
-      return { text: recorded, task: q.task, recorded: true }
+      const recorded = `${said}: recorded for ${q.id} as ${action} by person:opencode; ${q.render.server} received it.`
+      return { text: recorded, question: q.task ? q : undefined, recorded: true }
     }
     const p = problem(r)
     if (r.status === 422) {
       this.notifier.forget(q.session, q.id)
       const fields = Object.entries(p.fields ?? {}).map(([k, v]) => `${k}: ${v}`).join("; ")
-      return { text: `${said}, but the answer did not fit ${q.id} (${fields || plain(p.message, 500)}). It is still open: ` +
-        `call ${ASK_TOOL} ${pyJson({ id: q.id })} to ask the person again.`, recorded: false }
+      return { text: `${said}, but the answer did not fit ${q.id} (${fields || clip(p.message, 500)}). It is still open: ` +
+        `call ${q.render.askCall} to ask the person again.`, recorded: false }
     }
-    return { text: `${said}, but mcpx did not take it: ${plain(p.message, 500)}`, recorded: false }
+    return { text: `${said}, but mcpx did not take it: ${clip(p.message, 500)}`, recorded: false }
   }
 
-  /** The call's real result, waited for a while (the person answered; the server goes on). */
-  private async resultFor(task: string, abort?: AbortSignal): Promise<string> {
+  /** The real result of the call that asked `q`, waited for a while (the person answered; the server goes on). */
+  private async resultFor(q: Question, abort?: AbortSignal): Promise<string> {
+    const task = q.task!
     const stop = new Promise<null>((resolve) => abort?.addEventListener("abort", () => resolve(null), { once: true }))
     let r: Reply | null
     try {
@@ -178,19 +172,19 @@ export class AskFlow {
       if (e instanceof NoDaemon) return noDaemonText(this.daemon.describe())
       throw e
     }
-    const collect = `${toolName(this.entry, "mcpx_task_result")} ${pyJson({ task, wait: true })}`
+    const collect = q.render.collect
     if (r === null) return `Collect the call's result later with ${collect}.`
     if (r.status === 200) {
       const doc = r.body ?? {}
       if (doc.state === "completed") return `The call finished (${task}); its result:\n${resultText(doc.result)}`
-      return `The call ended ${plain(doc.state ?? "?", 50)} (${task})` + (doc.error ? `: ${plain(doc.error, 500)}` : ".")
+      return `The call ended ${clip(doc.state ?? "?", 50)} (${task})` + (doc.error ? `: ${clip(doc.error, 500)}` : ".")
     }
     if (r.status === 202) {
       const ids = (r.body?.elicitations ?? []).map((e: any) => e.id).filter(Boolean)
       return ids.length ? `The call goes on and now waits for another answer (${ids.join(", ")}); see below.`
         : `The call is still running; collect its result with ${collect}.`
     }
-    return `mcpx: the result of ${task} could not be read: ${plain(problem(r).message, 300)}`
+    return `mcpx: the result of ${task} could not be read: ${clip(problem(r).message, 300)}`
   }
 
   // ---- the question dialog: opencode's built-in `question` tool, and its events
@@ -236,8 +230,8 @@ export class AskFlow {
   }
 
   private recordReply(d: Dialog, answers: unknown[]): Promise<Outcome> {
-    const labels = answers.map((a) => (Array.isArray(a) ? a.map(String) : a == null ? [] : [String(a)]))
-    return this.record(d.question, "accept", { content: contentFrom(d.question, labels) }, "The person answered in opencode's question dialog")
+    const replies = answers.map((a) => (Array.isArray(a) ? a.map(String) : a == null ? [] : [String(a)]))
+    return this.record(d.question, "accept", { replies }, "The person answered in opencode's question dialog")
   }
 
   /** tool.execute.after for `question`: what came of the person's reply, and the call's result. */
@@ -259,6 +253,6 @@ export class AskFlow {
     if (!outcome) return
     this.outcomes.delete(id)
     const o = await outcome
-    append(output, "[mcpx plugin] " + o.text + (o.task ? "\n\n" + await this.resultFor(o.task) : ""))
+    append(output, "[mcpx plugin] " + o.text + (o.question ? "\n\n" + await this.resultFor(o.question) : ""))
   }
 }

@@ -46,6 +46,27 @@ export function problem(reply: Reply): { code: string; message: string; fields?:
   return { code: String(reply.status), message: typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body) }
 }
 
+/** A question's rendering: every text, call and dialog the plugin shows, as the daemon renders it
+ * (sidecar/mcpx/rendering.py and dialogs.py). The plugin shows these as given. */
+export type Texts = { notify: string; ask: string }
+export type DialogKind = "confirm" | "url" | "question" | "terminal"
+export type QuestionPrompt = { question: string; header: string; options: { label: string; description: string }[]; multiple?: boolean }
+export type Render = {
+  dialog: DialogKind // confirm and url: the permission dialog; question: the question dialog; terminal: none (credentials)
+  server: string // who asks, as one safe line
+  example?: Record<string, unknown>
+  answerCalls: { accept: string; decline: string }
+  terminal: string // the commands that answer it from a terminal
+  askCall: string // mcpx_ask_person {"id": …}
+  askNow: string // the line that tells the agent to make that call now
+  collect?: string // the call that collects the result of the call that asked
+  agent?: Texts // the agent's question, with the calls that answer it, at each level
+  person?: Texts // the person's question, announced, at each level
+  status?: string // what became of it, once it is no longer pending
+  permission?: { title: string; pattern: string; message: string; fields: string[]; content?: Record<string, unknown> }
+  questions?: QuestionPrompt[] // the question tool's exact arguments
+}
+
 export type Question = {
   id: string
   task?: string
@@ -65,6 +86,11 @@ export type Question = {
   stateReason?: string
   escalated?: boolean
   secretFields?: string[] // the fields whose values are credentials (never shown, stored as [redacted])
+  render: Render
+}
+
+function rendered(prefix: string): string {
+  return `render=true&toolPrefix=${encodeURIComponent(prefix)}`
 }
 
 export type Answer = { id: string; action: "accept" | "decline" | "cancel"; content?: Record<string, unknown>; by: string; at: string; reason?: string }
@@ -138,19 +164,21 @@ export class Daemon {
     return r.body
   }
 
-  async pending(session: string): Promise<Question[]> {
-    const r = await this.request("GET", `/v1/elicit?session=${encodeURIComponent(session)}&state=pending`)
+  /** The session's pending questions, rendered with `prefix` before mcpx's tool names (the MCP entry's, and _). */
+  async pending(session: string, prefix = ""): Promise<Question[]> {
+    const r = await this.request("GET", `/v1/elicit?session=${encodeURIComponent(session)}&state=pending&${rendered(prefix)}`)
     if (r.status !== 200) throw new Error(`it answered ${r.status}: ${problem(r).message}`)
     return r.body.elicitations ?? []
   }
 
-  question(id: string): Promise<Reply<{ elicitation: Question; answer: Answer | null }>> {
-    return this.request("GET", `/v1/elicit/${encodeURIComponent(id)}`)
+  question(id: string, prefix = ""): Promise<Reply<{ elicitation: Question; answer: Answer | null }>> {
+    return this.request("GET", `/v1/elicit/${encodeURIComponent(id)}?${rendered(prefix)}`)
   }
 
-  /** Record the person's answer, as person:opencode, from the session it belongs to. */
+  /** Record the person's answer, as person:opencode, from the session it belongs to. `replies`: what they
+   * picked or typed in each prompt of the question dialog, which the daemon turns into content. */
   answer(id: string, action: "accept" | "decline" | "cancel", session: string,
-    body: { content?: Record<string, unknown>; reason?: string } = {}): Promise<Reply> {
+    body: { content?: Record<string, unknown>; reason?: string; replies?: string[][] } = {}): Promise<Reply> {
     return this.request("POST", `/v1/elicit/${encodeURIComponent(id)}/${action}`, {
       body, headers: { "X-Mcpx-Answerer": ANSWERER, "X-Mcpx-Session": session },
     })

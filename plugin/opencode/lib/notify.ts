@@ -1,12 +1,12 @@
 // After each tool call of a session: the session's pending questions not yet shown are appended to
 // that tool's output, each once — the agent's as questions it may answer, the person's as
-// announcements (at level ask, with the call that opens the person's dialog).
+// announcements (at level ask, with the call that opens the person's dialog). The texts are the
+// daemon's rendering of each question, for the plugin's level.
 
 import { Daemon, NoDaemon, type Question } from "./daemon.js"
-import { dialogFor } from "./dialogs.js"
 import type { Level } from "./level.js"
+import { block, noDaemonText } from "./messages.js"
 import { append, ownIds } from "./output.js"
-import { askInstruction, block, forAgent, forPerson, noDaemonText } from "./render.js"
 
 const REMEMBERED = 5000
 
@@ -15,7 +15,7 @@ export class Notifier {
   private notices = new Map<string, string[]>()
   private saidNoDaemon = new Set<string>()
 
-  constructor(private readonly daemon: Daemon, private readonly entry: string) {}
+  constructor(private readonly daemon: Daemon, private readonly prefix: string) {}
 
   private seen(session: string): Set<string> {
     let set = this.shown.get(session)
@@ -49,7 +49,7 @@ export class Notifier {
     if (level === "off" || level === "auto") return parts.join("\n\n")
     let pending: Question[]
     try {
-      pending = await this.daemon.pending(session)
+      pending = await this.daemon.pending(session, this.prefix)
     } catch (e) {
       // said once per session: the daemon is missing, or refuses the plugin (a wrong token, say)
       if (!this.saidNoDaemon.has(session)) {
@@ -62,23 +62,24 @@ export class Notifier {
     }
     const seen = this.seen(session)
     const shown: string[] = []
+    const at = level === "ask" ? "ask" : "notify"
     for (const q of pending) {
       if (q.session !== session) continue // the daemon filters; this keeps it so whatever it returns
+      const r = q.render // its `agent` texts for the agent's questions, `person` for the person's
       if (q.audience !== "human") {
         const key = `a:${q.id}`
         if (seen.has(key)) continue
         seen.add(key)
-        if (!own.has(q.id)) shown.push(forAgent(q, this.entry, level))
+        if (!own.has(q.id)) shown.push(r.agent![at])
         continue
       }
-      const kind = dialogFor(q)
       const key = `h:${q.id}`
-      const dialog = level === "ask" && kind !== "terminal"
+      const dialog = level === "ask" && r.dialog !== "terminal"
       if (!seen.has(key)) {
         seen.add(key)
         // an escalated question is announced as the person's even though the decline's output names it
         if (!own.has(q.id) || q.escalated) {
-          shown.push(forPerson(q, this.entry, level, kind))
+          shown.push(r.person![at])
           if (dialog) seen.add(`k:${q.id}`)
           continue
         }
@@ -86,7 +87,7 @@ export class Notifier {
       if (dialog && !seen.has(`k:${q.id}`)) {
         // the tool's own output showed the question; it cannot know the person's dialog opens with the plugin's tool
         seen.add(`k:${q.id}`)
-        shown.push(`Question ${q.id} (above) is for the person.\n${askInstruction(q)}`)
+        shown.push(`Question ${q.id} (above) is for the person.\n${r.askNow}`)
       }
     }
     if (shown.length) parts.push(block(shown))

@@ -1,7 +1,7 @@
 // A tool's output, whichever shape opencode hands to tool.execute.after: an MCP tool's raw result
 // `{content: [...], _meta?}`, or a built-in's `{title, output, metadata}`.
 
-import { ID_PATTERN } from "./dialogs.js"
+import { ID_PATTERN } from "./ids.js"
 
 export function isMcpResult(output: any): output is { content: any[]; _meta?: Record<string, any> } {
   return output !== null && typeof output === "object" && Array.isArray(output.content)

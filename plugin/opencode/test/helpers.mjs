@@ -1,8 +1,9 @@
-// A real mcpx daemon for the plugin's tests: `.venv/bin/python -m mcpx daemon` in a temporary MCPX_HOME.
+// A real mcpx daemon for the plugin's tests, started by the suite's one daemon harness (tests/harness.py): its
+// `daemon` command starts one in a temporary MCPX_HOME, prints where it is once it serves, and stops it and removes
+// the home when its stdin closes (or it is sent SIGTERM), so it goes with this process however the tests end.
 
 import { spawn } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { existsSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -11,46 +12,47 @@ import { createHooks } from "../dist/index.js"
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..")
 const PYTHON = join(ROOT, ".venv", "bin", "python")
+const HARNESS = join(ROOT, "tests", "harness.py")
+// the harness gives a daemon 60 s to start (a loaded machine) and 20 s to stop; these bound the harness itself
+const START_BOUND_MS = 90000
+const STOP_BOUND_MS = 30000
 
 export async function startDaemon(config = { servers: {} }, { listen } = {}) {
   if (!existsSync(PYTHON)) throw new Error(`no ${PYTHON}: run ./dev test (or python3 -m venv .venv && .venv/bin/pip install -e .)`)
-  const home = mkdtempSync(join(tmpdir(), "mcpx-plugin-test-"))
-  const configPath = join(home, "config.json")
-  writeFileSync(configPath, JSON.stringify(config))
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCPX_")))
-  Object.assign(env, { MCPX_HOME: home, MCPX_CONFIG: configPath, PYTHONUNBUFFERED: "1" })
-  const proc = spawn(PYTHON, ["-m", "mcpx", "daemon", ...(listen ? ["--listen", listen] : [])], { env, cwd: home, stdio: ["ignore", "ignore", "pipe"] })
+  const args = [HARNESS, "daemon", "--config", JSON.stringify(config), ...(listen ? ["--listen", listen] : [])]
+  const proc = spawn(PYTHON, args, { stdio: ["pipe", "pipe", "pipe"] })
   let stderr = ""
   proc.stderr.on("data", (c) => { stderr += c })
+  proc.stdin.on("error", () => {}) // EPIPE: the harness has gone already, which is what stop() asks of it
   const exited = new Promise((r) => (proc.exitCode !== null || proc.signalCode !== null ? r() : proc.once("exit", r)))
-  // SIGTERM, then SIGKILL if it is still there after 10 s; resolves once it is gone
+  // closing its stdin is the harness's cue: it stops the daemon, removes the home and exits
   const stop = async () => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM")
-    const killer = setTimeout(() => proc.kill("SIGKILL"), 10000)
+    proc.stdin.end()
+    const killer = setTimeout(() => proc.kill("SIGKILL"), STOP_BOUND_MS)
     await exited
     clearTimeout(killer)
-    rmSync(home, { recursive: true, force: true })
   }
+  let where
+  try {
+    where = await new Promise((resolve, reject) => {
+      let out = ""
+      const timer = setTimeout(() => reject(new Error(`the harness did not start a daemon within ${START_BOUND_MS / 1000} s: ${stderr}`)), START_BOUND_MS)
+      proc.stdout.on("data", (c) => {
+        out += c
+        const end = out.indexOf("\n")
+        if (end >= 0) { clearTimeout(timer); resolve(JSON.parse(out.slice(0, end))) }
+      })
+      exited.then(() => { clearTimeout(timer); reject(new Error(`the harness exited ${proc.exitCode} without a daemon: ${stderr}`)) })
+    })
+  } catch (error) {
+    await stop() // a daemon that did not start is not left running
+    throw error
+  }
+  const home = where.home
   const pluginEnv = { MCPX_HOME: home }
   const client = new Daemon(pluginEnv)
-  // as long as a daemon takes to start on a loaded machine: the wait ends as soon as it answers
-  const deadline = Date.now() + 60000
-  for (;;) {
-    try {
-      if (proc.exitCode !== null) throw new Error(`the daemon exited ${proc.exitCode}: ${stderr}`)
-      await client.health()
-      break
-    } catch (error) {
-      const gone = proc.exitCode !== null
-      if (gone || Date.now() > deadline) {
-        await stop() // a daemon that did not start is not left running
-        throw gone ? error : new Error(`the daemon did not start within 60 s: ${stderr}`)
-      }
-      await new Promise((r) => setTimeout(r, 50))
-    }
-  }
   return {
-    home, env: pluginEnv, client, configPath,
+    home, env: pluginEnv, client, configPath: where.config,
     async ask(body) {
       const r = await client.request("POST", "/v1/elicit", { body: { message: "Which repository?", ...body } })
       if (r.status !== 201) throw new Error(`could not open a question: ${JSON.stringify(r.body)}`)

@@ -35,6 +35,17 @@ test("notify appends each of the session's pending questions once, and only the 
   assert.doesNotMatch(other, new RegExp(mine.id))
 })
 
+test("the plugin shows the daemon's rendering of a question as given, naming tools as the MCP entry does", async () => {
+  const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "ask" }, { entry: "gw" })
+  const q = await d.ask({ session: "ses_gw", server: "s", message: "Which repository?", requestedSchema: SCHEMAS.repo })
+  const text = appended(await run(h, "ses_gw", builtinOutput("x")))
+  const { render } = (await d.client.question(q.id, "gw_")).body.elicitation
+  const left = (t) => t.replace(/\(\d+ s left/, "(N s left") // the seconds left tick between the two reads
+  assert.equal(left(text), left(`x\n\n[mcpx plugin] A question is waiting in this session.\n\n${render.agent.ask}`))
+  assert.ok(text.includes(`to answer:  gw_mcpx_elicit_answer {"id": "${q.id}", "action": "accept"`), text)
+  assert.ok(text.includes(`or, if the person should choose: mcpx_ask_person {"id": "${q.id}"}`), text)
+})
+
 test("an MCP tool's output gets a text item; a built-in's gets text appended to output", async () => {
   const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" })
   const q = await d.ask({ session: "ses_shape1", server: "s", message: "Pick a colour", requestedSchema: SCHEMAS.color })

@@ -119,11 +119,6 @@ class AuditRecord(WireModel):
     data: dict[str, Any] = {}
 
 
-class ElicitationWithAnswer(WireModel):
-    elicitation: Elicitation
-    answer: Answer | None = None
-
-
 class OpenRequest(WireModel):
     """What an asker supplies to open a question; the broker fills the rest."""
 

@@ -6,6 +6,7 @@ Every problem is reported per field, so a person (or an agent) knows exactly wha
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import date, datetime
 from typing import Any
@@ -226,7 +227,9 @@ def type_value(prop: dict[str, Any] | None, text: str) -> Any:
             number = float(text)
         except ValueError:
             return text
-        return int(number) if kind == "integer" and number.is_integer() else number
+        if not math.isfinite(number):
+            return text  # nan and inf are no JSON numbers: left as typed, validation names the field
+        return int(number) if number.is_integer() else number  # "3" is 3 in JSON, not 3.0
     return text
 
 
@@ -286,7 +289,7 @@ def describe_field(name: str, prop: dict[str, Any], is_required: bool) -> str:
                 bits.append(f"{label} {prop[key]}")
     bits.append("required" if is_required else "optional")
     if "default" in prop:
-        bits.append(f"default {json.dumps(prop['default'])}")
+        bits.append(f"default {json.dumps(prop['default'], ensure_ascii=False)}")
     title = prop.get("title")
     desc = prop.get("description")
     label = " — ".join(str(x) for x in (title, desc) if x and str(x) != name)
@@ -294,7 +297,8 @@ def describe_field(name: str, prop: dict[str, Any], is_required: bool) -> str:
 
 
 def _option_text(value: Any, title: str) -> str:
-    return json.dumps(value) if title == str(value) else f"{json.dumps(value)} ({title})"
+    shown = json.dumps(value, ensure_ascii=False)  # a value is shown as it reads; plain() escapes what must be
+    return shown if title == str(value) else f"{shown} ({title})"
 
 
 def example_content(schema: dict[str, Any] | None) -> dict[str, Any]:

@@ -156,20 +156,18 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
                 print(f"mcpx: {body['error']['message']}", file=sys.stderr)
             return 1
         # 202: waiting for input (or still running)
-        if mode != "prompt" or not body.get("elicitations"):
-            if mode == "prompt":
-                resp = asyncio.run(_result(body["task"], 30))
-                continue
+        if mode != "prompt":
             print_waiting(body, args.json)
             return EX_TEMPFAIL
-        for q in body["elicitations"]:
+        for q in body.get("elicitations") or []:
             _prompt_one(form, q)
-        resp = asyncio.run(_result(body["task"], 30))
+        # the next question the call asks ends this wait at once, as its result does
+        resp = asyncio.run(_result(body["task"], 30, wake="question"))
 
 
-async def _result(task: str, timeout: float) -> Response:
+async def _result(task: str, timeout: float, wake: str = "result") -> Response:
     async with DaemonClient() as client:
-        return await client.request("GET", f"/v1/tasks/{task}/result", params={"timeout": timeout},
+        return await client.request("GET", f"/v1/tasks/{task}/result", params={"timeout": timeout, "wake": wake},
                                     timeout=timeout + 10)
 
 

@@ -1,22 +1,71 @@
-"""`mcpx daemon` and `mcpx status`."""
+"""`mcpx daemon [start|stop|restart|install]` and `mcpx status`.
+
+`mcpx daemon` runs the daemon in the foreground. `start` runs one in the background, detached, as
+`mcpx serve` does; `stop` ends whichever one serves this state directory (SIGTERM: it drains first),
+however it was started; `restart` is both, keeping its --listen. `install` writes a user service
+(daemon/service.py).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import shutil
 import sys
+from dataclasses import dataclass
+from typing import Any
 
-from mcpx.cli.client import ApiError, DaemonClient
+from pydantic import ValidationError
+
+from mcpx import processes
+from mcpx.cli.client import EX_UNAVAILABLE, ApiError, DaemonClient, NoDaemon
 from mcpx.cli.common import add_json_flag, emit_json, run
 from mcpx.cli.render import upstream_lines
+from mcpx.daemon.launch import LaunchError, detach, running_pid, start_detached, stop, wait_serving
+from mcpx.daemon.origin import Origin
+from mcpx.daemon.service import ServiceError, install, plan, platform_manager, uninstall
+from mcpx.paths import StatePaths
+
+LISTEN_HELP = "also serve /v1 and /mcp on loopback TCP, behind a bearer token"
+
+
+def _action(actions: argparse._SubParsersAction, name: str, func: Any, help: str,  # type: ignore[type-arg]
+            timeout: float, listen: bool = False) -> None:
+    a = actions.add_parser(name, help=help)
+    if listen:
+        a.add_argument("--listen", metavar="HOST:PORT", help=LISTEN_HELP)
+    a.add_argument("--timeout", type=float, default=timeout, help=f"how long it may take (default {timeout:.0f} s)")
+    add_json_flag(a)
+    a.set_defaults(func=func)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("daemon", help="run the daemon in the foreground (one per state directory)")
-    p.add_argument("--listen", metavar="HOST:PORT", help="also serve /v1 and /mcp on loopback TCP, behind a bearer token")
+    p = sub.add_parser("daemon", help="run the daemon in the foreground (one per state directory); or start, stop "
+                                      "or restart it in the background")
+    p.add_argument("--listen", metavar="HOST:PORT", help=LISTEN_HELP)
     p.add_argument("--verbose", action="store_true", help="debug logging")
     p.add_argument("--demo", action="store_true", help="once serving, raise one real question from the demo server")
+    # how `mcpx serve` and `mcpx daemon start` run it: detached from whoever started it (daemon/launch.py)
+    p.add_argument("--detach", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=daemon)
+    actions = p.add_subparsers(dest="daemon_cmd", metavar="ACTION")
+
+    _action(actions, "start", start_cmd, "start a daemon in the background, detached (as mcpx serve does), unless one "
+            "runs; returns once it serves", 15.0, listen=True)
+    _action(actions, "stop", stop_cmd, "stop the daemon of this state directory, however it was started; it drains "
+            "first", 20.0)
+    _action(actions, "restart", restart_cmd, "stop the daemon and start one in the background (with the same --listen "
+            "unless given)", 20.0, listen=True)
+    a = actions.add_parser("install", help="write a user service that keeps the daemon running (a systemd user unit; "
+                                           "a launchd agent on macOS), and print how to enable it")
+    a.add_argument("--uninstall", action="store_true", help="remove the file install writes")
+    a.add_argument("--manager", choices=("systemd", "launchd"), default=None,
+                   help="which service manager's file (default: this system's)")
+    a.add_argument("--listen", metavar="HOST:PORT", help=LISTEN_HELP)
+    add_json_flag(a)
+    a.set_defaults(func=install_cmd)
 
     p = sub.add_parser("status", help="is the daemon running, what config, how many questions wait, which "
                                       "upstream instances run and the memory they hold")
@@ -25,6 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def daemon(args: argparse.Namespace) -> int:
+    if args.detach:
+        detach(StatePaths.current())  # returns in the detached daemon only
     from mcpx.daemon.server import DaemonError
     from mcpx.daemon.server import run as run_daemon
 
@@ -37,6 +88,15 @@ def daemon(args: argparse.Namespace) -> int:
         return 0
 
 
+def recorded_origin(paths: StatePaths, pid: int) -> Origin | None:
+    """How the daemon with this pid was started, from its daemon.json (none for a daemon elsewhere, or older)."""
+    try:
+        info = json.loads(paths.daemon_json.read_text())
+        return Origin.model_validate(info["origin"]) if info.get("pid") == pid else None
+    except (OSError, ValueError, KeyError, TypeError, ValidationError):
+        return None
+
+
 async def status(args: argparse.Namespace) -> int:
     async with DaemonClient() as client:
         health = await client.get("/v1/health")
@@ -46,10 +106,13 @@ async def status(args: argparse.Namespace) -> int:
             if exc.status not in (404, 503):
                 raise
             upstreams = None  # a daemon older than this command, or one whose gateway is not running
+    origin = recorded_origin(client.paths, health["pid"])
     if args.json:
-        emit_json({**health, "upstreams": upstreams})
+        emit_json({**health, "upstreams": upstreams, "origin": origin.model_dump(exclude_none=True) if origin else None})
         return 0
     print(f"mcpx daemon {health['version']} · pid {health['pid']} · since {health['startedAt']}")
+    if origin is not None:
+        print(f"  started   {origin.describe()}")
     print(f"  socket    {health['socket']}")
     if health.get("listen"):
         print(f"  listen    http://{health['listen']} (token: {client.paths.token})")
@@ -65,4 +128,150 @@ async def status(args: argparse.Namespace) -> int:
           + ("  → mcpx tui (or mcpx elicit list)" if health["pending"] else ""))
     for line in upstream_lines(upstreams) if upstreams is not None else []:
         print(line)
+    return 0
+
+
+# ---- start, stop, restart
+
+
+@dataclass
+class Running:
+    """The daemon serving this state directory, as `stop` finds it."""
+
+    pid: int
+    listen: str | None
+    origin: Origin | None
+    answering: bool  # False: daemon.json names a live mcpx process that does not answer (stuck, or starting)
+
+
+async def _health(paths: StatePaths) -> dict[str, Any] | None:
+    try:
+        async with DaemonClient(paths) as client:
+            return await client.get("/v1/health", timeout=5)  # type: ignore[no-any-return]
+    except (NoDaemon, ApiError):
+        return None
+
+
+def find_running(paths: StatePaths) -> Running | None:
+    health = asyncio.run(_health(paths))
+    if health is not None:
+        return Running(health["pid"], health.get("listen"), recorded_origin(paths, health["pid"]), True)
+    pid = running_pid(paths)
+    if pid is not None and processes.alive(pid) and "mcpx" in (processes.command_line(pid) or ""):
+        return Running(pid, None, recorded_origin(paths, pid), False)
+    return None  # none, or a stale daemon.json from one killed with -9
+
+
+def _say(args: argparse.Namespace, text: str, doc: dict[str, Any], err: bool = False) -> None:
+    if args.json:
+        emit_json(doc)
+    else:
+        print(text, file=sys.stderr if err else sys.stdout)
+
+
+def _fail(args: argparse.Namespace, action: str, message: str, code: int = 1) -> int:
+    _say(args, f"mcpx daemon {action}: {message}", {"action": action, "error": message}, err=True)
+    return code
+
+
+def _start(args: argparse.Namespace, paths: StatePaths, action: str, listen: str | None) -> int:
+    try:
+        pid = start_detached(paths, "command", f"mcpx daemon {action}", ["--listen", listen] if listen else [],
+                             timeout=args.timeout)
+        mine = wait_serving(paths, pid, args.timeout)
+    except LaunchError as exc:
+        return _fail(args, action, str(exc))
+    if not mine:
+        other = running_pid(paths)
+        _say(args, f"mcpx: another daemon started first (pid {other}); it serves {paths.socket}",
+             {"action": action, "pid": other, "started": False})
+        return 0
+    _say(args, f"mcpx: daemon started in the background (pid {pid}), detached; it serves {paths.socket}"
+               + (f" and http://{listen}" if listen else "") + f"\n  log: {paths.log}\n  stop it with: mcpx daemon stop",
+         {"action": action, "pid": pid, "started": True, "socket": str(paths.socket), "listen": listen})
+    return 0
+
+
+def start_cmd(args: argparse.Namespace) -> int:
+    paths = StatePaths.current()
+    found = find_running(paths)
+    if found is not None:
+        _say(args, f"mcpx: a daemon already runs for {paths.root} (pid {found.pid})"
+                   + ("" if found.answering else ", but does not answer: mcpx daemon restart"),
+             {"action": "start", "pid": found.pid, "started": False})
+        return 0 if found.answering else 1
+    return _start(args, paths, "start", args.listen)
+
+
+def _stop(args: argparse.Namespace, found: Running, action: str) -> str | None:
+    """Stop `found`; an error message if it did not stop."""
+    try:
+        took = stop(found.pid, args.timeout)
+    except LaunchError as exc:
+        return str(exc)
+    service = found.origin is not None and found.origin.kind == "service"
+    if action == "stop":
+        _say(args, f"mcpx: daemon stopped (pid {found.pid}, in {took:.1f}s)"
+                   + (f"; it runs as a user service ({found.origin.service}), which starts it again at the next "
+                      "login unless disabled" if service and found.origin else ""),
+             {"action": "stop", "pid": found.pid, "stopped": True, "seconds": round(took, 3)})
+    return None
+
+
+def stop_cmd(args: argparse.Namespace) -> int:
+    paths = StatePaths.current()
+    found = find_running(paths)
+    if found is None:
+        return _fail(args, "stop", f"no mcpx daemon runs for {paths.root} (nothing answers on {paths.socket})",
+                     EX_UNAVAILABLE)
+    problem = _stop(args, found, "stop")
+    return _fail(args, "stop", problem) if problem else 0
+
+
+def restart_cmd(args: argparse.Namespace) -> int:
+    paths = StatePaths.current()
+    found = find_running(paths)
+    listen = args.listen or (found.listen if found else None)
+    if found is not None:
+        if found.origin is not None and found.origin.kind == "service":
+            manager, _, name = (found.origin.service or "").partition(":")
+            how = f"systemctl --user restart {name}" if manager == "systemd" else \
+                f"launchctl kickstart -k gui/{os.getuid()}/{name}"
+            return _fail(args, "restart", f"the daemon (pid {found.pid}) runs as a user service ({found.origin.service})"
+                                          f"; restart it as one, so it stays one: {how}")
+        if (problem := _stop(args, found, "restart")) is not None:
+            return _fail(args, "restart", problem)
+    return _start(args, paths, "restart", listen)
+
+
+# ---- install
+
+
+def install_cmd(args: argparse.Namespace) -> int:
+    service = plan(args.manager or platform_manager(), ["--listen", args.listen] if args.listen else [])
+    try:
+        if args.uninstall:
+            gone = uninstall(service)
+        else:
+            changed = install(service)
+    except (ServiceError, OSError) as exc:
+        return _fail(args, "install", str(exc))
+    if args.uninstall:
+        _say(args, (f"mcpx: removed {', '.join(map(str, gone))}\n  if it runs, stop it and let {service.manager} "
+                    "forget it:\n" + "".join(f"    {c}\n" for c in service.disable)).rstrip()
+             if gone else f"mcpx: no mcpx service at {service.path}; nothing changed",
+             {"action": "uninstall", "manager": service.manager, "removed": [str(p) for p in gone],
+              "then": service.disable if gone else []})
+        return 0
+    found = shutil.which("systemctl" if service.manager == "systemd" else "launchctl")
+    text = [f"mcpx: {'wrote' if changed else 'already installed, nothing changed:'} {service.path}",
+            "  to enable it (stop the daemon running now first: mcpx daemon stop):",
+            *(f"    {c}" for c in service.enable)]
+    if service.manager == "systemd":
+        text.append("  to keep it running while you are logged out: loginctl enable-linger")
+    if found is None:
+        text.append(f"  ({service.enable[-1].split()[0]} is not on this machine's PATH: the file is for one that "
+                    f"runs {service.manager})")
+    _say(args, "\n".join(text), {"action": "install", "manager": service.manager, "path": str(service.path),
+                                  "changed": changed, "then": service.enable})
     return 0

@@ -22,15 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import mcpx
 from mcpx import jsonc
+from mcpx.assets import missing_hint, plugin_file, skill_dir
 from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.upstream.environment import INHERITED, references
 from mcpx.upstream.environment import inherited as environment_inherited
 
 SCHEMA_URL = "https://opencode.ai/config.json"
 DEFAULT_ENTRY = "mcpx"
-SKILL = "mcpx-elicitation"
 
 
 class OpencodeError(Exception):
@@ -38,19 +37,6 @@ class OpencodeError(Exception):
 
 
 # ---- where things are
-
-
-def repo_root() -> Path:
-    """The checkout mcpx runs from (sidecar/mcpx/__init__.py → the repository)."""
-    return Path(mcpx.__file__).resolve().parents[2]
-
-
-def plugin_file() -> Path:
-    return repo_root() / "plugin" / "opencode" / "dist" / "index.js"
-
-
-def skill_dir() -> Path:
-    return repo_root() / "skills" / SKILL
 
 
 def serve_command() -> list[str]:
@@ -284,8 +270,7 @@ def install(args: argparse.Namespace) -> int:
         return 0
     missing = [str(p) for p in (plugin_file(), skill_dir() / "SKILL.md") if not p.exists()]
     if missing:
-        raise OpencodeError(f"{', '.join(missing)} not found: build the plugin first (`npm ci && npm run build` in "
-                            f"{repo_root()})")
+        raise OpencodeError(f"{', '.join(missing)} not found: {missing_hint()}")
     after = merged(before, want)
     changed = after != before
     if changed:

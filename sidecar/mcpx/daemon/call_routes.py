@@ -13,10 +13,11 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpx.answering import respond_with
+from mcpx.broker.broker import Broker
 from mcpx.broker.models import Elicitation, SessionSource, WireModel
 from mcpx.daemon.api import Api, RouteError, Call, Reply
 from mcpx.daemon.peers import session_of
-from mcpx.daemon.state import CONFIG, GATEWAY
+from mcpx.daemon.state import BROKER, CONFIG, GATEWAY
 from mcpx.daemon.schemas import ErrorDetail, TaskPath
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.sessions import header_source, resolve_session
@@ -44,6 +45,9 @@ class CallQuery(BaseModel):
 class ResultQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
     timeout: float = Field(default=30.0, ge=0, le=3600)
+    wake: Literal["result", "question"] = Field(
+        default="result", description="question: end with 202 as soon as a question of the call waits for an answer "
+                                      "(one asked since, or one not answered yet), not only with the result")
 
 
 class CallResult(BaseModel):
@@ -104,9 +108,15 @@ class UpstreamList(WireModel):
     rss_kib: int = Field(alias="rssKiB", description="their resident memory, all together")
 
 
-def waiting_document(task: CallTask) -> InputRequired:
-    questions = [WaitingQuestion.model_validate({**q.wire(), "respondWith": respond_with(
-        q.wire())}) for q in task.open.values()]
+def waiting(task: CallTask, broker: Broker) -> list[Elicitation]:
+    """The call's questions that wait for an answer. One answered a moment ago is still among task.open until the
+    call wakes to its answer: it is not offered again."""
+    return [q for eid, q in task.open.items() if (h := broker.handle(eid, q)) is not None and not h.done()]
+
+
+def waiting_document(task: CallTask, open_questions: list[Elicitation]) -> InputRequired:
+    questions = [WaitingQuestion.model_validate({**q.wire(), "respondWith": respond_with(q.wire())})
+                 for q in open_questions]
     return InputRequired(status="input-required" if questions else "running", task=task.id, trace=task.trace,
                          elicitation=questions[0] if questions else None, elicitations=questions,
                          result=f"/v1/tasks/{task.id}/result")
@@ -119,8 +129,8 @@ def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = 
                              status=status, headers=headers)
 
 
-def waiting_response(task: CallTask) -> web.Response:
-    doc = waiting_document(task)
+def waiting_response(task: CallTask, broker: Broker) -> web.Response:
+    doc = waiting_document(task, waiting(task, broker))
     headers = {"Location": f"/v1/tasks/{task.id}", "Retry-After": "1"}
     if doc.elicitation is None:
         return _json(doc, 202, headers, elicitation=None)  # null, not absent: "no question yet" is news
@@ -159,7 +169,7 @@ async def call_tool(call: Call) -> web.StreamResponse:
         raise RouteError(404, "unknown_server", str(exc)) from None
     limit = call.query.wait if call.query.wait is not None else gw.pool.entry(task.request.server).timeout + 5
     await task.wait_for(lambda: task.done or bool(task.open), limit)
-    return finished_response(task) if task.done else waiting_response(task)
+    return finished_response(task) if task.done else waiting_response(task, call.app[BROKER])
 
 
 @api.route("GET", "/v1/tasks/{id}", "A call's status: running, input-required, completed, failed, cancelled",
@@ -177,11 +187,16 @@ async def get_task(call: Call) -> web.StreamResponse:
                     404: Reply("no such task")})
 async def task_result(call: Call) -> web.StreamResponse:
     gw = call.app[GATEWAY]
+    broker = call.app[BROKER]
     live = gw.task(call.path["id"])
     if live is not None and not live.done:
-        await live.wait_for(lambda: live.done, call.query.timeout)
+        # a task's condition is notified as a question opens, so a caller that puts questions to someone (mcpx call
+        # on a terminal) hears of the next one at once, not when its timeout runs out
+        wake = (lambda: live.done or bool(waiting(live, broker))) if call.query.wake == "question" else \
+            (lambda: live.done)
+        await live.wait_for(wake, call.query.timeout)
         if not live.done:
-            return waiting_response(live)
+            return waiting_response(live, broker)
     return web.json_response(await _task_or_404(gw, call.path["id"]))
 
 

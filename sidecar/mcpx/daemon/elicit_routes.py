@@ -11,7 +11,7 @@ from pydantic_core import PydanticSerializationError
 
 from mcpx import __version__, sse, wirejson
 from mcpx.broker.broker import redact
-from mcpx.broker.models import Answer, AuditRecord, ElicitationWithAnswer, OpenRequest
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest
 from mcpx.broker.routing import secret_fields
 from mcpx.broker.store import AuditFilter, QuestionFilter
 from mcpx.daemon.api import Api, RouteError, Call, Reply
@@ -25,6 +25,7 @@ from mcpx.daemon.schemas import (
     AuditList,
     AuditQuery,
     ElicitationList,
+    ElicitationWithAnswer,
     EventsHeaders,
     EventsQuery,
     Health,
@@ -32,11 +33,14 @@ from mcpx.daemon.schemas import (
     OpenApiDocument,
     Opened,
     QuestionPath,
+    RenderQuery,
     WaitQuery,
     kind_list,
 )
+from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
+from mcpx.rendering import render
 from mcpx.sessions import header_source, resolve_session
 
 api = Api()
@@ -66,6 +70,11 @@ def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> dic
     return doc
 
 
+def rendered(q: Elicitation, answer: Answer | None, prefix: str) -> dict[str, Any]:
+    """A question as the API shows it, with what each party is shown of it (mcpx.rendering)."""
+    return {**q.wire(), "render": render(q, answer, prefix).wire()}
+
+
 @api.route("GET", "/v1/health", "Is the daemon up, and what is it running", tag="daemon",
            replies={200: Reply("the daemon is serving", Health)})
 async def health(call: Call) -> web.StreamResponse:
@@ -93,7 +102,11 @@ async def list_questions(call: Call) -> web.StreamResponse:
     q: ListQuery = call.query
     where = QuestionFilter(state=None if q.state == "all" else q.state, session=q.session, server=q.server,
                            audience=q.audience, trace=q.trace, task=q.task)
-    text, count = await call.app[BROKER].questions_json(where, q.limit)
+    if q.render:
+        questions = await call.app[BROKER].questions(where, q.limit)
+        docs = [rendered(each, None, q.tool_prefix) for each in questions]
+        return web.json_response({"elicitations": docs, "count": len(docs)})
+    text, count = await call.app[BROKER].questions_json(where, q.limit)  # as stored: no parse per question
     return json_text(f'{{"elicitations":{text},"count":{count}}}')
 
 
@@ -125,10 +138,13 @@ async def ask(call: Call) -> web.StreamResponse:
 
 
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,
+           query=RenderQuery,
            replies={200: Reply("the question", ElicitationWithAnswer), 400: _ERR[400], 404: _ERR[404]})
 async def get_question(call: Call) -> web.StreamResponse:
     q, answer = await call.app[BROKER].get(call.path["id"])
-    return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema)})
+    query: RenderQuery = call.query
+    doc = rendered(q, answer, query.tool_prefix) if query.render else q.wire()
+    return web.json_response({"elicitation": doc, "answer": answer_document(answer, q.requested_schema)})
 
 
 @api.route("POST", "/v1/elicit/{id}/{action}", "Answer a question: accept (with content), decline or cancel",
@@ -140,11 +156,25 @@ async def answer_question(call: Call) -> web.StreamResponse:
     body: AnswerBody = call.body
     by = answerer_of(call.request)
     refuse_agent_as_person(call.request, by)
+    content = body.content if body.replies is None else await _content_of_replies(call, action, body)
     q, answer = await call.app[BROKER].answer(
-        call.path["id"], action, body.content, by=by, session=session_of(call.request),  # type: ignore[arg-type]
+        call.path["id"], action, content, by=by, session=session_of(call.request),  # type: ignore[arg-type]
         pid=peer_pid(call.request), reason=body.reason)
     return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema),
                               "escalated": answer is None})
+
+
+async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict[str, Any]:
+    """The content of a question dialog's replies, typed by the question's own schema."""
+    assert body.replies is not None
+    if action != "accept" or body.content is not None:
+        raise RouteError(400, "bad_body", "invalid body: replies go with accept, in place of content",
+                       fields={"replies": "only with accept, and without content"})
+    q, _ = await call.app[BROKER].get(call.path["id"])
+    try:
+        return content_of_replies(q, body.replies)
+    except RepliesProblem as exc:
+        raise RouteError(400, "bad_body", f"invalid body: replies: {exc}", fields={"replies": str(exc)}) from None
 
 
 @api.route("GET", "/v1/elicit/{id}/wait", "Long-poll until the question is answered or the timeout passes",

@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from mcpx import ids
 from mcpx.durations import PATTERN as DURATION
@@ -23,6 +23,7 @@ from mcpx.broker.models import (
     State,
     WireModel,
 )
+from mcpx.rendering import Rendering
 
 
 def _id_of(prefix: str, noun: str) -> Any:
@@ -109,8 +110,28 @@ class Health(WireModel):
                                "(off, notify, ask, auto); MCPX_PLUGIN_ELICIT in opencode's environment wins")
 
 
-class ListQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _flag(value: Any) -> Any:
+    # a query string says true or false; pydantic alone would also take yes, on, 1 (and the document says boolean)
+    if isinstance(value, str) and value not in ("true", "false"):
+        raise ValueError(f"{value!r} is not true or false")
+    return value
+
+
+Flag = Annotated[bool, BeforeValidator(_flag), WithJsonSchema({"type": "boolean"})]
+
+
+class RenderQuery(BaseModel):
+    """Whether each question comes with its rendering, and the tool names in it."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    render: Flag = Field(default=False, description="each question with `render`: the texts, calls and dialog the "
+                         "daemon renders for it (the opencode plugin shows them as given)")
+    tool_prefix: str = Field(default="", alias="toolPrefix", max_length=64, pattern=r"^[A-Za-z0-9_.-]*$",
+                             description="what the client's MCP entry puts before mcpx's tool names in the "
+                             "rendered calls (opencode's entry `mcpx`: mcpx_)")
+
+
+class ListQuery(RenderQuery):
     session: str | None = None
     state: State | Literal["all"] = "pending"
     server: str | None = None
@@ -120,15 +141,27 @@ class ListQuery(BaseModel):
     limit: int = Field(default=1000, ge=1, le=10000)
 
 
+class RenderedElicitation(Elicitation):
+    render: Rendering | None = Field(default=None, description="with ?render=true")
+
+
 class ElicitationList(BaseModel):
-    elicitations: list[Elicitation]
+    elicitations: list[RenderedElicitation]
     count: int
+
+
+class ElicitationWithAnswer(WireModel):
+    elicitation: RenderedElicitation
+    answer: Answer | None = None
 
 
 class AnswerBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: dict[str, Any] | None = None
     reason: str | None = Field(default=None, max_length=2000)
+    replies: list[list[Annotated[str, Field(max_length=20000)]]] | None = Field(
+        default=None, max_length=1000, description="instead of content, with accept: what the person picked or "
+        "typed in each prompt of the question dialog (render.questions), in order; the daemon makes the content")
 
 
 class AskBody(WireModel):

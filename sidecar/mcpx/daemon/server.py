@@ -24,6 +24,7 @@ from mcpx.broker.broker import Broker
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.config import ConfigError, load_config
 from mcpx.configsource import ConfigSource
+from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
 from mcpx.daemon.state import DaemonInfo
 from mcpx.paths import StatePaths, write_private
@@ -118,6 +119,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
     upstream servers on the broker; the MCP surface on the gateway; last, the app that serves
     them all. Stopping undoes it in reverse.
     """
+    started_by = origin.take()
     paths = StatePaths.current()
     paths.ensure()
     if socket_alive(paths.socket):
@@ -156,7 +158,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         await web.TCPSite(runner, tcp[0], tcp[1]).start()
     write_private(paths.daemon_json, json.dumps({
         "pid": os.getpid(), "socket": str(paths.socket), "listen": info.listen, "version": __version__,
-        "startedAt": info.started_at.isoformat(),
+        "startedAt": info.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
     }).encode())
     log.info("mcpx daemon %s serving on %s%s (config: %s)", __version__, paths.socket,
              f" and http://{info.listen}" if tcp else "", settings.origin)

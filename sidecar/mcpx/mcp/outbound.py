@@ -22,12 +22,17 @@ class Outbound(Protocol):
         """Withdraw a request we sent (the question was answered elsewhere)."""
         ...
 
+    def withdrawn(self) -> bool:
+        """Did the client withdraw the request being handled (notifications/cancelled)? Not when it went away."""
+        ...
+
 
 class PeerOutbound:
-    """Outbound over a whole connection (stdio, websocket)."""
+    """Outbound over a whole connection (stdio, websocket), for the request `request_id` on it."""
 
-    def __init__(self, peer: Peer) -> None:
+    def __init__(self, peer: Peer, request_id: Any = None) -> None:
         self.peer = peer
+        self.request_id = request_id
 
     async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         return await self.peer.request(method, params, timeout=timeout)
@@ -37,6 +42,9 @@ class PeerOutbound:
 
     async def cancel(self, method_id: Any, reason: str) -> None:
         await self.peer.notify("notifications/cancelled", {"requestId": method_id, "reason": reason})
+
+    def withdrawn(self) -> bool:
+        return self.request_id in self.peer.withdrawn
 
 
 class NoOutbound:
@@ -54,3 +62,6 @@ class NoOutbound:
 
     async def cancel(self, method_id: Any, reason: str) -> None:
         return None
+
+    def withdrawn(self) -> bool:
+        return False  # a modern request is never withdrawn by a notification; only a stopping daemon ends it

@@ -64,6 +64,9 @@ class Peer:
         self._ids = itertools.count(1)
         self._pending: dict[jsonrpc.Id, asyncio.Future[Message]] = {}
         self._incoming: dict[jsonrpc.Id, asyncio.Task[None]] = {}
+        # incoming requests the other side withdrew (notifications/cancelled), as opposed to ones ended because
+        # the channel closed: only the former is a cancel (surface/driver.py)
+        self.withdrawn: set[jsonrpc.Id] = set()
         self._reader: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.close_reason = ""
@@ -142,6 +145,7 @@ class Peer:
                 target = (msg.get("params") or {}).get("requestId")
                 task = self._incoming.get(target)
                 if task is not None:
+                    self.withdrawn.add(target)
                     task.cancel()
             asyncio.create_task(self._notify_safely(msg))
 
@@ -171,6 +175,7 @@ class Peer:
                     log.debug("%s: could not reply to %r: %s", self.name, rid, exc)
         finally:
             self._incoming.pop(rid, None)
+            self.withdrawn.discard(rid)
 
     def _shut(self, reason: str) -> None:
         if self.closed.is_set():

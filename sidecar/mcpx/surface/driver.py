@@ -20,6 +20,7 @@ from mcpx.configsource import ConfigSource
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.outbound import Outbound
+from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.surface.client import ClientState, shaped
 from mcpx.surface.request_state import RequestStates, binding
@@ -51,8 +52,15 @@ class CallDriver:
         try:
             return await self._drive(task, state, out, bound, meta.get("progressToken"))
         except asyncio.CancelledError:
-            # the client gave up on this request (notifications/cancelled, or a closed HTTP stream)
-            await self.gateway.cancel(task.id, "cancelled by the MCP client")
+            if out.withdrawn():  # the client gave up on this request: notifications/cancelled
+                await self.gateway.cancel(task.id, "cancelled by the MCP client")
+            else:
+                # The client went away (its host stopped `mcpx serve`, its HTTP session ended) or the daemon is
+                # stopping: that is not a cancel. The call goes on in the daemon, as if its result had been
+                # returned early: the questions it has open, or opens later, stay answerable from every other
+                # surface, and its result is kept for `mcpx task result`.
+                log.info("the client of %s (%s.%s) went away; the call goes on: mcpx task result %s", task.trace,
+                         task.request.server, task.request.tool, task.id)
             raise
 
     async def _start(self, server: str, tool: str, arguments: dict[str, Any], session: str, source: SessionSource,
@@ -131,7 +139,7 @@ class CallDriver:
         for _attempt in range(3):
             try:
                 reply = await out.request("elicitation/create", params, timeout=q.seconds_left + 5)
-            except (RpcError, TimeoutError) as exc:
+            except (RpcError, TimeoutError, PeerClosed) as exc:
                 log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
                 return
             action = reply.get("action")

@@ -91,6 +91,7 @@ class LegacySession:
     pending: dict[Any, asyncio.Future[Message]] = field(default_factory=dict)
     ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     inflight: dict[Any, asyncio.Task[Any]] = field(default_factory=dict)
+    withdrawn: set[Any] = field(default_factory=set)  # in-flight requests the client cancelled (not ended)
     listeners: set[SseWriter] = field(default_factory=set)
     last_seen: float = field(default_factory=time.monotonic)
 
@@ -98,9 +99,10 @@ class LegacySession:
 class SseOutbound:
     """mcpx's requests to a legacy HTTP client go on the stream of the request they belong to."""
 
-    def __init__(self, session: LegacySession, writer: SseWriter) -> None:
+    def __init__(self, session: LegacySession, writer: SseWriter, request_id: Any = None) -> None:
         self.session = session
         self.writer = writer
+        self.request_id = request_id
 
     async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         rid = next(self.session.ids)
@@ -125,6 +127,9 @@ class SseOutbound:
 
     async def cancel(self, method_id: Any, reason: str) -> None:
         await self.notify("notifications/cancelled", {"requestId": method_id, "reason": reason})
+
+    def withdrawn(self) -> bool:
+        return self.request_id in self.session.withdrawn
 
 
 def _decode_header(value: str) -> str:
@@ -325,14 +330,16 @@ class McpEndpoint:
             return web.Response(status=202)
         if kind == "notification":
             if msg["method"] == "notifications/cancelled":
-                task = session.inflight.get((msg.get("params") or {}).get("requestId"))
+                target = (msg.get("params") or {}).get("requestId")
+                task = session.inflight.get(target)
                 if task is not None:
+                    session.withdrawn.add(target)
                     task.cancel()
             else:
                 await self.surface.on_notification(session.state, msg)
             return web.Response(status=202)
         writer = SseWriter(request, {SESSION_ID_HEADER: session.id})
-        work = asyncio.ensure_future(self._reply(session.state, msg, SseOutbound(session, writer)))
+        work = asyncio.ensure_future(self._reply(session.state, msg, SseOutbound(session, writer, msg["id"])))
         session.inflight[msg["id"]] = work
         try:
             reply = await work
@@ -344,6 +351,7 @@ class McpEndpoint:
                 raise
         finally:
             session.inflight.pop(msg["id"], None)
+            session.withdrawn.discard(msg["id"])
         return await writer.finish(reply)
 
     def _session(self, request: web.Request, msg: Message) -> tuple[LegacySession | None, web.Response | None]:

@@ -72,10 +72,10 @@ async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamR
     ws = web.WebSocketResponse(max_msg_size=jsonrpc.MAX_LINE, heartbeat=30)
     await ws.prepare(request)
     peer = Peer(WebSocketChannel(ws), name="mcp-client")
-    out = PeerOutbound(peer)  # mcpx's own requests to this client go back on the same connection
 
     async def on_request(msg: Message) -> dict[str, Any]:
-        return await surface.handle(state, msg, out)
+        # mcpx's own requests to this client go back on the same connection, on behalf of this request
+        return await surface.handle(state, msg, PeerOutbound(peer, msg.get("id")))
 
     async def on_notification(msg: Message) -> None:
         await surface.on_notification(state, msg)

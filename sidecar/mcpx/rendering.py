@@ -1,0 +1,118 @@
+"""A question as each party is shown it, rendered once, here: clients (the opencode plugin first) show it as given.
+
+The /v1 question documents carry it as `render` when asked (`?render=true`): the text an agent is shown at
+each level of the opencode plugin, the announcement of a person's question, the exact calls and commands
+that answer it, the dialog it suits and what that dialog shows. Which fields are credentials is the
+question's own `secretFields`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import Field
+
+from mcpx.answering import for_agent, head_lines, mcp_answer_call, respond_with
+from mcpx.broker.models import Answer, Elicitation, WireModel
+from mcpx.broker.schema import example_content
+from mcpx.dialogs import DialogKind, PermissionDialog, QuestionPrompt, dialog_of, permission_dialog, question_prompts
+from mcpx.text import plain
+
+# the opencode plugin's own tool (plugin/opencode/lib/tools.ts): it opens the person's dialog
+ASK_TOOL = "mcpx_ask_person"
+Level = Literal["notify", "ask"]
+
+
+class Texts(WireModel):
+    """What the opencode plugin appends to a tool output of the question's session, at each of its levels."""
+
+    notify: str
+    ask: str
+
+
+class AnswerCalls(WireModel):
+    accept: str = Field(description="the mcpx_elicit_answer call that accepts, with placeholder content of its shape")
+    decline: str
+
+
+class Rendering(WireModel):
+    dialog: DialogKind = Field(description="the dialog it suits: confirm and url (a permission dialog), question "
+                               "(choices and free input), terminal (a credential: no dialog that a model sees)")
+    server: str = Field(description="who asks, as one safe line")
+    example: dict[str, Any] | None = Field(default=None, description="placeholder content of the question's shape "
+                                           "(strings are '...'); none in url mode")
+    answer_calls: AnswerCalls = Field(description="the exact MCP tool calls an agent makes")
+    terminal: str = Field(description="the commands that answer it from a terminal")
+    ask_call: str = Field(description="the call of the plugin's tool that puts it to the person")
+    ask_now: str = Field(description="the line that tells the agent to make that call now")
+    collect: str | None = Field(default=None, description="the call that collects the result of the call that asked")
+    agent: Texts | None = Field(default=None, description="the question offered to the agent (not the person's)")
+    person: Texts | None = Field(default=None, description="the person's question, announced: never offered to "
+                                 "the agent")
+    status: str | None = Field(default=None, description="what became of it, once it is no longer pending")
+    permission: PermissionDialog | None = Field(default=None, description="for confirm and url")
+    questions: list[QuestionPrompt] | None = Field(default=None, description="for question: the question tool's "
+                                                   "exact arguments; its replies are answered with `replies`")
+
+
+def terminal_commands(doc: dict[str, Any]) -> str:
+    eid = doc["id"]
+    if doc.get("mode") == "url":
+        return f"mcpx elicit answer {eid} (after opening the page), or mcpx elicit decline {eid}"
+    return f"{respond_with(doc)}, or mcpx elicit decline {eid}"
+
+
+def _status(q: Elicitation, answer: Answer | None) -> str | None:
+    if q.state == "pending":
+        return None
+    said = f"{q.id} is {q.state}"
+    if answer is not None:
+        said += f" ({answer.action} by {plain(answer.by, 100)} at {answer.wire()['at']})"
+    if q.state_reason:
+        said += f": {plain(q.state_reason, 300)}"
+    return said + "."
+
+
+def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Rendering) -> str:
+    lines = head_lines(doc)
+    why = ("you declined it and it asks for free input, so it went to the person" if doc.get("escalated")
+           else plain(doc.get("reason", ""), 300))
+    lines.append(f"  This question is for the person, not for you ({why}). It is waiting for the person; "
+                 "do not answer it.")
+    if level == "ask" and dialog != "terminal":
+        lines.append(r.ask_now)
+    else:
+        if dialog == "terminal":
+            lines.append("  It asks for a credential, so it is not shown in opencode: a model must not see the value.")
+        lines.append(f"  Tell the person it waits; they answer from a terminal: {r.terminal}")
+    if r.collect:
+        lines.append(f"  The call goes on once they answer; collect its result later with {r.collect}.")
+    return "\n".join(lines)
+
+
+def render(q: Elicitation, answer: Answer | None = None, prefix: str = "") -> Rendering:
+    """`prefix`: what the client's MCP entry puts before mcpx's tool names (opencode: the entry's name and _)."""
+    doc = q.wire()
+    dialog = dialog_of(q)
+    answer_tool = prefix + "mcpx_elicit_answer"
+    ask_call = f"{ASK_TOOL} {json.dumps({'id': q.id})}"
+    r = Rendering(
+        dialog=dialog, server=plain(q.server, 100),
+        example=None if q.mode == "url" else example_content(q.requested_schema),
+        answer_calls=AnswerCalls(**{a: mcp_answer_call(doc, a).replace("mcpx_elicit_answer", answer_tool, 1)
+                                    for a in ("accept", "decline")}),
+        terminal=terminal_commands(doc), ask_call=ask_call,
+        ask_now=f"  Put it to the person now: call {ask_call} — it opens opencode's dialog for them. "
+                "Do not answer it yourself and do not guess their answer.",
+        collect=f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None,
+        status=_status(q, answer),
+        permission=permission_dialog(q) if dialog in ("confirm", "url") else None,
+        questions=question_prompts(q) if dialog == "question" else None,
+    )
+    if q.audience == "human":
+        r.person = Texts(notify=_for_person(doc, dialog, "notify", r), ask=_for_person(doc, dialog, "ask", r))
+    else:
+        offer = [f"  or, if the person should choose: {ask_call}"] if dialog != "terminal" else []
+        r.agent = Texts(notify=for_agent(doc, answer_tool), ask=for_agent(doc, answer_tool, offers=offer))
+    return r
