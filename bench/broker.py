@@ -680,7 +680,7 @@ async def run(profile: str | None) -> None:
     report.show()
     print()
     print("durable: each answer is committed to mcpx.db before any waiter is woken. The DB is SQLite in WAL mode")
-    print("(read from the file above) with synchronous=NORMAL (set per connection by mcpx/broker/store.py): a commit")
+    print("(read from the file above) with synchronous=NORMAL (set per connection by mcpx/broker/sqlite.py): a commit")
     print("survives the daemon being killed (kill -9); a power loss may roll back the last few.")
     print("RSS after listings: each keep-alive connection that carried a 5 MB listing keeps about that much until")
     print(f"it closes (Python {sys.version.split()[0]} asyncio/aiohttp write buffering); this client had up to "

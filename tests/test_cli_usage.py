@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import aiohttp
 
 from conftest import ask
 from gateway_helpers import stdio
-from harness import Daemon, make_daemon
+from harness import PATIENCE, Daemon, make_daemon
 from test_cli_call import Terminal
 
 FORM = {"type": "object", "required": ["repo"], "properties": {"repo": {"type": "string"}}}
@@ -137,3 +138,17 @@ async def test_the_database_and_its_wal_and_shm_files_are_0600(home: Path) -> No
     finally:
         d.stop()
     assert modes == {"mcpx.db": 0o600, "mcpx.db-wal": 0o600, "mcpx.db-shm": 0o600}
+
+
+def test_a_reader_that_goes_away_ends_the_cli_quietly(daemon: Daemon) -> None:
+    # `mcpx status | head -1`: the reader closes the pipe before mcpx has written; the CLI ends as a pipeline's
+    # writer does (128 + SIGPIPE), with no traceback
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        out = subprocess.run([sys.executable, "-m", "mcpx", "status"], env=daemon.env, stdout=write,
+                             stderr=subprocess.PIPE, text=True, timeout=PATIENCE, cwd=daemon.home)
+    finally:
+        os.close(write)
+    assert out.returncode == 141, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr

@@ -39,7 +39,7 @@ def test_all_three_server_shapes_with_comments(tmp_path, monkeypatch):
     assert c.servers["remote"].headers == {"X": "1"}
     oc = c.servers["oc"]
     assert (oc.command, oc.args, oc.env, oc.timeout) == ("node", ["s.js"], {"A": "b"}, 5.0)
-    assert c.elicit.askTimeout == 30
+    assert c.elicit.ask_timeout == 30
 
 
 def test_project_config_merges_over_the_user_config(tmp_path, monkeypatch):

@@ -254,7 +254,7 @@ def test_idle_timeout_is_read_from_the_config_and_must_be_a_positive_duration() 
     from mcpx.config import ConfigError, validate
 
     servers = validate({"servers": {"a": {"command": "x"}, "b": {"command": "x", "idleTimeout": "2m30s"}}}, "t")
-    assert servers.servers["a"].idleTimeout == 600.0 and servers.servers["b"].idleTimeout == 150.0
+    assert servers.servers["a"].idle_timeout == 600.0 and servers.servers["b"].idle_timeout == 150.0
     for bad in (0, "soon", -5):
         with pytest.raises(ConfigError) as caught:
             validate({"servers": {"a": {"command": "x", "idleTimeout": bad}}}, "t")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
 
 from mcpx import jsonc
 from mcpx.durations import parse_duration
@@ -29,7 +30,9 @@ PluginLevel = Literal["off", "notify", "ask", "auto"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # the file says idleTimeout, the code idle_timeout; only the file's spelling is accepted
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, validate_by_alias=True,
+                              validate_by_name=False)
 
 
 class RuleMatch(_Model):
@@ -110,7 +113,7 @@ class ServerElicit(_Model):
 class _Server(_Model):
     timeout: Seconds = Field(default=60.0, description="a call's own timeout; paused while a question waits. "
                              "Also how long the server's start may take (never less than 10 s)")
-    idleTimeout: Seconds = Field(default=600.0, gt=0, description="an instance of the server with no call for this "
+    idle_timeout: Seconds = Field(default=600.0, gt=0, description="an instance of the server with no call for this "
                                  "long is stopped; the next call starts it again")
     elicit: ServerElicit = ServerElicit()
     enabled: bool = True
@@ -193,10 +196,10 @@ class ElicitSettings(_Model):
     ttl: Seconds = 120.0
     mode: ElicitMode = "ask"
     rules: list[Rule] = []
-    confirmDestructive: bool = False
-    askTimeout: Seconds = 45.0
+    confirm_destructive: bool = False
+    ask_timeout: Seconds = 45.0
     grace: Seconds = Field(default=2.0, description="how long a tool call waits for an answer before returning early")
-    maxRounds: int = Field(default=8, ge=1, le=100, description="input_required rounds before a call gives up")
+    max_rounds: int = Field(default=8, ge=1, le=100, description="input_required rounds before a call gives up")
 
     @model_validator(mode="after")
     def _rule_ids(self) -> "ElicitSettings":

@@ -1,7 +1,9 @@
 """The broker: open a question, answer it once, wait for it, expire it, abandon it.
 
 It knows nothing of MCP or HTTP. An asker in this process holds a `Handle` and is woken
-the moment an answer commits (no polling); everyone else reads the store or the event bus.
+the moment an answer commits (no polling); everyone else reads through the broker or follows
+the event bus. It is the only part that holds the store: what else is durable (a call task's
+record, a fact learnt about a server) goes through it too.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from mcpx import wirejson
 from mcpx.broker import policy, routing
@@ -36,10 +38,12 @@ from mcpx.broker.models import (
     AuditRecord,
     Elicitation,
     OpenRequest,
+    State,
     rfc3339,
+    seconds_left,
 )
 from mcpx.broker.schema import SchemaProblem, check_schema, validate_content
-from mcpx.broker.store import Store, Tx
+from mcpx.broker.store import AuditFilter, QuestionFilter, Store, Tx
 from mcpx.config import Config
 from mcpx.ids import is_id, new_id
 
@@ -50,8 +54,21 @@ class InvalidQuestion(BrokerError):
     code, status = "invalid_question", 400
 
 
+class Settings(Protocol):
+    """Where the broker reads the config in force (a ConfigSource): TTLs and the policy, at each question."""
+
+    @property
+    def config(self) -> Config: ...
+
+
 def _ts(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
+
+
+def _ms(epoch: float) -> datetime:
+    """An audit record's time: to the millisecond, as the log has always kept it."""
+    moment = _ts(epoch)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
 def redact(content: dict[str, Any] | None, secret: set[str]) -> dict[str, Any] | None:
@@ -80,8 +97,8 @@ class Handle:
 
 
 class Broker:
-    def __init__(self, store: Store, settings: Callable[[], Config], pid: int | None = None) -> None:
-        self.store = store
+    def __init__(self, store: Store, settings: Settings, pid: int | None = None) -> None:
+        self._store = store
         self.bus = EventBus()
         self._settings = settings
         self.pid = pid or os.getpid()
@@ -93,7 +110,7 @@ class Broker:
     # ---- lifecycle
 
     async def start(self) -> None:
-        for expires, eid in await self.store.pending_deadlines():
+        for expires, eid in await self._store.pending_deadlines():
             self._future_for(eid)
             heapq.heappush(self._deadlines, (expires, eid))
         self._sweeper = asyncio.create_task(self._sweep(), name="mcpx-sweeper")
@@ -123,29 +140,25 @@ class Broker:
 
     # ---- records
 
-    def _record_doc(self, kind: AuditKind, at: float, q: Elicitation | None, data: dict[str, Any],
-                    pid: int | None, **fields: Any) -> dict[str, Any]:
-        doc: dict[str, Any] = {"at": rfc3339(_ts(at)), "kind": kind, "pid": pid, "data": data}
-        if q is not None:
-            doc.update(elicit=q.id, session=q.session, trace=q.trace, task=q.task)
-        doc.update({k: v for k, v in fields.items() if v is not None})
-        return {k: v for k, v in doc.items() if v is not None}
-
     def _audit(self, tx: Tx, out: list[AuditRecord], kind: AuditKind, at: float, q: Elicitation | None,
-               data: dict[str, Any], pid: int | None = None, *, exact_pid: bool = False, **fields: Any) -> None:
+               data: dict[str, Any], pid: int | None = None, *, exact_pid: bool = False,
+               elicit: str | None = None, session: str | None = None, trace: str | None = None,
+               task: str | None = None) -> None:
         """`pid` None is mcpx's own doing (the daemon's pid), unless `exact_pid`: then nobody's known pid."""
-        doc = self._record_doc(kind, at, q, data, pid if pid is not None or exact_pid else self.pid, **fields)
-        seq = tx.audit(at, kind, doc)
-        out.append(AuditRecord.model_validate({**doc, "seq": seq}))
+        if q is not None:
+            elicit, session, trace, task = q.id, q.session, q.trace, q.task
+        record = AuditRecord(seq=0, at=_ms(at), kind=kind, elicit=elicit, session=session, trace=trace, task=task,
+                             pid=pid if pid is not None or exact_pid else self.pid, data=data)
+        out.append(tx.audit(record))  # as the log holds it: with its seq
 
     def _publish(self, records: list[AuditRecord]) -> None:
         for record in records:
             self.bus.publish(record)
 
-    def submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
-                      session: str | None = None, trace: str | None = None, task: str | None = None,
-                      pid: int | None = None, with_unit: Callable[[Tx], None] | None = None,
-                      ) -> "asyncio.Future[AuditRecord]":
+    def _submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
+                       session: str | None = None, trace: str | None = None, task: str | None = None,
+                       pid: int | None = None, with_unit: Callable[[Tx], None] | None = None,
+                       ) -> asyncio.Future[AuditRecord]:
         """A transition that is not a question's own (elicit.resumed, task.done), queued now.
 
         `with_unit` writes in the same transaction (a task's final state beside its task.done).
@@ -159,10 +172,10 @@ class Broker:
             self._audit(tx, out, kind, time.time(), None, data, pid, elicit=elicit, session=session, trace=trace,
                         task=task)
 
-        committed = self.store.submit(unit)
+        committed = self._store.submit(unit)
         recorded: asyncio.Future[AuditRecord] = asyncio.get_running_loop().create_future()
 
-        def published(f: "asyncio.Future[None]") -> None:
+        def published(f: asyncio.Future[None]) -> None:
             if f.cancelled() or f.exception() is not None:
                 log.error("recording %s failed: %s", kind, f.exception() if not f.cancelled() else "cancelled")
                 if not recorded.done():
@@ -175,9 +188,6 @@ class Broker:
         committed.add_done_callback(published)
         recorded.add_done_callback(lambda f: f.cancelled() or f.exception())
         return recorded
-
-    async def record(self, kind: AuditKind, data: dict[str, Any], **fields: Any) -> AuditRecord:
-        return await self.submit_record(kind, data, **fields)
 
     # ---- open
 
@@ -204,37 +214,27 @@ class Broker:
                 raise InvalidQuestion("a url-mode question takes url, not requestedSchema")
         if not req.message or not req.message.strip():
             raise InvalidQuestion("message is required: the words the person or agent will read")
-        ttl = req.ttl if req.ttl is not None else self._settings().ttl_for(req.server)
+        ttl = req.ttl if req.ttl is not None else self._settings.config.ttl_for(req.server)
         decided = routing.route(req.mode, schema, req.message, req.meta, req.audience)
         q = Elicitation(
             id=new_id("elc"), trace=req.trace, parent=req.parent, task=req.task, session=req.session,
             session_source=req.session_source, server=req.server, tool=req.tool, mode=req.mode,
             message=req.message, requested_schema=schema, url=req.url, upstream_id=req.upstream_id,
             audience=decided.audience, reason=decided.reason, created=_ts(now), expires_at=_ts(now + ttl),
-            seconds_left=max(0, int(ttl + 0.999)), state="pending", ambiguous=req.ambiguous,
+            state="pending", ambiguous=req.ambiguous,
             secret_fields=sorted(routing.secret_fields(schema)),
         )
         return q, decided
 
-    @staticmethod
-    def _doc(q: Elicitation) -> dict[str, Any]:
-        doc = q.wire()
-        doc.pop("secondsLeft", None)
-        return doc
-
     async def open(self, req: OpenRequest) -> Handle:
         now = time.time()
         q, decided = self._build(req, now)
-        decision, _checks = policy.evaluate(self._settings().elicit, q, mode=req.policy_mode)
+        decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
         records: list[AuditRecord] = []
-        expires = now + (q.expires_at - q.created).total_seconds()
+        expires = q.expires_at.timestamp()
 
         def unit(tx: Tx) -> tuple[Elicitation, Answer | None, QuestionEnded | None]:
-            tx.insert_elicitation(
-                {"id": q.id, "session": q.session, "server": q.server, "audience": q.audience, "state": "pending",
-                 "created": now, "expires": expires, "trace": q.trace, "task": q.task},
-                self._doc(q),
-            )
+            tx.insert_question(q)
             data: dict[str, Any] = {"server": q.server, "tool": q.tool, "mode": q.mode, "audience": q.audience,
                                     "reason": q.reason, "expiresAt": rfc3339(q.expires_at)}
             if decided.hint_ignored:
@@ -247,9 +247,8 @@ class Broker:
             self._audit(tx, records, "policy.fired", now, q,
                         {"rule": decision.source, "action": decision.action or "error", "because": decision.because})
             if decision.fail:
-                ended_q = q.model_copy(update={"state": "abandoned", "state_reason": decision.because,
-                                               "seconds_left": 0})
-                tx.update_elicitation(q.id, "abandoned", q.audience, self._doc(ended_q))
+                ended_q = q.model_copy(update={"state": "abandoned", "state_reason": decision.because})
+                tx.update_question(ended_q)
                 self._audit(tx, records, "elicit.abandoned", now, ended_q, {"reason": decision.because})
                 return ended_q, None, QuestionEnded(q.id, "abandoned", decision.because)
             assert decision.action is not None
@@ -261,10 +260,10 @@ class Broker:
                                                      routing.secret_fields(q.requested_schema))
             return answered_q, answer, None
 
-        q, answer, ended = await self.store.write(unit)
+        q, answer, ended = await self._store.write(unit)
         fut = self._future_for(q.id)
         if answer is not None:
-            self._settle(q.id, answer)
+            self._wake_asker(q.id, answer)
         elif ended is not None:
             self._futures.pop(q.id, None)
             fut.set_exception(ended)
@@ -283,16 +282,16 @@ class Broker:
     def _commit_answer(self, tx: Tx, records: list[AuditRecord], q: Elicitation, action: Action,
                              content: dict[str, Any] | None, by: str, session: str | None, pid: int | None,
                              reason: str | None, now: float, secret: set[str],
-                             state: str = "answered") -> tuple[Answer, Elicitation]:
+                             state: State = "answered") -> tuple[Answer, Elicitation]:
         answer = Answer(
             id=q.id, action=action, content=content, by=by, at=_ts(now), session=session, pid=pid,
             answered_after_ms=max(0, int((now - q.created.timestamp()) * 1000)), reason=reason,
         )
         stored = answer.model_copy(update={"content": redact(content, secret)})
-        q = q.model_copy(update={"state": state, "seconds_left": 0})
-        if not tx.update_elicitation(q.id, state, q.audience, self._doc(q)):
+        q = q.model_copy(update={"state": state})
+        if not tx.update_question(q):
             raise AlreadyAnswered(f"{q.id} was answered a moment ago")  # unreachable: units never interleave
-        tx.insert_answer(q.id, stored.wire())
+        tx.insert_answer(stored)
         kind: AuditKind = "elicit.expired" if state == "expired" else "elicit.answered"
         data = {"action": action, "by": by, "answeredAfterMs": stored.answered_after_ms}
         if stored.content is not None:
@@ -301,11 +300,6 @@ class Broker:
             data["reason"] = reason
         self._audit(tx, records, kind, now, q, data, pid, exact_pid=True)  # who answered, if known
         return answer, q
-
-    @staticmethod
-    def _load(doc: dict[str, Any], expires: float, now: float) -> Elicitation:
-        left = max(0, int(expires - now + 0.999)) if doc.get("state") == "pending" else 0
-        return Elicitation.model_validate({**doc, "secondsLeft": left})
 
     async def answer(self, eid: str, action: Action, content: dict[str, Any] | None = None, *, by: str,
                      session: str | None = None, pid: int | None = None, reason: str | None = None,
@@ -321,11 +315,10 @@ class Broker:
 
         def unit(tx: Tx) -> tuple[Elicitation, Answer | None, Answer | None, BrokerError | None]:
             """(question, answer, expiry answer, refusal) — a refusal is returned, not raised, so expiry commits."""
-            row = tx.elicitation(eid)
-            if row is None:
+            q = tx.question(eid)
+            if q is None:
                 return None, None, None, NotFound(f"no question {eid}")  # type: ignore[return-value]
-            q = self._load(row[0], row[1], now)
-            if q.state == "pending" and now >= row[1]:
+            if q.state == "pending" and now >= q.expires_at.timestamp():
                 expired = self._expire_in(tx, records, q, now)
                 return q, None, expired, self._ended_error_of(q.model_copy(update={"state": "expired"}), None)
             if q.state != "pending":
@@ -343,19 +336,19 @@ class Broker:
                                             routing.secret_fields(q.requested_schema))
             return q, answer, None, None
 
-        q, answer, expired, refusal = await self.store.write(unit)
-        for settled in (expired, answer):
-            if settled is not None:
-                self._settle(eid, settled)
+        q, answer, expired, refusal = await self._store.write(unit)
+        for reached in (expired, answer):
+            if reached is not None:
+                self._wake_asker(eid, reached)
         self._publish(records)
         if refusal is not None:
             raise refusal
         return q, answer
 
     @staticmethod
-    def _ended_error_of(q: Elicitation, prior: dict[str, Any] | None) -> BrokerError:
+    def _ended_error_of(q: Elicitation, answer: Answer | None) -> BrokerError:
         if q.state == "answered":
-            prior = prior or {}
+            prior = answer.wire() if answer is not None else {}
             return AlreadyAnswered(
                 f"{q.id} is already answered ({prior.get('by')}, {prior.get('at')}, {prior.get('action')}); "
                 "the first answer stands", answer=prior)
@@ -402,12 +395,12 @@ class Broker:
             "state_reason": f"the agent declined: {why}",
             "reason": f"the agent declined ({why}), so the person is asked",
         })
-        tx.update_elicitation(q.id, "pending", "human", self._doc(q))
+        tx.update_question(q)
         self._audit(tx, records, "elicit.escalated", now, q,
                     {"by": by, "reason": why, "from": "agent-then-human", "to": "human"}, pid, exact_pid=True)
         return q
 
-    def _settle(self, eid: str, answer: Answer) -> None:
+    def _wake_asker(self, eid: str, answer: Answer) -> None:
         """Wake the in-process asker — only ever after the answer has committed."""
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
@@ -433,14 +426,14 @@ class Broker:
         def unit(tx: Tx) -> list[tuple[str, Answer]]:
             out = []
             for eid in due:
-                row = tx.elicitation(eid)
-                if row is not None and row[0].get("state") == "pending":
-                    out.append((eid, self._expire_in(tx, records, self._load(row[0], row[1], now), now)))
+                q = tx.question(eid)
+                if q is not None and q.state == "pending":
+                    out.append((eid, self._expire_in(tx, records, q, now)))
             return out
 
-        expired = await self.store.write(unit)
+        expired = await self._store.write(unit)
         for eid, answer in expired:
-            self._settle(eid, answer)
+            self._wake_asker(eid, answer)
         self._publish(records)
         return len(expired)
 
@@ -466,16 +459,15 @@ class Broker:
         now = time.time()
 
         def unit(tx: Tx) -> bool:
-            row = tx.elicitation(eid)
-            if row is None or row[0].get("state") != "pending":
+            q = tx.question(eid)
+            if q is None or q.state != "pending":
                 return False
-            q = self._load(row[0], row[1], now).model_copy(update={"state": "abandoned", "state_reason": reason,
-                                                                   "seconds_left": 0})
-            tx.update_elicitation(eid, "abandoned", q.audience, self._doc(q))
+            q = q.model_copy(update={"state": "abandoned", "state_reason": reason})
+            tx.update_question(q)
             self._audit(tx, records, "elicit.abandoned", now, q, {"reason": reason})
             return True
 
-        if not await self.store.write(unit):
+        if not await self._store.write(unit):
             return False
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
@@ -483,28 +475,34 @@ class Broker:
         self._publish(records)
         return True
 
-    def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> "asyncio.Future[AuditRecord]":
+    def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
         """Recorded behind the answer's delivery: the asker is not kept waiting for the audit."""
-        return self.submit_record("elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task)
+        return self._submit_record("elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task)
 
     # ---- reads
 
     async def get(self, eid: str) -> tuple[Elicitation, Answer | None]:
         if not is_id(eid, "elc"):
             raise InvalidId(f"{eid!r} is not a question id (they look like elc- and 16 hex digits)")
-        row = await self.store.elicitation_and_answer(eid)
-        if row is None:
+        found = await self._store.question(eid)
+        if found is None:
             raise NotFound(f"no question {eid}")
-        doc, expires, stored = row
-        return self._load(doc, expires, time.time()), (Answer.model_validate(stored) if stored else None)
+        return found
 
-    async def list(self, **filters: str | None) -> list[Elicitation]:
-        limit = int(filters.pop("limit", None) or 10000)
+    async def questions(self, where: QuestionFilter, limit: int = 10000) -> list[Elicitation]:
+        """Questions oldest first."""
+        return [Elicitation.model_validate_json(row.doc) for row in await self._store.question_rows(where, limit)]
+
+    async def questions_json(self, where: QuestionFilter, limit: int) -> tuple[str, int]:
+        """Questions oldest first, as one JSON array's text, and how many: the listing that may run to 10,000.
+
+        The stored documents are passed on as they are, not parsed; each gets its secondsLeft spliced
+        in at its end (a stored document never holds one).
+        """
+        rows = await self._store.question_rows(where, limit)
         now = time.time()
-        return [self._load(doc, exp, now) for doc, exp in await self.store.list_docs(filters, limit)]
-
-    async def list_json(self, filters: dict[str, str | None], limit: int) -> tuple[str, int]:
-        return await self.store.list_json(filters, limit, time.time())
+        docs = [f'{row.doc[:-1]},"secondsLeft":{seconds_left(row.expires, now, row.state)}}}' for row in rows]
+        return "[" + ",".join(docs) + "]", len(docs)
 
     async def wait(self, eid: str, timeout: float) -> tuple[Elicitation, Answer | None]:
         """For remote waiters: the question and its stored (redacted) answer, the answer None at the timeout."""
@@ -515,7 +513,7 @@ class Broker:
             raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
         fut = self._futures.get(eid)
         if fut is None:
-            return await self.get(eid)  # settled between our read and now: the answer has committed
+            return await self.get(eid)  # answered between our read and now: the answer has committed
         try:
             answer = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
         except TimeoutError:
@@ -526,7 +524,35 @@ class Broker:
         stored = answer.model_copy(update={"content": redact(answer.content, routing.secret_fields(q.requested_schema))})
         return q, stored
 
-    async def audit(self, after: int = 0, limit: int = 1000, kinds: list[str] | None = None,
-                    **filters: str | None) -> list[AuditRecord]:
-        rows = await self.store.audit_rows(filters, after=after, limit=limit, kinds=kinds)
-        return [AuditRecord.model_validate({**doc, "seq": seq}) for seq, _at, _kind, doc in rows]
+    async def audit(self, where: AuditFilter, limit: int = 1000) -> list[AuditRecord]:
+        return await self._store.audit(where, limit)
+
+    async def last_seq(self) -> int:
+        """Where the audit log stands: the seq of its latest record (0 while empty)."""
+        return await self._store.last_seq()
+
+    async def count(self, state: State) -> int:
+        return await self._store.count(state)
+
+    # ---- what else is durable: a call task's record, facts learnt about servers
+
+    async def save_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any]) -> None:
+        await self._store.write(lambda tx: tx.put_task(tid, state, session, doc))
+
+    def finish_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any], data: dict[str, Any],
+                    trace: str | None = None) -> asyncio.Future[AuditRecord]:
+        """A task's final record and its task.done, committed together; the record is published after."""
+        return self._submit_record("task.done", data, session=session, trace=trace, task=tid,
+                                   with_unit=lambda tx: tx.put_task(tid, state, session, doc))
+
+    async def task(self, tid: str) -> dict[str, Any] | None:
+        return await self._store.task(tid)
+
+    async def tasks_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+        return await self._store.tasks_in(states)
+
+    async def fact(self, key: str) -> Any:
+        return await self._store.fact(key)
+
+    async def set_fact(self, key: str, value: Any) -> None:
+        await self._store.write(lambda tx: tx.put_fact(key, value))

@@ -5,10 +5,11 @@ These models are also the wire shapes of the /v1 API and appear in openapi.json.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 from pydantic.alias_generators import to_camel
 
 Mode = Literal["form", "url"]
@@ -33,12 +34,17 @@ MAX_SEQ = 2**63 - 1  # an audit seq is an SQLite INTEGER: a larger one is no eve
 REDACTED = "[redacted]"
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def seconds_left(expires: float, now: float, state: str) -> int:
+    """How long a question has left, in whole seconds rounded up; 0 once it has ended.
+
+    The one rule for secondsLeft: a question's document computes it when it is shown, and a
+    listing that passes stored documents on without parsing them splices in the same number.
+    """
+    return max(0, int(expires - now + 0.999)) if state == "pending" else 0
 
 
 class WireModel(BaseModel):
@@ -68,7 +74,6 @@ class Elicitation(WireModel):
     reason: str = Field(description="why this audience, in words a person can read")
     created: datetime
     expires_at: datetime
-    seconds_left: int = Field(ge=0)
     state: State
     state_reason: str | None = Field(default=None, description="why it was abandoned or escalated")
     escalated: bool = False
@@ -76,9 +81,18 @@ class Elicitation(WireModel):
     secret_fields: list[str] = Field(default_factory=list, description="credential fields: their values are never "
                                      "stored or shown, only [redacted]")
 
-    def remaining(self, now: datetime | None = None) -> int:
-        left = (self.expires_at - (now or utcnow())).total_seconds()
-        return max(0, int(left + 0.999)) if left > 0 else 0
+    @model_validator(mode="before")
+    @classmethod
+    def _computed_on_read(cls, data: Any) -> Any:
+        """A document as shown carries secondsLeft; taken back in, it is computed afresh, never believed."""
+        if isinstance(data, dict) and ("secondsLeft" in data or "seconds_left" in data):
+            data = {k: v for k, v in data.items() if k not in ("secondsLeft", "seconds_left")}
+        return data
+
+    @computed_field(title="Seconds Left", json_schema_extra={"minimum": 0})  # type: ignore[prop-decorator]
+    @property
+    def seconds_left(self) -> int:
+        return seconds_left(self.expires_at.timestamp(), time.time(), self.state)
 
 
 class Answer(WireModel):

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from mcpx import agentshell
+from mcpx import agentshell, sse
 from mcpx.paths import StatePaths
 
 EX_UNAVAILABLE = 69
@@ -141,39 +141,15 @@ class DaemonClient:
                                          timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as resp:
                 if resp.status >= 400:
                     raise ApiError(resp.status, await resp.json())
-                async for frame in parse_sse(resp.content):
-                    yield frame
+                async for event in sse.read(resp.content):
+                    event_id = int(event.id) if event.id is not None and event.id.isdigit() else None
+                    if event.data is None:
+                        yield event_id, "", None  # an id-only frame: where the stream starts
+                        continue
+                    try:
+                        payload: Any = json.loads(event.data)
+                    except json.JSONDecodeError:
+                        payload = event.data
+                    yield event_id, event.event, payload
         except (aiohttp.ClientConnectorError, FileNotFoundError, ConnectionRefusedError) as exc:
             raise NoDaemon(self.where, str(exc)) from None
-
-
-async def parse_sse(stream: aiohttp.StreamReader) -> AsyncIterator[tuple[int | None, str, Any]]:
-    event_id: int | None = None
-    event = "message"
-    data: list[str] = []
-    saw_id = False
-    async for raw in stream:
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if not line:
-            if data:
-                text = "\n".join(data)
-                try:
-                    payload: Any = json.loads(text)
-                except json.JSONDecodeError:
-                    payload = text
-                yield event_id, event, payload
-            elif saw_id:
-                yield event_id, "", None  # an id-only frame: where the stream starts
-            event, data, saw_id = "message", [], False
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "id":
-            event_id = int(value) if value.isdigit() else None
-            saw_id = True
-        elif name == "event":
-            event = value
-        elif name == "data":
-            data.append(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from mcpx import __version__
@@ -36,7 +37,13 @@ def _demo_server(_args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # the reader went away (`mcpx status | head`): that is its choice, not our failure, and no traceback.
+        # Point stdout at /dev/null so the interpreter's own flush at exit does not raise it again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ def policy_test(args: argparse.Namespace) -> int:
     probe = Elicitation(id="elc-0000000000000000", session="policy-test", session_source="fallback",
                         server=q["server"], tool=q["tool"], mode=q["mode"], message=q["message"],
                         requested_schema=q["requestedSchema"], url=q["url"], audience=decided.audience,
-                        reason=decided.reason, created=now, expires_at=now, seconds_left=0, state="pending")
+                        reason=decided.reason, created=now, expires_at=now, state="pending")
     decision, checks = policy.evaluate(loaded.config.elicit, probe, mode=args.mode)
     mode = args.mode or loaded.config.elicit.mode
     report = {
@@ -138,7 +138,7 @@ def config_check(args: argparse.Namespace) -> int:
         return 1
     summary = {"ok": True, "config": origin, "servers": sorted(config.servers), "mode": config.elicit.mode,
                "rules": [r.id for r in config.elicit.rules], "ttl": config.elicit.ttl,
-               "confirmDestructive": config.elicit.confirmDestructive, "plugin": config.plugin.elicit}
+               "confirmDestructive": config.elicit.confirm_destructive, "plugin": config.plugin.elicit}
     if args.json:
         emit_json(summary)
     else:

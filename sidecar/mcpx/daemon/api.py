@@ -17,14 +17,15 @@ from pydantic import BaseModel, ValidationError
 from mcpx import __version__, wirejson
 from mcpx.broker.errors import BrokerError
 from mcpx.daemon.schemas import ErrorBody
+from mcpx.keys import MAX_BODY
 from mcpx.mcp import jsonrpc
 
 log = logging.getLogger("mcpx.daemon")
 
-MAX_BODY = 1024 * 1024
 
+class RouteError(Exception):
+    """A route's refusal: the HTTP status, a code and a message naming what was wrong (the CLI reads it as ApiError)."""
 
-class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details
@@ -106,7 +107,7 @@ def _validated(model: type[BaseModel], raw: dict[str, str], where: str) -> Any:
         return model.model_validate(raw)
     except ValidationError as exc:
         message, fields = describe_validation(exc, where)
-        raise ApiError(400, f"bad_{where}", message, fields=fields) from None
+        raise RouteError(400, f"bad_{where}", message, fields=fields) from None
 
 
 @dataclass
@@ -245,28 +246,28 @@ def _openapi_path(path: str) -> str:
 
 async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
     if request.content_length is not None and request.content_length > MAX_BODY:
-        raise ApiError(413, "too_large", f"the body is {request.content_length} bytes; the limit is {MAX_BODY}")
+        raise RouteError(413, "too_large", f"the body is {request.content_length} bytes; the limit is {MAX_BODY}")
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise ApiError(413, "too_large", f"the body is larger than the limit of {MAX_BODY} bytes") from None
+        raise RouteError(413, "too_large", f"the body is larger than the limit of {MAX_BODY} bytes") from None
     if not raw.strip():
         data: Any = {}
     else:
         try:
             data = wirejson.loads(raw, "the body")
         except wirejson.JsonRefused as exc:
-            raise ApiError(400, "too_deep" if exc.too_deep else "bad_json", str(exc)) from None
+            raise RouteError(400, "too_deep" if exc.too_deep else "bad_json", str(exc)) from None
     if not isinstance(data, dict):
-        raise ApiError(400, "bad_body", f"the body must be a JSON object, not {type(data).__name__}")
+        raise RouteError(400, "bad_body", f"the body must be a JSON object, not {type(data).__name__}")
     if (where := wirejson.lone_surrogate(data)) is not None:
-        raise ApiError(400, "bad_body", f"invalid body: {where} {wirejson.SURROGATE_PROBLEM}",
+        raise RouteError(400, "bad_body", f"invalid body: {where} {wirejson.SURROGATE_PROBLEM}",
                        fields={where: wirejson.SURROGATE_PROBLEM})
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         message, fields = describe_validation(exc, "body")
-        raise ApiError(400, "bad_body", message, fields=fields) from None
+        raise RouteError(400, "bad_body", message, fields=fields) from None
 
 
 @web.middleware
@@ -274,7 +275,7 @@ async def errors_middleware(request: web.Request, handler: Callable[[web.Request
                             ) -> web.StreamResponse:
     try:
         return await handler(request)
-    except ApiError as exc:
+    except RouteError as exc:
         return error_response(exc.status, exc.code, exc.message, **exc.details)
     except BrokerError as exc:
         return error_response(exc.status, exc.code, exc.message, **exc.details)

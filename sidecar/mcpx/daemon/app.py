@@ -1,4 +1,4 @@
-"""The daemon's aiohttp application: middlewares, the /v1 route table, and the /mcp endpoint."""
+"""The daemon's aiohttp application, built last from parts made before it: the /v1 routes and /mcp."""
 
 from __future__ import annotations
 
@@ -8,11 +8,16 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from mcpx.broker.broker import Broker
+from mcpx.configsource import ConfigSource
 from mcpx.daemon import call_routes, elicit_routes
-from mcpx.daemon.api import MAX_BODY, Api, error_response, errors_middleware
-from mcpx.daemon.elicit_routes import SHUTDOWN
+from mcpx.daemon.api import Api, error_response, errors_middleware
 from mcpx.daemon.peers import is_unix
-from mcpx.daemon.runtime import RUNTIME, Runtime
+from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, DaemonInfo
+from mcpx.keys import MAX_BODY, SHUTDOWN
+from mcpx.surface.dispatch import Surface
+from mcpx.surface.http_endpoint import install_mcp_endpoint
+from mcpx.upstream.gateway import Gateway
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -21,7 +26,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The unix socket is the owner's alone (0600); loopback TCP needs the bearer token."""
     if not is_unix(request):
-        token = request.app[RUNTIME].token
+        token = request.app[INFO].token
         given = request.headers.get("Authorization", "")
         if not token or not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].strip(), token):
             return error_response(401, "unauthorized",
@@ -40,22 +45,21 @@ def build_api() -> Api:
 def stop_streams(app: web.Application) -> None:
     """Stopping: long polls and event streams end now instead of holding the drain open."""
     app[SHUTDOWN].set()
-    app[RUNTIME].broker.bus.close()
+    app[BROKER].bus.close()
 
 
-def make_app(runtime: Runtime) -> web.Application:
+def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Gateway,
+             surface: Surface) -> web.Application:
     app = web.Application(middlewares=[errors_middleware, auth_middleware], client_max_size=MAX_BODY)
-    app[RUNTIME] = runtime
+    app[INFO] = info
+    app[CONFIG] = config
+    app[BROKER] = broker
+    app[GATEWAY] = gateway
     app[SHUTDOWN] = asyncio.Event()
     api = build_api()
     api.install(app)
-    app["openapi"] = api.openapi()
-    if runtime.gateway is not None:
-        from mcpx.mcp.http_surface import install_mcp_endpoint
-        from mcpx.mcp.request_state import RequestStates, load_key
-        from mcpx.mcp.surface import Surface
-
-        install_mcp_endpoint(app, Surface(runtime, RequestStates(load_key(runtime.paths.request_state_key))))
+    app[OPENAPI] = api.openapi()
+    install_mcp_endpoint(app, surface)
 
     async def on_shutdown(app: web.Application) -> None:
         stop_streams(app)

@@ -15,16 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpx.answering import respond_with
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import Elicitation, SessionSource, WireModel
-from mcpx.daemon.api import Api, ApiError, Call, Reply
-from mcpx.daemon.peers import CWD_HEADER, session_of
-from mcpx.daemon.runtime import RUNTIME, Runtime
+from mcpx.daemon.api import Api, RouteError, Call, Reply
+from mcpx.daemon.peers import session_of
+from mcpx.daemon.state import BROKER, CONFIG, GATEWAY
 from mcpx.daemon.schemas import ErrorDetail, TaskPath
+from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
+from mcpx.sessions import header_source, resolve_session
 from mcpx.upstream.calls import CallRequest, CallTask, TaskState
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.pool import InstanceInfo
 
 api = Api()
-_NO_GATEWAY = Reply("the gateway is not running (only in a daemon built without one)")
 
 
 class CallBody(BaseModel):
@@ -107,13 +108,6 @@ class UpstreamList(WireModel):
     rss_kib: int = Field(alias="rssKiB", description="their resident memory, all together")
 
 
-def _gw(call: Call) -> Gateway:
-    rt: Runtime = call.app[RUNTIME]
-    if rt.gateway is None:
-        raise ApiError(503, "no_gateway", "the gateway is not running")
-    return rt.gateway
-
-
 def waiting(task: CallTask, broker: Broker) -> list[Elicitation]:
     """The call's questions that wait for an answer. One answered a moment ago is still among task.open until the
     call wakes to its answer: it is not offered again."""
@@ -121,8 +115,8 @@ def waiting(task: CallTask, broker: Broker) -> list[Elicitation]:
 
 
 def waiting_document(task: CallTask, open_questions: list[Elicitation]) -> InputRequired:
-    questions = [WaitingQuestion.model_validate({**q.wire(), "secondsLeft": q.remaining(), "respondWith": respond_with(
-        q.wire())}) for q in open_questions]
+    questions = [WaitingQuestion.model_validate({**q.wire(), "respondWith": respond_with(q.wire())})
+                 for q in open_questions]
     return InputRequired(status="input-required" if questions else "running", task=task.id, trace=task.trace,
                          elicitation=questions[0] if questions else None, elicitations=questions,
                          result=f"/v1/tasks/{task.id}/result")
@@ -158,37 +152,31 @@ def finished_response(task: CallTask) -> web.Response:
                     202: Reply("the call waits for input (or is still running); it keeps running", InputRequired,
                                headers=("Location", "Retry-After")),
                     404: Reply("no such server"),
-                    502: Reply("the call failed: the message names the server and what happened", CallFailed),
-                    503: _NO_GATEWAY})
+                    502: Reply("the call failed: the message names the server and what happened", CallFailed)})
 async def call_tool(call: Call) -> web.StreamResponse:
-    gw = _gw(call)
+    gw = call.app[GATEWAY]
     body: CallBody = call.body
-    header_session = session_of(call.request)
-    if body.session:
-        session, source = body.session, "argument"
-    elif header_session:
-        session = header_session
-        source = "env" if call.request.headers.get("X-Mcpx-Session-Source") == "env" else "header"
-    else:
-        session = call.app[RUNTIME].loaded.fallback_session(call.request.headers.get(CWD_HEADER))
-        source = "fallback"
+    headers = call.request.headers
+    session, source = resolve_session(call.app[CONFIG].fallback_session, argument=body.session,
+                                      header=session_of(call.request),
+                                      source=header_source(headers.get(SESSION_SOURCE_HEADER)),
+                                      cwd=headers.get(CWD_HEADER))
     try:
         task = await gw.start_call(CallRequest(
             server=call.path["server"], tool=call.path["tool"], arguments=body.arguments, session=session,
-            session_source=source, cwd=call.request.headers.get(CWD_HEADER), surface="rest",  # type: ignore[arg-type]
-            policy_mode=body.elicit))
+            session_source=source, cwd=headers.get(CWD_HEADER), surface="rest", policy_mode=body.elicit))
     except UnknownServer as exc:
-        raise ApiError(404, "unknown_server", str(exc)) from None
+        raise RouteError(404, "unknown_server", str(exc)) from None
     limit = call.query.wait if call.query.wait is not None else gw.pool.entry(task.request.server).timeout + 5
     await task.wait_for(lambda: task.done or bool(task.open), limit)
-    return finished_response(task) if task.done else waiting_response(task, call.app[RUNTIME].broker)
+    return finished_response(task) if task.done else waiting_response(task, call.app[BROKER])
 
 
 @api.route("GET", "/v1/tasks/{id}", "A call's status: running, input-required, completed, failed, cancelled",
            tag="call", params=TaskPath,
-           replies={200: Reply("the task", TaskDoc), 404: Reply("no such task"), 503: _NO_GATEWAY})
+           replies={200: Reply("the task", TaskDoc), 404: Reply("no such task")})
 async def get_task(call: Call) -> web.StreamResponse:
-    return web.json_response(await _task_or_404(_gw(call), call.path["id"]))
+    return web.json_response(await _task_or_404(call.app[GATEWAY], call.path["id"]))
 
 
 @api.route("GET", "/v1/tasks/{id}/result", "Long-poll for a call's real result", query=ResultQuery, tag="call",
@@ -196,10 +184,10 @@ async def get_task(call: Call) -> web.StreamResponse:
            replies={200: Reply("the call finished (its state says how)", TaskDoc),
                     202: Reply("still running or waiting for input", InputRequired,
                                headers=("Location", "Retry-After")),
-                    404: Reply("no such task"), 503: _NO_GATEWAY})
+                    404: Reply("no such task")})
 async def task_result(call: Call) -> web.StreamResponse:
-    gw = _gw(call)
-    broker = call.app[RUNTIME].broker
+    gw = call.app[GATEWAY]
+    broker = call.app[BROKER]
     live = gw.task(call.path["id"])
     if live is not None and not live.done:
         # a task's condition is notified as a question opens, so a caller that puts questions to someone (mcpx call
@@ -214,13 +202,12 @@ async def task_result(call: Call) -> web.StreamResponse:
 
 @api.route("POST", "/v1/tasks/{id}/cancel", "Cancel a running call; its open questions are abandoned", tag="call",
            params=TaskPath,
-           replies={200: Reply("cancelled", TaskDoc), 404: Reply("no such task"), 409: Reply("already finished"),
-                    503: _NO_GATEWAY})
+           replies={200: Reply("cancelled", TaskDoc), 404: Reply("no such task"), 409: Reply("already finished")})
 async def cancel_task(call: Call) -> web.StreamResponse:
-    gw = _gw(call)
+    gw = call.app[GATEWAY]
     doc = await _task_or_404(gw, call.path["id"])
     if not await gw.cancel(call.path["id"], "cancelled through the REST API"):
-        raise ApiError(409, "task_done", f"{call.path['id']} already finished ({doc['state']})")
+        raise RouteError(409, "task_done", f"{call.path['id']} already finished ({doc['state']})")
     return web.json_response(await gw.task_doc(call.path["id"]))
 
 
@@ -228,34 +215,34 @@ async def _task_or_404(gw: Gateway, tid: str) -> dict[str, Any]:
     try:
         return await gw.task_doc(tid)
     except UnknownTask as exc:
-        raise ApiError(400 if "not a task id" in str(exc) else 404, "unknown_task", str(exc)) from None
+        raise RouteError(400 if "not a task id" in str(exc) else 404, "unknown_task", str(exc)) from None
 
 
 @api.route("GET", "/v1/tools", "Every upstream server's tools (or why a server could not list them)", tag="call",
-           replies={200: Reply("tools by server", ToolsList), 503: _NO_GATEWAY})
+           replies={200: Reply("tools by server", ToolsList)})
 async def list_tools(call: Call) -> web.StreamResponse:
-    return web.json_response({"servers": await _gw(call).all_tools()})
+    return web.json_response({"servers": await call.app[GATEWAY].all_tools()})
 
 
 @api.route("GET", "/v1/tools/{server}", "One server's tools", tag="call",
            replies={200: Reply("its tools", ToolsList), 404: Reply("no such server"),
-                    502: Reply("it could not list its tools: the message says why"), 503: _NO_GATEWAY})
+                    502: Reply("it could not list its tools: the message says why")})
 async def server_tools(call: Call) -> web.StreamResponse:
-    gw = _gw(call)
+    gw = call.app[GATEWAY]
     server = call.path["server"]
     try:
         tools = await gw.tools(server)
     except UnknownServer as exc:
-        raise ApiError(404, "unknown_server", str(exc)) from None
+        raise RouteError(404, "unknown_server", str(exc)) from None
     except Exception as exc:
-        raise ApiError(502, "upstream_failed", str(exc)) from None
+        raise RouteError(502, "upstream_failed", str(exc)) from None
     return web.json_response({"servers": {server: tools}})
 
 
 @api.route("GET", "/v1/upstreams", "The upstream server instances running now: era, sessions, memory", tag="call",
-           replies={200: Reply("the instances, oldest first per server", UpstreamList), 503: _NO_GATEWAY})
+           replies={200: Reply("the instances, oldest first per server", UpstreamList)})
 async def upstreams(call: Call) -> web.StreamResponse:
-    instances = await _gw(call).pool.describe()
+    instances = await call.app[GATEWAY].pool.describe()
     body = UpstreamList(instances=instances, processes=sum(i.processes or 0 for i in instances),
                         rss_kib=sum(i.rss_kib or 0 for i in instances))
     return web.json_response(body.wire())

@@ -9,13 +9,14 @@ from typing import Any
 from aiohttp import web
 from pydantic_core import PydanticSerializationError
 
-from mcpx import __version__, wirejson
+from mcpx import __version__, sse, wirejson
 from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest
 from mcpx.broker.routing import secret_fields
-from mcpx.daemon.api import Api, ApiError, Call, Reply
-from mcpx.daemon.peers import CWD_HEADER, answerer_of, peer_pid, refuse_agent_as_person, session_of
-from mcpx.daemon.runtime import RUNTIME, Runtime
+from mcpx.broker.store import AuditFilter, QuestionFilter
+from mcpx.daemon.api import Api, RouteError, Call, Reply
+from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
+from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
 from mcpx.daemon.schemas import (
     AnswerBody,
     AnswerPath,
@@ -38,10 +39,11 @@ from mcpx.daemon.schemas import (
 )
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
+from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
 from mcpx.rendering import render
+from mcpx.sessions import header_source, resolve_session
 
 api = Api()
-SHUTDOWN: web.AppKey[asyncio.Event] = web.AppKey("shutdown", asyncio.Event)
 
 _ERR = {
     400: Reply("the request is malformed; the message names what"),
@@ -52,10 +54,6 @@ _ERR = {
     410: Reply("expired or abandoned"),
     422: Reply("the content does not fit the question's schema; each field's problem is named"),
 }
-
-
-def _rt(call: Call) -> Runtime:
-    return call.app[RUNTIME]
 
 
 def json_text(text: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -80,13 +78,14 @@ def rendered(q: Elicitation, answer: Answer | None, prefix: str) -> dict[str, An
 @api.route("GET", "/v1/health", "Is the daemon up, and what is it running", tag="daemon",
            replies={200: Reply("the daemon is serving", Health)})
 async def health(call: Call) -> web.StreamResponse:
-    rt = _rt(call)
+    info, settings = call.app[INFO], call.app[CONFIG]
+    config = settings.config
     body = Health(
-        ok=True, version=__version__, pid=os.getpid(), started_at=rt.started_at, socket=str(rt.paths.socket),
-        listen=rt.listen, config=rt.loaded.origin, config_error=rt.config_error,
-        pending=await rt.broker.store.count("pending"), servers=sorted(rt.config.servers),
-        server_commands={name: entry.shown for name, entry in sorted(rt.config.servers.items())},
-        plugin_elicit=rt.config.plugin.elicit,
+        ok=True, version=__version__, pid=os.getpid(), started_at=info.started_at, socket=str(info.paths.socket),
+        listen=info.listen, config=settings.origin, config_error=settings.error,
+        pending=await call.app[BROKER].count("pending"), servers=sorted(config.servers),
+        server_commands={name: entry.shown for name, entry in sorted(config.servers.items())},
+        plugin_elicit=config.plugin.elicit,
     )
     return web.json_response(body.wire())
 
@@ -94,45 +93,41 @@ async def health(call: Call) -> web.StreamResponse:
 @api.route("GET", "/v1/openapi.json", "This API, generated from the route table", tag="daemon",
            replies={200: Reply("OpenAPI 3.1", OpenApiDocument)})
 async def openapi(call: Call) -> web.StreamResponse:
-    return web.json_response(call.app["openapi"])
+    return web.json_response(call.app[OPENAPI])
 
 
 @api.route("GET", "/v1/elicit", "Questions, oldest first (default: pending ones)", query=ListQuery,
            replies={200: Reply("the questions", ElicitationList), 400: _ERR[400]})
 async def list_questions(call: Call) -> web.StreamResponse:
     q: ListQuery = call.query
-    filters = {"session": q.session, "state": None if q.state == "all" else q.state, "server": q.server,
-               "audience": q.audience, "trace": q.trace, "task": q.task}
+    where = QuestionFilter(state=None if q.state == "all" else q.state, session=q.session, server=q.server,
+                           audience=q.audience, trace=q.trace, task=q.task)
     if q.render:
-        questions = await _rt(call).broker.list(**filters, limit=str(q.limit))
+        questions = await call.app[BROKER].questions(where, q.limit)
         docs = [rendered(each, None, q.tool_prefix) for each in questions]
         return web.json_response({"elicitations": docs, "count": len(docs)})
-    text, count = await _rt(call).broker.list_json(filters, q.limit)  # as stored: no parse per question
+    text, count = await call.app[BROKER].questions_json(where, q.limit)  # as stored: no parse per question
     return json_text(f'{{"elicitations":{text},"count":{count}}}')
 
 
 @api.route("POST", "/v1/elicit", "mcpx asks on its own behalf: approvals from CI and scripts", body=AskBody,
            replies={201: Reply("the question is open", Opened, headers=("Location",)), 400: _ERR[400]})
 async def ask(call: Call) -> web.StreamResponse:
-    rt = _rt(call)
     body: AskBody = call.body
     mode = body.mode or ("url" if body.url else "form")
     try:
         ttl = parse_duration(body.ttl) if body.ttl is not None else None
     except ValueError as exc:
-        raise ApiError(400, "bad_body", f"invalid body: ttl: {exc}", fields={"ttl": str(exc)}) from None
+        raise RouteError(400, "bad_body", f"invalid body: ttl: {exc}", fields={"ttl": str(exc)}) from None
     if ttl is not None and not 0 < ttl <= 7 * 86400:
-        raise ApiError(400, "bad_body", "invalid body: ttl must be more than 0 and at most 7 days",
+        raise RouteError(400, "bad_body", "invalid body: ttl must be more than 0 and at most 7 days",
                        fields={"ttl": "out of range"})
-    header_session = session_of(call.request)
-    if body.session:
-        session, source = body.session, "argument"
-    elif header_session:
-        source = "env" if call.request.headers.get("X-Mcpx-Session-Source") == "env" else "header"
-        session = header_session
-    else:
-        session, source = rt.loaded.fallback_session(call.request.headers.get(CWD_HEADER)), "fallback"
-    handle = await rt.broker.open(OpenRequest(
+    headers = call.request.headers
+    session, source = resolve_session(call.app[CONFIG].fallback_session, argument=body.session,
+                                      header=session_of(call.request),
+                                      source=header_source(headers.get(SESSION_SOURCE_HEADER)),
+                                      cwd=headers.get(CWD_HEADER))
+    handle = await call.app[BROKER].open(OpenRequest(
         session=session, session_source=source, server=body.server or "mcpx", tool=body.tool, mode=mode,
         message=body.message, requested_schema=body.requested_schema, url=body.url,
         upstream_id=body.elicitation_id, ttl=ttl, audience=body.audience, meta=body.meta,
@@ -146,7 +141,7 @@ async def ask(call: Call) -> web.StreamResponse:
            query=RenderQuery,
            replies={200: Reply("the question", ElicitationWithAnswer), 400: _ERR[400], 404: _ERR[404]})
 async def get_question(call: Call) -> web.StreamResponse:
-    q, answer = await _rt(call).broker.get(call.path["id"])
+    q, answer = await call.app[BROKER].get(call.path["id"])
     query: RenderQuery = call.query
     doc = rendered(q, answer, query.tool_prefix) if query.render else q.wire()
     return web.json_response({"elicitation": doc, "answer": answer_document(answer, q.requested_schema)})
@@ -162,7 +157,7 @@ async def answer_question(call: Call) -> web.StreamResponse:
     by = answerer_of(call.request)
     refuse_agent_as_person(call.request, by)
     content = body.content if body.replies is None else await _content_of_replies(call, action, body)
-    q, answer = await _rt(call).broker.answer(
+    q, answer = await call.app[BROKER].answer(
         call.path["id"], action, content, by=by, session=session_of(call.request),  # type: ignore[arg-type]
         pid=peer_pid(call.request), reason=body.reason)
     return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema),
@@ -173,13 +168,13 @@ async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict
     """The content of a question dialog's replies, typed by the question's own schema."""
     assert body.replies is not None
     if action != "accept" or body.content is not None:
-        raise ApiError(400, "bad_body", "invalid body: replies go with accept, in place of content",
+        raise RouteError(400, "bad_body", "invalid body: replies go with accept, in place of content",
                        fields={"replies": "only with accept, and without content"})
-    q, _ = await _rt(call).broker.get(call.path["id"])
+    q, _ = await call.app[BROKER].get(call.path["id"])
     try:
         return content_of_replies(q, body.replies)
     except RepliesProblem as exc:
-        raise ApiError(400, "bad_body", f"invalid body: replies: {exc}", fields={"replies": str(exc)}) from None
+        raise RouteError(400, "bad_body", f"invalid body: replies: {exc}", fields={"replies": str(exc)}) from None
 
 
 @api.route("GET", "/v1/elicit/{id}/wait", "Long-poll until the question is answered or the timeout passes",
@@ -188,7 +183,7 @@ async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict
                     204: Reply("not answered within the timeout", headers=("Retry-After",)),
                     400: _ERR[400], 404: _ERR[404], 410: Reply("abandoned")})
 async def wait_answer(call: Call) -> web.StreamResponse:
-    broker = _rt(call).broker
+    broker = call.app[BROKER]
     shutdown = call.app[SHUTDOWN]
     waiter = asyncio.ensure_future(broker.wait(call.path["id"], call.query.timeout))
     stopper = asyncio.ensure_future(shutdown.wait())
@@ -205,17 +200,16 @@ async def wait_answer(call: Call) -> web.StreamResponse:
     return web.json_response(answer_document(answer, q.requested_schema))
 
 
-def _kinds(spec: str | None) -> list[str] | None:
-    """The kinds a query names (already checked by its model), or None for every kind."""
-    kinds = kind_list(spec) if spec else []
-    return kinds or None
+def _kinds(spec: str | None) -> tuple[str, ...]:
+    """The kinds a query names (already checked by its model); none: every kind."""
+    return tuple(kind_list(spec)) if spec else ()
 
 
-def _accepts(kinds: list[str] | None, session: str | None) -> Any:
+def _accepts(kinds: tuple[str, ...], session: str | None) -> Any:
     def accept(record: AuditRecord) -> bool:
         if session is not None and record.session != session:
             return False
-        if kinds is None:
+        if not kinds:
             return True
         return any(record.kind == k or record.kind.startswith(k + ".") for k in kinds)
     return accept
@@ -226,7 +220,7 @@ def sse_frame(record: AuditRecord) -> bytes:
         data = record.model_dump_json(by_alias=True, exclude_none=True)
     except PydanticSerializationError:  # a lone surrogate from outside (an upstream's error text): sent as its escape
         data = wirejson.dumps(record.model_dump(mode="json", by_alias=True, exclude_none=True))
-    return f"id: {record.seq}\nevent: {record.kind}\ndata: {data}\n\n".encode()
+    return sse.frame(data, id=record.seq, event=record.kind)
 
 
 @api.route("GET", "/v1/events", "Server-sent events of every transition; Last-Event-ID replays from the log",
@@ -234,25 +228,24 @@ def sse_frame(record: AuditRecord) -> bytes:
            replies={200: Reply("an event stream: each event is an audit record, its id the record's seq", AuditRecord,
                                content_type="text/event-stream"), 400: _ERR[400]})
 async def events(call: Call) -> web.StreamResponse:
-    rt = _rt(call)
+    broker = call.app[BROKER]
     q: EventsQuery = call.query
     kinds = _kinds(q.kinds)
     header: int | None = call.headers.last_event_id
     last = header if header is not None else q.last_event_id
     heartbeat = float(os.environ.get("MCPX_SSE_HEARTBEAT", "15"))
     accept = _accepts(kinds, q.session)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                           "X-Accel-Buffering": "no"})
-    with rt.broker.bus.subscribe(accept) as sub:  # subscribe before replaying: nothing falls in the gap
+    response = web.StreamResponse(headers=sse.HEADERS)
+    with broker.bus.subscribe(accept) as sub:  # subscribe before replaying: nothing falls in the gap
         await response.prepare(call.request)
         # an id-only frame tells the client where the log stands, so a reconnect can resume from here
-        head = last if last is not None else await rt.broker.store.last_seq()
-        await response.write(f"retry: 1000\nid: {head}\n\n".encode())
+        head = last if last is not None else await broker.last_seq()
+        await response.write(sse.frame(id=head, retry=1000))
         # what was replayed is not sent twice; without a replay every record that reached us is sent
         sent = last if last is not None else 0
         if last is not None:
             while True:
-                page = await rt.broker.audit(after=sent, limit=500, kinds=kinds, session=q.session)
+                page = await broker.audit(AuditFilter(after=sent, kinds=kinds, session=q.session), limit=500)
                 for record in page:
                     await response.write(sse_frame(record))
                     sent = record.seq
@@ -266,7 +259,7 @@ async def events(call: Call) -> web.StreamResponse:
                     async with asyncio.timeout(heartbeat):
                         record = await sub.get()
                 except TimeoutError:
-                    await response.write(b": heartbeat\n\n")
+                    await response.write(sse.comment("heartbeat"))
                     continue
                 if record is None:  # fell behind (the client resumes from its Last-Event-ID) or stopping
                     break
@@ -283,7 +276,8 @@ async def events(call: Call) -> web.StreamResponse:
            replies={200: Reply("audit records, oldest first", AuditList), 400: _ERR[400]})
 async def audit(call: Call) -> web.StreamResponse:
     q: AuditQuery = call.query
-    records = await _rt(call).broker.audit(after=q.after, limit=q.limit, kinds=_kinds(q.kinds), elicit=q.elicit,
-                                           session=q.session, trace=q.trace, task=q.task)
+    where = AuditFilter(after=q.after, elicit=q.elicit, session=q.session, trace=q.trace, task=q.task,
+                        kinds=_kinds(q.kinds))
+    records = await call.app[BROKER].audit(where, q.limit)
     return web.json_response({"records": [r.wire() for r in records]})
 

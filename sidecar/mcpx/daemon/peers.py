@@ -8,11 +8,8 @@ import struct
 from aiohttp import web
 
 from mcpx import agentshell
-from mcpx.daemon.api import ApiError
-
-SESSION_HEADER = "X-Mcpx-Session"
-ANSWERER_HEADER = "X-Mcpx-Answerer"
-CWD_HEADER = "X-Mcpx-Cwd"
+from mcpx.daemon.api import RouteError
+from mcpx.keys import ANSWERER_HEADER, SESSION_HEADER
 
 # surfaces a /v1 caller may answer as; policy:*, expiry and upstream are mcpx's own
 CLAIMABLE = ("person:cli", "person:rest", "person:opencode", "person:tui", "agent:mcp", "agent:cli", "agent:opencode")
@@ -57,12 +54,12 @@ def refuse_agent_as_person(request: web.Request, by: str) -> None:
             raise agentshell.ProcessUnseen("the kernel named no process")
         marked = agentshell.marked_lineage(pid)
     except agentshell.ProcessUnseen:
-        raise ApiError(403, "peer_unseen",
+        raise RouteError(403, "peer_unseen",
                        f"mcpx cannot see the process that sent this answer as {by} (pid {pid or 'unknown'}: gone, or "
                        "in another pid namespace), so it cannot tell it is not an agent's; answer from a process "
                        "mcpx can see, or over TCP with the token") from None
     if marked is not None:
-        raise ApiError(403, "agent_not_person",
+        raise RouteError(403, "agent_not_person",
                        f"an answer as {by} came from an agent's shell: {marked.describe()}, which agent hosts such as "
                        f"opencode set for the commands their agent runs. Only the person answers as {by}: from their "
                        "own terminal (mcpx elicit answer …) or opencode's dialog. An agent answers as agent:* "
@@ -76,14 +73,14 @@ def session_of(request: web.Request) -> str | None:
         return None
     value = value.strip()
     if not value or len(value) > 200:
-        raise ApiError(400, "bad_session", f"{SESSION_HEADER} must be 1 to 200 characters")
+        raise RouteError(400, "bad_session", f"{SESSION_HEADER} must be 1 to 200 characters")
     return value
 
 
 def answerer_of(request: web.Request) -> str:
     value = request.headers.get(ANSWERER_HEADER, "person:rest").strip()
     if value not in CLAIMABLE:
-        raise ApiError(400, "bad_answerer",
+        raise RouteError(400, "bad_answerer",
                        f"{ANSWERER_HEADER} {value!r} is not one of {', '.join(CLAIMABLE)} "
                        "(policy, expiry and upstream answers are mcpx's own)")
     return value

@@ -21,13 +21,18 @@ from aiohttp import web
 
 from mcpx import __version__
 from mcpx.broker.broker import Broker
-from mcpx.broker.store import Store
-from mcpx.config import ConfigError, load_config, watch_config
+from mcpx.broker.sqlite import SqliteStore
+from mcpx.config import ConfigError, load_config
+from mcpx.configsource import ConfigSource
 from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
-from mcpx.daemon.runtime import Runtime
+from mcpx.daemon.state import DaemonInfo
 from mcpx.paths import StatePaths, write_private
 from mcpx.sockets import socket_alive
+from mcpx.surface.dispatch import Surface
+from mcpx.surface.request_state import RequestStates, load_key
+from mcpx.upstream.calls import CallRequest
+from mcpx.upstream.gateway import Gateway
 
 log = logging.getLogger("mcpx.daemon")
 
@@ -78,17 +83,14 @@ def setup_logging(paths: StatePaths, verbose: bool = False) -> None:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
-async def demo_question(runtime: Runtime) -> None:
+async def demo_question(gateway: Gateway, settings: ConfigSource) -> None:
     """`mcpx daemon --demo`: put one real question from the bundled demo server in front of a new user."""
-    from mcpx.upstream.calls import CallRequest
-
-    assert runtime.gateway is not None
-    if "demo" not in runtime.config.servers:
+    if "demo" not in settings.config.servers:
         log.info("--demo: no server named 'demo' in the config, so no demo question")
         return
     try:
-        task = await runtime.gateway.start_call(CallRequest(server="demo", tool="choose_repository", arguments={},
-                                                            session="demo", session_source="argument", surface="cli"))
+        task = await gateway.start_call(CallRequest(server="demo", tool="choose_repository", arguments={},
+                                                    session="demo", session_source="argument", surface="cli"))
         await task.wait_for(lambda: task.done or bool(task.open), 20)
     except Exception as exc:
         log.warning("--demo: the demo call failed: %s", exc)
@@ -111,6 +113,12 @@ async def demo_question(runtime: Runtime) -> None:
 
 
 async def run(listen: str | None = None, verbose: bool = False, demo: bool = False) -> int:
+    """Build the daemon from its parts, each from the ones before it, then serve until SIGTERM.
+
+    The order: the config in force; the store; the broker on the store; the gateway to the
+    upstream servers on the broker; the MCP surface on the gateway; last, the app that serves
+    them all. Stopping undoes it in reverse.
+    """
     started_by = origin.take()
     paths = StatePaths.current()
     paths.ensure()
@@ -121,24 +129,21 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
     tcp = parse_listen(listen) if listen else None
     setup_logging(paths, verbose)
     try:
-        loaded = load_config()
+        settings = ConfigSource(load_config())
     except ConfigError as exc:
         raise DaemonError(f"config: {exc}") from None
 
-    store = Store(paths.db)
+    store = SqliteStore(paths.db)
     await store.open()
-    holder: dict[str, Runtime] = {}
-    broker = Broker(store, lambda: holder["rt"].config)
-    runtime = Runtime(paths=paths, loaded=loaded, broker=broker, started_at=datetime.now(UTC),
-                      listen=f"{tcp[0]}:{tcp[1]}" if tcp else None, token=load_or_create_token(paths) if tcp else None)
-    holder["rt"] = runtime
+    broker = Broker(store, settings)
     await broker.start()
-    from mcpx.upstream.gateway import Gateway
+    gateway = Gateway(broker, settings)
+    await gateway.start()
+    surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))
+    info = DaemonInfo(paths=paths, started_at=datetime.now(UTC), listen=f"{tcp[0]}:{tcp[1]}" if tcp else None,
+                      token=load_or_create_token(paths) if tcp else None)
+    app = make_app(info, settings, broker, gateway, surface)
 
-    runtime.gateway = Gateway(runtime)
-    await runtime.gateway.start()
-
-    app = make_app(runtime)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=3.0, access_log=None)
     await runner.setup()
     with contextlib.suppress(FileNotFoundError):
@@ -152,29 +157,29 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
     if tcp:
         await web.TCPSite(runner, tcp[0], tcp[1]).start()
     write_private(paths.daemon_json, json.dumps({
-        "pid": os.getpid(), "socket": str(paths.socket), "listen": runtime.listen, "version": __version__,
-        "startedAt": runtime.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
+        "pid": os.getpid(), "socket": str(paths.socket), "listen": info.listen, "version": __version__,
+        "startedAt": info.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
     }).encode())
     log.info("mcpx daemon %s serving on %s%s (config: %s)", __version__, paths.socket,
-             f" and http://{runtime.listen}" if tcp else "", loaded.origin)
+             f" and http://{info.listen}" if tcp else "", settings.origin)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    watcher = asyncio.create_task(_watch(runtime), name="mcpx-config-watch")
+    background = [asyncio.create_task(settings.watch(on_change=gateway.reconfigure), name="mcpx-config-watch")]
     if demo:
-        asyncio.create_task(demo_question(runtime), name="mcpx-demo")
+        background.append(asyncio.create_task(demo_question(gateway, settings), name="mcpx-demo"))
     try:
         await stop.wait()
         log.info("draining: no new requests; in-flight ones get %.0fs", 3.0)
     finally:
         stop_streams(app)
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         await runner.cleanup()
-        await runtime.gateway.close()
+        await gateway.close()
         await broker.stop()
         await store.close()
         for path in (paths.socket, paths.daemon_json):
@@ -182,20 +187,6 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
                 path.unlink()
         log.info("mcpx daemon stopped")
     return 0
-
-
-async def _watch(runtime: Runtime) -> None:
-    while True:
-        try:
-            async for update in watch_config(runtime.loaded):
-                if runtime.apply(update) and runtime.gateway is not None:
-                    await runtime.gateway.reconfigure()
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("watching the config failed; retrying in 2s")
-            await asyncio.sleep(2)
 
 
 def _running_pid(paths: StatePaths) -> int | None:

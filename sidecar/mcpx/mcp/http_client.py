@@ -17,15 +17,21 @@ from typing import Any
 
 import aiohttp
 
-from mcpx import wirejson
+from mcpx import sse, wirejson
 from mcpx.masking import mask_text, shown_url
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message
-from mcpx.mcp.protocol import META_VERSION, is_modern
+from mcpx.mcp.protocol import (
+    META_VERSION,
+    METHOD_HEADER,
+    NAME_HEADER,
+    PARAM_HEADER_PREFIX,
+    SESSION_ID_HEADER,
+    VERSION_HEADER,
+    is_modern,
+)
 
 log = logging.getLogger("mcpx.mcp")
-
-SESSION_HEADER = "Mcp-Session-Id"
 
 
 @dataclass
@@ -72,19 +78,19 @@ class HttpChannel:
         if meta_version:
             version = meta_version
         if version:
-            h["MCP-Protocol-Version"] = version
+            h[VERSION_HEADER] = version
         if self.session_id and not is_modern(version):
-            h[SESSION_HEADER] = self.session_id
+            h[SESSION_ID_HEADER] = self.session_id
         if is_modern(version) and "method" in msg:
-            h["Mcp-Method"] = msg["method"]
+            h[METHOD_HEADER] = msg["method"]
             name = params.get("name") if msg["method"] in ("tools/call", "prompts/get") else params.get("uri")
             if msg["method"] in ("tools/call", "prompts/get", "resources/read") and name is not None:
-                h["Mcp-Name"] = header_value(name)
+                h[NAME_HEADER] = header_value(name)
             if msg["method"] == "tools/call":
                 args = params.get("arguments") or {}
                 for arg, header in self.param_headers.get(str(name), {}).items():
                     if args.get(arg) is not None:
-                        h[f"Mcp-Param-{header}"] = header_value(args[arg])
+                        h[PARAM_HEADER_PREFIX + header] = header_value(args[arg])
         return h
 
     async def send(self, msg: Message) -> None:
@@ -108,7 +114,7 @@ class HttpChannel:
         rid = msg["id"]
         try:
             async with self._http.post(self.url, data=json.dumps(msg), headers=self._headers_for(msg)) as resp:
-                if sid := resp.headers.get(SESSION_HEADER):
+                if sid := resp.headers.get(SESSION_ID_HEADER):
                     self.session_id = sid
                 ctype = resp.headers.get("Content-Type", "")
                 if resp.status == 404 and self.session_id and not is_modern(self.protocol_version):
@@ -168,9 +174,9 @@ class HttpChannel:
     def _get_headers(self) -> dict[str, str]:
         h = {"Accept": "text/event-stream", **self.headers}
         if self.protocol_version:
-            h["MCP-Protocol-Version"] = self.protocol_version
+            h[VERSION_HEADER] = self.protocol_version
         if self.session_id:
-            h[SESSION_HEADER] = self.session_id
+            h[SESSION_ID_HEADER] = self.session_id
         return h
 
     def listen(self) -> None:
@@ -206,36 +212,17 @@ class HttpChannel:
 
     async def _read_sse(self, resp: aiohttp.ClientResponse, stream: "SseState", rid: jsonrpc.Id | None) -> bool:
         """Feed one SSE stream's messages in; True once the response to `rid` has gone by."""
-        data: list[str] = []
         answered = False
-
-        def dispatch() -> None:
-            nonlocal answered
-            text = "\n".join(data)
-            if text.strip():  # an event with empty data only primes the stream (its id)
-                msg = self._push_text(text)
-                if msg is not None and rid is not None and msg.get("id") == rid and "method" not in msg:
-                    answered = True
-
-        async for raw in resp.content:
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if line.startswith(":"):
-                continue
-            if not line:
-                if data:
-                    dispatch()
-                data = []
-                continue
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "data":
-                data.append(value)
-            elif name == "id":
-                stream.last_id = value
-            elif name == "retry" and value.isdigit():
-                stream.retry_ms = int(value)
-        if data:
-            dispatch()
+        async for event in sse.read(resp.content, partial=True):
+            if event.id is not None:
+                stream.last_id = event.id
+            if event.retry is not None:
+                stream.retry_ms = event.retry
+            if event.data is None or not event.data.strip():
+                continue  # an event with empty data only primes the stream (its id)
+            msg = self._push_text(event.data)
+            if msg is not None and rid is not None and msg.get("id") == rid and "method" not in msg:
+                answered = True
         return answered
 
     def _push_text(self, text: str) -> Message | None:
@@ -260,13 +247,13 @@ class HttpChannel:
             task.cancel()
         if self.session_id and not is_modern(self.protocol_version):
             with contextlib.suppress(Exception):
-                async with self._http.delete(self.url, headers={SESSION_HEADER: self.session_id, **self.headers},
+                async with self._http.delete(self.url, headers={SESSION_ID_HEADER: self.session_id, **self.headers},
                                              timeout=aiohttp.ClientTimeout(total=2)):
                     pass
         await self._http.close()
         self._incoming.put_nowait(None)
 
-    async def settle(self) -> None:
+    async def wait_exited(self) -> None:
         return None
 
     def describe_exit(self) -> str:

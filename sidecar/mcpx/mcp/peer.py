@@ -33,7 +33,7 @@ class Channel(Protocol):
 
     async def close(self) -> None: ...
 
-    async def settle(self) -> None:
+    async def wait_exited(self) -> None:
         """Once the stream has ended: let the other side finish dying, so describe_exit can tell how."""
         ...
 
@@ -65,7 +65,7 @@ class Peer:
         self._pending: dict[jsonrpc.Id, asyncio.Future[Message]] = {}
         self._incoming: dict[jsonrpc.Id, asyncio.Task[None]] = {}
         # incoming requests the other side withdrew (notifications/cancelled), as opposed to ones ended because
-        # the channel closed: only the former is a cancel (mcp/surface.py)
+        # the channel closed: only the former is a cancel (surface/driver.py)
         self.withdrawn: set[jsonrpc.Id] = set()
         self._reader: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
@@ -124,7 +124,7 @@ class Peer:
         finally:
             if not self.close_reason:
                 try:
-                    await asyncio.wait_for(self.channel.settle(), 2.0)
+                    await asyncio.wait_for(self.channel.wait_exited(), 2.0)
                 except (TimeoutError, Exception):
                     pass
             self._shut(self.close_reason or self.channel.describe_exit())

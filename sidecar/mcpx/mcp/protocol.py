@@ -24,6 +24,13 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SESSION = "io.mcpx/session"
 
+# Streamable HTTP's headers, the same on both ends of a connection
+SESSION_ID_HEADER = "Mcp-Session-Id"
+VERSION_HEADER = "MCP-Protocol-Version"
+METHOD_HEADER = "Mcp-Method"
+NAME_HEADER = "Mcp-Name"
+PARAM_HEADER_PREFIX = "Mcp-Param-"
+
 Era = Literal["legacy", "modern"]
 CLIENT_INFO = {"name": "mcpx", "version": __version__}
 

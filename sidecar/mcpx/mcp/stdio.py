@@ -77,7 +77,7 @@ class StreamChannel:
         with contextlib.suppress(Exception):
             self.writer.close()
 
-    async def settle(self) -> None:
+    async def wait_exited(self) -> None:
         return None
 
     def describe_exit(self) -> str:
@@ -135,7 +135,7 @@ class ProcessChannel(StreamChannel):
         tail = self.tail()
         return f"server {self.name!r} (`{shown_command(self.command)}`) {state}" + (f"; its stderr ends:\n{tail}" if tail else "")
 
-    async def settle(self) -> None:
+    async def wait_exited(self) -> None:
         await self.wait_exit(1.0)
 
     async def wait_exit(self, timeout: float) -> int | None:

@@ -15,10 +15,13 @@ import logging
 from collections import deque
 from collections.abc import Awaitable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import REDACTED, Answer, OpenRequest
+from mcpx.broker.store import QuestionFilter
+from mcpx.configsource import ConfigSource
 from mcpx.ids import is_id, new_id
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
@@ -26,10 +29,7 @@ from mcpx.mcp.protocol import Era
 from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result
 from mcpx.upstream.connection import NeedsLegacy, UpstreamError
 from mcpx.upstream.deadline import CallTimeout, PausableDeadline
-from mcpx.upstream.pool import Pool, UnknownServer
-
-if TYPE_CHECKING:
-    from mcpx.daemon.runtime import Runtime
+from mcpx.upstream.pool import Pool, UnknownServer, entry_fingerprint
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -44,10 +44,11 @@ class UnknownTask(Exception):
 
 
 class Gateway:
-    def __init__(self, runtime: "Runtime") -> None:
-        self.rt = runtime
-        self.broker = runtime.broker
-        self.pool = Pool(lambda: self.rt.config.servers, self._recall_era, self._remember_era, self._tools_changed)
+    def __init__(self, broker: Broker, config: ConfigSource) -> None:
+        self.broker = broker
+        self.settings = config  # read at each use: a reload replaces the config whole
+        self.pool = Pool(lambda: self.settings.config.servers, self._recall_era, self._remember_era,
+                         self._tools_changed)
         self.tasks: dict[str, CallTask] = {}  # running calls, and the most recent finished ones
         self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
@@ -74,7 +75,7 @@ class Gateway:
         await self.pool.close()
 
     async def reconfigure(self) -> None:
-        servers = self.rt.config.servers
+        servers = self.settings.config.servers
         for task in self.tasks.values():
             if not task.done and task.request.server not in servers:
                 task.fail(f"server {task.request.server!r} was removed from the config during the call", "failed")
@@ -87,11 +88,11 @@ class Gateway:
     # ---- era memory (probed once per server and kept across restarts)
 
     async def _recall_era(self, server: str, fingerprint: str) -> Era | None:
-        value = await self.broker.store.fact(f"era:{server}:{fingerprint}")
+        value = await self.broker.fact(f"era:{server}:{fingerprint}")
         return value if value in ("legacy", "modern") else None
 
     async def _remember_era(self, server: str, fingerprint: str, era: Era) -> None:
-        await self.broker.store.write(lambda tx: tx.put_fact(f"era:{server}:{fingerprint}", era))
+        await self.broker.set_fact(f"era:{server}:{fingerprint}", era)
 
     # ---- tools
 
@@ -121,7 +122,7 @@ class Gateway:
             except (UpstreamError, RpcError, PeerClosed, TimeoutError) as exc:
                 out[server] = str(exc)
 
-        await asyncio.gather(*(one(s) for s in sorted(self.rt.config.servers)))
+        await asyncio.gather(*(one(s) for s in sorted(self.settings.config.servers)))
         return dict(sorted(out.items()))
 
     async def tool(self, server: str, name: str) -> dict[str, Any] | None:
@@ -134,7 +135,7 @@ class Gateway:
 
     async def _save(self, task: CallTask) -> None:
         doc = task.stored()
-        await self.broker.store.write(lambda tx: tx.put_task(task.id, task.state, task.request.session, doc))
+        await self.broker.save_task(task.id, task.state, task.request.session, doc)
 
     def task(self, tid: str) -> CallTask | None:
         return self.tasks.get(tid)
@@ -145,7 +146,7 @@ class Gateway:
         live = self.tasks.get(tid)
         if live is not None:
             return live.doc()
-        stored = await self.broker.store.task(tid)
+        stored = await self.broker.task(tid)
         if stored is None:
             raise UnknownTask(f"no task {tid}")
         for key in ("arguments", "resume", "cwd", "surface", "policyMode", "transparent"):
@@ -163,10 +164,10 @@ class Gateway:
 
     async def _run(self, task: CallTask) -> None:
         entry = self.pool.entry(task.request.server)
-        await self._settle(task, self._confirmed_call(task, entry.timeout), "running")
+        await self._run_to_end(task, self._confirmed_call(task, entry.timeout), "running")
 
     async def _confirmed_call(self, task: CallTask, timeout: float) -> dict[str, Any]:
-        if self.rt.config.elicit.confirmDestructive and await self._may_change_things(task):
+        if self.settings.config.elicit.confirm_destructive and await self._may_change_things(task):
             await self._confirm(task)
         return await self._call_with_era(task, timeout, era=None)
 
@@ -182,14 +183,14 @@ class Gateway:
     async def _confirm(self, task: CallTask) -> None:
         """mcpx asks the person on its own behalf before a call that may change or delete things."""
         r = task.request
-        settings = self.rt.config.elicit
+        elicit = self.settings.config.elicit
         handle = await self.broker.open(OpenRequest(
             session=r.session, session_source=r.session_source, server="mcpx", tool=f"{r.server}.{r.tool}",
             message=f"{r.server}.{r.tool} may change or delete things: let this call proceed?",
             requested_schema={"type": "object", "properties": {"confirm": {
                 "type": "boolean", "default": False, "title": "Let it proceed",
                 "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}},
-            trace=task.trace, parent=r.parent, task=task.id, ttl=settings.askTimeout, audience="human",
+            trace=task.trace, parent=r.parent, task=task.id, ttl=elicit.ask_timeout, audience="human",
             policy_mode=r.policy_mode))
         task.questions.append(handle.id)
         if not handle.done():
@@ -209,14 +210,14 @@ class Gateway:
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return
         if answer.by == "expiry":
-            why = f"nobody answered within {settings.askTimeout:g}s"
+            why = f"nobody answered within {elicit.ask_timeout:g}s"
         elif answer.action == "accept":
             why = f"{answer.by} answered but did not confirm"
         else:
             why = f"{answer.by} said {answer.action}" + (f" ({answer.reason})" if answer.reason else "")
         raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and {why}")
 
-    async def _settle(self, task: CallTask, work: Awaitable[dict[str, Any]], doing: str) -> None:
+    async def _run_to_end(self, task: CallTask, work: Awaitable[dict[str, Any]], doing: str) -> None:
         """Run a call to its end and record how it ended, in words that name the server and the question."""
         r = task.request
         try:
@@ -246,13 +247,13 @@ class Gateway:
     async def _call_with_era(self, task: CallTask, timeout: float, era: Era | None) -> dict[str, Any]:
         r = task.request
         deadline = PausableDeadline(timeout)
-        settings = self.rt.config.elicit
+        elicit = self.settings.config.elicit
         async with self.pool.lease(r.server, r.session, era=r.era if r.transparent else era,
                                    declared=r.declared) as conn:
             task.era = conn.era
             ctx = CallContext(self.broker, task, conn, deadline, self._save)
             try:
-                return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, settings.maxRounds, r.meta),
+                return await deadline.run(conn.call_tool(r.tool, r.arguments, ctx, elicit.max_rounds, r.meta),
                                           f"{r.server}.{r.tool}")
             except NeedsLegacy as exc:
                 if r.transparent:
@@ -269,8 +270,6 @@ class Gateway:
         return await self._call_with_era(task, timeout, era="legacy")
 
     def _fingerprint(self, server: str) -> str:
-        from mcpx.upstream.pool import entry_fingerprint
-
         return entry_fingerprint(self.pool.entry(server))
 
     async def _finish(self, task: CallTask, state: str) -> None:
@@ -287,9 +286,7 @@ class Gateway:
         # commit together one loop turn behind, so the database thread is not in the reply's way
         await task.touch()
         await asyncio.sleep(0)
-        committed = self.broker.submit_record(
-            "task.done", data, session=task.request.session, trace=task.trace, task=task.id,
-            with_unit=lambda tx: tx.put_task(task.id, state, task.request.session, doc))
+        committed = self.broker.finish_task(task.id, state, task.request.session, doc, data, trace=task.trace)
         committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
     def _forget_finished(self, tid: str, committed: "asyncio.Future[Any]") -> None:
@@ -313,7 +310,7 @@ class Gateway:
     # ---- after a restart
 
     async def _recover(self) -> None:
-        for doc in await self.broker.store.tasks_in(("running", "input-required")):
+        for doc in await self.broker.tasks_in(("running", "input-required")):
             resume = doc.get("resume")
             request = CallRequest(server=doc["server"], tool=doc["tool"], arguments=doc.get("arguments") or {},
                                   session=doc["session"], session_source=doc["sessionSource"],
@@ -323,12 +320,12 @@ class Gateway:
                                   era=(doc.get("transparent") or {}).get("era"),
                                   client_caps=(doc.get("transparent") or {}).get("clientCaps"))
             # the questions table is the truth about which questions the call raised
-            raised = [q.id for q in await self.broker.list(task=doc["id"], state=None)]
+            raised = [q.id for q in await self.broker.questions(QuestionFilter(task=doc["id"]))]
             task = CallTask(id=doc["id"], trace=doc["trace"], request=request, state=doc["state"],
                             era=doc.get("era"), questions=raised, resume=resume,
                             created=datetime.fromisoformat(doc["created"].replace("Z", "+00:00")).timestamp())
             self.tasks[task.id] = task
-            if task.era == "modern" and resume and request.server in self.rt.config.servers:
+            if task.era == "modern" and resume and request.server in self.settings.config.servers:
                 task.runner = asyncio.create_task(self._resume(task), name=f"mcpx-resume-{task.id}")
             else:
                 task.end_reason = ("the mcpx daemon restarted during the call; a legacy-era call lives in its "
@@ -339,7 +336,7 @@ class Gateway:
                 await self._finish(task, "failed")
 
     async def _resume(self, task: CallTask) -> None:
-        await self._settle(task, self._redrive(task), "re-driving after the restart")
+        await self._run_to_end(task, self._redrive(task), "re-driving after the restart")
 
     async def _redrive(self, task: CallTask) -> dict[str, Any]:
         """Wait for the answers that were due, then send the retry the old daemon never got to send."""
@@ -374,7 +371,7 @@ class Gateway:
                 q, _ = await self.broker.get(eid)
                 self.broker.mark_resumed(q, {"era": "modern", "round": resume.get("round"), "afterRestart": True})
             return await deadline.run(conn.resume_modern(
-                r.tool, r.arguments, responses, resume.get("requestState"), ctx, self.rt.config.elicit.maxRounds,
+                r.tool, r.arguments, responses, resume.get("requestState"), ctx, self.settings.config.elicit.max_rounds,
                 int(resume.get("round") or 1)), f"{r.server}.{r.tool}")
 
     @staticmethod

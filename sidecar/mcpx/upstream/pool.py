@@ -42,7 +42,7 @@ PER_SESSION = 4        # legacy instances one session may have of one server
 REAP_EVERY = 30.0      # the longest the reaper sleeps: how soon an instance that died leaves the pool
 
 # what a server is, as far as its process goes: the daemon's own knobs change no instance
-_DAEMON_SIDE = {"timeout", "idleTimeout", "elicit", "enabled"}
+_DAEMON_SIDE = {"timeout", "idle_timeout", "elicit", "enabled"}
 _fingerprints: dict[int, tuple[ServerConfig, str]] = {}
 
 
@@ -316,7 +316,7 @@ class Pool:
     def _due(self, inst: Instance) -> float:
         """When an idle instance is to be stopped (monotonic time); at once if its server left the config."""
         entry = self._entries().get(inst.server)
-        return inst.last_used + entry.idleTimeout if entry is not None else inst.last_used
+        return inst.last_used + entry.idle_timeout if entry is not None else inst.last_used
 
     async def _reap(self) -> None:
         while True:
@@ -372,7 +372,7 @@ class Pool:
                 server=inst.server, pid=inst.conn.pid, era=inst.era, shared=inst.owner == SHARED,
                 sessions=sorted(s for s in inst.calling if s != ANY) if inst.owner in (SHARED, LISTING)
                 else [inst.owner], calls=inst.busy, idle_seconds=None if idle is None else round(idle, 1),
-                stops_in=None if idle is None or entry is None else round(max(0.0, entry.idleTimeout - idle), 1),
+                stops_in=None if idle is None or entry is None else round(max(0.0, entry.idle_timeout - idle), 1),
                 rss_kib=use.rss_kib if use else None, processes=use.processes if use else None,
                 started_at=inst.started_at))
         return out

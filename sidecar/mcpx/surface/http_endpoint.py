@@ -23,20 +23,28 @@ from typing import Any
 
 from aiohttp import web
 
-from mcpx import wirejson
-from mcpx.daemon.api import MAX_BODY
-from mcpx.daemon.elicit_routes import SHUTDOWN
+from mcpx import sse, wirejson
+from mcpx.keys import MAX_BODY, SHUTDOWN
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message, RpcError
 from mcpx.mcp.outbound import NoOutbound
-from mcpx.mcp.protocol import LEGACY_VERSIONS, META_VERSION, is_modern
-from mcpx.mcp.stream_surface import client_state, stream_endpoint
-from mcpx.mcp.surface import ClientState, Surface
+from mcpx.mcp.protocol import (
+    LEGACY_VERSIONS,
+    META_VERSION,
+    METHOD_HEADER,
+    NAME_HEADER,
+    PARAM_HEADER_PREFIX,
+    SESSION_ID_HEADER,
+    VERSION_HEADER,
+    is_modern,
+)
+from mcpx.surface.client import ClientState
+from mcpx.surface.dispatch import Surface
+from mcpx.surface.stream_endpoint import client_state, stream_endpoint
 from mcpx.upstream.pool import UnknownServer
 
 log = logging.getLogger("mcpx.surface")
 
-SESSION = "Mcp-Session-Id"
 SURFACE: web.AppKey[Surface] = web.AppKey("mcp-surface", Surface)
 LOCAL_HOSTS = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\]|mcpx)(:\d+)?$", re.IGNORECASE)
 LOCAL_ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$", re.IGNORECASE)
@@ -67,7 +75,7 @@ class SseWriter:
             if self.response is None:
                 self.response = _sse_response(self.headers)
                 await self.response.prepare(self.request)
-            await self.response.write(f"id: {next(self._ids)}\nevent: message\ndata: {data}\n\n".encode())
+            await self.response.write(sse.frame(data, id=next(self._ids), event="message"))
 
     async def finish(self, reply: Message, status: int = 200) -> web.StreamResponse:
         if self.response is None:
@@ -146,7 +154,7 @@ def check_param_headers(request: web.Request, tool: dict[str, Any], arguments: d
     for arg, prop in props.items():
         if not isinstance(prop, dict) or "x-mcp-header" not in prop:
             continue
-        header = f"Mcp-Param-{prop['x-mcp-header']}"
+        header = PARAM_HEADER_PREFIX + prop["x-mcp-header"]
         value = arguments.get(arg)
         given = request.headers.get(header)
         if value is None:
@@ -170,7 +178,7 @@ def _check_modern_headers(request: web.Request, msg: Message) -> None:
     """Headers that mirror the body must agree with it (2026-07-28): intermediaries route on them."""
     params = msg.get("params") or {}
     body_version = (params.get("_meta") or {}).get(META_VERSION)
-    header_version = request.headers.get("MCP-Protocol-Version")
+    header_version = request.headers.get(VERSION_HEADER)
     if header_version is None:
         raise RpcError(jsonrpc.HEADER_MISMATCH, "the MCP-Protocol-Version header is missing")
     if body_version is not None and header_version != body_version:
@@ -178,7 +186,7 @@ def _check_modern_headers(request: web.Request, msg: Message) -> None:
                                                 f"match _meta version {body_version!r}")
     if "method" not in msg:
         return
-    method_header = request.headers.get("Mcp-Method")
+    method_header = request.headers.get(METHOD_HEADER)
     if method_header is None:
         raise RpcError(jsonrpc.HEADER_MISMATCH, "the Mcp-Method header is missing")
     if method_header != msg["method"]:
@@ -186,7 +194,7 @@ def _check_modern_headers(request: web.Request, msg: Message) -> None:
                                                 f"method {msg['method']!r}")
     if msg["method"] in ("tools/call", "prompts/get", "resources/read"):
         body_name = params.get("uri") if msg["method"] == "resources/read" else params.get("name")
-        name_header = request.headers.get("Mcp-Name")
+        name_header = request.headers.get(NAME_HEADER)
         if name_header is None:
             raise RpcError(jsonrpc.HEADER_MISMATCH, "the Mcp-Name header is missing")
         if _decode_header(name_header) != body_name:
@@ -248,7 +256,7 @@ class McpEndpoint:
             return _rpc_response(exc.reply, 400)
         params = msg.get("params") or {}
         body_version = (params.get("_meta") or {}).get(META_VERSION) if isinstance(params, dict) else None
-        header_version = request.headers.get("MCP-Protocol-Version")
+        header_version = request.headers.get(VERSION_HEADER)
         if is_modern(header_version) or is_modern(body_version) or (
                 "method" in msg and body_version is not None and msg["method"] != "initialize"):
             return await self._modern(request, msg)
@@ -306,12 +314,12 @@ class McpEndpoint:
                 self.sessions[session.id] = session
                 self.surface.attach(state)
                 self._reap()
-            return _rpc_response(reply, 200, {SESSION: session.id} if "result" in reply else None)
+            return _rpc_response(reply, 200, {SESSION_ID_HEADER: session.id} if "result" in reply else None)
         session, refused = self._session(request, msg)
         if refused is not None:
             return refused
         assert session is not None
-        version = request.headers.get("MCP-Protocol-Version")
+        version = request.headers.get(VERSION_HEADER)
         if version is not None and version not in LEGACY_VERSIONS:
             return _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
                                                f"MCP-Protocol-Version {version!r} is not one this session speaks"), 400)
@@ -330,7 +338,7 @@ class McpEndpoint:
             else:
                 await self.surface.on_notification(session.state, msg)
             return web.Response(status=202)
-        writer = SseWriter(request, {SESSION: session.id})
+        writer = SseWriter(request, {SESSION_ID_HEADER: session.id})
         work = asyncio.ensure_future(self._reply(session.state, msg, SseOutbound(session, writer, msg["id"])))
         session.inflight[msg["id"]] = work
         try:
@@ -347,7 +355,7 @@ class McpEndpoint:
         return await writer.finish(reply)
 
     def _session(self, request: web.Request, msg: Message) -> tuple[LegacySession | None, web.Response | None]:
-        sid = request.headers.get(SESSION)
+        sid = request.headers.get(SESSION_ID_HEADER)
         if sid is None:
             return None, _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
                                                      "Bad Request: send initialize first (no Mcp-Session-Id), or a "
@@ -377,14 +385,14 @@ class McpEndpoint:
     async def get(self, request: web.Request) -> web.StreamResponse:
         if (refused := self.guard(request)) is not None:
             return refused
-        if is_modern(request.headers.get("MCP-Protocol-Version")):
+        if is_modern(request.headers.get(VERSION_HEADER)):
             return web.Response(status=405, text="2026-07-28 has no GET stream; use subscriptions/listen")
         session, refused = self._session(request, {})
         if refused is not None:
             return refused
         assert session is not None
-        writer = SseWriter(request, {SESSION: session.id})
-        writer.response = _sse_response({SESSION: session.id})
+        writer = SseWriter(request, {SESSION_ID_HEADER: session.id})
+        writer.response = _sse_response({SESSION_ID_HEADER: session.id})
         await writer.response.prepare(request)
         session.listeners.add(writer)
         stopping = request.app[SHUTDOWN]
@@ -392,7 +400,7 @@ class McpEndpoint:
             while session.id in self.sessions and not stopping.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), 15)  # a stopping daemon ends the stream at once
-                await writer.response.write(b": keep-alive\n\n")
+                await writer.response.write(sse.comment("keep-alive"))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -415,8 +423,7 @@ def _status_of(reply: Message) -> int:
 
 
 def _sse_response(headers: dict[str, str] | None = None) -> web.StreamResponse:
-    return web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                       "X-Accel-Buffering": "no", **(headers or {})})
+    return web.StreamResponse(headers={**sse.HEADERS, **(headers or {})})
 
 
 def _rpc_response(msg: Message, status: int, headers: dict[str, str] | None = None) -> web.Response:

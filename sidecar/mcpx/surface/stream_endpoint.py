@@ -13,12 +13,14 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from mcpx import wirejson
-from mcpx.daemon.peers import CWD_HEADER, SESSION_HEADER
+from mcpx.keys import CWD_HEADER, SESSION_HEADER, SESSION_SOURCE_HEADER, TOOL_PREFIX_HEADER
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
 from mcpx.mcp.outbound import PeerOutbound
 from mcpx.mcp.peer import Peer
-from mcpx.mcp.surface import ClientState, Surface
+from mcpx.sessions import header_source
+from mcpx.surface.client import ClientState
+from mcpx.surface.dispatch import Surface
 
 log = logging.getLogger("mcpx.surface")
 
@@ -45,7 +47,7 @@ class WebSocketChannel:
     async def close(self) -> None:
         await self.ws.close()
 
-    async def settle(self) -> None:
+    async def wait_exited(self) -> None:
         return None
 
     def describe_exit(self) -> str:
@@ -57,28 +59,28 @@ def client_state(request: web.Request, surface: Surface) -> ClientState:
     scope = request.match_info.get("server") or request.query.get("server") or None
     if scope is not None:
         surface.gateway.pool.entry(scope)  # an unknown server is refused here, by name
-    source = "env" if request.headers.get("X-Mcpx-Session-Source") == "env" else "header"
-    prefix = request.headers.get("X-Mcpx-Tool-Prefix", "")
+    source = header_source(request.headers.get(SESSION_SOURCE_HEADER))
+    prefix = request.headers.get(TOOL_PREFIX_HEADER, "")
     if not re.fullmatch(r"[A-Za-z0-9_.-]{0,64}", prefix):
         prefix = ""
     return ClientState(scope=scope, env_session=request.headers.get(SESSION_HEADER) or None,
-                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix)  # type: ignore[arg-type]
+                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix)
 
 
 async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamResponse:
     state = client_state(request, surface)
     ws = web.WebSocketResponse(max_msg_size=jsonrpc.MAX_LINE, heartbeat=30)
     await ws.prepare(request)
-    holder: dict[str, Peer] = {}
+    peer = Peer(WebSocketChannel(ws), name="mcp-client")
 
     async def on_request(msg: Message) -> dict[str, Any]:
-        return await surface.handle(state, msg, PeerOutbound(holder["peer"], msg.get("id")))
+        # mcpx's own requests to this client go back on the same connection, on behalf of this request
+        return await surface.handle(state, msg, PeerOutbound(peer, msg.get("id")))
 
     async def on_notification(msg: Message) -> None:
         await surface.on_notification(state, msg)
 
-    peer = Peer(WebSocketChannel(ws), on_request, on_notification, name="mcp-client")
-    holder["peer"] = peer
+    peer.on_request, peer.on_notification = on_request, on_notification
     state.push = peer.notify
     surface.attach(state)
     peer.start()

@@ -1,0 +1,351 @@
+"""SqliteStore: mcpx.db, SQLite in WAL mode, the store behind the broker (broker/store.py).
+
+One writer connection and one reader connection, each on a thread of its own: a unit of work,
+or a whole batch of them, crosses to the writer's thread once. Every unit runs whole on that
+thread, so concurrent coroutines never interleave half-written state, and a unit's future
+resolves only after the commit, so nothing is published that the database does not hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mcpx import wirejson
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Tx
+
+T = TypeVar("T")
+log = logging.getLogger("mcpx.store")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS elicitations (
+    id       TEXT PRIMARY KEY,
+    session  TEXT NOT NULL,
+    server   TEXT NOT NULL,
+    audience TEXT NOT NULL,
+    state    TEXT NOT NULL,
+    created  REAL NOT NULL,
+    expires  REAL NOT NULL,
+    trace    TEXT,
+    task     TEXT,
+    doc      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS elicitations_state ON elicitations(state, created);
+CREATE INDEX IF NOT EXISTS elicitations_session ON elicitations(session, state, created);
+CREATE INDEX IF NOT EXISTS elicitations_trace ON elicitations(trace);
+CREATE TABLE IF NOT EXISTS answers (
+    id  TEXT PRIMARY KEY REFERENCES elicitations(id),
+    doc TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+    at      REAL NOT NULL,
+    kind    TEXT NOT NULL,
+    elicit  TEXT,
+    session TEXT,
+    trace   TEXT,
+    task    TEXT,
+    doc     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_elicit ON audit(elicit);
+CREATE INDEX IF NOT EXISTS audit_session ON audit(session, seq);
+CREATE INDEX IF NOT EXISTS audit_trace ON audit(trace);
+CREATE TABLE IF NOT EXISTS tasks (
+    id      TEXT PRIMARY KEY,
+    state   TEXT NOT NULL,
+    session TEXT,
+    updated REAL NOT NULL,
+    doc     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_state ON tasks(state);
+CREATE TABLE IF NOT EXISTS facts (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    at    REAL NOT NULL
+);
+"""
+
+
+def _log_failure(fut: asyncio.Future[Any]) -> None:
+    """A unit that raised is a bug (refusals are returned, not raised): say so even if nobody awaited it."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("a write to mcpx.db failed: %r", fut.exception())
+
+
+def _dumps(value: Any) -> str:
+    # never a UnicodeEncodeError at commit: a lone surrogate (in a tool's result, say) is kept as its escape
+    return wirejson.dumps(value)
+
+
+def stored_question(q: Elicitation) -> str:
+    """A question's document as kept: secondsLeft is of the moment it is read, so it is never stored."""
+    return _dumps(q.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"seconds_left"}))
+
+
+def _question(doc: str) -> Elicitation:
+    return Elicitation.model_validate(json.loads(doc))
+
+
+def _answer(doc: str) -> Answer:
+    return Answer.model_validate(json.loads(doc))
+
+
+def _record(seq: int, doc: str) -> AuditRecord:
+    return AuditRecord.model_validate({**json.loads(doc), "seq": seq})
+
+
+def _equal(where: QuestionFilter | AuditFilter, columns: tuple[str, ...]) -> tuple[list[str], list[Any]]:
+    """`column=?` clauses, and their values, for the columns a filter names (None leaves one free)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column in columns:
+        value = getattr(where, column)
+        if value is not None:
+            clauses.append(f"{column}=?")
+            args.append(value)
+    return clauses, args
+
+
+class SqliteTx:
+    """The statements of one unit of work, on the writer's thread."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def insert_question(self, q: Elicitation) -> None:
+        self._db.execute(
+            "INSERT INTO elicitations (id, session, server, audience, state, created, expires, trace, task, doc)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (q.id, q.session, q.server, q.audience, q.state, q.created.timestamp(), q.expires_at.timestamp(),
+             q.trace, q.task, stored_question(q)),
+        )
+
+    def update_question(self, q: Elicitation, expect_state: State = "pending") -> bool:
+        cur = self._db.execute(
+            "UPDATE elicitations SET state=?, audience=?, doc=? WHERE id=? AND state=?",
+            (q.state, q.audience, stored_question(q), q.id, expect_state),
+        )
+        return cur.rowcount == 1
+
+    def question(self, eid: str) -> Elicitation | None:
+        row = self._db.execute("SELECT doc FROM elicitations WHERE id=?", (eid,)).fetchone()
+        return _question(row[0]) if row else None
+
+    def insert_answer(self, answer: Answer) -> None:
+        self._db.execute("INSERT INTO answers (id, doc) VALUES (?,?)", (answer.id, _dumps(answer.wire())))
+
+    def answer(self, eid: str) -> Answer | None:
+        row = self._db.execute("SELECT doc FROM answers WHERE id=?", (eid,)).fetchone()
+        return _answer(row[0]) if row else None
+
+    def audit(self, record: AuditRecord) -> AuditRecord:
+        doc = record.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"seq"})
+        cur = self._db.execute(
+            "INSERT INTO audit (at, kind, elicit, session, trace, task, doc) VALUES (?,?,?,?,?,?,?)",
+            (record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task,
+             _dumps(doc)),
+        )
+        assert cur.lastrowid is not None
+        return record.model_copy(update={"seq": cur.lastrowid})
+
+    def put_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any]) -> None:
+        self._db.execute(
+            "INSERT INTO tasks (id, state, session, updated, doc) VALUES (?,?,?,?,?)"
+            " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
+            (tid, state, session, time.time(), _dumps(doc)),
+        )
+
+    def put_fact(self, key: str, value: Any) -> None:
+        self._db.execute(
+            "INSERT INTO facts (key, value, at) VALUES (?,?,?)"
+            " ON CONFLICT(key) DO UPDATE SET value=excluded.value, at=excluded.at",
+            (key, _dumps(value), time.time()),
+        )
+
+
+class SqliteStore:
+    """mcpx.db, opened once per daemon: one writer connection, one reader connection, a thread each."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # a connection lives on the one thread that opened it: each executor is that thread
+        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-write")
+        self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-read")
+        self._writer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._queue: list[tuple[Callable[[Tx], Any], asyncio.Future[Any]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    def _private_files(self) -> None:
+        """mcpx.db, mcpx.db-wal and mcpx.db-shm are the owner's alone (0600), and never briefly wider.
+
+        SQLite creates the -wal and -shm files with the database file's own mode, so the database is
+        created 0600 before SQLite first opens it (an empty file is an empty database), without
+        touching the process's umask; files an older mcpx left wider are narrowed.
+        """
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+        for path in (self.path, *(self.path.with_name(self.path.name + end) for end in ("-wal", "-shm"))):
+            try:
+                if path.stat().st_mode & 0o077:
+                    path.chmod(0o600)
+            except FileNotFoundError:
+                pass
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._private_files()
+        loop = asyncio.get_running_loop()
+        self._writer = await loop.run_in_executor(self._writes, self._open_writer)
+        self._reader = await loop.run_in_executor(self._reads, self._open_reader)
+
+    def _open_writer(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode: a committed transaction survives the process being killed
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(SCHEMA)
+        return db
+
+    def _open_reader(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None)
+        db.execute("PRAGMA busy_timeout=5000")
+        db.execute("PRAGMA query_only=1")
+        return db
+
+    async def close(self) -> None:
+        if self._flusher is not None and not self._flusher.done():
+            await self._flusher  # what was promised is committed before the store closes
+        loop = asyncio.get_running_loop()
+        for executor, conn in ((self._reads, self._reader), (self._writes, self._writer)):
+            if conn is not None:
+                await loop.run_in_executor(executor, conn.close)
+            executor.shutdown(wait=False)  # its thread is idle now, and ends at once
+        self._reader = self._writer = None
+
+    async def write(self, unit: Callable[[Tx], T]) -> T:
+        return await self.submit(unit)
+
+    def submit(self, unit: Callable[[Tx], T]) -> asyncio.Future[T]:
+        """Queue a unit; units waiting at the same moment are committed together (group commit)."""
+        assert self._writer is not None, "store is not open"
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_log_failure)
+        self._queue.append((unit, fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return fut
+
+    async def _flush(self) -> None:
+        """Commit what is queued, a batch per crossing to the writer's thread, until nothing is."""
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                outcomes = await loop.run_in_executor(self._writes, self._run_batch, [u for u, _ in batch])
+            except BaseException as exc:  # the commit itself failed: nothing in the batch happened
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+                if fut.done():
+                    continue
+                if ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(value)
+
+    def _run_batch(self, units: list[Callable[[Tx], Any]]) -> list[tuple[bool, Any]]:
+        """On the writer's thread: each unit in its own savepoint, one commit for them all."""
+        db = self._writer
+        assert db is not None
+        tx = SqliteTx(db)
+        out: list[tuple[bool, Any]] = []
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for unit in units:
+                db.execute("SAVEPOINT unit")
+                try:
+                    out.append((True, unit(tx)))
+                except Exception as exc:  # noqa: BLE001 - it goes to the unit's future, whose caller raises it
+                    db.execute("ROLLBACK TO unit")
+                    out.append((False, exc))
+                db.execute("RELEASE unit")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return out
+
+    # ---- reads (the reader connection never blocks the writer in WAL mode)
+
+    async def _read(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """One read, whole, in one crossing to the reader's thread: it never shares a half-read snapshot."""
+        reader = self._reader
+        assert reader is not None, "store is not open"
+        return await asyncio.get_running_loop().run_in_executor(self._reads, read, reader)
+
+    async def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return await self._read(lambda db: db.execute(sql, args).fetchall())
+
+    async def question(self, eid: str) -> tuple[Elicitation, Answer | None] | None:
+        rows = await self._rows("SELECT e.doc, a.doc FROM elicitations e LEFT JOIN answers a ON a.id = e.id"
+                                " WHERE e.id=?", (eid,))
+        if not rows:
+            return None
+        doc, answer = rows[0]
+        return _question(doc), (_answer(answer) if answer else None)
+
+    async def question_rows(self, where: QuestionFilter, limit: int) -> list[QuestionRow]:
+        clauses, args = _equal(where, ("state", "session", "server", "audience", "trace", "task"))
+        sql = ("SELECT doc, expires, state FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+               + " ORDER BY created, rowid LIMIT ?")
+        return [QuestionRow(*row) for row in await self._rows(sql, (*args, limit))]
+
+    async def pending_deadlines(self) -> list[tuple[float, str]]:
+        rows = await self._rows("SELECT expires, id FROM elicitations WHERE state='pending'")
+        return [(float(e), str(i)) for e, i in rows]
+
+    async def count(self, state: State) -> int:
+        rows = await self._rows("SELECT COUNT(*) FROM elicitations WHERE state=?", (state,))
+        return int(rows[0][0])
+
+    async def audit(self, where: AuditFilter, limit: int) -> list[AuditRecord]:
+        clauses, args = _equal(where, ("elicit", "session", "trace", "task"))
+        clauses.insert(0, "seq > ?")
+        args.insert(0, where.after)
+        if where.kinds:
+            clauses.append("(" + " OR ".join("kind LIKE ?" for _ in where.kinds) + ")")
+            args.extend(f"{k}.%" if "." not in k else k for k in where.kinds)
+        rows = await self._rows(f"SELECT seq, doc FROM audit WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?",
+                                (*args, limit))
+        return [_record(int(seq), doc) for seq, doc in rows]
+
+    async def last_seq(self) -> int:
+        rows = await self._rows("SELECT COALESCE(MAX(seq), 0) FROM audit")
+        return int(rows[0][0])
+
+    async def task(self, tid: str) -> dict[str, Any] | None:
+        rows = await self._rows("SELECT doc FROM tasks WHERE id=?", (tid,))
+        return json.loads(rows[0][0]) if rows else None
+
+    async def tasks_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+        marks = ",".join("?" for _ in states)
+        rows = await self._rows(f"SELECT doc FROM tasks WHERE state IN ({marks}) ORDER BY updated", states)
+        return [json.loads(r[0]) for r in rows]
+
+    async def fact(self, key: str) -> Any:
+        rows = await self._rows("SELECT value FROM facts WHERE key=?", (key,))
+        return json.loads(rows[0][0]) if rows else None

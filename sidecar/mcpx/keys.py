@@ -1,0 +1,23 @@
+"""Names the daemon's layers agree on: its request headers, its body limit, its shutdown signal.
+
+Kept in one small module (as Starlette keeps its `types.py`) so that the /v1 routes and the MCP
+surface, which must not import each other, still read the same header by the same name. The
+CLI and the opencode plugin are clients of these names; they spell them out on their side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+SESSION_HEADER = "X-Mcpx-Session"
+SESSION_SOURCE_HEADER = "X-Mcpx-Session-Source"  # "env": the session came from MCPX_SESSION_ID
+ANSWERER_HEADER = "X-Mcpx-Answerer"
+CWD_HEADER = "X-Mcpx-Cwd"
+TOOL_PREFIX_HEADER = "X-Mcpx-Tool-Prefix"  # how the host names mcpx's tools (opencode: "mcpx_")
+
+MAX_BODY = 1024 * 1024  # the largest request body the daemon reads, on /v1 and /mcp alike
+
+# set when the daemon starts to stop: long polls and streams end at once instead of holding the drain open
+SHUTDOWN: web.AppKey[asyncio.Event] = web.AppKey("shutdown", asyncio.Event)

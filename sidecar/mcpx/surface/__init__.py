@@ -1,0 +1,14 @@
+"""What mcpx serves over MCP, for both eras: the door opencode and every other MCP host comes in by.
+
+    dispatch.py         Surface: a request to its handler; the handshake, listing and notifications
+    naming.py           the tools behind mcpx under the names a client sees (SERVER_TOOL)
+    driver.py           a tools/call carried to its end for either era: questions, retries, early results
+    own_tools.py        mcpx's own tools (mcpx_elicit_*, mcpx_task_result)
+    results.py          the CallToolResults those two answer with
+    client.py           what mcpx knows of one client, and a question shaped for it
+    request_state.py    the signed requestState a modern client echoes on its retry
+    stream_endpoint.py  the websocket `mcpx serve` pumps stdio through
+    http_endpoint.py    /mcp, Streamable HTTP
+
+It is built on the gateway and the broker, and knows nothing of SQL or of the /v1 routes.
+"""

@@ -1,0 +1,68 @@
+"""What mcpx knows of one MCP client, and a question shaped the way that client's version takes it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpx.broker.models import Elicitation
+from mcpx.mcp.protocol import (
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_VERSION,
+    ClientCapabilities,
+    Era,
+    versions_with_url_mode,
+)
+from mcpx.sessions import HeaderSource
+
+
+@dataclass(eq=False)
+class ClientState:
+    """What mcpx knows of one client: its era and version, what it declared, where it runs."""
+
+    era: Era = "legacy"
+    version: str | None = None
+    capabilities: ClientCapabilities = field(default_factory=ClientCapabilities)
+    client_info: dict[str, Any] = field(default_factory=dict)
+    scope: str | None = None  # one server, passed through under its own names; None: all, as SERVER_TOOL
+    env_session: str | None = None  # MCPX_SESSION_ID of `mcpx serve`, or an X-Mcpx-Session header
+    env_source: HeaderSource = "env"
+    cwd: str | None = None
+    tool_prefix: str = ""  # how the host names mcpx's tools (opencode: its MCP entry's name and "_")
+    initialized: bool = False
+    push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
+
+    def modern(self, meta: dict[str, Any]) -> "ClientState":
+        """The state of one modern request: everything it needs rides in its _meta."""
+        return ClientState(era="modern", version=meta.get(META_VERSION),
+                           capabilities=ClientCapabilities.model_validate(meta.get(META_CAPABILITIES) or {}),
+                           client_info=meta.get(META_CLIENT_INFO) or {}, scope=self.scope,
+                           env_session=self.env_session, env_source=self.env_source, cwd=self.cwd,
+                           tool_prefix=self.tool_prefix, initialized=True, push=None)
+
+    @property
+    def modes(self) -> set[str]:
+        modes = self.capabilities.elicitation_modes()
+        if self.era == "legacy" and self.version not in ("2025-11-25",):
+            modes &= {"form"}  # url mode and `mode` exist from 2025-11-25 on
+        return modes
+
+    def declared(self) -> dict[str, Any]:
+        """The capabilities it declared, as it spelt them."""
+        return self.capabilities.model_dump(exclude_none=True, by_alias=True)
+
+
+def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:
+    """elicitation/create params for this client: the asker named, `mode` and `elicitationId` as its version has them."""
+    params: dict[str, Any] = {"message": f"{q.server} (via mcpx) asks: {q.message}"}
+    if q.mode == "url":
+        params.update(mode="url", url=q.url)
+        if state.era == "legacy":
+            params["elicitationId"] = q.upstream_id or q.id
+    else:
+        params["requestedSchema"] = q.requested_schema
+        if state.era == "modern" or (state.version and versions_with_url_mode(state.version)):
+            params["mode"] = "form"
+    return params

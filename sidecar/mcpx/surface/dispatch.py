@@ -1,0 +1,250 @@
+"""mcpx as an MCP server, for both eras: a request to its handler, the handshake, and notifications out.
+
+Transport-agnostic: `mcpx serve` (a stream) and `/mcp` (Streamable HTTP) hand each request
+here with a `ClientState` and an `Outbound`. Capabilities are honest: a client is offered
+`elicitation` pass-through only if it declared it; a client that cannot ask gets an early,
+actionable result while the upstream call keeps running in the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from mcpx import __version__
+from mcpx.broker.broker import Broker
+from mcpx.broker.models import SessionSource
+from mcpx.configsource import ConfigSource
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import Message, RpcError
+from mcpx.mcp.outbound import Outbound
+from mcpx.mcp.protocol import (
+    LATEST_LEGACY,
+    LEGACY_VERSIONS,
+    META_CAPABILITIES,
+    META_SERVER_INFO,
+    META_SESSION,
+    META_VERSION,
+    MODERN_VERSIONS,
+    InitializeParams,
+)
+from mcpx.sessions import resolve_session
+from mcpx.surface.client import ClientState
+from mcpx.surface.driver import CallDriver
+from mcpx.surface.naming import ToolNames
+from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG, OwnTools, listed
+from mcpx.surface.request_state import RequestStates
+from mcpx.upstream.calls import routable
+from mcpx.upstream.gateway import Gateway
+
+log = logging.getLogger("mcpx.surface")
+
+SERVER_INFO = {"name": "mcpx", "version": __version__}
+FORWARDED = ("resources/list", "resources/templates/list", "resources/read", "resources/subscribe",
+             "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete", "logging/setLevel")
+PASSED_CAPABILITIES = ("resources", "prompts", "completions", "logging")
+CACHEABLE = ("server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
+             "resources/read")
+
+
+class Surface:
+    def __init__(self, gateway: Gateway, broker: Broker, settings: ConfigSource, states: RequestStates) -> None:
+        self.gateway = gateway
+        self.settings = settings  # read at each use: a reload replaces the config whole
+        self.names = ToolNames(gateway, settings)
+        self.driver = CallDriver(gateway, broker, settings, states)
+        self.own_tools = OwnTools(broker, gateway)
+        self._sinks: set[ClientState] = set()
+        self._pushing: set[asyncio.Task[None]] = set()  # notifications on their way out, kept until sent
+        self.gateway.tool_listeners.append(self._tools_changed)
+
+    # ---- notifications outside requests
+
+    def attach(self, state: ClientState) -> None:
+        self._sinks.add(state)
+
+    def detach(self, state: ClientState) -> None:
+        self._sinks.discard(state)
+
+    def _tools_changed(self) -> None:
+        for state in list(self._sinks):
+            if state.push is not None and state.initialized:
+                task = asyncio.create_task(self._push(state, "notifications/tools/list_changed", {}))
+                self._pushing.add(task)
+                task.add_done_callback(self._pushing.discard)
+
+    async def _push(self, state: ClientState, method: str, params: dict[str, Any]) -> None:
+        try:
+            assert state.push is not None
+            await state.push(method, params)
+        except Exception as exc:
+            log.debug("could not notify a client: %s", exc)
+
+    # ---- dispatch
+
+    async def handle(self, state: ClientState, msg: Message, out: Outbound) -> dict[str, Any]:
+        method = msg["method"]
+        params = msg.get("params") or {}
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        version = meta.get(META_VERSION)
+        if version is not None and method in ("initialize", "ping"):
+            raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"{method} is not part of 2026-07-28 (no handshake, no ping): "
+                                                     "every request carries its own _meta")
+        if method == "initialize":
+            return await self._initialize(state, params)
+        if version is not None or method == "server/discover":
+            if version is None:
+                raise RpcError(jsonrpc.INVALID_PARAMS, f"_meta[{META_VERSION!r}] is required on every 2026-07-28 "
+                                                       "request")
+            if version not in MODERN_VERSIONS:
+                raise RpcError(jsonrpc.UNSUPPORTED_VERSION, "Unsupported protocol version",
+                               {"supported": list(MODERN_VERSIONS), "requested": version})
+            if not isinstance(meta.get(META_CAPABILITIES), dict):
+                raise RpcError(jsonrpc.INVALID_PARAMS, f"_meta[{META_CAPABILITIES!r}] is required on every "
+                                                       "2026-07-28 request")
+            result = await self._dispatch(method, params, meta, state.modern(meta), out, msg.get("id"))
+            result = {**result, "resultType": result.get("resultType", "complete"),
+                      "_meta": {**(result.get("_meta") or {}), META_SERVER_INFO: SERVER_INFO}}
+            if method in CACHEABLE and result["resultType"] == "complete":
+                # tools come and go with the config, and lists are per session: fresh now, for this caller only
+                result.setdefault("ttlMs", 0)
+                result.setdefault("cacheScope", "private")
+            return result
+        if method == "ping":
+            return {}
+        if not state.initialized and state.version is None:
+            raise RpcError(jsonrpc.INVALID_REQUEST, f"send initialize first, or make a 2026-07-28 request with "
+                                                    f"_meta[{META_VERSION!r}]")
+        result = await self._dispatch(method, params, meta, state, out, msg.get("id"))
+        result.pop("resultType", None)
+        return result
+
+    async def on_notification(self, state: ClientState, msg: Message) -> None:
+        if msg.get("method") == "notifications/initialized":
+            state.initialized = True
+
+    async def _dispatch(self, method: str, params: dict[str, Any], meta: dict[str, Any], state: ClientState,
+                        out: Outbound, request_id: Any) -> dict[str, Any]:
+        if method == "ping":
+            return {}
+        if method == "server/discover":
+            return {"supportedVersions": list(MODERN_VERSIONS), "capabilities": await self._capabilities(state),
+                    "instructions": await self._instructions(state)}
+        if method == "tools/list":
+            return {"tools": await self.names.listing(state) + listed()}
+        if method == "tools/call":
+            return await self._call(state, params, meta, out)
+        if method == "subscriptions/listen" and state.era == "modern":
+            return await self._listen(state, params, out, request_id)
+        if method in FORWARDED and state.scope is not None:
+            return await self._forward(state, method, params, meta)
+        raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
+
+    # ---- handshake and listing
+
+    async def _initialize(self, state: ClientState, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            init = InitializeParams.model_validate(params)
+        except ValidationError as exc:
+            raise RpcError(jsonrpc.INVALID_PARAMS, f"initialize params are invalid: {exc.errors()[0]['msg']} at "
+                                                   f"{'.'.join(map(str, exc.errors()[0]['loc']))}") from None
+        state.era = "legacy"
+        # never echo what mcpx does not serve
+        state.version = init.protocol_version if init.protocol_version in LEGACY_VERSIONS else LATEST_LEGACY
+        state.capabilities = init.capabilities
+        state.client_info = init.client_info
+        return {"protocolVersion": state.version, "capabilities": await self._capabilities(state),
+                "serverInfo": SERVER_INFO, "instructions": await self._instructions(state)}
+
+    async def _upstream_facts(self, server: str) -> dict[str, Any]:
+        async with self.gateway.pool.lease(server, "*") as conn:
+            return conn.facts.capabilities if conn.facts else {}
+
+    async def _capabilities(self, state: ClientState) -> dict[str, Any]:
+        caps: dict[str, Any] = {"tools": {"listChanged": True}}
+        if state.scope is not None:
+            upstream = await self._upstream_facts(state.scope)
+            caps.update({k: v for k, v in upstream.items() if k in PASSED_CAPABILITIES})
+        return caps
+
+    async def _instructions(self, state: ClientState) -> str:
+        text = ("Tools of the MCP servers behind mcpx are named SERVER_TOOL. When one of them asks a question "
+                "mid-call and this client cannot ask it, the call returns early with the question; answer it with "
+                "mcpx_elicit_answer only if you truly know the answer (decline and say why otherwise — never invent "
+                "a value), and collect the call's result with mcpx_task_result. Questions for the person are not "
+                "yours to answer.")
+        if state.scope is not None:
+            text = text.replace("are named SERVER_TOOL", f"of {state.scope!r} keep their own names")
+        return text
+
+    async def _listen(self, state: ClientState, params: dict[str, Any], out: Outbound,
+                      request_id: Any) -> dict[str, Any]:
+        """subscriptions/listen: a long-lived stream of the notifications asked for, that mcpx can honour.
+
+        mcpx honours toolsListChanged; what it does not support is left out of the acknowledgment.
+        """
+        wanted = params.get("notifications") if isinstance(params.get("notifications"), dict) else {}
+        honoured = {"toolsListChanged": True} if wanted.get("toolsListChanged") else {}
+        sub_meta = {"io.modelcontextprotocol/subscriptionId": request_id}
+        await out.notify("notifications/subscriptions/acknowledged", {"_meta": sub_meta, "notifications": honoured})
+        changed: asyncio.Queue[None] = asyncio.Queue()
+
+        async def push(_method: str, _params: dict[str, Any]) -> None:
+            changed.put_nowait(None)
+
+        listener = ClientState(era="modern", initialized=True, push=push)
+        if honoured:
+            self.attach(listener)
+        try:
+            while True:
+                await changed.get()
+                await out.notify("notifications/tools/list_changed", {"_meta": sub_meta})
+        finally:
+            self.detach(listener)
+
+    # ---- sessions
+
+    def session_for(self, state: ClientState, meta: dict[str, Any], argument: Any) -> tuple[str, SessionSource]:
+        return resolve_session(self.settings.fallback_session, meta=meta.get(META_SESSION), argument=argument,
+                               header=state.env_session, source=state.env_source, cwd=state.cwd)
+
+    # ---- calls
+
+    async def _call(self, state: ClientState, params: dict[str, Any], meta: dict[str, Any],
+                    out: Outbound) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "tools/call needs a tool name")
+        arguments = dict(params.get("arguments") or {})
+        session, source = self.session_for(state, meta, arguments.pop(SESSION_ARG, None))
+        if name in MCPX_TOOLS:
+            return await self.own_tools.call(name, arguments, session, state)
+        server, tool = await self.names.resolve(name, state)
+        return await self.driver.call(state, name, server, tool, arguments, session, source, params, meta, out)
+
+    async def tool_def(self, name: str, state: ClientState) -> dict[str, Any] | None:
+        """The upstream tool behind an exposed name (for the headers its arguments must be mirrored in)."""
+        return await self.names.definition(name, state)
+
+    # ---- generic pass-through for one server's resources, prompts, completion, logging
+
+    async def _forward(self, state: ClientState, method: str, params: dict[str, Any],
+                       meta: dict[str, Any]) -> dict[str, Any]:
+        assert state.scope is not None
+        session, _ = self.session_for(state, meta, None)
+        forwarded = {k: v for k, v in params.items() if k != "_meta"}
+        kept_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/") and k != META_SESSION}
+        if kept_meta:
+            forwarded["_meta"] = kept_meta
+        caps = routable(state.declared())
+        async with self.gateway.pool.lease(state.scope, session, era=state.era, declared=caps) as conn:
+            if state.push is not None:
+                push = state.push
+
+                async def relay(msg: Message) -> None:
+                    await push(msg["method"], msg.get("params") or {})
+                conn.on_other = relay
+            return await conn.request(method, forwarded, timeout=60)

@@ -1,0 +1,221 @@
+"""A tools/call to an upstream tool, carried for either era to where this client can take it.
+
+Legacy clients are asked mid-flight (elicitation/create on the request's own stream); modern
+clients get `input_required` and answer on their retry, which carries a signed requestState.
+A question the client cannot ask (it declared no such mode, or it is the person's and this is
+an agent) gets, after elicit.grace, an early result it can act on while the call keeps running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from mcpx.broker.broker import Broker
+from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent
+from mcpx.broker.models import Elicitation, SessionSource
+from mcpx.configsource import ConfigSource
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import RpcError
+from mcpx.mcp.outbound import Outbound
+from mcpx.mcp.peer import PeerClosed
+from mcpx.mcp.protocol import META_LOG_LEVEL
+from mcpx.surface.client import ClientState, shaped
+from mcpx.surface.request_state import RequestStates, binding
+from mcpx.surface.results import finished_result, waiting_result
+from mcpx.upstream.calls import CallRequest, CallTask, Slot
+from mcpx.upstream.gateway import Gateway, UnknownServer
+
+log = logging.getLogger("mcpx.surface")
+
+HEARTBEAT = 10.0  # progress notifications keep a host's timeout from firing while a call is honestly busy
+
+
+class CallDriver:
+    def __init__(self, gateway: Gateway, broker: Broker, settings: ConfigSource, states: RequestStates) -> None:
+        self.gateway = gateway
+        self.broker = broker
+        self.settings = settings
+        self.states = states
+
+    async def call(self, state: ClientState, name: str, server: str, tool: str, arguments: dict[str, Any],
+                   session: str, source: SessionSource, params: dict[str, Any], meta: dict[str, Any],
+                   out: Outbound) -> dict[str, Any]:
+        """`name` is the tool as the client called it; a modern retry must name it, its arguments and session again."""
+        bound = binding(name, arguments, session) if state.era == "modern" else ""  # only modern retries use it
+        if state.era == "modern" and "requestState" in params:
+            task = await self._take_retry(params, bound, session)
+        else:
+            task = await self._start(server, tool, arguments, session, source, state, out, meta)
+        try:
+            return await self._drive(task, state, out, bound, meta.get("progressToken"))
+        except asyncio.CancelledError:
+            if out.withdrawn():  # the client gave up on this request: notifications/cancelled
+                await self.gateway.cancel(task.id, "cancelled by the MCP client")
+            else:
+                # The client went away (its host stopped `mcpx serve`, its HTTP session ended) or the daemon is
+                # stopping: that is not a cancel. The call goes on in the daemon, as if its result had been
+                # returned early: the questions it has open, or opens later, stay answerable from every other
+                # surface, and its result is kept for `mcpx task result`.
+                log.info("the client of %s (%s.%s) went away; the call goes on: mcpx task result %s", task.trace,
+                         task.request.server, task.request.tool, task.id)
+            raise
+
+    async def _start(self, server: str, tool: str, arguments: dict[str, Any], session: str, source: SessionSource,
+                     state: ClientState, out: Outbound, meta: dict[str, Any]) -> CallTask:
+        token = meta.get("progressToken")
+
+        async def relay(method: str, params: dict[str, Any]) -> None:
+            if method == "notifications/progress" and token is None:
+                return
+            await out.notify(method, params)
+
+        forwarded = {k: meta[k] for k in ("progressToken", META_LOG_LEVEL) if k in meta}
+        try:
+            return await self.gateway.start_call(CallRequest(
+                server=server, tool=tool, arguments=arguments, session=session, session_source=source,
+                cwd=state.cwd, surface="mcp", meta=forwarded or None, relay=relay,
+                client_caps=state.declared(),
+                transparent=state.scope is not None, era=state.era))
+        except UnknownServer as exc:
+            raise RpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+
+    async def _heartbeat(self, out: Outbound, token: Any, started: float) -> None:
+        if token is not None:
+            await out.notify("notifications/progress", {"progressToken": token, "progress": time.monotonic() - started,
+                                                        "message": "waiting on the upstream server"})
+
+    async def _drive(self, task: CallTask, state: ClientState, out: Outbound, bound: str,
+                     token: Any) -> dict[str, Any]:
+        """Carry a call to where this client can take it: its result; the questions and requests this client
+        can answer (mid-flight for legacy, input_required for modern); or, for what it cannot, after
+        elicit.grace, an early result it can act on while the call keeps running."""
+        grace = self.settings.config.elicit.grace
+        started = time.monotonic()
+        stuck_since: float | None = None
+        serving: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                if task.done:
+                    return finished_result(task.doc())
+                askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes}
+                unaskable = [eid for eid in task.open if eid not in askable]
+                if state.era == "modern" and (askable or task.slots) and not unaskable:
+                    return self._input_required(task, state, askable, bound)
+                if state.era == "legacy":
+                    for eid, q in askable.items():
+                        if eid not in serving:
+                            serving[eid] = asyncio.create_task(self._ask_client(q, task, state, out))
+                    for key, slot in list(task.slots.items()):
+                        if key not in serving:
+                            serving[key] = asyncio.create_task(self._serve_slot(slot, out))
+                    for key in [k for k, t in serving.items() if k not in task.open and k not in task.slots]:
+                        if not serving[key].done():
+                            serving[key].cancel()  # answered elsewhere: withdraw the client's dialog
+                if unaskable:
+                    stuck_since = stuck_since or time.monotonic()
+                    left = grace - (time.monotonic() - stuck_since)
+                    if left <= 0:
+                        return waiting_result(task, state.tool_prefix)
+                else:
+                    stuck_since, left = None, HEARTBEAT
+                snapshot = (set(task.open), set(task.slots))
+
+                def moved(seen: tuple[set[str], set[str]] = snapshot) -> bool:
+                    return task.done or (set(task.open), set(task.slots)) != seen
+
+                if not await task.wait_for(moved, min(left, HEARTBEAT)):
+                    await self._heartbeat(out, token, started)
+        finally:
+            for t in serving.values():
+                t.cancel()
+
+    # ---- legacy clients: mid-flight requests
+
+    async def _ask_client(self, q: Elicitation, task: CallTask, state: ClientState, out: Outbound) -> None:
+        params = shaped(q, state)
+        for _attempt in range(3):
+            try:
+                reply = await out.request("elicitation/create", params, timeout=q.seconds_left + 5)
+            except (RpcError, TimeoutError, PeerClosed) as exc:
+                log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
+                return
+            action = reply.get("action")
+            if action not in ("accept", "decline", "cancel"):
+                log.info("client answered %s with %r; it stays open", q.id, action)
+                return
+            content = reply.get("content") if action == "accept" and q.mode == "form" else None
+            try:
+                await self.broker.answer(q.id, action, content, by="person:mcp-client", session=task.request.session)
+                return
+            except InvalidContent as exc:
+                problems = "; ".join(f"{k} {v}" for k, v in exc.fields.items())
+                params = {**shaped(q, state), "message": f"{shaped(q, state)['message']} (the last answer was not "
+                                                         f"accepted: {problems})"}
+            except (AlreadyAnswered, Gone):
+                return
+
+    @staticmethod
+    async def _serve_slot(slot: Slot, out: Outbound) -> None:
+        """roots/list or sampling/createMessage the upstream asked of this client: the client answers it."""
+        try:
+            result = await out.request(slot.method, slot.params)
+        except RpcError as exc:
+            if not slot.future.done():
+                slot.future.set_exception(exc)
+            return
+        if not slot.future.done():
+            slot.future.set_result(result)
+
+    # ---- modern clients: input_required, answered by the client's retry
+
+    def _input_required(self, task: CallTask, state: ClientState, askable: dict[str, Elicitation],
+                        bound: str) -> dict[str, Any]:
+        requests: dict[str, Any] = {}
+        keys: dict[str, str] = {}
+        for eid, q in askable.items():
+            key = task.keys.get(eid, eid)  # the upstream's own key, when it gave one
+            requests[key] = {"method": "elicitation/create", "params": shaped(q, state)}
+            keys[key] = eid
+        for key, slot in task.slots.items():
+            requests[key] = {"method": slot.method, "params": slot.params}
+            keys[key] = f"slot:{key}"
+        return {"resultType": "input_required", "inputRequests": requests,
+                "requestState": self.states.seal(task.id, len(task.questions), keys, bound)}
+
+    async def _take_retry(self, params: dict[str, Any], bound: str, session: str) -> CallTask:
+        data = self.states.open(params.get("requestState"), bound)
+        task = self.gateway.task(str(data.get("t")))
+        if task is None:
+            raise RpcError(jsonrpc.INVALID_PARAMS, "Invalid requestState: its call is gone (finished long ago, or "
+                                                   "lost in a restart)")
+        responses = params.get("inputResponses") or {}
+        if not isinstance(responses, dict):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "inputResponses must be an object")
+        answered: set[str] = set()
+        for key, target in (data.get("q") or {}).items():
+            reply = responses.get(key)
+            if not isinstance(reply, dict):
+                continue  # missing: asked again below
+            if target.startswith("slot:"):
+                slot = task.slots.get(target[5:])
+                if slot is not None and not slot.future.done():
+                    slot.future.set_result(reply)  # the client's own result, verbatim
+                    answered.add(target[5:])
+                continue
+            if reply.get("action") not in ("accept", "decline", "cancel"):
+                continue
+            q = task.open.get(target)
+            content = reply.get("content") if reply["action"] == "accept" and q is not None and q.mode == "form" else None
+            try:
+                await self.broker.answer(target, reply["action"], content, by="person:mcp-client", session=session)
+                answered.add(target)
+            except InvalidContent:
+                pass  # not valid: it stays open and is asked again
+            except (AlreadyAnswered, Gone):
+                answered.add(target)
+        # the call wakes on the answers a moment later; until then they still look open
+        await task.wait_for(lambda: task.done or not (answered & (set(task.open) | set(task.slots))), 5.0)
+        return task

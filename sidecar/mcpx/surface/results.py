@@ -1,0 +1,46 @@
+"""The CallToolResults mcpx answers a tools/call with when the answer is its own: a finished call, or a wait."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcpx.answering import waiting_text
+from mcpx.mcp.jsonrpc import RpcError
+from mcpx.mcp.protocol import META_SERVER_INFO
+from mcpx.upstream.calls import CallTask
+
+
+def text_result(text: str, error: bool = False, structured: dict[str, Any] | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error}
+    if structured is not None:
+        result["structuredContent"] = structured
+    return result
+
+
+def finished_result(doc: dict[str, Any]) -> dict[str, Any]:
+    """The upstream's own result, as it came; a call mcpx could not complete is a tool error that says why.
+
+    `doc` is a finished task's document, live (CallTask.doc) or stored: both answer alike.
+    """
+    if doc.get("state") == "completed" and doc.get("result") is not None:
+        result = dict(doc["result"])
+        meta = {k: v for k, v in (result.get("_meta") or {}).items() if k != META_SERVER_INFO}
+        if meta:
+            result["_meta"] = meta  # passed through untouched, but for the upstream's self-description
+        else:
+            result.pop("_meta", None)
+        return result
+    upstream_error = (doc.get("result") or {}).get("error")
+    if isinstance(upstream_error, dict):
+        raise RpcError.from_error(upstream_error)  # the server's own protocol error, passed through
+    return text_result(f"mcpx: {doc.get('server')}.{doc.get('tool')} {doc.get('state')}: {doc.get('error', '')}",
+                       error=True)
+
+
+def waiting_result(task: CallTask, prefix: str = "") -> dict[str, Any]:
+    """A call still waiting on questions this client cannot ask: what they are, and how to answer them."""
+    questions = [q.wire() for q in task.open.values()]
+    r = task.request
+    text = waiting_text(r.server, r.tool, task.id, questions, prefix)
+    return {**text_result(text), "_meta": {"io.mcpx/inputRequired": {
+        "task": task.id, "trace": task.trace, "elicitations": [q["id"] for q in questions]}}}
