@@ -42,6 +42,11 @@ class StatePaths:
         return self.root / "daemon.log"
 
     @property
+    def daemon_id(self) -> Path:
+        """This state directory's daemon, as a shared store's team knows it across restarts."""
+        return self.root / "daemon-id"
+
+    @property
     def request_state_key(self) -> Path:
         return self.root / "request-state.key"
 

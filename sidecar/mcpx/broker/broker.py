@@ -106,6 +106,8 @@ class Broker:
         self._deadlines: list[tuple[float, str]] = []
         self._wake = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
+        self._settling: set[asyncio.Task[None]] = set()
+        store.follow(self._committed)
 
     # ---- lifecycle
 
@@ -116,6 +118,8 @@ class Broker:
         self._sweeper = asyncio.create_task(self._sweep(), name="mcpx-sweeper")
 
     async def stop(self) -> None:
+        for task in list(self._settling):
+            task.cancel()
         if self._sweeper is not None:
             self._sweeper.cancel()
             try:
@@ -151,9 +155,42 @@ class Broker:
                              pid=pid if pid is not None or exact_pid else self.pid, data=data)
         out.append(tx.audit(record))  # as the log holds it: with its seq
 
-    def _publish(self, records: list[AuditRecord]) -> None:
+    def _committed(self, records: list[AuditRecord], ours: bool) -> None:
+        """Every committed record, in the log's order, from the store: on to the bus; another daemon's
+        transitions of a shared store also reach this daemon's sweeper and waiters."""
         for record in records:
             self.bus.publish(record)
+            if not ours:
+                self._heard(record)
+
+    def _heard(self, record: AuditRecord) -> None:
+        """Another daemon opened, answered or ended a question: what this daemon does about it."""
+        eid = record.elicit
+        if eid is None:
+            return
+        if record.kind == "elicit.open" and "expiresAt" in record.data:
+            self._future_for(eid)
+            heapq.heappush(self._deadlines, (datetime.fromisoformat(record.data["expiresAt"]).timestamp(), eid))
+            if self._deadlines[0][1] == eid:
+                self._wake.set()
+        elif record.kind in ("elicit.answered", "elicit.expired") and eid in self._futures:
+            task = asyncio.create_task(self._settle(eid), name=f"mcpx-settle-{eid}")
+            self._settling.add(task)
+            task.add_done_callback(self._settling.discard)
+        elif record.kind == "elicit.abandoned":
+            fut = self._futures.pop(eid, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(QuestionEnded(eid, "abandoned", str(record.data.get("reason") or "")))
+
+    async def _settle(self, eid: str) -> None:
+        """Wake this daemon's asker or waiter with an answer another daemon committed (as stored: redacted)."""
+        try:
+            found = await self._store.question(eid)
+        except Exception:
+            log.exception("reading %s's answer from the store failed", eid)
+            return
+        if found is not None and found[1] is not None:
+            self._wake_asker(eid, found[1])
 
     def _submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
                        session: str | None = None, trace: str | None = None, task: str | None = None,
@@ -181,7 +218,6 @@ class Broker:
                 if not recorded.done():
                     recorded.set_exception(f.exception() or RuntimeError("cancelled"))
                 return
-            self._publish(out)
             if not recorded.done():
                 recorded.set_result(out[0])
 
@@ -271,7 +307,6 @@ class Broker:
             heapq.heappush(self._deadlines, (expires, q.id))
             if self._deadlines[0][1] == q.id:
                 self._wake.set()
-        self._publish(records)
         # one loop turn for the subscribers woken above: the news of a question goes out before
         # the reply to whoever opened it (both are in flight; this only orders them)
         await asyncio.sleep(0)
@@ -340,7 +375,6 @@ class Broker:
         for reached in (expired, answer):
             if reached is not None:
                 self._wake_asker(eid, reached)
-        self._publish(records)
         if refusal is not None:
             raise refusal
         return q, answer
@@ -434,7 +468,6 @@ class Broker:
         expired = await self._store.write(unit)
         for eid, answer in expired:
             self._wake_asker(eid, answer)
-        self._publish(records)
         return len(expired)
 
     async def _sweep(self) -> None:
@@ -472,7 +505,6 @@ class Broker:
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
             fut.set_exception(QuestionEnded(eid, "abandoned", reason))
-        self._publish(records)
         return True
 
     def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
@@ -513,7 +545,15 @@ class Broker:
             raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
         fut = self._futures.get(eid)
         if fut is None:
-            return await self.get(eid)  # answered between our read and now: the answer has committed
+            # opened on another daemon of a shared store, and not yet heard of here: wait for its answer's
+            # record like any other, after a second look in case that record came before the future
+            fut = self._future_for(eid)
+            q, answer = await self.get(eid)
+            if q.state != "pending":
+                self._futures.pop(eid, None)
+                if answer is None:
+                    raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
+                return q, answer
         try:
             answer = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
         except TimeoutError:

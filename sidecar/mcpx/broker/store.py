@@ -3,14 +3,19 @@
     Store     what the broker asks of a database: units of work, and the reads it serves
     Tx        the statements a unit of work may make, all inside one transaction
 
-SqliteStore (broker/sqlite.py) is today's implementation; a second one (PostgreSQL) satisfies
-these two protocols and nothing else changes. Only the broker holds a Store: the gateway, the
+SqliteStore (broker/sqlite.py) is the default, one daemon's file; PgStore (broker/postgres.py)
+is the database a team's daemons share. Both satisfy these two protocols; the daemon picks one at
+start-up (broker/stores.py) and nothing else knows which. Only the broker holds a Store: the gateway, the
 surfaces and the routes go through the broker.
 
 A unit of work is a plain function of a Tx. It runs whole, without awaiting, on the store's
 own thread; units submitted at the same moment may share one commit (group commit), each in its
 own savepoint, so a unit that raises rolls back alone. A unit's future resolves only after its
 commit: the broker publishes events, and wakes whoever waits, only then.
+
+Events come from the store, not from the units' callers: the store hands its follower every
+committed audit record once, in the order of the log's seq, whoever committed it (a shared
+store's other daemons included), so a stream built from them has one order on every daemon.
 """
 
 from __future__ import annotations
@@ -49,6 +54,23 @@ class AuditFilter:
     kinds: tuple[str, ...] = ()  # a group ("elicit") or an exact kind ("elicit.open"); none: every kind
 
 
+class StoreRefused(Exception):
+    """The configured store cannot be used at all (a newer schema, a missing privilege, no driver): the daemon
+    does not start; the message says why and what to do."""
+
+
+# committed audit records, in seq order; True when this store's own units wrote them
+Follower = Callable[[list[AuditRecord], bool], None]
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """What `mcpx status` says of the store: its kind and where it is (a DSN without its password)."""
+
+    kind: str
+    where: str
+
+
 class QuestionRow(NamedTuple):
     """A question as stored, for listings that pass it on without parsing it."""
 
@@ -84,7 +106,14 @@ class Tx(Protocol):
 
 
 class Store(Protocol):
+    @property
+    def info(self) -> StoreInfo: ...
+
     async def open(self) -> None: ...
+
+    def follow(self, follower: Follower) -> None:
+        """Hand `follower` every audit record committed from now on, once each, in seq order."""
+        ...
 
     async def close(self) -> None:
         """Commit what was submitted, then close."""

@@ -21,7 +21,9 @@ from aiohttp import web
 
 from mcpx import __version__
 from mcpx.broker.broker import Broker
-from mcpx.broker.sqlite import SqliteStore
+from mcpx.broker.errors import BrokerError
+from mcpx.broker.store import StoreRefused
+from mcpx.broker.stores import make_store
 from mcpx.config import ConfigError, load_config
 from mcpx.configsource import ConfigSource
 from mcpx.daemon import origin
@@ -133,8 +135,11 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
     except ConfigError as exc:
         raise DaemonError(f"config: {exc}") from None
 
-    store = SqliteStore(paths.db)
-    await store.open()
+    try:
+        store = make_store(settings.config, paths)
+        await store.open()
+    except (StoreRefused, BrokerError) as exc:
+        raise DaemonError(f"store: {exc}") from None
     broker = Broker(store, settings)
     await broker.start()
     gateway = Gateway(broker, settings)
