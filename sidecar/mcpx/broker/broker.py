@@ -43,7 +43,7 @@ from mcpx.broker.models import (
     seconds_left,
 )
 from mcpx.broker.schema import SchemaProblem, check_schema, validate_content
-from mcpx.broker.store import AuditFilter, QuestionFilter, Store, Tx
+from mcpx.broker.store import AuditFilter, Lease, QuestionFilter, Store, StoreInfo, Tx
 from mcpx.config import Config
 from mcpx.ids import is_id, new_id
 
@@ -107,6 +107,10 @@ class Broker:
         self._wake = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
         self._settling: set[asyncio.Task[None]] = set()
+        # a store a team shares: answers say which daemon's user and host they came through, and a credential
+        # is taken only by the daemon whose asker holds the question (nothing else could carry it)
+        self._me = store.info.daemon
+        self._asked: set[str] = set()
         store.follow(self._committed)
 
     # ---- lifecycle
@@ -298,6 +302,8 @@ class Broker:
 
         q, answer, ended = await self._store.write(unit)
         fut = self._future_for(q.id)
+        if self._me is not None and q.secret_fields and q.state == "pending":
+            self._asked.add(q.id)
         if answer is not None:
             self._wake_asker(q.id, answer)
         elif ended is not None:
@@ -320,6 +326,7 @@ class Broker:
                              state: State = "answered") -> tuple[Answer, Elicitation]:
         answer = Answer(
             id=q.id, action=action, content=content, by=by, at=_ts(now), session=session, pid=pid,
+            user=self._me.user if self._me else None, host=self._me.host if self._me else None,
             answered_after_ms=max(0, int((now - q.created.timestamp()) * 1000)), reason=reason,
         )
         stored = answer.model_copy(update={"content": redact(content, secret)})
@@ -329,6 +336,8 @@ class Broker:
         tx.insert_answer(stored)
         kind: AuditKind = "elicit.expired" if state == "expired" else "elicit.answered"
         data = {"action": action, "by": by, "answeredAfterMs": stored.answered_after_ms}
+        if self._me is not None:
+            data.update(user=self._me.user, host=self._me.host)
         if stored.content is not None:
             data["content"] = stored.content
         if reason:
@@ -358,7 +367,7 @@ class Broker:
                 return q, None, expired, self._ended_error_of(q.model_copy(update={"state": "expired"}), None)
             if q.state != "pending":
                 return q, None, None, self._ended_error_of(q, tx.answer(q.id))
-            refusal = self._refusal(q, action, by, session)
+            refusal = self._refusal(q, action, by, session) or self._elsewhere(q, action)
             if refusal is not None:
                 return q, None, None, refusal
             if by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human":
@@ -403,6 +412,15 @@ class Broker:
                 "it. Wait for the call's result instead.", audience=q.audience)
         return None
 
+    def _elsewhere(self, q: Elicitation, action: Action) -> BrokerError | None:
+        """A credential accepted on another daemon than the asker's could reach the asker only as [redacted]."""
+        if self._me is None or not q.secret_fields or action != "accept" or q.id in self._asked:
+            return None
+        return Forbidden(
+            f"{q.id} asks for a credential ({', '.join(q.secret_fields)}), which mcpx never stores nor sends between "
+            "daemons: accept it through the daemon whose call raised it (decline and cancel work from anywhere)",
+            audience=q.audience)
+
     @staticmethod
     def _checked_content(q: Elicitation, action: Action, content: dict[str, Any] | None) -> dict[str, Any] | None:
         if action != "accept":
@@ -436,6 +454,7 @@ class Broker:
 
     def _wake_asker(self, eid: str, answer: Answer) -> None:
         """Wake the in-process asker — only ever after the answer has committed."""
+        self._asked.discard(eid)
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
             fut.set_result(answer)
@@ -506,6 +525,49 @@ class Broker:
         if fut is not None and not fut.done():
             fut.set_exception(QuestionEnded(eid, "abandoned", reason))
         return True
+
+    async def take_over(self, tid: str, owner: str, doc: dict[str, Any], reason: str) -> list[str]:
+        """End a call of a daemon whose lease lapsed: its pending questions abandoned with `reason`, the task
+        failed with its task.done, in one transaction that only one daemon of the team gets to commit.
+        The questions abandoned; [] when another daemon took it over first."""
+        pending = [q.id for q in await self.questions(QuestionFilter(task=tid, state="pending"))]
+        records: list[AuditRecord] = []
+        now = time.time()
+        ended = {**{k: v for k, v in doc.items() if k != "resume"}, "state": "failed", "error": reason, "open": []}
+
+        def unit(tx: Tx) -> list[str] | None:
+            if not tx.claim_task(tid, owner):
+                return None
+            gone = []
+            for eid in pending:
+                q = tx.question(eid)
+                if q is not None and q.state == "pending":
+                    q = q.model_copy(update={"state": "abandoned", "state_reason": reason})
+                    tx.update_question(q)
+                    self._audit(tx, records, "elicit.abandoned", now, q, {"reason": reason})
+                    gone.append(eid)
+            tx.put_task(tid, "failed", doc.get("session"), ended)
+            self._audit(tx, records, "task.done", now, None,
+                        {"state": "failed", "server": doc.get("server"), "tool": doc.get("tool"), "error": reason},
+                        session=doc.get("session"), trace=doc.get("trace"), task=tid)
+            return gone
+
+        gone = await self._store.write(unit)
+        for eid in gone or []:
+            fut = self._futures.pop(eid, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(QuestionEnded(eid, "abandoned", reason))
+        return gone or []
+
+    async def lapsed_tasks(self, states: tuple[str, ...]) -> list[tuple[Lease, dict[str, Any]]]:
+        return await self._store.lapsed_tasks(states)
+
+    async def daemons(self) -> list[Lease]:
+        return await self._store.daemons()
+
+    @property
+    def store_info(self) -> StoreInfo:
+        return self._store.info
 
     def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
         """Recorded behind the answer's delivery: the asker is not kept waiting for the audit."""

@@ -27,7 +27,6 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -47,7 +46,17 @@ from mcpx.broker.documents import (
 )
 from mcpx.broker.errors import StoreUnavailable
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
-from mcpx.broker.store import AuditFilter, Follower, QuestionFilter, QuestionRow, StoreInfo, StoreRefused, Tx
+from mcpx.broker.store import (
+    AuditFilter,
+    Follower,
+    Identity,
+    Lease,
+    QuestionFilter,
+    QuestionRow,
+    StoreInfo,
+    StoreRefused,
+    Tx,
+)
 from mcpx.masking import shown_url
 
 T = TypeVar("T")
@@ -122,35 +131,6 @@ CREATE TABLE daemons (
 );
 """,
 }
-
-
-@dataclass(frozen=True)
-class Identity:
-    """A daemon as its team sees it. `id` outlives restarts (it is kept in the state directory)."""
-
-    id: str
-    user: str
-    host: str
-    pid: int
-    version: str
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A daemon's row in `daemons`, and whether its heartbeat is within the lease."""
-
-    id: str
-    user: str
-    host: str
-    pid: int
-    version: str
-    started: datetime
-    heartbeat: datetime
-    alive: bool
-
-    def wire(self) -> dict[str, Any]:
-        return {"id": self.id, "user": self.user, "host": self.host, "pid": self.pid, "version": self.version,
-                "startedAt": self.started.isoformat(), "heartbeat": self.heartbeat.isoformat(), "alive": self.alive}
 
 
 class PgTx:
@@ -251,7 +231,7 @@ class PgStore:
 
     @property
     def info(self) -> StoreInfo:
-        return StoreInfo(kind="postgresql", where=shown_url(self.dsn))
+        return StoreInfo(kind="postgresql", where=shown_url(self.dsn), daemon=self.me, lease=self.lease)
 
     def follow(self, follower: Follower) -> None:
         self._follower = follower
@@ -315,12 +295,9 @@ class PgStore:
 
     def _run_batch(self, units: list[Unit]) -> Committed:
         """On the writer's thread: the team's write lock, each unit in its own savepoint, one commit."""
-        if self._writer is None or self._writer.closed or self._writer.broken:
-            self._writer = self._connect(autocommit=False)
-        db = self._writer
+        db = self._locked_writer()
         tx = PgTx(db, self.me.id)
         try:
-            db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM audit").fetchone()
             after = int(row[0]) if row else 0
             out = run_units(tx, units, db.execute)
@@ -337,6 +314,27 @@ class PgStore:
                 db.rollback()
             raise
         return Committed(out, tx.records, after)
+
+    def _locked_writer(self) -> psycopg.Connection[Any]:
+        """The writer, in a transaction holding the team's write lock."""
+        return self._on("_writer", False, lambda db: db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,)))
+
+    def _on(self, which: str, autocommit: bool, use: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+        """`use` on the connection kept as `which`. One PostgreSQL dropped while it was idle (a restart) is found
+        out here, before anything was written, and opened again, once; the writer is returned itself."""
+        for attempt in (1, 2):
+            conn: psycopg.Connection[Any] | None = getattr(self, which)
+            if conn is None or conn.closed or conn.broken:
+                conn = self._connect(autocommit)
+                setattr(self, which, conn)
+            try:
+                out = use(conn)
+                return conn if which == "_writer" else out
+            except psycopg.OperationalError as exc:
+                conn.close()
+                if attempt == 2:
+                    raise self._unavailable(exc) from None
+        raise AssertionError("unreachable")
 
     def _committed(self, done: Committed) -> None:
         """This daemon's batch committed: hand its records on now if nothing of another's came between."""
@@ -415,17 +413,8 @@ class PgStore:
         return await asyncio.get_running_loop().run_in_executor(self._reads, self._read_now, read)
 
     def _read_now(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """On the reader's thread: one read; a connection PostgreSQL dropped is opened again, once."""
-        for attempt in (1, 2):
-            if self._reader is None or self._reader.closed or self._reader.broken:
-                self._reader = self._connect(autocommit=True)
-            try:
-                return read(self._reader)
-            except psycopg.OperationalError as exc:
-                self._reader.close()
-                if attempt == 2:
-                    raise self._unavailable(exc) from None
-        raise AssertionError("unreachable")
+        result: T = self._on("_reader", True, read)
+        return result
 
     async def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return await self._read(lambda db: db.execute(sql, args).fetchall())

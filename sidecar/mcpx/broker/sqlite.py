@@ -31,7 +31,7 @@ from mcpx.broker.documents import (
     stored_question,
 )
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
-from mcpx.broker.store import AuditFilter, Follower, QuestionFilter, QuestionRow, StoreInfo, Tx
+from mcpx.broker.store import AuditFilter, Follower, Lease, QuestionFilter, QuestionRow, StoreInfo, Tx
 
 T = TypeVar("T")
 
@@ -140,6 +140,10 @@ class SqliteTx:
             " ON CONFLICT(key) DO UPDATE SET value=excluded.value, at=excluded.at",
             (key, dumps(value), time.time()),
         )
+
+
+    def claim_task(self, tid: str, owner: str) -> bool:
+        return False  # one daemon's own file: no task of it has another owner
 
 
 class SqliteStore:
@@ -289,3 +293,9 @@ class SqliteStore:
     async def fact(self, key: str) -> Any:
         rows = await self._rows("SELECT value FROM facts WHERE key=?", (key,))
         return json.loads(rows[0][0]) if rows else None
+
+    async def daemons(self) -> list[Lease]:
+        return []  # this daemon's own file
+
+    async def lapsed_tasks(self, states: tuple[str, ...]) -> list[tuple[Lease, dict[str, Any]]]:
+        return []

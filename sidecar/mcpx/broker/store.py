@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
@@ -64,11 +65,43 @@ Follower = Callable[[list[AuditRecord], bool], None]
 
 
 @dataclass(frozen=True)
+class Identity:
+    """A daemon as the team sharing a store knows it. `id` outlives restarts (it is kept in the state directory)."""
+
+    id: str
+    user: str
+    host: str
+    pid: int
+    version: str
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A daemon's lease on a shared store, and whether its heartbeat is within it."""
+
+    id: str
+    user: str
+    host: str
+    pid: int
+    version: str
+    started: datetime
+    heartbeat: datetime
+    alive: bool
+
+    def wire(self) -> dict[str, Any]:
+        return {"id": self.id, "user": self.user, "host": self.host, "pid": self.pid, "version": self.version,
+                "startedAt": self.started.isoformat(), "heartbeat": self.heartbeat.isoformat(), "alive": self.alive}
+
+
+@dataclass(frozen=True)
 class StoreInfo:
-    """What `mcpx status` says of the store: its kind and where it is (a DSN without its password)."""
+    """What `mcpx status` says of the store: its kind, where it is (a DSN without its password), and for a store
+    a team shares, this daemon as the team knows it and how long a lease lasts."""
 
     kind: str
     where: str
+    daemon: Identity | None = None
+    lease: float | None = None
 
 
 class QuestionRow(NamedTuple):
@@ -103,6 +136,10 @@ class Tx(Protocol):
         ...
 
     def put_fact(self, key: str, value: Any) -> None: ...
+
+    def claim_task(self, tid: str, owner: str) -> bool:
+        """Take over a call task of the daemon `owner`, whose lease lapsed; False if another daemon did first."""
+        ...
 
 
 class Store(Protocol):
@@ -154,3 +191,13 @@ class Store(Protocol):
         ...
 
     async def fact(self, key: str) -> Any: ...
+
+    # a store a team shares; a daemon's own store has no other daemons
+
+    async def daemons(self) -> list[Lease]:
+        """The daemons with a lease on this store, this one first."""
+        ...
+
+    async def lapsed_tasks(self, states: tuple[str, ...]) -> list[tuple[Lease, dict[str, Any]]]:
+        """Tasks in these states of daemons whose lease lapsed, each with that lease."""
+        ...

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from mcpx import __version__
 from mcpx.broker.sqlite import SqliteStore
-from mcpx.broker.store import Store, StoreRefused
+from mcpx.broker.store import Identity, Store, StoreRefused
 from mcpx.config import Config
 from mcpx.ids import is_id, new_id
 from mcpx.masking import shown_url
@@ -53,7 +53,7 @@ def make_store(config: Config, paths: StatePaths, environ: Mapping[str, str] = o
     except ImportError:
         raise StoreRefused(f"the store is {shown_url(url)}, and PostgreSQL needs psycopg, which is not "
                                f"installed: {INSTALL}") from None
-    from mcpx.broker.postgres import Identity, PgStore
+    from mcpx.broker.postgres import PgStore
 
     me = Identity(id=daemon_id(paths), user=getpass.getuser(), host=socket.gethostname(), pid=os.getpid(),
                   version=__version__)

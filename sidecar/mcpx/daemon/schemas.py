@@ -93,6 +93,16 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class StoreStatus(WireModel):
+    kind: Literal["sqlite", "postgresql"]
+    where: str = Field(description="the SQLite file, or the PostgreSQL url without its password")
+    daemon: str | None = Field(default=None, description="a shared store: this daemon's id (dmn-…) on it")
+    lease: float | None = Field(default=None, description="a shared store: seconds without a heartbeat before a "
+                                "daemon counts as gone")
+    daemons: list[dict[str, Any]] = Field(default=[], description="a shared store: every daemon with a lease row, "
+                                          "this one first: id, user, host, pid, version, startedAt, heartbeat, alive")
+
+
 class Health(WireModel):
     ok: bool
     version: str
@@ -108,6 +118,7 @@ class Health(WireModel):
                                             "(HTTP), as configured, secret-looking arguments masked")
     plugin_elicit: str = Field(default="notify", description="the opencode plugin's level from the config "
                                "(off, notify, ask, auto); MCPX_PLUGIN_ELICIT in opencode's environment wins")
+    store: StoreStatus | None = None
 
 
 def _flag(value: Any) -> Any:
