@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
@@ -396,6 +396,18 @@ def make_daemon(home: Path, config: dict[str, Any] | None = None, listen: str | 
     env = base_env(home, cfg, sidecar)
     env.update(extra_env or {})
     return Daemon(home, cfg, env, listen, python_args=python_args, scratch=scratch)
+
+
+@contextlib.contextmanager
+def running(daemons: list[Daemon]) -> Iterator[list[Daemon]]:
+    """Start each daemon in turn; stop every one however the block ends (a team of them on one store)."""
+    try:
+        for d in daemons:
+            d.start()
+        yield daemons
+    finally:
+        for d in daemons:
+            d.stop()
 
 
 def scratch_daemon(prefix: str, config: dict[str, Any] | None = None, listen: str | None = None, **kw: Any) -> Daemon:

@@ -24,7 +24,7 @@ import aiohttp
 
 from conftest import ask, events, request_in_flight
 from gateway_helpers import answer, call, result, stdio, tool_text
-from harness import Daemon, make_daemon
+from harness import Daemon, make_daemon, running
 
 _names = itertools.count()
 SERVERS = {"sdk": stdio("sdk_server.py"), "res": stdio("sdk_resolver.py")}
@@ -34,15 +34,9 @@ SERVERS = {"sdk": stdio("sdk_server.py"), "res": stdio("sdk_resolver.py")}
 def team(postgres: Any, tmp_path: Path, size: int, config: dict[str, Any] | None = None) -> Iterator[list[Daemon]]:
     """`size` daemons, each in a home of its own, all on one fresh PostgreSQL database; stopped at the end."""
     url = postgres.create_database(f"team_{next(_names)}")
-    daemons = [make_daemon(tmp_path / f"d{i}", {"servers": {}, **(config or {})}, extra_env={"MCPX_STORE": url})
-               for i in range(size)]
-    try:
-        for d in daemons:
-            d.start()
+    with running([make_daemon(tmp_path / f"d{i}", {"servers": {}, **(config or {})}, extra_env={"MCPX_STORE": url})
+                  for i in range(size)]) as daemons:
         yield daemons
-    finally:
-        for d in daemons:
-            d.stop()
 
 
 @contextlib.asynccontextmanager
