@@ -2,8 +2,9 @@
 
 Units submitted at the same moment cross to the writer's thread together and share one commit,
 each in its own savepoint, so a unit that raises rolls back alone (the audit records it wrote
-with it). A unit's future resolves only after the commit; the batch's committed audit records
-are handed on (`committed`) just before, so nothing is published that the database does not hold.
+with it). A unit's future resolves only after the commit, and the batch's committed audit records
+are handed on (`committed`) in the same loop turn, so nothing is published that the database does
+not hold, and the units' callers run before the records' subscribers, as when they published them.
 """
 
 from __future__ import annotations
@@ -96,11 +97,6 @@ class CommitQueue:
                 if not isinstance(exc, Exception):
                     raise
                 continue
-            if done.records:
-                try:
-                    self._committed(done)
-                except Exception:  # a follower's fault must not leave the units' callers waiting
-                    log.exception("handing on committed records failed")
             for (_, fut), (ok, value) in zip(batch, done.outcomes, strict=True):
                 if fut.done():
                     continue
@@ -108,3 +104,8 @@ class CommitQueue:
                     fut.set_result(value)
                 else:
                     fut.set_exception(value)
+            if done.records:
+                try:
+                    self._committed(done)
+                except Exception:  # a follower's fault is logged; the units' callers were told already
+                    log.exception("handing on committed records failed")
