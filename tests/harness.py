@@ -298,7 +298,7 @@ class Daemon:
     # ---- its life
 
     def start(self, timeout: float = PATIENCE) -> None:
-        # a daemon cannot bind a longer path (and does not exit when it fails to: it hangs), so say so at once
+        # a daemon cannot bind a longer path (it exits, saying so), so say so at once, before starting one
         if (size := len(os.fsencode(self.socket))) > SOCKET_PATH_MAX:
             raise RuntimeError(f"the daemon's socket {self.socket} would be {size} bytes long, and a unix socket's "
                                f"path may be {SOCKET_PATH_MAX} at most: give it a home with a shorter path")
@@ -381,7 +381,7 @@ class Daemon:
         return process_rss_kib(self.pid)
 
     def cpu_seconds(self) -> float:
-        """user + system CPU time of the daemon so far (all its threads, aiosqlite's included)."""
+        """user + system CPU time of the daemon so far (all its threads, the store's included)."""
         return process_cpu_seconds(self.pid)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import stat
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import aiohttp
 
 from conftest import ask, events, past, request_in_flight
-from harness import PATIENCE, Daemon, free_port, make_daemon
+from harness import PATIENCE, Daemon, free_port, home_pid, make_daemon, stop_process, wait_for_sync
 
 
 async def test_kill9_then_restart_loses_nothing_committed(home: Path) -> None:
@@ -108,3 +109,57 @@ async def test_tcp_needs_the_bearer_token(home: Path) -> None:
                 assert r.status == 200 and (await r.json())["listen"] == f"127.0.0.1:{port}"
         status = d.cli("status", env={"MCPX_DAEMON_URL": f"http://127.0.0.1:{port}"})
         assert status.returncode == 0 and f"127.0.0.1:{port}" in status.stdout
+
+
+def test_two_daemons_started_at_once_for_one_home_leave_one_running(home: Path) -> None:
+    """Both find no socket answering; the lock on the home lets one through, before either opens mcpx.db."""
+    d = make_daemon(home)
+    logs = [home.parent / f"racer-{n}.log" for n in range(2)]
+    racers = []
+    for log in logs:
+        with open(log, "w") as out:
+            racers.append(subprocess.Popen([sys.executable, "-m", "mcpx", "daemon"], env=d.env, cwd=home, stdout=out,
+                                           stderr=out))
+    try:
+        # the one refused exits on its own, at once: wait for that, bounded, while the other serves
+        refused = wait_for_sync(lambda: next((p for p in racers if p.poll() is not None), None), what="a daemon refused")
+        err = logs[racers.index(refused)].read_text()
+        winner = next(p for p in racers if p is not refused)
+        assert refused.returncode == 1, err
+        assert "already running" in err and f"pid {winner.pid}" in err, err
+        wait_for_sync(lambda: home_pid(home) == winner.pid, what="the other daemon serving")
+        assert winner.poll() is None
+    finally:
+        for p in racers:
+            stop_process(p)
+
+
+def test_a_daemon_that_cannot_listen_exits_and_says_why(home: Path) -> None:
+    """It fails after opening mcpx.db (the port is taken): it closes what it opened and exits, it does not hang."""
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        d = make_daemon(home)
+        result = subprocess.run([sys.executable, "-m", "mcpx", "daemon", "--listen", f"127.0.0.1:{port}"], env=d.env,
+                                cwd=home, capture_output=True, text=True, timeout=PATIENCE)
+    finally:
+        taken.close()
+    assert result.returncode == 1, result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "in use" in result.stderr, result.stderr
+    assert (home / "mcpx.db").exists()  # it had got as far as its database
+    assert not (home / "daemon.sock").exists() and not (home / "daemon.json").exists()
+    with d:  # and the home is free again for the next daemon
+        assert home_pid(home) == d.pid
+
+
+def test_a_daemon_whose_socket_path_is_too_long_exits_and_says_why(tmp_path: Path) -> None:
+    home = tmp_path / ("h" * 110)
+    home.mkdir()
+    d = make_daemon(home)
+    result = subprocess.run([sys.executable, "-m", "mcpx", "daemon"], env=d.env, cwd=home, capture_output=True,
+                            text=True, timeout=PATIENCE)
+    assert result.returncode == 1, result.stderr
+    assert "cannot serve on" in result.stderr and "may be 107 at most" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

@@ -150,3 +150,14 @@ async def test_the_demo_server_asks_in_both_eras(home: Path) -> None:
             assert "said no" in (await result(http, body["task"]))["result"]["content"][0]["text"]
     finally:
         d.stop()
+
+
+async def test_a_policy_error_fails_a_modern_call_naming_its_question(http: aiohttp.ClientSession) -> None:
+    """elicit mode error on a modern call: the call fails loudly, its question named, the question abandoned."""
+    status, body, _ = await call(http, "res", "need_repo", elicit="error")
+    assert status == 502, body
+    message = body["error"]["message"]
+    assert "res.need_repo needed an answer to elc-" in message and "none may be given" in message, message
+    eid = message.split("needed an answer to ")[1].split(" ")[0]
+    async with http.get(f"/v1/elicit/{eid}") as r:
+        assert (await r.json())["elicitation"]["state"] == "abandoned"

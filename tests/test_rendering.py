@@ -43,11 +43,12 @@ def question(requested: dict[str, Any] | None = ISSUE, *, mode: str = "form", ur
              task: str | None = TASK, **over: Any) -> Elicitation:
     """A question as the broker opens it: routed by its content, its credentials named."""
     decided = route(mode, requested, message)  # type: ignore[arg-type]
-    now = datetime(2030, 1, 1, tzinfo=UTC)
+    # secondsLeft is of the moment it is shown (computed from expiresAt), so the question is asked now
+    now = datetime.now(UTC)
     return Elicitation(**{
         "id": EID, "task": task, "session": "ses_r", "session_source": "argument", "server": server, "tool": tool,
         "mode": mode, "message": message, "requested_schema": requested, "url": url, "audience": decided.audience,
-        "reason": decided.reason, "created": now, "expires_at": now + timedelta(seconds=99), "seconds_left": 99,
+        "reason": decided.reason, "created": now, "expires_at": now + timedelta(seconds=99),
         "state": "pending", "secret_fields": sorted(secret_fields(requested)), **over})
 
 
@@ -90,14 +91,15 @@ def test_a_servers_words_never_reach_the_model_or_the_person_raw() -> None:
 
 
 def test_fields_are_rendered_with_their_types_constraints_and_defaults() -> None:
-    r = render(question(), prefix="mcpx_")
+    q = question()
+    r = render(q, prefix="mcpx_")
     assert r.agent is not None and r.person is None
     text = r.agent.notify
     assert "field title (string; min length 3; required)" in text
     assert "field count (integer; min 1; max 10; required)" in text
     assert 'field color (one of "red", "green"; optional; default "red")' in text
     assert "field notify (boolean; optional; default true)" in text
-    assert "answer by 2030-01-01T00:01:39Z (99 s left; then it counts as cancel)" in text
+    assert f"answer by {q.wire()['expiresAt']} (99 s left; then it counts as cancel)" in text
     accept = ('mcpx_mcpx_elicit_answer {"id": "elc-0123456789abcdef", "action": "accept", "content": '
               '{"title": "...", "count": 1}, "wait": true}')
     assert r.answer_calls.accept == accept and f"  to answer:  {accept}" in text
@@ -157,9 +159,9 @@ def test_an_ended_question_says_what_became_of_it() -> None:
     assert render(question()).status is None
     at = datetime(2030, 1, 1, 0, 0, 5, tzinfo=UTC)
     answer = Answer(id=EID, action="decline", by="person:cli", at=at, answered_after_ms=5000)
-    ended = question(state="answered", seconds_left=0)
+    ended = question(state="answered")
     assert render(ended, answer).status == f"{EID} is answered (decline by person:cli at 2030-01-01T00:00:05Z)."
-    gone = question(state="abandoned", state_reason="the call\nended", seconds_left=0)
+    gone = question(state="abandoned", state_reason="the call\nended")
     assert render(gone).status == f"{EID} is abandoned: the call ⏎ ended."
 
 

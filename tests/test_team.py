@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from conftest import ask, events, request_in_flight
+from conftest import ask, audited, events, request_in_flight
 from gateway_helpers import answer, call, result, stdio, tool_text
 from harness import Daemon, make_daemon, running
 
@@ -78,6 +78,7 @@ async def test_opened_on_one_daemon_answered_through_another_and_the_call_there_
             async with ha.get("/v1/audit", params={"elicit": q["id"], "kinds": "elicit.answered"}) as r:
                 (record,) = (await r.json())["records"]
             assert record["data"]["host"] == socket.gethostname() and record["data"]["user"] == getpass.getuser()
+            await audited(ha, "task.done", task=body["task"])  # the call's end commits just behind its result
             assert await log_of(ha) == await log_of(hb)
 
             async with ha.get("/v1/health") as r:
@@ -158,6 +159,7 @@ async def test_postgresql_restarting_under_two_daemons_loses_and_repeats_nothing
             rec = await on_a.until(lambda r: r["kind"] == "elicit.open")
             assert rec["elicit"] == second["id"]
         async with sessions([a, b]) as (ha, hb):
+            await audited(ha, "task.done", task=body["task"])  # the call's end commits just behind its result
             for http in (ha, hb):
                 async with http.get("/v1/elicit", params={"session": "outage", "state": "all"}) as r:
                     listed = (await r.json())["elicitations"]

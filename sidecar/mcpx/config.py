@@ -308,12 +308,23 @@ USER_CONFIG = Path("~/.config/mcpx/config.json")
 PROJECT_CONFIG = Path(".mcpx/config.json")
 
 
+def _user_config() -> Path:
+    return Path(os.environ.get("MCPX_USER_CONFIG", str(USER_CONFIG))).expanduser()
+
+
+def config_places(cwd: Path) -> list[Path]:
+    """Every file that is a source of the config, or would be one if it were created: where to watch."""
+    if explicit := os.environ.get("MCPX_CONFIG"):
+        return [Path(explicit).expanduser()]
+    return [_user_config(), *(directory / PROJECT_CONFIG for directory in [cwd, *cwd.parents])]
+
+
 def config_sources(cwd: Path) -> list[Path]:
     """The files that make up the config, lowest precedence first."""
     if explicit := os.environ.get("MCPX_CONFIG"):
         return [Path(explicit).expanduser()]
     sources: list[Path] = []
-    user = Path(os.environ.get("MCPX_USER_CONFIG", str(USER_CONFIG))).expanduser()
+    user = _user_config()
     if user.is_file():
         sources.append(user)
     for directory in [cwd, *cwd.parents]:
@@ -465,45 +476,62 @@ def _stamps(paths: list[Path]) -> list[tuple[int, int, int] | None]:
     return out
 
 
+def _watch_points(places: list[Path]) -> tuple[list[str], set[str]]:
+    """The directories to watch (each place's nearest existing one, not recursively) and the paths in them that
+    matter: the places themselves, and the missing directories on the way to them."""
+    directories: set[str] = set()
+    names = {str(p) for p in places}
+    for place in places:
+        directory = place.parent
+        while not directory.is_dir() and directory != directory.parent:
+            names.add(str(directory))
+            directory = directory.parent
+        directories.add(str(directory))
+    return sorted(directories), names
+
+
 async def watch_config(loaded: LoadedConfig, recheck: float = 2.0) -> AsyncIterator[LoadedConfig | ConfigError]:
-    """Yield a freshly loaded config (or the error loading it) each time a source changes.
+    """Yield a freshly loaded config (or the error loading it) each time a source changes, or a config file
+    appears where one may be (config_places): a daemon started on the embedded default takes up a
+    ~/.config/mcpx/config.json written later, and goes back to the default when it goes.
 
     watchfiles wakes us at once; a stat check every `recheck` seconds backs it up, because inotify
-    can miss a change made while the watch is being set up, or on filesystems that do not report.
+    can miss a change made while the watch is being set up, or on filesystems that do not report
+    (and a place whose directory does not exist yet is watched from the nearest one that does).
     """
     import asyncio
 
     import watchfiles
 
-    explicit = os.environ.get("MCPX_CONFIG")
-    watched = loaded.sources or ([Path(explicit).expanduser()] if explicit else [])
-    if not watched:
-        return
-    directories = sorted({str(p.parent) for p in watched if p.parent.exists()})
-    names = {str(p) for p in watched}
-    stamps = loaded.stamps if loaded.sources else _stamps(watched)
+    places = config_places(loaded.cwd)
+    # the sources as they were loaded; the other places as they are now (absent, or shadowed by a nearer file)
+    at_load = dict(zip(map(str, loaded.sources), loaded.stamps, strict=False))
+    stamps = [at_load[str(p)] if str(p) in at_load else now for p, now in zip(places, _stamps(places), strict=True)]
     nudged: asyncio.Queue[None] = asyncio.Queue()
 
-    async def notify() -> None:
-        async for _changes in watchfiles.awatch(*directories, debounce=200, step=50,
+    async def notify(directories: list[str], names: set[str]) -> None:
+        async for _changes in watchfiles.awatch(*directories, debounce=200, step=50, recursive=False,
                                                 watch_filter=lambda _c, path: path in names):
             nudged.put_nowait(None)
 
-    listener = asyncio.create_task(notify())
+    points = _watch_points(places)
+    listener = asyncio.create_task(notify(*points))
     try:
         while True:
             try:
                 await asyncio.wait_for(nudged.get(), recheck)
             except TimeoutError:
                 pass
-            now = _stamps(watched)
+            if (now_points := _watch_points(places)) != points:  # a directory on the way to a place appeared
+                listener.cancel()
+                points = now_points
+                listener = asyncio.create_task(notify(*points))
+            now = _stamps(places)
             if now == stamps:
                 continue
-            stamps = now
+            stamps = now  # taken before the load: a change during it is seen at the next check
             try:
-                fresh = load_config(loaded.cwd)
-                stamps = fresh.stamps or stamps
-                yield fresh
+                yield load_config(loaded.cwd)
             except ConfigError as exc:
                 yield exc
     finally:

@@ -47,6 +47,10 @@ class StatePaths:
         return self.root / "daemon-id"
 
     @property
+    def lock(self) -> Path:
+        return self.root / "daemon.lock"
+
+    @property
     def request_state_key(self) -> Path:
         return self.root / "request-state.key"
 

@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -39,6 +40,8 @@ from mcpx.broker.models import (
     Elicitation,
     OpenRequest,
     State,
+    StoredTask,
+    TaskState,
     rfc3339,
     seconds_left,
 )
@@ -75,6 +78,26 @@ def redact(content: dict[str, Any] | None, secret: set[str]) -> dict[str, Any] |
     if content is None or not secret:
         return content
     return {k: (REDACTED if k in secret else v) for k, v in content.items()}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a unit of work on one question leaves for the broker to act on once it has committed.
+
+    A refusal is returned, not raised, so that what the unit did on the way (an expiry) commits.
+    """
+
+    question: Elicitation | None  # as it stands after the unit; None when there is no such question
+    answer: Answer | None = None  # given now: whoever waits is woken with it
+    expired: Answer | None = None  # it ran out of time on the way: the expiry's answer wakes them instead
+    ended: QuestionEnded | None = None  # it ended unanswered (policy error): whoever waits is told so
+    refusal: BrokerError | None = None  # why the answer was refused: raised once the unit has committed
+
+    def settled(self) -> Elicitation:
+        if self.refusal is not None:
+            raise self.refusal
+        assert self.question is not None, "a unit returns no question only with a refusal"
+        return self.question
 
 
 class Handle:
@@ -126,10 +149,7 @@ class Broker:
             task.cancel()
         if self._sweeper is not None:
             self._sweeper.cancel()
-            try:
-                await self._sweeper
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait({self._sweeper})  # its end, without taking a cancel of stop() itself for it
             self._sweeper = None
 
     def _future_for(self, eid: str) -> asyncio.Future[Answer]:
@@ -273,7 +293,7 @@ class Broker:
         records: list[AuditRecord] = []
         expires = q.expires_at.timestamp()
 
-        def unit(tx: Tx) -> tuple[Elicitation, Answer | None, QuestionEnded | None]:
+        def unit(tx: Tx) -> Outcome:
             tx.insert_question(q)
             data: dict[str, Any] = {"server": q.server, "tool": q.tool, "mode": q.mode, "audience": q.audience,
                                     "reason": q.reason, "expiresAt": rfc3339(q.expires_at)}
@@ -283,14 +303,14 @@ class Broker:
                 data["ambiguous"] = True
             self._audit(tx, records, "elicit.open", now, q, data, req.pid)
             if decision is None:
-                return q, None, None
+                return Outcome(q)
             self._audit(tx, records, "policy.fired", now, q,
                         {"rule": decision.source, "action": decision.action or "error", "because": decision.because})
             if decision.fail:
                 ended_q = q.model_copy(update={"state": "abandoned", "state_reason": decision.because})
                 tx.update_question(ended_q)
                 self._audit(tx, records, "elicit.abandoned", now, ended_q, {"reason": decision.because})
-                return ended_q, None, QuestionEnded(q.id, "abandoned", decision.because)
+                return Outcome(ended_q, ended=QuestionEnded(q.id, "abandoned", decision.because))
             assert decision.action is not None
             content = decision.content
             if content is not None:
@@ -298,9 +318,10 @@ class Broker:
             answer, answered_q = self._commit_answer(tx, records, q, decision.action, content, decision.by, None,
                                                      self.pid, decision.because, now,
                                                      routing.secret_fields(q.requested_schema))
-            return answered_q, answer, None
+            return Outcome(answered_q, answer)
 
-        q, answer, ended = await self._store.write(unit)
+        outcome = await self._store.write(unit)
+        q, answer, ended = outcome.settled(), outcome.answer, outcome.ended
         fut = self._future_for(q.id)
         if self._me is not None and q.secret_fields and q.state == "pending":
             self._asked.add(q.id)
@@ -357,36 +378,34 @@ class Broker:
         records: list[AuditRecord] = []
         now = time.time()
 
-        def unit(tx: Tx) -> tuple[Elicitation, Answer | None, Answer | None, BrokerError | None]:
-            """(question, answer, expiry answer, refusal) — a refusal is returned, not raised, so expiry commits."""
+        def unit(tx: Tx) -> Outcome:
             q = tx.question(eid)
             if q is None:
-                return None, None, None, NotFound(f"no question {eid}")  # type: ignore[return-value]
+                return Outcome(None, refusal=NotFound(f"no question {eid}"))
             if q.state == "pending" and now >= q.expires_at.timestamp():
                 expired = self._expire_in(tx, records, q, now)
-                return q, None, expired, self._ended_error_of(q.model_copy(update={"state": "expired"}), None)
+                return Outcome(q, expired=expired,
+                               refusal=self._ended_error_of(q.model_copy(update={"state": "expired"}), None))
             if q.state != "pending":
-                return q, None, None, self._ended_error_of(q, tx.answer(q.id))
+                return Outcome(q, refusal=self._ended_error_of(q, tx.answer(q.id)))
             refusal = self._refusal(q, action, by, session) or self._elsewhere(q, action)
             if refusal is not None:
-                return q, None, None, refusal
+                return Outcome(q, refusal=refusal)
             if by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human":
-                return self._escalate_in(tx, records, q, by, reason, now, pid), None, None, None
+                return Outcome(self._escalate_in(tx, records, q, by, reason, now, pid))
             try:
                 clean = self._checked_content(q, action, content)
             except InvalidContent as exc:
-                return q, None, None, exc
+                return Outcome(q, refusal=exc)
             answer, q = self._commit_answer(tx, records, q, action, clean, by, session, pid, reason, now,
                                             routing.secret_fields(q.requested_schema))
-            return q, answer, None, None
+            return Outcome(q, answer)
 
-        q, answer, expired, refusal = await self._store.write(unit)
-        for reached in (expired, answer):
+        outcome = await self._store.write(unit)
+        for reached in (outcome.expired, outcome.answer):
             if reached is not None:
                 self._wake_asker(eid, reached)
-        if refusal is not None:
-            raise refusal
-        return q, answer
+        return outcome.settled(), outcome.answer
 
     @staticmethod
     def _ended_error_of(q: Elicitation, answer: Answer | None) -> BrokerError:
@@ -526,14 +545,16 @@ class Broker:
             fut.set_exception(QuestionEnded(eid, "abandoned", reason))
         return True
 
-    async def take_over(self, tid: str, owner: str, doc: dict[str, Any], reason: str) -> list[str]:
+    async def take_over(self, task: StoredTask, owner: str, reason: str) -> list[str]:
         """End a call of a daemon whose lease lapsed: its pending questions abandoned with `reason`, the task
         failed with its task.done, in one transaction that only one daemon of the team gets to commit.
         The questions abandoned; [] when another daemon took it over first."""
+        tid = task.id
         pending = [q.id for q in await self.questions(QuestionFilter(task=tid, state="pending"))]
         records: list[AuditRecord] = []
         now = time.time()
-        ended = {**{k: v for k, v in doc.items() if k != "resume"}, "state": "failed", "error": reason, "open": []}
+        ended = task.model_copy(update={"state": "failed", "error": reason, "open": [], "resume": None,
+                                        "updated": _ts(now)})
 
         def unit(tx: Tx) -> list[str] | None:
             if not tx.claim_task(tid, owner):
@@ -546,10 +567,10 @@ class Broker:
                     tx.update_question(q)
                     self._audit(tx, records, "elicit.abandoned", now, q, {"reason": reason})
                     gone.append(eid)
-            tx.put_task(tid, "failed", doc.get("session"), ended)
+            tx.put_task(ended)
             self._audit(tx, records, "task.done", now, None,
-                        {"state": "failed", "server": doc.get("server"), "tool": doc.get("tool"), "error": reason},
-                        session=doc.get("session"), trace=doc.get("trace"), task=tid)
+                        {"state": "failed", "server": task.server, "tool": task.tool, "error": reason},
+                        session=task.session, trace=task.trace, task=tid)
             return gone
 
         gone = await self._store.write(unit)
@@ -559,7 +580,7 @@ class Broker:
                 fut.set_exception(QuestionEnded(eid, "abandoned", reason))
         return gone or []
 
-    async def lapsed_tasks(self, states: tuple[str, ...]) -> list[tuple[Lease, dict[str, Any]]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
         return await self._store.lapsed_tasks(states)
 
     async def daemons(self) -> list[Lease]:
@@ -638,19 +659,18 @@ class Broker:
 
     # ---- what else is durable: a call task's record, facts learnt about servers
 
-    async def save_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any]) -> None:
-        await self._store.write(lambda tx: tx.put_task(tid, state, session, doc))
+    async def save_task(self, task: StoredTask) -> None:
+        await self._store.write(lambda tx: tx.put_task(task))
 
-    def finish_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any], data: dict[str, Any],
-                    trace: str | None = None) -> asyncio.Future[AuditRecord]:
+    def finish_task(self, task: StoredTask, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
         """A task's final record and its task.done, committed together; the record is published after."""
-        return self._submit_record("task.done", data, session=session, trace=trace, task=tid,
-                                   with_unit=lambda tx: tx.put_task(tid, state, session, doc))
+        return self._submit_record("task.done", data, session=task.session, trace=task.trace, task=task.id,
+                                   with_unit=lambda tx: tx.put_task(task))
 
-    async def task(self, tid: str) -> dict[str, Any] | None:
+    async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)
 
-    async def tasks_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
         return await self._store.tasks_in(states)
 
     async def fact(self, key: str) -> Any:

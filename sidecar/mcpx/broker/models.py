@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, computed_field, model_validator
 from pydantic.alias_generators import to_camel
 
 Mode = Literal["form", "url"]
@@ -119,6 +119,53 @@ class AuditRecord(WireModel):
     task: str | None = None
     pid: int | None = None
     data: dict[str, Any] = {}
+
+
+TaskState = Literal["running", "input-required", "completed", "failed", "cancelled"]
+# a task's times go out as they always have: RFC 3339 to the millisecond, in UTC
+Moment = Annotated[datetime, PlainSerializer(lambda moment: rfc3339(moment), return_type=str, when_used="json")]
+
+
+class TaskDoc(WireModel):
+    """A call as a task: what /v1/tasks/{id} and mcpx's own task tools show."""
+
+    id: str
+    trace: str
+    parent: str | None = None
+    server: str
+    tool: str
+    session: str
+    session_source: SessionSource
+    state: TaskState
+    era: Literal["legacy", "modern"] | None = None
+    questions: list[str] = Field(description="every question the call raised")
+    open: list[str] = Field(description="those still waiting for an answer")
+    created: Moment
+    updated: Moment
+    result: dict[str, Any] | None = Field(default=None, description="the server's CallToolResult, once completed")
+    error: str | None = Field(default=None, description="why it failed or was cancelled")
+
+
+class TransparentCall(WireModel):
+    """A call through /mcp/{server}: the era and capabilities the client itself declared."""
+
+    era: Literal["legacy", "modern"] | None = None
+    client_caps: dict[str, Any] | None = None
+
+
+class StoredTask(TaskDoc):
+    """What the tasks table keeps of a call: its document, and what a restarted daemon needs to re-drive it."""
+
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    cwd: str | None = None
+    surface: str = "rest"
+    policy_mode: Literal["ask", "auto", "decline", "error"] | None = None
+    transparent: TransparentCall | None = None
+    resume: dict[str, Any] | None = Field(default=None, description="a modern call's round in flight: its retry")
+
+    def shown(self) -> TaskDoc:
+        """The task's document, without what only a restart needs."""
+        return TaskDoc.model_validate({name: getattr(self, name) for name in TaskDoc.model_fields})
 
 
 class OpenRequest(WireModel):

@@ -45,7 +45,7 @@ from mcpx.broker.documents import (
     stored_question,
 )
 from mcpx.broker.errors import StoreUnavailable
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
 from mcpx.broker.store import (
     AuditFilter,
     Follower,
@@ -178,11 +178,11 @@ class PgTx:
         self.records.append(record := record.model_copy(update={"seq": int(row[0])}))
         return record
 
-    def put_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any]) -> None:
+    def put_task(self, task: StoredTask) -> None:
         self._db.execute(
             "INSERT INTO tasks (id, state, session, daemon, updated, doc) VALUES (%s,%s,%s,%s,%s,%s)"
             " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (tid, state, session, self._daemon, time.time(), dumps(doc)),
+            (task.id, task.state, task.session, self._daemon, time.time(), dumps(task.wire())),
         )
 
     def put_fact(self, key: str, value: Any) -> None:
@@ -274,10 +274,11 @@ class PgStore:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        try:  # a clean stop gives the lease up at once: nobody waits for it to lapse
-            await self.write(lambda tx: tx.leave(self.me))
-        except StoreUnavailable as exc:
-            log.warning("could not give up this daemon's lease: %s", exc)
+        if self._writer is not None:  # a clean stop gives the lease up at once: nobody waits for it to lapse
+            try:
+                await self.write(lambda tx: tx.leave(self.me))
+            except StoreUnavailable as exc:
+                log.warning("could not give up this daemon's lease: %s", exc)
         loop = asyncio.get_running_loop()
         for executor, conn in ((self._reads, self._reader), (self._writes, self._writer)):
             if conn is not None:
@@ -450,15 +451,15 @@ class PgStore:
         rows = await self._rows("SELECT COALESCE(MAX(seq), 0) FROM audit")
         return int(rows[0][0])
 
-    async def task(self, tid: str) -> dict[str, Any] | None:
+    async def task(self, tid: str) -> StoredTask | None:
         rows = await self._rows("SELECT doc FROM tasks WHERE id=%s", (tid,))
-        return json.loads(rows[0][0]) if rows else None
+        return StoredTask.model_validate_json(rows[0][0]) if rows else None
 
-    async def tasks_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
         """This daemon's own tasks: another's are its to resume, or the team's once its lease lapses."""
         rows = await self._rows("SELECT doc FROM tasks WHERE state = ANY(%s) AND daemon=%s ORDER BY updated",
                                 (list(states), self.me.id))
-        return [json.loads(r[0]) for r in rows]
+        return [StoredTask.model_validate_json(r[0]) for r in rows]
 
     async def fact(self, key: str) -> Any:
         rows = await self._rows("SELECT value FROM facts WHERE key=%s", (key,))
@@ -474,7 +475,7 @@ class PgStore:
             (self.lease, self.me.id))
         return [Lease(*row) for row in rows]
 
-    async def lapsed_tasks(self, states: tuple[str, ...]) -> list[tuple[Lease, dict[str, Any]]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
         """Unfinished tasks of daemons whose lease lapsed (or that hold no lease), with whose they are."""
         rows = await self._rows(
             'SELECT t.doc, t.daemon, d."user", d.host, d.pid, d.version, d.started, d.heartbeat FROM tasks t'
@@ -485,7 +486,7 @@ class PgStore:
         for doc, daemon, user, host, pid, version, started, beat in rows:
             lease = Lease(daemon, user or "?", host or "?", pid or 0, version or "?",
                           started or datetime.fromtimestamp(0), beat or datetime.fromtimestamp(0), False)
-            out.append((lease, json.loads(doc)))
+            out.append((lease, StoredTask.model_validate_json(doc)))
         return out
 
 

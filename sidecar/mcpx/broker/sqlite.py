@@ -30,7 +30,7 @@ from mcpx.broker.documents import (
     record_of,
     stored_question,
 )
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
 from mcpx.broker.store import AuditFilter, Follower, Lease, QuestionFilter, QuestionRow, StoreInfo, Tx
 
 T = TypeVar("T")
@@ -127,11 +127,11 @@ class SqliteTx:
         self.records.append(record := record.model_copy(update={"seq": cur.lastrowid}))
         return record
 
-    def put_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any]) -> None:
+    def put_task(self, task: StoredTask) -> None:
         self._db.execute(
             "INSERT INTO tasks (id, state, session, updated, doc) VALUES (?,?,?,?,?)"
             " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (tid, state, session, time.time(), dumps(doc)),
+            (task.id, task.state, task.session, time.time(), dumps(task.wire())),
         )
 
     def put_fact(self, key: str, value: Any) -> None:
@@ -281,14 +281,14 @@ class SqliteStore:
         rows = await self._rows("SELECT COALESCE(MAX(seq), 0) FROM audit")
         return int(rows[0][0])
 
-    async def task(self, tid: str) -> dict[str, Any] | None:
+    async def task(self, tid: str) -> StoredTask | None:
         rows = await self._rows("SELECT doc FROM tasks WHERE id=?", (tid,))
-        return json.loads(rows[0][0]) if rows else None
+        return StoredTask.model_validate_json(rows[0][0]) if rows else None
 
-    async def tasks_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
         marks = ",".join("?" for _ in states)
         rows = await self._rows(f"SELECT doc FROM tasks WHERE state IN ({marks}) ORDER BY updated", states)
-        return [json.loads(r[0]) for r in rows]
+        return [StoredTask.model_validate_json(r[0]) for r in rows]
 
     async def fact(self, key: str) -> Any:
         rows = await self._rows("SELECT value FROM facts WHERE key=?", (key,))
@@ -297,5 +297,5 @@ class SqliteStore:
     async def daemons(self) -> list[Lease]:
         return []  # this daemon's own file
 
-    async def lapsed_tasks(self, states: tuple[str, ...]) -> list[tuple[Lease, dict[str, Any]]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
         return []

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
 
 T = TypeVar("T")
 
@@ -131,8 +131,8 @@ class Tx(Protocol):
         """Append `record` to the log; returns it with the seq the log gave it."""
         ...
 
-    def put_task(self, tid: str, state: str, session: str | None, doc: dict[str, Any]) -> None:
-        """Keep a call task's document (a JSON object, kept as given) under its id, with its state."""
+    def put_task(self, task: StoredTask) -> None:
+        """Keep a call task under its id, over what was kept before."""
         ...
 
     def put_fact(self, key: str, value: Any) -> None: ...
@@ -184,10 +184,10 @@ class Store(Protocol):
 
     async def last_seq(self) -> int: ...
 
-    async def task(self, tid: str) -> dict[str, Any] | None: ...
+    async def task(self, tid: str) -> StoredTask | None: ...
 
-    async def tasks_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
-        """The documents of the tasks in these states, least recently updated first."""
+    async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
+        """The tasks in these states, least recently updated first."""
         ...
 
     async def fact(self, key: str) -> Any: ...
@@ -198,6 +198,6 @@ class Store(Protocol):
         """The daemons with a lease on this store, this one first."""
         ...
 
-    async def lapsed_tasks(self, states: tuple[str, ...]) -> list[tuple[Lease, dict[str, Any]]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
         """Tasks in these states of daemons whose lease lapsed, each with that lease."""
         ...

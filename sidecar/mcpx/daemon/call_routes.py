@@ -6,7 +6,6 @@ a Location to answer at and a Retry-After of the time left, while the call keeps
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from aiohttp import web
@@ -14,14 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpx.answering import respond_with
 from mcpx.broker.broker import Broker
-from mcpx.broker.models import Elicitation, SessionSource, WireModel
+from mcpx.broker.models import Elicitation, TaskDoc, WireModel
 from mcpx.daemon.api import Api, RouteError, Call, Reply
 from mcpx.daemon.peers import session_of
 from mcpx.daemon.state import BROKER, CONFIG, GATEWAY
 from mcpx.daemon.schemas import ErrorDetail, TaskPath
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.sessions import header_source, resolve_session
-from mcpx.upstream.calls import CallRequest, CallTask, TaskState
+from mcpx.upstream.calls import CallRequest, CallTask
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.pool import InstanceInfo
 
@@ -76,24 +75,6 @@ class InputRequired(BaseModel):
     elicitation: WaitingQuestion | None = Field(description="the first open question")
     elicitations: list[WaitingQuestion] = Field(description="every open question")
     result: str = Field(description="where the call's real result is long-polled")
-
-
-class TaskDoc(WireModel):
-    id: str
-    trace: str
-    parent: str | None = None
-    server: str
-    tool: str
-    session: str
-    session_source: SessionSource
-    state: TaskState
-    era: Literal["legacy", "modern"] | None = None
-    questions: list[str] = Field(description="every question the call raised")
-    open: list[str] = Field(description="those still waiting for an answer")
-    created: datetime
-    updated: datetime
-    result: dict[str, Any] | None = Field(default=None, description="the server's CallToolResult, once completed")
-    error: str | None = Field(default=None, description="why it failed or was cancelled")
 
 
 class ToolsList(BaseModel):
@@ -178,7 +159,7 @@ async def call_tool(call: Call) -> web.StreamResponse:
            tag="call", params=TaskPath,
            replies={200: Reply("the task", TaskDoc), 404: Reply("no such task")})
 async def get_task(call: Call) -> web.StreamResponse:
-    return web.json_response(await _task_or_404(call.app[GATEWAY], call.path["id"]))
+    return web.json_response((await _task_or_404(call.app[GATEWAY], call.path["id"])).wire())
 
 
 @api.route("GET", "/v1/tasks/{id}/result", "Long-poll for a call's real result", query=ResultQuery, tag="call",
@@ -199,7 +180,7 @@ async def task_result(call: Call) -> web.StreamResponse:
         await live.wait_for(wake, call.query.timeout)
         if not live.done:
             return waiting_response(live, broker)
-    return web.json_response(await _task_or_404(gw, call.path["id"]))
+    return web.json_response((await _task_or_404(gw, call.path["id"])).wire())
 
 
 @api.route("POST", "/v1/tasks/{id}/cancel", "Cancel a running call; its open questions are abandoned", tag="call",
@@ -209,11 +190,11 @@ async def cancel_task(call: Call) -> web.StreamResponse:
     gw = call.app[GATEWAY]
     doc = await _task_or_404(gw, call.path["id"])
     if not await gw.cancel(call.path["id"], "cancelled through the REST API"):
-        raise RouteError(409, "task_done", f"{call.path['id']} already finished ({doc['state']})")
-    return web.json_response(await gw.task_doc(call.path["id"]))
+        raise RouteError(409, "task_done", f"{call.path['id']} already finished ({doc.state})")
+    return web.json_response((await gw.task_doc(call.path["id"])).wire())
 
 
-async def _task_or_404(gw: Gateway, tid: str) -> dict[str, Any]:
+async def _task_or_404(gw: Gateway, tid: str) -> TaskDoc:
     try:
         return await gw.task_doc(tid)
     except UnknownTask as exc:

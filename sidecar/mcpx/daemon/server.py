@@ -16,6 +16,7 @@ import secrets
 import signal
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 from aiohttp import web
 
@@ -28,6 +29,7 @@ from mcpx.config import ConfigError, load_config
 from mcpx.configsource import ConfigSource
 from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
+from mcpx.daemon.homelock import HomeTaken, hold_home
 from mcpx.daemon.state import DaemonInfo
 from mcpx.paths import StatePaths, write_private
 from mcpx.sockets import socket_alive
@@ -37,6 +39,8 @@ from mcpx.upstream.calls import CallRequest
 from mcpx.upstream.gateway import Gateway
 
 log = logging.getLogger("mcpx.daemon")
+
+SOCKET_PATH_MAX = 107  # bytes: what sockaddr_un holds on Linux, less its final NUL
 
 
 class DaemonError(Exception):
@@ -117,81 +121,109 @@ async def demo_question(gateway: Gateway, settings: ConfigSource) -> None:
 async def run(listen: str | None = None, verbose: bool = False, demo: bool = False) -> int:
     """Build the daemon from its parts, each from the ones before it, then serve until SIGTERM.
 
-    The order: the config in force; the store; the broker on the store; the gateway to the
-    upstream servers on the broker; the MCP surface on the gateway; last, the app that serves
-    them all. Stopping undoes it in reverse.
+    The order: the home's lock; the config in force; the store; the broker on the store; the
+    gateway to the upstream servers on the broker; the MCP surface on the gateway; last, the app
+    that serves them all. Each part is closed in reverse as it was opened, whether the daemon
+    stops or fails on the way up (a port in use, a socket path too long): a daemon that cannot
+    serve exits, it does not hang on what it had opened.
     """
     started_by = origin.take()
     paths = StatePaths.current()
     paths.ensure()
-    if socket_alive(paths.socket):
-        pid = _running_pid(paths)
-        raise DaemonError(f"a daemon is already running for {paths.root}" + (f" (pid {pid})" if pid else "")
-                          + f" on {paths.socket}")
     tcp = parse_listen(listen) if listen else None
-    setup_logging(paths, verbose)
-    try:
-        settings = ConfigSource(load_config())
-    except ConfigError as exc:
-        raise DaemonError(f"config: {exc}") from None
+    async with contextlib.AsyncExitStack() as parts:
+        try:
+            parts.enter_context(hold_home(paths))  # before the database: two daemons never share one
+        except HomeTaken as exc:
+            raise DaemonError(str(exc)) from None
+        if socket_alive(paths.socket):  # one from an mcpx that took no lock
+            pid = _running_pid(paths)
+            raise DaemonError(f"a daemon is already running for {paths.root}" + (f" (pid {pid})" if pid else "")
+                              + f" on {paths.socket}")
+        setup_logging(paths, verbose)
+        try:
+            settings = ConfigSource(load_config())
+        except ConfigError as exc:
+            raise DaemonError(f"config: {exc}") from None
+        parts.callback(log.info, "mcpx daemon stopped")
+        parts.callback(_remove, paths.socket, paths.daemon_json)
 
-    try:
-        store = make_store(settings.config, paths)
-        await store.open()
-    except (StoreRefused, BrokerError) as exc:
-        raise DaemonError(f"store: {exc}") from None
-    broker = Broker(store, settings)
-    await broker.start()
-    gateway = Gateway(broker, settings)
-    await gateway.start()
-    surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))
-    info = DaemonInfo(paths=paths, started_at=datetime.now(UTC), listen=f"{tcp[0]}:{tcp[1]}" if tcp else None,
-                      token=load_or_create_token(paths) if tcp else None)
-    app = make_app(info, settings, broker, gateway, surface)
+        try:
+            store = make_store(settings.config, paths)  # the SQLite file, or the team's PostgreSQL
+            parts.push_async_callback(store.close)  # closes whatever open() got as far as opening
+            await store.open()
+        except (StoreRefused, BrokerError) as exc:
+            raise DaemonError(f"store: {exc}") from None
+        broker = Broker(store, settings)
+        parts.push_async_callback(broker.stop)
+        await broker.start()
+        gateway = Gateway(broker, settings)
+        parts.push_async_callback(gateway.close)
+        await gateway.start()
+        surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))
+        info = DaemonInfo(paths=paths, started_at=datetime.now(UTC), listen=f"{tcp[0]}:{tcp[1]}" if tcp else None,
+                          token=load_or_create_token(paths) if tcp else None)
+        app = make_app(info, settings, broker, gateway, surface)
 
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=3.0, access_log=None)
-    await runner.setup()
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=3.0, access_log=None)
+        parts.push_async_callback(runner.cleanup)
+        await runner.setup()
+        parts.callback(stop_streams, app)
+        await _serve_on(runner, paths, tcp)
+        write_private(paths.daemon_json, json.dumps({
+            "pid": os.getpid(), "socket": str(paths.socket), "listen": info.listen, "version": __version__,
+            "startedAt": info.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
+        }).encode())
+        log.info("mcpx daemon %s serving on %s%s (config: %s)", __version__, paths.socket,
+                 f" and http://{info.listen}" if tcp else "", settings.origin)
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        background = [asyncio.create_task(settings.watch(on_change=gateway.reconfigure), name="mcpx-config-watch")]
+        if demo:
+            background.append(asyncio.create_task(demo_question(gateway, settings), name="mcpx-demo"))
+        parts.push_async_callback(_cancel, background)
+        await stop.wait()
+        log.info("draining: no new requests; in-flight ones get %.0fs", 3.0)
+    return 0
+
+
+async def _serve_on(runner: web.AppRunner, paths: StatePaths, tcp: tuple[str, int] | None) -> None:
+    """Listen on the unix socket (0600), and on loopback TCP if asked; a DaemonError that says why not."""
     with contextlib.suppress(FileNotFoundError):
-        paths.socket.unlink()  # stale: nothing answered on it
+        paths.socket.unlink()  # stale: nothing answered on it, and we hold the home
     old_umask = os.umask(0o177)  # the socket is born 0600, never briefly open to others
     try:
         await web.UnixSite(runner, str(paths.socket)).start()
+    except (OSError, ValueError) as exc:
+        size = len(os.fsencode(paths.socket))
+        hint = (f" (its path is {size} bytes; a unix socket's may be {SOCKET_PATH_MAX} at most: set MCPX_HOME to a "
+                "shorter directory)") if size > SOCKET_PATH_MAX else ""
+        raise DaemonError(f"cannot serve on {paths.socket}{hint}: {exc}") from None
     finally:
         os.umask(old_umask)
     paths.socket.chmod(0o600)
     if tcp:
-        await web.TCPSite(runner, tcp[0], tcp[1]).start()
-    write_private(paths.daemon_json, json.dumps({
-        "pid": os.getpid(), "socket": str(paths.socket), "listen": info.listen, "version": __version__,
-        "startedAt": info.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
-    }).encode())
-    log.info("mcpx daemon %s serving on %s%s (config: %s)", __version__, paths.socket,
-             f" and http://{info.listen}" if tcp else "", settings.origin)
+        try:
+            await web.TCPSite(runner, tcp[0], tcp[1]).start()
+        except OSError as exc:
+            raise DaemonError(f"cannot listen on {tcp[0]}:{tcp[1]}: {exc.strerror or exc}") from None
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    background = [asyncio.create_task(settings.watch(on_change=gateway.reconfigure), name="mcpx-config-watch")]
-    if demo:
-        background.append(asyncio.create_task(demo_question(gateway, settings), name="mcpx-demo"))
-    try:
-        await stop.wait()
-        log.info("draining: no new requests; in-flight ones get %.0fs", 3.0)
-    finally:
-        stop_streams(app)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        await runner.cleanup()
-        await gateway.close()
-        await broker.stop()
-        await store.close()
-        for path in (paths.socket, paths.daemon_json):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        log.info("mcpx daemon stopped")
-    return 0
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task, outcome in zip(tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True):
+        if isinstance(outcome, Exception):
+            log.error("%s had failed: %r", task.get_name(), outcome)
+
+
+def _remove(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def _running_pid(paths: StatePaths) -> int | None:

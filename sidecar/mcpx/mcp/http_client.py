@@ -144,7 +144,7 @@ class HttpChannel:
                     self._incoming.put_nowait(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"{self.name}: {problem}",
                                                             {"httpStatus": resp.status}))
         except asyncio.CancelledError:
-            pass
+            raise  # withdrawn (modern HTTP: closing the stream is the cancel), or the channel closes
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             self._incoming.put_nowait(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR,
                                                     f"{self.name}: {shown_url(self.url)} could not be reached: "
@@ -204,9 +204,8 @@ class HttpChannel:
                     else:
                         failures = 0
                         await self._read_sse(resp, stream, None)
-            except asyncio.CancelledError:
-                return
-            except (aiohttp.ClientError, OSError, TimeoutError):
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                log.debug("%s: the server's stream broke off (%s); listening again", self.name, exc)
                 failures += 1
             await asyncio.sleep(min(stream.retry_ms, 5000) / 1000 * (1 + failures))
 

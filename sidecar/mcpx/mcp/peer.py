@@ -97,8 +97,8 @@ class Peer:
                 try:
                     await self.channel.send(jsonrpc.notification("notifications/cancelled",
                                                                  {"requestId": rid, "reason": "cancelled by mcpx"}))
-                except Exception:
-                    pass
+                except Exception as exc:
+                    log.debug("%s: could not withdraw request %r: %s", self.name, rid, exc)
             raise
         finally:
             self._pending.pop(rid, None)
@@ -125,8 +125,8 @@ class Peer:
             if not self.close_reason:
                 try:
                     await asyncio.wait_for(self.channel.wait_exited(), 2.0)
-                except (TimeoutError, Exception):
-                    pass
+                except Exception as exc:  # its exit is only the reason given; the peer shuts all the same
+                    log.debug("%s: no exit status to give as the reason: %r", self.name, exc)
             self._shut(self.close_reason or self.channel.describe_exit())
 
     def _dispatch(self, msg: Message) -> None:
@@ -164,7 +164,7 @@ class Peer:
             except RpcError as exc:
                 reply = jsonrpc.error(rid, exc.code, exc.message, exc.data)
             except asyncio.CancelledError:
-                return  # cancelled by the peer (or we are closing): no reply is owed
+                raise  # withdrawn by the peer (or we are closing): no reply is owed
             except Exception as exc:
                 log.exception("%s: handling %s failed", self.name, msg.get("method"))
                 reply = jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"mcpx failed handling {msg.get('method')}: {exc}")
@@ -193,7 +193,6 @@ class Peer:
         await self.channel.close()
         if self._reader is not None and not self._reader.done():
             self._reader.cancel()
-            try:
-                await self._reader
-            except (asyncio.CancelledError, Exception):
-                pass
+            await asyncio.wait({self._reader})  # its end; a cancel of close() itself still reaches our caller
+            if not self._reader.cancelled() and self._reader.exception() is not None:
+                log.debug("%s: the reader ended with %r", self.name, self._reader.exception())

@@ -160,11 +160,11 @@ class OwnTools:
                 doc = await self.gateway.task_doc(tid)
             except UnknownTask:
                 return text_result(f"mcpx: there is no task {tid}", error=True)
-            if doc.get("session") != session:
+            if doc.session != session:
                 return text_result(f"mcpx: {tid} belongs to another session", error=True)
-            if doc.get("state") in DONE_STATES:
+            if doc.state in DONE_STATES:
                 return finished_result(doc)
-            return text_result(f"mcpx: {tid} is {doc.get('state')}, but its call is not running in this daemon "
+            return text_result(f"mcpx: {tid} is {doc.state}, but its call is not running in this daemon "
                                "(it was lost in a restart)", error=True)
         if task.request.session != session:
             return text_result(f"mcpx: {tid} belongs to another session", error=True)
@@ -177,4 +177,4 @@ class OwnTools:
         if task.open:
             return waiting_result(task, state.tool_prefix)
         return text_result(f"{tid} is still running; ask again with {state.tool_prefix}mcpx_task_result "
-                           + json.dumps({"task": tid, "wait": True}), structured={"task": task.doc()})
+                           + json.dumps({"task": tid, "wait": True}), structured={"task": task.doc().wire()})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcpx.answering import waiting_text
+from mcpx.broker.models import TaskDoc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import META_SERVER_INFO
 from mcpx.upstream.calls import CallTask
@@ -17,24 +18,23 @@ def text_result(text: str, error: bool = False, structured: dict[str, Any] | Non
     return result
 
 
-def finished_result(doc: dict[str, Any]) -> dict[str, Any]:
+def finished_result(doc: TaskDoc) -> dict[str, Any]:
     """The upstream's own result, as it came; a call mcpx could not complete is a tool error that says why.
 
     `doc` is a finished task's document, live (CallTask.doc) or stored: both answer alike.
     """
-    if doc.get("state") == "completed" and doc.get("result") is not None:
-        result = dict(doc["result"])
+    if doc.state == "completed" and doc.result is not None:
+        result = dict(doc.result)
         meta = {k: v for k, v in (result.get("_meta") or {}).items() if k != META_SERVER_INFO}
         if meta:
             result["_meta"] = meta  # passed through untouched, but for the upstream's self-description
         else:
             result.pop("_meta", None)
         return result
-    upstream_error = (doc.get("result") or {}).get("error")
+    upstream_error = (doc.result or {}).get("error")
     if isinstance(upstream_error, dict):
         raise RpcError.from_error(upstream_error)  # the server's own protocol error, passed through
-    return text_result(f"mcpx: {doc.get('server')}.{doc.get('tool')} {doc.get('state')}: {doc.get('error', '')}",
-                       error=True)
+    return text_result(f"mcpx: {doc.server}.{doc.tool} {doc.state}: {doc.error or ''}", error=True)
 
 
 def waiting_result(task: CallTask, prefix: str = "") -> dict[str, Any]:

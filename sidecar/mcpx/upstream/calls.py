@@ -17,7 +17,17 @@ from typing import Any, Literal
 
 from mcpx.broker.broker import Broker, Handle, InvalidQuestion
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import REDACTED, Answer, Elicitation, OpenRequest, SessionSource, rfc3339
+from mcpx.broker.models import (
+    REDACTED,
+    Answer,
+    Elicitation,
+    OpenRequest,
+    SessionSource,
+    StoredTask,
+    TaskDoc,
+    TaskState,
+    TransparentCall,
+)
 from mcpx.broker.routing import secret_fields
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
@@ -27,7 +37,6 @@ from mcpx.upstream.deadline import PausableDeadline
 
 log = logging.getLogger("mcpx.upstream")
 
-TaskState = Literal["running", "input-required", "completed", "failed", "cancelled"]
 DONE_STATES = ("completed", "failed", "cancelled")
 
 
@@ -125,20 +134,15 @@ class CallTask:
                 return predicate()
         return True
 
-    def doc(self) -> dict[str, Any]:
+    def _shown(self) -> dict[str, Any]:
         r = self.request
-        doc: dict[str, Any] = {
-            "id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server, "tool": r.tool,
-            "session": r.session, "sessionSource": r.session_source, "state": self.state, "era": self.era,
-            "questions": self.questions, "open": list(self.open),
-            "created": rfc3339(datetime.fromtimestamp(self.created, UTC)),
-            "updated": rfc3339(datetime.fromtimestamp(self.updated, UTC)),
-        }
-        if self.result is not None:
-            doc["result"] = self.result
-        if self.error is not None:
-            doc["error"] = self.error
-        return {k: v for k, v in doc.items() if v is not None}
+        return {"id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server, "tool": r.tool,
+                "session": r.session, "session_source": r.session_source, "state": self.state, "era": self.era,
+                "questions": list(self.questions), "open": list(self.open),
+                "created": datetime.fromtimestamp(self.created, UTC), "updated": datetime.fromtimestamp(self.updated, UTC)}
+
+    def doc(self) -> TaskDoc:
+        return TaskDoc(**self._shown(), result=self.result, error=self.error)
 
     def scrub(self, value: Any) -> Any:
         """`value` with every credential this call handed its server replaced by [redacted] (a server may echo it)."""
@@ -154,20 +158,18 @@ class CallTask:
             return [self.scrub(v) for v in value]
         return value
 
-    def stored(self) -> dict[str, Any]:
-        """What the tasks table keeps: enough to answer for the task, and to re-drive a modern call."""
-        doc = self.scrub(self.doc())
-        doc["arguments"] = self.request.arguments
-        doc["cwd"] = self.request.cwd
-        doc["surface"] = self.request.surface
-        if self.request.policy_mode:
-            doc["policyMode"] = self.request.policy_mode
-        if self.request.transparent:
-            doc["transparent"] = {"era": self.request.era, "clientCaps": self.request.client_caps}
-        doc = self.scrub(doc)
-        if self.resume is not None:
-            doc["resume"] = self.resume
-        return doc
+    def stored(self) -> StoredTask:
+        """What the tasks table keeps: enough to answer for the task, and to re-drive a modern call.
+
+        What the server said or was given (its result, the error, the arguments, the client's
+        capabilities) is kept without the credentials this call handed it.
+        """
+        r = self.request
+        return StoredTask(
+            **self._shown(), result=self.scrub(self.result), error=self.scrub(self.error),
+            arguments=self.scrub(r.arguments), cwd=r.cwd, surface=r.surface, policy_mode=r.policy_mode,
+            transparent=TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
+            resume=self.resume)
 
     def fail(self, reason: str, state: TaskState = "failed") -> None:
         """End the call now: `failed` loudly (policy `error`, server removed) or `cancelled` (by the client)."""
@@ -290,10 +292,11 @@ class CallContext:
                     self.task.secrets.add(value)
             return answer
         except QuestionEnded as ended:
-            # policy `error`: the call fails loudly, naming the question
-            self.task.fail(f"{self.task.request.server}.{self.task.request.tool} needed an answer to {handle.id} "
-                           f"({handle.elicitation.message!r}) and none may be given: {ended.reason}")
-            raise asyncio.CancelledError from None
+            # policy `error`: the call fails loudly, naming the question (and the other questions it leaves)
+            reason = (f"{self.task.request.server}.{self.task.request.tool} needed an answer to {handle.id} "
+                      f"({handle.elicitation.message!r}) and none may be given: {ended.reason}")
+            self.task.end_reason = reason
+            raise CallFailed(reason) from None
         except asyncio.CancelledError:
             if not self.task.suspended:
                 self.task.abandoned.append(handle.id)
@@ -314,8 +317,13 @@ class CallContext:
         return f"the call {self.task.trace} ended before {eid} was answered"
 
     async def ask(self, params: ElicitParams) -> dict[str, Any]:
+        """A legacy server's elicitation/create, on its own request: the call itself runs on in the runner."""
         handle = await self.open(params)
-        answer = await self.wait(handle)
+        try:
+            answer = await self.wait(handle)
+        except CallFailed as exc:
+            self.task.fail(str(exc))  # the runner waits for the server's result: the call ends there, failed
+            raise RpcError(jsonrpc.INTERNAL_ERROR, str(exc)) from None
         self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "legacy"})
         return elicit_result(answer)
 
@@ -369,7 +377,13 @@ class CallContext:
                             "keys": {k: h.id for k, h in handles.items()}, "static": static}
         await self._save(self.task)
         await self.task.touch()
-        answers = await asyncio.gather(*(self.wait(h) for h in handles.values()))
+        waits = [asyncio.ensure_future(self.wait(h)) for h in handles.values()]
+        try:
+            answers = await asyncio.gather(*waits)
+        except BaseException:
+            for other in waits:  # one failed, or the call is cancelled: the other questions are not waited for
+                other.cancel()
+            raise
         responses = dict(static)
         for key, slot in slots.items():
             responses[key] = await self.await_slot(slot)

@@ -9,17 +9,15 @@ server process; its questions are abandoned with the reason.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections import deque
 from collections.abc import Awaitable
-from datetime import datetime
 from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import REDACTED, Answer, OpenRequest
+from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc
 from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
 from mcpx.ids import is_id, new_id
@@ -109,8 +107,10 @@ class Gateway:
 
     async def _announce(self) -> None:
         for listener in list(self.tool_listeners):
-            with contextlib.suppress(Exception):
+            try:
                 listener()
+            except Exception:  # one listener's trouble is not the reload's, nor the other listeners'
+                log.exception("a listener to the tool list failed")
 
     async def tools(self, server: str) -> list[dict[str, Any]]:
         self.pool.entry(server)
@@ -141,13 +141,12 @@ class Gateway:
     # ---- calls
 
     async def _save(self, task: CallTask) -> None:
-        doc = task.stored()
-        await self.broker.save_task(task.id, task.state, task.request.session, doc)
+        await self.broker.save_task(task.stored())
 
     def task(self, tid: str) -> CallTask | None:
         return self.tasks.get(tid)
 
-    async def task_doc(self, tid: str) -> dict[str, Any]:
+    async def task_doc(self, tid: str) -> TaskDoc:
         if not is_id(tid, "tsk"):
             raise UnknownTask(f"{tid!r} is not a task id (they look like tsk- and 16 hex digits)")
         live = self.tasks.get(tid)
@@ -156,9 +155,7 @@ class Gateway:
         stored = await self.broker.task(tid)
         if stored is None:
             raise UnknownTask(f"no task {tid}")
-        for key in ("arguments", "resume", "cwd", "surface", "policyMode", "transparent"):
-            stored.pop(key, None)
-        return stored
+        return stored.shown()
 
     async def start_call(self, request: CallRequest) -> CallTask:
         self.pool.entry(request.server)  # an unknown server is refused before anything is recorded
@@ -288,12 +285,12 @@ class Gateway:
         data: dict[str, Any] = {"state": state, "server": task.request.server, "tool": task.request.tool}
         if task.error:
             data["error"] = task.scrub(task.error)
-        doc = task.stored()
+        stored = task.stored()
         # whoever waits for the result hears first (it is in memory); the final state and its task.done
         # commit together one loop turn behind, so the database thread is not in the reply's way
         await task.touch()
         await asyncio.sleep(0)
-        committed = self.broker.finish_task(task.id, state, task.request.session, doc, data, trace=task.trace)
+        committed = self.broker.finish_task(stored, data)
         committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
     def _forget_finished(self, tid: str, committed: "asyncio.Future[Any]") -> None:
@@ -310,27 +307,28 @@ class Gateway:
             return False
         task.fail(reason, "cancelled")
         if task.runner is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(asyncio.shield(task.runner), 5)
+            # the call records its own end (_run_to_end); a cancel of this caller is its own, and goes on up
+            done, _ = await asyncio.wait({task.runner}, timeout=5)
+            if not done:
+                log.warning("call %s is still ending 5 s after it was cancelled", tid)
         return True
 
     # ---- after a restart
 
     async def _recover(self) -> None:
-        for doc in await self.broker.tasks_in(("running", "input-required")):
-            resume = doc.get("resume")
-            request = CallRequest(server=doc["server"], tool=doc["tool"], arguments=doc.get("arguments") or {},
-                                  session=doc["session"], session_source=doc["sessionSource"],
-                                  parent=doc.get("parent"), cwd=doc.get("cwd"), surface=doc.get("surface", "rest"),
-                                  policy_mode=doc.get("policyMode"),
-                                  transparent=bool(doc.get("transparent")),
-                                  era=(doc.get("transparent") or {}).get("era"),
-                                  client_caps=(doc.get("transparent") or {}).get("clientCaps"))
+        for stored in await self.broker.tasks_in(("running", "input-required")):
+            resume = stored.resume
+            calling = stored.transparent
+            request = CallRequest(server=stored.server, tool=stored.tool, arguments=stored.arguments,
+                                  session=stored.session, session_source=stored.session_source,
+                                  parent=stored.parent, cwd=stored.cwd, surface=stored.surface,
+                                  policy_mode=stored.policy_mode, transparent=calling is not None,
+                                  era=calling.era if calling else None,
+                                  client_caps=calling.client_caps if calling else None)
             # the questions table is the truth about which questions the call raised
-            raised = [q.id for q in await self.broker.questions(QuestionFilter(task=doc["id"]))]
-            task = CallTask(id=doc["id"], trace=doc["trace"], request=request, state=doc["state"],
-                            era=doc.get("era"), questions=raised, resume=resume,
-                            created=datetime.fromisoformat(doc["created"].replace("Z", "+00:00")).timestamp())
+            raised = [q.id for q in await self.broker.questions(QuestionFilter(task=stored.id))]
+            task = CallTask(id=stored.id, trace=stored.trace, request=request, state=stored.state,
+                            era=stored.era, questions=raised, resume=resume, created=stored.created.timestamp())
             self.tasks[task.id] = task
             if task.era == "modern" and resume and request.server in self.settings.config.servers:
                 task.runner = asyncio.create_task(self._resume(task), name=f"mcpx-resume-{task.id}")
@@ -349,16 +347,16 @@ class Gateway:
         while True:
             await asyncio.sleep(max(0.2, lease / 3))
             try:
-                for owner, doc in await self.broker.lapsed_tasks(("running", "input-required")):
-                    if doc.get("era") == "modern" and doc.get("resume"):
+                for owner, task in await self.broker.lapsed_tasks(("running", "input-required")):
+                    if task.era == "modern" and task.resume:
                         continue
                     reason = (f"the mcpx daemon {owner.id} on {owner.host} (user {owner.user}, pid {owner.pid}) "
                               f"stopped answering: its lease lapsed {lease:g}s after its last heartbeat at "
                               f"{owner.heartbeat.isoformat(timespec='seconds')}; a legacy-era call lives in its "
                               "server process and was lost with it")
-                    gone = await self.broker.take_over(doc["id"], owner.id, doc, reason)
+                    gone = await self.broker.take_over(task, owner.id, reason)
                     if gone:
-                        log.info("took over call %s of lapsed daemon %s (%s): abandoned %s", doc["id"], owner.id,
+                        log.info("took over call %s of lapsed daemon %s (%s): abandoned %s", task.id, owner.id,
                                  owner.host, ", ".join(gone))
             except Exception as exc:  # the store away for a while: the next round tries again
                 log.warning("looking for the calls of lapsed daemons failed: %s", exc)

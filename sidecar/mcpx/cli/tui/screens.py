@@ -3,7 +3,7 @@ the consent asked before a URL is opened."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast
 
 from textual import on
 from textual.app import ComposeResult
@@ -13,6 +13,7 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Input, Static
 
+from mcpx.broker.models import Action, Elicitation
 from mcpx.cli.render import AUDIENCE_WORDS
 from mcpx.cli.tui.feed import Pending
 from mcpx.cli.tui.fields import Form
@@ -20,8 +21,15 @@ from mcpx.cli.tui.urls import url_facts
 from mcpx.durations import format_duration
 from mcpx.text import plain, quoted
 
-if TYPE_CHECKING:
-    from mcpx.cli.tui.app import InboxApp
+
+
+class Inbox(Protocol):
+    """What a question's screen asks of the app it is shown in (tui/app.py's InboxApp), without importing it."""
+
+    async def answer(self, q: Elicitation, action: Action, content: dict[str, Any] | None = None,
+                     reason: str | None = None, form: Form | None = None) -> bool: ...
+
+    def url_consent(self, eid: str, url: str, yes: bool) -> None: ...
 
 
 def asker(p: Pending) -> str:
@@ -64,8 +72,8 @@ class QuestionScreen(Screen[None]):
             if self.question.mode == "form" else None
 
     @property
-    def inbox(self) -> "InboxApp":
-        return self.app  # type: ignore[return-value]
+    def inbox(self) -> Inbox:
+        return cast(Inbox, self.app)
 
     def compose(self) -> ComposeResult:
         q = self.question

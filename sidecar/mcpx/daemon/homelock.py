@@ -1,0 +1,37 @@
+"""One daemon per state directory: it holds daemon.lock (flock) from before it opens mcpx.db until it exits.
+
+Two daemons started at once for one home both find no socket answering; only one of them gets
+the lock. The kernel lets go of it when the process ends, however it ends (kill -9 included),
+so a lock is never stale. The file stays; only the lock on it comes and goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+
+from mcpx.paths import StatePaths
+
+
+class HomeTaken(Exception):
+    """Another daemon holds this state directory."""
+
+
+@contextlib.contextmanager
+def hold_home(paths: StatePaths) -> Iterator[None]:
+    """Hold `paths`' lock while the block runs; HomeTaken, naming the holder's pid, if another process holds it."""
+    fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            raise HomeTaken(f"a daemon is already running for {paths.root}"
+                            + (f" (pid {holder})" if holder.isdigit() else "")) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who holds it, for the one refused
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor lets go of the lock
