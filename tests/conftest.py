@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import itertools
 import json
 import os
 import time
@@ -18,7 +19,10 @@ from typing import Any, NoReturn
 import aiohttp
 import pytest
 
-from harness import PATIENCE, Daemon, make_daemon
+from harness import PATIENCE, SUITE_STORE, Daemon, make_daemon
+
+STORES = ("sqlite", "postgresql")
+_databases = itertools.count()
 
 
 def in_ci() -> bool:
@@ -188,3 +192,46 @@ async def request_in_flight(daemon: Daemon, method: str, path: str, **kw: Any
         task.cancel()
         raise AssertionError(f"{method} {path} was not sent within {PATIENCE:.0f}s")
     return task
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module marked `stores` is the store and broker suite: each of its tests runs on SQLite and on PostgreSQL."""
+    if metafunc.definition.get_closest_marker("stores") is not None:
+        metafunc.parametrize("store", STORES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The store of the daemons a test starts: SQLite, or (`stores` modules) a fresh PostgreSQL database each."""
+    kind: str = getattr(request, "param", "sqlite")
+    if kind == "postgresql":
+        pg = request.getfixturevalue("postgres")
+        monkeypatch.setenv(SUITE_STORE, pg.create_database(f"suite_{os.getpid()}_{next(_databases)}"))
+    else:
+        monkeypatch.delenv(SUITE_STORE, raising=False)
+    return kind
+
+
+def store_contents(home: Path) -> bytes:
+    """Everything the store of the daemon of `home` holds, as bytes to search: mcpx.db and its WAL, or (a suite
+    test on PostgreSQL) every row of every mcpx table, as PostgreSQL gives them back."""
+    url = os.environ.get(SUITE_STORE)
+    if not url:
+        return b"".join(p.read_bytes() for p in (home / "mcpx.db", home / "mcpx.db-wal") if p.exists())
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='mcpx'").fetchall()]
+        assert "answers" in tables, tables
+        return b"\n".join(str(row).encode() for t in tables for row in conn.execute(f"SELECT * FROM mcpx.{t}"))
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A real PostgreSQL for this test worker (tests/postgres.py): a cluster of its own on a loopback port."""
+    from postgres import Postgres, server_binaries
+
+    if server_binaries() is None:
+        loud_skip("PostgreSQL's server binaries are not installed (Debian: postgresql; ./dev test installs them)")
+    with Postgres.start() as pg:
+        yield pg

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
@@ -44,6 +44,8 @@ PEERS = TESTS / "peers"
 # how long something waits that takes a second on a quiet machine: the bound of a wait for an event, which
 # returns as soon as the event comes, so it costs nothing when all is well and only a loaded machine nears it
 PATIENCE = 60.0
+# the store the suite gives daemons that do not name their own (a postgresql:// url; unset: SQLite)
+SUITE_STORE = "MCPX_TEST_STORE"
 # a unix socket's path is at most this many bytes (sun_path holds 108, with the NUL)
 SOCKET_PATH_MAX = 107
 # what the kernel reports in /proc/<pid>/stat is in clock ticks
@@ -231,6 +233,8 @@ def base_env(home: Path, config: Path, sidecar: Path = SIDECAR) -> dict[str, str
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MCPX_", "MCP_CONFORMANCE_")) and k not in ("AGENT", "OPENCODE")}
     env.update(MCPX_HOME=str(home), MCPX_CONFIG=str(config), PYTHONUNBUFFERED="1")
+    if os.environ.get(SUITE_STORE):  # the suite runs this test on PostgreSQL (conftest's `store`)
+        env["MCPX_STORE"] = os.environ[SUITE_STORE]
     env["PYTHONPATH"] = os.pathsep.join([str(sidecar), str(TESTS)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
                                                                        else []))
     return env
@@ -392,6 +396,18 @@ def make_daemon(home: Path, config: dict[str, Any] | None = None, listen: str | 
     env = base_env(home, cfg, sidecar)
     env.update(extra_env or {})
     return Daemon(home, cfg, env, listen, python_args=python_args, scratch=scratch)
+
+
+@contextlib.contextmanager
+def running(daemons: list[Daemon]) -> Iterator[list[Daemon]]:
+    """Start each daemon in turn; stop every one however the block ends (a team of them on one store)."""
+    try:
+        for d in daemons:
+            d.start()
+        yield daemons
+    finally:
+        for d in daemons:
+            d.stop()
 
 
 def scratch_daemon(prefix: str, config: dict[str, Any] | None = None, listen: str | None = None, **kw: Any) -> Daemon:

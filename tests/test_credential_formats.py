@@ -14,8 +14,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from conftest import store_contents
 from gateway_helpers import answer, call, result, stdio, tool_text
 from harness import Daemon, make_daemon
+
+pytestmark = pytest.mark.stores  # the store and broker suite: on SQLite and on PostgreSQL
 
 PIN = "4719-unguessable-pin"
 
@@ -78,3 +81,5 @@ async def test_a_password_format_field_is_the_persons_and_its_value_reaches_only
     for path in daemon.home.iterdir():
         if path.is_file():
             assert PIN.encode() not in path.read_bytes(), path.name
+    kept = store_contents(daemon.home)  # mcpx.db, or the PostgreSQL database
+    assert PIN.encode() not in kept and b'"pin":"[redacted]"' in kept

@@ -7,17 +7,23 @@ import json
 import stat
 
 import aiohttp
+import pytest
 
 from conftest import ask, request_in_flight
 from harness import PATIENCE, Daemon
 
+pytestmark = pytest.mark.stores  # the store and broker suite: on SQLite and on PostgreSQL
 
-async def test_health_and_socket_mode(daemon: Daemon, http: aiohttp.ClientSession) -> None:
+
+async def test_health_and_socket_mode(daemon: Daemon, http: aiohttp.ClientSession, store: str) -> None:
     async with http.get("/v1/health") as r:
         body = await r.json()
     assert r.status == 200 and body["ok"] is True and body["pid"] == daemon.proc.pid
     assert stat.S_IMODE(daemon.socket.stat().st_mode) == 0o600
-    assert stat.S_IMODE((daemon.home / "mcpx.db").stat().st_mode) == 0o600
+    if store == "sqlite":
+        assert stat.S_IMODE((daemon.home / "mcpx.db").stat().st_mode) == 0o600
+    else:
+        assert not (daemon.home / "mcpx.db").exists()  # the questions live in PostgreSQL alone
     info = json.loads((daemon.home / "daemon.json").read_text())
     assert info["pid"] == daemon.proc.pid and info["socket"] == str(daemon.socket)
 

@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from conftest import EventStream, ask
 from harness import PATIENCE, Daemon, make_daemon, stop_process
+
+pytestmark = pytest.mark.stores  # the store and broker suite: on SQLite and on PostgreSQL
 
 
 async def read_frames(resp: aiohttp.ClientResponse, count: int, timeout: float = PATIENCE,

@@ -147,6 +147,7 @@ async def test_fastmcp_questions_answered_by_whichever_surface_comes_first(gw: D
                 status, body, _ = await call(http, "fm", tool)
                 if status == 202:
                     q = body["elicitation"]
+                    assert q is not None, body
                     rest = await answer(http, q["id"], "accept", values[tool])
                     cli = await asyncio.to_thread(gw.cli, "elicit", "answer", q["id"], json.dumps(values[tool]))
                     wins = [rest[0] == 200, cli.returncode == 0]

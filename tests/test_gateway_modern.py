@@ -13,6 +13,8 @@ from conftest import audited, events
 from gateway_helpers import HttpPeer, answer, call, result, stdio, tool_text, until_pending
 from harness import Daemon, make_daemon
 
+pytestmark = pytest.mark.stores  # the store and broker suite: on SQLite and on PostgreSQL
+
 
 @pytest.fixture
 def gw(home: Path) -> Iterator[Daemon]:

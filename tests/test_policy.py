@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
-from conftest import ask, events, wait_for
+from conftest import ask, events, store_contents, wait_for
 from gateway_helpers import answer, call, result, stdio, tool_text, until_health, until_pending
 from harness import make_daemon
+
+pytestmark = pytest.mark.stores  # the store and broker suite: on SQLite and on PostgreSQL
 
 DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
 
@@ -233,5 +236,5 @@ async def test_a_credential_reaches_the_server_and_nothing_else(home: Path) -> N
         path = home / name
         if path.exists():
             assert secret.encode() not in path.read_bytes(), name
-    assert b"[redacted]" in (home / "mcpx.db").read_bytes() + (
-        (home / "mcpx.db-wal").read_bytes() if (home / "mcpx.db-wal").exists() else b"")
+    kept = store_contents(home)  # mcpx.db, or the PostgreSQL database
+    assert secret.encode() not in kept and b"[redacted]" in kept

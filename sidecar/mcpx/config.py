@@ -273,7 +273,19 @@ class Config(_Model):
     servers: dict[str, ServerConfig] = {}
     elicit: ElicitSettings = ElicitSettings()
     plugin: PluginSettings = PluginSettings()
+    store: str | None = Field(default=None, description="postgresql://USER@HOST:PORT/DB: the database a team's "
+                              "daemons share (docs/teams.md); unset, the SQLite file in the state directory. "
+                              "MCPX_STORE wins. Read at start-up.")
+    store_lease: Seconds = Field(default=30.0, gt=0, le=3600, description="a shared store: how long a daemon may "
+                                 "miss its heartbeat before the others count it gone")
     schema_: str | None = Field(default=None, alias="$schema")
+
+    @model_validator(mode="after")
+    def _store_is_a_url(self) -> "Config":
+        if self.store is not None and not self.store.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"store must be a postgresql://USER@HOST:PORT/DB url, not {shown_url(self.store)!r} "
+                             "(leave it out for the SQLite file in the state directory)")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -1,11 +1,11 @@
-"""Identifiers mcpx mints: `elc-` questions, `cal-` calls, `tsk-` tasks — 16 lowercase hex each."""
+"""Identifiers mcpx mints: `elc-` questions, `cal-` calls, `tsk-` tasks, `dmn-` daemons — 16 lowercase hex each."""
 
 import os
 import re
 import threading
 
 HEX = "[0-9a-f]{16}"
-_ID = re.compile(rf"^(elc|cal|tsk)-{HEX}$")
+_ID = re.compile(rf"^(elc|cal|tsk|dmn)-{HEX}$")
 
 
 def pattern(prefix: str) -> str:

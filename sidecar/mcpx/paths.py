@@ -43,6 +43,11 @@ class StatePaths:
         return self.root / "daemon.log"
 
     @property
+    def daemon_id(self) -> Path:
+        """This state directory's daemon, as a shared store's team knows it across restarts."""
+        return self.root / "daemon-id"
+
+    @property
     def lock(self) -> Path:
         return self.root / "daemon.lock"
 

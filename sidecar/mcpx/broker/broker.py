@@ -46,7 +46,7 @@ from mcpx.broker.models import (
     seconds_left,
 )
 from mcpx.broker.schema import SchemaProblem, check_schema, validate_content
-from mcpx.broker.store import AuditFilter, QuestionFilter, Store, Tx
+from mcpx.broker.store import AuditFilter, Lease, QuestionFilter, Store, StoreInfo, Tx
 from mcpx.config import Config
 from mcpx.ids import is_id, new_id
 
@@ -129,6 +129,12 @@ class Broker:
         self._deadlines: list[tuple[float, str]] = []
         self._wake = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
+        self._settling: set[asyncio.Task[None]] = set()
+        # a store a team shares: answers say which daemon's user and host they came through, and a credential
+        # is taken only by the daemon whose asker holds the question (nothing else could carry it)
+        self._me = store.info.daemon
+        self._asked: set[str] = set()
+        store.follow(self._committed)
 
     # ---- lifecycle
 
@@ -139,6 +145,8 @@ class Broker:
         self._sweeper = asyncio.create_task(self._sweep(), name="mcpx-sweeper")
 
     async def stop(self) -> None:
+        for task in list(self._settling):
+            task.cancel()
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.wait({self._sweeper})  # its end, without taking a cancel of stop() itself for it
@@ -171,9 +179,42 @@ class Broker:
                              pid=pid if pid is not None or exact_pid else self.pid, data=data)
         out.append(tx.audit(record))  # as the log holds it: with its seq
 
-    def _publish(self, records: list[AuditRecord]) -> None:
+    def _committed(self, records: list[AuditRecord], ours: bool) -> None:
+        """Every committed record, in the log's order, from the store: on to the bus; another daemon's
+        transitions of a shared store also reach this daemon's sweeper and waiters."""
         for record in records:
             self.bus.publish(record)
+            if not ours:
+                self._heard(record)
+
+    def _heard(self, record: AuditRecord) -> None:
+        """Another daemon opened, answered or ended a question: what this daemon does about it."""
+        eid = record.elicit
+        if eid is None:
+            return
+        if record.kind == "elicit.open" and "expiresAt" in record.data:
+            self._future_for(eid)
+            heapq.heappush(self._deadlines, (datetime.fromisoformat(record.data["expiresAt"]).timestamp(), eid))
+            if self._deadlines[0][1] == eid:
+                self._wake.set()
+        elif record.kind in ("elicit.answered", "elicit.expired") and eid in self._futures:
+            task = asyncio.create_task(self._settle(eid), name=f"mcpx-settle-{eid}")
+            self._settling.add(task)
+            task.add_done_callback(self._settling.discard)
+        elif record.kind == "elicit.abandoned":
+            fut = self._futures.pop(eid, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(QuestionEnded(eid, "abandoned", str(record.data.get("reason") or "")))
+
+    async def _settle(self, eid: str) -> None:
+        """Wake this daemon's asker or waiter with an answer another daemon committed (as stored: redacted)."""
+        try:
+            found = await self._store.question(eid)
+        except Exception:
+            log.exception("reading %s's answer from the store failed", eid)
+            return
+        if found is not None and found[1] is not None:
+            self._wake_asker(eid, found[1])
 
     def _submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
                        session: str | None = None, trace: str | None = None, task: str | None = None,
@@ -201,7 +242,6 @@ class Broker:
                 if not recorded.done():
                     recorded.set_exception(f.exception() or RuntimeError("cancelled"))
                 return
-            self._publish(out)
             if not recorded.done():
                 recorded.set_result(out[0])
 
@@ -283,6 +323,8 @@ class Broker:
         outcome = await self._store.write(unit)
         q, answer, ended = outcome.settled(), outcome.answer, outcome.ended
         fut = self._future_for(q.id)
+        if self._me is not None and q.secret_fields and q.state == "pending":
+            self._asked.add(q.id)
         if answer is not None:
             self._wake_asker(q.id, answer)
         elif ended is not None:
@@ -292,7 +334,6 @@ class Broker:
             heapq.heappush(self._deadlines, (expires, q.id))
             if self._deadlines[0][1] == q.id:
                 self._wake.set()
-        self._publish(records)
         # one loop turn for the subscribers woken above: the news of a question goes out before
         # the reply to whoever opened it (both are in flight; this only orders them)
         await asyncio.sleep(0)
@@ -306,6 +347,7 @@ class Broker:
                              state: State = "answered") -> tuple[Answer, Elicitation]:
         answer = Answer(
             id=q.id, action=action, content=content, by=by, at=_ts(now), session=session, pid=pid,
+            user=self._me.user if self._me else None, host=self._me.host if self._me else None,
             answered_after_ms=max(0, int((now - q.created.timestamp()) * 1000)), reason=reason,
         )
         stored = answer.model_copy(update={"content": redact(content, secret)})
@@ -315,6 +357,8 @@ class Broker:
         tx.insert_answer(stored)
         kind: AuditKind = "elicit.expired" if state == "expired" else "elicit.answered"
         data = {"action": action, "by": by, "answeredAfterMs": stored.answered_after_ms}
+        if self._me is not None:
+            data.update(user=self._me.user, host=self._me.host)
         if stored.content is not None:
             data["content"] = stored.content
         if reason:
@@ -344,7 +388,7 @@ class Broker:
                                refusal=self._ended_error_of(q.model_copy(update={"state": "expired"}), None))
             if q.state != "pending":
                 return Outcome(q, refusal=self._ended_error_of(q, tx.answer(q.id)))
-            refusal = self._refusal(q, action, by, session)
+            refusal = self._refusal(q, action, by, session) or self._elsewhere(q, action)
             if refusal is not None:
                 return Outcome(q, refusal=refusal)
             if by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human":
@@ -361,7 +405,6 @@ class Broker:
         for reached in (outcome.expired, outcome.answer):
             if reached is not None:
                 self._wake_asker(eid, reached)
-        self._publish(records)
         return outcome.settled(), outcome.answer
 
     @staticmethod
@@ -387,6 +430,15 @@ class Broker:
                 f"{q.id} is for the person, not the agent ({q.reason}). The person has been asked; do not answer "
                 "it. Wait for the call's result instead.", audience=q.audience)
         return None
+
+    def _elsewhere(self, q: Elicitation, action: Action) -> BrokerError | None:
+        """A credential accepted on another daemon than the asker's could reach the asker only as [redacted]."""
+        if self._me is None or not q.secret_fields or action != "accept" or q.id in self._asked:
+            return None
+        return Forbidden(
+            f"{q.id} asks for a credential ({', '.join(q.secret_fields)}), which mcpx never stores nor sends between "
+            "daemons: accept it through the daemon whose call raised it (decline and cancel work from anywhere)",
+            audience=q.audience)
 
     @staticmethod
     def _checked_content(q: Elicitation, action: Action, content: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -421,6 +473,7 @@ class Broker:
 
     def _wake_asker(self, eid: str, answer: Answer) -> None:
         """Wake the in-process asker — only ever after the answer has committed."""
+        self._asked.discard(eid)
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
             fut.set_result(answer)
@@ -453,7 +506,6 @@ class Broker:
         expired = await self._store.write(unit)
         for eid, answer in expired:
             self._wake_asker(eid, answer)
-        self._publish(records)
         return len(expired)
 
     async def _sweep(self) -> None:
@@ -491,8 +543,52 @@ class Broker:
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
             fut.set_exception(QuestionEnded(eid, "abandoned", reason))
-        self._publish(records)
         return True
+
+    async def take_over(self, task: StoredTask, owner: str, reason: str) -> list[str]:
+        """End a call of a daemon whose lease lapsed: its pending questions abandoned with `reason`, the task
+        failed with its task.done, in one transaction that only one daemon of the team gets to commit.
+        The questions abandoned; [] when another daemon took it over first."""
+        tid = task.id
+        pending = [q.id for q in await self.questions(QuestionFilter(task=tid, state="pending"))]
+        records: list[AuditRecord] = []
+        now = time.time()
+        ended = task.model_copy(update={"state": "failed", "error": reason, "open": [], "resume": None,
+                                        "updated": _ts(now)})
+
+        def unit(tx: Tx) -> list[str] | None:
+            if not tx.claim_task(tid, owner):
+                return None
+            gone = []
+            for eid in pending:
+                q = tx.question(eid)
+                if q is not None and q.state == "pending":
+                    q = q.model_copy(update={"state": "abandoned", "state_reason": reason})
+                    tx.update_question(q)
+                    self._audit(tx, records, "elicit.abandoned", now, q, {"reason": reason})
+                    gone.append(eid)
+            tx.put_task(ended)
+            self._audit(tx, records, "task.done", now, None,
+                        {"state": "failed", "server": task.server, "tool": task.tool, "error": reason},
+                        session=task.session, trace=task.trace, task=tid)
+            return gone
+
+        gone = await self._store.write(unit)
+        for eid in gone or []:
+            fut = self._futures.pop(eid, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(QuestionEnded(eid, "abandoned", reason))
+        return gone or []
+
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
+        return await self._store.lapsed_tasks(states)
+
+    async def daemons(self) -> list[Lease]:
+        return await self._store.daemons()
+
+    @property
+    def store_info(self) -> StoreInfo:
+        return self._store.info
 
     def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
         """Recorded behind the answer's delivery: the asker is not kept waiting for the audit."""
@@ -532,7 +628,15 @@ class Broker:
             raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
         fut = self._futures.get(eid)
         if fut is None:
-            return await self.get(eid)  # answered between our read and now: the answer has committed
+            # opened on another daemon of a shared store, and not yet heard of here: wait for its answer's
+            # record like any other, after a second look in case that record came before the future
+            fut = self._future_for(eid)
+            q, answer = await self.get(eid)
+            if q.state != "pending":
+                self._futures.pop(eid, None)
+                if answer is None:
+                    raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
+                return q, answer
         try:
             answer = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
         except TimeoutError:

@@ -7,6 +7,7 @@
      ├── Gone              410  expired, or abandoned by its asker
      ├── InvalidContent    422  the answer does not fit the schema (per field)
      ├── Forbidden         403  wrong session, or an agent answering the person's question
+     ├── StoreUnavailable  503  the shared store (PostgreSQL) cannot be reached: nothing was written
      └── QuestionEnded         raised to an in-process asker whose question ended without an answer
 """
 
@@ -49,6 +50,10 @@ class InvalidContent(BrokerError):
 
 class Forbidden(BrokerError):
     code, status = "forbidden", 403
+
+
+class StoreUnavailable(BrokerError):
+    code, status = "store_unavailable", 503
 
 
 class QuestionEnded(Exception):

@@ -104,6 +104,8 @@ class Answer(WireModel):
     at: datetime
     session: str | None = None
     pid: int | None = None
+    user: str | None = Field(default=None, description="a shared store: the user of the daemon the answer came through")
+    host: str | None = Field(default=None, description="a shared store: that daemon's host")
     answered_after_ms: int
     reason: str | None = None
 

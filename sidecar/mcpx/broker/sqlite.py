@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import sqlite3
 import time
@@ -19,12 +18,22 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mcpx import wirejson
+from mcpx.broker.commits import Committed, CommitQueue, Unit, run_units
+from mcpx.broker.documents import (
+    QUESTION_COLUMNS,
+    answer_of,
+    audit_doc,
+    audit_where,
+    dumps,
+    equal,
+    question_of,
+    record_of,
+    stored_question,
+)
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
-from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Tx
+from mcpx.broker.store import AuditFilter, Follower, Lease, QuestionFilter, QuestionRow, StoreInfo, Tx
 
 T = TypeVar("T")
-log = logging.getLogger("mcpx.store")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS elicitations (
@@ -75,51 +84,12 @@ CREATE TABLE IF NOT EXISTS facts (
 """
 
 
-def _log_failure(fut: asyncio.Future[Any]) -> None:
-    """A unit that raised is a bug (refusals are returned, not raised): say so even if nobody awaited it."""
-    if not fut.cancelled() and fut.exception() is not None:
-        log.error("a write to mcpx.db failed: %r", fut.exception())
-
-
-def _dumps(value: Any) -> str:
-    # never a UnicodeEncodeError at commit: a lone surrogate (in a tool's result, say) is kept as its escape
-    return wirejson.dumps(value)
-
-
-def stored_question(q: Elicitation) -> str:
-    """A question's document as kept: secondsLeft is of the moment it is read, so it is never stored."""
-    return _dumps(q.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"seconds_left"}))
-
-
-def _question(doc: str) -> Elicitation:
-    return Elicitation.model_validate(json.loads(doc))
-
-
-def _answer(doc: str) -> Answer:
-    return Answer.model_validate(json.loads(doc))
-
-
-def _record(seq: int, doc: str) -> AuditRecord:
-    return AuditRecord.model_validate({**json.loads(doc), "seq": seq})
-
-
-def _equal(where: QuestionFilter | AuditFilter, columns: tuple[str, ...]) -> tuple[list[str], list[Any]]:
-    """`column=?` clauses, and their values, for the columns a filter names (None leaves one free)."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    for column in columns:
-        value = getattr(where, column)
-        if value is not None:
-            clauses.append(f"{column}=?")
-            args.append(value)
-    return clauses, args
-
-
 class SqliteTx:
     """The statements of one unit of work, on the writer's thread."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
+        self.records: list[AuditRecord] = []  # what this batch wrote to the log, in order
 
     def insert_question(self, q: Elicitation) -> None:
         self._db.execute(
@@ -138,38 +108,42 @@ class SqliteTx:
 
     def question(self, eid: str) -> Elicitation | None:
         row = self._db.execute("SELECT doc FROM elicitations WHERE id=?", (eid,)).fetchone()
-        return _question(row[0]) if row else None
+        return question_of(row[0]) if row else None
 
     def insert_answer(self, answer: Answer) -> None:
-        self._db.execute("INSERT INTO answers (id, doc) VALUES (?,?)", (answer.id, _dumps(answer.wire())))
+        self._db.execute("INSERT INTO answers (id, doc) VALUES (?,?)", (answer.id, dumps(answer.wire())))
 
     def answer(self, eid: str) -> Answer | None:
         row = self._db.execute("SELECT doc FROM answers WHERE id=?", (eid,)).fetchone()
-        return _answer(row[0]) if row else None
+        return answer_of(row[0]) if row else None
 
     def audit(self, record: AuditRecord) -> AuditRecord:
-        doc = record.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"seq"})
         cur = self._db.execute(
             "INSERT INTO audit (at, kind, elicit, session, trace, task, doc) VALUES (?,?,?,?,?,?,?)",
             (record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task,
-             _dumps(doc)),
+             audit_doc(record)),
         )
         assert cur.lastrowid is not None
-        return record.model_copy(update={"seq": cur.lastrowid})
+        self.records.append(record := record.model_copy(update={"seq": cur.lastrowid}))
+        return record
 
     def put_task(self, task: StoredTask) -> None:
         self._db.execute(
             "INSERT INTO tasks (id, state, session, updated, doc) VALUES (?,?,?,?,?)"
             " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (task.id, task.state, task.session, time.time(), _dumps(task.wire())),
+            (task.id, task.state, task.session, time.time(), dumps(task.wire())),
         )
 
     def put_fact(self, key: str, value: Any) -> None:
         self._db.execute(
             "INSERT INTO facts (key, value, at) VALUES (?,?,?)"
             " ON CONFLICT(key) DO UPDATE SET value=excluded.value, at=excluded.at",
-            (key, _dumps(value), time.time()),
+            (key, dumps(value), time.time()),
         )
+
+
+    def claim_task(self, tid: str, owner: str) -> bool:
+        return False  # one daemon's own file: no task of it has another owner
 
 
 class SqliteStore:
@@ -182,8 +156,20 @@ class SqliteStore:
         self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-read")
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
-        self._queue: list[tuple[Callable[[Tx], Any], asyncio.Future[Any]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._commits = CommitQueue(self._writes, self._run_batch, self._committed)
+        self._follower: Follower | None = None
+
+    @property
+    def info(self) -> StoreInfo:
+        return StoreInfo(kind="sqlite", where=str(self.path))
+
+    def follow(self, follower: Follower) -> None:
+        self._follower = follower
+
+    def _committed(self, done: Committed) -> None:
+        # one writer, in this process alone: the order of its commits is the log's order
+        if self._follower is not None:
+            self._follower(done.records, True)
 
     def _private_files(self) -> None:
         """mcpx.db, mcpx.db-wal and mcpx.db-shm are the owner's alone (0600), and never briefly wider.
@@ -223,8 +209,7 @@ class SqliteStore:
         return db
 
     async def close(self) -> None:
-        if self._flusher is not None and not self._flusher.done():
-            await self._flusher  # what was promised is committed before the store closes
+        await self._commits.drain()  # what was promised is committed before the store closes
         loop = asyncio.get_running_loop()
         for executor, conn in ((self._reads, self._reader), (self._writes, self._writer)):
             if conn is not None:
@@ -238,56 +223,21 @@ class SqliteStore:
     def submit(self, unit: Callable[[Tx], T]) -> asyncio.Future[T]:
         """Queue a unit; units waiting at the same moment are committed together (group commit)."""
         assert self._writer is not None, "store is not open"
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(_log_failure)
-        self._queue.append((unit, fut))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush())
-        return fut
+        return self._commits.submit(unit)
 
-    async def _flush(self) -> None:
-        """Commit what is queued, a batch per crossing to the writer's thread, until nothing is."""
-        loop = asyncio.get_running_loop()
-        while self._queue:
-            batch, self._queue = self._queue, []
-            try:
-                outcomes = await loop.run_in_executor(self._writes, self._run_batch, [u for u, _ in batch])
-            except BaseException as exc:  # the commit itself failed: nothing in the batch happened
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
-                if not isinstance(exc, Exception):
-                    raise
-                continue
-            for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
-                if fut.done():
-                    continue
-                if ok:
-                    fut.set_result(value)
-                else:
-                    fut.set_exception(value)
-
-    def _run_batch(self, units: list[Callable[[Tx], Any]]) -> list[tuple[bool, Any]]:
+    def _run_batch(self, units: list[Unit]) -> Committed:
         """On the writer's thread: each unit in its own savepoint, one commit for them all."""
         db = self._writer
         assert db is not None
         tx = SqliteTx(db)
-        out: list[tuple[bool, Any]] = []
         db.execute("BEGIN IMMEDIATE")
         try:
-            for unit in units:
-                db.execute("SAVEPOINT unit")
-                try:
-                    out.append((True, unit(tx)))
-                except Exception as exc:  # noqa: BLE001 - it goes to the unit's future, whose caller raises it
-                    db.execute("ROLLBACK TO unit")
-                    out.append((False, exc))
-                db.execute("RELEASE unit")
+            out = run_units(tx, units, db.execute)
         except BaseException:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
-        return out
+        return Committed(out, tx.records)
 
     # ---- reads (the reader connection never blocks the writer in WAL mode)
 
@@ -306,10 +256,10 @@ class SqliteStore:
         if not rows:
             return None
         doc, answer = rows[0]
-        return _question(doc), (_answer(answer) if answer else None)
+        return question_of(doc), (answer_of(answer) if answer else None)
 
     async def question_rows(self, where: QuestionFilter, limit: int) -> list[QuestionRow]:
-        clauses, args = _equal(where, ("state", "session", "server", "audience", "trace", "task"))
+        clauses, args = equal(where, QUESTION_COLUMNS)
         sql = ("SELECT doc, expires, state FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
                + " ORDER BY created, rowid LIMIT ?")
         return [QuestionRow(*row) for row in await self._rows(sql, (*args, limit))]
@@ -323,15 +273,9 @@ class SqliteStore:
         return int(rows[0][0])
 
     async def audit(self, where: AuditFilter, limit: int) -> list[AuditRecord]:
-        clauses, args = _equal(where, ("elicit", "session", "trace", "task"))
-        clauses.insert(0, "seq > ?")
-        args.insert(0, where.after)
-        if where.kinds:
-            clauses.append("(" + " OR ".join("kind LIKE ?" for _ in where.kinds) + ")")
-            args.extend(f"{k}.%" if "." not in k else k for k in where.kinds)
-        rows = await self._rows(f"SELECT seq, doc FROM audit WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?",
-                                (*args, limit))
-        return [_record(int(seq), doc) for seq, doc in rows]
+        sql, args = audit_where(where)
+        rows = await self._rows(f"SELECT seq, doc FROM audit WHERE {sql} ORDER BY seq LIMIT ?", (*args, limit))
+        return [record_of(int(seq), doc) for seq, doc in rows]
 
     async def last_seq(self) -> int:
         rows = await self._rows("SELECT COALESCE(MAX(seq), 0) FROM audit")
@@ -349,3 +293,9 @@ class SqliteStore:
     async def fact(self, key: str) -> Any:
         rows = await self._rows("SELECT value FROM facts WHERE key=?", (key,))
         return json.loads(rows[0][0]) if rows else None
+
+    async def daemons(self) -> list[Lease]:
+        return []  # this daemon's own file
+
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
+        return []

@@ -3,14 +3,19 @@
     Store     what the broker asks of a database: units of work, and the reads it serves
     Tx        the statements a unit of work may make, all inside one transaction
 
-SqliteStore (broker/sqlite.py) is today's implementation; a second one (PostgreSQL) satisfies
-these two protocols and nothing else changes. Only the broker holds a Store: the gateway, the
+SqliteStore (broker/sqlite.py) is the default, one daemon's file; PgStore (broker/postgres.py)
+is the database a team's daemons share. Both satisfy these two protocols; the daemon picks one at
+start-up (broker/stores.py) and nothing else knows which. Only the broker holds a Store: the gateway, the
 surfaces and the routes go through the broker.
 
 A unit of work is a plain function of a Tx. It runs whole, without awaiting, on the store's
 own thread; units submitted at the same moment may share one commit (group commit), each in its
 own savepoint, so a unit that raises rolls back alone. A unit's future resolves only after its
 commit: the broker publishes events, and wakes whoever waits, only then.
+
+Events come from the store, not from the units' callers: the store hands its follower every
+committed audit record once, in the order of the log's seq, whoever committed it (a shared
+store's other daemons included), so a stream built from them has one order on every daemon.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
@@ -47,6 +53,55 @@ class AuditFilter:
     trace: str | None = None
     task: str | None = None
     kinds: tuple[str, ...] = ()  # a group ("elicit") or an exact kind ("elicit.open"); none: every kind
+
+
+class StoreRefused(Exception):
+    """The configured store cannot be used at all (a newer schema, a missing privilege, no driver): the daemon
+    does not start; the message says why and what to do."""
+
+
+# committed audit records, in seq order; True when this store's own units wrote them
+Follower = Callable[[list[AuditRecord], bool], None]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A daemon as the team sharing a store knows it. `id` outlives restarts (it is kept in the state directory)."""
+
+    id: str
+    user: str
+    host: str
+    pid: int
+    version: str
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A daemon's lease on a shared store, and whether its heartbeat is within it."""
+
+    id: str
+    user: str
+    host: str
+    pid: int
+    version: str
+    started: datetime
+    heartbeat: datetime
+    alive: bool
+
+    def wire(self) -> dict[str, Any]:
+        return {"id": self.id, "user": self.user, "host": self.host, "pid": self.pid, "version": self.version,
+                "startedAt": self.started.isoformat(), "heartbeat": self.heartbeat.isoformat(), "alive": self.alive}
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """What `mcpx status` says of the store: its kind, where it is (a DSN without its password), and for a store
+    a team shares, this daemon as the team knows it and how long a lease lasts."""
+
+    kind: str
+    where: str
+    daemon: Identity | None = None
+    lease: float | None = None
 
 
 class QuestionRow(NamedTuple):
@@ -82,9 +137,20 @@ class Tx(Protocol):
 
     def put_fact(self, key: str, value: Any) -> None: ...
 
+    def claim_task(self, tid: str, owner: str) -> bool:
+        """Take over a call task of the daemon `owner`, whose lease lapsed; False if another daemon did first."""
+        ...
+
 
 class Store(Protocol):
+    @property
+    def info(self) -> StoreInfo: ...
+
     async def open(self) -> None: ...
+
+    def follow(self, follower: Follower) -> None:
+        """Hand `follower` every audit record committed from now on, once each, in seq order."""
+        ...
 
     async def close(self) -> None:
         """Commit what was submitted, then close."""
@@ -125,3 +191,13 @@ class Store(Protocol):
         ...
 
     async def fact(self, key: str) -> Any: ...
+
+    # a store a team shares; a daemon's own store has no other daemons
+
+    async def daemons(self) -> list[Lease]:
+        """The daemons with a lease on this store, this one first."""
+        ...
+
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
+        """Tasks in these states of daemons whose lease lapsed, each with that lease."""
+        ...

@@ -122,6 +122,8 @@ async def status(args: argparse.Namespace) -> int:
         print(f"  notify    {stat['target']}: {stat['sent']} sent, {stat['failed']} failed"
               + (f" (last: {stat['lastError']})" if stat.get("lastError") else ""))
     print(f"  config    {health['config']}")
+    for line in store_lines(health.get("store")):
+        print(line)
     if health.get("configError"):
         print(f"  ! config  {health['configError']} (the previous config stays in force)")
     servers = health.get("servers") or []
@@ -134,6 +136,20 @@ async def status(args: argparse.Namespace) -> int:
     for line in upstream_lines(upstreams) if upstreams is not None else []:
         print(line)
     return 0
+
+
+def store_lines(store: dict[str, Any] | None) -> list[str]:
+    """The store, and for one a team shares, the other daemons on it and whether each is alive."""
+    if not store:
+        return []
+    lines = [f"  store     {store['kind']} {store['where']}"]
+    others = [d for d in store.get("daemons") or [] if d["id"] != store.get("daemon")]
+    for d in others:
+        state = "alive" if d["alive"] else f"gone (no heartbeat since {d['heartbeat']})"
+        lines.append(f"            daemon {d['id']} {d['user']}@{d['host']} pid {d['pid']} · {state}")
+    if store.get("daemon") and not others:
+        lines.append("            no other daemon on it")
+    return lines
 
 
 # ---- start, stop, restart

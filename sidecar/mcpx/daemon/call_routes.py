@@ -153,7 +153,9 @@ async def call_tool(call: Call) -> web.StreamResponse:
     except UnknownServer as exc:
         raise RouteError(404, "unknown_server", str(exc)) from None
     limit = call.query.wait if call.query.wait is not None else gw.pool.entry(task.request.server).timeout + 5
-    await task.wait_for(lambda: task.done or bool(task.open), limit)
+    # a question answered the moment it opened (another surface was quicker) is not news: wait on for the
+    # result, or for the next question
+    await task.wait_for(lambda: task.done or bool(waiting(task, call.app[BROKER])), limit)
     return finished_response(task) if task.done else waiting_response(task, call.app[BROKER], page_of(call.app))
 
 

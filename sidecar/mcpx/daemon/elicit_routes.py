@@ -34,6 +34,7 @@ from mcpx.daemon.schemas import (
     Opened,
     QuestionPath,
     QuestionRenderQuery,
+    StoreStatus,
     WaitQuery,
     kind_list,
 )
@@ -79,14 +80,17 @@ def rendered(call: Call, q: Elicitation, answer: Answer | None, prefix: str, **w
 @api.route("GET", "/v1/health", "Is the daemon up, and what is it running", tag="daemon",
            replies={200: Reply("the daemon is serving", Health)})
 async def health(call: Call) -> web.StreamResponse:
-    info, settings = call.app[INFO], call.app[CONFIG]
+    info, settings, broker = call.app[INFO], call.app[CONFIG], call.app[BROKER]
     config = settings.config
+    where = broker.store_info
+    store = StoreStatus(kind=where.kind, where=where.where, daemon=where.daemon.id if where.daemon else None,
+                        lease=where.lease, daemons=[d.wire() for d in await broker.daemons()])  # type: ignore[arg-type]
     body = Health(
         ok=True, version=__version__, pid=os.getpid(), started_at=info.started_at, socket=str(info.paths.socket),
         listen=info.listen, config=settings.origin, config_error=settings.error,
         pending=await call.app[BROKER].count("pending"), servers=sorted(config.servers),
         server_commands={name: entry.shown for name, entry in sorted(config.servers.items())},
-        plugin_elicit=config.plugin.elicit,
+        plugin_elicit=config.plugin.elicit, store=store,
         inbox=inbox.base + "/inbox" if (inbox := call.app.get(INBOX)) is not None and inbox.base else None,
         notify=notifier.summary() if (notifier := call.app.get(NOTIFIER)) is not None else [],
     )

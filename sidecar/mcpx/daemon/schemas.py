@@ -94,6 +94,16 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class StoreStatus(WireModel):
+    kind: Literal["sqlite", "postgresql"]
+    where: str = Field(description="the SQLite file, or the PostgreSQL url without its password")
+    daemon: str | None = Field(default=None, description="a shared store: this daemon's id (dmn-…) on it")
+    lease: float | None = Field(default=None, description="a shared store: seconds without a heartbeat before a "
+                                "daemon counts as gone")
+    daemons: list[dict[str, Any]] = Field(default=[], description="a shared store: every daemon with a lease row, "
+                                          "this one first: id, user, host, pid, version, startedAt, heartbeat, alive")
+
+
 class Health(WireModel):
     ok: bool
     version: str
@@ -113,6 +123,7 @@ class Health(WireModel):
     inbox: str | None = Field(default=None, description="the web inbox's address (`mcpx inbox` opens it signed in)")
     notify: list[NotifyStat] = Field(default=[], description="each notification target of elicit.notify: sent and "
                                      "failed since the daemon started")
+    store: StoreStatus | None = None
 
 
 def _flag(value: Any) -> Any:

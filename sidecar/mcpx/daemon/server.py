@@ -22,7 +22,9 @@ from aiohttp import web
 
 from mcpx import __version__
 from mcpx.broker.broker import Broker
-from mcpx.broker.sqlite import SqliteStore
+from mcpx.broker.errors import BrokerError
+from mcpx.broker.store import StoreRefused
+from mcpx.broker.stores import make_store
 from mcpx.config import ConfigError, load_config
 from mcpx.configsource import ConfigSource
 from mcpx.daemon import origin
@@ -153,9 +155,12 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         parts.callback(log.info, "mcpx daemon stopped")
         parts.callback(_remove, paths.socket, paths.daemon_json)
 
-        store = SqliteStore(paths.db)
-        parts.push_async_callback(store.close)  # closes whatever open() got as far as opening
-        await store.open()
+        try:
+            store = make_store(settings.config, paths)  # the SQLite file, or the team's PostgreSQL
+            parts.push_async_callback(store.close)  # closes whatever open() got as far as opening
+            await store.open()
+        except (StoreRefused, BrokerError) as exc:
+            raise DaemonError(f"store: {exc}") from None
         broker = Broker(store, settings)
         parts.push_async_callback(broker.stop)
         await broker.start()

@@ -51,14 +51,21 @@ class Gateway:
         self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
         self.tool_listeners: list[Any] = []  # callables notified when a server's tools change
+        self._reaper: asyncio.Task[None] | None = None
 
     # ---- lifecycle
 
     async def start(self) -> None:
         self.pool.start()
         await self._recover()
+        lease = self.broker.store_info.lease
+        if lease is not None:
+            self._reaper = asyncio.create_task(self._reap_lapsed(lease), name="mcpx-reap-lapsed")
 
     async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
         for task in list(self.tasks.values()):
             if task.done:
                 continue
@@ -332,6 +339,27 @@ class Gateway:
                     await self.broker.abandon(eid, task.end_reason)
                 task.error = task.end_reason
                 await self._finish(task, "failed")
+
+    async def _reap_lapsed(self, lease: float) -> None:
+        """A shared store: end the legacy-era calls of daemons whose lease lapsed (their questions can never be
+        delivered), once the lease has lapsed and not before; a modern-era call waits for its own daemon, which
+        re-drives it when it comes back."""
+        while True:
+            await asyncio.sleep(max(0.2, lease / 3))
+            try:
+                for owner, task in await self.broker.lapsed_tasks(("running", "input-required")):
+                    if task.era == "modern" and task.resume:
+                        continue
+                    reason = (f"the mcpx daemon {owner.id} on {owner.host} (user {owner.user}, pid {owner.pid}) "
+                              f"stopped answering: its lease lapsed {lease:g}s after its last heartbeat at "
+                              f"{owner.heartbeat.isoformat(timespec='seconds')}; a legacy-era call lives in its "
+                              "server process and was lost with it")
+                    gone = await self.broker.take_over(task, owner.id, reason)
+                    if gone:
+                        log.info("took over call %s of lapsed daemon %s (%s): abandoned %s", task.id, owner.id,
+                                 owner.host, ", ".join(gone))
+            except Exception as exc:  # the store away for a while: the next round tries again
+                log.warning("looking for the calls of lapsed daemons failed: %s", exc)
 
     async def _resume(self, task: CallTask) -> None:
         await self._run_to_end(task, self._redrive(task), "re-driving after the restart")

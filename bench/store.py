@@ -1,0 +1,182 @@
+"""Benchmark of the two stores side by side, through real daemons on their unix sockets (issue 15).
+
+In one run, three set-ups, each measured the same way:
+
+    sqlite          one daemon on its own mcpx.db (A and B are the same daemon: a file has one daemon)
+    postgresql      one daemon on a PostgreSQL database (A and B the same daemon)
+    postgresql A→B  two daemons on one PostgreSQL database: opened and waited on A, seen and answered on B
+
+1. lifecycles/s: open on A -> long-poll /wait on A -> accept on B -> the waiter holds the 200, 16 in flight.
+2. opened on A -> seen on B's SSE (`elicit.open` frame), p50/p99, one at a time.
+3. answered on B -> A's waiter (/wait) wakes, p50/p99, one at a time.
+
+PostgreSQL is a real server from Debian's packages, started by tests/postgres.py in a temporary directory
+(fsync off: a throwaway cluster, as the suite's). The ratios to sqlite, printed beside the figures, are the
+numbers to compare between runs on these noisy shared machines. It exits 0 whatever the figures are.
+
+    .venv/bin/python bench/store.py [--lifecycles 400] [--samples 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the harnesses, however this is run
+from harness import Daemon, make_daemon, run_stoppable, running  # noqa: E402
+from postgres import Postgres  # noqa: E402
+
+SCHEMA = {"type": "object", "properties": {"repo": {"type": "string"}}}
+IN_FLIGHT = 16
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@contextlib.contextmanager
+def daemons(root: Path, count: int, store: str | None) -> Iterator[list[Daemon]]:
+    env = {"MCPX_STORE": store} if store else {}
+    with running([make_daemon(root / f"d{i}", extra_env=env) for i in range(count)]) as made:
+        yield made
+
+
+async def open_question(http: aiohttp.ClientSession, session: str) -> str:
+    async with http.post("/v1/elicit", json={"message": "Which repository?", "requestedSchema": SCHEMA,
+                                             "session": session, "ttl": 600}) as r:
+        body = await r.json()
+        assert r.status == 201, body
+        return str(body["elicitation"]["id"])
+
+
+async def accept(http: aiohttp.ClientSession, eid: str) -> None:
+    async with http.post(f"/v1/elicit/{eid}/accept", json={"content": {"repo": "a/b"}}) as r:
+        assert r.status == 200, await r.text()
+
+
+async def lifecycles(a: aiohttp.ClientSession, b: aiohttp.ClientSession, total: int) -> float:
+    todo = iter(range(total))
+
+    async def worker() -> None:
+        for _ in todo:
+            eid = await open_question(a, "bench-life")
+            waiting = asyncio.create_task(_wait(a, eid))
+            await accept(b, eid)
+            await waiting
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    return total / (time.perf_counter() - start)
+
+
+async def _wait(http: aiohttp.ClientSession, eid: str) -> float:
+    async with http.get(f"/v1/elicit/{eid}/wait", params={"timeout": "60"}) as r:
+        await r.read()
+        assert r.status == 200, r.status
+    return time.perf_counter()
+
+
+@contextlib.asynccontextmanager
+async def stream(http: aiohttp.ClientSession, kinds: str) -> AsyncIterator[aiohttp.ClientResponse]:
+    async with http.get("/v1/events", params={"kinds": kinds, "session": "bench-push"}) as resp:
+        await resp.content.readuntil(b"\n\n")  # the opening id frame: subscribed
+        yield resp
+
+
+async def next_record(resp: aiohttp.ClientResponse) -> dict[str, Any]:
+    while True:
+        frame = (await resp.content.readuntil(b"\n\n")).decode()
+        for line in frame.splitlines():
+            if line.startswith("data: "):
+                return dict(json.loads(line[6:]))
+
+
+async def seen_on_b(a: aiohttp.ClientSession, b: aiohttp.ClientSession, samples: int) -> list[float]:
+    out = []
+    async with stream(b, "elicit.open") as resp:
+        for _ in range(samples):
+            start = time.perf_counter()
+            opening = asyncio.create_task(open_question(a, "bench-push"))
+            record = await next_record(resp)
+            out.append(time.perf_counter() - start)
+            assert record["elicit"] == await opening
+    return out
+
+
+async def wakes_on_a(a: aiohttp.ClientSession, b: aiohttp.ClientSession, samples: int) -> list[float]:
+    out = []
+    async with stream(a, "elicit.answered") as answered_on_a:
+        for _ in range(samples):
+            eid = await open_question(a, "bench-push")
+            waiting = asyncio.create_task(_wait(a, eid))
+            # the waiter is in: its request has reached A (a few ms on a quiet machine; this is a bench, not a test)
+            await asyncio.sleep(0.02)
+            start = time.perf_counter()
+            await accept(b, eid)
+            woke = await waiting
+            await next_record(answered_on_a)
+            out.append(woke - start)
+    return out
+
+
+async def measure(name: str, a: Daemon, b: Daemon, total: int, samples: int) -> dict[str, Any]:
+    async with a.session() as ha, b.session() as hb:
+        for _ in range(20):  # warm-up: connections, first-use caches
+            eid = await open_question(ha, "bench-warm")
+            await accept(hb, eid)
+        rate = await lifecycles(ha, hb, total)
+        seen = await seen_on_b(ha, hb, samples)
+        woke = await wakes_on_a(ha, hb, samples)
+    return {"name": name, "rate": rate, "seen": seen, "woke": woke}
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    base = rows[0]
+    ms = 1000.0
+    print(f"{'':22}{'lifecycles/s':>14}{'open A→SSE B p50':>18}{'p99':>9}{'answer B→A wakes p50':>22}{'p99':>9}")
+    for row in rows:
+        print(f"{row['name']:22}{row['rate']:14.0f}{pct(row['seen'], .5) * ms:16.1f}ms{pct(row['seen'], .99) * ms:7.1f}ms"
+              f"{pct(row['woke'], .5) * ms:20.1f}ms{pct(row['woke'], .99) * ms:7.1f}ms")
+    print("\nratios to sqlite (same run):")
+    for row in rows[1:]:
+        print(f"  {row['name']:20} lifecycles/s x{row['rate'] / base['rate']:.2f}   "
+              f"seen p50 x{statistics.median(row['seen']) / statistics.median(base['seen']):.2f}   "
+              f"wakes p50 x{statistics.median(row['woke']) / statistics.median(base['woke']):.2f}")
+    for row in rows:
+        within = sum(1 for v in row["seen"] if v < 0.1) / len(row["seen"])
+        woke = sum(1 for v in row["woke"] if v < 0.1) / len(row["woke"])
+        flag = "" if within == 1 and woke == 1 else "   MISSED 100 ms for some"
+        print(f"  {row['name']:20} within 100 ms: seen {within:.0%}, woken {woke:.0%}{flag}")
+
+
+async def main(total: int, samples: int) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mcpx-bs-") as tmp, Postgres.start() as pg:
+        root = Path(tmp)
+        with daemons(root / "s", 1, None) as (one,):
+            rows.append(await measure("sqlite", one, one, total, samples))
+        with daemons(root / "p", 1, pg.create_database("bench_one")) as (one,):
+            rows.append(await measure("postgresql", one, one, total, samples))
+        with daemons(root / "t", 2, pg.create_database("bench_two")) as (a, b):
+            rows.append(await measure("postgresql A→B", a, b, total, samples))
+    report(rows)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    ap.add_argument("--lifecycles", type=int, default=400)
+    ap.add_argument("--samples", type=int, default=200)
+    opts = ap.parse_args()
+    run_stoppable(main(opts.lifecycles, opts.samples))

@@ -1,0 +1,111 @@
+"""Group commit: the queue in front of a store's writer thread, shared by every store.
+
+Units submitted at the same moment cross to the writer's thread together and share one commit,
+each in its own savepoint, so a unit that raises rolls back alone (the audit records it wrote
+with it). A unit's future resolves only after the commit, and the batch's committed audit records
+are handed on (`committed`) in the same loop turn, so nothing is published that the database does
+not hold, and the units' callers run before the records' subscribers, as when they published them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from mcpx.broker.models import AuditRecord
+
+T = TypeVar("T")
+Unit = Callable[[Any], Any]
+log = logging.getLogger("mcpx.store")
+
+
+class RecordingTx(Protocol):
+    """A Tx that keeps the audit records it wrote, in order, so a unit rolled back takes its own with it."""
+
+    records: list[AuditRecord]
+
+
+@dataclass
+class Committed:
+    """What one batch did: each unit's (ok, value or exception), and the audit records it committed."""
+
+    outcomes: list[tuple[bool, Any]]
+    records: list[AuditRecord] = field(default_factory=list)
+    after: int = 0  # the log's last seq before this batch's records (a shared log: another daemon's, maybe)
+
+
+def run_units(tx: RecordingTx, units: list[Unit], execute: Callable[[str], Any]) -> list[tuple[bool, Any]]:
+    """On the writer's thread, inside the batch's transaction: each unit in its own savepoint."""
+    out: list[tuple[bool, Any]] = []
+    for unit in units:
+        mark = len(tx.records)
+        execute("SAVEPOINT unit")
+        try:
+            out.append((True, unit(tx)))
+        except Exception as exc:  # noqa: BLE001 - it goes to the unit's future, whose caller raises it
+            execute("ROLLBACK TO SAVEPOINT unit")
+            del tx.records[mark:]
+            out.append((False, exc))
+        execute("RELEASE SAVEPOINT unit")
+    return out
+
+
+def _log_failure(fut: asyncio.Future[Any]) -> None:
+    """A unit that raised is a bug (refusals are returned, not raised): say so even if nobody awaited it."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("a write to the store failed: %r", fut.exception())
+
+
+class CommitQueue:
+    """Units queued on the event loop, committed a batch per crossing to the writer's one thread."""
+
+    def __init__(self, writes: ThreadPoolExecutor, run_batch: Callable[[list[Unit]], Committed],
+                 committed: Callable[[Committed], None]) -> None:
+        self._writes = writes
+        self._run_batch = run_batch
+        self._committed = committed
+        self._queue: list[tuple[Unit, asyncio.Future[Any]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    def submit(self, unit: Callable[[Any], T]) -> asyncio.Future[T]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_log_failure)
+        self._queue.append((unit, fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return fut
+
+    async def drain(self) -> None:
+        """Wait until what was submitted is committed (or has failed)."""
+        if self._flusher is not None and not self._flusher.done():
+            await self._flusher
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                done = await loop.run_in_executor(self._writes, self._run_batch, [u for u, _ in batch])
+            except BaseException as exc:  # the commit itself failed: nothing in the batch happened
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for (_, fut), (ok, value) in zip(batch, done.outcomes, strict=True):
+                if fut.done():
+                    continue
+                if ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(value)
+            if done.records:
+                try:
+                    self._committed(done)
+                except Exception:  # a follower's fault is logged; the units' callers were told already
+                    log.exception("handing on committed records failed")

@@ -1,0 +1,67 @@
+"""How every store keeps the broker's models: a JSON document per row, beside the columns reads filter on.
+
+Shared by the stores (broker/sqlite.py, broker/postgres.py) so a question, an answer or an audit
+record reads back the same from either. `mark` is the driver's placeholder: `?` for sqlite3,
+`%s` for psycopg.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcpx import wirejson
+from mcpx.broker.models import Answer, AuditRecord, Elicitation
+from mcpx.broker.store import AuditFilter, QuestionFilter
+
+QUESTION_COLUMNS = ("state", "session", "server", "audience", "trace", "task")
+
+
+def dumps(value: Any) -> str:
+    # never a UnicodeEncodeError at commit: a lone surrogate (in a tool's result, say) is kept as its escape
+    return wirejson.dumps(value)
+
+
+def stored_question(q: Elicitation) -> str:
+    """A question's document as kept: secondsLeft is of the moment it is read, so it is never stored."""
+    return dumps(q.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"seconds_left"}))
+
+
+def audit_doc(record: AuditRecord) -> str:
+    """An audit record's document as kept: its seq is the row's own column."""
+    return dumps(record.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"seq"}))
+
+
+def question_of(doc: str) -> Elicitation:
+    return Elicitation.model_validate(json.loads(doc))
+
+
+def answer_of(doc: str) -> Answer:
+    return Answer.model_validate(json.loads(doc))
+
+
+def record_of(seq: int, doc: str) -> AuditRecord:
+    return AuditRecord.model_validate({**json.loads(doc), "seq": seq})
+
+
+def equal(where: QuestionFilter | AuditFilter, columns: tuple[str, ...], mark: str = "?") -> tuple[list[str], list[Any]]:
+    """`column=?` clauses, and their values, for the columns a filter names (None leaves one free)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column in columns:
+        value = getattr(where, column)
+        if value is not None:
+            clauses.append(f"{column}={mark}")
+            args.append(value)
+    return clauses, args
+
+
+def audit_where(where: AuditFilter, mark: str = "?") -> tuple[str, list[Any]]:
+    """The WHERE clause of an audit read, and its values: after a seq, by columns, of some kinds."""
+    clauses, args = equal(where, ("elicit", "session", "trace", "task"), mark)
+    clauses.insert(0, f"seq > {mark}")
+    args.insert(0, where.after)
+    if where.kinds:
+        clauses.append("(" + " OR ".join(f"kind LIKE {mark}" for _ in where.kinds) + ")")
+        args.extend(f"{k}.%" if "." not in k else k for k in where.kinds)
+    return " AND ".join(clauses), args
