@@ -137,7 +137,8 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
     closeDialog: seams.closeDialog ?? dialogCloser(input.client),
   })
   const calls = new CallRunner(daemon, prefix, ask, {
-    dialogs: (session) => host.dialogsSeen(session),
+    // the level now, in this session: a config changed to notify, off or auto opens no dialog from then on
+    dialogs: async (session) => (await level.in(session)) === "ask",
     shown: (session, ids) => ids.forEach((id) => ["h", "k"].forEach((k) => notifier.markShown(session, `${k}:${id}`))),
     shownAt: (id) => announcer.shownAt(id),
   })

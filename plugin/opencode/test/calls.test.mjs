@@ -131,3 +131,18 @@ test("answered elsewhere while its dialog is open: the dialog is closed, nothing
   assert.ok(out.endsWith('{"action": "accept", "data": {"confirm": true}}'), out)
   assert.equal((await d.get(id)).answer.by, "person:cli")
 })
+
+test("a level changed from ask while opencode runs: the plugin's copies open no dialog from then on", async () => {
+  const env = { ...d.env, MCPX_PLUGIN_ELICIT: "ask" }
+  const h = hooks(env)
+  await h.ready
+  assert.ok(h.tool.mcpx_sdk_delete_branch)
+  env.MCPX_PLUGIN_ELICIT = "notify" // as a config change would make it
+  const { ctx, seen } = toolContext("ses_c6", async () => undefined)
+  const out = await call(h, "mcpx_sdk_delete_branch", {}, ctx)
+  assert.equal(seen.asked.length, 0)
+  const id = /Question (elc-[0-9a-f]{16})/.exec(out)[1]
+  assert.match(out, /they answer from a terminal: mcpx elicit answer/)
+  assert.equal((await d.get(id)).answer, null)
+  await d.client.request("POST", `/v1/elicit/${id}/decline`, { body: {} })
+})
