@@ -31,7 +31,7 @@ from mcpx.paths import StatePaths
 LISTEN_HELP = "also serve /v1 and /mcp on loopback TCP, behind a bearer token"
 
 
-def _action(actions: argparse._SubParsersAction, name: str, func: Any, help: str,  # type: ignore[type-arg]
+def _action(actions: argparse._SubParsersAction[argparse.ArgumentParser], name: str, func: Any, help: str,
             timeout: float, listen: bool = False) -> None:
     a = actions.add_parser(name, help=help)
     if listen:
@@ -41,7 +41,7 @@ def _action(actions: argparse._SubParsersAction, name: str, func: Any, help: str
     a.set_defaults(func=func)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("daemon", help="run the daemon in the foreground (one per state directory); or start, stop "
                                       "or restart it in the background")
     p.add_argument("--listen", metavar="HOST:PORT", help=LISTEN_HELP)
@@ -152,7 +152,8 @@ class Running:
 async def _health(paths: StatePaths) -> dict[str, Any] | None:
     try:
         async with DaemonClient(paths) as client:
-            return await client.get("/v1/health", timeout=5)  # type: ignore[no-any-return]
+            health: dict[str, Any] = await client.get("/v1/health", timeout=5)
+            return health
     except (NoDaemon, ApiError):
         return None
 

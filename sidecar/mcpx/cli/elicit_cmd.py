@@ -18,7 +18,7 @@ from mcpx.cli.render import render_event, render_question, render_row
 from mcpx.text import plain
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     elicit = sub.add_parser("elicit", help="questions waiting for an answer: list, show, answer, watch, ask")
     esub = elicit.add_subparsers(dest="elicit_cmd", required=True, metavar="COMMAND")
 

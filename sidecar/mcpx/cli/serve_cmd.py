@@ -27,7 +27,7 @@ MAX_LINE = jsonrpc.MAX_LINE
 REPLAY_ID = "mcpx-serve-replayed-initialize"
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="the MCP surface on stdio (for opencode and other MCP hosts); starts a daemon "
                                      "if none runs")
     p.add_argument("--server", help="serve one upstream server under its own tool names, instead of all of them "

@@ -11,7 +11,7 @@ from pydantic_core import PydanticSerializationError
 
 from mcpx import __version__, sse, wirejson
 from mcpx.broker.broker import redact
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest, is_action
 from mcpx.broker.routing import secret_fields
 from mcpx.broker.store import AuditFilter, QuestionFilter
 from mcpx.daemon.api import Api, RouteError, Call, Reply
@@ -157,12 +157,13 @@ async def get_question(call: Call) -> web.StreamResponse:
                     **{s: _ERR[s] for s in (400, 403, 404, 409, 410, 422)}})
 async def answer_question(call: Call) -> web.StreamResponse:
     action = call.path["action"]
+    assert is_action(action)  # AnswerPath refused any other
     body: AnswerBody = call.body
     by = answerer_of(call.request)
     refuse_agent_as_person(call.request, by)
     content = body.content if body.replies is None else await _content_of_replies(call, action, body)
     q, answer = await call.app[BROKER].answer(
-        call.path["id"], action, content, by=by, session=session_of(call.request),  # type: ignore[arg-type]
+        call.path["id"], action, content, by=by, session=session_of(call.request),
         pid=peer_pid(call.request), reason=body.reason)
     return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema),
                               "escalated": answer is None})
@@ -250,9 +251,9 @@ async def events(call: Call) -> web.StreamResponse:
         if last is not None:
             while True:
                 page = await broker.audit(AuditFilter(after=sent, kinds=kinds, session=q.session), limit=500)
-                for record in page:
-                    await response.write(sse_frame(record))
-                    sent = record.seq
+                for past in page:
+                    await response.write(sse_frame(past))
+                    sent = past.seq
                 if len(page) < 500:
                     break
         try:

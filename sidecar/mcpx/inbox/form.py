@@ -101,18 +101,19 @@ def form_fields(schema: dict[str, Any] | None, secret: set[str], values: Mapping
     return "".join(out)
 
 
-def content_of_form(schema: dict[str, Any] | None, form: MultiMapping[str]) -> dict[str, Any]:
+def content_of_form(schema: dict[str, Any] | None, form: MultiMapping[object]) -> dict[str, Any]:
     """The content a submitted form gives, typed by the schema. An empty input is no value (its default
     applies, or it is reported missing); what does not fit the type is left as typed, so that validation names
-    the field. A multi-select is always sent: unticking every box is an answer too."""
+    the field. A multi-select is always sent: unticking every box is an answer too. Only text answers: a file
+    a hand-made multipart post puts under a field's name is no value for it (validation then names the field)."""
     content: dict[str, Any] = {}
     for name, prop in properties(schema).items():
         kind = kind_of(prop)
         if kind == "multi-enum":
-            content[name] = [type_value(prop["items"], v) for v in form.getall(name, [])]
+            content[name] = [type_value(prop["items"], v) for v in form.getall(name, []) if isinstance(v, str)]
             continue
         text = form.get(name)
-        if text is None or text == "":
+        if not isinstance(text, str) or text == "":
             continue
         content[name] = type_value(prop, text)
     return content

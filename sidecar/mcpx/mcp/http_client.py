@@ -98,7 +98,8 @@ class HttpChannel:
             raise ConnectionError(f"{self.name}: channel closed")
         if msg.get("method") == "notifications/cancelled" and is_modern(self.protocol_version):
             # modern HTTP: closing the request's stream is the cancellation
-            task = self._posts.get((msg.get("params") or {}).get("requestId"))
+            target = jsonrpc.id_of((msg.get("params") or {}).get("requestId"))
+            task = self._posts.get(target) if target is not None else None
             if task is not None:
                 task.cancel()
             return

@@ -110,6 +110,11 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def id_of(value: Any) -> Id | None:
+    """`value` as a request id, or None when it is none (a peer's requestId is not checked by check())."""
+    return value if _valid_id(value) else None
+
+
 def decode(line: str | bytes) -> Message:
     """One frame of a newline-delimited stream."""
     if len(line) > MAX_LINE:

@@ -132,7 +132,8 @@ class Peer:
     def _dispatch(self, msg: Message) -> None:
         kind = jsonrpc.kind(msg)
         if kind in ("response", "error"):
-            fut = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
+            rid = jsonrpc.id_of(msg.get("id"))
+            fut = self._pending.get(rid) if rid is not None else None
             if fut is not None and not fut.done():
                 fut.set_result(msg)
             else:
@@ -142,9 +143,9 @@ class Peer:
             self._incoming[rid] = asyncio.create_task(self._answer(msg), name=f"mcpx-in-{self.name}-{rid}")
         else:
             if msg.get("method") == "notifications/cancelled":
-                target = (msg.get("params") or {}).get("requestId")
-                task = self._incoming.get(target)
-                if task is not None:
+                target = jsonrpc.id_of((msg.get("params") or {}).get("requestId"))
+                task = self._incoming.get(target) if target is not None else None
+                if target is not None and task is not None:
                     self.withdrawn.add(target)
                     task.cancel()
             asyncio.create_task(self._notify_safely(msg))

@@ -45,7 +45,8 @@ class RequestStates:
         want = hmac.new(self._key, body.encode(), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(want, mac):
             raise RpcError(jsonrpc.INVALID_PARAMS, "Invalid requestState: its signature does not match")
-        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        # the signature matched, so this is the dict seal() wrote
+        data: dict[str, Any] = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
         now = time.time()
         if data.get("exp", 0) < now:
             raise RpcError(jsonrpc.INVALID_PARAMS, "Invalid requestState: it expired")

@@ -248,7 +248,7 @@ class CallContext:
         mode = params.effective_mode
         return OpenRequest(
             session=r.session, session_source=r.session_source, server=r.server, tool=r.tool,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             message=params.message, requested_schema=params.requested_schema if mode == "form" else None,
             url=params.url if mode == "url" else None, upstream_id=params.elicitation_id, trace=self.task.trace,
             parent=r.parent, task=self.task.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,

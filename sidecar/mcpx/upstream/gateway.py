@@ -17,7 +17,7 @@ from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc
+from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
 from mcpx.ids import is_id, new_id
@@ -269,12 +269,12 @@ class Gateway:
     def _fingerprint(self, server: str) -> str:
         return entry_fingerprint(self.pool.entry(server))
 
-    async def _finish(self, task: CallTask, state: str) -> None:
+    async def _finish(self, task: CallTask, state: TaskState) -> None:
         for eid in list(task.open):
             await self.broker.abandon(eid, task.end_reason or task.error or "the call ended")
         task.open.clear()
         task.resume = None
-        task.state = state  # type: ignore[assignment]
+        task.state = state
         data: dict[str, Any] = {"state": state, "server": task.request.server, "tool": task.request.tool}
         if task.error:
             data["error"] = task.scrub(task.error)
