@@ -279,7 +279,7 @@ class SqliteStore:
                 db.execute("SAVEPOINT unit")
                 try:
                     out.append((True, unit(tx)))
-                except Exception as exc:  # noqa: BLE001 - it goes to the unit's future, whose caller raises it
+                except Exception as exc:
                     db.execute("ROLLBACK TO unit")
                     out.append((False, exc))
                 db.execute("RELEASE unit")

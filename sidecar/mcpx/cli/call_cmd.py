@@ -252,8 +252,8 @@ async def tools_cmd(args: argparse.Namespace) -> int:
         print(f"{server} ({len(tools)} tools)")
         for t in tools:
             ann = t.get("annotations") or {}
-            flags = [f for f, on in (("read-only", ann.get("readOnlyHint")), ("destructive", ann.get("destructiveHint")))
-                     if on]
+            flags = [f for f, on in (("read-only", ann.get("readOnlyHint")),
+                                     ("destructive", ann.get("destructiveHint"))) if on]
             print(f"  {server}.{t['name']:<28} {plain(t.get('description') or '', 90)}"
                   + (f"  [{', '.join(flags)}]" if flags else ""))
     return 0

@@ -108,7 +108,8 @@ async def status(args: argparse.Namespace) -> int:
             upstreams = None  # a daemon older than this command, or one whose gateway is not running
     origin = recorded_origin(client.paths, health["pid"])
     if args.json:
-        emit_json({**health, "upstreams": upstreams, "origin": origin.model_dump(exclude_none=True) if origin else None})
+        emit_json({**health, "upstreams": upstreams,
+                   "origin": origin.model_dump(exclude_none=True) if origin else None})
         return 0
     print(f"mcpx daemon {health['version']} · pid {health['pid']} · since {health['startedAt']}")
     if origin is not None:
@@ -193,7 +194,8 @@ def _start(args: argparse.Namespace, paths: StatePaths, action: str, listen: str
              {"action": action, "pid": other, "started": False})
         return 0
     _say(args, f"mcpx: daemon started in the background (pid {pid}), detached; it serves {paths.socket}"
-               + (f" and http://{listen}" if listen else "") + f"\n  log: {paths.log}\n  stop it with: mcpx daemon stop",
+               + (f" and http://{listen}" if listen else "")
+               + f"\n  log: {paths.log}\n  stop it with: mcpx daemon stop",
          {"action": action, "pid": pid, "started": True, "socket": str(paths.socket), "listen": listen})
     return 0
 
@@ -243,8 +245,8 @@ def restart_cmd(args: argparse.Namespace) -> int:
             manager, _, name = (found.origin.service or "").partition(":")
             how = f"systemctl --user restart {name}" if manager == "systemd" else \
                 f"launchctl kickstart -k gui/{os.getuid()}/{name}"
-            return _fail(args, "restart", f"the daemon (pid {found.pid}) runs as a user service ({found.origin.service})"
-                                          f"; restart it as one, so it stays one: {how}")
+            return _fail(args, "restart", f"the daemon (pid {found.pid}) runs as a user service "
+                                          f"({found.origin.service}); restart it as one, so it stays one: {how}")
         if (problem := _stop(args, found, "restart")) is not None:
             return _fail(args, "restart", problem)
     return _start(args, paths, "restart", listen)

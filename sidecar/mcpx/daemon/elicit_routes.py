@@ -14,9 +14,8 @@ from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest, is_action
 from mcpx.broker.routing import secret_fields
 from mcpx.broker.store import AuditFilter, QuestionFilter
-from mcpx.daemon.api import Api, RouteError, Call, Reply
+from mcpx.daemon.api import Api, Call, Reply, RouteError
 from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
-from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
 from mcpx.daemon.schemas import (
     AnswerBody,
     AnswerPath,
@@ -37,9 +36,10 @@ from mcpx.daemon.schemas import (
     WaitQuery,
     kind_list,
 )
-from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
+from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
+from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
 from mcpx.rendering import render
 from mcpx.sessions import header_source, resolve_session

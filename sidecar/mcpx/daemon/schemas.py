@@ -10,7 +10,6 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from mcpx import ids
-from mcpx.durations import PATTERN as DURATION
 from mcpx.broker.models import (
     ACTIONS,
     KIND_GROUPS,
@@ -24,6 +23,7 @@ from mcpx.broker.models import (
     State,
     WireModel,
 )
+from mcpx.durations import PATTERN as DURATION
 from mcpx.inbox.notify import NotifyStat
 from mcpx.rendering import Rendering
 
@@ -108,7 +108,7 @@ class Health(WireModel):
     config: str = Field(description="where the config in force came from")
     config_error: str | None = Field(default=None, description="the last reload that failed; the previous config stays")
     pending: int
-    servers: list[str] = []
+    servers: list[str] = Field(default=[])  # pydantic copies a default: no instance shares this list
     server_commands: dict[str, str] = Field(default={}, description="each server's command line (stdio) or URL "
                                             "(HTTP), as configured, secret-looking arguments masked")
     plugin_elicit: str | None = Field(default=None, description="the opencode plugin's level from the config "

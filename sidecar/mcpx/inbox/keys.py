@@ -33,7 +33,7 @@ class InboxKeys:
     key: bytes
 
     @classmethod
-    def load(cls, paths: StatePaths) -> "InboxKeys":
+    def load(cls, paths: StatePaths) -> InboxKeys:
         return cls(load_key(key_path(paths)))
 
     @property

@@ -39,7 +39,7 @@ class RpcError(Exception):
         return err
 
     @classmethod
-    def from_error(cls, err: Any) -> "RpcError":
+    def from_error(cls, err: Any) -> RpcError:
         if not isinstance(err, dict):
             return cls(INTERNAL_ERROR, f"malformed error from peer: {err!r}")
         code = err.get("code")

@@ -64,6 +64,7 @@ class Peer:
         self._ids = itertools.count(1)
         self._pending: dict[jsonrpc.Id, asyncio.Future[Message]] = {}
         self._incoming: dict[jsonrpc.Id, asyncio.Task[None]] = {}
+        self._notifying: set[asyncio.Task[None]] = set()  # held, or the loop may collect one mid-flight
         # incoming requests the other side withdrew (notifications/cancelled), as opposed to ones ended because
         # the channel closed: only the former is a cancel (surface/driver.py)
         self.withdrawn: set[jsonrpc.Id] = set()
@@ -148,7 +149,9 @@ class Peer:
                 if target is not None and task is not None:
                     self.withdrawn.add(target)
                     task.cancel()
-            asyncio.create_task(self._notify_safely(msg))
+            handling = asyncio.create_task(self._notify_safely(msg))
+            self._notifying.add(handling)
+            handling.add_done_callback(self._notifying.discard)
 
     async def _notify_safely(self, msg: Message) -> None:
         try:

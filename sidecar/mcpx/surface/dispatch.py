@@ -237,7 +237,8 @@ class Surface:
         assert state.scope is not None
         session, _ = self.session_for(state, meta, None)
         forwarded = {k: v for k, v in params.items() if k != "_meta"}
-        kept_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/") and k != META_SESSION}
+        kept_meta = {k: v for k, v in meta.items()
+                     if not k.startswith("io.modelcontextprotocol/") and k != META_SESSION}
         if kept_meta:
             forwarded["_meta"] = kept_meta
         caps = routable(state.declared())

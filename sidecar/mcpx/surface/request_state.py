@@ -56,6 +56,7 @@ class RequestStates:
         nonce = str(data.get("n"))
         self._used = {n: exp for n, exp in self._used.items() if exp > now}
         if nonce in self._used:
-            raise RpcError(jsonrpc.INVALID_PARAMS, "Invalid requestState: it was already used (a retry is answered once)")
+            raise RpcError(jsonrpc.INVALID_PARAMS,
+                           "Invalid requestState: it was already used (a retry is answered once)")
         self._used[nonce] = data["exp"]
         return data

@@ -34,7 +34,7 @@ log = logging.getLogger("mcpx.upstream")
 # finished calls kept in memory for mcpx_task_result and /v1/tasks; older ones are read from mcpx.db
 KEEP_FINISHED = 256
 
-__all__ = ["Gateway", "UnknownServer", "UnknownTask", "CallRequest", "CallTask"]
+__all__ = ["CallRequest", "CallTask", "Gateway", "UnknownServer", "UnknownTask"]
 
 
 class UnknownTask(Exception):
@@ -286,7 +286,7 @@ class Gateway:
         committed = self.broker.finish_task(stored, data)
         committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
-    def _forget_finished(self, tid: str, committed: "asyncio.Future[Any]") -> None:
+    def _forget_finished(self, tid: str, committed: asyncio.Future[Any]) -> None:
         """Keep the last few finished calls in memory, the rest in the store alone (which answers for them)."""
         if committed.cancelled() or committed.exception() is not None:
             return  # the store does not hold its end: memory stays the only record of it
