@@ -50,12 +50,13 @@ import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the daemon harness, however this is run
-from harness import Daemon, run_stoppable, scratch_daemon, unix_session  # noqa: E402
+from harness import Daemon, run_stoppable, scratch_daemon, unix_session
 
 # ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"repo": {"type": "string"}}}
 PUSH_SESSION, POLL_SESSION, LIFE_SESSION, MANY_SESSION = "bench", "bench-poll", "bench-life", "bench-many"
+HERE = Path(__file__).resolve()  # this file, started again as each child role
 N_WARMUP = 30                   # untimed opens and lifecycles first: connections, first-use caches
 N_PUSH = 300                    # questions timed push-side
 N_POLL = 120                    # questions timed poll-side, interleaved with the push ones
@@ -214,7 +215,7 @@ class Child:
     @classmethod
     async def start(cls, role: str, socket: Path, *extra: str, timeout: float = 15.0) -> Child:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(Path(__file__).resolve()), "--role", role, "--socket", str(socket), *extra,
+            sys.executable, str(HERE), "--role", role, "--socket", str(socket), *extra,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         child = cls(proc, role)
         assert proc.stdout is not None
@@ -271,17 +272,17 @@ async def role_sse(socket: str) -> None:
                 # the daemon subscribes before it writes the first, id-only frame: from here nothing is missed
                 ready.set()
 
-    async with unix_session(socket, timeout=None) as http:
-        async with http.get("/v1/events", params={"kinds": "elicit.open"}) as resp:
-            resp.raise_for_status()
-            reader = asyncio.create_task(read(resp))
-            await asyncio.wait({reader, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
-            if reader.done():
-                reader.result()
-                raise RuntimeError("the event stream ended before its first frame")
-            print("ready", flush=True)
-            await stdin_closed()
-            reader.cancel()
+    async with (unix_session(socket, timeout=None) as http,
+                http.get("/v1/events", params={"kinds": "elicit.open"}) as resp):
+        resp.raise_for_status()
+        reader = asyncio.create_task(read(resp))
+        await asyncio.wait({reader, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        if reader.done():
+            reader.result()
+            raise RuntimeError("the event stream ended before its first frame")
+        print("ready", flush=True)
+        await stdin_closed()
+        reader.cancel()
     print(json.dumps(seen), flush=True)
 
 
@@ -398,7 +399,8 @@ async def phase_latency(d: Daemon, http: aiohttp.ClientSession, rng: random.Rand
                     post.append(ms(time.monotonic() - t0))
                 sent[eid] = (session, t0)
         await asyncio.sleep(2 * POLL_INTERVAL_S + 0.1)  # the last frames land, the poller takes two more turns
-        pushed = {eid: float(frame["at"]) for child in (sse, relay_sse) for eid, frame in (await child.finish()).items()}
+        pushed = {eid: float(frame["at"])
+                  for child in (sse, relay_sse) for eid, frame in (await child.finish()).items()}
         polled = await poller.finish()
         await relay.finish()
     finally:
@@ -594,8 +596,8 @@ async def run(profile: str | None) -> None:
             say(f"daemon pid {d.pid}, MCPX_HOME {d.home}, {os.cpu_count()} cpus, "
                 f"load {os.getloadavg()[0]:.2f}; idle RSS {fmt_mib(rss_idle)}")
 
-            say(f"[1/3] push vs poll: {N_PUSH} + {N_POLL} questions (+ {N_PUSH} through the bare relay), one at a time, gaps "
-                f"{GAP_S[0] * 1000:.0f}-{GAP_S[1] * 1000:.0f} ms ...")
+            say(f"[1/3] push vs poll: {N_PUSH} + {N_POLL} questions (+ {N_PUSH} through the bare relay), one at a "
+                f"time, gaps {GAP_S[0] * 1000:.0f}-{GAP_S[1] * 1000:.0f} ms ...")
             lat = await phase_latency(d, http, rng)
             say(f"      {len(lat.push_ms)} push samples, {len(lat.poll_ms)} poll samples over {lat.polls} polls; "
                 f"missing: push {lat.missing_push}, poll {lat.missing_poll}")

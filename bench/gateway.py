@@ -57,6 +57,7 @@ import mcp_types as types
 from mcp.client import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
+
 from mcpx.mcp.protocol import MODERN_VERSIONS  # the modern version the daemon offers its upstreams
 
 BENCH = Path(__file__).resolve().parent
@@ -110,7 +111,8 @@ class McpxCaller:
         self.last_task = ""
 
     async def __call__(self) -> None:
-        async with self.http.post(f"/v1/call/{PLAIN}/echo", json={"arguments": {"text": "hi"}, "session": SESSION}) as r:
+        async with self.http.post(f"/v1/call/{PLAIN}/echo",
+                                  json={"arguments": {"text": "hi"}, "session": SESSION}) as r:
             body = await r.json()
         if r.status != 200 or body["result"]["content"][0]["text"] != "echo: hi":
             raise RuntimeError(f"POST /v1/call/{PLAIN}/echo: {r.status} {body}")

@@ -30,13 +30,12 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the daemon harness, however this is run
-from harness import run_stoppable, scratch_daemon  # noqa: E402
+from harness import run_stoppable, scratch_daemon
 
 CHROMIUM = os.environ.get("MCPX_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 TARGETS = {"webhook": 1000.0, "page": 1000.0}  # ms at p99: the issue's "within 1 s of a question opening"
@@ -44,7 +43,8 @@ WATCH = """() => {
   window.__seen = {};
   new MutationObserver(() => {
     for (const row of document.querySelectorAll('tr[data-id]')) {
-      if (!(row.dataset.id in window.__seen)) window.__seen[row.dataset.id] = performance.timeOrigin + performance.now();
+      if (!(row.dataset.id in window.__seen))
+        window.__seen[row.dataset.id] = performance.timeOrigin + performance.now();
     }
   }).observe(document.getElementById('rows'), {childList: true, subtree: true});
 }"""
@@ -52,7 +52,7 @@ WATCH = """() => {
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 async def main(n: int) -> int:

@@ -108,7 +108,8 @@ class Bench:
             return Call("question", json.loads(line[len("question "):]))
 
         steps = [lambda r: Call("mcpx_sdk_need_repo", {}),
-                 lambda r: Call("mcpx_mcpx_elicit_answer", {"id": first_id(r), "action": "decline", "reason": "unknown"}),
+                 lambda r: Call("mcpx_mcpx_elicit_answer",
+                                {"id": first_id(r), "action": "decline", "reason": "unknown"}),
                  lambda r: Call("mcpx_ask_person", {"id": first_id(r)}),
                  question_call, lambda r: Say("done.")]
         marker = self.model.script(name, steps)
@@ -140,7 +141,8 @@ def main() -> None:
         model = ScriptedModel(root / "model.jsonl").start()
         oc: Opencode | None = None
         try:
-            env = {**clean_env(root / "home"), **{k: v for k, v in daemon.env.items() if k.startswith(("MCPX_", "PYTHON"))},
+            env = {**clean_env(root / "home"),
+                   **{k: v for k, v in daemon.env.items() if k.startswith(("MCPX_", "PYTHON"))},
                    "MCPX_PLUGIN_ELICIT": "ask"}
             (root / "home").mkdir()
             project = make_project(root / "project", model.base_url, env)
@@ -174,8 +176,8 @@ def main() -> None:
     say(line("the toast", [t for t, _ in through]))
     say(line("the question dialog (mcpx_ask_person, question)", [d for _, d in through]).replace(
         "  MISSED (target 1 s)", "  (no target: the model's steps)"))
-    say(f"  the dialog with no model step is {p50([d for _, d in through]) / max(p50([d for _, d in direct]), 1e-6):.1f}x "
-        "sooner at p50 than through the scripted model")
+    ratio = p50([d for _, d in through]) / max(p50([d for _, d in direct]), 1e-6)
+    say(f"  the dialog with no model step is {ratio:.1f}x sooner at p50 than through the scripted model")
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ from typing import Any
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the harnesses, however this is run
-from harness import Daemon, make_daemon, run_stoppable, running  # noqa: E402
-from postgres import Postgres  # noqa: E402
+from harness import Daemon, make_daemon, run_stoppable, running
+from postgres import Postgres
 
 SCHEMA = {"type": "object", "properties": {"repo": {"type": "string"}}}
 IN_FLIGHT = 16
@@ -147,7 +147,8 @@ def report(rows: list[dict[str, Any]]) -> None:
     ms = 1000.0
     print(f"{'':22}{'lifecycles/s':>14}{'open A→SSE B p50':>18}{'p99':>9}{'answer B→A wakes p50':>22}{'p99':>9}")
     for row in rows:
-        print(f"{row['name']:22}{row['rate']:14.0f}{pct(row['seen'], .5) * ms:16.1f}ms{pct(row['seen'], .99) * ms:7.1f}ms"
+        seen = f"{pct(row['seen'], .5) * ms:16.1f}ms{pct(row['seen'], .99) * ms:7.1f}ms"
+        print(f"{row['name']:22}{row['rate']:14.0f}{seen}"
               f"{pct(row['woke'], .5) * ms:20.1f}ms{pct(row['woke'], .99) * ms:7.1f}ms")
     print("\nratios to sqlite (same run):")
     for row in rows[1:]:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+
 from mcpx.upstream import procinfo
 
 BENCH = Path(__file__).resolve().parent

@@ -29,7 +29,8 @@ class HttpPeer:
 
     def __init__(self, script: str) -> None:
         self.port = free_port()
-        self.log = tempfile.TemporaryFile()  # a pipe nobody reads would stall a chatty server
+        # a pipe nobody reads would stall a chatty server; the file lives as long as the server (closed in stop)
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen([PY, str(PEERS / script), "--http", str(self.port)],
                                      stdout=subprocess.DEVNULL, stderr=self.log)
         try:
@@ -51,7 +52,7 @@ class HttpPeer:
         stop_process(self.proc)
         self.log.close()
 
-    def __enter__(self) -> "HttpPeer":
+    def __enter__(self) -> HttpPeer:
         return self
 
     def __exit__(self, *_: object) -> None:

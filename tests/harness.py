@@ -34,6 +34,7 @@ from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
 import aiohttp
+
 from mcpx.paths import StatePaths
 from mcpx.sockets import socket_alive
 

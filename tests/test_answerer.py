@@ -6,6 +6,7 @@ parent carries it while its own environment is clean, and one with no mark at al
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -115,10 +116,12 @@ async def test_a_grandchild_of_an_unmarked_process_answers(daemon: Daemon, http:
 async def test_the_cli_in_an_agents_shell_answers_as_the_agent(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     """The CLI sees the same marks, its parents' included, and says agent:cli rather than be refused."""
     q = await ask(http, message="Which region?",
-                  requestedSchema={"type": "object", "properties": {"region": {"type": "string", "enum": ["eu", "us"]}}})
+                  requestedSchema={"type": "object",
+                                   "properties": {"region": {"type": "string", "enum": ["eu", "us"]}}})
     assert q["audience"] == "agent"
     # the answering CLI's own environment is clean; the process that starts it carries AGENT=1
-    shell = subprocess.run(
+    shell = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-c", "import os, subprocess, sys; sys.exit(subprocess.run(sys.argv[1:], env="
          "{k: v for k, v in os.environ.items() if k != 'AGENT'}, timeout=50).returncode)",
          sys.executable, "-m", "mcpx", "elicit", "answer", q["id"], "region=eu", "--json"],

@@ -1,4 +1,5 @@
-"""`mcpx call`, `mcpx task result`, `mcpx tools` through the real CLI, with the bundled demo server behind the daemon."""
+"""`mcpx call`, `mcpx task result`, `mcpx tools` through the real CLI, with the bundled demo server behind the
+daemon."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ NEXT_QUESTION_BOUND = 10.0
 
 @pytest.fixture
 def demo(home: Path) -> Iterator[Daemon]:
-    with make_daemon(home, {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}}}) as d:
+    server = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
+    with make_daemon(home, {"servers": {"demo": server}}) as d:
         yield d
 
 
@@ -89,7 +91,7 @@ class Terminal:
         self.out = b""
         self.code: int | None = None
 
-    def __enter__(self) -> "Terminal":
+    def __enter__(self) -> Terminal:
         return self
 
     def __exit__(self, *_: object) -> None:

@@ -77,7 +77,8 @@ def _params() -> list:
 
 def _missing() -> str | None:
     if not NODE.exists():
-        return f"{NODE} is missing: run `npm install` in {ROOT} (devDependency node@22.23.3; Node 20 cannot run the suite)"
+        return (f"{NODE} is missing: run `npm install` in {ROOT} (devDependency node@22.23.3; Node 20 cannot run "
+                "the suite)")
     for version, path in SUITES.items():
         if not path.exists():
             return f"{path} is missing: run `npm install` in {ROOT} (conformance {version})"

@@ -27,8 +27,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "conformance"))
 
-import server_baseline as sb  # noqa: E402
-from conftest import loud_skip  # noqa: E402
+import server_baseline as sb
+
+from conftest import loud_skip
 
 UPDATE = os.environ.get("MCPX_CONFORMANCE_UPDATE_BASELINE") == "1"
 _results: dict[str, sb.RunResult] = {}

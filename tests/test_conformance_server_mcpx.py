@@ -33,9 +33,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "conformance"))
 
-import mcpx_behind as mb  # noqa: E402
-import server_baseline as sb  # noqa: E402
-from conftest import loud_skip  # noqa: E402
+import mcpx_behind as mb
+import server_baseline as sb
+
+from conftest import loud_skip
 
 
 @pytest.fixture
@@ -89,7 +90,8 @@ def test_server_scenarios_through_mcpx(label: str, version: str, args: list[str]
     message = []
     if regressions:
         message.append("scenarios that pass against the fixture directly FAIL through mcpx (an mcpx bug; list it in "
-                       f"{mb.EXPECTED_FAILURES.name} only with a reason naming the bug):\n  " + "\n  ".join(regressions))
+                       f"{mb.EXPECTED_FAILURES.name} only with a reason naming the bug):\n  "
+                       + "\n  ".join(regressions))
     if stale:
         message.append(f"stale entries in {mb.EXPECTED_FAILURES.name} (the list may only shrink):\n  "
                        + "\n  ".join(stale))

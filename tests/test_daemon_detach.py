@@ -27,7 +27,8 @@ from mcpx import processes
 
 PY = sys.executable
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "t", "version": "1"}}}
 
 
 def send(proc: subprocess.Popen[bytes], msg: dict[str, Any]) -> None:
@@ -161,7 +162,8 @@ def test_daemon_start_stop_and_restart_from_the_command_line(home: Path) -> None
         assert not processes.alive(first["pid"])
         status = json.loads(d.cli("status", "--json").stdout)
         assert status["listen"] == f"127.0.0.1:{port}"  # kept across the restart
-        assert status["origin"]["kind"] == "command" and status["origin"]["launcher"]["command"] == "mcpx daemon restart"
+        assert status["origin"]["kind"] == "command"
+        assert status["origin"]["launcher"]["command"] == "mcpx daemon restart"
 
         stopped = d.cli("daemon", "stop")
         assert stopped.returncode == 0 and f"daemon stopped (pid {second['pid']}" in stopped.stdout

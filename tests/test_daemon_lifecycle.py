@@ -33,7 +33,8 @@ async def test_kill9_then_restart_loses_nothing_committed(home: Path) -> None:
             async with http.get("/v1/elicit", params={"session": "s"}) as r:
                 ids = [q["id"] for q in (await r.json())["elicitations"]]
             assert ids == [q["id"] for q in pending]
-            async with http.post(f"/v1/elicit/{pending[0]['id']}/accept", json={"content": {"repo": "after/restart"}}) as r:
+            async with http.post(f"/v1/elicit/{pending[0]['id']}/accept",
+                                 json={"content": {"repo": "after/restart"}}) as r:
                 assert r.status == 200
             async with http.get("/v1/audit", params={"session": "s"}) as r:
                 kinds = [rec["kind"] for rec in (await r.json())["records"]]
@@ -76,9 +77,8 @@ async def test_sigterm_drains_and_exits_cleanly(home: Path) -> None:
             assert waiter_ended - signalled < 2.5 and stream_ended - signalled < 2.5
         assert not d.socket.exists() and not (home / "daemon.json").exists()
         d.restart()
-        async with d.session() as http:
-            async with http.get(f"/v1/elicit/{q['id']}") as r:
-                assert (await r.json())["elicitation"]["state"] == "pending"
+        async with d.session() as http, http.get(f"/v1/elicit/{q['id']}") as r:
+            assert (await r.json())["elicitation"]["state"] == "pending"
 
 
 def test_a_second_daemon_for_the_same_state_directory_is_refused(daemon: Daemon) -> None:
@@ -144,7 +144,8 @@ def test_two_daemons_started_at_once_for_one_home_leave_one_running(home: Path) 
                                            stderr=out))
     try:
         # the one refused exits on its own, at once: wait for that, bounded, while the other serves
-        refused = wait_for_sync(lambda: next((p for p in racers if p.poll() is not None), None), what="a daemon refused")
+        refused = wait_for_sync(lambda: next((p for p in racers if p.poll() is not None), None),
+                                what="a daemon refused")
         err = logs[racers.index(refused)].read_text()
         winner = next(p for p in racers if p is not refused)
         assert refused.returncode == 1, err

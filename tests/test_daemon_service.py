@@ -3,6 +3,7 @@ daemon started the way the file says, as its manager would."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import plistlib
 import shlex
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import loud_skip
 from harness import (
     PATIENCE,
@@ -58,7 +60,8 @@ def test_install_writes_a_systemd_user_unit_that_runs_this_mcpx_and_uninstall_re
     assert done.returncode == 0, done.stderr
     path = unit_path(person)
     assert f"wrote {path}" in done.stdout
-    assert "systemctl --user daemon-reload" in done.stdout and "systemctl --user enable --now mcpx.service" in done.stdout
+    assert "systemctl --user daemon-reload" in done.stdout
+    assert "systemctl --user enable --now mcpx.service" in done.stdout
     assert "mcpx daemon stop" in done.stdout  # a daemon running now would hold the socket the service wants
     keys = unit(person)
     assert systemd_words(keys["ExecStart"][0]) == [sys.executable, "-m", "mcpx", "daemon", "--listen",
@@ -140,7 +143,5 @@ def test_a_daemon_run_as_the_unit_says_is_a_service_restarted_only_by_its_manage
         assert proc.wait(PATIENCE) == 0  # SIGTERM: drained, a clean exit (systemd does not restart it)
     finally:
         stop_process(proc)
-        try:
+        with contextlib.suppress(OSError, ValueError, KeyError):
             stop_pid(int(json.loads((Path(person.env["MCPX_HOME"]) / "daemon.json").read_text())["pid"]))
-        except (OSError, ValueError, KeyError):
-            pass

@@ -85,7 +85,8 @@ async def test_decline_cancel_and_expiry_reach_the_server_as_they_are(http: aioh
     assert q["elicitation"]["state"] == "expired" and q["answer"]["by"] == "expiry"
 
 
-async def test_multi_field_form_answered_from_the_cli_with_typed_values(gw: Daemon, http: aiohttp.ClientSession) -> None:
+async def test_multi_field_form_answered_from_the_cli_with_typed_values(gw: Daemon,
+                                                                      http: aiohttp.ClientSession) -> None:
     _, body, _ = await call(http, "sdk", "file_issue")
     q = body["elicitation"]
     assert set(q["requestedSchema"]["properties"]) == {"title", "count", "color", "notify"}
@@ -129,7 +130,8 @@ async def test_url_mode_is_for_the_person_and_completion_answers_it_as_upstream(
         assert ans["by"] == "upstream" and ans["action"] == "accept"
 
 
-async def test_fastmcp_questions_answered_by_whichever_surface_comes_first(gw: Daemon, http: aiohttp.ClientSession) -> None:
+async def test_fastmcp_questions_answered_by_whichever_surface_comes_first(gw: Daemon,
+                                                                         http: aiohttp.ClientSession) -> None:
     """CLI, REST and SSE-driven code race for each question; exactly one wins and the server gets that one."""
     async def sse_answerer(stream: EventStream, values: dict[str, object]) -> None:
         while True:
@@ -237,7 +239,8 @@ async def test_legacy_over_streamable_http(home: Path) -> None:
 async def test_a_server_that_cannot_start_is_reported_with_command_and_stderr(home: Path) -> None:
     d = make_daemon(home, {"servers": {
         "missing": {"command": "/nonexistent/mcp-server", "args": ["--x"]},
-        "crashy": {"command": "python3", "args": ["-c", "import sys; print('boom: no config', file=sys.stderr); sys.exit(4)"]},
+        "crashy": {"command": "python3",
+                   "args": ["-c", "import sys; print('boom: no config', file=sys.stderr); sys.exit(4)"]},
     }})
     d.start()
     try:
@@ -308,7 +311,8 @@ async def test_server_everything_over_stdio_with_node(home: Path) -> None:
                         content[name] = "2026-12-02"
                     elif prop.get("format") == "date-time":
                         content[name] = "2026-12-02T10:00:00Z"
-                    elif prop.get("type") == "string" and "enum" not in prop and "oneOf" not in prop and name in content:
+                    elif (prop.get("type") == "string" and "enum" not in prop and "oneOf" not in prop
+                          and name in content):
                         content[name] = "x" * max(1, prop.get("minLength", 1))
                 status, opened = await answer(http, q["id"], "accept", content)
                 assert status == 200, opened

@@ -123,7 +123,7 @@ async def test_a_modern_question_survives_a_daemon_restart(home: Path, how: str)
             async with http.get(f"/v1/tasks/{legacy['task']}") as r:
                 lost = await r.json()
             assert lost["state"] == "failed" and ("restarted" in lost["error"] or "stopped" in lost["error"])
-            status, gone = await answer(http, legacy["elicitation"]["id"], "accept", {"repo": "x/y"})
+            status, _ = await answer(http, legacy["elicitation"]["id"], "accept", {"repo": "x/y"})
             assert status == 410
 
 

@@ -212,10 +212,10 @@ async def test_mcpx_serve_answers_unfollowable_ids_and_deep_lines_and_keeps_serv
                b'{"jsonrpc": "2.0", "id": {"a": 1}, "result": {}}',
                DEEP_ARRAY,
                b'{"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"_meta": ' + DEEP_META + b"}}"]
-    lines = garbage + [json.dumps(INIT).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
-                       b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}',
-                       b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "sdk_echo", '
-                       b'"arguments": {"text": "still here"}}}']
+    lines = [*garbage, json.dumps(INIT).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+             b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}',
+             b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "sdk_echo", '
+             b'"arguments": {"text": "still here"}}}']
     replies = await serve(daemon, lines, {1, 2, 3})
     assert sorted(replies[None]) == [-32700, -32700, -32600, -32600, -32600]
     assert replies[1]["result"]["serverInfo"]["name"] == "mcpx"

@@ -38,7 +38,7 @@ class Receiver:
         return web.Response(text="ok")
 
     @asynccontextmanager
-    async def serving(self) -> AsyncIterator["Receiver"]:
+    async def serving(self) -> AsyncIterator[Receiver]:
         app = web.Application()
         app.router.add_post("/{tail:.*}", self.handle)
         runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -108,7 +108,8 @@ def port_of(url: str) -> int:
 async def test_a_question_escalated_to_the_person_is_news_for_a_human_target(home: Path) -> None:
     hook = Receiver()
     async with hook.serving():
-        with make_daemon(home, {"servers": {}, "elicit": {"notify": [{"webhook": hook.url, "audience": "human"}]}}) as d:
+        notify = [{"webhook": hook.url, "audience": "human"}]
+        with make_daemon(home, {"servers": {}, "elicit": {"notify": notify}}) as d:
             async with d.session() as http:
                 q = await ask(http, ttl="10m")  # free text: the agent's first
                 async with http.post(f"/v1/elicit/{q['id']}/decline", json={"reason": "no idea"},

@@ -39,7 +39,8 @@ EVERY_KIND = {
         "region": {"type": "string", "oneOf": [{"const": "eu", "title": "Europe"}, {"const": "us", "title": "America"}],
                    "default": "eu"},
         "tags": {"type": "array", "items": {"type": "string", "enum": ["red", "green", "blue"]}, "default": ["green"]},
-        "pets": {"type": "array", "items": {"anyOf": [{"const": "cat", "title": "Cat"}, {"const": "dog", "title": "Dog"}]}},
+        "pets": {"type": "array",
+                 "items": {"anyOf": [{"const": "cat", "title": "Cat"}, {"const": "dog", "title": "Dog"}]}},
     },
     "required": ["name", "copies"],
 }
@@ -132,8 +133,8 @@ async def test_a_form_answered_in_the_page_is_recorded_as_typed_by_person_web(da
         "copies": 3, "ratio": 0.25, "urgent": True, "size": "m", "region": "us", "tags": ["blue"], "pets": ["dog"]}
 
 
-async def test_decline_with_a_reason_needs_no_form_and_a_bad_field_keeps_it_pending(daemon: Daemon,
-                                                                                    http: aiohttp.ClientSession) -> None:
+async def test_decline_with_a_reason_needs_no_form_and_a_bad_field_keeps_it_pending(
+        daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, requestedSchema=EVERY_KIND, ttl="10m")
     async with chromium() as browser, page_of(browser) as page:
         await page.goto(signed_in_url(daemon))
@@ -297,7 +298,8 @@ async def test_the_texts_that_say_how_to_answer_give_the_questions_page_which_ne
         render = (await r.json())["elicitation"]["render"]
     page = render["page"]
     assert page.endswith(f"/inbox/q/{q['id']}") and page.startswith("http://127.0.0.1:")
-    assert f"they answer from a terminal: {render['terminal']}; or in the web inbox: {page}" in render["person"]["notify"]
+    said = f"they answer from a terminal: {render['terminal']}; or in the web inbox: {page}"
+    assert said in render["person"]["notify"]
     assert "link=" not in json.dumps(render)  # an agent is shown the page, never the question's link
     async with aiohttp.ClientSession() as anyone, anyone.get(page) as r:
         assert r.status == 401 and "mcpx inbox" in await r.text()

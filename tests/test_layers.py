@@ -81,7 +81,7 @@ def cycle(edges: dict[str, set[str]]) -> list[str] | None:
             if nxt.startswith(node + "."):
                 continue
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return [*path[path.index(nxt):], nxt]
             if state.get(nxt) is None:
                 found = visit(nxt)
                 if found:

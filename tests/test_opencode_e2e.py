@@ -109,7 +109,8 @@ def ask(world: World) -> Iterator[Opencode]:
     yield from start_opencode(world, "ask")
 
 
-def run(oc: Opencode, world: World, name: str, steps: list[Any], turns: int, timeout: float = 90) -> tuple[str, list[Request]]:
+def run(oc: Opencode, world: World, name: str, steps: list[Any], turns: int,
+        timeout: float = 90) -> tuple[str, list[Request]]:
     """A session driven by a script; returns its id once the model has seen `turns` requests of it."""
     marker = world.model.script(name, steps)
     session = oc.session()
@@ -348,7 +349,8 @@ def test_off_and_auto_outputs_are_free_of_the_persons_question(world: World, lev
     oc = next(oc_iter)
     try:
         name = f"quiet_{level}"
-        _session, requests = run(oc, world, name, [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")], 2)
+        _session, requests = run(oc, world, name,
+                                 [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")], 2)
     finally:
         oc_iter.close()  # stops it
     early = turn(requests, 1).last_tool_result()
@@ -401,7 +403,8 @@ def test_opencode_run_opens_no_dialog_and_records_nothing_even_at_ask(world: Wor
 # ---- ask
 
 
-def test_ask_a_confirmation_opens_the_permission_dialog_in_the_call_with_no_model_step(world: World, ask: Opencode) -> None:
+def test_ask_a_confirmation_opens_the_permission_dialog_in_the_call_with_no_model_step(world: World,
+                                                                                      ask: Opencode) -> None:
     """The servers' tools are the plugin's at ask: the call that raises a confirmation opens opencode's permission
     dialog itself, within 1 s of the question opening; allowed there, the upstream receives accept and the tool's
     output is the call's real result."""
@@ -442,9 +445,10 @@ def test_ask_rejecting_with_a_message_declines_with_the_persons_words(world: Wor
     assert (answer["action"], answer["by"], answer["reason"]) == ("decline", "person:opencode", "not main, use staging")
 
 
-def test_ask_escalation_free_text_goes_to_the_question_dialog_and_the_persons_answer_wins(world: World, ask: Opencode) -> None:
+def test_ask_escalation_free_text_goes_to_the_question_dialog_and_the_persons_answer_wins(
+        world: World, ask: Opencode) -> None:
     def ask_tool_call(r: Request) -> Call:
-        line = next(l for l in r.last_tool_result().splitlines() if l.startswith("question {"))
+        line = next(ln for ln in r.last_tool_result().splitlines() if ln.startswith("question {"))
         args = json.loads(line[len("question "):])
         args["questions"][0]["question"] = "Say main, it is fine"  # the agent's own words do not reach the person
         return Call("question", args)
@@ -470,5 +474,6 @@ def test_ask_escalation_free_text_goes_to_the_question_dialog_and_the_persons_an
     assert "The person answered in opencode's question dialog: recorded for " + eid in after
     assert '{"action": "accept", "data": {"repo": "person/answer"}}' in after
     answer = world.question(eid)["answer"]
-    assert (answer["action"], answer["by"], answer["content"]) == ("accept", "person:opencode", {"repo": "person/answer"})
+    assert (answer["action"], answer["by"], answer["content"]) == ("accept", "person:opencode",
+                                                                   {"repo": "person/answer"})
     assert upstream_got(world, turn(requests, 1)) == {"action": "accept", "data": {"repo": "person/answer"}}

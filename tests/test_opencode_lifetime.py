@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gateway_helpers import stdio
 from harness import PATIENCE, base_env, read_log, stop_pid, wait_for_sync
 from mcpx import processes
@@ -53,7 +54,8 @@ def test_opencode_stopped_while_a_question_waits_then_answered_from_the_terminal
     model = ScriptedModel(tmp_path / "model-requests.jsonl").start()
     oc: Opencode | None = None
     try:
-        env = {**clean_env(tmp_path / "home"), **{k: v for k, v in mcpx_env.items() if k.startswith(("MCPX_", "PYTHON"))}}
+        env = {**clean_env(tmp_path / "home"),
+               **{k: v for k, v in mcpx_env.items() if k.startswith(("MCPX_", "PYTHON"))}}
         project = make_project(tmp_path / "project", model.base_url, env)
         oc = Opencode(binary, project, tmp_path / "home", env).start()
         marker = model.script("outlive", [lambda r: Call("mcpx_sdk_need_repo", {}), lambda r: Say("done.")])

@@ -40,8 +40,8 @@ async def test_a_rule_answers_and_is_audited_with_its_id(home: Path) -> None:
             assert status == 200, body  # answered by policy before anyone had to be asked
             assert json.loads(body["result"]["content"][0]["text"])["data"] == {"repo": "acme/notes"}
             records = await audit(http, trace=body["trace"])
-            fired = [r for r in records if r["kind"] == "policy.fired"][0]
-            answered = [r for r in records if r["kind"] == "elicit.answered"][0]
+            fired = next(r for r in records if r["kind"] == "policy.fired")
+            answered = next(r for r in records if r["kind"] == "elicit.answered")
             assert fired["data"] == {"rule": "our-repo", "action": "accept", "because": "notes always go to acme/notes"}
             assert answered["data"]["by"] == "policy:our-repo"
             status, body, _ = await call(http, "sdk", "use_token")
@@ -61,7 +61,7 @@ async def test_modes_auto_decline_and_error(home: Path) -> None:
             await until_mode(http, home, "decline")
             status, body, _ = await call(http, "sdk", "need_repo")
             assert json.loads(body["result"]["content"][0]["text"])["action"] == "decline"
-            declined = [r for r in await audit(http, trace=body["trace"]) if r["kind"] == "elicit.answered"][0]
+            declined = next(r for r in await audit(http, trace=body["trace"]) if r["kind"] == "elicit.answered")
             assert declined["data"]["by"] == "policy:decline" and "refuses every question" in declined["data"]["reason"]
             d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"mode": "error"}})
             await until_mode(http, home, "error")
@@ -136,7 +136,8 @@ async def test_mcpx_asks_before_a_call_that_may_change_things(home: Path) -> Non
             status, body, _ = await call(http, "demo", "deploy")
             await answer(http, body["elicitation"]["id"], "decline")
             failed = await result(http, body["task"])
-            assert failed["state"] == "failed" and "said decline" in failed["error"] and "was not run" in failed["error"]
+            assert failed["state"] == "failed"
+            assert "said decline" in failed["error"] and "was not run" in failed["error"]
 
             status, body, _ = await call(http, "demo", "choose_repository")  # destructiveHint: false
             assert body["elicitation"]["server"] == "demo"
@@ -159,7 +160,7 @@ async def test_settings_reload_live_and_a_bad_file_keeps_the_previous(home: Path
             d.write_config({"servers": {"sdk": stdio("sdk_server.py", elicit={"ttl": "5s"})}, "elicit": {"ttl": "30s"}})
             await wait_for(lambda: ask_ttl(http, 30), what="the new elicit.ttl")
             assert 25 <= (await ask(http))["secondsLeft"] <= 30
-            status, body, _ = await call(http, "sdk", "need_repo")
+            _, body, _ = await call(http, "sdk", "need_repo")
             assert body["elicitation"]["secondsLeft"] <= 5  # the server's own ttl
             d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"ttl": "30s", "mode": "sometimes"}})
             health = await until_health(http, lambda h: bool(h.get("configError")))
@@ -180,7 +181,8 @@ def test_policy_test_and_config_check_open_nothing(home: Path) -> None:
          "when": "MCPX_ASSUME_YES=1"}]}})
     out = d.cli("policy", "test", "--server", "github", "--schema", '{"username": {"type": "string"}}', "-m", "Who?")
     assert out.returncode == 0, out.stderr
-    assert "agent-then-human" in out.stdout and 'answered accept {"username": "octocat"} by policy:gh-user' in out.stdout
+    assert "agent-then-human" in out.stdout
+    assert 'answered accept {"username": "octocat"} by policy:gh-user' in out.stdout
     js = json.loads(d.cli("policy", "test", json.dumps({"server": "mcpx", "message": "proceed?", "requestedSchema": {
         "type": "object", "properties": {"confirm": {"type": "boolean"}}}}), "--json").stdout)
     assert js["audience"] == "human" and js["decision"] is None

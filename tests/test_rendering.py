@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+
 from conftest import ask
 from mcpx.answering import for_agent
 from mcpx.broker.models import Answer, Elicitation

@@ -15,7 +15,7 @@ def form(**props: dict[str, Any]) -> dict[str, Any]:
 
 S = {"type": "string"}
 N = {"type": "number"}
-I = {"type": "integer"}
+I = {"type": "integer"}  # noqa: E741 -- S, N, I, B: the four scalar schemas, one letter each as in the tables
 B = {"type": "boolean"}
 
 
@@ -26,7 +26,8 @@ def enum(*values: str) -> dict[str, Any]:
 # (name, mode, schema, message, meta, expected audience, words the reason must contain)
 CASES: list[tuple[str, str, dict[str, Any] | None, str, dict[str, Any] | None, str, str]] = [
     # credentials, tokens, secrets, logins -> the person
-    ("github personal access token", "form", form(token=S), "GitHub needs a token to push", None, "human", "credential"),
+    ("github personal access token", "form", form(token=S), "GitHub needs a token to push", None, "human",
+     "credential"),
     ("github pat by description", "form", form(value={**S, "description": "a personal access token with repo scope"}),
      "Authenticate", None, "human", "credential"),
     ("slack bot token camelCase", "form", form(botToken=S), "Connect Slack", None, "human", "credential"),

@@ -338,7 +338,8 @@ async def test_raw_modern_client_errors(surf: Daemon) -> None:
     # a modern client that cannot ask still gets an early result (and no input_required it could not answer)
     caps_none = {**META, "io.modelcontextprotocol/clientCapabilities": {}}
     status, reply = await raw(surf, "tools/call", {"name": "res_need_repo", "arguments": {}}, meta=caps_none)
-    assert reply["result"]["resultType"] == "complete" and "waiting for an answer" in reply["result"]["content"][0]["text"]
+    assert reply["result"]["resultType"] == "complete"
+    assert "waiting for an answer" in reply["result"]["content"][0]["text"]
 
 
 async def test_legacy_initialize_never_echoes_a_version_mcpx_does_not_serve(surf: Daemon) -> None:
@@ -347,7 +348,8 @@ async def test_legacy_initialize_never_echoes_a_version_mcpx_does_not_serve(surf
         async with aiohttp.ClientSession() as http, http.post(mcp_url(surf), json={
                 "jsonrpc": "2.0", "id": 1, "method": "initialize",
                 "params": {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
-                headers={"Authorization": f"Bearer {token(surf)}", "Accept": "application/json, text/event-stream"}) as r:
+                headers={"Authorization": f"Bearer {token(surf)}",
+                         "Accept": "application/json, text/event-stream"}) as r:
             reply = await r.json()
         assert reply["result"]["protocolVersion"] == answered
         assert reply["result"]["capabilities"] == {"tools": {"listChanged": True}}  # only what mcpx can deliver
@@ -356,7 +358,8 @@ async def test_legacy_initialize_never_echoes_a_version_mcpx_does_not_serve(surf
 async def test_origin_and_host_are_checked_against_dns_rebinding(surf: Daemon) -> None:
     base = {"Authorization": f"Bearer {token(surf)}", "Accept": "application/json, text/event-stream"}
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}}
     async with aiohttp.ClientSession() as http:
         for headers, status in (({"Origin": "http://evil.example.com"}, 403), ({"Host": "evil.example.com"}, 403),
                                 ({"Origin": "http://localhost:3000"}, 200), ({}, 200)):
@@ -369,7 +372,8 @@ async def test_origin_and_host_are_checked_against_dns_rebinding(surf: Daemon) -
 def test_garbage_into_mcpx_serve_gets_json_rpc_errors_and_it_keeps_serving(surf: Daemon) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "mcpx", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=surf.env, cwd=surf.home)
-    sent = [b"this is not json\n", b'{"jsonrpc": "2.0"}\n', b"[1, 2, 3]\n", b'{"jsonrpc": "1.0", "id": 7, "method": "x"}\n',
+    sent = [b"this is not json\n", b'{"jsonrpc": "2.0"}\n', b"[1, 2, 3]\n",
+            b'{"jsonrpc": "1.0", "id": 7, "method": "x"}\n',
             b'{"jsonrpc": "2.0", "id": null, "method": "ping"}\n', b"x" * (9 * 1024 * 1024) + b"\n",
             b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", '
             b'"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}\n',

@@ -258,7 +258,7 @@ async def test_a_url_question_shows_its_domain_and_opens_only_with_consent(daemo
         screen = await open_form(app, pilot, q["id"])
         shown = screen_text(app)
         assert url in shown and "Domain: xn--pypal-4ve.com" in shown and "Punycode" in shown
-        assert "pаypal.com" in shown  # what the Punycode reads as: a Cyrillic а
+        assert "pаypal.com" in shown  # noqa: RUF001, RUF003 -- what the Punycode reads as: a Cyrillic а
         assert opened == []
 
         await pilot.press("o")
@@ -362,7 +362,7 @@ def run_in_terminal(daemon: Daemon, *expected: str, keys: bytes = b"q", timeout:
 async def test_mcpx_tui_runs_in_a_terminal_and_quits_on_q(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     await ask(http, message="Which repository?")
     code, seen = await asyncio.to_thread(run_in_terminal, daemon, "● 1 question", "Which repository?")
-    assert "● 1 question".encode() in seen and "Which repository?".encode() in seen
+    assert "● 1 question".encode() in seen and b"Which repository?" in seen
     assert code == 0
 
     daemon.stop()

@@ -49,7 +49,7 @@ class DeclaresAsV2:
     async def aclose(self) -> None:
         await self.inner.aclose()
 
-    async def __aenter__(self) -> "DeclaresAsV2":
+    async def __aenter__(self) -> DeclaresAsV2:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from conftest import loud_skip
 from harness import ROOT, stop_pid
 from opencode.fake_model import ScriptedModel
@@ -43,7 +44,8 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     if shutil.which("npm") is None or shutil.which("node") is None:
-        loud_skip("Node.js and npm are not installed: the wheel's plugin cannot be built here (./dev test installs them)")
+        loud_skip("Node.js and npm are not installed: the wheel's plugin cannot be built here "
+                  "(./dev test installs them)")
     root = tmp_path_factory.mktemp("wheel")
     built = subprocess.run([str(ROOT / "dev"), "wheel", str(root / "dist")], cwd=ROOT, capture_output=True, text=True,
                            timeout=600)

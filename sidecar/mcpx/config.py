@@ -6,6 +6,7 @@ offending field; the daemon keeps the previous config in force when a reload fai
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -44,7 +45,7 @@ class RuleMatch(_Model):
     audience: Audience | None = None
 
     @model_validator(mode="after")
-    def _message_is_regex(self) -> "RuleMatch":
+    def _message_is_regex(self) -> RuleMatch:
         if self.message is not None:
             try:
                 re.compile(self.message)
@@ -60,7 +61,7 @@ class RuleWhen(_Model):
     env: str = Field(description="NAME=value: the rule fires only when the daemon's environment has it")
 
     @model_validator(mode="after")
-    def _shape(self) -> "RuleWhen":
+    def _shape(self) -> RuleWhen:
         if "=" not in self.env or not self.env.split("=", 1)[0]:
             raise ValueError(f"when.env must look like NAME=value, got {self.env!r}")
         return self
@@ -87,7 +88,7 @@ class Rule(_Model):
         return data
 
     @model_validator(mode="after")
-    def _complete(self) -> "Rule":
+    def _complete(self) -> Rule:
         problems: list[str] = []
         if self.match.is_empty():
             problems.append("has an empty match; a rule must name at least one of server, tool, field, mode, "
@@ -148,7 +149,7 @@ class HttpServer(_Server):
         return shown_url(self.url)
 
     @model_validator(mode="after")
-    def _http_url(self) -> "HttpServer":
+    def _http_url(self) -> HttpServer:
         if not re.match(r"^https?://", self.url):
             raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
         return self
@@ -212,7 +213,7 @@ class NotifyTarget(_Model):
         return data
 
     @model_validator(mode="after")
-    def _one_kind(self) -> "NotifyTarget":
+    def _one_kind(self) -> NotifyTarget:
         kinds = [k for k in ("webhook", "ntfy") if getattr(self, k) is not None] + (["desktop"] if self.desktop else [])
         if len(kinds) != 1:
             raise ValueError('a notify target is exactly one of {"webhook": URL}, {"ntfy": URL}, {"desktop": true}'
@@ -253,7 +254,7 @@ class ElicitSettings(_Model):
     notify: list[NotifyTarget] = Field(default=[], description="where news of each question goes as it opens")
 
     @model_validator(mode="after")
-    def _rule_ids(self) -> "ElicitSettings":
+    def _rule_ids(self) -> ElicitSettings:
         seen: set[str] = set()
         for index, rule in enumerate(self.rules):
             if rule.id is None:
@@ -281,7 +282,7 @@ class Config(_Model):
     schema_: str | None = Field(default=None, alias="$schema")
 
     @model_validator(mode="after")
-    def _store_is_a_url(self) -> "Config":
+    def _store_is_a_url(self) -> Config:
         if self.store is not None and not self.store.startswith(("postgresql://", "postgres://")):
             raise ValueError(f"store must be a postgresql://USER@HOST:PORT/DB url, not {shown_url(self.store)!r} "
                              "(leave it out for the SQLite file in the state directory)")
@@ -343,7 +344,7 @@ class ConfigError(Exception):
             super().__init__(f"{len(self.problems)} problems:\n  " + "\n  ".join(map(str, self.problems)))
 
     @classmethod
-    def of(cls, problems: list[Problem]) -> "ConfigError":
+    def of(cls, problems: list[Problem]) -> ConfigError:
         first, *rest = problems
         return cls(first.path, first.field, first.message, rest)
 
@@ -558,7 +559,7 @@ async def watch_config(loaded: LoadedConfig, recheck: float = 2.0) -> AsyncItera
     places = config_places(loaded.cwd)
     # the sources as they were loaded; the other places as they are now (absent, or shadowed by a nearer file)
     at_load = dict(zip(map(str, loaded.sources), loaded.stamps, strict=False))
-    stamps = [at_load[str(p)] if str(p) in at_load else now for p, now in zip(places, _stamps(places), strict=True)]
+    stamps = [at_load.get(str(p), now) for p, now in zip(places, _stamps(places), strict=True)]
     nudged: asyncio.Queue[None] = asyncio.Queue()
 
     async def notify(directories: list[str], names: set[str]) -> None:
@@ -570,10 +571,8 @@ async def watch_config(loaded: LoadedConfig, recheck: float = 2.0) -> AsyncItera
     listener = asyncio.create_task(notify(*points))
     try:
         while True:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(nudged.get(), recheck)
-            except TimeoutError:
-                pass
             if (now_points := _watch_points(places)) != points:  # a directory on the way to a place appeared
                 listener.cancel()
                 points = now_points

@@ -129,7 +129,7 @@ def _prompt(q: Elicitation, name: str, prop: dict[str, Any], is_required: bool, 
     if kind in ("enum", "multi-enum"):
         default = _js(prop["default"]) if "default" in prop else None
         for (value, title), (_, shown) in zip((enum_options(prop) if kind == "enum" else multi_options(prop)) or [],
-                                              _options(prop)):
+                                              _options(prop), strict=True):
             bits = [f"value {plain(_js(value), 200)}"] if title != str(value) else []
             if default is not None and default == _js(value):
                 bits.append("the default")
@@ -163,7 +163,7 @@ def content_of_replies(q: Elicitation, replies: list[list[str]]) -> dict[str, An
     if q.mode != "form" or len(replies) > len(props):
         raise RepliesProblem(f"{len(replies)} replies for {q.id}, whose dialog has {len(props)} prompt(s)")
     content: dict[str, Any] = {}
-    for (name, prop), reply in zip(props.items(), replies):
+    for (name, prop), reply in zip(props.items(), replies, strict=False):  # fewer replies: the rest unanswered
         picked = [r for r in reply if r != ""]
         chosen: dict[str, Any] = {}
         for value, label in _options(prop):

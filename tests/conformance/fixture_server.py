@@ -38,11 +38,11 @@ from typing import Annotated, Any
 import anyio
 import mcp_types as types
 import uvicorn
-from pydantic import Field
 from mcp.server.mcpserver import Context, MCPServer, UserMessage
-from mcp.shared.exceptions import MCPError
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp.shared.exceptions import MCPError
 from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY, InputRequiredResult
+from pydantic import Field
 
 # 1x1 red PNG and a minimal WAV, the reference server's test payloads
 TEST_IMAGE_BASE64 = (
@@ -165,7 +165,7 @@ async def test_sampling(prompt: str, ctx: Context) -> list[types.ContentBlock]:
         r = await ctx.session.create_message(
             messages=[types.SamplingMessage(role="user", content=text(prompt))], max_tokens=100,
             related_request_id=ctx.request_id)
-    except Exception as exc:  # noqa: BLE001 - the reference server reports it as text too
+    except Exception as exc:
         return [text(f"Sampling not supported or error: {exc}")]
     content = r.content if not isinstance(r.content, list) else (r.content[0] if r.content else None)
     return [text(f"LLM response: {getattr(content, 'text', None) or 'No response'}")]
@@ -234,15 +234,16 @@ async def test_elicitation_sep1330_enums(ctx: Context) -> str:
 
 @mcp.tool(description="Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)")
 def json_schema_2020_12_tool(name: str | None = None, address: dict[str, Any] | None = None,
-                             contactMethod: str | None = None, phone: str | None = None,  # noqa: N803
+                             contactMethod: str | None = None, phone: str | None = None,
                              email: str | None = None) -> str:
     args = {"name": name, "address": address, "contactMethod": contactMethod, "phone": phone, "email": email}
     return f"JSON Schema 2020-12 tool called with: {json.dumps({k: v for k, v in args.items() if v is not None})}"
 
 
 @mcp.tool(description="SEP-2243: its region argument is mirrored in the Mcp-Param-Region header")
-def test_header_params(region: Annotated[str, Field(description="Region", json_schema_extra={"x-mcp-header": "Region"})],
-                       query: str = "") -> str:
+def test_header_params(
+        region: Annotated[str, Field(description="Region", json_schema_extra={"x-mcp-header": "Region"})],
+        query: str = "") -> str:
     return f"region={region} query={query}"
 
 
@@ -337,7 +338,7 @@ def test_prompt_with_arguments(arg1: str, arg2: str) -> list[UserMessage]:
 
 
 @mcp.prompt(title="Prompt With Embedded Resource", description="A prompt that includes an embedded resource")
-def test_prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:  # noqa: N803 - wire name
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:
     return [
         UserMessage(embedded(resourceUri, "text/plain",
                                                           "Embedded resource content for testing.")),

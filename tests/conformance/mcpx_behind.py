@@ -40,6 +40,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import server_baseline as sb  # noqa: E402
+
 from harness import free_port, make_daemon, scratch_daemon  # noqa: E402
 
 SERVER = "fixture"
@@ -125,7 +126,7 @@ class BearerProxy:
         self._loop = asyncio.new_event_loop()
         try:
             self._loop.run_until_complete(self._main())
-        except BaseException as exc:  # noqa: BLE001 - reported by start()
+        except BaseException as exc:
             self._error = exc
             self._ready.set()
         finally:
@@ -136,7 +137,7 @@ class BearerProxy:
                 self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self._loop.close()
 
-    def start(self) -> "BearerProxy":
+    def start(self) -> BearerProxy:
         self._thread = threading.Thread(target=self._run, name="bearer-proxy", daemon=True)
         self._thread.start()
         if not self._ready.wait(10) or self._error is not None:
@@ -219,7 +220,8 @@ def expected_failures_problems(path: Path = EXPECTED_FAILURES, baseline: dict | 
             if scenario not in want:
                 problems.append(f"{label} {scenario}: not a scenario of this run in the baseline")
             elif not want[scenario]["passed"]:
-                problems.append(f"{label} {scenario}: does not pass directly either; only mcpx-only failures belong here")
+                problems.append(f"{label} {scenario}: does not pass directly either; only mcpx-only failures belong "
+                                "here")
     for unused in sorted(set(bugs) - used):
         problems.append(f"bugs.{unused}: no scenario names it any more; remove it")
     return problems

@@ -34,7 +34,7 @@ from typing import Any
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/harness.py, however the suite runs us
-from harness import Daemon, scratch_daemon  # noqa: E402
+from harness import Daemon, scratch_daemon
 
 SERVER = "under_test"
 START_TIMEOUT = 20.0
@@ -118,7 +118,8 @@ class Rest:
             body = await self._json(r)
             if r.status != 200:
                 raise ScenarioFailed(f"POST /v1/elicit/{eid}/accept {json.dumps(content)} -> HTTP {r.status}: {body}")
-        log(f"accepted {eid} with {json.dumps(content)} -> stored answer {json.dumps((body.get('answer') or {}).get('content'))}")
+        stored = (body.get("answer") or {}).get("content")
+        log(f"accepted {eid} with {json.dumps(content)} -> stored answer {json.dumps(stored)}")
         return body
 
     async def result(self, task: str, timeout: float = 30) -> dict[str, Any]:
@@ -295,7 +296,7 @@ def on_signal(signum: int, _frame: Any) -> None:
 async def orphaned(parent: int) -> None:
     """Return once our parent is gone: the suite runs us under /bin/sh -c and, on its --timeout,
     kills only the shell; we then stop the daemon and exit instead of lingering."""
-    while os.getppid() == parent:
+    while os.getppid() == parent:  # noqa: ASYNC110 -- no event tells a process its parent died (short of pidfd)
         await asyncio.sleep(0.2)
 
 
@@ -353,7 +354,7 @@ def main() -> int:
         asyncio.run(run(daemon, scenario, max(1.0, DEADLINE - (time.monotonic() - started)), parent))
     except (ScenarioFailed, Terminated) as exc:
         failure = str(exc)
-    except Exception as exc:  # noqa: BLE001 - everything unexpected is a failure with its reason
+    except Exception as exc:
         failure = f"{type(exc).__name__}: {exc}"
     finally:
         rc = daemon.stop()

@@ -224,20 +224,19 @@ def fixture_server(python: str = sys.executable, port: int | None = None) -> Ite
     """tests/conformance/fixture_server.py on 127.0.0.1:<port>; yields its /mcp URL (localhost, as the suite
     checks DNS-rebinding protection against the Host it was given)."""
     port = port or free_port()
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([python, str(FIXTURE), str(port)], stdout=log, stderr=log, cwd=ROOT)
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([python, str(FIXTURE), str(port)], stdout=log, stderr=log, cwd=ROOT)
 
-    def evidence() -> str:
-        log.seek(0)
-        return log.read().decode(errors="replace")[-2000:]
+        def evidence() -> str:
+            log.seek(0)
+            return log.read().decode(errors="replace")[-2000:]
 
-    try:
-        wait_started(proc, lambda: listening(port), f"fixture_server.py on port {port}", evidence=evidence,
-                     interval=0.05)
-        yield f"http://localhost:{port}/mcp"
-    finally:
-        stop_process(proc, 5)
-        log.close()
+        try:
+            wait_started(proc, lambda: listening(port), f"fixture_server.py on port {port}", evidence=evidence,
+                         interval=0.05)
+            yield f"http://localhost:{port}/mcp"
+        finally:
+            stop_process(proc, 5)
 
 
 def main() -> int:

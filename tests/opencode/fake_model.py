@@ -103,7 +103,7 @@ class ScriptedModel:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def start(self) -> "ScriptedModel":
+    def start(self) -> ScriptedModel:
         self._thread.start()
         return self
 
@@ -129,8 +129,9 @@ class ScriptedModel:
                     return mine
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    last = mine[-1].last_tool_result()[:1500] if mine else None
                     raise AssertionError(f"script {name}: condition not met in {timeout} s; it saw {len(mine)} "
-                                         f"request(s), the last tool result: {mine[-1].last_tool_result()[:1500] if mine else None!r}")
+                                         f"request(s), the last tool result: {last!r}")
                 self._changed.wait(min(left, 0.5))
 
     # ---- serving

@@ -57,7 +57,8 @@ def build_plugin() -> str | None:
 def opencode_binary() -> tuple[Path | None, str]:
     """The opencode executable from node_modules, and why it cannot run here when it cannot."""
     system = {"Linux": "linux", "Darwin": "darwin"}.get(platform.system(), platform.system().lower())
-    arch = {"x86_64": "x64", "AMD64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), platform.machine())
+    arch = {"x86_64": "x64", "AMD64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(),
+                                                                                      platform.machine())
     exact = NODE_MODULES / f"opencode-{system}-{arch}" / "bin" / "opencode"  # before -baseline and -musl builds
     candidates = [exact] if exact.exists() else sorted(NODE_MODULES.glob(f"opencode-{system}-{arch}*/bin/opencode"))
     if not candidates:
@@ -82,7 +83,8 @@ def can_run(binary: Path, scratch: Path) -> str:
     home = scratch / "version-home"
     home.mkdir(parents=True, exist_ok=True)
     try:
-        done = subprocess.run([str(binary), "--version"], env=clean_env(home), capture_output=True, text=True, timeout=60)
+        done = subprocess.run([str(binary), "--version"], env=clean_env(home), capture_output=True, text=True,
+                              timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{binary} --version failed: {exc}"
     if done.returncode != 0 or VERSION not in done.stdout:
@@ -114,8 +116,8 @@ def seed_plugin_dependency(config_dir: Path) -> None:
         link.symlink_to(NODE_MODULES / "@opencode-ai" / "plugin")
     deps = {"@opencode-ai/plugin": VERSION}
     (config_dir / "package.json").write_text(json.dumps({"dependencies": deps}, indent=2))
-    (config_dir / "package-lock.json").write_text(json.dumps({"lockfileVersion": 3, "packages": {"": {"dependencies": deps}}},
-                                                             indent=2))
+    (config_dir / "package-lock.json").write_text(json.dumps(
+        {"lockfileVersion": 3, "packages": {"": {"dependencies": deps}}}, indent=2))
 
 
 def make_project(path: Path, model_url: str, env: dict[str, str], mcpx: list[str] | None = None) -> Path:
@@ -134,8 +136,8 @@ def make_project(path: Path, model_url: str, env: dict[str, str], mcpx: list[str
         "autoupdate": False,
         "share": "disabled",
     }, indent=2))
-    done = subprocess.run([*(mcpx or [sys.executable, "-m", "mcpx"]), "opencode", "install", "--json"], cwd=path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([*(mcpx or [sys.executable, "-m", "mcpx"]), "opencode", "install", "--json"], cwd=path,
+                          env=env, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise RuntimeError(f"mcpx opencode install failed: {done.stdout}{done.stderr}")
     seed_plugin_dependency(path / ".opencode")
@@ -216,7 +218,7 @@ class Opencode:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = PATIENCE) -> "Opencode":
+    def start(self, timeout: float = PATIENCE) -> Opencode:
         out = self.log.open("ab")
         self.proc = subprocess.Popen([str(self.binary), "serve", "--hostname", "127.0.0.1", "--port", str(self.port),
                                       "--print-logs", "--log-level", "INFO"],
@@ -243,7 +245,8 @@ class Opencode:
             with urllib.request.urlopen(request, timeout=timeout) as r:
                 text = r.read().decode()
         except urllib.error.HTTPError as exc:
-            raise AssertionError(f"opencode {method} {path} answered {exc.code}: {exc.read().decode()[:2000]}") from None
+            raise AssertionError(f"opencode {method} {path} answered {exc.code}: "
+                                 f"{exc.read().decode()[:2000]}") from None
         return json.loads(text) if text.strip() else None
 
     def session(self) -> str:

@@ -12,7 +12,6 @@ import sys
 
 import anyio
 import mcp_types as types
-
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 from sdk_server import app

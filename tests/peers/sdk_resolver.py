@@ -9,12 +9,11 @@ import json
 import sys
 from typing import Annotated
 
-from pydantic import BaseModel, Field
-
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.request_state import RequestStateSecurity
+from pydantic import BaseModel, Field
 
 KEY = "mcpx-tests-fixed-request-state-key-0123456789abcdef"
 app = MCPServer("resolver-peer", request_state_security=RequestStateSecurity(keys=[KEY]))

@@ -11,9 +11,8 @@ import signal
 import sys
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, Field
 
 app = MCPServer("sdk-peer")
 

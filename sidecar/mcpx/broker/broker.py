@@ -9,6 +9,7 @@ record, a fact learnt about a server) goes through it too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import logging
 import os
@@ -519,10 +520,8 @@ class Broker:
                 continue
             self._wake.clear()
             delay = (self._deadlines[0][0] - time.time()) if self._deadlines else 3600.0
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, min(delay, 3600.0)))
-            except TimeoutError:
-                pass
 
     async def abandon(self, eid: str, reason: str) -> bool:
         """The asker went away; the question ends without an answer. False if it had already ended."""
@@ -644,7 +643,8 @@ class Broker:
         except QuestionEnded as ended:
             raise Gone(f"{eid} was abandoned: {ended.reason}", state="abandoned") from None
         # the answer in hand is the committed one; the caller shows it redacted like the stored copy
-        stored = answer.model_copy(update={"content": redact(answer.content, routing.secret_fields(q.requested_schema))})
+        secret = routing.secret_fields(q.requested_schema)
+        stored = answer.model_copy(update={"content": redact(answer.content, secret)})
         return q, stored
 
     async def audit(self, where: AuditFilter, limit: int = 1000) -> list[AuditRecord]:

@@ -46,7 +46,7 @@ def run_units(tx: RecordingTx, units: list[Unit], execute: Callable[[str], Any])
         execute("SAVEPOINT unit")
         try:
             out.append((True, unit(tx)))
-        except Exception as exc:  # noqa: BLE001 - it goes to the unit's future, whose caller raises it
+        except Exception as exc:
             execute("ROLLBACK TO SAVEPOINT unit")
             del tx.records[mark:]
             out.append((False, exc))

@@ -44,7 +44,8 @@ def record_of(seq: int, doc: str) -> AuditRecord:
     return AuditRecord.model_validate({**json.loads(doc), "seq": seq})
 
 
-def equal(where: QuestionFilter | AuditFilter, columns: tuple[str, ...], mark: str = "?") -> tuple[list[str], list[Any]]:
+def equal(where: QuestionFilter | AuditFilter, columns: tuple[str, ...],
+          mark: str = "?") -> tuple[list[str], list[Any]]:
     """`column=?` clauses, and their values, for the columns a filter names (None leaves one free)."""
     clauses: list[str] = []
     args: list[Any] = []

@@ -11,7 +11,7 @@ Filter = Callable[[AuditRecord], bool]
 
 
 class Subscription:
-    def __init__(self, bus: "EventBus", accept: Filter, capacity: int) -> None:
+    def __init__(self, bus: EventBus, accept: Filter, capacity: int) -> None:
         self._bus = bus
         self.accept = accept
         self.queue: asyncio.Queue[AuditRecord | None] = asyncio.Queue(maxsize=capacity)
@@ -36,7 +36,7 @@ class Subscription:
     def close(self) -> None:
         self._bus._subs.discard(self)
 
-    def __enter__(self) -> "Subscription":
+    def __enter__(self) -> Subscription:
         return self
 
     def __exit__(self, *_: object) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeGuard, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, computed_field, model_validator
 from pydantic.alias_generators import to_camel
@@ -29,6 +29,10 @@ AuditKind = Literal[
     "task.done",
 ]
 ACTIONS: tuple[Action, ...] = ("accept", "decline", "cancel")
+
+
+def is_action(value: str) -> TypeGuard[Action]:
+    return value in ACTIONS
 KINDS: tuple[str, ...] = get_args(AuditKind)
 KIND_GROUPS = ("elicit", "task", "policy")  # a group names every kind that starts with it
 MAX_SEQ = 2**63 - 1  # an audit seq is an SQLite INTEGER: a larger one is no event id at all
@@ -90,6 +94,7 @@ class Elicitation(WireModel):
             data = {k: v for k, v in data.items() if k not in ("secondsLeft", "seconds_left")}
         return data
 
+    # mypy refuses any decorator over @property; pydantic's documentation gives this very ignore
     @computed_field(title="Seconds Left", json_schema_extra={"minimum": 0})  # type: ignore[prop-decorator]
     @property
     def seconds_left(self) -> int:

@@ -64,12 +64,12 @@ def check_rule(rule: Rule, q: Elicitation, environ: Any = os.environ) -> RuleChe
         return RuleCheck(rid, False, miss)
     if rule.when is not None and not rule.when.holds(environ):
         return RuleCheck(rid, False, f"needs {rule.when.env} in the daemon's environment")
-    if rule.action == "accept" and q.audience == "human":
-        if rule.match.server != q.server or rule.match.field is None:
-            return RuleCheck(
-                rid, False,
-                "the question is for the person; a rule may accept it only when it names this server and field",
-            )
+    if rule.action == "accept" and q.audience == "human" and (rule.match.server != q.server
+                                                                or rule.match.field is None):
+        return RuleCheck(
+            rid, False,
+            "the question is for the person; a rule may accept it only when it names this server and field",
+        )
     if rule.action == "accept" and q.mode == "form":
         _, problems = validate_content(q.requested_schema, rule.content or {})
         if problems:
@@ -87,9 +87,11 @@ def evaluate(settings: ElicitSettings, q: Elicitation, environ: Any = os.environ
     checks: list[RuleCheck] = []
     mode = mode or settings.mode
     if mode == "decline":
-        return Decision("decline", "decline", None, "elicit.mode is 'decline': mcpx refuses every question here"), checks
+        return Decision("decline", "decline", None,
+                        "elicit.mode is 'decline': mcpx refuses every question here"), checks
     if mode == "error":
-        return Decision("error", None, None, "elicit.mode is 'error': a call that asks a question fails", fail=True), checks
+        return Decision("error", None, None, "elicit.mode is 'error': a call that asks a question fails",
+                        fail=True), checks
     for rule in settings.rules:
         check = check_rule(rule, q, environ)
         checks.append(check)

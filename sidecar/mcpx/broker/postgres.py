@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from mcpx.broker.commits import Committed, CommitQueue, Unit, run_units
+from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.documents import (
     QUESTION_COLUMNS,
     answer_of,
@@ -131,6 +131,12 @@ CREATE TABLE daemons (
 );
 """,
 }
+
+
+def _pg(tx: Tx) -> PgTx:
+    """The Tx of this store's own units (leases): a PgTx, as every unit this store runs is given."""
+    assert isinstance(tx, PgTx)
+    return tx
 
 
 class PgTx:
@@ -276,7 +282,7 @@ class PgStore:
         await asyncio.gather(*self._background, return_exceptions=True)
         if self._writer is not None:  # a clean stop gives the lease up at once: nobody waits for it to lapse
             try:
-                await self.write(lambda tx: tx.leave(self.me))
+                await self.write(lambda tx: _pg(tx).leave(self.me))
             except StoreUnavailable as exc:
                 log.warning("could not give up this daemon's lease: %s", exc)
         loop = asyncio.get_running_loop()
@@ -318,7 +324,9 @@ class PgStore:
 
     def _locked_writer(self) -> psycopg.Connection[Any]:
         """The writer, in a transaction holding the team's write lock."""
-        return self._on("_writer", False, lambda db: db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,)))
+        conn: psycopg.Connection[Any] = self._on(
+            "_writer", False, lambda db: db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,)))
+        return conn
 
     def _on(self, which: str, autocommit: bool, use: Callable[[psycopg.Connection[Any]], Any]) -> Any:
         """`use` on the connection kept as `which`. One PostgreSQL dropped while it was idle (a restart) is found
@@ -404,7 +412,7 @@ class PgStore:
         while True:
             await asyncio.sleep(self.lease / 3)
             try:
-                await self.write(lambda tx: tx.beat(self.me))
+                await self.write(lambda tx: _pg(tx).beat(self.me))
             except StoreUnavailable as exc:
                 log.warning("could not renew this daemon's lease: %s", exc)
 

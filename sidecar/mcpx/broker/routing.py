@@ -6,6 +6,7 @@ The rule of thumb: anything a model cannot know or must not be handed goes to th
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,16 +19,19 @@ AUDIENCE_HINT_KEY = "io.mcpx/audience"
 _ORDER: dict[str, int] = {"agent": 0, "agent-then-human": 1, "human": 2}
 
 # single words that name a credential; `tokens`, `max_tokens` and `tokenizer` are not among them
-_SECRET_WORDS = {"password", "passwd", "pwd", "passphrase", "passcode", "secret", "token", "apikey", "credential", "credentials"}
+_SECRET_WORDS = {"password", "passwd", "pwd", "passphrase", "passcode", "secret", "token", "apikey", "credential",
+                 "credentials"}
 _SECRET_PAIRS = {("api", "key"), ("private", "key"), ("secret", "key"), ("access", "key")}
 _SECRET_PHRASES = re.compile(
-    r"\b(password|passphrase|api[ _-]?key|access[ _-]token|personal access token|private key|secret key|client secret|bearer token)\b",
+    r"\b(password|passphrase|api[ _-]?key|access[ _-]token|personal access token|private key|secret key"
+    r"|client secret|bearer token)\b",
     re.IGNORECASE,
 )
 _CONSENT_NAMES = {"confirm", "confirmed", "confirmation", "approve", "approved", "approval", "consent", "proceed",
                   "agree", "allow", "authorize", "authorise", "continue"}
 _CONSENT_MESSAGE = re.compile(
-    r"\b(confirm|approve|consent|proceed|allow|authori[sz]e|are you sure|really|permanently|irreversibl\w*|delete|remove|"
+    r"\b(confirm|approve|consent|proceed|allow|authori[sz]e|are you sure|really|permanently|irreversibl\w*|delete"
+    r"|remove|"
     r"destroy|drop|overwrite|force[- ]push|wipe|erase|purge|deploy|publish|pay|charge|transfer)\b",
     re.IGNORECASE,
 )
@@ -44,7 +48,7 @@ def is_credential_name(name: str) -> bool:
     parts = words(name)
     if any(w in _SECRET_WORDS for w in parts):
         return True
-    return any(pair in _SECRET_PAIRS for pair in zip(parts, parts[1:]))
+    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(parts))
 
 
 def secret_fields(schema: dict[str, Any] | None) -> set[str]:
@@ -82,9 +86,11 @@ def route(
     hint = (meta or {}).get(AUDIENCE_HINT_KEY)
     ignored: str | None = None
     if hint in ("user", "human") and base.audience != "human":
-        base = Route("human", f"the server asked for the person (_meta {AUDIENCE_HINT_KEY}={hint!r}); routing alone said: {base.reason}")
+        base = Route("human", f"the server asked for the person (_meta {AUDIENCE_HINT_KEY}={hint!r}); "
+                              f"routing alone said: {base.reason}")
     elif hint is not None and hint not in ("user", "human"):
-        ignored = f"the server's hint {AUDIENCE_HINT_KEY}={hint!r} was ignored: a server may send a question toward the person, never past them"
+        ignored = (f"the server's hint {AUDIENCE_HINT_KEY}={hint!r} was ignored: a server may send a question toward "
+                   "the person, never past them")
     if floor is not None and _ORDER[floor] > _ORDER[base.audience]:
         base = Route(floor, f"the asker required audience {floor!r}; routing alone said: {base.reason}")
     return Route(base.audience, base.reason, ignored)

@@ -81,12 +81,11 @@ def check_schema(schema: Any) -> None:
         if kind == "array":
             if multi_options(prop) is None:
                 problems.append(f"{name}: an array field must be a multi-select enum (items with enum or anyOf consts)")
-        elif kind in ("string", "number", "integer", "boolean"):
-            pass
-        elif kind is None and enum_options(prop) is not None:
+        elif kind in ("string", "number", "integer", "boolean") or (kind is None and enum_options(prop) is not None):
             pass
         else:
-            problems.append(f"{name}: type {kind!r} is not allowed (string, number, integer, boolean, or an enum array)")
+            problems.append(f"{name}: type {kind!r} is not allowed (string, number, integer, boolean, or an enum "
+                            "array)")
     req = schema.get("required", [])
     if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
         problems.append("required must be a list of field names")
@@ -284,7 +283,8 @@ def describe_field(name: str, prop: dict[str, Any], is_required: bool) -> str:
         bits.append(kind)
         if isinstance(prop.get("format"), str):
             bits.append(f"format {prop['format']}")
-        for key, label in (("minLength", "min length"), ("maxLength", "max length"), ("minimum", "min"), ("maximum", "max")):
+        for key, label in (("minLength", "min length"), ("maxLength", "max length"), ("minimum", "min"),
+                           ("maximum", "max")):
             if key in prop:
                 bits.append(f"{label} {prop[key]}")
     bits.append("required" if is_required else "optional")

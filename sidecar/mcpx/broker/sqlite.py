@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mcpx.broker.commits import Committed, CommitQueue, Unit, run_units
+from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.documents import (
     QUESTION_COLUMNS,
     answer_of,

@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
 
@@ -98,7 +98,7 @@ class StoreInfo:
     """What `mcpx status` says of the store: its kind, where it is (a DSN without its password), and for a store
     a team shares, this daemon as the team knows it and how long a lease lasts."""
 
-    kind: str
+    kind: Literal["sqlite", "postgresql"]
     where: str
     daemon: Identity | None = None
     lease: float | None = None

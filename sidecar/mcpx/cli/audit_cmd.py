@@ -9,7 +9,7 @@ from mcpx.cli.common import add_json_flag, emit_json, run
 from mcpx.cli.render import render_event
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("audit", help="audit records: who opened, answered, expired or abandoned what, and when")
     p.add_argument("--elicit", metavar="ID")
     p.add_argument("--session")

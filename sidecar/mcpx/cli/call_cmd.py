@@ -22,7 +22,7 @@ from mcpx.text import plain
 MODES = ("prompt", "return", "auto", "decline", "error")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("call", help="call an upstream tool; questions it asks are prompted for or returned (exit 75)")
     p.add_argument("target", metavar="SERVER.TOOL")
     p.add_argument("arguments", nargs="?", default="{}", help="the tool's arguments as a JSON object")
@@ -252,8 +252,8 @@ async def tools_cmd(args: argparse.Namespace) -> int:
         print(f"{server} ({len(tools)} tools)")
         for t in tools:
             ann = t.get("annotations") or {}
-            flags = [f for f, on in (("read-only", ann.get("readOnlyHint")), ("destructive", ann.get("destructiveHint")))
-                     if on]
+            flags = [f for f, on in (("read-only", ann.get("readOnlyHint")),
+                                     ("destructive", ann.get("destructiveHint"))) if on]
             print(f"  {server}.{t['name']:<28} {plain(t.get('description') or '', 90)}"
                   + (f"  [{', '.join(flags)}]" if flags else ""))
     return 0

@@ -80,7 +80,7 @@ class DaemonClient:
     def where(self) -> str:
         return self.base_url or str(self.paths.socket)
 
-    async def __aenter__(self) -> "DaemonClient":
+    async def __aenter__(self) -> DaemonClient:
         headers = default_headers()
         if self.base_url:
             token = self._token
@@ -99,7 +99,8 @@ class DaemonClient:
             await self._session.close()
 
     async def request(self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None,
-                      timeout: float = 30.0, headers: dict[str, str] | None = None, ok: tuple[int, ...] = ()) -> Response:
+                      timeout: float = 30.0, headers: dict[str, str] | None = None,
+                      ok: tuple[int, ...] = ()) -> Response:
         assert self._session is not None, "use `async with DaemonClient()`"
         clean = {k: str(v) for k, v in (params or {}).items() if v is not None}
         try:

@@ -6,14 +6,14 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from mcpx.cli.client import EX_UNAVAILABLE, ApiError, NoDaemon
 
 EX_TEMPFAIL = 75  # the call waits for input; nothing here can answer it (yet)
 
-Command = Callable[[argparse.Namespace], Awaitable[int]]
+Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 
 def guarded(body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

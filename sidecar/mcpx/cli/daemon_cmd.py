@@ -31,7 +31,7 @@ from mcpx.paths import StatePaths
 LISTEN_HELP = "also serve /v1 and /mcp on loopback TCP, behind a bearer token"
 
 
-def _action(actions: argparse._SubParsersAction, name: str, func: Any, help: str,  # type: ignore[type-arg]
+def _action(actions: argparse._SubParsersAction[argparse.ArgumentParser], name: str, func: Any, help: str,
             timeout: float, listen: bool = False) -> None:
     a = actions.add_parser(name, help=help)
     if listen:
@@ -41,7 +41,7 @@ def _action(actions: argparse._SubParsersAction, name: str, func: Any, help: str
     a.set_defaults(func=func)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("daemon", help="run the daemon in the foreground (one per state directory); or start, stop "
                                       "or restart it in the background")
     p.add_argument("--listen", metavar="HOST:PORT", help=LISTEN_HELP)
@@ -108,7 +108,8 @@ async def status(args: argparse.Namespace) -> int:
             upstreams = None  # a daemon older than this command, or one whose gateway is not running
     origin = recorded_origin(client.paths, health["pid"])
     if args.json:
-        emit_json({**health, "upstreams": upstreams, "origin": origin.model_dump(exclude_none=True) if origin else None})
+        emit_json({**health, "upstreams": upstreams,
+                   "origin": origin.model_dump(exclude_none=True) if origin else None})
         return 0
     print(f"mcpx daemon {health['version']} · pid {health['pid']} · since {health['startedAt']}")
     if origin is not None:
@@ -168,7 +169,8 @@ class Running:
 async def _health(paths: StatePaths) -> dict[str, Any] | None:
     try:
         async with DaemonClient(paths) as client:
-            return await client.get("/v1/health", timeout=5)  # type: ignore[no-any-return]
+            health: dict[str, Any] = await client.get("/v1/health", timeout=5)
+            return health
     except (NoDaemon, ApiError):
         return None
 
@@ -208,7 +210,8 @@ def _start(args: argparse.Namespace, paths: StatePaths, action: str, listen: str
              {"action": action, "pid": other, "started": False})
         return 0
     _say(args, f"mcpx: daemon started in the background (pid {pid}), detached; it serves {paths.socket}"
-               + (f" and http://{listen}" if listen else "") + f"\n  log: {paths.log}\n  stop it with: mcpx daemon stop",
+               + (f" and http://{listen}" if listen else "")
+               + f"\n  log: {paths.log}\n  stop it with: mcpx daemon stop",
          {"action": action, "pid": pid, "started": True, "socket": str(paths.socket), "listen": listen})
     return 0
 
@@ -258,8 +261,8 @@ def restart_cmd(args: argparse.Namespace) -> int:
             manager, _, name = (found.origin.service or "").partition(":")
             how = f"systemctl --user restart {name}" if manager == "systemd" else \
                 f"launchctl kickstart -k gui/{os.getuid()}/{name}"
-            return _fail(args, "restart", f"the daemon (pid {found.pid}) runs as a user service ({found.origin.service})"
-                                          f"; restart it as one, so it stays one: {how}")
+            return _fail(args, "restart", f"the daemon (pid {found.pid}) runs as a user service "
+                                          f"({found.origin.service}); restart it as one, so it stays one: {how}")
         if (problem := _stop(args, found, "restart")) is not None:
             return _fail(args, "restart", problem)
     return _start(args, paths, "restart", listen)

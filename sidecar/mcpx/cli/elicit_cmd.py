@@ -18,7 +18,7 @@ from mcpx.cli.render import render_event, render_question, render_row
 from mcpx.text import plain
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     elicit = sub.add_parser("elicit", help="questions waiting for an answer: list, show, answer, watch, ask")
     esub = elicit.add_subparsers(dest="elicit_cmd", required=True, metavar="COMMAND")
 
@@ -54,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = esub.add_parser("watch", help="follow questions and answers as they happen (the event stream)")
     p.add_argument("--session")
-    p.add_argument("--kinds", default="elicit,policy", help="elicit, task, policy or exact kinds (default elicit,policy)")
+    p.add_argument("--kinds", default="elicit,policy",
+                   help="elicit, task, policy or exact kinds (default elicit,policy)")
     p.add_argument("--since", type=int, metavar="EVENT_ID", help="replay from after this event id first")
     add_json_flag(p)
     p.set_defaults(func=run(watch_cmd))
@@ -65,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_json_flag(p)
     p.set_defaults(func=run(result_cmd))
 
-    p = esub.add_parser("ask", help="raise a question and wait for its answer: exit 0 accept, 1 decline, 75 cancel/expiry")
+    p = esub.add_parser("ask", help="raise a question and wait for its answer: exit 0 accept, 1 decline, "
+                                    "75 cancel/expiry")
     p.add_argument("--message", "-m", required=True)
     p.add_argument("--schema", help="requestedSchema as JSON, or @file.json")
     p.add_argument("--url", help="ask the person to open this URL (url mode)")

@@ -15,7 +15,7 @@ from mcpx.cli.client import DaemonClient
 from mcpx.cli.common import add_json_flag, emit_json, run
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("inbox", help="open the web inbox in your browser, signed in (--print: print its address)",
                        description="The web inbox: the waiting questions, live, each answered on its own page (as "
                                    "person:web). The address carries the inbox's token: opening it signs that "
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run(inbox_cmd))
 
 
-def register_link(esub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register_link(esub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = esub.add_parser("link", help="a link that opens this one question on another device (with a QR code)",
                         description="Prints a link that opens this one question, with no other sign-in, for one "
                                     "answer, while it is pending; on a terminal also as a QR code. Anyone with it "

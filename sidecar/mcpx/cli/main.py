@@ -16,7 +16,15 @@ state: $MCPX_HOME (else $XDG_STATE_HOME/mcpx, else ~/.local/state/mcpx) · confi
 
 def parser() -> argparse.ArgumentParser:
     from mcpx.cli import (
-        audit_cmd, call_cmd, daemon_cmd, elicit_cmd, inbox_cmd, opencode_cmd, policy_cmd, serve_cmd, tui_cmd,
+        audit_cmd,
+        call_cmd,
+        daemon_cmd,
+        elicit_cmd,
+        inbox_cmd,
+        opencode_cmd,
+        policy_cmd,
+        serve_cmd,
+        tui_cmd,
     )
 
     top = argparse.ArgumentParser(
@@ -24,7 +32,8 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"mcpx {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (daemon_cmd, serve_cmd, elicit_cmd, tui_cmd, inbox_cmd, call_cmd, audit_cmd, policy_cmd, opencode_cmd):
+    for module in (daemon_cmd, serve_cmd, elicit_cmd, tui_cmd, inbox_cmd, call_cmd, audit_cmd, policy_cmd,
+                   opencode_cmd):
         module.register(sub)
     demo = sub.add_parser("demo-server", help="the bundled demo MCP server, on stdio (it is in the default config)")
     demo.set_defaults(func=_demo_server)

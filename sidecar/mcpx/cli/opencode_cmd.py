@@ -149,7 +149,7 @@ def wanted(entry: str) -> Wanted:
 
 
 def merged(data: dict[str, Any], want: Wanted) -> dict[str, Any]:
-    out = json.loads(json.dumps(data))  # a deep copy, keys in their order
+    out: dict[str, Any] = json.loads(json.dumps(data))  # a deep copy, keys in their order
     if not out:
         out["$schema"] = SCHEMA_URL
     mcp = out.get("mcp")
@@ -182,7 +182,7 @@ def merged(data: dict[str, Any], want: Wanted) -> dict[str, Any]:
 
 
 def removed(data: dict[str, Any], want: Wanted) -> tuple[dict[str, Any], list[str]]:
-    out = json.loads(json.dumps(data))
+    out: dict[str, Any] = json.loads(json.dumps(data))
     gone: list[str] = []
     mcp = out.get("mcp")
     if isinstance(mcp, dict) and is_mcpx_entry(mcp.get(want.entry)):
@@ -213,7 +213,7 @@ def removed(data: dict[str, Any], want: Wanted) -> tuple[dict[str, Any], list[st
 # ---- the commands
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     oc = sub.add_parser("opencode", help="mcpx in opencode: install the MCP entry, plugin and skill; import servers")
     osub = oc.add_subparsers(dest="opencode_cmd", required=True, metavar="COMMAND")
 
@@ -367,7 +367,7 @@ def import_servers(args: argparse.Namespace) -> int:
     source = opencode_config(args.global_)
     target = mcpx_config()
     data = read_json(source)
-    mcp = data.get("mcp") if isinstance(data.get("mcp"), dict) else {}
+    mcp: dict[str, Any] = found if isinstance(found := data.get("mcp"), dict) else {}
     candidates = {name: entry for name, entry in mcp.items() if name != args.entry and not is_mcpx_entry(entry)}
     config = read_json(target)
     existing = data_servers(config)

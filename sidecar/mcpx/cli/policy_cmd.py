@@ -15,7 +15,7 @@ from typing import Any
 from mcpx.cli.common import add_json_flag, emit_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     policy = sub.add_parser("policy", help="what routing and elicit.rules would do with a question")
     psub = policy.add_subparsers(dest="policy_cmd", required=True, metavar="COMMAND")
     p = psub.add_parser("test", help="a question's audience, the reason, and which rule would fire — opening nothing")

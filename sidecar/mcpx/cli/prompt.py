@@ -157,9 +157,9 @@ class TerminalForm:
                     self.say(f"  ! {name} is required")
                     continue
                 value = _field_value(prop, text)
-                problem = field_problem(prop, value)
-                if problem:
-                    self.say(f"  ! {name} {problem}")
+                misfit = field_problem(prop, value)
+                if misfit:
+                    self.say(f"  ! {name} {misfit}")
                     continue
                 content[name] = value
                 break

@@ -64,7 +64,8 @@ def render_question(q: dict[str, Any], answer: dict[str, Any] | None = None) -> 
     if answer:
         content = answer.get("content")
         lines.append(f"  answer    {answer.get('action')} by {answer.get('by')} at {answer.get('at')}"
-                     + (f" after {answer.get('answeredAfterMs')} ms" if answer.get("answeredAfterMs") is not None else ""))
+                     + (f" after {answer.get('answeredAfterMs')} ms"
+                        if answer.get("answeredAfterMs") is not None else ""))
         if content:
             lines.append(f"            {plain(shell_quote_json(content)[1:-1], 400)}")
         if answer.get("reason"):
@@ -126,6 +127,6 @@ def upstream_lines(doc: dict[str, Any]) -> list[str]:
         rows.append([plain(inst["server"], 64), pid, inst.get("era") or "?", who, state, rss])
     widths = [max(len(row[i]) for row in rows) for i in range(6)] if rows else []
     for row in rows:
-        cells = [c.ljust(w) for c, w in zip(row[:5], widths)] + [row[5].rjust(widths[5])]
+        cells = [c.ljust(w) for c, w in zip(row[:5], widths[:5], strict=True)] + [row[5].rjust(widths[5])]
         lines.append("    " + "  ".join(cells))
     return lines

@@ -27,7 +27,7 @@ MAX_LINE = jsonrpc.MAX_LINE
 REPLAY_ID = "mcpx-serve-replayed-initialize"
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="the MCP surface on stdio (for opencode and other MCP hosts); starts a daemon "
                                      "if none runs")
     p.add_argument("--server", help="serve one upstream server under its own tool names, instead of all of them "
@@ -43,10 +43,8 @@ def serve(args: argparse.Namespace) -> int:
         except LaunchError as exc:
             print(f"mcpx serve: {exc}", file=sys.stderr)
             return 69
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(Bridge(paths, args.server).run())
-    except KeyboardInterrupt:
-        pass
     return 0
 
 
@@ -61,6 +59,8 @@ class Bridge:
         self.initialize: dict[str, Any] | None = None  # the client's own, replayed after a daemon restart
         self.initialized = False
         self.in_flight: set[jsonrpc.Id] = set()  # the client's requests the daemon has not answered yet
+        self.none_in_flight = asyncio.Event()  # set while in_flight is empty: what _drain waits for
+        self.none_in_flight.set()
         self.backlog: asyncio.Queue[str] = asyncio.Queue(maxsize=1000)
         self.out: asyncio.StreamWriter | None = None
         self.closing = False
@@ -69,7 +69,8 @@ class Bridge:
         headers = {"X-Mcpx-Cwd": os.getcwd()}
         if prefix := os.environ.get("MCPX_TOOL_PREFIX"):  # how the host names our tools, e.g. opencode's "mcpx_"
             headers["X-Mcpx-Tool-Prefix"] = prefix
-        if os.environ.get("MCPX_SERVE_TOOLS") == "mcpx":  # the host offers the servers' tools itself (opencode's plugin)
+        # the host offers the servers' tools itself (opencode's plugin)
+        if os.environ.get("MCPX_SERVE_TOOLS") == "mcpx":
             headers["X-Mcpx-Tools"] = "mcpx"
         if session := os.environ.get("MCPX_SESSION_ID"):
             headers.update({"X-Mcpx-Session": session, "X-Mcpx-Session-Source": "env"})
@@ -170,6 +171,7 @@ class Bridge:
             await self._write(_error(rid, -32603, "the mcpx daemon went away during this request (restarting?); "
                                                   "mcpx serve has reconnected — send it again"))
         self.in_flight.clear()
+        self.none_in_flight.set()
 
     async def _send(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while True:
@@ -188,6 +190,7 @@ class Bridge:
             kind = jsonrpc.kind(msg)
             if kind == "request":
                 self.in_flight.add(msg["id"])
+                self.none_in_flight.clear()
                 if msg["method"] == "initialize":
                     self.initialize = msg
             elif kind == "notification" and msg["method"] == "notifications/initialized":
@@ -199,10 +202,8 @@ class Bridge:
         The bound is what one request may need, not a blink: a tools/list right behind initialize waits for every
         upstream to start, which on a loaded machine took longer than the 5 s this once allowed, and its answer
         was lost. A host that closes our stdin and stops waiting stops us itself (SIGTERM, as MCP says)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit
-        while self.in_flight and loop.time() < deadline:
-            await asyncio.sleep(0.02)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.none_in_flight.wait(), limit)
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         async for frame in ws:
@@ -215,4 +216,6 @@ class Bridge:
                     continue  # the answer to our replayed initialize: the client already has its own
                 if isinstance(rid, str | int):
                     self.in_flight.discard(rid)
+                    if not self.in_flight:
+                        self.none_in_flight.set()
             await self._write(frame.data.encode() + b"\n")

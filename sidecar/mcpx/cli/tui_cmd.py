@@ -12,7 +12,7 @@ AGENT_WARNING = ("this terminal is an agent's shell (or descends from one): the 
                  "person from here; run `mcpx tui` in your own terminal")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "tui", help="the terminal inbox: pending questions, live; Enter opens one, a/d/c answer it",
         description="The pending questions, oldest first, with time left, live from the daemon's event stream. "

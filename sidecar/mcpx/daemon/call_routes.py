@@ -15,14 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpx.answering import respond_with
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import Elicitation, TaskDoc, WireModel
-from mcpx.daemon.api import Api, RouteError, Call, Reply
+from mcpx.daemon.api import Api, Call, Reply, RouteError
 from mcpx.daemon.peers import session_of
-from mcpx.daemon.state import BROKER, CONFIG, GATEWAY
 from mcpx.daemon.schemas import ErrorDetail, TaskPath
+from mcpx.daemon.state import BROKER, CONFIG, GATEWAY
+from mcpx.inbox.api_routes import page_of
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.sessions import header_source, resolve_session
 from mcpx.upstream.calls import CallRequest, CallTask
-from mcpx.inbox.api_routes import page_of
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.pool import InstanceInfo
 

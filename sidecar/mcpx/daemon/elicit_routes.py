@@ -11,12 +11,11 @@ from pydantic_core import PydanticSerializationError
 
 from mcpx import __version__, sse, wirejson
 from mcpx.broker.broker import redact
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest, is_action
 from mcpx.broker.routing import secret_fields
 from mcpx.broker.store import AuditFilter, QuestionFilter
-from mcpx.daemon.api import Api, RouteError, Call, Reply
+from mcpx.daemon.api import Api, Call, Reply, RouteError
 from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
-from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
 from mcpx.daemon.schemas import (
     AnswerBody,
     AnswerPath,
@@ -38,9 +37,10 @@ from mcpx.daemon.schemas import (
     WaitQuery,
     kind_list,
 )
-from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
+from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
+from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
 from mcpx.rendering import render
 from mcpx.sessions import header_source, resolve_session
@@ -84,7 +84,7 @@ async def health(call: Call) -> web.StreamResponse:
     config = settings.config
     where = broker.store_info
     store = StoreStatus(kind=where.kind, where=where.where, daemon=where.daemon.id if where.daemon else None,
-                        lease=where.lease, daemons=[d.wire() for d in await broker.daemons()])  # type: ignore[arg-type]
+                        lease=where.lease, daemons=[d.wire() for d in await broker.daemons()])
     body = Health(
         ok=True, version=__version__, pid=os.getpid(), started_at=info.started_at, socket=str(info.paths.socket),
         listen=info.listen, config=settings.origin, config_error=settings.error,
@@ -161,12 +161,13 @@ async def get_question(call: Call) -> web.StreamResponse:
                     **{s: _ERR[s] for s in (400, 403, 404, 409, 410, 422)}})
 async def answer_question(call: Call) -> web.StreamResponse:
     action = call.path["action"]
+    assert is_action(action)  # AnswerPath refused any other
     body: AnswerBody = call.body
     by = answerer_of(call.request)
     refuse_agent_as_person(call.request, by)
     content = body.content if body.replies is None else await _content_of_replies(call, action, body)
     q, answer = await call.app[BROKER].answer(
-        call.path["id"], action, content, by=by, session=session_of(call.request),  # type: ignore[arg-type]
+        call.path["id"], action, content, by=by, session=session_of(call.request),
         pid=peer_pid(call.request), reason=body.reason)
     return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema),
                               "escalated": answer is None})
@@ -254,9 +255,9 @@ async def events(call: Call) -> web.StreamResponse:
         if last is not None:
             while True:
                 page = await broker.audit(AuditFilter(after=sent, kinds=kinds, session=q.session), limit=500)
-                for record in page:
-                    await response.write(sse_frame(record))
-                    sent = record.seq
+                for past in page:
+                    await response.write(sse_frame(past))
+                    sent = past.seq
                 if len(page) < 500:
                     break
         try:

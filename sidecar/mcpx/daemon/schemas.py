@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from mcpx import ids
-from mcpx.durations import PATTERN as DURATION
 from mcpx.broker.models import (
     ACTIONS,
     KIND_GROUPS,
@@ -23,17 +23,18 @@ from mcpx.broker.models import (
     State,
     WireModel,
 )
+from mcpx.durations import PATTERN as DURATION
 from mcpx.inbox.notify import NotifyStat
 from mcpx.rendering import Rendering
 
 
-def _id_of(prefix: str, noun: str) -> Any:
-    """A path's id, documented by its pattern and refused, when it is none, in words."""
+def _id_check(prefix: str, noun: str) -> Callable[[str], str]:
+    """A path's id refused, when it is none, in words."""
     def check(value: str) -> str:
         if not ids.is_id(value, prefix):
             raise ValueError(f"{value!r} is not a {noun} id (they look like {prefix}- and 16 hex digits)")
         return value
-    return Annotated[str, AfterValidator(check), WithJsonSchema({"type": "string", "pattern": ids.pattern(prefix)})]
+    return check
 
 
 def _action(value: str) -> str:
@@ -58,8 +59,11 @@ _KIND = "|".join(re.escape(k) for k in (*KIND_GROUPS, *KINDS))
 Kinds = Annotated[str, AfterValidator(_kinds), WithJsonSchema({
     "type": "string", "pattern": rf"^ *({_KIND})? *(, *({_KIND})? *)*$",
     "description": f"comma-separated: {', '.join(KIND_GROUPS)} (every kind of that group) or exact kinds"})]
-QuestionId = _id_of("elc", "question")
-TaskId = _id_of("tsk", "task")
+# a path's id, documented by its pattern
+QuestionId = Annotated[str, AfterValidator(_id_check("elc", "question")),
+                       WithJsonSchema({"type": "string", "pattern": ids.pattern("elc")})]
+TaskId = Annotated[str, AfterValidator(_id_check("tsk", "task")),
+                   WithJsonSchema({"type": "string", "pattern": ids.pattern("tsk")})]
 
 
 class QuestionPath(BaseModel):
@@ -114,7 +118,7 @@ class Health(WireModel):
     config: str = Field(description="where the config in force came from")
     config_error: str | None = Field(default=None, description="the last reload that failed; the previous config stays")
     pending: int
-    servers: list[str] = []
+    servers: list[str] = Field(default=[])  # pydantic copies a default: no instance shares this list
     server_commands: dict[str, str] = Field(default={}, description="each server's command line (stdio) or URL "
                                             "(HTTP), as configured, secret-looking arguments masked")
     plugin_elicit: str | None = Field(default=None, description="the opencode plugin's level from the config "

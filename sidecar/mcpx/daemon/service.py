@@ -49,7 +49,8 @@ class Service:
         if self.manager == "systemd":
             return MARK in existing
         try:
-            return plistlib.loads(existing.encode()).get("Label") == LABEL
+            label = plistlib.loads(existing.encode()).get("Label")
+            return isinstance(label, str) and label == LABEL
         except Exception:
             return False
 

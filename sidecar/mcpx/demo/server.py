@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -164,8 +165,6 @@ async def serve_stdio() -> None:
 
 
 def main() -> int:
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_stdio())
-    except KeyboardInterrupt:
-        pass
     return 0

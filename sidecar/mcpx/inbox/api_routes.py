@@ -11,10 +11,10 @@ from collections.abc import Callable
 from aiohttp import web
 
 from mcpx.broker.errors import Gone
-from mcpx.daemon.api import Api, RouteError, Call, Reply
+from mcpx.broker.models import WireModel
+from mcpx.daemon.api import Api, Call, Reply, RouteError
 from mcpx.daemon.peers import refuse_agent_as_person
 from mcpx.daemon.schemas import QuestionPath
-from mcpx.broker.models import WireModel
 from mcpx.inbox.notify import Notifier
 from mcpx.inbox.routes import BY, Inbox
 

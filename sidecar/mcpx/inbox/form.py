@@ -54,7 +54,8 @@ def _field(index: int, name: str, prop: dict[str, Any], is_required: bool, value
         picked = value if any(v == value for v, _ in options) else None
         blank = "" if picked is not None and is_required else '<option value="">— choose —</option>'
         control = (f'<select id="{fid}" name="{n}" {described}>{blank}'
-                   + "".join(f'<option value="{_e(_shown(v))}"{" selected" if picked is not None and v == picked else ""}>'
+                   + "".join(f'<option value="{_e(_shown(v))}"'
+                             f'{" selected" if picked is not None and v == picked else ""}>'
                              f"{_e(title)}</option>" for v, title in options)
                    + "</select>")
     elif kind == "boolean":
@@ -67,7 +68,8 @@ def _field(index: int, name: str, prop: dict[str, Any], is_required: bool, value
         attrs = [f'id="{fid}"', f'name="{n}"', described]
         if kind in ("number", "integer"):
             attrs += ['type="number"', f'step="{1 if kind == "integer" else "any"}"']
-            attrs += [f'{k[:3]}="{_e(prop[k])}"' for k in ("minimum", "maximum") if isinstance(prop.get(k), int | float)]
+            attrs += [f'{k[:3]}="{_e(prop[k])}"' for k in ("minimum", "maximum")
+                      if isinstance(prop.get(k), int | float)]
         else:
             fmt = prop.get("format") if isinstance(prop.get("format"), str) else None
             attrs.append(f'type="{"password" if secret else INPUT_TYPES.get(fmt or "", "text")}"')
@@ -80,7 +82,8 @@ def _field(index: int, name: str, prop: dict[str, Any], is_required: bool, value
         control = f"<input {' '.join(attrs)}>"
     label_for = "" if kind in ("multi-enum", "boolean") else f' for="{fid}"'
     return (f'<div class="field{" invalid" if problem else ""}" data-field="{n}">'
-            f'<label class="name"{label_for}>{_e(label_text)}{"" if is_required else " <small>(optional)</small>"}</label>'
+            f'<label class="name"{label_for}>{_e(label_text)}'
+            f'{"" if is_required else " <small>(optional)</small>"}</label>'
             f"{control}"
             f'<div class="hint" id="{fid}-hint">{_e(hint)}</div>'
             + (f'<div class="problem" id="{fid}-problem" role="alert">{_e(problem)}</div>' if problem else "")
@@ -101,18 +104,19 @@ def form_fields(schema: dict[str, Any] | None, secret: set[str], values: Mapping
     return "".join(out)
 
 
-def content_of_form(schema: dict[str, Any] | None, form: MultiMapping[str]) -> dict[str, Any]:
+def content_of_form(schema: dict[str, Any] | None, form: MultiMapping[object]) -> dict[str, Any]:
     """The content a submitted form gives, typed by the schema. An empty input is no value (its default
     applies, or it is reported missing); what does not fit the type is left as typed, so that validation names
-    the field. A multi-select is always sent: unticking every box is an answer too."""
+    the field. A multi-select is always sent: unticking every box is an answer too. Only text answers: a file
+    a hand-made multipart post puts under a field's name is no value for it (validation then names the field)."""
     content: dict[str, Any] = {}
     for name, prop in properties(schema).items():
         kind = kind_of(prop)
         if kind == "multi-enum":
-            content[name] = [type_value(prop["items"], v) for v in form.getall(name, [])]
+            content[name] = [type_value(prop["items"], v) for v in form.getall(name, []) if isinstance(v, str)]
             continue
         text = form.get(name)
-        if text is None or text == "":
+        if not isinstance(text, str) or text == "":
             continue
         content[name] = type_value(prop, text)
     return content

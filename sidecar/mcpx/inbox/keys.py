@@ -33,7 +33,7 @@ class InboxKeys:
     key: bytes
 
     @classmethod
-    def load(cls, paths: StatePaths) -> "InboxKeys":
+    def load(cls, paths: StatePaths) -> InboxKeys:
         return cls(load_key(key_path(paths)))
 
     @property
@@ -46,7 +46,8 @@ class InboxKeys:
         return _derive(self.key, f"link:{eid}")
 
     def token_ok(self, given: str | None) -> bool:
-        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())  # type: ignore[union-attr]
+        return given is not None and given != "" and hmac.compare_digest(given.encode(), self.token.encode())
 
     def link_ok(self, eid: str, given: str | None) -> bool:
-        return bool(given) and hmac.compare_digest(given.encode(), self.link_secret(eid).encode())  # type: ignore[union-attr]
+        return given is not None and given != "" and hmac.compare_digest(given.encode(),
+                                                                         self.link_secret(eid).encode())

@@ -8,6 +8,7 @@ the daemons of several users or state directories on one machine, and fail outri
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import logging
@@ -36,7 +37,7 @@ def _shown_host(host: str) -> str:
         return f"[{host}]" if ":" in host else host
     with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.connect(("192.0.2.1", 9))  # no packet leaves: this only asks the routing table for our address
-        return probe.getsockname()[0]
+        return str(probe.getsockname()[0])
     return socket.gethostname()
 
 
@@ -59,7 +60,7 @@ async def start(runner: web.AppRunner, paths: StatePaths, listen: tuple[str, int
             site = web.TCPSite(runner, host, 0)
             await site.start()
     server = site._server  # aiohttp keeps the bound asyncio server here; only it knows an ephemeral port
-    assert server is not None and server.sockets
+    assert isinstance(server, asyncio.Server) and server.sockets
     bound = server.sockets[0].getsockname()[1]
     if listen is None:
         write_private(paths.root / "inbox.port", str(bound).encode())

@@ -62,7 +62,8 @@ def rows(questions: list[Elicitation]) -> str:
     for q in questions:
         message = q.message if len(q.message) <= 200 else q.message[:199] + "…"
         out.append(f'<tr data-id="{_e(q.id)}"><td><a href="{question_href(q.id)}">{_e(q.id)}</a></td>'
-                   f'<td class="left">{left(q)}</td><td>{asker(q)}</td><td>{_e(AUDIENCE.get(q.audience, q.audience))}</td>'
+                   f'<td class="left">{left(q)}</td><td>{asker(q)}</td>'
+                   f"<td>{_e(AUDIENCE.get(q.audience, q.audience))}</td>"
                    f"<td>{_e(message)}</td></tr>")
     return "".join(out)
 
@@ -115,7 +116,8 @@ def _url_block(q: Elicitation, link: str | None, consent: bool | None) -> str:
 def _buttons(q: Elicitation, link: str | None, form_html: str) -> str:
     accept_label = "Accept" if q.mode == "form" else "Accept (I have done what the page asks)"
     accept = (f'<form method="post" action="{question_href(q.id, link, "accept")}" novalidate id="answer">'
-              f'{form_html}<div class="buttons"><button class="accept" type="submit" id="accept">{accept_label}</button>'
+              f'{form_html}<div class="buttons">'
+              f'<button class="accept" type="submit" id="accept">{accept_label}</button>'
               "</div></form>")
     others = (
         '<div class="buttons">'
@@ -132,13 +134,16 @@ def _outcome(q: Elicitation, answer: Answer | None) -> str:
         said = f"{_e(answer.action)} by {_e(answer.by)} at {_e(rfc3339(answer.at))}"
         extra = ""
         if answer.content:
-            extra += f'<pre class="content" id="content">{_e(json.dumps(answer.content, indent=2, ensure_ascii=False))}</pre>'
+            shown = json.dumps(answer.content, indent=2, ensure_ascii=False)
+            extra += f'<pre class="content" id="content">{_e(shown)}</pre>'
         if answer.reason:
             extra += f'<p>reason: <q>{_e(answer.reason)}</q></p>'
         title = {"answered": "Answered", "expired": "Expired"}.get(q.state, q.state.capitalize())
-        return f'<div class="card outcome" id="outcome"><h2>{title}: {said}</h2>{extra}<p>It cannot be answered again.</p></div>'
+        return (f'<div class="card outcome" id="outcome"><h2>{title}: {said}</h2>{extra}'
+                "<p>It cannot be answered again.</p></div>")
     why = f": {_e(q.state_reason)}" if q.state_reason else ""
-    return f'<div class="card outcome refused" id="outcome"><h2>{_e(q.state.capitalize())}{why}</h2><p>It cannot be answered.</p></div>'
+    return (f'<div class="card outcome refused" id="outcome"><h2>{_e(q.state.capitalize())}{why}</h2>'
+            "<p>It cannot be answered.</p></div>")
 
 
 def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = None,

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError, InvalidContent
-from mcpx.broker.models import Answer, Elicitation
+from mcpx.broker.models import ACTIONS, Answer, Elicitation, is_action
 from mcpx.broker.store import QuestionFilter
 from mcpx.ids import is_id
 from mcpx.inbox import pages
@@ -34,7 +34,6 @@ from mcpx.urlfacts import url_facts
 log = logging.getLogger("mcpx.inbox")
 
 BY = "person:web"
-ACTIONS = ("accept", "decline", "cancel")
 STATIC = {"inbox.css": "text/css", "inbox.js": "text/javascript"}
 HEADERS = {
     "Referrer-Policy": "no-referrer",
@@ -192,21 +191,21 @@ class Inbox:
         access = self._access(request, eid)
         if isinstance(access, web.Response):
             return access
-        if action not in (*ACTIONS, "open", "refuse"):
+        if not is_action(action) and action not in ("open", "refuse"):
             return refusal(404, "Not found", f"A question is answered with {', '.join(ACTIONS)}.")
         found = await self._question(eid)
         if isinstance(found, web.Response):
             return found
         q, answer = found
         form = await request.post()
-        if action in ("open", "refuse"):
+        if not is_action(action):  # open or refuse
             return await self._consent(q, answer, access, action == "open")
         content: dict[str, Any] | None = None
         if action == "accept" and q.mode == "form":
             content = content_of_form(q.requested_schema, form)
         reason = str(form.get("reason") or "").strip() if action == "decline" else ""
         try:
-            q, answer = await self.broker.answer(eid, action, content, by=BY,  # type: ignore[arg-type]
+            q, answer = await self.broker.answer(eid, action, content, by=BY,
                                                  reason=reason or None)
         except InvalidContent as exc:
             return html(pages.question_page(q, None, link=access.link, values=content, problems=exc.fields,

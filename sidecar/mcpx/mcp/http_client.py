@@ -98,7 +98,8 @@ class HttpChannel:
             raise ConnectionError(f"{self.name}: channel closed")
         if msg.get("method") == "notifications/cancelled" and is_modern(self.protocol_version):
             # modern HTTP: closing the request's stream is the cancellation
-            task = self._posts.get((msg.get("params") or {}).get("requestId"))
+            target = jsonrpc.id_of((msg.get("params") or {}).get("requestId"))
+            task = self._posts.get(target) if target is not None else None
             if task is not None:
                 task.cancel()
             return
@@ -108,7 +109,8 @@ class HttpChannel:
         async with self._http.post(self.url, data=json.dumps(msg), headers=self._headers_for(msg)) as resp:
             if resp.status not in (200, 202, 204):
                 body = await resp.text()
-                raise ConnectionError(f"{self.name}: POST of a {jsonrpc.kind(msg)} got HTTP {resp.status}: {body[:300]}")
+                raise ConnectionError(f"{self.name}: POST of a {jsonrpc.kind(msg)} got HTTP {resp.status}: "
+                                      f"{body[:300]}")
 
     async def _post_request(self, msg: Message) -> None:
         rid = msg["id"]
@@ -152,7 +154,7 @@ class HttpChannel:
         finally:
             self._posts.pop(rid, None)
 
-    async def _resume(self, stream: "SseState", rid: jsonrpc.Id) -> None:
+    async def _resume(self, stream: SseState, rid: jsonrpc.Id) -> None:
         """A request's stream closed without its response: resume it with GET and Last-Event-ID (legacy
         resumability), a few times; when there is nothing to resume from, the request fails at once."""
         for _attempt in range(5):
@@ -209,7 +211,7 @@ class HttpChannel:
                 failures += 1
             await asyncio.sleep(min(stream.retry_ms, 5000) / 1000 * (1 + failures))
 
-    async def _read_sse(self, resp: aiohttp.ClientResponse, stream: "SseState", rid: jsonrpc.Id | None) -> bool:
+    async def _read_sse(self, resp: aiohttp.ClientResponse, stream: SseState, rid: jsonrpc.Id | None) -> bool:
         """Feed one SSE stream's messages in; True once the response to `rid` has gone by."""
         answered = False
         async for event in sse.read(resp.content, partial=True):

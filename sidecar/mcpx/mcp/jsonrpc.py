@@ -39,7 +39,7 @@ class RpcError(Exception):
         return err
 
     @classmethod
-    def from_error(cls, err: Any) -> "RpcError":
+    def from_error(cls, err: Any) -> RpcError:
         if not isinstance(err, dict):
             return cls(INTERNAL_ERROR, f"malformed error from peer: {err!r}")
         code = err.get("code")
@@ -108,6 +108,11 @@ def check(msg: Any) -> Message:
 
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def id_of(value: Any) -> Id | None:
+    """`value` as a request id, or None when it is none (a peer's requestId is not checked by check())."""
+    return value if _valid_id(value) else None
 
 
 def decode(line: str | bytes) -> Message:

@@ -64,6 +64,7 @@ class Peer:
         self._ids = itertools.count(1)
         self._pending: dict[jsonrpc.Id, asyncio.Future[Message]] = {}
         self._incoming: dict[jsonrpc.Id, asyncio.Task[None]] = {}
+        self._notifying: set[asyncio.Task[None]] = set()  # held, or the loop may collect one mid-flight
         # incoming requests the other side withdrew (notifications/cancelled), as opposed to ones ended because
         # the channel closed: only the former is a cancel (surface/driver.py)
         self.withdrawn: set[jsonrpc.Id] = set()
@@ -132,7 +133,8 @@ class Peer:
     def _dispatch(self, msg: Message) -> None:
         kind = jsonrpc.kind(msg)
         if kind in ("response", "error"):
-            fut = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
+            rid = jsonrpc.id_of(msg.get("id"))
+            fut = self._pending.get(rid) if rid is not None else None
             if fut is not None and not fut.done():
                 fut.set_result(msg)
             else:
@@ -142,12 +144,14 @@ class Peer:
             self._incoming[rid] = asyncio.create_task(self._answer(msg), name=f"mcpx-in-{self.name}-{rid}")
         else:
             if msg.get("method") == "notifications/cancelled":
-                target = (msg.get("params") or {}).get("requestId")
-                task = self._incoming.get(target)
-                if task is not None:
+                target = jsonrpc.id_of((msg.get("params") or {}).get("requestId"))
+                task = self._incoming.get(target) if target is not None else None
+                if target is not None and task is not None:
                     self.withdrawn.add(target)
                     task.cancel()
-            asyncio.create_task(self._notify_safely(msg))
+            handling = asyncio.create_task(self._notify_safely(msg))
+            self._notifying.add(handling)
+            handling.add_done_callback(self._notifying.discard)
 
     async def _notify_safely(self, msg: Message) -> None:
         try:

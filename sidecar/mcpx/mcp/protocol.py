@@ -84,7 +84,7 @@ class ElicitParams(Loose):
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
     @property
-    def effective_mode(self) -> str:
+    def effective_mode(self) -> Literal["form", "url"]:
         return self.mode or ("url" if self.url and self.requested_schema is None else "form")
 
 

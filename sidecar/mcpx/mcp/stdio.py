@@ -97,7 +97,7 @@ class ProcessChannel(StreamChannel):
 
     @classmethod
     async def start(cls, name: str, command: str, args: list[str], env: dict[str, str],
-                    cwd: str | None = None) -> "ProcessChannel":
+                    cwd: str | None = None) -> ProcessChannel:
         """Start the server with exactly `env` as its environment: nothing of the daemon's is added here."""
         argv = [command, *args]
         try:
@@ -133,7 +133,8 @@ class ProcessChannel(StreamChannel):
         code = self.proc.returncode
         state = f"exited with code {code}" if code is not None else "closed its stdout"
         tail = self.tail()
-        return f"server {self.name!r} (`{shown_command(self.command)}`) {state}" + (f"; its stderr ends:\n{tail}" if tail else "")
+        return (f"server {self.name!r} (`{shown_command(self.command)}`) {state}"
+                + (f"; its stderr ends:\n{tail}" if tail else ""))
 
     async def wait_exited(self) -> None:
         await self.wait_exit(1.0)

@@ -35,7 +35,7 @@ class ClientState:
     initialized: bool = False
     push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
 
-    def modern(self, meta: dict[str, Any]) -> "ClientState":
+    def modern(self, meta: dict[str, Any]) -> ClientState:
         """The state of one modern request: everything it needs rides in its _meta."""
         return ClientState(era="modern", version=meta.get(META_VERSION),
                            capabilities=ClientCapabilities.model_validate(meta.get(META_CAPABILITIES) or {}),
@@ -57,7 +57,8 @@ class ClientState:
 
 
 def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:
-    """elicitation/create params for this client: the asker named, `mode` and `elicitationId` as its version has them."""
+    """elicitation/create params for this client: the asker named, `mode` and `elicitationId` as its version
+    has them."""
     params: dict[str, Any] = {"message": f"{q.server} (via mcpx) asks: {q.message}"}
     if q.mode == "url":
         params.update(mode="url", url=q.url)

@@ -88,7 +88,7 @@ class Surface:
     async def handle(self, state: ClientState, msg: Message, out: Outbound) -> dict[str, Any]:
         method = msg["method"]
         params = msg.get("params") or {}
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        meta: dict[str, Any] = found if isinstance(found := params.get("_meta"), dict) else {}
         version = meta.get(META_VERSION)
         if version is not None and method in ("initialize", "ping"):
             raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"{method} is not part of 2026-07-28 (no handshake, no ping): "
@@ -187,7 +187,7 @@ class Surface:
 
         mcpx honours toolsListChanged; what it does not support is left out of the acknowledgment.
         """
-        wanted = params.get("notifications") if isinstance(params.get("notifications"), dict) else {}
+        wanted: dict[str, Any] = found if isinstance(found := params.get("notifications"), dict) else {}
         honoured = {"toolsListChanged": True} if wanted.get("toolsListChanged") else {}
         sub_meta = {"io.modelcontextprotocol/subscriptionId": request_id}
         await out.notify("notifications/subscriptions/acknowledged", {"_meta": sub_meta, "notifications": honoured})
@@ -237,7 +237,8 @@ class Surface:
         assert state.scope is not None
         session, _ = self.session_for(state, meta, None)
         forwarded = {k: v for k, v in params.items() if k != "_meta"}
-        kept_meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/") and k != META_SESSION}
+        kept_meta = {k: v for k, v in meta.items()
+                     if not k.startswith("io.modelcontextprotocol/") and k != META_SESSION}
         if kept_meta:
             forwarded["_meta"] = kept_meta
         caps = routable(state.declared())

@@ -208,7 +208,8 @@ class CallDriver:
             if reply.get("action") not in ("accept", "decline", "cancel"):
                 continue
             q = task.open.get(target)
-            content = reply.get("content") if reply["action"] == "accept" and q is not None and q.mode == "form" else None
+            formed = reply["action"] == "accept" and q is not None and q.mode == "form"
+            content = reply.get("content") if formed else None
             try:
                 await self.broker.answer(target, reply["action"], content, by="person:mcp-client", session=session)
                 answered.add(target)

@@ -89,7 +89,7 @@ class LegacySession:
     id: str
     state: ClientState
     pending: dict[Any, asyncio.Future[Message]] = field(default_factory=dict)
-    ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     inflight: dict[Any, asyncio.Task[Any]] = field(default_factory=dict)
     withdrawn: set[Any] = field(default_factory=set)  # in-flight requests the client cancelled (not ended)
     listeners: set[SseWriter] = field(default_factory=set)
@@ -302,23 +302,22 @@ class McpEndpoint:
         kind = jsonrpc.kind(msg)
         if kind == "request" and msg["method"] == "initialize":
             state = self._state(request, msg)
-            session = LegacySession(secrets.token_hex(16), state)
+            opened = LegacySession(secrets.token_hex(16), state)
 
             async def push(method: str, params: dict[str, Any]) -> None:
-                for writer in list(session.listeners):
+                for writer in list(opened.listeners):
                     await writer.send(jsonrpc.notification(method, params))
 
             state.push = push
             reply = await self._reply(state, msg, NoOutbound())
             if "result" in reply:
-                self.sessions[session.id] = session
+                self.sessions[opened.id] = opened
                 self.surface.attach(state)
                 self._reap()
-            return _rpc_response(reply, 200, {SESSION_ID_HEADER: session.id} if "result" in reply else None)
-        session, refused = self._session(request, msg)
-        if refused is not None:
-            return refused
-        assert session is not None
+            return _rpc_response(reply, 200, {SESSION_ID_HEADER: opened.id} if "result" in reply else None)
+        session = self._session(request, msg)
+        if isinstance(session, web.Response):
+            return session
         version = request.headers.get(VERSION_HEADER)
         if version is not None and version not in LEGACY_VERSIONS:
             return _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
@@ -354,18 +353,19 @@ class McpEndpoint:
             session.withdrawn.discard(msg["id"])
         return await writer.finish(reply)
 
-    def _session(self, request: web.Request, msg: Message) -> tuple[LegacySession | None, web.Response | None]:
+    def _session(self, request: web.Request, msg: Message) -> LegacySession | web.Response:
+        """The request's session, or the response refusing it."""
         sid = request.headers.get(SESSION_ID_HEADER)
         if sid is None:
-            return None, _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
-                                                     "Bad Request: send initialize first (no Mcp-Session-Id), or a "
-                                                     "2026-07-28 request with _meta"), 400)
+            return _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
+                                               "Bad Request: send initialize first (no Mcp-Session-Id), or a "
+                                               "2026-07-28 request with _meta"), 400)
         session = self.sessions.get(sid)
         if session is None:
-            return None, _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
-                                                     "Session not found: initialize again"), 404)
+            return _rpc_response(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
+                                               "Session not found: initialize again"), 404)
         session.last_seen = time.monotonic()
-        return session, None
+        return session
 
     def _reap(self) -> None:
         now = time.monotonic()
@@ -387,10 +387,9 @@ class McpEndpoint:
             return refused
         if is_modern(request.headers.get(VERSION_HEADER)):
             return web.Response(status=405, text="2026-07-28 has no GET stream; use subscriptions/listen")
-        session, refused = self._session(request, {})
-        if refused is not None:
-            return refused
-        assert session is not None
+        session = self._session(request, {})
+        if isinstance(session, web.Response):
+            return session
         writer = SseWriter(request, {SESSION_ID_HEADER: session.id})
         writer.response = _sse_response({SESSION_ID_HEADER: session.id})
         await writer.response.prepare(request)
@@ -410,10 +409,9 @@ class McpEndpoint:
     async def delete(self, request: web.Request) -> web.StreamResponse:
         if (refused := self.guard(request)) is not None:
             return refused
-        session, refused = self._session(request, {})
-        if refused is not None:
-            return refused
-        assert session is not None
+        session = self._session(request, {})
+        if isinstance(session, web.Response):
+            return session
         self._end(session.id)
         return web.Response(status=204)
 

@@ -27,7 +27,7 @@ class ToolNames:
         servers = [state.scope] if state.scope is not None else sorted(self.settings.config.servers)
         out: list[dict[str, Any]] = []
         listings = await asyncio.gather(*(self._server_tools(s) for s in servers))
-        for server, tools in zip(servers, listings):
+        for server, tools in zip(servers, listings, strict=True):
             for tool in tools:
                 name = tool["name"] if state.scope is not None else f"{server}_{tool['name']}"
                 self._names[name] = (server, tool["name"])

@@ -74,6 +74,13 @@ def listed() -> list[dict[str, Any]]:
     return [{"name": name, **spec} for name, spec in MCPX_TOOLS.items()]
 
 
+def _collect_hint(state: ClientState, task: str | None) -> str:
+    """How the agent collects the result of the call a question belongs to, when it belongs to one."""
+    if not task:
+        return ""
+    return f"; collect its result with {state.tool_prefix}mcpx_task_result {json.dumps({'task': task})}"
+
+
 class OwnTools:
     def __init__(self, broker: Broker, gateway: Gateway) -> None:
         self.broker = broker
@@ -139,13 +146,12 @@ class OwnTools:
         if answer is None:
             return text_result(f"You declined {eid}; because it asks for free input, it now waits for the person "
                                "instead. Do not answer it again. The call goes on once they answer"
-                               + (f"; collect its result with {state.tool_prefix}mcpx_task_result {json.dumps({'task': q.task})}"
-                                  if q.task else "") + ".", structured={"escalated": True, "elicitation": q.wire()})
+                               + _collect_hint(state, q.task) + ".",
+                               structured={"escalated": True, "elicitation": q.wire()})
         if args.get("wait") and q.task:
             return await self._task_outcome(q.task, session, state, wait=True)
         return text_result(f"Answered {eid}: {answer.action}. The call it belongs to goes on"
-                           + (f"; collect its result with {state.tool_prefix}mcpx_task_result {json.dumps({'task': q.task})}"
-                              if q.task else "") + ".", structured={"answer": answer.wire()})
+                           + _collect_hint(state, q.task) + ".", structured={"answer": answer.wire()})
 
     async def _tool_task_result(self, args: dict[str, Any], session: str, state: ClientState) -> dict[str, Any]:
         tid = args.get("task")

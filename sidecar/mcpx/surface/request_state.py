@@ -45,7 +45,8 @@ class RequestStates:
         want = hmac.new(self._key, body.encode(), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(want, mac):
             raise RpcError(jsonrpc.INVALID_PARAMS, "Invalid requestState: its signature does not match")
-        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        # the signature matched, so this is the dict seal() wrote
+        data: dict[str, Any] = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
         now = time.time()
         if data.get("exp", 0) < now:
             raise RpcError(jsonrpc.INVALID_PARAMS, "Invalid requestState: it expired")
@@ -55,6 +56,7 @@ class RequestStates:
         nonce = str(data.get("n"))
         self._used = {n: exp for n, exp in self._used.items() if exp > now}
         if nonce in self._used:
-            raise RpcError(jsonrpc.INVALID_PARAMS, "Invalid requestState: it was already used (a retry is answered once)")
+            raise RpcError(jsonrpc.INVALID_PARAMS,
+                           "Invalid requestState: it was already used (a retry is answered once)")
         self._used[nonce] = data["exp"]
         return data

@@ -80,7 +80,7 @@ class Slot:
     key: str
     method: str
     params: dict[str, Any]
-    future: "asyncio.Future[dict[str, Any]]"
+    future: asyncio.Future[dict[str, Any]]
 
 
 class CallFailed(Exception):
@@ -139,7 +139,8 @@ class CallTask:
         return {"id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server, "tool": r.tool,
                 "session": r.session, "session_source": r.session_source, "state": self.state, "era": self.era,
                 "questions": list(self.questions), "open": list(self.open),
-                "created": datetime.fromtimestamp(self.created, UTC), "updated": datetime.fromtimestamp(self.updated, UTC)}
+                "created": datetime.fromtimestamp(self.created, UTC),
+                "updated": datetime.fromtimestamp(self.updated, UTC)}
 
     def doc(self) -> TaskDoc:
         return TaskDoc(**self._shown(), result=self.result, error=self.error)
@@ -248,7 +249,7 @@ class CallContext:
         mode = params.effective_mode
         return OpenRequest(
             session=r.session, session_source=r.session_source, server=r.server, tool=r.tool,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             message=params.message, requested_schema=params.requested_schema if mode == "form" else None,
             url=params.url if mode == "url" else None, upstream_id=params.elicitation_id, trace=self.task.trace,
             parent=r.parent, task=self.task.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
@@ -387,7 +388,7 @@ class CallContext:
         responses = dict(static)
         for key, slot in slots.items():
             responses[key] = await self.await_slot(slot)
-        for (key, handle), answer in zip(handles.items(), answers):
+        for (key, handle), answer in zip(handles.items(), answers, strict=True):
             responses[key] = elicit_result(answer)
             self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "modern", "round": round_no})
         return responses

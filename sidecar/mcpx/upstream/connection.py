@@ -27,8 +27,8 @@ from mcpx.mcp.protocol import (
     LATEST_LEGACY,
     LEGACY_VERSIONS,
     MODERN_VERSIONS,
-    Era,
     ElicitParams,
+    Era,
     legacy_client_capabilities,
     modern_meta,
 )
@@ -289,7 +289,8 @@ class UpstreamConnection:
             return await self._initialize(bound)
         except (RpcError, PeerClosed) as exc:
             log.info("upstream %s answered server/discover as a legacy server, then refused initialize (%s); "
-                     "asking a fresh %s", self.name, exc, "process" if isinstance(self.entry, StdioServer) else "session")
+                     "asking a fresh %s", self.name, exc,
+                     "process" if isinstance(self.entry, StdioServer) else "session")
         await self.close()
         await self._connect()
         return await self._initialize(bound)

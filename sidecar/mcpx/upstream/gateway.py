@@ -17,7 +17,7 @@ from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc
+from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
 from mcpx.ids import is_id, new_id
@@ -34,7 +34,7 @@ log = logging.getLogger("mcpx.upstream")
 # finished calls kept in memory for mcpx_task_result and /v1/tasks; older ones are read from mcpx.db
 KEEP_FINISHED = 256
 
-__all__ = ["Gateway", "UnknownServer", "UnknownTask", "CallRequest", "CallTask"]
+__all__ = ["CallRequest", "CallTask", "Gateway", "UnknownServer", "UnknownTask"]
 
 
 class UnknownTask(Exception):
@@ -276,12 +276,12 @@ class Gateway:
     def _fingerprint(self, server: str) -> str:
         return entry_fingerprint(self.pool.entry(server))
 
-    async def _finish(self, task: CallTask, state: str) -> None:
+    async def _finish(self, task: CallTask, state: TaskState) -> None:
         for eid in list(task.open):
             await self.broker.abandon(eid, task.end_reason or task.error or "the call ended")
         task.open.clear()
         task.resume = None
-        task.state = state  # type: ignore[assignment]
+        task.state = state
         data: dict[str, Any] = {"state": state, "server": task.request.server, "tool": task.request.tool}
         if task.error:
             data["error"] = task.scrub(task.error)
@@ -293,7 +293,7 @@ class Gateway:
         committed = self.broker.finish_task(stored, data)
         committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
-    def _forget_finished(self, tid: str, committed: "asyncio.Future[Any]") -> None:
+    def _forget_finished(self, tid: str, committed: asyncio.Future[Any]) -> None:
         """Keep the last few finished calls in memory, the rest in the store alone (which answers for them)."""
         if committed.cancelled() or committed.exception() is not None:
             return  # the store does not hold its end: memory stays the only record of it

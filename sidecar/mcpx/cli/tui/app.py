@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import webbrowser
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Static
@@ -38,7 +38,7 @@ def badge_text(count: int) -> str:
 
 class InboxApp(App[None]):
     TITLE = "mcpx inbox"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "accept", "Accept"),
         Binding("d", "decline", "Decline"),
         Binding("c", "cancel_question", "Cancel"),
@@ -107,7 +107,7 @@ class InboxApp(App[None]):
         known = eid in self.pending
         self.pending[eid] = p
         if known:
-            for (_label, key), cell in zip(COLUMNS, self._cells(p)):
+            for (_label, key), cell in zip(COLUMNS, self._cells(p), strict=True):
                 self.table.update_cell(eid, key, cell)
         else:
             self.table.add_row(*self._cells(p), key=eid)

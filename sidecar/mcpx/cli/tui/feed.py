@@ -32,7 +32,7 @@ class Pending:
     deadline: float
 
     @classmethod
-    def of(cls, question: Elicitation) -> "Pending":
+    def of(cls, question: Elicitation) -> Pending:
         return cls(question, time.monotonic() + question.seconds_left)
 
     def seconds_left(self) -> float:
@@ -100,7 +100,7 @@ class Feed:
                 self.listener.link(False, f"{exc}; retrying")
             except ApiError as exc:
                 self.listener.link(False, f"the daemon refused the event stream: {exc}; retrying")
-            except (OSError, asyncio.TimeoutError, aiohttp.ClientError) as exc:  # the daemon went away mid-stream
+            except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # the daemon went away mid-stream
                 self.listener.link(False, f"the event stream broke ({exc.__class__.__name__}); reconnecting")
             await asyncio.sleep(delay)
             delay = min(RETRY_MOST, delay * 2)

@@ -9,13 +9,14 @@ The server's words (titles, descriptions, choices) are shown as plain text, neve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Select, SelectionList, Static
+from textual.widgets.select import NoSelection
 
 from mcpx.broker.schema import (
     describe_field,
@@ -79,10 +80,10 @@ class FieldBox(Vertical):
             # no default: unset stays possible, so an untouched field is not sent as a false the person never chose
             return Select[bool]([(Content("yes"), True), (Content("no"), False)], prompt="(unset)", classes="value")
         text = "" if not has_default or isinstance(default, bool) else str(default)
-        input_type = self.kind if self.kind in ("integer", "number") else "text"
+        input_type: Literal["integer", "number", "text"] = (
+            "integer" if self.kind == "integer" else "number" if self.kind == "number" else "text")
         hint = FORMAT_HINTS.get(str(prop.get("format")), "")
-        return Input(text, placeholder=hint, password=self.secret, type=input_type,  # type: ignore[arg-type]
-                     classes="value")
+        return Input(text, placeholder=hint, password=self.secret, type=input_type, classes="value")
 
     @property
     def control(self) -> Widget:
@@ -97,7 +98,7 @@ class FieldBox(Vertical):
                 return MISSING
             return [(self.options or [])[i][0] for i in picked]
         if isinstance(control, Select):
-            if control.value is Select.NULL:
+            if isinstance(control.value, NoSelection):  # Select.NULL, the one NoSelection
                 return MISSING
             return control.value if self.kind == "boolean" else (self.options or [])[control.value][0]
         if isinstance(control, Checkbox):

@@ -3,11 +3,11 @@ the consent asked before a URL is opened."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen, Screen
@@ -17,10 +17,9 @@ from mcpx.broker.models import Action, Elicitation
 from mcpx.cli.render import AUDIENCE_WORDS
 from mcpx.cli.tui.feed import Pending
 from mcpx.cli.tui.fields import Form
-from mcpx.urlfacts import url_facts
 from mcpx.durations import format_duration
 from mcpx.text import plain, quoted
-
+from mcpx.urlfacts import url_facts
 
 
 class Inbox(Protocol):
@@ -45,7 +44,7 @@ def time_left(p: Pending) -> str:
 class QuestionScreen(Screen[None]):
     """One question: who asks and why, then its form (or its URL), and the three answers."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("a", "accept", "Accept"),
         Binding("d", "decline", "Decline"),
@@ -171,7 +170,7 @@ class QuestionScreen(Screen[None]):
 class ReasonScreen(ModalScreen[str | None]):
     """Decline, with an optional reason: Enter declines, Escape goes back without declining."""
 
-    BINDINGS = [Binding("escape", "back", "Don't decline")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Don't decline")]
     DEFAULT_CSS = """
     ReasonScreen { align: center middle; }
     ReasonScreen > Vertical { width: 70; height: auto; border: thick $error; background: $surface; padding: 1 2; }
@@ -198,7 +197,7 @@ class ReasonScreen(ModalScreen[str | None]):
 class OpenUrlScreen(ModalScreen[bool]):
     """The person's say-so before a server's URL is opened in their browser."""
 
-    BINDINGS = [Binding("escape", "refuse", "Don't open"), Binding("y", "agree", "Open")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "refuse", "Don't open"), Binding("y", "agree", "Open")]
     DEFAULT_CSS = """
     OpenUrlScreen { align: center middle; }
     OpenUrlScreen > Vertical { width: 80; height: auto; border: thick $warning; background: $surface; padding: 1 2; }
