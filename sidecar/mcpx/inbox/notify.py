@@ -105,6 +105,11 @@ class Notifier:
         q, _ = await self.broker.get(record.elicit)
         if q.state != "pending":
             return  # answered by a rule as it opened: there is nothing to ask anyone
+        # who it was for when this happened, not now: a notifier that lags behind may read a question already
+        # escalated, and its opening was the agent's news, not the person's
+        then = record.data.get("to" if record.kind == "elicit.escalated" else "audience")
+        if then in ("agent", "agent-then-human", "human") and then != q.audience:
+            q = q.model_copy(update={"audience": then})
         body = payload(q, self.link(q.id), record.kind)
         for target in targets:
             if target.wants(q.audience, q.server, q.session):
