@@ -35,7 +35,7 @@ import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the daemon harness, however this is run
-from harness import run_stoppable, scratch_daemon
+from harness import run_stoppable, scratch_daemon, serving
 
 CHROMIUM = os.environ.get("MCPX_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 TARGETS = {"webhook": 1000.0, "page": 1000.0}  # ms at p99: the issue's "within 1 s of a question opening"
@@ -69,61 +69,56 @@ async def main(n: int) -> int:
 
     app = web.Application()
     app.router.add_post("/hook", receive)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    daemon = scratch_daemon("mcpx-bench-inbox-", {"servers": {}, "elicit": {
-        "notify": [{"webhook": f"http://127.0.0.1:{port}/hook"}]}})
-    try:
-        daemon.start()
-        login = daemon.cli("inbox", "--print").stdout.strip()
-        frames: dict[str, float] = {}
-        frame_seen: dict[str, asyncio.Event] = {}
-        async with daemon.session() as http, async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            page = await browser.new_page()
-            await page.goto(login)
-            await page.locator("#live", has_text="live").wait_for()
-            await page.evaluate(WATCH)
+    async with serving(app) as port:
+        daemon = scratch_daemon("mcpx-bench-inbox-", {"servers": {}, "elicit": {
+            "notify": [{"webhook": f"http://127.0.0.1:{port}/hook"}]}})
+        try:
+            daemon.start()
+            login = daemon.cli("inbox", "--print").stdout.strip()
+            frames: dict[str, float] = {}
+            frame_seen: dict[str, asyncio.Event] = {}
+            async with daemon.session() as http, async_playwright() as pw:
+                browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+                page = await browser.new_page()
+                await page.goto(login)
+                await page.locator("#live", has_text="live").wait_for()
+                await page.evaluate(WATCH)
 
-            async def follow() -> None:
-                async with http.get("/v1/events", params={"kinds": "elicit.open"},
-                                    timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as resp:
-                    async for raw in resp.content:
-                        line = raw.decode().strip()
-                        if line.startswith("data: "):
-                            eid = json.loads(line[6:])["elicit"]
-                            frames[eid] = time.time()
-                            frame_seen.setdefault(eid, asyncio.Event()).set()
+                async def follow() -> None:
+                    async with http.get("/v1/events", params={"kinds": "elicit.open"},
+                                        timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as resp:
+                        async for raw in resp.content:
+                            line = raw.decode().strip()
+                            if line.startswith("data: "):
+                                eid = json.loads(line[6:])["elicit"]
+                                frames[eid] = time.time()
+                                frame_seen.setdefault(eid, asyncio.Event()).set()
 
-            follower = asyncio.create_task(follow())
-            webhook_ms: list[float] = []
-            page_ms: list[float] = []
-            sse_ms: list[float] = []
-            for i in range(n + 5):  # the first five warm up connections and caches, untimed
-                opened = time.time()
-                async with http.post("/v1/elicit", json={"message": f"bench {i}", "ttl": "5m", "requestedSchema": {
-                        "type": "object", "properties": {"repo": {"type": "string"}}}}) as r:
-                    eid = (await r.json())["elicitation"]["id"]
-                async with asyncio.timeout(30):
-                    await hook_seen.setdefault(eid, asyncio.Event()).wait()
-                    await frame_seen.setdefault(eid, asyncio.Event()).wait()
-                    await page.wait_for_function("id => id in window.__seen", arg=eid, timeout=30000)
-                shown = await page.evaluate("id => window.__seen[id]", eid) / 1000.0
-                if i >= 5:
-                    webhook_ms.append((hooks[eid] - opened) * 1000)
-                    page_ms.append((shown - opened) * 1000)
-                    sse_ms.append((frames[eid] - opened) * 1000)
-                async with http.post(f"/v1/elicit/{eid}/cancel", json={}) as r:
-                    assert r.status == 200
-                await page.locator(f'tr[data-id="{eid}"]').wait_for(state="detached")
-            follower.cancel()
-            await browser.close()
-    finally:
-        daemon.cleanup()
-        await runner.cleanup()
+                follower = asyncio.create_task(follow())
+                webhook_ms: list[float] = []
+                page_ms: list[float] = []
+                sse_ms: list[float] = []
+                for i in range(n + 5):  # the first five warm up connections and caches, untimed
+                    opened = time.time()
+                    async with http.post("/v1/elicit", json={"message": f"bench {i}", "ttl": "5m", "requestedSchema": {
+                            "type": "object", "properties": {"repo": {"type": "string"}}}}) as r:
+                        eid = (await r.json())["elicitation"]["id"]
+                    async with asyncio.timeout(30):
+                        await hook_seen.setdefault(eid, asyncio.Event()).wait()
+                        await frame_seen.setdefault(eid, asyncio.Event()).wait()
+                        await page.wait_for_function("id => id in window.__seen", arg=eid, timeout=30000)
+                    shown = await page.evaluate("id => window.__seen[id]", eid) / 1000.0
+                    if i >= 5:
+                        webhook_ms.append((hooks[eid] - opened) * 1000)
+                        page_ms.append((shown - opened) * 1000)
+                        sse_ms.append((frames[eid] - opened) * 1000)
+                    async with http.post(f"/v1/elicit/{eid}/cancel", json={}) as r:
+                        assert r.status == 200
+                    await page.locator(f'tr[data-id="{eid}"]').wait_for(state="detached")
+                follower.cancel()
+                await browser.close()
+        finally:
+            daemon.cleanup()
 
     floor = pct(sse_ms, 50)
     print(f"mcpx web inbox and notifications, {n} questions, one at a time\n")

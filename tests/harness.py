@@ -28,12 +28,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
 import aiohttp
+from aiohttp import web
 
 from mcpx.paths import StatePaths
 from mcpx.sockets import socket_alive
@@ -384,6 +385,22 @@ class Daemon:
     def cpu_seconds(self) -> float:
         """user + system CPU time of the daemon so far (all its threads, the store's included)."""
         return process_cpu_seconds(self.pid)
+
+
+@contextlib.asynccontextmanager
+async def serving(app: web.Application, shutdown_timeout: float = 60.0) -> AsyncIterator[int]:
+    """Serve `app` on a free loopback port for the block (a webhook receiver, a page a question links to); its
+    port. Stopped when the block ends, however it ends."""
+    runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server  # aiohttp keeps the bound asyncio server here; only it knows an ephemeral port
+        assert server is not None and server.sockets
+        yield int(server.sockets[0].getsockname()[1])
+    finally:
+        await runner.cleanup()
 
 
 def make_daemon(home: Path, config: dict[str, Any] | None = None, listen: str | None = None,

@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp import web
 
 from conftest import ask, wait_for
-from harness import PATIENCE, free_port, make_daemon, read_log
+from harness import PATIENCE, free_port, make_daemon, read_log, serving
 
 
 class Receiver:
@@ -41,17 +41,12 @@ class Receiver:
     async def serving(self) -> AsyncIterator[Receiver]:
         app = web.Application()
         app.router.add_post("/{tail:.*}", self.handle)
-        runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/hook/secret-topic-123"
-        try:
-            yield self
-        finally:
-            self.release.set()
-            await runner.cleanup()
+        async with serving(app, shutdown_timeout=0.5) as port:
+            self.url = f"http://127.0.0.1:{port}/hook/secret-topic-123"
+            try:
+                yield self
+            finally:
+                self.release.set()  # a hanging handler lets go, so the server can stop
 
 
 async def test_a_question_reaches_a_webhook_and_ntfy_while_a_down_and_a_slow_target_fail_alone(home: Path) -> None:

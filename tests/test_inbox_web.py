@@ -19,7 +19,7 @@ import aiohttp
 from aiohttp import web
 
 from conftest import ask, loud_skip, wait_for
-from harness import PATIENCE, Daemon, read_log
+from harness import PATIENCE, Daemon, read_log, serving
 
 CHROMIUM = os.environ.get("MCPX_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -221,12 +221,7 @@ async def test_a_url_mode_page_shows_the_url_and_opens_it_only_when_asked_to(dae
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", target)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    async with serving(app) as port:
         url = f"http://localhost:{port}/authorize?state=abc"
         q = await ask(http, message="Sign in to the tracker", url=url, ttl="10m")
         async with chromium() as browser, page_of(browser) as page:
@@ -247,8 +242,6 @@ async def test_a_url_mode_page_shows_the_url_and_opens_it_only_when_asked_to(dae
         audit = await (await http.get("/v1/audit", params={"elicit": q["id"], "kinds": "elicit.consent"})).json()
         assert [(r["data"]["consent"], r["data"]["by"]) for r in audit["records"]] == [
             (False, "person:web"), (True, "person:web")]
-    finally:
-        await runner.cleanup()
 
 
 async def test_a_punycode_domain_is_flagged(daemon: Daemon, http: aiohttp.ClientSession) -> None:
