@@ -11,9 +11,11 @@ carries nothing: mcpx finds the plugin and the skill in the checkout.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from setuptools import setup
@@ -86,4 +88,14 @@ class SdistWithPlugin(sdist):
         super().run()
 
 
-setup(cmdclass={"build_py": BuildPyWithAssets, "sdist": SdistWithPlugin})
+def private_build_base() -> str:
+    """A build directory of this run's own, removed when it ends. setuptools' default, build/ in the checkout, is
+    shared: a build that was interrupted, or one running beside this one, leaves build/bdist.*/wheel/*.dist-info
+    there, and bdist_wheel then stops with "File exists" (seen once in CI)."""
+    base = tempfile.mkdtemp(prefix="mcpx-build-")
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    return base
+
+
+setup(cmdclass={"build_py": BuildPyWithAssets, "sdist": SdistWithPlugin},
+      options={"build": {"build_base": private_build_base()}})
