@@ -134,6 +134,10 @@ def test_a_persons_question_is_announced_and_names_who_answers_and_how() -> None
         in url.person.notify
     # notify: a terminal; ask: the plugin's tool opens the person's dialog
     assert f"they answer from a terminal: {url.terminal}" in url.person.notify
+    assert url.waits == f"Tell the person it waits; they answer from a terminal: {url.terminal}" \
+        and url.waits in url.person.notify
+    paged = render(question(None, mode="url", url="https://example.com/login"), page="http://127.0.0.1:1/q/x")
+    assert paged.waits.endswith(f"from a terminal: {paged.terminal}; or in the web inbox: http://127.0.0.1:1/q/x")
     assert "mcpx_ask_person" not in url.person.notify
     assert url.ask_now in url.person.ask and "from a terminal" not in url.person.ask
     assert url.ask_call == f'mcpx_ask_person {{"id": "{EID}"}}'

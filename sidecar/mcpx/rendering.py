@@ -55,6 +55,8 @@ class Rendering(WireModel):
     terminal: str = Field(description="the commands that answer it from a terminal")
     page: str | None = Field(default=None, description="its page in the web inbox, which opens only in the person's "
                              "browser, signed in (`mcpx inbox`)")
+    waits: str = Field(description="the sentence that tells the agent to let the person know it waits, and every "
+                       "place they answer it (a terminal, the web inbox)")
     ask_call: str = Field(description="the call of the plugin's tool that puts it to the person")
     ask_now: str = Field(description="the line that tells the agent to make that call now")
     collect: str | None = Field(default=None, description="the call that collects the result of the call that asked")
@@ -126,18 +128,20 @@ def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Render
     else:
         if dialog == "terminal":
             lines.append("  It asks for a credential, so it is not shown in opencode: a model must not see the value.")
-        inbox = f"; or in the web inbox: {r.page}" if r.page else ""
-        lines.append(f"  Tell the person it waits; they answer from a terminal: {r.terminal}{inbox}")
+        lines.append(f"  {r.waits}")
     if r.collect:
         lines.append(f"  The call goes on once they answer; collect its result later with {r.collect}.")
     return "\n".join(lines)
 
 
+def _answer_at(terminal: str, page: str | None) -> str:
+    return f"from a terminal: {terminal}" + (f"; or in the web inbox: {page}" if page else "")
+
+
 def _note(q: Elicitation, r: Rendering, shown_at: datetime | None) -> str:
     tell = "; they answer it" if shown_at else ": tell them it waits; they answer"
-    inbox = f"; or in the web inbox: {r.page}" if r.page else ""
-    return (f"Question {q.id} is for the person: do not answer it. {_shown(shown_at)}{tell} from a terminal: "
-            f"{r.terminal}{inbox}")
+    return (f"Question {q.id} is for the person: do not answer it. {_shown(shown_at)}{tell} "
+            f"{_answer_at(r.terminal, r.page)}")
 
 
 def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page: str | None = None, *,
@@ -150,12 +154,14 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
     dialog = dialog_of(q)
     answer_tool = prefix + "mcpx_elicit_answer"
     ask_call = f"{ASK_TOOL} {json.dumps({'id': q.id})}"
+    terminal = terminal_commands(doc)
     r = Rendering(
         dialog=dialog, server=plain(q.server, 100),
         example=None if q.mode == "url" else example_content(q.requested_schema),
         answer_calls=AnswerCalls(**{a: mcp_answer_call(doc, a).replace("mcpx_elicit_answer", answer_tool, 1)
                                     for a in ("accept", "decline")}),
-        terminal=terminal_commands(doc), page=page, ask_call=ask_call,
+        terminal=terminal, page=page, ask_call=ask_call,
+        waits=f"Tell the person it waits; they answer {_answer_at(terminal, page)}",
         ask_now=f"  Put it to the person now: call {ask_call} — it opens opencode's dialog for them. "
                 "Do not answer it yourself and do not guess their answer.",
         collect=f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None,

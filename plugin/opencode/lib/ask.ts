@@ -100,18 +100,17 @@ export class AskFlow {
     const level = await this.level.in(ctx.sessionID)
     if (level === "notify" && (await this.level.get()).level === "ask") {
       return `mcpx: nobody can see a dialog in this session (opencode run answers every dialog by itself), so none ` +
-        `was opened and nothing was recorded: ${id} stays open for the person. Tell them it waits; they answer from a ` +
-        `terminal: ${r.terminal}`
+        `was opened and nothing was recorded: ${id} stays open for the person. ${r.waits}`
     }
     if (level !== "ask") {
-      return `mcpx: the plugin opens dialogs for the person only at level ask (now ${level}). ` +
-        `Tell the person that ${id} waits; they answer from a terminal: ${r.terminal}`
+      return `mcpx: the plugin opens dialogs for the person only at level ask (now ${level}), so ${id} was not ` +
+        `put to them. ${r.waits}`
     }
     if (r.dialog === "terminal") return (r.person ?? r.agent)!.notify // a credential: always the person's
     if (r.dialog === "question") {
       if (!this.questionTool()) {
         return `mcpx: opencode's question tool is not available here, so ${id} cannot be put to the person in a dialog. ` +
-          `Tell them it waits; they answer from a terminal: ${r.terminal}`
+          r.waits
       }
       const prompts = r.questions ?? []
       this.dialogs.set(id, { id, session: q.session, question: q, prompts })
@@ -159,7 +158,7 @@ export class AskFlow {
       const rejection = readRejection(error)
       if (rejection.kind === "denied") {
         return { text: `mcpx: a permission rule in opencode's config denies ${PERMISSION}, so nobody was asked and ${q.id} is not answered. ` +
-          `The person can answer from a terminal: ${q.render.terminal}`, recorded: false }
+          q.render.waits, recorded: false }
       }
       if (rejection.kind === "other") {
         return { text: `mcpx: the dialog for ${q.id} ended without an answer (${clip(rejection.message, 300)}); nothing was recorded.`, recorded: false }

@@ -57,6 +57,7 @@ export type Render = {
   example?: Record<string, unknown>
   answerCalls: { accept: string; decline: string }
   terminal: string // the commands that answer it from a terminal
+  waits: string // tells the agent to let the person know it waits, and every place they answer it
   askCall: string // mcpx_ask_person {"id": …}
   askNow: string // the line that tells the agent to make that call now
   collect?: string // the call that collects the result of the call that asked
