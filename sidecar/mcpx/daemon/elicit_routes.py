@@ -276,7 +276,7 @@ async def events(call: Call) -> web.StreamResponse:
                     continue
                 await response.write(sse_frame(record))
                 sent = record.seq
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the subscriber went away; a cancellation (the daemon stopping) goes on up
             pass
     return response
 

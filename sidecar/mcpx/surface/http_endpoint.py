@@ -400,7 +400,7 @@ class McpEndpoint:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), 15)  # a stopping daemon ends the stream at once
                 await writer.response.write(sse.comment("keep-alive"))
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the listener went away; a cancellation (the daemon stopping) goes on up
             pass
         finally:
             session.listeners.discard(writer)
