@@ -250,7 +250,7 @@ async def asking_calls(routes: list[Route], env: dict[str, str], values: Values,
             try:  # a proxy that does not forward a question fails here, and says why
                 await asyncio.wait_for(ask.call(), 30)
             except (RuntimeError, TimeoutError) as e:
-                notes[route.label] = f"does not forward it: {str(e).strip()[:90] or type(e).__name__}"
+                notes[route.label] = f"does not forward it: {str(e).strip()[:200] or type(e).__name__}"
                 continue
             askers.append(ask)
         for side in askers:
