@@ -1,8 +1,9 @@
 """Issue 14's table in one run: every speed figure of mcpx beside direct, and the proxies a user would pick instead.
 
-Six figures, each a ratio measured side by side in the same run (or, for 4 and 6, an absolute figure
-with its floor beside it), against real processes: the daemon over its real socket, `mcpx serve` as a
-host starts it, the official `mcp` SDK client on every side, bench/peer_server.py as the upstream.
+Six figures, each a ratio measured side by side in the same run (4 and 6 are absolute, as the
+issue's goals are; 4 has its floor beside it), against real processes: the daemon over its real
+socket, `mcpx serve` as a host starts it, the official `mcp` SDK client on every side, and
+bench/peer_server.py as the upstream.
 
 1. plain `tools/call` (`echo`) p50 through `mcpx serve` / the same SDK client straight to the server.
    Peer rows: FastMCP's proxy (`create_proxy`, bench/fastmcp_proxy.py, on stdio) and sparfenyuk's
