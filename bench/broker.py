@@ -213,9 +213,9 @@ class Child:
         self.role = role
 
     @classmethod
-    async def start(cls, role: str, socket: Path, *extra: str, timeout: float = 15.0) -> Child:
+    async def start(cls, role: str, socket: Path, *extra: str, timeout: float = 15.0, script: Path = HERE) -> Child:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(HERE), "--role", role, "--socket", str(socket), *extra,
+            sys.executable, str(script), "--role", role, "--socket", str(socket), *extra,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         child = cls(proc, role)
         assert proc.stdout is not None
@@ -364,7 +364,8 @@ class Latency:
     polls: int
 
 
-async def phase_latency(d: Daemon, http: aiohttp.ClientSession, rng: random.Random) -> Latency:
+async def phase_latency(d: Daemon, http: aiohttp.ClientSession, rng: random.Random, n_push: int = N_PUSH,
+                        n_poll: int = N_POLL, n_health: int = N_HEALTH) -> Latency:
     relay_socket = d.home.parent / "relay.sock"  # beside the home, not in it
     children: list[Child] = []
     try:
@@ -380,10 +381,10 @@ async def phase_latency(d: Daemon, http: aiohttp.ClientSession, rng: random.Rand
             for _ in range(N_WARMUP):  # first requests pay for connection set-up and first-use caches
                 await open_question(http, "bench-warmup")
                 await open_question(relay_http, "bench-warmup")
-            health = [ms(await timed_health(http)) for _ in range(N_HEALTH)]
+            health = [ms(await timed_health(http)) for _ in range(n_health)]
             # push, poll, relay and health requests interleaved in one loop, one at a time, so all see
             # the same machine
-            plan = [PUSH_SESSION] * N_PUSH + [POLL_SESSION] * N_POLL + ["relay"] * N_PUSH + ["health"] * N_HEALTH
+            plan = [PUSH_SESSION] * n_push + [POLL_SESSION] * n_poll + ["relay"] * n_push + ["health"] * n_health
             rng.shuffle(plan)
             sent: dict[str, tuple[str, float]] = {}
             post: list[float] = []
@@ -483,7 +484,7 @@ def bench_cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def phase_lifecycles(d: Daemon, http: aiohttp.ClientSession) -> Lifecycles:
+async def phase_lifecycles(d: Daemon, http: aiohttp.ClientSession, n: int = N_LIFECYCLES) -> Lifecycles:
     each: list[float] = []
     anomalies: Counter[str] = Counter()
 
@@ -493,10 +494,10 @@ async def phase_lifecycles(d: Daemon, http: aiohttp.ClientSession) -> Lifecycles
     await pool(N_WARMUP, LIFE_CONCURRENCY, job)  # untimed: opens the connections the timed run reuses
     each.clear()
     cpu0, bench0, t0 = d.cpu_seconds(), bench_cpu_seconds(), time.monotonic()
-    await pool(N_LIFECYCLES, LIFE_CONCURRENCY, job)
+    await pool(n, LIFE_CONCURRENCY, job)
     elapsed = time.monotonic() - t0
     durable = durable_answers(d.paths.db, LIFE_SESSION)
-    return Lifecycles(N_LIFECYCLES, elapsed, [ms(x) for x in each], d.cpu_seconds() - cpu0,
+    return Lifecycles(n, elapsed, [ms(x) for x in each], d.cpu_seconds() - cpu0,
                       bench_cpu_seconds() - bench0, durable, anomalies)
 
 
@@ -541,13 +542,18 @@ async def timed_get(http: aiohttp.ClientSession, params: dict[str, str]) -> tupl
     return elapsed, len(body), int(json.loads(body)["count"])
 
 
-async def phase_many(d: Daemon, http: aiohttp.ClientSession) -> Listing:
+async def open_many(http: aiohttp.ClientSession, n: int = N_MANY) -> float:
+    """Open n questions in MANY_SESSION, OPEN_CONCURRENCY in flight; the seconds it took."""
     async def job(_i: int) -> None:
         await open_question(http, MANY_SESSION, ttl=3600)  # a long ttl: none may expire while we look
 
     t0 = time.monotonic()
-    await pool(N_MANY, OPEN_CONCURRENCY, job)
-    opened = time.monotonic() - t0
+    await pool(n, OPEN_CONCURRENCY, job)
+    return time.monotonic() - t0
+
+
+async def phase_many(d: Daemon, http: aiohttp.ClientSession) -> Listing:
+    opened = await open_many(http)
     pending = await pending_count(http)
     rss = d.rss_kib()
     results: dict[str, tuple[list[float], int, int]] = {}

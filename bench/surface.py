@@ -196,12 +196,12 @@ async def timed_block(side: Side, n: int) -> None:
         side.cpu_s[role] = side.cpu_s.get(role, 0.0) + cpu_of(pids) - cpu0[role]
 
 
-async def interleaved(sides: list[Side]) -> None:
-    """ROUNDS rounds of PER_ROUND calls per side; who goes first rotates, so no side always follows another."""
-    for r in range(ROUNDS):
+async def interleaved(sides: list[Side], rounds: int = ROUNDS, per_round: int = PER_ROUND) -> None:
+    """`rounds` rounds of `per_round` calls per side; who goes first rotates, so no side always follows another."""
+    for r in range(rounds):
         k = r % len(sides)
         for side in sides[k:] + sides[:k]:
-            await timed_block(side, PER_ROUND)
+            await timed_block(side, per_round)
 
 
 async def enter_spawning(stack: contextlib.AsyncExitStack, client: Client) -> tuple[Client, int]:
