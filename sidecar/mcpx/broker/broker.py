@@ -46,12 +46,15 @@ from mcpx.broker.models import (
     rfc3339,
     seconds_left,
 )
+from mcpx.broker.pending import PendingIndex
 from mcpx.broker.schema import SchemaProblem, check_schema, validate_content
-from mcpx.broker.store import AuditFilter, Lease, QuestionFilter, Store, StoreInfo, Tx
+from mcpx.broker.store import AuditFilter, Lease, QuestionFilter, QuestionRow, Store, StoreInfo, Tx
 from mcpx.config import Config
 from mcpx.ids import is_id, new_id
 
 log = logging.getLogger("mcpx.broker")
+
+ALL = 2**62  # a read's limit that is no limit
 
 
 class InvalidQuestion(BrokerError):
@@ -135,12 +138,14 @@ class Broker:
         # is taken only by the daemon whose asker holds the question (nothing else could carry it)
         self._me = store.info.daemon
         self._asked: set[str] = set()
+        self._pending = PendingIndex()  # listings and secondsLeft are served from here, in step with the store
         store.follow(self._committed)
 
     # ---- lifecycle
 
     async def start(self) -> None:
-        for expires, eid in await self._store.pending_deadlines():
+        self._pending.apply(await self._store.question_rows(QuestionFilter(state="pending"), ALL))
+        for expires, eid in self._pending.deadlines():
             self._future_for(eid)
             heapq.heappush(self._deadlines, (expires, eid))
         self._sweeper = asyncio.create_task(self._sweep(), name="mcpx-sweeper")
@@ -180,9 +185,11 @@ class Broker:
                              pid=pid if pid is not None or exact_pid else self.pid, data=data)
         out.append(tx.audit(record))  # as the log holds it: with its seq
 
-    def _committed(self, records: list[AuditRecord], ours: bool) -> None:
+    def _committed(self, records: list[AuditRecord], ours: bool, rows: list[QuestionRow]) -> None:
         """Every committed record, in the log's order, from the store: on to the bus; another daemon's
-        transitions of a shared store also reach this daemon's sweeper and waiters."""
+        transitions of a shared store also reach this daemon's sweeper and waiters. The questions they
+        touched are in the pending index first, so whoever hears of a question finds it listed."""
+        self._pending.apply(rows)
         for record in records:
             self.bus.publish(record)
             if not ours:
@@ -604,19 +611,25 @@ class Broker:
         return found
 
     async def questions(self, where: QuestionFilter, limit: int = 10000) -> list[Elicitation]:
-        """Questions oldest first."""
+        """Questions oldest first; pending ones from memory."""
+        if where.state == "pending":
+            return [p.question() for p in self._pending.select(where, limit)]
         return [Elicitation.model_validate_json(row.doc) for row in await self._store.question_rows(where, limit)]
 
-    async def questions_json(self, where: QuestionFilter, limit: int) -> tuple[str, int]:
-        """Questions oldest first, as one JSON array's text, and how many: the listing that may run to 10,000.
+    async def questions_json(self, where: QuestionFilter, limit: int) -> tuple[list[bytes], int]:
+        """Questions oldest first, as the comma-separated pieces of a JSON array's contents (to be joined once,
+        inside the reply), and how many: the listing that may run to 10,000.
 
-        The stored documents are passed on as they are, not parsed; each gets its secondsLeft spliced
-        in at its end (a stored document never holds one).
+        The stored documents are passed on as they are, not parsed; each gets its secondsLeft appended
+        at its end (a stored document never holds one). Pending ones come from memory, encoded once.
         """
-        rows = await self._store.question_rows(where, limit)
         now = time.time()
+        if where.state == "pending":
+            chosen = self._pending.select(where, limit)
+            return self._pending.json_pieces(chosen, now), len(chosen)
+        rows = await self._store.question_rows(where, limit)
         docs = [f'{row.doc[:-1]},"secondsLeft":{seconds_left(row.expires, now, row.state)}}}' for row in rows]
-        return "[" + ",".join(docs) + "]", len(docs)
+        return [",".join(docs).encode()], len(docs)
 
     async def wait(self, eid: str, timeout: float) -> tuple[Elicitation, Answer | None]:
         """For remote waiters: the question and its stored (redacted) answer, the answer None at the timeout."""
@@ -655,7 +668,7 @@ class Broker:
         return await self._store.last_seq()
 
     async def count(self, state: State) -> int:
-        return await self._store.count(state)
+        return len(self._pending) if state == "pending" else await self._store.count(state)
 
     # ---- what else is durable: a call task's record, facts learnt about servers
 

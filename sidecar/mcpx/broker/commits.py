@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from mcpx.broker.models import AuditRecord
+from mcpx.broker.store import QuestionRow
 
 T = TypeVar("T")
 Unit = Callable[[Any], Any]
@@ -24,17 +25,21 @@ log = logging.getLogger("mcpx.store")
 
 
 class RecordingTx(Protocol):
-    """A Tx that keeps the audit records it wrote, in order, so a unit rolled back takes its own with it."""
+    """A Tx that keeps the audit records and question rows it wrote, in order, so a unit rolled back takes its
+    own with it."""
 
     records: list[AuditRecord]
+    questions: list[QuestionRow]
 
 
 @dataclass
 class Committed:
-    """What one batch did: each unit's (ok, value or exception), and the audit records it committed."""
+    """What one batch did: each unit's (ok, value or exception), the audit records it committed, and the
+    question rows it wrote (a question written twice: its later row last)."""
 
     outcomes: list[tuple[bool, Any]]
     records: list[AuditRecord] = field(default_factory=list)
+    questions: list[QuestionRow] = field(default_factory=list)
     after: int = 0  # the log's last seq before this batch's records (a shared log: another daemon's, maybe)
 
 
@@ -42,13 +47,14 @@ def run_units(tx: RecordingTx, units: list[Unit], execute: Callable[[str], Any])
     """On the writer's thread, inside the batch's transaction: each unit in its own savepoint."""
     out: list[tuple[bool, Any]] = []
     for unit in units:
-        mark = len(tx.records)
+        mark, rows = len(tx.records), len(tx.questions)
         execute("SAVEPOINT unit")
         try:
             out.append((True, unit(tx)))
         except Exception as exc:
             execute("ROLLBACK TO SAVEPOINT unit")
             del tx.records[mark:]
+            del tx.questions[rows:]
             out.append((False, exc))
         execute("RELEASE SAVEPOINT unit")
     return out

@@ -35,6 +35,7 @@ import psycopg
 from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.documents import (
     QUESTION_COLUMNS,
+    ROW_COLUMNS,
     answer_of,
     audit_doc,
     audit_where,
@@ -42,7 +43,8 @@ from mcpx.broker.documents import (
     equal,
     question_of,
     record_of,
-    stored_question,
+    row_of,
+    update_row,
 )
 from mcpx.broker.errors import StoreUnavailable
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
@@ -146,21 +148,19 @@ class PgTx:
         self._db = db
         self._daemon = daemon
         self.records: list[AuditRecord] = []
+        self.questions: list[QuestionRow] = []
 
     def insert_question(self, q: Elicitation) -> None:
-        self._db.execute(
-            "INSERT INTO elicitations (id, session, server, audience, state, created, expires, trace, task, daemon,"
-            " doc) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-            (q.id, q.session, q.server, q.audience, q.state, q.created.timestamp(), q.expires_at.timestamp(),
-             q.trace, q.task, self._daemon, stored_question(q)),
-        )
+        row = row_of(q)
+        self._db.execute(f"INSERT INTO elicitations ({ROW_COLUMNS}, daemon) VALUES ({','.join(['%s'] * 11)})",
+                         (*row, self._daemon))
+        self.questions.append(row)
 
     def update_question(self, q: Elicitation, expect_state: State = "pending") -> bool:
-        cur = self._db.execute(
-            "UPDATE elicitations SET state=%s, audience=%s, doc=%s WHERE id=%s AND state=%s",
-            (q.state, q.audience, stored_question(q), q.id, expect_state),
-        )
-        return cur.rowcount == 1
+        row = update_row(self._db.execute, q, expect_state, "%s")
+        if row is not None:
+            self.questions.append(row)
+        return row is not None
 
     def question(self, eid: str) -> Elicitation | None:
         row = self._db.execute("SELECT doc FROM elicitations WHERE id=%s", (eid,)).fetchone()
@@ -320,7 +320,7 @@ class PgStore:
             if not db.closed:
                 db.rollback()
             raise
-        return Committed(out, tx.records, after)
+        return Committed(out, tx.records, tx.questions, after)
 
     def _locked_writer(self) -> psycopg.Connection[Any]:
         """The writer, in a transaction holding the team's write lock."""
@@ -351,15 +351,15 @@ class PgStore:
         if not fresh:
             return  # a catch-up read them from the log already
         if done.after <= self._published:
-            self._hand_on(fresh, ours=True)
+            self._hand_on(fresh, True, done.questions)
         else:
             self._behind.set()  # another daemon's records come first: the catch-up reads all in order
 
-    def _hand_on(self, records: list[AuditRecord], ours: bool) -> None:
+    def _hand_on(self, records: list[AuditRecord], ours: bool, rows: list[QuestionRow]) -> None:
         self._published = records[-1].seq
         self._mine.difference_update(r.seq for r in records)
         if self._follower is not None:
-            self._follower(records, ours)
+            self._follower(records, ours, rows)
 
     # ---- following the other daemons
 
@@ -392,20 +392,34 @@ class PgStore:
             self._behind.clear()
             try:
                 while True:
-                    page = await self.audit(AuditFilter(after=self._published), 500)
-                    page = [r for r in page if r.seq > self._published]  # a local commit may have gone first
+                    read = await self._log_page(self._published, 500)
+                    # a local commit may have gone first
+                    page = [(r, row) for r, row in read if r.seq > self._published]
                     if page:
-                        run: list[AuditRecord] = []
-                        for record in page:  # in runs of ours and theirs, in order
-                            if run and (record.seq in self._mine) != (run[0].seq in self._mine):
-                                self._hand_on(run, run[0].seq in self._mine)
+                        run: list[tuple[AuditRecord, QuestionRow | None]] = []
+                        for each in page:  # in runs of ours and theirs, in order
+                            if run and (each[0].seq in self._mine) != (run[0][0].seq in self._mine):
+                                self._hand_on_run(run)
                                 run = []
-                            run.append(record)
-                        self._hand_on(run, run[0].seq in self._mine)
-                    if len(page) < 500:
+                            run.append(each)
+                        self._hand_on_run(run)
+                    if len(read) < 500:
                         break
             except StoreUnavailable as exc:
                 log.warning("catching up with the store failed (%s); the listener retries on reconnect", exc)
+
+    def _hand_on_run(self, run: list[tuple[AuditRecord, QuestionRow | None]]) -> None:
+        rows = {row.id: row for _, row in run if row is not None}
+        self._hand_on([r for r, _ in run], run[0][0].seq in self._mine, list(rows.values()))
+
+    async def _log_page(self, after: int, limit: int) -> list[tuple[AuditRecord, QuestionRow | None]]:
+        """The log after `after`, each record with the row of the question it is about, in one statement: one
+        snapshot, so a row is never older than the records read with it."""
+        rows = await self._rows(
+            f"SELECT a.seq, a.doc, {', '.join('e.' + c for c in QuestionRow._fields)} FROM audit a"
+            " LEFT JOIN elicitations e ON e.id = a.elicit WHERE a.seq > %s ORDER BY a.seq LIMIT %s", (after, limit))
+        return [(record_of(int(row[0]), row[1]), QuestionRow(*row[2:]) if row[2] is not None else None)
+                for row in rows]
 
     async def _heartbeat(self) -> None:
         """Renew this daemon's lease a few times per lease period, whatever the writer is doing otherwise."""
@@ -438,13 +452,9 @@ class PgStore:
 
     async def question_rows(self, where: QuestionFilter, limit: int) -> list[QuestionRow]:
         clauses, args = equal(where, QUESTION_COLUMNS, "%s")
-        sql = ("SELECT doc, expires, state FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        sql = (f"SELECT {ROW_COLUMNS} FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
                + " ORDER BY created, ord LIMIT %s")
         return [QuestionRow(*row) for row in await self._rows(sql, (*args, limit))]
-
-    async def pending_deadlines(self) -> list[tuple[float, str]]:
-        rows = await self._rows("SELECT expires, id FROM elicitations WHERE state='pending'")
-        return [(float(e), str(i)) for e, i in rows]
 
     async def count(self, state: State) -> int:
         rows = await self._rows("SELECT COUNT(*) FROM elicitations WHERE state=%s", (state,))

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.documents import (
     QUESTION_COLUMNS,
+    ROW_COLUMNS,
     answer_of,
     audit_doc,
     audit_where,
@@ -28,7 +29,8 @@ from mcpx.broker.documents import (
     equal,
     question_of,
     record_of,
-    stored_question,
+    row_of,
+    update_row,
 )
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
 from mcpx.broker.store import AuditFilter, Follower, Lease, QuestionFilter, QuestionRow, StoreInfo, Tx
@@ -90,21 +92,18 @@ class SqliteTx:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
         self.records: list[AuditRecord] = []  # what this batch wrote to the log, in order
+        self.questions: list[QuestionRow] = []  # and the question rows it wrote
 
     def insert_question(self, q: Elicitation) -> None:
-        self._db.execute(
-            "INSERT INTO elicitations (id, session, server, audience, state, created, expires, trace, task, doc)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (q.id, q.session, q.server, q.audience, q.state, q.created.timestamp(), q.expires_at.timestamp(),
-             q.trace, q.task, stored_question(q)),
-        )
+        row = row_of(q)
+        self._db.execute(f"INSERT INTO elicitations ({ROW_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", row)
+        self.questions.append(row)
 
     def update_question(self, q: Elicitation, expect_state: State = "pending") -> bool:
-        cur = self._db.execute(
-            "UPDATE elicitations SET state=?, audience=?, doc=? WHERE id=? AND state=?",
-            (q.state, q.audience, stored_question(q), q.id, expect_state),
-        )
-        return cur.rowcount == 1
+        row = update_row(self._db.execute, q, expect_state)
+        if row is not None:
+            self.questions.append(row)
+        return row is not None
 
     def question(self, eid: str) -> Elicitation | None:
         row = self._db.execute("SELECT doc FROM elicitations WHERE id=?", (eid,)).fetchone()
@@ -169,7 +168,7 @@ class SqliteStore:
     def _committed(self, done: Committed) -> None:
         # one writer, in this process alone: the order of its commits is the log's order
         if self._follower is not None:
-            self._follower(done.records, True)
+            self._follower(done.records, True, done.questions)
 
     def _private_files(self) -> None:
         """mcpx.db, mcpx.db-wal and mcpx.db-shm are the owner's alone (0600), and never briefly wider.
@@ -237,7 +236,7 @@ class SqliteStore:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
-        return Committed(out, tx.records)
+        return Committed(out, tx.records, tx.questions)
 
     # ---- reads (the reader connection never blocks the writer in WAL mode)
 
@@ -260,13 +259,9 @@ class SqliteStore:
 
     async def question_rows(self, where: QuestionFilter, limit: int) -> list[QuestionRow]:
         clauses, args = equal(where, QUESTION_COLUMNS)
-        sql = ("SELECT doc, expires, state FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        sql = (f"SELECT {ROW_COLUMNS} FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
                + " ORDER BY created, rowid LIMIT ?")
         return [QuestionRow(*row) for row in await self._rows(sql, (*args, limit))]
-
-    async def pending_deadlines(self) -> list[tuple[float, str]]:
-        rows = await self._rows("SELECT expires, id FROM elicitations WHERE state='pending'")
-        return [(float(e), str(i)) for e, i in rows]
 
     async def count(self, state: State) -> int:
         rows = await self._rows("SELECT COUNT(*) FROM elicitations WHERE state=?", (state,))
