@@ -55,6 +55,10 @@ from mcpx.ids import is_id, new_id
 log = logging.getLogger("mcpx.broker")
 
 ALL = 2**62  # a read's limit that is no limit
+# how long a record nobody waits on (behind a result or an answer already delivered) may wait for the next
+# commit to ride with: at most this much of them is lost to a kill -9, and a stream of them costs a commit each
+# this often instead of one each
+BEHIND = 0.05
 
 
 class InvalidQuestion(BrokerError):
@@ -227,11 +231,12 @@ class Broker:
     def _submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
                        session: str | None = None, trace: str | None = None, task: str | None = None,
                        pid: int | None = None, with_unit: Callable[[Tx], None] | None = None,
-                       ) -> asyncio.Future[AuditRecord]:
+                       within: float = 0.0) -> asyncio.Future[AuditRecord]:
         """A transition that is not a question's own (elicit.resumed, task.done), queued now.
 
-        `with_unit` writes in the same transaction (a task's final state beside its task.done).
-        The record is published once committed; await the future to know when that is.
+        `with_unit` writes in the same transaction (a task's final state beside its task.done); `within`: the
+        record may wait that long for company (broker/commits.py). The record is published once committed;
+        await the future to know when that is.
         """
         out: list[AuditRecord] = []
 
@@ -241,7 +246,7 @@ class Broker:
             self._audit(tx, out, kind, time.time(), None, data, pid, elicit=elicit, session=session, trace=trace,
                         task=task)
 
-        committed = self._store.submit(unit)
+        committed = self._store.submit(unit, within)
         recorded: asyncio.Future[AuditRecord] = asyncio.get_running_loop().create_future()
 
         def published(f: asyncio.Future[None]) -> None:
@@ -597,8 +602,10 @@ class Broker:
         return self._store.info
 
     def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
-        """Recorded behind the answer's delivery: the asker is not kept waiting for the audit."""
-        return self._submit_record("elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task)
+        """Recorded behind the answer's delivery: the asker is not kept waiting for the audit, nor is the store
+        made to commit for it alone."""
+        return self._submit_record("elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task,
+                                   within=BEHIND)
 
     # ---- reads
 
@@ -675,10 +682,13 @@ class Broker:
     async def save_task(self, task: StoredTask) -> None:
         await self._store.write(lambda tx: tx.put_task(task))
 
-    def finish_task(self, task: StoredTask, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
-        """A task's final record and its task.done, committed together; the record is published after."""
+    def finish_task(self, task: StoredTask, data: dict[str, Any], behind: bool = False) -> asyncio.Future[AuditRecord]:
+        """A task's final record and its task.done, committed together; the record is published after.
+
+        `behind`: nothing durable waits on it (the call never asked, so no stored row of it says it is running,
+        and no restart would re-drive it): it rides with the next commit, within BEHIND seconds."""
         return self._submit_record("task.done", data, session=task.session, trace=task.trace, task=task.id,
-                                   with_unit=lambda tx: tx.put_task(task))
+                                   with_unit=lambda tx: tx.put_task(task), within=BEHIND if behind else 0.0)
 
     async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)

@@ -297,8 +297,8 @@ class PgStore:
     async def write(self, unit: Callable[[Tx], T]) -> T:
         return await self.submit(unit)
 
-    def submit(self, unit: Callable[[Tx], T]) -> asyncio.Future[T]:
-        return self._commits.submit(unit)
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+        return self._commits.submit(unit, within)
 
     def _run_batch(self, units: list[Unit]) -> Committed:
         """On the writer's thread: the team's write lock, each unit in its own savepoint, one commit."""

@@ -219,10 +219,10 @@ class SqliteStore:
     async def write(self, unit: Callable[[Tx], T]) -> T:
         return await self.submit(unit)
 
-    def submit(self, unit: Callable[[Tx], T]) -> asyncio.Future[T]:
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
         """Queue a unit; units waiting at the same moment are committed together (group commit)."""
         assert self._writer is not None, "store is not open"
-        return self._commits.submit(unit)
+        return self._commits.submit(unit, within)
 
     def _run_batch(self, units: list[Unit]) -> Committed:
         """On the writer's thread: each unit in its own savepoint, one commit for them all."""

@@ -167,8 +167,9 @@ class Store(Protocol):
         """Commit what was submitted, then close."""
         ...
 
-    def submit(self, unit: Callable[[Tx], T]) -> asyncio.Future[T]:
-        """Queue a unit now (units commit in the order submitted); its future resolves once committed."""
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+        """Queue a unit now (units commit in the order submitted); its future resolves once committed. With
+        `within`, a unit nobody waits on may wait that many seconds for the next commit (broker/commits.py)."""
         ...
 
     async def write(self, unit: Callable[[Tx], T]) -> T:

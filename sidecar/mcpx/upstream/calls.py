@@ -108,6 +108,7 @@ class CallTask:
     end_reason: str | None = None
     end_state: TaskState = "cancelled"
     suspended: bool = False  # the daemon is stopping; a modern call stays resumable after the restart
+    kept: bool = False  # the store holds a row of it (it asked, or a restart found it): its end must follow soon
     runner: asyncio.Task[None] | None = None
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
