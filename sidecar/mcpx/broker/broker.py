@@ -612,6 +612,9 @@ class Broker:
     async def get(self, eid: str) -> tuple[Elicitation, Answer | None]:
         if not is_id(eid, "elc"):
             raise InvalidId(f"{eid!r} is not a question id (they look like elc- and 16 hex digits)")
+        pending = self._pending.get(eid)
+        if pending is not None:  # pending: no answer yet, in memory (an ended question is read from the store)
+            return pending.question(), None
         found = await self._store.question(eid)
         if found is None:
             raise NotFound(f"no question {eid}")

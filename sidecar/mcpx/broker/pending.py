@@ -74,6 +74,9 @@ class PendingIndex:
                 self._in_order = False
             self._by_id[row.id] = Pending(row, self._inserted)
 
+    def get(self, eid: str) -> Pending | None:
+        return self._by_id.get(eid)
+
     def deadlines(self) -> list[tuple[float, str]]:
         return [(p.expires, p.id) for p in self._by_id.values()]
 
