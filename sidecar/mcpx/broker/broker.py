@@ -299,15 +299,21 @@ class Broker:
         )
         return q, decided
 
-    async def open(self, req: OpenRequest) -> Handle:
+    async def open(self, req: OpenRequest, task: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle:
+        """Open a question. `task`: the asking call's record as it stands with this question open (pending, or
+        settled at once by the policy), stored in the question's own commit, so a restart knows of the question
+        exactly when anyone can."""
         now = time.time()
         q, decided = self._build(req, now)
         decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
         records: list[AuditRecord] = []
         expires = q.expires_at.timestamp()
+        stored_task = task(q, decision is None) if task is not None else None
 
         def unit(tx: Tx) -> Outcome:
             tx.insert_question(q)
+            if stored_task is not None:
+                tx.put_task(stored_task)
             data: dict[str, Any] = {"server": q.server, "tool": q.tool, "mode": q.mode, "audience": q.audience,
                                     "reason": q.reason, "expiresAt": rfc3339(q.expires_at)}
             if decided.hint_ignored:

@@ -196,12 +196,12 @@ class Gateway:
                 "type": "boolean", "default": False, "title": "Let it proceed",
                 "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}},
             trace=task.trace, parent=r.parent, task=task.id, ttl=elicit.ask_timeout, audience="human",
-            policy_mode=r.policy_mode))
+            policy_mode=r.policy_mode), task.stored_with)
+        task.kept = True
         task.questions.append(handle.id)
         if not handle.done():
             task.open[handle.id] = handle.elicitation
             task.state = "input-required"
-        await self._save(task)
         await task.touch()
         try:
             answer = await handle.answer()
