@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
-from mcpx.broker.models import Elicitation, seconds_left
+from mcpx.broker.models import Elicitation
 from mcpx.broker.store import QuestionFilter, QuestionRow
 
 
@@ -41,9 +41,6 @@ class Pending:
 
     def question(self) -> Elicitation:
         return Elicitation.model_validate_json(self.head + b"}")
-
-    def seconds_left(self, now: float) -> int:
-        return seconds_left(self.expires, now, "pending")
 
 
 class PendingIndex:
@@ -109,11 +106,12 @@ class PendingIndex:
         pieces: list[bytes] = []
         add = pieces.append
         tails: dict[int, bytes] = {}  # the same few secondsLeft over and over: each end encoded once
+        base = now - 0.999  # seconds_left's rule (rounded up, never negative), inlined: this runs 10,000 times
         for p in chosen:
-            left = p.seconds_left(now)
+            left = int(p.expires - base)
             tail = tails.get(left)
             if tail is None:
-                tail = tails[left] = b',"secondsLeft":%d},' % left
+                tail = tails[left] = b',"secondsLeft":%d},' % max(0, left)
             add(p.head)
             add(tail)
         if pieces:
