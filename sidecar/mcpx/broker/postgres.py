@@ -22,9 +22,7 @@ a database whose schema is newer than this mcpx knows is refused before anything
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -33,27 +31,14 @@ from typing import Any, TypeVar
 import psycopg
 
 from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
-from mcpx.broker.documents import (
-    QUESTION_COLUMNS,
-    ROW_COLUMNS,
-    answer_of,
-    audit_doc,
-    audit_where,
-    dumps,
-    equal,
-    question_of,
-    record_of,
-    row_of,
-    update_row,
-)
+from mcpx.broker.documents import record_of
 from mcpx.broker.errors import StoreUnavailable
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
+from mcpx.broker.models import AuditRecord, StoredTask, TaskState
+from mcpx.broker.sql import SqlReads, SqlTx
 from mcpx.broker.store import (
-    AuditFilter,
     Follower,
     Identity,
     Lease,
-    QuestionFilter,
     QuestionRow,
     StoreInfo,
     StoreRefused,
@@ -141,67 +126,21 @@ def _pg(tx: Tx) -> PgTx:
     return tx
 
 
-class PgTx:
+class PgTx(SqlTx):
     """The statements of one unit of work, on the writer's thread, inside the batch's transaction."""
 
+    mark = "%s"
+    OWNER = ("daemon",)  # which daemon of the team wrote a question or holds a task
+    RETURNING = " RETURNING seq"
+
     def __init__(self, db: psycopg.Connection[Any], daemon: str) -> None:
-        self._db = db
+        super().__init__(db, (daemon,))
         self._daemon = daemon
-        self.records: list[AuditRecord] = []
-        self.questions: list[QuestionRow] = []
-
-    def insert_question(self, q: Elicitation) -> None:
-        row = row_of(q)
-        self._db.execute(f"INSERT INTO elicitations ({ROW_COLUMNS}, daemon) VALUES ({','.join(['%s'] * 11)})",
-                         (*row, self._daemon))
-        self.questions.append(row)
-
-    def update_question(self, q: Elicitation, expect_state: State = "pending") -> bool:
-        row = update_row(self._db.execute, q, expect_state, "%s")
-        if row is not None:
-            self.questions.append(row)
-        return row is not None
-
-    def question(self, eid: str) -> Elicitation | None:
-        row = self._db.execute("SELECT doc FROM elicitations WHERE id=%s", (eid,)).fetchone()
-        return question_of(row[0]) if row else None
-
-    def insert_answer(self, answer: Answer) -> None:
-        self._db.execute("INSERT INTO answers (id, doc) VALUES (%s,%s)", (answer.id, dumps(answer.wire())))
-
-    def answer(self, eid: str) -> Answer | None:
-        row = self._db.execute("SELECT doc FROM answers WHERE id=%s", (eid,)).fetchone()
-        return answer_of(row[0]) if row else None
-
-    def audit(self, record: AuditRecord) -> AuditRecord:
-        row = self._db.execute(
-            "INSERT INTO audit (at, kind, elicit, session, trace, task, doc) VALUES (%s,%s,%s,%s,%s,%s,%s)"
-            " RETURNING seq",
-            (record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task,
-             audit_doc(record)),
-        ).fetchone()
-        assert row is not None
-        self.records.append(record := record.model_copy(update={"seq": int(row[0])}))
-        return record
-
-    def put_task(self, task: StoredTask) -> None:
-        self._db.execute(
-            "INSERT INTO tasks (id, state, session, daemon, updated, doc) VALUES (%s,%s,%s,%s,%s,%s)"
-            " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (task.id, task.state, task.session, self._daemon, time.time(), dumps(task.wire())),
-        )
-
-    def put_fact(self, key: str, value: Any) -> None:
-        self._db.execute(
-            "INSERT INTO facts (key, value, at) VALUES (%s,%s,%s)"
-            " ON CONFLICT(key) DO UPDATE SET value=excluded.value, at=excluded.at",
-            (key, dumps(value), time.time()),
-        )
 
     def claim_task(self, tid: str, owner: str) -> bool:
         """Take a call task over from `owner`, whose lease lapsed; False if another daemon took it first."""
         cur = self._db.execute("UPDATE tasks SET daemon=%s WHERE id=%s AND daemon=%s", (self._daemon, tid, owner))
-        return cur.rowcount == 1
+        return bool(cur.rowcount == 1)
 
     def beat(self, me: Identity) -> None:
         self._db.execute(
@@ -216,8 +155,11 @@ class PgTx:
         self._db.execute("DELETE FROM daemons WHERE id=%s AND pid=%s", (me.id, me.pid))
 
 
-class PgStore:
+class PgStore(SqlReads):
     """A PostgreSQL database shared by a team's daemons: writer, reader and listener connections of its own."""
+
+    mark = "%s"
+    INSERTED = "ord"
 
     def __init__(self, dsn: str, me: Identity, lease: float = 30.0) -> None:
         self.dsn = dsn
@@ -442,46 +384,11 @@ class PgStore:
     async def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return await self._read(lambda db: db.execute(sql, args).fetchall())
 
-    async def question(self, eid: str) -> tuple[Elicitation, Answer | None] | None:
-        rows = await self._rows("SELECT e.doc, a.doc FROM elicitations e LEFT JOIN answers a ON a.id = e.id"
-                                " WHERE e.id=%s", (eid,))
-        if not rows:
-            return None
-        doc, answer = rows[0]
-        return question_of(doc), (answer_of(answer) if answer else None)
-
-    async def question_rows(self, where: QuestionFilter, limit: int) -> list[QuestionRow]:
-        clauses, args = equal(where, QUESTION_COLUMNS, "%s")
-        sql = (f"SELECT {ROW_COLUMNS} FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
-               + " ORDER BY created, ord LIMIT %s")
-        return [QuestionRow(*row) for row in await self._rows(sql, (*args, limit))]
-
-    async def count(self, state: State) -> int:
-        rows = await self._rows("SELECT COUNT(*) FROM elicitations WHERE state=%s", (state,))
-        return int(rows[0][0])
-
-    async def audit(self, where: AuditFilter, limit: int) -> list[AuditRecord]:
-        sql, args = audit_where(where, "%s")
-        rows = await self._rows(f"SELECT seq, doc FROM audit WHERE {sql} ORDER BY seq LIMIT %s", (*args, limit))
-        return [record_of(int(seq), doc) for seq, doc in rows]
-
-    async def last_seq(self) -> int:
-        rows = await self._rows("SELECT COALESCE(MAX(seq), 0) FROM audit")
-        return int(rows[0][0])
-
-    async def task(self, tid: str) -> StoredTask | None:
-        rows = await self._rows("SELECT doc FROM tasks WHERE id=%s", (tid,))
-        return StoredTask.model_validate_json(rows[0][0]) if rows else None
-
     async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
         """This daemon's own tasks: another's are its to resume, or the team's once its lease lapses."""
         rows = await self._rows("SELECT doc FROM tasks WHERE state = ANY(%s) AND daemon=%s ORDER BY updated",
                                 (list(states), self.me.id))
         return [StoredTask.model_validate_json(r[0]) for r in rows]
-
-    async def fact(self, key: str) -> Any:
-        rows = await self._rows("SELECT value FROM facts WHERE key=%s", (key,))
-        return json.loads(rows[0][0]) if rows else None
 
     # ---- the team
 
