@@ -148,7 +148,10 @@ class Broker:
     # ---- lifecycle
 
     async def start(self) -> None:
-        self._pending.apply(await self._store.question_rows(QuestionFilter(state="pending"), ALL))
+        # a shared store's other daemons go on writing while this reads: what they move meanwhile is handed on
+        # with newer rows than this read may return
+        self._pending.begin_fill()
+        self._pending.fill(await self._store.question_rows(QuestionFilter(state="pending"), ALL))
         for expires, eid in self._pending.deadlines():
             self._future_for(eid)
             heapq.heappush(self._deadlines, (expires, eid))

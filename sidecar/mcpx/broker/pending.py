@@ -50,14 +50,27 @@ class PendingIndex:
         self._by_id: dict[str, Pending] = {}
         self._inserted = 0
         self._in_order = True  # the dict's order is (created, order): a question created earlier may arrive later
+        self._filling: set[str] | None = None  # while the fill is read: the questions the store moved meanwhile
 
     def __len__(self) -> int:
         return len(self._by_id)
+
+    def begin_fill(self) -> None:
+        """The pending questions are about to be read from the store (at start): rows the store hands on while
+        that read is under way are newer than what it may return for the same questions."""
+        self._filling = set()
+
+    def fill(self, rows: Iterable[QuestionRow]) -> None:
+        """The pending questions as read from the store, but those it moved while they were read."""
+        moved, self._filling = self._filling or set(), None
+        self.apply(row for row in rows if row.id not in moved)
 
     def apply(self, rows: Iterable[QuestionRow]) -> None:
         """Committed rows, in the order they were written: a pending one is put (over its earlier row, in its
         place), one that ended leaves."""
         for row in rows:
+            if self._filling is not None:
+                self._filling.add(row.id)
             old = self._by_id.get(row.id)
             if row.state != "pending":
                 if old is not None:
