@@ -19,6 +19,7 @@ What it measures, in one run against one fresh `python -m mcpx daemon` (empty co
 Run it from the repository root (the venv has mcpx installed editable):
 
     .venv/bin/python bench/broker.py              # the whole run, well under 3 minutes on 2 cores
+    .venv/bin/python bench/broker.py --against main   # lifecycles, the 10k listing and RSS, here and on main
     .venv/bin/python bench/broker.py --profile /tmp/daemon.prof   # the same under cProfile, in the daemon
 
 It is a benchmark, not a test: it exits 0 whether or not targets are met, and says MISSED where
@@ -38,7 +39,9 @@ import os
 import random
 import resource
 import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -567,6 +570,82 @@ async def phase_many(d: Daemon, http: aiohttp.ClientSession) -> Listing:
     return Listing(opened, pending, rss, *results["big"], *results["default"])
 
 
+# ---- --against REF: the same phases on this checkout's daemon and another revision's, alternated
+
+def checkout(ref: str, into: Path) -> Path:
+    root = HERE.parent.parent
+    archive = subprocess.run(["git", "-C", str(root), "archive", ref, "sidecar"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "sidecar"
+
+
+async def run_against(ref: str) -> None:
+    """Lifecycles/s, the 10k listing and RSS on two daemons at once: this checkout's and `ref`'s. The lifecycles
+    run in alternating rounds and the listings alternate request by request, so the load of the machine at any
+    moment falls on both alike; compare the ratios."""
+    rounds = 4
+    with tempfile.TemporaryDirectory(prefix="mcpx-against-") as tmp:
+        daemons = {"this": scratch_daemon("mcpx-bench-"),
+                   ref: scratch_daemon("mcpx-bench-", sidecar=checkout(ref, Path(tmp)))}
+        try:
+            for d in daemons.values():
+                d.start()
+            sessions = {name: d.session(limit=2 * max(LIFE_CONCURRENCY, OPEN_CONCURRENCY) + 8)
+                        for name, d in daemons.items()}
+            try:
+                idle = {name: (await pending_count(http), daemons[name].rss_kib())[1]
+                        for name, http in sessions.items()}
+                say(f"{N_LIFECYCLES} lifecycles on each daemon, {LIFE_CONCURRENCY} in flight, in {rounds} alternating "
+                    "rounds ...")
+                spent = dict.fromkeys(daemons, 0.0)
+                cpu = dict.fromkeys(daemons, 0.0)
+                anomalies: Counter[str] = Counter()
+                for http in sessions.values():  # untimed: the connections the timed run reuses
+                    await pool(N_WARMUP, LIFE_CONCURRENCY, lambda _i, h=http: lifecycle(h, anomalies))
+                for _ in range(rounds):
+                    for name, http in sessions.items():
+                        cpu0, t0 = daemons[name].cpu_seconds(), time.monotonic()
+                        await pool(N_LIFECYCLES // rounds, LIFE_CONCURRENCY,
+                                   lambda _i, h=http: lifecycle(h, anomalies))
+                        spent[name] += time.monotonic() - t0
+                        cpu[name] += daemons[name].cpu_seconds() - cpu0
+                say(f"{N_MANY} pending questions on each daemon, then listings alternating between them ...")
+                rss: dict[str, int] = {}
+                for name, http in sessions.items():
+                    await pool(N_MANY, OPEN_CONCURRENCY,
+                               lambda _i, h=http: open_question(h, MANY_SESSION, ttl=3600))
+                    rss[name] = daemons[name].rss_kib()
+                listed: dict[str, list[float]] = {name: [] for name in daemons}
+                for i in range(N_LIST + 2):
+                    for name, http in sessions.items():
+                        elapsed, _, count = await timed_get(http, {"limit": "10000"})
+                        if count != N_MANY:
+                            raise RuntimeError(f"{name} listed {count} of {N_MANY}")
+                        if i >= 2:
+                            listed[name].append(ms(elapsed))
+            finally:
+                for http in sessions.values():
+                    await http.close()
+        finally:
+            for d in daemons.values():
+                d.cleanup()
+    this, then = "this", ref
+    rows = [("lifecycles/s", {n: f"{N_LIFECYCLES / spent[n]:.0f}/s" for n in daemons},
+             spent[then] / spent[this]),
+            ("daemon CPU per lifecycle", {n: f"{1e3 * cpu[n] / N_LIFECYCLES:.2f} ms" for n in daemons},
+             cpu[this] / cpu[then]),
+            ("GET ?limit=10000 p50", {n: fmt_ms(p50(listed[n])) for n in daemons},
+             p50(listed[this]) / p50(listed[then])),
+            ("daemon RSS per pending question", {n: f"{(rss[n] - idle[n]) / N_MANY:.2f} KiB" for n in daemons},
+             (rss[this] - idle[this]) / max(1, rss[then] - idle[then]))]
+    print()
+    print(f"{'':34} {'this':>12} {ref:>12}   this / {ref}")
+    for metric, cells, ratio in rows:
+        print(f"{metric:34} {cells[this]:>12} {cells[then]:>12}   {ratio:.2f}x")
+    for what, count in sorted(anomalies.items()):
+        print(f"anomaly: {what}: {count}")
+
+
 # ---- the run
 
 def fmt_ms(x: float) -> str:
@@ -698,6 +777,8 @@ async def run(profile: str | None) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE")
+    parser.add_argument("--against", metavar="REF", help="lifecycles, the 10k listing and RSS here and on this git "
+                        "revision's daemon, side by side")
     parser.add_argument("--role", choices=("sse", "poll", "relay"), help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--session", help=argparse.SUPPRESS)
@@ -709,6 +790,8 @@ def main() -> int:
         asyncio.run(role_poll(args.socket, args.session, args.interval))
     elif args.role == "relay":
         asyncio.run(role_relay(args.socket))
+    elif args.against:
+        run_stoppable(run_against(args.against))
     else:
         run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the helper processes
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import stat
+from typing import Any
 
 import aiohttp
 import pytest
@@ -141,6 +142,57 @@ async def test_listing_filters_exactly_by_session_and_state(http: aiohttp.Client
         body = await r.json()
     created = [q["created"] for q in body["elicitations"]]
     assert created == sorted(created) and body["count"] == 3
+
+
+Docs = list[dict[str, Any]]
+
+
+async def listed_pending(http: aiohttp.ClientSession, **where: str) -> tuple[Docs, Docs]:
+    """The pending questions `where` names, as listed (from the daemon's memory) and as the store has them (every
+    state listed, the pending ones picked here), each without its secondsLeft, which is of the moment."""
+    async with http.get("/v1/elicit", params={**where, "limit": "10000"}) as r:
+        body = await r.json()
+    assert r.status == 200 and body["count"] == len(body["elicitations"]), body
+    async with http.get("/v1/elicit", params={**where, "state": "all", "limit": "10000"}) as r:
+        every = (await r.json())["elicitations"]
+    assert all(0 <= q["secondsLeft"] <= 3600 for q in body["elicitations"])
+
+    def bare(docs: Docs) -> Docs:
+        return [{k: v for k, v in q.items() if k != "secondsLeft"} for q in docs]
+    return bare(body["elicitations"]), bare([q for q in every if q["state"] == "pending"])
+
+
+async def test_pending_listings_match_the_store_through_answers_escalations_and_a_restart(
+        daemon: Daemon, http: aiohttp.ClientSession) -> None:
+    opened = [await ask(http, session=f"s{i % 3}", audience=("agent", "human", "agent-then-human")[i % 3], ttl=3600)
+              for i in range(12)]
+    async with http.post(f"/v1/elicit/{opened[0]['id']}/cancel", json={}) as r:
+        assert r.status == 200
+    # an agent declining an agent-then-human question hands it to the person: still pending, its document changed
+    async with http.post(f"/v1/elicit/{opened[2]['id']}/decline", json={"reason": "not mine"},
+                         headers={"X-Mcpx-Answerer": "agent:mcp"}) as r:
+        assert r.status == 200 and (await r.json())["elicitation"]["audience"] == "human"
+    wheres: list[dict[str, str]] = [{}, {"session": "s2"}, {"audience": "human"}, {"server": "mcpx"},
+                                    {"session": "s1", "audience": "agent"}, {"session": "nobody"}]
+    for where in wheres:
+        listed, stored = await listed_pending(http, **where)
+        assert listed == stored, where
+    listed, _ = await listed_pending(http)
+    assert [q["id"] for q in listed] == [q["id"] for q in opened[1:]]
+    assert next(q for q in listed if q["id"] == opened[2]["id"])["escalated"] is True
+    async with http.get("/v1/elicit", params={"limit": "3"}) as r:
+        assert [q["id"] for q in (await r.json())["elicitations"]] == [q["id"] for q in opened[1:4]]
+    async with http.get("/v1/health") as r:
+        assert (await r.json())["pending"] == 11
+
+    await http.close()
+    daemon.stop()
+    daemon.restart()  # the pending questions are read back from the store
+    async with daemon.session() as again:
+        for where in wheres:
+            listed, stored = await listed_pending(again, **where)
+            assert listed == stored, where
+        assert [q["id"] for q in (await listed_pending(again))[0]] == [q["id"] for q in opened[1:]]
 
 
 async def test_fifty_concurrent_answers_have_exactly_one_winner(http: aiohttp.ClientSession) -> None:

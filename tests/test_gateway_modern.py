@@ -127,6 +127,33 @@ async def test_a_modern_question_survives_a_daemon_restart(home: Path, how: str)
             assert status == 410
 
 
+async def test_calls_that_never_ask_are_recorded_behind_their_results_and_a_stop_keeps_every_record(
+        home: Path) -> None:
+    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as d:
+        async with d.session() as http:
+            async with events(http, session="plain", kinds="task.done") as stream:
+                tasks = []
+                for i in range(12):
+                    status, body, _ = await call(http, "sdk", "echo", {"text": f"t{i}"}, session="plain")
+                    assert status == 200 and body["result"]["content"][0]["text"] == f"echo: t{i}", body
+                    tasks.append(body["task"])
+                    async with http.get(f"/v1/tasks/{body['task']}") as r:  # in memory, whether written yet or not
+                        assert r.status == 200 and (await r.json())["state"] == "completed"
+                # each call's end is in the log, in the order the calls ended, though they share commits
+                seen = [(await stream.until(lambda rec: rec["task"] in tasks))["task"] for _ in tasks]
+            assert seen == tasks
+            status, last, _ = await call(http, "sdk", "echo", {"text": "last"}, session="plain")
+            assert status == 200
+        assert d.stop() == 0  # at once: its end may still be waiting for company; a clean stop commits it
+        d.restart()
+        async with d.session() as http:
+            async with http.get(f"/v1/tasks/{last['task']}") as r:  # from the store: the new daemon never ran it
+                stored = await r.json()
+            assert r.status == 200 and stored["state"] == "completed", stored
+            assert stored["result"]["content"][0]["text"] == "echo: last"
+            await audited(http, "task.done", task=last["task"])
+
+
 async def test_the_demo_server_asks_in_both_eras(home: Path) -> None:
     import sys
     d = make_daemon(home, {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}}})

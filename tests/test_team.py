@@ -70,6 +70,8 @@ async def test_opened_on_one_daemon_answered_through_another_and_the_call_there_
             assert answered["answer"]["host"] == socket.gethostname()
             status, waited, _ = await waiter
             assert status == 200 and waited["action"] == "accept" and waited["content"] == {"repo": "team/one"}
+            async with ha.get("/v1/elicit", params={"session": "deploy"}) as r:  # answered through B: gone on A too
+                assert (await r.json())["count"] == 0
             done = await result(ha, body["task"])  # the upstream call running on A got B's answer
             assert tool_text(done) == {"action": "accept", "data": {"repo": "team/one"}}
             status, again = await answer(ha, q["id"], "decline")
@@ -87,6 +89,20 @@ async def test_opened_on_one_daemon_answered_through_another_and_the_call_there_
             status_line = a.cli("status")
             assert status_line.returncode == 0 and "store     postgresql" in status_line.stdout
             assert f"{getpass.getuser()}@{socket.gethostname()}" in status_line.stdout, status_line.stdout
+
+            # a question A's agent hands to the person is listed for the person on B at once, as A changed it
+            async with ha.post("/v1/elicit", json={"message": "Which branch?", "session": "deploy",
+                                                   "audience": "agent-then-human", "requestedSchema": {
+                                                       "type": "object", "properties": {"branch": {"type": "string"}}}}
+                               ) as r:
+                handed = (await r.json())["elicitation"]
+            async with ha.post(f"/v1/elicit/{handed['id']}/decline", json={"reason": "not mine"},
+                               headers={"X-Mcpx-Answerer": "agent:mcp"}) as r:
+                assert r.status == 200
+            await on_b.until(lambda r: r["kind"] == "elicit.escalated" and r["elicit"] == handed["id"])
+            async with hb.get("/v1/elicit", params={"session": "deploy", "audience": "human"}) as r:
+                (listed,) = (await r.json())["elicitations"]
+            assert listed["id"] == handed["id"] and listed["escalated"] is True
 
 
 async def test_concurrent_answers_through_two_daemons_have_exactly_one_winner(postgres: Any, tmp_path: Path) -> None:

@@ -46,12 +46,19 @@ from mcpx.broker.models import (
     rfc3339,
     seconds_left,
 )
+from mcpx.broker.pending import PendingIndex
 from mcpx.broker.schema import SchemaProblem, check_schema, validate_content
-from mcpx.broker.store import AuditFilter, Lease, QuestionFilter, Store, StoreInfo, Tx
+from mcpx.broker.store import AuditFilter, Lease, QuestionFilter, QuestionRow, Store, StoreInfo, Tx
 from mcpx.config import Config
 from mcpx.ids import is_id, new_id
 
 log = logging.getLogger("mcpx.broker")
+
+ALL = 2**62  # a read's limit that is no limit
+# how long a record nobody waits on (behind a result or an answer already delivered) may wait for the next
+# commit to ride with: at most this much of them is lost to a kill -9, and a stream of them costs a commit each
+# this often instead of one each
+BEHIND = 0.05
 
 
 class InvalidQuestion(BrokerError):
@@ -135,12 +142,17 @@ class Broker:
         # is taken only by the daemon whose asker holds the question (nothing else could carry it)
         self._me = store.info.daemon
         self._asked: set[str] = set()
+        self._pending = PendingIndex()  # listings and secondsLeft are served from here, in step with the store
         store.follow(self._committed)
 
     # ---- lifecycle
 
     async def start(self) -> None:
-        for expires, eid in await self._store.pending_deadlines():
+        # a shared store's other daemons go on writing while this reads: what they move meanwhile is handed on
+        # with newer rows than this read may return
+        self._pending.begin_fill()
+        self._pending.fill(await self._store.question_rows(QuestionFilter(state="pending"), ALL))
+        for expires, eid in self._pending.deadlines():
             self._future_for(eid)
             heapq.heappush(self._deadlines, (expires, eid))
         self._sweeper = asyncio.create_task(self._sweep(), name="mcpx-sweeper")
@@ -180,9 +192,11 @@ class Broker:
                              pid=pid if pid is not None or exact_pid else self.pid, data=data)
         out.append(tx.audit(record))  # as the log holds it: with its seq
 
-    def _committed(self, records: list[AuditRecord], ours: bool) -> None:
+    def _committed(self, records: list[AuditRecord], ours: bool, rows: list[QuestionRow]) -> None:
         """Every committed record, in the log's order, from the store: on to the bus; another daemon's
-        transitions of a shared store also reach this daemon's sweeper and waiters."""
+        transitions of a shared store also reach this daemon's sweeper and waiters. The questions they
+        touched are in the pending index first, so whoever hears of a question finds it listed."""
+        self._pending.apply(rows)
         for record in records:
             self.bus.publish(record)
             if not ours:
@@ -220,11 +234,12 @@ class Broker:
     def _submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
                        session: str | None = None, trace: str | None = None, task: str | None = None,
                        pid: int | None = None, with_unit: Callable[[Tx], None] | None = None,
-                       ) -> asyncio.Future[AuditRecord]:
+                       within: float = 0.0) -> asyncio.Future[AuditRecord]:
         """A transition that is not a question's own (elicit.resumed, task.done), queued now.
 
-        `with_unit` writes in the same transaction (a task's final state beside its task.done).
-        The record is published once committed; await the future to know when that is.
+        `with_unit` writes in the same transaction (a task's final state beside its task.done); `within`: the
+        record may wait that long for company (broker/commits.py). The record is published once committed;
+        await the future to know when that is.
         """
         out: list[AuditRecord] = []
 
@@ -234,7 +249,7 @@ class Broker:
             self._audit(tx, out, kind, time.time(), None, data, pid, elicit=elicit, session=session, trace=trace,
                         task=task)
 
-        committed = self._store.submit(unit)
+        committed = self._store.submit(unit, within)
         recorded: asyncio.Future[AuditRecord] = asyncio.get_running_loop().create_future()
 
         def published(f: asyncio.Future[None]) -> None:
@@ -287,15 +302,21 @@ class Broker:
         )
         return q, decided
 
-    async def open(self, req: OpenRequest) -> Handle:
+    async def open(self, req: OpenRequest, task: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle:
+        """Open a question. `task`: the asking call's record as it stands with this question open (pending, or
+        settled at once by the policy), stored in the question's own commit, so a restart knows of the question
+        exactly when anyone can."""
         now = time.time()
         q, decided = self._build(req, now)
         decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
         records: list[AuditRecord] = []
         expires = q.expires_at.timestamp()
+        stored_task = task(q, decision is None) if task is not None else None
 
         def unit(tx: Tx) -> Outcome:
             tx.insert_question(q)
+            if stored_task is not None:
+                tx.put_task(stored_task)
             data: dict[str, Any] = {"server": q.server, "tool": q.tool, "mode": q.mode, "audience": q.audience,
                                     "reason": q.reason, "expiresAt": rfc3339(q.expires_at)}
             if decided.hint_ignored:
@@ -590,33 +611,44 @@ class Broker:
         return self._store.info
 
     def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
-        """Recorded behind the answer's delivery: the asker is not kept waiting for the audit."""
-        return self._submit_record("elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task)
+        """Recorded behind the answer's delivery: the asker is not kept waiting for the audit, nor is the store
+        made to commit for it alone."""
+        return self._submit_record("elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task,
+                                   within=BEHIND)
 
     # ---- reads
 
     async def get(self, eid: str) -> tuple[Elicitation, Answer | None]:
         if not is_id(eid, "elc"):
             raise InvalidId(f"{eid!r} is not a question id (they look like elc- and 16 hex digits)")
+        pending = self._pending.get(eid)
+        if pending is not None:  # pending: no answer yet, in memory (an ended question is read from the store)
+            return pending.question(), None
         found = await self._store.question(eid)
         if found is None:
             raise NotFound(f"no question {eid}")
         return found
 
     async def questions(self, where: QuestionFilter, limit: int = 10000) -> list[Elicitation]:
-        """Questions oldest first."""
+        """Questions oldest first; pending ones from memory."""
+        if where.state == "pending":
+            return [p.question() for p in self._pending.select(where, limit)]
         return [Elicitation.model_validate_json(row.doc) for row in await self._store.question_rows(where, limit)]
 
-    async def questions_json(self, where: QuestionFilter, limit: int) -> tuple[str, int]:
-        """Questions oldest first, as one JSON array's text, and how many: the listing that may run to 10,000.
+    async def questions_json(self, where: QuestionFilter, limit: int) -> tuple[list[bytes], int]:
+        """Questions oldest first, as the comma-separated pieces of a JSON array's contents (to be joined once,
+        inside the reply), and how many: the listing that may run to 10,000.
 
-        The stored documents are passed on as they are, not parsed; each gets its secondsLeft spliced
-        in at its end (a stored document never holds one).
+        The stored documents are passed on as they are, not parsed; each gets its secondsLeft appended
+        at its end (a stored document never holds one). Pending ones come from memory, encoded once.
         """
-        rows = await self._store.question_rows(where, limit)
         now = time.time()
+        if where.state == "pending":
+            chosen = self._pending.select(where, limit)
+            return self._pending.json_pieces(chosen, now), len(chosen)
+        rows = await self._store.question_rows(where, limit)
         docs = [f'{row.doc[:-1]},"secondsLeft":{seconds_left(row.expires, now, row.state)}}}' for row in rows]
-        return "[" + ",".join(docs) + "]", len(docs)
+        return [",".join(docs).encode()], len(docs)
 
     async def wait(self, eid: str, timeout: float) -> tuple[Elicitation, Answer | None]:
         """For remote waiters: the question and its stored (redacted) answer, the answer None at the timeout."""
@@ -655,17 +687,20 @@ class Broker:
         return await self._store.last_seq()
 
     async def count(self, state: State) -> int:
-        return await self._store.count(state)
+        return len(self._pending) if state == "pending" else await self._store.count(state)
 
     # ---- what else is durable: a call task's record, facts learnt about servers
 
     async def save_task(self, task: StoredTask) -> None:
         await self._store.write(lambda tx: tx.put_task(task))
 
-    def finish_task(self, task: StoredTask, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
-        """A task's final record and its task.done, committed together; the record is published after."""
+    def finish_task(self, task: StoredTask, data: dict[str, Any], behind: bool = False) -> asyncio.Future[AuditRecord]:
+        """A task's final record and its task.done, committed together; the record is published after.
+
+        `behind`: nothing durable waits on it (the call never asked, so no stored row of it says it is running,
+        and no restart would re-drive it): it rides with the next commit, within BEHIND seconds."""
         return self._submit_record("task.done", data, session=task.session, trace=task.trace, task=task.id,
-                                   with_unit=lambda tx: tx.put_task(task))
+                                   with_unit=lambda tx: tx.put_task(task), within=BEHIND if behind else 0.0)
 
     async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)

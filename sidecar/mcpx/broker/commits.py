@@ -2,9 +2,14 @@
 
 Units submitted at the same moment cross to the writer's thread together and share one commit,
 each in its own savepoint, so a unit that raises rolls back alone (the audit records it wrote
-with it). A unit's future resolves only after the commit, and the batch's committed audit records
-are handed on (`committed`) in the same loop turn, so nothing is published that the database does
-not hold, and the units' callers run before the records' subscribers, as when they published them.
+with it). A unit nobody waits on (the record of a call that has ended, behind its result) may wait
+`within` seconds for company: it commits with the next unit that cannot wait, or at that horizon,
+so a stream of such records costs one commit per horizon, not one each. Units commit in the order
+submitted, whether they waited or not.
+
+A unit's future resolves only after the commit, and the batch's committed audit records are handed
+on (`committed`) in the same loop turn, so nothing is published that the database does not hold,
+and the units' callers run before the records' subscribers, as when they published them.
 """
 
 from __future__ import annotations
@@ -17,24 +22,31 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from mcpx.broker.models import AuditRecord
+from mcpx.broker.store import QuestionRow
 
 T = TypeVar("T")
 Unit = Callable[[Any], Any]
 log = logging.getLogger("mcpx.store")
 
+MAX_WAITING = 512  # units that may wait: this many waiting go at once, whatever their horizon
+
 
 class RecordingTx(Protocol):
-    """A Tx that keeps the audit records it wrote, in order, so a unit rolled back takes its own with it."""
+    """A Tx that keeps the audit records and question rows it wrote, in order, so a unit rolled back takes its
+    own with it."""
 
     records: list[AuditRecord]
+    questions: list[QuestionRow]
 
 
 @dataclass
 class Committed:
-    """What one batch did: each unit's (ok, value or exception), and the audit records it committed."""
+    """What one batch did: each unit's (ok, value or exception), the audit records it committed, and the
+    question rows it wrote (a question written twice: its later row last)."""
 
     outcomes: list[tuple[bool, Any]]
     records: list[AuditRecord] = field(default_factory=list)
+    questions: list[QuestionRow] = field(default_factory=list)
     after: int = 0  # the log's last seq before this batch's records (a shared log: another daemon's, maybe)
 
 
@@ -42,13 +54,14 @@ def run_units(tx: RecordingTx, units: list[Unit], execute: Callable[[str], Any])
     """On the writer's thread, inside the batch's transaction: each unit in its own savepoint."""
     out: list[tuple[bool, Any]] = []
     for unit in units:
-        mark = len(tx.records)
+        mark, rows = len(tx.records), len(tx.questions)
         execute("SAVEPOINT unit")
         try:
             out.append((True, unit(tx)))
         except Exception as exc:
             execute("ROLLBACK TO SAVEPOINT unit")
             del tx.records[mark:]
+            del tx.questions[rows:]
             out.append((False, exc))
         execute("RELEASE SAVEPOINT unit")
     return out
@@ -70,24 +83,42 @@ class CommitQueue:
         self._committed = committed
         self._queue: list[tuple[Unit, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._due = False  # the queue holds a unit that cannot wait (or whose horizon came)
+        self._horizon: asyncio.TimerHandle | None = None
 
-    def submit(self, unit: Callable[[Any], T]) -> asyncio.Future[T]:
+    def submit(self, unit: Callable[[Any], T], within: float = 0.0) -> asyncio.Future[T]:
+        """Queue `unit`; it commits at once with whatever is queued, or, with `within`, at the latest that many
+        seconds from now (with the first unit that cannot wait, if one comes sooner)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(_log_failure)
         self._queue.append((unit, fut))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush())
+        if within <= 0 or len(self._queue) >= MAX_WAITING:
+            self._go()
+        elif self._horizon is None:  # cancelled only by _go, which has the flusher take what is queued
+            self._horizon = asyncio.get_running_loop().call_later(within, self._go)
         return fut
 
+    def _go(self) -> None:
+        """Commit what is queued now (the flusher takes it, or takes it next if it is committing a batch)."""
+        if self._horizon is not None:
+            self._horizon.cancel()
+            self._horizon = None
+        self._due = True
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+
     async def drain(self) -> None:
-        """Wait until what was submitted is committed (or has failed)."""
-        if self._flusher is not None and not self._flusher.done():
+        """Wait until what was submitted is committed (or has failed), those that could wait included."""
+        while self._queue or (self._flusher is not None and not self._flusher.done()):
+            if self._queue:
+                self._go()
+            assert self._flusher is not None
             await self._flusher
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
-        while self._queue:
-            batch, self._queue = self._queue, []
+        while self._queue and self._due:
+            batch, self._queue, self._due = self._queue, [], False
             try:
                 done = await loop.run_in_executor(self._writes, self._run_batch, [u for u, _ in batch])
             except BaseException as exc:  # the commit itself failed: nothing in the batch happened

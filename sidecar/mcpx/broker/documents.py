@@ -8,13 +8,16 @@ record reads back the same from either. `mark` is the driver's placeholder: `?` 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from mcpx import wirejson
-from mcpx.broker.models import Answer, AuditRecord, Elicitation
-from mcpx.broker.store import AuditFilter, QuestionFilter
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, State
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow
 
 QUESTION_COLUMNS = ("state", "session", "server", "audience", "trace", "task")
+# a QuestionRow's columns, in its order, for a SELECT
+ROW_COLUMNS = ", ".join(QuestionRow._fields)
 
 
 def dumps(value: Any) -> str:
@@ -25,6 +28,21 @@ def dumps(value: Any) -> str:
 def stored_question(q: Elicitation) -> str:
     """A question's document as kept: secondsLeft is of the moment it is read, so it is never stored."""
     return dumps(q.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"seconds_left"}))
+
+
+def row_of(q: Elicitation) -> QuestionRow:
+    """A question as a store keeps it: encoded here, once per write."""
+    return QuestionRow(q.id, q.session, q.server, q.audience, q.state, q.created.timestamp(), q.expires_at.timestamp(),
+                       q.trace, q.task, stored_question(q))
+
+
+def update_row(execute: Callable[[str, tuple[Any, ...]], Any], q: Elicitation, expect_state: State,
+               mark: str = "?") -> QuestionRow | None:
+    """Store `q` over its row if that is still in `expect_state`: the row as stored, or None if it was not."""
+    row = row_of(q)
+    cur = execute(f"UPDATE elicitations SET state={mark}, audience={mark}, doc={mark} WHERE id={mark} AND state={mark}",
+                  (row.state, row.audience, row.doc, row.id, expect_state))
+    return row if cur.rowcount == 1 else None
 
 
 def audit_doc(record: AuditRecord) -> str:

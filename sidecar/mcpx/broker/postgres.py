@@ -22,9 +22,7 @@ a database whose schema is newer than this mcpx knows is refused before anything
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -33,25 +31,14 @@ from typing import Any, TypeVar
 import psycopg
 
 from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
-from mcpx.broker.documents import (
-    QUESTION_COLUMNS,
-    answer_of,
-    audit_doc,
-    audit_where,
-    dumps,
-    equal,
-    question_of,
-    record_of,
-    stored_question,
-)
+from mcpx.broker.documents import record_of
 from mcpx.broker.errors import StoreUnavailable
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
+from mcpx.broker.models import AuditRecord, StoredTask, TaskState
+from mcpx.broker.sql import SqlReads, SqlTx
 from mcpx.broker.store import (
-    AuditFilter,
     Follower,
     Identity,
     Lease,
-    QuestionFilter,
     QuestionRow,
     StoreInfo,
     StoreRefused,
@@ -139,69 +126,21 @@ def _pg(tx: Tx) -> PgTx:
     return tx
 
 
-class PgTx:
+class PgTx(SqlTx):
     """The statements of one unit of work, on the writer's thread, inside the batch's transaction."""
 
+    mark = "%s"
+    OWNER = ("daemon",)  # which daemon of the team wrote a question or holds a task
+    RETURNING = " RETURNING seq"
+
     def __init__(self, db: psycopg.Connection[Any], daemon: str) -> None:
-        self._db = db
+        super().__init__(db, (daemon,))
         self._daemon = daemon
-        self.records: list[AuditRecord] = []
-
-    def insert_question(self, q: Elicitation) -> None:
-        self._db.execute(
-            "INSERT INTO elicitations (id, session, server, audience, state, created, expires, trace, task, daemon,"
-            " doc) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-            (q.id, q.session, q.server, q.audience, q.state, q.created.timestamp(), q.expires_at.timestamp(),
-             q.trace, q.task, self._daemon, stored_question(q)),
-        )
-
-    def update_question(self, q: Elicitation, expect_state: State = "pending") -> bool:
-        cur = self._db.execute(
-            "UPDATE elicitations SET state=%s, audience=%s, doc=%s WHERE id=%s AND state=%s",
-            (q.state, q.audience, stored_question(q), q.id, expect_state),
-        )
-        return cur.rowcount == 1
-
-    def question(self, eid: str) -> Elicitation | None:
-        row = self._db.execute("SELECT doc FROM elicitations WHERE id=%s", (eid,)).fetchone()
-        return question_of(row[0]) if row else None
-
-    def insert_answer(self, answer: Answer) -> None:
-        self._db.execute("INSERT INTO answers (id, doc) VALUES (%s,%s)", (answer.id, dumps(answer.wire())))
-
-    def answer(self, eid: str) -> Answer | None:
-        row = self._db.execute("SELECT doc FROM answers WHERE id=%s", (eid,)).fetchone()
-        return answer_of(row[0]) if row else None
-
-    def audit(self, record: AuditRecord) -> AuditRecord:
-        row = self._db.execute(
-            "INSERT INTO audit (at, kind, elicit, session, trace, task, doc) VALUES (%s,%s,%s,%s,%s,%s,%s)"
-            " RETURNING seq",
-            (record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task,
-             audit_doc(record)),
-        ).fetchone()
-        assert row is not None
-        self.records.append(record := record.model_copy(update={"seq": int(row[0])}))
-        return record
-
-    def put_task(self, task: StoredTask) -> None:
-        self._db.execute(
-            "INSERT INTO tasks (id, state, session, daemon, updated, doc) VALUES (%s,%s,%s,%s,%s,%s)"
-            " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (task.id, task.state, task.session, self._daemon, time.time(), dumps(task.wire())),
-        )
-
-    def put_fact(self, key: str, value: Any) -> None:
-        self._db.execute(
-            "INSERT INTO facts (key, value, at) VALUES (%s,%s,%s)"
-            " ON CONFLICT(key) DO UPDATE SET value=excluded.value, at=excluded.at",
-            (key, dumps(value), time.time()),
-        )
 
     def claim_task(self, tid: str, owner: str) -> bool:
         """Take a call task over from `owner`, whose lease lapsed; False if another daemon took it first."""
         cur = self._db.execute("UPDATE tasks SET daemon=%s WHERE id=%s AND daemon=%s", (self._daemon, tid, owner))
-        return cur.rowcount == 1
+        return bool(cur.rowcount == 1)
 
     def beat(self, me: Identity) -> None:
         self._db.execute(
@@ -216,8 +155,11 @@ class PgTx:
         self._db.execute("DELETE FROM daemons WHERE id=%s AND pid=%s", (me.id, me.pid))
 
 
-class PgStore:
+class PgStore(SqlReads):
     """A PostgreSQL database shared by a team's daemons: writer, reader and listener connections of its own."""
+
+    mark = "%s"
+    INSERTED = "ord"
 
     def __init__(self, dsn: str, me: Identity, lease: float = 30.0) -> None:
         self.dsn = dsn
@@ -297,8 +239,8 @@ class PgStore:
     async def write(self, unit: Callable[[Tx], T]) -> T:
         return await self.submit(unit)
 
-    def submit(self, unit: Callable[[Tx], T]) -> asyncio.Future[T]:
-        return self._commits.submit(unit)
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+        return self._commits.submit(unit, within)
 
     def _run_batch(self, units: list[Unit]) -> Committed:
         """On the writer's thread: the team's write lock, each unit in its own savepoint, one commit."""
@@ -320,7 +262,7 @@ class PgStore:
             if not db.closed:
                 db.rollback()
             raise
-        return Committed(out, tx.records, after)
+        return Committed(out, tx.records, tx.questions, after)
 
     def _locked_writer(self) -> psycopg.Connection[Any]:
         """The writer, in a transaction holding the team's write lock."""
@@ -351,15 +293,15 @@ class PgStore:
         if not fresh:
             return  # a catch-up read them from the log already
         if done.after <= self._published:
-            self._hand_on(fresh, ours=True)
+            self._hand_on(fresh, True, done.questions)
         else:
             self._behind.set()  # another daemon's records come first: the catch-up reads all in order
 
-    def _hand_on(self, records: list[AuditRecord], ours: bool) -> None:
+    def _hand_on(self, records: list[AuditRecord], ours: bool, rows: list[QuestionRow]) -> None:
         self._published = records[-1].seq
         self._mine.difference_update(r.seq for r in records)
         if self._follower is not None:
-            self._follower(records, ours)
+            self._follower(records, ours, rows)
 
     # ---- following the other daemons
 
@@ -392,20 +334,34 @@ class PgStore:
             self._behind.clear()
             try:
                 while True:
-                    page = await self.audit(AuditFilter(after=self._published), 500)
-                    page = [r for r in page if r.seq > self._published]  # a local commit may have gone first
+                    read = await self._log_page(self._published, 500)
+                    # a local commit may have gone first
+                    page = [(r, row) for r, row in read if r.seq > self._published]
                     if page:
-                        run: list[AuditRecord] = []
-                        for record in page:  # in runs of ours and theirs, in order
-                            if run and (record.seq in self._mine) != (run[0].seq in self._mine):
-                                self._hand_on(run, run[0].seq in self._mine)
+                        run: list[tuple[AuditRecord, QuestionRow | None]] = []
+                        for each in page:  # in runs of ours and theirs, in order
+                            if run and (each[0].seq in self._mine) != (run[0][0].seq in self._mine):
+                                self._hand_on_run(run)
                                 run = []
-                            run.append(record)
-                        self._hand_on(run, run[0].seq in self._mine)
-                    if len(page) < 500:
+                            run.append(each)
+                        self._hand_on_run(run)
+                    if len(read) < 500:
                         break
             except StoreUnavailable as exc:
                 log.warning("catching up with the store failed (%s); the listener retries on reconnect", exc)
+
+    def _hand_on_run(self, run: list[tuple[AuditRecord, QuestionRow | None]]) -> None:
+        rows = {row.id: row for _, row in run if row is not None}
+        self._hand_on([r for r, _ in run], run[0][0].seq in self._mine, list(rows.values()))
+
+    async def _log_page(self, after: int, limit: int) -> list[tuple[AuditRecord, QuestionRow | None]]:
+        """The log after `after`, each record with the row of the question it is about, in one statement: one
+        snapshot, so a row is never older than the records read with it."""
+        rows = await self._rows(
+            f"SELECT a.seq, a.doc, {', '.join('e.' + c for c in QuestionRow._fields)} FROM audit a"
+            " LEFT JOIN elicitations e ON e.id = a.elicit WHERE a.seq > %s ORDER BY a.seq LIMIT %s", (after, limit))
+        return [(record_of(int(row[0]), row[1]), QuestionRow(*row[2:]) if row[2] is not None else None)
+                for row in rows]
 
     async def _heartbeat(self) -> None:
         """Renew this daemon's lease a few times per lease period, whatever the writer is doing otherwise."""
@@ -428,50 +384,11 @@ class PgStore:
     async def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return await self._read(lambda db: db.execute(sql, args).fetchall())
 
-    async def question(self, eid: str) -> tuple[Elicitation, Answer | None] | None:
-        rows = await self._rows("SELECT e.doc, a.doc FROM elicitations e LEFT JOIN answers a ON a.id = e.id"
-                                " WHERE e.id=%s", (eid,))
-        if not rows:
-            return None
-        doc, answer = rows[0]
-        return question_of(doc), (answer_of(answer) if answer else None)
-
-    async def question_rows(self, where: QuestionFilter, limit: int) -> list[QuestionRow]:
-        clauses, args = equal(where, QUESTION_COLUMNS, "%s")
-        sql = ("SELECT doc, expires, state FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
-               + " ORDER BY created, ord LIMIT %s")
-        return [QuestionRow(*row) for row in await self._rows(sql, (*args, limit))]
-
-    async def pending_deadlines(self) -> list[tuple[float, str]]:
-        rows = await self._rows("SELECT expires, id FROM elicitations WHERE state='pending'")
-        return [(float(e), str(i)) for e, i in rows]
-
-    async def count(self, state: State) -> int:
-        rows = await self._rows("SELECT COUNT(*) FROM elicitations WHERE state=%s", (state,))
-        return int(rows[0][0])
-
-    async def audit(self, where: AuditFilter, limit: int) -> list[AuditRecord]:
-        sql, args = audit_where(where, "%s")
-        rows = await self._rows(f"SELECT seq, doc FROM audit WHERE {sql} ORDER BY seq LIMIT %s", (*args, limit))
-        return [record_of(int(seq), doc) for seq, doc in rows]
-
-    async def last_seq(self) -> int:
-        rows = await self._rows("SELECT COALESCE(MAX(seq), 0) FROM audit")
-        return int(rows[0][0])
-
-    async def task(self, tid: str) -> StoredTask | None:
-        rows = await self._rows("SELECT doc FROM tasks WHERE id=%s", (tid,))
-        return StoredTask.model_validate_json(rows[0][0]) if rows else None
-
     async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
         """This daemon's own tasks: another's are its to resume, or the team's once its lease lapses."""
         rows = await self._rows("SELECT doc FROM tasks WHERE state = ANY(%s) AND daemon=%s ORDER BY updated",
                                 (list(states), self.me.id))
         return [StoredTask.model_validate_json(r[0]) for r in rows]
-
-    async def fact(self, key: str) -> Any:
-        rows = await self._rows("SELECT value FROM facts WHERE key=%s", (key,))
-        return json.loads(rows[0][0]) if rows else None
 
     # ---- the team
 

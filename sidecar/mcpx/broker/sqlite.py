@@ -9,29 +9,17 @@ resolves only after the commit, so nothing is published that the database does n
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
-from mcpx.broker.documents import (
-    QUESTION_COLUMNS,
-    answer_of,
-    audit_doc,
-    audit_where,
-    dumps,
-    equal,
-    question_of,
-    record_of,
-    stored_question,
-)
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
-from mcpx.broker.store import AuditFilter, Follower, Lease, QuestionFilter, QuestionRow, StoreInfo, Tx
+from mcpx.broker.models import StoredTask, TaskState
+from mcpx.broker.sql import SqlReads, SqlTx
+from mcpx.broker.store import Follower, Lease, StoreInfo, Tx
 
 T = TypeVar("T")
 
@@ -84,69 +72,14 @@ CREATE TABLE IF NOT EXISTS facts (
 """
 
 
-class SqliteTx:
+class SqliteTx(SqlTx):
     """The statements of one unit of work, on the writer's thread."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-        self.records: list[AuditRecord] = []  # what this batch wrote to the log, in order
-
-    def insert_question(self, q: Elicitation) -> None:
-        self._db.execute(
-            "INSERT INTO elicitations (id, session, server, audience, state, created, expires, trace, task, doc)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (q.id, q.session, q.server, q.audience, q.state, q.created.timestamp(), q.expires_at.timestamp(),
-             q.trace, q.task, stored_question(q)),
-        )
-
-    def update_question(self, q: Elicitation, expect_state: State = "pending") -> bool:
-        cur = self._db.execute(
-            "UPDATE elicitations SET state=?, audience=?, doc=? WHERE id=? AND state=?",
-            (q.state, q.audience, stored_question(q), q.id, expect_state),
-        )
-        return cur.rowcount == 1
-
-    def question(self, eid: str) -> Elicitation | None:
-        row = self._db.execute("SELECT doc FROM elicitations WHERE id=?", (eid,)).fetchone()
-        return question_of(row[0]) if row else None
-
-    def insert_answer(self, answer: Answer) -> None:
-        self._db.execute("INSERT INTO answers (id, doc) VALUES (?,?)", (answer.id, dumps(answer.wire())))
-
-    def answer(self, eid: str) -> Answer | None:
-        row = self._db.execute("SELECT doc FROM answers WHERE id=?", (eid,)).fetchone()
-        return answer_of(row[0]) if row else None
-
-    def audit(self, record: AuditRecord) -> AuditRecord:
-        cur = self._db.execute(
-            "INSERT INTO audit (at, kind, elicit, session, trace, task, doc) VALUES (?,?,?,?,?,?,?)",
-            (record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task,
-             audit_doc(record)),
-        )
-        assert cur.lastrowid is not None
-        self.records.append(record := record.model_copy(update={"seq": cur.lastrowid}))
-        return record
-
-    def put_task(self, task: StoredTask) -> None:
-        self._db.execute(
-            "INSERT INTO tasks (id, state, session, updated, doc) VALUES (?,?,?,?,?)"
-            " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (task.id, task.state, task.session, time.time(), dumps(task.wire())),
-        )
-
-    def put_fact(self, key: str, value: Any) -> None:
-        self._db.execute(
-            "INSERT INTO facts (key, value, at) VALUES (?,?,?)"
-            " ON CONFLICT(key) DO UPDATE SET value=excluded.value, at=excluded.at",
-            (key, dumps(value), time.time()),
-        )
-
 
     def claim_task(self, tid: str, owner: str) -> bool:
         return False  # one daemon's own file: no task of it has another owner
 
 
-class SqliteStore:
+class SqliteStore(SqlReads):
     """mcpx.db, opened once per daemon: one writer connection, one reader connection, a thread each."""
 
     def __init__(self, path: Path) -> None:
@@ -169,7 +102,7 @@ class SqliteStore:
     def _committed(self, done: Committed) -> None:
         # one writer, in this process alone: the order of its commits is the log's order
         if self._follower is not None:
-            self._follower(done.records, True)
+            self._follower(done.records, True, done.questions)
 
     def _private_files(self) -> None:
         """mcpx.db, mcpx.db-wal and mcpx.db-shm are the owner's alone (0600), and never briefly wider.
@@ -220,10 +153,10 @@ class SqliteStore:
     async def write(self, unit: Callable[[Tx], T]) -> T:
         return await self.submit(unit)
 
-    def submit(self, unit: Callable[[Tx], T]) -> asyncio.Future[T]:
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
         """Queue a unit; units waiting at the same moment are committed together (group commit)."""
         assert self._writer is not None, "store is not open"
-        return self._commits.submit(unit)
+        return self._commits.submit(unit, within)
 
     def _run_batch(self, units: list[Unit]) -> Committed:
         """On the writer's thread: each unit in its own savepoint, one commit for them all."""
@@ -237,7 +170,7 @@ class SqliteStore:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
-        return Committed(out, tx.records)
+        return Committed(out, tx.records, tx.questions)
 
     # ---- reads (the reader connection never blocks the writer in WAL mode)
 
@@ -250,49 +183,10 @@ class SqliteStore:
     async def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return await self._read(lambda db: db.execute(sql, args).fetchall())
 
-    async def question(self, eid: str) -> tuple[Elicitation, Answer | None] | None:
-        rows = await self._rows("SELECT e.doc, a.doc FROM elicitations e LEFT JOIN answers a ON a.id = e.id"
-                                " WHERE e.id=?", (eid,))
-        if not rows:
-            return None
-        doc, answer = rows[0]
-        return question_of(doc), (answer_of(answer) if answer else None)
-
-    async def question_rows(self, where: QuestionFilter, limit: int) -> list[QuestionRow]:
-        clauses, args = equal(where, QUESTION_COLUMNS)
-        sql = ("SELECT doc, expires, state FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
-               + " ORDER BY created, rowid LIMIT ?")
-        return [QuestionRow(*row) for row in await self._rows(sql, (*args, limit))]
-
-    async def pending_deadlines(self) -> list[tuple[float, str]]:
-        rows = await self._rows("SELECT expires, id FROM elicitations WHERE state='pending'")
-        return [(float(e), str(i)) for e, i in rows]
-
-    async def count(self, state: State) -> int:
-        rows = await self._rows("SELECT COUNT(*) FROM elicitations WHERE state=?", (state,))
-        return int(rows[0][0])
-
-    async def audit(self, where: AuditFilter, limit: int) -> list[AuditRecord]:
-        sql, args = audit_where(where)
-        rows = await self._rows(f"SELECT seq, doc FROM audit WHERE {sql} ORDER BY seq LIMIT ?", (*args, limit))
-        return [record_of(int(seq), doc) for seq, doc in rows]
-
-    async def last_seq(self) -> int:
-        rows = await self._rows("SELECT COALESCE(MAX(seq), 0) FROM audit")
-        return int(rows[0][0])
-
-    async def task(self, tid: str) -> StoredTask | None:
-        rows = await self._rows("SELECT doc FROM tasks WHERE id=?", (tid,))
-        return StoredTask.model_validate_json(rows[0][0]) if rows else None
-
     async def tasks_in(self, states: tuple[TaskState, ...]) -> list[StoredTask]:
         marks = ",".join("?" for _ in states)
         rows = await self._rows(f"SELECT doc FROM tasks WHERE state IN ({marks}) ORDER BY updated", states)
         return [StoredTask.model_validate_json(r[0]) for r in rows]
-
-    async def fact(self, key: str) -> Any:
-        rows = await self._rows("SELECT value FROM facts WHERE key=?", (key,))
-        return json.loads(rows[0][0]) if rows else None
 
     async def daemons(self) -> list[Lease]:
         return []  # this daemon's own file

@@ -16,6 +16,8 @@ commit: the broker publishes events, and wakes whoever waits, only then.
 Events come from the store, not from the units' callers: the store hands its follower every
 committed audit record once, in the order of the log's seq, whoever committed it (a shared
 store's other daemons included), so a stream built from them has one order on every daemon.
+With them come the rows of the questions they opened or moved, as stored: the broker keeps its
+pending questions in memory from these alone, so its listings are in step with the store.
 """
 
 from __future__ import annotations
@@ -60,10 +62,6 @@ class StoreRefused(Exception):
     does not start; the message says why and what to do."""
 
 
-# committed audit records, in seq order; True when this store's own units wrote them
-Follower = Callable[[list[AuditRecord], bool], None]
-
-
 @dataclass(frozen=True)
 class Identity:
     """A daemon as the team sharing a store knows it. `id` outlives restarts (it is kept in the state directory)."""
@@ -105,11 +103,23 @@ class StoreInfo:
 
 
 class QuestionRow(NamedTuple):
-    """A question as stored, for listings that pass it on without parsing it."""
+    """A question as stored: the columns reads filter on, and its document, passed on without parsing it."""
 
-    doc: str  # the question's document: a JSON object's text, without secondsLeft (that is of the moment)
-    expires: float  # epoch seconds
+    id: str
+    session: str
+    server: str
+    audience: str
     state: State
+    created: float  # epoch seconds
+    expires: float
+    trace: str | None
+    task: str | None
+    doc: str  # the question's document: a JSON object's text, without secondsLeft (that is of the moment)
+
+
+# committed audit records, in seq order; True when this store's own units wrote them; the rows of the
+# questions they touched, as stored once they had committed (or later: a row never goes back in time)
+Follower = Callable[[list[AuditRecord], bool, list[QuestionRow]], None]
 
 
 class Tx(Protocol):
@@ -149,15 +159,17 @@ class Store(Protocol):
     async def open(self) -> None: ...
 
     def follow(self, follower: Follower) -> None:
-        """Hand `follower` every audit record committed from now on, once each, in seq order."""
+        """Hand `follower` every audit record committed from now on, once each, in seq order, with the rows
+        of the questions those records opened or moved."""
         ...
 
     async def close(self) -> None:
         """Commit what was submitted, then close."""
         ...
 
-    def submit(self, unit: Callable[[Tx], T]) -> asyncio.Future[T]:
-        """Queue a unit now (units commit in the order submitted); its future resolves once committed."""
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+        """Queue a unit now (units commit in the order submitted); its future resolves once committed. With
+        `within`, a unit nobody waits on may wait that many seconds for the next commit (broker/commits.py)."""
         ...
 
     async def write(self, unit: Callable[[Tx], T]) -> T:
@@ -170,10 +182,6 @@ class Store(Protocol):
 
     async def question_rows(self, where: QuestionFilter, limit: int) -> list[QuestionRow]:
         """Questions oldest first."""
-        ...
-
-    async def pending_deadlines(self) -> list[tuple[float, str]]:
-        """(expires, id) of every pending question."""
         ...
 
     async def count(self, state: State) -> int: ...

@@ -58,10 +58,6 @@ _ERR = {
 }
 
 
-def json_text(text: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(text=text, status=status, content_type="application/json", headers=headers)
-
-
 def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> dict[str, Any] | None:
     """An answer as the API shows it: a credential's value never leaves the daemon."""
     if answer is None:
@@ -113,8 +109,9 @@ async def list_questions(call: Call) -> web.StreamResponse:
         questions = await call.app[BROKER].questions(where, q.limit)
         docs = [rendered(call, each, None, q.tool_prefix) for each in questions]
         return web.json_response({"elicitations": docs, "count": len(docs)})
-    text, count = await call.app[BROKER].questions_json(where, q.limit)  # as stored: no parse per question
-    return json_text(f'{{"elicitations":{text},"count":{count}}}')
+    pieces, count = await call.app[BROKER].questions_json(where, q.limit)  # as stored: no parse per question
+    body = b"".join([b'{"elicitations":[', *pieces, b'],"count":%d}' % count])
+    return web.Response(body=body, content_type="application/json")
 
 
 @api.route("POST", "/v1/elicit", "mcpx asks on its own behalf: approvals from CI and scripts", body=AskBody,

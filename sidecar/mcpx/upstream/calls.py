@@ -108,6 +108,7 @@ class CallTask:
     end_reason: str | None = None
     end_state: TaskState = "cancelled"
     suspended: bool = False  # the daemon is stopping; a modern call stays resumable after the restart
+    kept: bool = False  # the store holds a row of it (it asked, or a restart found it): its end must follow soon
     runner: asyncio.Task[None] | None = None
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -171,6 +172,17 @@ class CallTask:
             arguments=self.scrub(r.arguments), cwd=r.cwd, surface=r.surface, policy_mode=r.policy_mode,
             transparent=TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
             resume=self.resume)
+
+    def stored_with(self, q: Elicitation, pending: bool, resume: dict[str, Any] | None = None) -> StoredTask:
+        """What the tasks table keeps once `q` is open (pending, or settled at once), and with `resume` the
+        round it belongs to: stored in q's own commit."""
+        stored = self.stored()
+        update: dict[str, Any] = {"questions": [*stored.questions, q.id]}
+        if pending:
+            update.update({"open": [*stored.open, q.id], "state": "input-required"})
+        if resume is not None:
+            update["resume"] = resume
+        return stored.model_copy(update=update)
 
     def fail(self, reason: str, state: TaskState = "failed") -> None:
         """End the call now: `failed` loudly (policy `error`, server removed) or `cancelled` (by the client)."""
@@ -255,10 +267,15 @@ class CallContext:
             parent=r.parent, task=self.task.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
         )
 
-    async def open(self, params: ElicitParams, announce: bool = True) -> Handle:
+    async def open(self, params: ElicitParams, announce: bool = True,
+                   task: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle:
+        """Open the server's question; `announce`: the task is stored with it (in its commit) and its waiters told,
+        so a restart knows what was promised before anyone is. `task`: the task's record to store with it
+        instead (a modern round's last question)."""
         # Shielded: a call that ends while its question is being stored (its server went away, its client
         # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
-        opening = asyncio.ensure_future(self.broker.open(self._open_request(params)))
+        opening = asyncio.ensure_future(self.broker.open(self._open_request(params),
+                                                         self.task.stored_with if announce else task))
         try:
             handle = await asyncio.shield(opening)
         except asyncio.CancelledError:
@@ -276,7 +293,7 @@ class CallContext:
             self.task.open[handle.id] = handle.elicitation
             self.task.state = "input-required"
         if announce:
-            await self._save(self.task)  # stored before anyone is told, so a restart knows what it promised
+            self.task.kept = True
             await self.task.touch()
         if params.elicitation_id is not None and params.elicitation_id in self._completed_early:
             await self.complete(params.elicitation_id)
@@ -366,17 +383,31 @@ class CallContext:
         static: dict[str, Any] = {}
         handles: dict[str, Handle] = {}
         slots: dict[str, Slot] = {}
+        asks: list[tuple[str, ElicitParams]] = []
         for key, method, params in planned:  # all of them registered before the caller is told of any
             if method == "elicitation/create":
-                handles[key] = await self.open(params, announce=False)
-                self.task.keys[handles[key].id] = key
+                asks.append((key, params))
             elif method == "roots/list" and not r.client_serves("roots"):
                 static[key] = {"roots": self.roots()}
             else:
                 slots[key] = self.add_slot(key, method, params)
-        self.task.resume = {"round": round_no, "requestState": result.get("requestState"),
-                            "keys": {k: h.id for k, h in handles.items()}, "static": static}
-        await self._save(self.task)
+
+        def resume(last: str | None = None, eid: str | None = None) -> dict[str, Any]:
+            keys = {k: h.id for k, h in handles.items()} | ({last: eid} if last is not None else {})
+            return {"round": round_no, "requestState": result.get("requestState"), "keys": keys, "static": static}
+
+        for i, (key, params) in enumerate(asks):
+            # the last question carries the round's resume state in its own commit: what a restart re-drives
+            # from is stored exactly when the last question is
+            with_round = (lambda q, pending, k=key: self.task.stored_with(q, pending, resume(k, q.id))
+                          ) if i == len(asks) - 1 else None
+            handles[key] = await self.open(params, announce=False, task=with_round)
+            self.task.keys[handles[key].id] = key
+        self.task.resume = resume()
+        if asks:
+            self.task.kept = True
+        else:
+            await self._save(self.task)
         await self.task.touch()
         waits = [asyncio.ensure_future(self.wait(h)) for h in handles.values()]
         try:

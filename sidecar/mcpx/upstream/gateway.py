@@ -141,6 +141,7 @@ class Gateway:
     # ---- calls
 
     async def _save(self, task: CallTask) -> None:
+        task.kept = True
         await self.broker.save_task(task.stored())
 
     def task(self, tid: str) -> CallTask | None:
@@ -195,12 +196,12 @@ class Gateway:
                 "type": "boolean", "default": False, "title": "Let it proceed",
                 "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}},
             trace=task.trace, parent=r.parent, task=task.id, ttl=elicit.ask_timeout, audience="human",
-            policy_mode=r.policy_mode))
+            policy_mode=r.policy_mode), task.stored_with)
+        task.kept = True
         task.questions.append(handle.id)
         if not handle.done():
             task.open[handle.id] = handle.elicitation
             task.state = "input-required"
-        await self._save(task)
         await task.touch()
         try:
             answer = await handle.answer()
@@ -287,10 +288,12 @@ class Gateway:
             data["error"] = task.scrub(task.error)
         stored = task.stored()
         # whoever waits for the result hears first (it is in memory); the final state and its task.done
-        # commit together one loop turn behind, so the database thread is not in the reply's way
+        # commit together one loop turn behind, so the database thread is not in the reply's way. A call the
+        # store never heard of (it never asked) has its end ride with the next commit, within a short horizon:
+        # a stream of plain calls costs the store a commit per horizon, not one each
         await task.touch()
         await asyncio.sleep(0)
-        committed = self.broker.finish_task(stored, data)
+        committed = self.broker.finish_task(stored, data, behind=not task.kept)
         committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
     def _forget_finished(self, tid: str, committed: asyncio.Future[Any]) -> None:
@@ -328,7 +331,8 @@ class Gateway:
             # the questions table is the truth about which questions the call raised
             raised = [q.id for q in await self.broker.questions(QuestionFilter(task=stored.id))]
             task = CallTask(id=stored.id, trace=stored.trace, request=request, state=stored.state,
-                            era=stored.era, questions=raised, resume=resume, created=stored.created.timestamp())
+                            era=stored.era, questions=raised, resume=resume, created=stored.created.timestamp(),
+                            kept=True)
             self.tasks[task.id] = task
             if task.era == "modern" and resume and request.server in self.settings.config.servers:
                 task.runner = asyncio.create_task(self._resume(task), name=f"mcpx-resume-{task.id}")

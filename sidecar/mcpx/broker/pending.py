@@ -1,0 +1,132 @@
+"""The pending questions, in memory: what listings and secondsLeft are served from.
+
+Pending questions are few and hot; every listing of them used to be a read of the store and a
+splice of secondsLeft into each row, on the event loop. The index holds each pending question's
+filter columns and its stored document, encoded once (the JSON object's bytes without its closing
+brace), so a listing is a scan and a join, and secondsLeft is appended at send time.
+
+It is kept in step with the store by the store alone: the broker hands it the rows of the
+questions each committed batch touched (broker/store.py, Follower), its own daemon's and, for a
+shared store, the other daemons' too. A row that is no longer pending leaves it. Nothing is put in
+before it has committed, so a listing never shows what a kill -9 could take back.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from itertools import islice
+
+from mcpx.broker.models import Elicitation
+from mcpx.broker.store import QuestionFilter, QuestionRow
+
+
+class Pending:
+    """One pending question: what a listing filters on, and its document's bytes up to the closing brace."""
+
+    __slots__ = ("audience", "created", "expires", "head", "id", "order", "server", "session", "task", "trace")
+
+    def __init__(self, row: QuestionRow, order: int) -> None:
+        self.id = row.id
+        # a few sessions, servers and audiences among many questions: one string each, not one per question
+        self.session = sys.intern(row.session)
+        self.server = sys.intern(row.server)
+        self.audience = sys.intern(row.audience)
+        self.trace = row.trace
+        self.task = row.task
+        self.created = row.created
+        self.expires = row.expires
+        self.order = order  # the store's tie-break after `created`: the order rows were inserted
+        self.head = row.doc.encode()[:-1]  # the document without its closing brace: secondsLeft goes there
+
+    def question(self) -> Elicitation:
+        return Elicitation.model_validate_json(self.head + b"}")
+
+
+class PendingIndex:
+    """Every pending question of the store, oldest first (as the store orders them: created, then insertion)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, Pending] = {}
+        self._inserted = 0
+        self._in_order = True  # the dict's order is (created, order): a question created earlier may arrive later
+        self._filling: set[str] | None = None  # while the fill is read: the questions the store moved meanwhile
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def begin_fill(self) -> None:
+        """The pending questions are about to be read from the store (at start): rows the store hands on while
+        that read is under way are newer than what it may return for the same questions."""
+        self._filling = set()
+
+    def fill(self, rows: Iterable[QuestionRow]) -> None:
+        """The pending questions as read from the store, but those it moved while they were read."""
+        moved, self._filling = self._filling or set(), None
+        self.apply(row for row in rows if row.id not in moved)
+
+    def apply(self, rows: Iterable[QuestionRow]) -> None:
+        """Committed rows, in the order they were written: a pending one is put (over its earlier row, in its
+        place), one that ended leaves."""
+        for row in rows:
+            if self._filling is not None:
+                self._filling.add(row.id)
+            old = self._by_id.get(row.id)
+            if row.state != "pending":
+                if old is not None:
+                    del self._by_id[row.id]
+                continue
+            if old is not None:
+                self._by_id[row.id] = Pending(row, old.order)
+                continue
+            self._inserted += 1
+            if self._by_id and row.created < next(reversed(self._by_id.values())).created:
+                self._in_order = False
+            self._by_id[row.id] = Pending(row, self._inserted)
+
+    def get(self, eid: str) -> Pending | None:
+        return self._by_id.get(eid)
+
+    def deadlines(self) -> list[tuple[float, str]]:
+        return [(p.expires, p.id) for p in self._by_id.values()]
+
+    def _ordered(self) -> Iterator[Pending]:
+        if not self._in_order:
+            self._by_id = {p.id: p for p in sorted(self._by_id.values(), key=lambda p: (p.created, p.order))}
+            self._in_order = True
+        return iter(self._by_id.values())
+
+    def select(self, where: QuestionFilter, limit: int) -> list[Pending]:
+        """The pending questions `where` names (its state is taken as pending), oldest first, at most `limit`."""
+        wanted = [(name, value) for name in ("session", "server", "audience", "trace", "task")
+                  if (value := getattr(where, name)) is not None]
+        if not wanted:
+            return list(islice(self._ordered(), max(0, limit)))
+        out: list[Pending] = []
+        if limit <= 0:
+            return out
+        for p in self._ordered():
+            if all(getattr(p, name) == value for name, value in wanted):
+                out.append(p)
+                if len(out) >= limit:
+                    break
+        return out
+
+    @staticmethod
+    def json_pieces(chosen: list[Pending], now: float) -> list[bytes]:
+        """The questions' documents, each with its secondsLeft of `now`, comma-separated, as pieces to be joined
+        once inside whatever holds them (10,000 of them are 5 MB: copied once, into the reply's body)."""
+        pieces: list[bytes] = []
+        add = pieces.append
+        tails: dict[int, bytes] = {}  # the same few secondsLeft over and over: each end encoded once
+        base = now - 0.999  # seconds_left's rule (rounded up, never negative), inlined: this runs 10,000 times
+        for p in chosen:
+            left = int(p.expires - base)
+            tail = tails.get(left)
+            if tail is None:
+                tail = tails[left] = b',"secondsLeft":%d},' % max(0, left)
+            add(p.head)
+            add(tail)
+        if pieces:
+            pieces[-1] = pieces[-1][:-1]  # no comma after the last
+        return pieces

@@ -1,0 +1,156 @@
+"""The SQL both stores speak, written once: SQLite (broker/sqlite.py) and PostgreSQL (broker/postgres.py).
+
+The statements are written with `?` for a value; a store whose driver marks values otherwise
+(`%s` for psycopg) names its mark and gets them rewritten once, when its class is made. What
+differs between the stores stays with them: a team's `daemon` column (`OWNER`), the order of
+rows inserted at the same moment (`INSERTED`: SQLite's rowid, PostgreSQL's identity), the locks
+and the connections.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, ClassVar
+
+from mcpx.broker.documents import (
+    QUESTION_COLUMNS,
+    ROW_COLUMNS,
+    answer_of,
+    audit_doc,
+    audit_where,
+    dumps,
+    equal,
+    question_of,
+    record_of,
+    row_of,
+    update_row,
+)
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow
+
+
+class Dialect:
+    """A driver's placeholder, and the statements in it."""
+
+    mark: ClassVar[str] = "?"
+
+    @classmethod
+    def sql(cls, text: str) -> str:
+        return text if cls.mark == "?" else text.replace("?", cls.mark)
+
+
+class SqlTx(Dialect):
+    """The statements of a unit of work both stores make alike. `db` is a DB-API connection (sqlite3's, psycopg's);
+    `owner`: the values of the store's OWNER columns for what this daemon writes."""
+
+    OWNER: ClassVar[tuple[str, ...]] = ()
+    # how an appended audit record's seq comes back: SQLite gives the row id (RETURNING needs SQLite 3.35, newer
+    # than some distributions' own), PostgreSQL returns it
+    RETURNING: ClassVar[str] = ""
+
+    def __init__(self, db: Any, owner: tuple[Any, ...] = ()) -> None:
+        self._db = db
+        self._owner = owner
+        self.records: list[AuditRecord] = []  # what this batch wrote to the log, in order
+        self.questions: list[QuestionRow] = []  # and the question rows it wrote
+
+    def _columns(self, columns: str) -> tuple[str, str]:
+        """`columns` and the OWNER ones, and as many marks."""
+        names = [c.strip() for c in columns.split(",")] + list(self.OWNER)
+        return ", ".join(names), ",".join([self.mark] * len(names))
+
+    def insert_question(self, q: Elicitation) -> None:
+        row = row_of(q)
+        names, marks = self._columns(ROW_COLUMNS)
+        self._db.execute(f"INSERT INTO elicitations ({names}) VALUES ({marks})", (*row, *self._owner))
+        self.questions.append(row)
+
+    def update_question(self, q: Elicitation, expect_state: State = "pending") -> bool:
+        row = update_row(self._db.execute, q, expect_state, self.mark)
+        if row is not None:
+            self.questions.append(row)
+        return row is not None
+
+    def question(self, eid: str) -> Elicitation | None:
+        row = self._db.execute(self.sql("SELECT doc FROM elicitations WHERE id=?"), (eid,)).fetchone()
+        return question_of(row[0]) if row else None
+
+    def insert_answer(self, answer: Answer) -> None:
+        self._db.execute(self.sql("INSERT INTO answers (id, doc) VALUES (?,?)"), (answer.id, dumps(answer.wire())))
+
+    def answer(self, eid: str) -> Answer | None:
+        row = self._db.execute(self.sql("SELECT doc FROM answers WHERE id=?"), (eid,)).fetchone()
+        return answer_of(row[0]) if row else None
+
+    def audit(self, record: AuditRecord) -> AuditRecord:
+        cur = self._db.execute(
+            self.sql("INSERT INTO audit (at, kind, elicit, session, trace, task, doc) VALUES (?,?,?,?,?,?,?)"
+                     + self.RETURNING),
+            (record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task,
+             audit_doc(record)),
+        )
+        seq = cur.fetchone()[0] if self.RETURNING else cur.lastrowid
+        assert seq is not None
+        self.records.append(record := record.model_copy(update={"seq": int(seq)}))
+        return record
+
+    def put_task(self, task: StoredTask) -> None:
+        names, marks = self._columns("id, state, session, updated, doc")
+        self._db.execute(
+            f"INSERT INTO tasks ({names}) VALUES ({marks})"
+            " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
+            (task.id, task.state, task.session, time.time(), dumps(task.wire()), *self._owner),
+        )
+
+    def put_fact(self, key: str, value: Any) -> None:
+        self._db.execute(
+            self.sql("INSERT INTO facts (key, value, at) VALUES (?,?,?)"
+                     " ON CONFLICT(key) DO UPDATE SET value=excluded.value, at=excluded.at"),
+            (key, dumps(value), time.time()),
+        )
+
+
+class SqlReads(Dialect):
+    """The reads both stores serve alike, each one statement through the store's own `_rows`."""
+
+    INSERTED: ClassVar[str] = "rowid"  # the column that orders rows inserted at the same `created`
+
+    async def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    async def question(self, eid: str) -> tuple[Elicitation, Answer | None] | None:
+        rows = await self._rows(self.sql("SELECT e.doc, a.doc FROM elicitations e LEFT JOIN answers a ON a.id = e.id"
+                                         " WHERE e.id=?"), (eid,))
+        if not rows:
+            return None
+        doc, answer = rows[0]
+        return question_of(doc), (answer_of(answer) if answer else None)
+
+    async def question_rows(self, where: QuestionFilter, limit: int) -> list[QuestionRow]:
+        clauses, args = equal(where, QUESTION_COLUMNS, self.mark)
+        sql = (f"SELECT {ROW_COLUMNS} FROM elicitations" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+               + f" ORDER BY created, {self.INSERTED} LIMIT {self.mark}")
+        return [QuestionRow(*row) for row in await self._rows(sql, (*args, limit))]
+
+    async def count(self, state: State) -> int:
+        rows = await self._rows(self.sql("SELECT COUNT(*) FROM elicitations WHERE state=?"), (state,))
+        return int(rows[0][0])
+
+    async def audit(self, where: AuditFilter, limit: int) -> list[AuditRecord]:
+        sql, args = audit_where(where, self.mark)
+        rows = await self._rows(f"SELECT seq, doc FROM audit WHERE {sql} ORDER BY seq LIMIT {self.mark}",
+                                (*args, limit))
+        return [record_of(int(seq), doc) for seq, doc in rows]
+
+    async def last_seq(self) -> int:
+        rows = await self._rows("SELECT COALESCE(MAX(seq), 0) FROM audit")
+        return int(rows[0][0])
+
+    async def task(self, tid: str) -> StoredTask | None:
+        rows = await self._rows(self.sql("SELECT doc FROM tasks WHERE id=?"), (tid,))
+        return StoredTask.model_validate_json(rows[0][0]) if rows else None
+
+    async def fact(self, key: str) -> Any:
+        rows = await self._rows(self.sql("SELECT value FROM facts WHERE key=?"), (key,))
+        return json.loads(rows[0][0]) if rows else None

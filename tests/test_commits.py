@@ -1,0 +1,53 @@
+"""The group commit's units that may wait (broker/commits.py), on a real SQLite store in a temporary file: they
+ride with the next unit that cannot wait, or commit at their horizon, in the order submitted, and a close
+commits them."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from mcpx.broker.sqlite import SqliteStore
+
+LONG = 3600.0  # a horizon no test waits for: what commits, commits for another reason
+
+
+def facts_on_disk(path: Path) -> dict[str, str]:
+    """What another process reading the file would find (what a kill -9 would leave)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return dict(db.execute("SELECT key, value FROM facts").fetchall())
+    finally:
+        db.close()
+
+
+async def test_a_unit_that_may_wait_rides_with_the_next_that_cannot_in_order(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    try:
+        waiting = store.submit(lambda tx: tx.put_fact("k", "first"), within=LONG)
+        assert not waiting.done() and facts_on_disk(store.path) == {}
+        await store.write(lambda tx: tx.put_fact("k", "second"))  # cannot wait: takes the waiting one along
+        assert waiting.done() and facts_on_disk(store.path) == {"k": '"second"'}  # committed first, then over it
+    finally:
+        await store.close()
+
+
+async def test_a_unit_that_may_wait_commits_at_its_horizon_alone(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    try:
+        await asyncio.wait_for(store.submit(lambda tx: tx.put_fact("alone", "yes"), within=0.01), timeout=10)
+        assert facts_on_disk(store.path) == {"alone": '"yes"'}
+    finally:
+        await store.close()
+
+
+async def test_closing_the_store_commits_the_units_still_waiting(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    waiting = [store.submit(lambda tx, i=i: tx.put_fact(f"k{i}", i), within=LONG) for i in range(3)]
+    await store.close()
+    assert all(f.done() and f.exception() is None for f in waiting)
+    assert facts_on_disk(tmp_path / "mcpx.db") == {"k0": "0", "k1": "1", "k2": "2"}
