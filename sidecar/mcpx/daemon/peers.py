@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import weakref
 
 from aiohttp import web
 
@@ -36,6 +37,23 @@ def peer_pid(request: web.Request) -> int | None:
     return pid or None  # 0: a peer in another pid namespace
 
 
+# The verdict on a connection's peer, for as long as the connection lives. SO_PEERCRED names the process that
+# connected, fixed for the connection; its ancestors' environments are what they were started with. Walking
+# /proc up the parents is two reads a generation: done once a connection, not once an answer (a script that
+# answers many questions over one keep-alive connection was spending half the daemon's time there).
+_verdicts: weakref.WeakKeyDictionary[object, agentshell.Marked | None] = weakref.WeakKeyDictionary()
+
+
+def _lineage_of(request: web.Request, pid: int) -> agentshell.Marked | None:
+    transport = request.transport
+    if transport is not None and transport in _verdicts:
+        return _verdicts[transport]
+    marked = agentshell.marked_lineage(pid)  # ProcessUnseen is not remembered: it is asked again
+    if transport is not None:
+        _verdicts[transport] = marked
+    return marked
+
+
 def is_unix(request: web.Request) -> bool:
     return _unix_socket(request) is not None
 
@@ -52,7 +70,7 @@ def refuse_agent_as_person(request: web.Request, by: str) -> None:
     try:
         if pid is None:
             raise agentshell.ProcessUnseen("the kernel named no process")
-        marked = agentshell.marked_lineage(pid)
+        marked = _lineage_of(request, pid)
     except agentshell.ProcessUnseen:
         raise RouteError(403, "peer_unseen",
                        f"mcpx cannot see the process that sent this answer as {by} (pid {pid or 'unknown'}: gone, or "
