@@ -22,9 +22,15 @@ server, `peer`, is bench/peer_server.py (official mcp SDK, stdio):
    then stops again, by the pid in its daemon.json), and
    `python -c pass` as the floor: no Python process starts faster.
 
+`--against REF` runs the mcpx sides of phase 1 and the warm starts of phase 2 on the daemon and the
+`mcpx serve` of another git revision too (a checkout of its sidecar/, as bench/upstreams.py does),
+interleaved in the same rounds beside this tree's and the same direct sides: before and after a
+change, in one run.
+
 Run it from the repository root (the venv has mcpx installed editable):
 
     .venv/bin/python bench/surface.py                        # about 40 s on 2 cores
+    .venv/bin/python bench/surface.py --against main         # and main's daemon and serve beside it, ~70 s
     .venv/bin/python bench/surface.py --profile /tmp/sf      # the daemon and the timed `mcpx serve`s under cProfile
 
 It is a benchmark, not a test: it exits 0 whether or not targets are met, and says MISSED where one
@@ -40,6 +46,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -57,6 +64,7 @@ sys.path.insert(0, str(BENCH.parent / "tests"))  # the daemon harness
 from broker import Report, both, fmt_ms, ms, p50, p99, say  # noqa: E402
 from gateway import RawStdio, era_of, protocol_in_log  # noqa: E402
 from harness import Daemon, child_pids, process_cpu_seconds, run_stoppable, scratch_daemon  # noqa: E402
+from upstreams import checkout  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 2 minutes on 2 cores)
 
@@ -221,6 +229,7 @@ class Pair:
     direct: Side
     mcpx_protocol: str
     direct_protocol: str
+    label: str = ""             # "" for this tree; the revision's name for --against
 
 
 @dataclass
@@ -230,42 +239,66 @@ class Calls:
     raw_ws: Side
     raw_peer: Side
     upstream: str               # the era and protocol the daemon called `peer` in, from its log
+    raw_serve_against: Side | None = None
 
 
-async def phase_calls(d: Daemon, profile: str | None) -> Calls:
+@dataclass
+class Target:
+    """A daemon and the `mcpx serve` that goes with it: this tree's (label "") or another revision's."""
+
+    label: str
+    daemon: Daemon
+
+    def tag(self, name: str) -> str:
+        return f"{name} ({self.label})" if self.label else name
+
+
+async def phase_calls(targets: list[Target], profile: str | None) -> Calls:
+    d = targets[0].daemon
     env = d.env  # MCPX_HOME/MCPX_CONFIG of the bench daemon: `mcpx serve` finds it, and nothing else
+    me = [os.getpid()]  # the client side of every pair is this process
+    owned: list[tuple[Side, Target]] = []  # the sides whose calls a daemon serves, with it
     async with contextlib.AsyncExitStack() as stack:  # every client and raw process ends with this phase
         http = await stack.enter_async_context(d.session())
         pairs: list[Pair] = []
         for mode in MODES:
-            argv = serve_argv(f"{profile}.serve-{mode}" if profile else None)
-            via, via_pid = await enter_spawning(stack, Client(
-                StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(d.home)), mode=mode))
             direct, direct_pid = await enter_spawning(stack, Client(
                 StdioServerParameters(command=sys.executable, args=[str(PEER)], env=env), mode=mode))
-            me = [os.getpid()]  # the client side of every pair is this process
-            through = Side(f"mcpx {mode}", SdkCaller(via, f"{SERVER}_echo"), watch={"client": me, "serve": [via_pid]})
             straight = Side(f"direct {mode}", SdkCaller(direct, "echo"), watch={"client": me, "server": [direct_pid]})
-            pairs.append(Pair(mode, through, straight, via.protocol_version, direct.protocol_version))
-        raw_serve = await RawLine.spawn(serve_argv(), env, f"{SERVER}_echo", cwd=d.home)
-        stack.push_async_callback(raw_serve.close)
+            for target in targets:
+                argv = serve_argv(f"{profile}.serve-{mode}" if profile and not target.label else None)
+                via, via_pid = await enter_spawning(stack, Client(StdioServerParameters(
+                    command=argv[0], args=argv[1:], env=target.daemon.env, cwd=str(target.daemon.home)), mode=mode))
+                through = Side(target.tag(f"mcpx {mode}"), SdkCaller(via, f"{SERVER}_echo"),
+                               watch={"client": me, "serve": [via_pid]})
+                pairs.append(Pair(mode, through, straight, via.protocol_version, direct.protocol_version,
+                                  target.label))
+                owned.append((through, target))
+        raws: list[Side] = []
+        for target in targets:
+            raw = await RawLine.spawn(serve_argv(), target.daemon.env, f"{SERVER}_echo", cwd=target.daemon.home)
+            stack.push_async_callback(raw.close)
+            raws.append(Side(target.tag("raw mcpx serve"), raw, watch={"serve": [raw.proc.pid]}))
+            owned.append((raws[-1], target))
         raw_ws = await RawWs.connect(http, d.home, f"{SERVER}_echo")
         stack.push_async_callback(raw_ws.ws.close)
         raw_peer = await RawLine.spawn([sys.executable, str(PEER)], env, "echo")
         stack.push_async_callback(raw_peer.close)
-        sides = [s for p in pairs for s in (p.mcpx, p.direct)]
-        sides += [Side("raw mcpx serve", raw_serve, watch={"serve": [raw_serve.proc.pid]}),
-                  Side("raw daemon ws", raw_ws), Side("raw peer", raw_peer, watch={"server": [raw_peer.proc.pid]})]
+        sides = [p.mcpx for p in pairs] + list({id(p.direct): p.direct for p in pairs}.values()) + raws
+        sides += [Side("raw daemon ws", raw_ws), Side("raw peer", raw_peer, watch={"server": [raw_peer.proc.pid]})]
+        owned.append((sides[-2], targets[0]))
         for side in sides:
             for _ in range(N_WARMUP_CALLS):
                 await side.call()
-        upstreams = sorted(child_pids(d.pid))  # the upstream processes the daemon started for these calls
-        for side in sides:
-            if not side.name.startswith(("direct", "raw peer")):
-                side.watch.update(daemon=[d.pid], upstream=upstreams)
+        for side, target in owned:
+            pid = target.daemon.pid
+            assert pid is not None
+            # the upstream processes the daemon started for these calls
+            side.watch.update(daemon=[pid], upstream=sorted(child_pids(pid)))
         await interleaved(sides)
     found = protocol_in_log(d, SERVER)
-    return Calls(pairs, sides[-3], sides[-2], sides[-1], f"{era_of(found)} {found}" if found != "?" else "?")
+    return Calls(pairs, raws[0], sides[-2], sides[-1], f"{era_of(found)} {found}" if found != "?" else "?",
+                 raws[1] if len(raws) > 1 else None)
 
 
 # ---- phase 2: start-to-ready
@@ -305,17 +338,23 @@ class Starts:
     warm_s: list[float]
     cold_s: list[float]
     python_s: list[float]
+    warm_against_s: list[float] = field(default_factory=list)
 
 
-async def phase_starts(d: Daemon, profile: str | None) -> Starts:
+async def phase_starts(targets: list[Target], profile: str | None) -> Starts:
     warm: list[float] = []
     cold: list[float] = []
     python: list[float] = []
+    against: list[float] = []
+    d = targets[0].daemon
     env = d.env
-    await start_to_ready(serve_argv(), env, d.home)  # untimed: the page cache holds the imports from here on
-    for _ in range(N_STARTS):  # interleaved, so both see the same machine
+    for target in targets:  # untimed: the page cache holds the imports from here on
+        await start_to_ready(serve_argv(), target.daemon.env, target.daemon.home)
+    for _ in range(N_STARTS):  # interleaved, so all see the same machine
         python.append(await python_start(env))
         warm.append(await start_to_ready(serve_argv(), env, d.home))
+        for target in targets[1:]:
+            against.append(await start_to_ready(serve_argv(), target.daemon.env, target.daemon.home))
     # a home of its own with the same config and no daemon: the harness gives the layout, start() is never called;
     # stop() stops the daemon each `mcpx serve` started there (by the pid in its daemon.json)
     idle = scratch_daemon("mcpx-bench-", {"servers": upstream_config()})
@@ -326,7 +365,7 @@ async def phase_starts(d: Daemon, profile: str | None) -> Starts:
             await asyncio.to_thread(idle.stop)
     finally:
         idle.cleanup()
-    return Starts(warm, cold, python)
+    return Starts(warm, cold, python, against)
 
 
 # ---- the report
@@ -336,21 +375,24 @@ def report_calls(report: Report, calls: Calls) -> None:
         m, dr = pair.mcpx.times_ms, pair.direct.times_ms
         ratio = p50(m) / p50(dr)
         same = era_of(pair.mcpx_protocol) == era_of(pair.direct_protocol)
-        report.add(f"[{pair.mode}] era: client -> mcpx serve, -> direct",
+        tag = f"[{pair.mode}{', ' + pair.label if pair.label else ''}]"
+        report.add(f"{tag} era: client -> mcpx serve, -> direct",
                    f"{era_of(pair.mcpx_protocol)} {pair.mcpx_protocol}, {era_of(pair.direct_protocol)} "
                    f"{pair.direct_protocol}", "the same", same)
-        report.add(f"[{pair.mode}] tools/call via mcpx serve p50 / p99 (n={len(m)})", both(m))
-        report.add(f"[{pair.mode}] tools/call direct SDK stdio p50 / p99 (n={len(dr)})", both(dr))
-        report.add(f"[{pair.mode}] ratio mcpx / direct at p50", f"{ratio:.2f}x", f"<= {TARGET_RATIO:g}x",
+        report.add(f"{tag} tools/call via mcpx serve p50 / p99 (n={len(m)})", both(m))
+        report.add(f"{tag} tools/call direct SDK stdio p50 / p99 (n={len(dr)})", both(dr))
+        report.add(f"{tag} ratio mcpx / direct at p50", f"{ratio:.2f}x", f"<= {TARGET_RATIO:g}x",
                    ratio <= TARGET_RATIO)
-        report.add(f"[{pair.mode}]   mcpx minus direct at p50", fmt_ms(p50(m) - p50(dr)))
-        report.add(f"[{pair.mode}]   CPU per call via mcpx: client + serve + daemon + upstream",
+        report.add(f"{tag}   mcpx minus direct at p50", fmt_ms(p50(m) - p50(dr)))
+        report.add(f"{tag}   CPU per call via mcpx: client + serve + daemon + upstream",
                    " + ".join(f"{pair.mcpx.cpu_ms_per_call(role):.2f}" for role in ("client", "serve", "daemon",
                                                                                      "upstream")) + " ms")
-        report.add(f"[{pair.mode}]   CPU per call direct: client + server",
+        report.add(f"{tag}   CPU per call direct: client + server",
                    " + ".join(f"{pair.direct.cpu_ms_per_call(role):.2f}" for role in ("client", "server")) + " ms")
     report.add("  era: daemon -> peer (upstream)", calls.upstream)
     report.add("  floor: raw JSON-RPC line via mcpx serve p50 / p99", both(calls.raw_serve.times_ms))
+    if calls.raw_serve_against is not None:
+        report.add(f"  floor: {calls.raw_serve_against.name} p50 / p99", both(calls.raw_serve_against.times_ms))
     report.add("  floor: raw frame on the daemon's websocket p50 / p99", both(calls.raw_ws.times_ms))
     report.add("  floor: raw JSON-RPC line to the peer p50 / p99", both(calls.raw_peer.times_ms))
     serve, ws, peer = (p50(s.times_ms) for s in (calls.raw_serve, calls.raw_ws, calls.raw_peer))
@@ -369,6 +411,9 @@ def report_starts(report: Report, starts: Starts) -> None:
     report.add(f"mcpx serve start -> initialize answered p50 (n={len(starts.warm_s)})", fmt_ms(ms(w50)),
                f"<= {TARGET_READY_S:g} s", w50 <= TARGET_READY_S)
     report.add("mcpx serve start -> initialize answered p99", fmt_ms(ms(p99(starts.warm_s))))
+    if starts.warm_against_s:
+        report.add("  the same, the other revision's serve and daemon, p50 / p99",
+                   f"{fmt_ms(ms(p50(starts.warm_against_s)))} / {fmt_ms(ms(p99(starts.warm_against_s)))}")
     report.add(f"  the same, no daemon yet (serve starts one) p50 / p99 (n={len(starts.cold_s)})",
                f"{fmt_ms(ms(p50(starts.cold_s)))} / {fmt_ms(ms(p99(starts.cold_s)))}")
     report.add(f"  floor: python -c pass p50 / p99 (n={len(starts.python_s)})",
@@ -377,36 +422,16 @@ def report_starts(report: Report, starts: Starts) -> None:
 
 # ---- the run
 
-async def run(profile: str | None) -> None:
+async def run(profile: str | None, against: str | None) -> None:
     started = time.monotonic()
-    d = scratch_daemon("mcpx-bench-", {"servers": upstream_config()},
-                       python_args=["-m", "cProfile", "-o", profile] if profile else [])
-    try:
-        d.start()
-        say(f"daemon pid {d.pid}, MCPX_HOME {d.home}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}; "
-            f"upstream `{SERVER}`: {PEER.name}")
-        say(f"[1/2] tools/call: SDK clients in modes {', '.join(MODES)} to `mcpx serve` and to {PEER.name}, plus "
-            f"raw lines to each; {N_WARMUP_CALLS} warm-up calls per side, then {ROUNDS} rounds of {PER_ROUND} ...")
-        calls = await phase_calls(d, profile)
-        for pair in calls.pairs:
-            say(f"      mode={pair.mode}: the client spoke {pair.mcpx_protocol} to mcpx serve and "
-                f"{pair.direct_protocol} to the server; the daemon called `{SERVER}` in {calls.upstream}")
-        say(f"[2/2] start-to-ready: {N_STARTS} `mcpx serve` starts (and `python -c pass`) with the daemon up, "
-            f"then {N_COLD} with no daemon yet ...")
-        starts = await phase_starts(d, profile)
-    except BaseException:
-        alive = d.proc is not None and d.proc.poll() is None
-        say(f"\nbenchmark aborted; daemon {'still running' if alive else 'exited'}; state kept in {d.home}\n"
-            f"--- daemon stderr (tail) ---\n{d.tail()}")
-        d.keep = True
-        raise
-    finally:
-        code = d.stop()  # SIGTERM: the daemon drains, closes its upstreams and exits
-        if profile:
-            say(f"profiles written to {profile} (daemon), {profile}.serve-<mode> (the SDK clients' mcpx serve) "
-                f"and {profile}.cold{N_COLD - 1} (the last serve that started a daemon)")
-        d.cleanup()
-    say(f"      daemon stopped with SIGTERM, exit {code}; the run took {time.monotonic() - started:.0f} s")
+    with tempfile.TemporaryDirectory(prefix="mcpx-against-") as tmp:
+        targets = [Target("", scratch_daemon("mcpx-bench-", {"servers": upstream_config()},
+                                             python_args=["-m", "cProfile", "-o", profile] if profile else []))]
+        if against:
+            targets.append(Target(against, scratch_daemon("mcpx-bench-", {"servers": upstream_config()},
+                                                          sidecar=checkout(against, Path(tmp)))))
+        calls, starts = await measure(targets, profile)
+    say(f"      the run took {time.monotonic() - started:.0f} s")
 
     report = Report()
     report_calls(report, calls)
@@ -421,12 +446,50 @@ async def run(profile: str | None) -> None:
     print("the spawn to the initialize answer on stdout.")
 
 
+async def measure(targets: list[Target], profile: str | None) -> tuple[Calls, Starts]:
+    try:
+        for target in targets:
+            target.daemon.start()
+            say(f"daemon{' of ' + target.label if target.label else ''} pid {target.daemon.pid}, MCPX_HOME "
+                f"{target.daemon.home}")
+        say(f"{os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}; upstream `{SERVER}`: {PEER.name}")
+        say(f"[1/2] tools/call: SDK clients in modes {', '.join(MODES)} to `mcpx serve` and to {PEER.name}, plus "
+            f"raw lines to each; {N_WARMUP_CALLS} warm-up calls per side, then {ROUNDS} rounds of {PER_ROUND} ...")
+        calls = await phase_calls(targets, profile)
+        for pair in calls.pairs:
+            say(f"      mode={pair.mode}{' ' + pair.label if pair.label else ''}: the client spoke "
+                f"{pair.mcpx_protocol} to mcpx serve and {pair.direct_protocol} to the server; the daemon called "
+                f"`{SERVER}` in {calls.upstream}")
+        say(f"[2/2] start-to-ready: {N_STARTS} `mcpx serve` starts (and `python -c pass`) with the daemon up, "
+            f"then {N_COLD} with no daemon yet ...")
+        starts = await phase_starts(targets, profile)
+    except BaseException:
+        for target in targets:
+            t = target.daemon
+            alive = t.proc is not None and t.proc.poll() is None
+            say(f"\nbenchmark aborted; daemon {'still running' if alive else 'exited'}; state kept in {t.home}\n"
+                f"--- daemon stderr (tail) ---\n{t.tail()}")
+            t.keep = True
+        raise
+    finally:
+        for target in targets:
+            code = target.daemon.stop()  # SIGTERM: the daemon drains, closes its upstreams and exits
+            say(f"      daemon{' of ' + target.label if target.label else ''} stopped with SIGTERM, exit {code}")
+            target.daemon.cleanup()
+        if profile:
+            say(f"profiles written to {profile} (daemon), {profile}.serve-<mode> (the SDK clients' mcpx serve) "
+                f"and {profile}.cold{N_COLD - 1} (the last serve that started a daemon)")
+    return calls, starts
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--profile", metavar="FILE", help="cProfile the daemon to FILE and the timed `mcpx serve` "
                                                           "processes to FILE.serve-<mode> and FILE.cold<n>")
+    parser.add_argument("--against", metavar="REF", help="also run the mcpx sides on this git revision's daemon and "
+                                                         "`mcpx serve`, interleaved with this tree's")
     args = parser.parse_args()
-    run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the clients
+    run_stoppable(run(args.profile, args.against))  # SIGTERM too stops the daemon and the clients
     return 0
 
 

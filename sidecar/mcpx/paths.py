@@ -31,6 +31,11 @@ class StatePaths:
         return self.root / "daemon.sock"
 
     @property
+    def handoff(self) -> Path:
+        """Where `mcpx serve` hands its stdin and stdout to the daemon (mcpx/handoff.py)."""
+        return self.root / "serve.sock"
+
+    @property
     def daemon_json(self) -> Path:
         return self.root / "daemon.json"
 

@@ -1,9 +1,11 @@
 """`mcpx serve`: the MCP surface on stdio, for hosts like opencode that start their servers as commands.
 
-It is a pump between stdin/stdout and the daemon's stream endpoint, so stdio and /mcp behave
-the same. It starts a daemon if none runs, and survives a daemon restart: it reconnects,
-replays the client's `initialize`, and answers the requests that were in flight with an error
-saying so, instead of leaving the host waiting.
+It starts a daemon if none runs. On the daemon's unix socket it hands its stdin and stdout to
+the daemon and only waits (cli/serve_handoff.py), so the host talks to the daemon directly. To a
+daemon reached over TCP (MCPX_DAEMON_URL), or one that takes no hand-off, it is a pump between
+stdin/stdout and the daemon's stream endpoint (Bridge, here). Either way it survives a daemon
+restart: it reconnects, replays the client's `initialize`, and answers the requests that were in
+flight with an error saying so, instead of leaving the host waiting.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from mcpx.cli import serve_handoff
 from mcpx.daemon.launch import LaunchError, ensure_daemon
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError
@@ -37,14 +40,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     paths = StatePaths.current()
+    bridge = Bridge(paths, args.server)
     if not os.environ.get("MCPX_DAEMON_URL"):
         try:
             ensure_daemon(paths)
         except LaunchError as exc:
             print(f"mcpx serve: {exc}", file=sys.stderr)
             return 69
+        if serve_handoff.possible():
+            handoff = serve_handoff.Handoff(paths, serve_handoff.hello_from_environment(args.server))
+            try:
+                ended = handoff.run()
+            except serve_handoff.Refused as exc:
+                print(f"mcpx serve: {exc}", file=sys.stderr)
+                return 2
+            except KeyboardInterrupt:
+                return 0
+            if ended is not None:
+                return ended
+            # no daemon takes the hand-off (an older one): the pump carries on with the client's handshake
+            bridge.initialize, bridge.initialized = handoff.hello.initialize, handoff.hello.initialized
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(Bridge(paths, args.server).run())
+        asyncio.run(bridge.run())
     return 0
 
 

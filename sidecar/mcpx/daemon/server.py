@@ -29,6 +29,7 @@ from mcpx.config import ConfigError, load_config
 from mcpx.configsource import ConfigSource
 from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
+from mcpx.daemon.handoff import HandoffListener
 from mcpx.daemon.homelock import HomeTaken, hold_home
 from mcpx.daemon.state import DaemonInfo
 from mcpx.inbox import listener
@@ -46,6 +47,7 @@ from mcpx.upstream.gateway import Gateway
 log = logging.getLogger("mcpx.daemon")
 
 SOCKET_PATH_MAX = 107  # bytes: what sockaddr_un holds on Linux, less its final NUL
+DRAIN_S = 3.0  # s: what requests in flight get to finish when the daemon stops
 
 
 class DaemonError(Exception):
@@ -153,7 +155,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         except ConfigError as exc:
             raise DaemonError(f"config: {exc}") from None
         parts.callback(log.info, "mcpx daemon stopped")
-        parts.callback(_remove, paths.socket, paths.daemon_json)
+        parts.callback(_remove, paths.socket, paths.handoff, paths.daemon_json)
 
         try:
             store = make_store(settings.config, paths)  # the SQLite file, or the team's PostgreSQL
@@ -176,11 +178,17 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         app = make_app(info, settings, broker, gateway, surface, inbox)
         app[NOTIFIER] = notifier
 
-        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=3.0, access_log=None)
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=DRAIN_S, access_log=None)
         parts.push_async_callback(runner.cleanup)
         await runner.setup()
         parts.callback(stop_streams, app)
         await _serve_on(runner, paths)
+        handoff = HandoffListener(paths.handoff, surface, grace=DRAIN_S)
+        try:
+            handoff.start()  # before daemon.json: a `mcpx serve` that sees this daemon ready finds it open
+        except OSError as exc:
+            raise DaemonError(f"cannot serve on {paths.handoff}: {exc}") from None
+        parts.push_async_callback(handoff.close)  # first as the daemon stops: its clients go back to their serve
         # the web inbox is always on TCP: on --listen's address, else on loopback at the port it had last time
         try:
             inbox.base = await listener.start(runner, paths, tcp)
@@ -205,7 +213,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
             background.append(asyncio.create_task(demo_question(gateway, settings), name="mcpx-demo"))
         parts.push_async_callback(_cancel, background)
         await stop.wait()
-        log.info("draining: no new requests; in-flight ones get %.0fs", 3.0)
+        log.info("draining: no new requests; in-flight ones get %.0fs", DRAIN_S)
     return 0
 
 

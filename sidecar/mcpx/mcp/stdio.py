@@ -1,4 +1,5 @@
-"""Channels over newline-delimited JSON: a server subprocess, or any asyncio stream pair."""
+"""Channels over newline-delimited JSON: a server subprocess, a pair of pipes handed over, or any asyncio stream
+pair."""
 
 from __future__ import annotations
 
@@ -22,12 +23,19 @@ class StartError(Exception):
 
 
 class StreamChannel:
-    """JSON-RPC over a reader/writer pair, one message per line."""
+    """JSON-RPC over a reader/writer pair, one message per line.
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | Any, name: str = "stream") -> None:
+    A line that is not JSON-RPC is skipped and logged, as a server's stray output is; with
+    `answer_bad_frames` (we serve the other side) it is answered with the JSON-RPC error, as a
+    server must, and the next line is read as if nothing happened.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | Any, name: str = "stream",
+                 answer_bad_frames: bool = False) -> None:
         self.reader = reader
         self.writer = writer
         self.name = name
+        self.answer_bad_frames = answer_bad_frames
         self._write_lock = asyncio.Lock()
         self.bad_frames = 0
 
@@ -48,6 +56,9 @@ class StreamChannel:
                     return None
             except asyncio.LimitOverrunError:
                 await self._skip_long_line()
+                if self.answer_bad_frames:
+                    await self.send(jsonrpc.error(None, jsonrpc.PARSE_ERROR,
+                                                  f"message larger than {jsonrpc.MAX_LINE} bytes; skipped"))
                 continue
             except (ConnectionError, OSError):
                 return None
@@ -56,6 +67,9 @@ class StreamChannel:
             try:
                 return jsonrpc.decode(line)
             except FrameError as exc:
+                if self.answer_bad_frames:
+                    await self.send(exc.reply)
+                    continue
                 # a server printing to stdout what is not MCP: skip it, and say so once in a while
                 self.bad_frames += 1
                 if self.bad_frames <= 5:
@@ -82,6 +96,85 @@ class StreamChannel:
 
     def describe_exit(self) -> str:
         return f"{self.name} closed the stream"
+
+
+class _Output(asyncio.streams.FlowControlMixin):
+    """A write pipe's protocol that also says when the pipe went away (its reader closed its end)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gone = asyncio.Event()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.gone.set()
+
+
+class PipeChannel(StreamChannel):
+    """JSON-RPC on two file descriptors of pipes or sockets: a process's stdin and stdout, handed over to us.
+
+    A send returns once its bytes are in the pipe, so whoever takes the pipe over after close()
+    starts at a line's beginning; pause() and take_unread() let a reader stop and hand on what it
+    had read of a line it had not finished.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 read_transport: asyncio.ReadTransport, output_gone: asyncio.Event, name: str,
+                 answer_bad_frames: bool) -> None:
+        super().__init__(reader, writer, name, answer_bad_frames)
+        self.read_transport = read_transport
+        self.output_gone = output_gone  # set once nobody reads what we write (the host is gone), or we closed
+
+    @classmethod
+    async def open(cls, read_fd: int, write_fd: int, name: str, answer_bad_frames: bool = False,
+                   unread: bytes = b"") -> PipeChannel:
+        """The channel owns both descriptors from here, whether it opens or not (ValueError: not a pipe or a
+        socket). `unread`: what an earlier reader had read of the stream and not taken, read first."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=jsonrpc.MAX_LINE)
+        if unread:
+            reader.feed_data(unread)
+        rfile, wfile = os.fdopen(read_fd, "rb", buffering=0), os.fdopen(write_fd, "wb", buffering=0)
+        read_transport: asyncio.ReadTransport | None = None
+        try:
+            read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), rfile)
+            transport, protocol = await loop.connect_write_pipe(_Output, wfile)
+        except BaseException:
+            if read_transport is not None:
+                read_transport.close()
+            rfile.close()
+            wfile.close()
+            raise
+        transport.set_write_buffer_limits(0)  # drain() waits until the pipe has taken every byte
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        return cls(reader, writer, read_transport, protocol.gone, name, answer_bad_frames)
+
+    def pause(self) -> None:
+        """Read no more from the pipe; lines already read are still received."""
+        self.read_transport.pause_reading()
+
+    def take_unread(self) -> bytes:
+        """What was read from the pipe and not received: the start of a line not finished when reading stopped.
+
+        StreamReader has no public way to give back its buffer; without the attribute nothing is handed back,
+        and that line's start is lost (the next reader sees its tail as a line that is not JSON)."""
+        buffered = getattr(self.reader, "_buffer", None)
+        if not isinstance(buffered, bytearray):
+            return b""
+        data = bytes(buffered)
+        buffered.clear()
+        return data
+
+    async def close(self) -> None:
+        # a send under way finishes its line first; a host that stopped reading is not waited for long
+        try:
+            await asyncio.wait_for(self._write_lock.acquire(), 2.0)
+        except TimeoutError:
+            log.warning("%s: closing with a line half written: its reader stopped reading", self.name)
+        else:
+            self._write_lock.release()
+        self.read_transport.close()
+        self.writer.close()
 
 
 class ProcessChannel(StreamChannel):

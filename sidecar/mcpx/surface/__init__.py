@@ -7,7 +7,9 @@
     results.py          the CallToolResults those two answer with
     client.py           what mcpx knows of one client, and a question shaped for it
     request_state.py    the signed requestState a modern client echoes on its retry
-    stream_endpoint.py  the websocket `mcpx serve` pumps stdio through
+    connection.py       one client on a channel that carries MCP both ways
+    pipe_endpoint.py    the host's own stdin and stdout, handed over by `mcpx serve`
+    stream_endpoint.py  the websocket `mcpx serve` pumps stdio through (a daemon over TCP)
     http_endpoint.py    /mcp, Streamable HTTP
 
 It is built on the gateway and the broker, and knows nothing of SQL or of the /v1 routes.

@@ -7,8 +7,6 @@ JSON-RPC is answered with a JSON-RPC error and the connection keeps serving.
 from __future__ import annotations
 
 import logging
-import re
-from typing import Any
 
 from aiohttp import WSMsgType, web
 
@@ -16,10 +14,9 @@ from mcpx import wirejson
 from mcpx.keys import CWD_HEADER, SESSION_HEADER, SESSION_SOURCE_HEADER, TOOL_PREFIX_HEADER, TOOLS_HEADER
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
-from mcpx.mcp.outbound import PeerOutbound
-from mcpx.mcp.peer import Peer
 from mcpx.sessions import header_source
 from mcpx.surface.client import ClientState
+from mcpx.surface.connection import ClientConnection, connection_state
 from mcpx.surface.dispatch import Surface
 
 log = logging.getLogger("mcpx.surface")
@@ -56,38 +53,17 @@ class WebSocketChannel:
 
 def client_state(request: web.Request, surface: Surface) -> ClientState:
     """Who is on the other end, from what `mcpx serve` (or an HTTP client) says of itself."""
-    scope = request.match_info.get("server") or request.query.get("server") or None
-    if scope is not None:
-        surface.gateway.pool.entry(scope)  # an unknown server is refused here, by name
-    source = header_source(request.headers.get(SESSION_SOURCE_HEADER))
-    prefix = request.headers.get(TOOL_PREFIX_HEADER, "")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{0,64}", prefix):
-        prefix = ""
-    return ClientState(scope=scope, env_session=request.headers.get(SESSION_HEADER) or None,
-                       env_source=source, cwd=request.headers.get(CWD_HEADER), tool_prefix=prefix,
-                       own_tools_only=request.headers.get(TOOLS_HEADER) == "mcpx")
+    return connection_state(surface, scope=request.match_info.get("server") or request.query.get("server") or None,
+                            session=request.headers.get(SESSION_HEADER),
+                            source=header_source(request.headers.get(SESSION_SOURCE_HEADER)),
+                            cwd=request.headers.get(CWD_HEADER),
+                            tool_prefix=request.headers.get(TOOL_PREFIX_HEADER, ""),
+                            own_tools_only=request.headers.get(TOOLS_HEADER) == "mcpx")
 
 
 async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamResponse:
     state = client_state(request, surface)
     ws = web.WebSocketResponse(max_msg_size=jsonrpc.MAX_LINE, heartbeat=30)
     await ws.prepare(request)
-    peer = Peer(WebSocketChannel(ws), name="mcp-client")
-
-    async def on_request(msg: Message) -> dict[str, Any]:
-        # mcpx's own requests to this client go back on the same connection, on behalf of this request
-        return await surface.handle(state, msg, PeerOutbound(peer, msg.get("id")))
-
-    async def on_notification(msg: Message) -> None:
-        await surface.on_notification(state, msg)
-
-    peer.on_request, peer.on_notification = on_request, on_notification
-    state.push = peer.notify
-    surface.attach(state)
-    peer.start()
-    try:
-        await peer.closed.wait()
-    finally:
-        surface.detach(state)
-        await peer.close()
+    await ClientConnection(surface, state, WebSocketChannel(ws)).serve()
     return ws

@@ -1,0 +1,157 @@
+"""The MCP surface on a client's own stdin and stdout, handed over by `mcpx serve` (mcpx/handoff.py).
+
+The host talks to the daemon itself: no process sits between them on a call. What `mcpx serve`
+must know to carry on if this daemon goes away, it is told as Words, off every call's path: the
+client's handshake (once), and a request only if it is still unanswered WAITING_AFTER after it
+was read (then again once it is answered). A request the daemon had read and not answered when
+it died is answered by serve with an error saying to send it again — if serve had been told of
+it; one younger than WAITING_AFTER at a kill -9 is not (docs/architecture.md says what is lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from mcpx.handoff import WAITING_AFTER, Hello, Word, encode_unread
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import Message, RpcError
+from mcpx.mcp.outbound import PeerOutbound
+from mcpx.mcp.stdio import PipeChannel
+from mcpx.surface.connection import ClientConnection, connection_state
+from mcpx.surface.dispatch import Surface
+
+log = logging.getLogger("mcpx.surface")
+
+Say = Callable[[Word], None]
+DRAIN_LIMIT = 60.0  # s: at the end of the client's input, what its last requests may still take to be answered
+
+
+class WatchedPipe:
+    """The client's pipes as a Channel, keeping count of its requests until each is answered (or withdrawn)."""
+
+    def __init__(self, pipe: PipeChannel, say: Say) -> None:
+        self.pipe = pipe
+        self.say = say
+        self.open: dict[jsonrpc.Id, asyncio.TimerHandle] = {}  # requests read and not yet answered
+        self.named: set[jsonrpc.Id] = set()  # those of them serve was told of
+        self.none_open = asyncio.Event()
+        self.none_open.set()
+        self.stopping = False
+        self._loop = asyncio.get_running_loop()
+
+    async def receive(self) -> Message | None:
+        msg = await self.pipe.receive()
+        if msg is None:
+            if not self.stopping:
+                await self._drain()
+            return None
+        method = msg.get("method")
+        if method is None:
+            return msg  # an answer to one of mcpx's own requests
+        if "id" in msg:
+            self._opened(msg["id"])
+            if method == "initialize":
+                self.say(Word(initialize=msg))
+        elif method == "notifications/initialized":
+            self.say(Word(initialized=True))
+        elif method == "notifications/cancelled":
+            withdrawn = jsonrpc.id_of((msg.get("params") or {}).get("requestId"))
+            if withdrawn is not None:
+                self._settled(withdrawn)  # no answer is owed to a withdrawn request
+        return msg
+
+    async def _drain(self) -> None:
+        """At the client's end of input, let what it asked be answered before the session ends: bounded, and not at
+        all once nobody reads the answers (the host is gone). A tools/list right behind initialize waits for every
+        upstream to start, which takes seconds on a loaded machine."""
+        answered = asyncio.ensure_future(self.none_open.wait())
+        gone = asyncio.ensure_future(self.pipe.output_gone.wait())
+        try:
+            await asyncio.wait({answered, gone}, timeout=DRAIN_LIMIT, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            answered.cancel()
+            gone.cancel()
+
+    async def send(self, msg: Message) -> None:
+        await self.pipe.send(msg)
+        if "method" not in msg and (rid := jsonrpc.id_of(msg.get("id"))) is not None:
+            self._settled(rid)
+
+    def _opened(self, rid: jsonrpc.Id) -> None:
+        if (earlier := self.open.pop(rid, None)) is not None:
+            earlier.cancel()
+        self.open[rid] = self._loop.call_later(WAITING_AFTER, self._name, rid)
+        self.none_open.clear()
+
+    def _name(self, rid: jsonrpc.Id) -> None:
+        self.named.add(rid)
+        self.say(Word(waiting=[rid]))
+
+    def _settled(self, rid: jsonrpc.Id) -> None:
+        timer = self.open.pop(rid, None)
+        if timer is None:
+            return
+        timer.cancel()
+        if rid in self.named:
+            self.named.discard(rid)
+            self.say(Word(answered=[rid]))  # after the answer is in the pipe: a death between costs a duplicate
+        if not self.open:
+            self.none_open.set()
+
+    def unnamed(self) -> list[jsonrpc.Id]:
+        return [rid for rid in self.open if rid not in self.named]
+
+    async def close(self) -> None:
+        for timer in self.open.values():
+            timer.cancel()
+        await self.pipe.close()
+
+    async def wait_exited(self) -> None:
+        return None
+
+    def describe_exit(self) -> str:
+        return "the client closed its input"
+
+
+class PipeSession:
+    """One `mcpx serve`'s client, served on its stdin and stdout until its input ends or the daemon stops."""
+
+    def __init__(self, surface: Surface, hello: Hello, pipe: PipeChannel, say: Say) -> None:
+        self.surface = surface
+        self.hello = hello
+        self.say = say
+        state = connection_state(surface, scope=hello.server, session=hello.session, source="env", cwd=hello.cwd,
+                                 tool_prefix=hello.tool_prefix, own_tools_only=hello.own_tools_only)
+        self.watch = WatchedPipe(pipe, say)
+        self.conn = ClientConnection(surface, state, self.watch)
+
+    async def serve(self) -> None:
+        """Take on the handshake the client made with a daemon before this one, then serve until its input ends
+        and what it asked is answered."""
+        state, peer = self.conn.state, self.conn.peer
+        if self.hello.initialize is not None:
+            try:
+                await self.surface.handle(state, self.hello.initialize, PeerOutbound(peer, None))
+            except RpcError as exc:  # it was answered once already, by the daemon before; this one just learns it
+                log.debug("the replayed initialize failed: %s", exc.message)
+        if self.hello.initialized:
+            await self.surface.on_notification(state, jsonrpc.notification("notifications/initialized"))
+        await self.conn.serve()
+
+    async def hand_back(self, serving: asyncio.Task[None], grace: float) -> None:
+        """The daemon is stopping: read no more, give what runs `grace` seconds to be answered, then end the rest and
+        tell serve which requests went unanswered and what was read of a line not finished."""
+        self.watch.stopping = True
+        self.watch.pipe.pause()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.watch.none_open.wait(), grace)
+        unread = self.watch.pipe.take_unread()
+        serving.cancel()
+        await asyncio.wait({serving})  # ends the requests still running: the client is told of them by serve
+        if unanswered := self.watch.unnamed():
+            self.say(Word(waiting=unanswered))
+        if unread:
+            self.say(Word(unread=encode_unread(unread)))
