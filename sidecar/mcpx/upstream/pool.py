@@ -239,7 +239,7 @@ class Pool:
                 continue
             key = (server, LISTING if session == ANY else session, decl)
             quiet_wait = self._starting[key] and self.habit(server, fp, tool) == "quiet"  # it can join that one
-            if not quiet_wait and len(self._groups.get(key, [])) + self._starting[key] < PER_SESSION:
+            if not quiet_wait and self._room(server, key[1], decl):
                 self._starting[key] += 1
                 try:
                     inst = await self._start(server, session, entry, era, declared, decl)
@@ -272,7 +272,10 @@ class Pool:
             if inst.era == "modern" and inst.owner in (SHARED, session):
                 return inst  # modern calls share an instance: each question comes back in its own call's result
             if inst.busy == 0 and (session == ANY or inst.owner in (session, LISTING)):
-                idle = idle or inst
+                if inst.owner == LISTING and session != ANY and not self._room(server, session, decl):
+                    continue  # adopting it would take the session past PER_SESSION: it is left to idle out
+                if idle is None or (idle.owner == LISTING and inst.owner == session):
+                    idle = inst
             elif joins and (session == ANY or inst.owner == session) and self._joinable(inst):
                 busiest = inst if busiest is None or inst.busy > busiest.busy else busiest
         if busiest is not None:
@@ -280,6 +283,11 @@ class Pool:
         if idle is not None and idle.owner == LISTING and session != ANY:
             self._move(idle, session)  # it only listed tools: the first session to call makes it its own
         return idle
+
+    def _room(self, server: str, session: str, decl: str) -> bool:
+        """Whether `session` may have one more legacy instance of `server`."""
+        key = (server, session, decl)
+        return len(self._groups.get(key, [])) + self._starting[key] < PER_SESSION
 
     def _joinable(self, inst: Instance) -> bool:
         """A busy legacy instance takes another quiet call while every call on it is quiet and nothing the
