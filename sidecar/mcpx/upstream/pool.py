@@ -164,8 +164,8 @@ class Pool:
                     declared: dict[str, Any] | None = None, tool: str | None = None,
                     ) -> AsyncIterator[UpstreamConnection]:
         """An instance of `server` for a call of `session` to `tool`: shared when modern; the session's own
-        when legacy, shared by its calls of quiet tools and the call's alone otherwise. `session` ANY only
-        lists the server: any instance that takes a quiet call will do.
+        when legacy, shared by its calls of quiet tools and the call's alone otherwise (and a request that
+        is no tool call has one to itself). `session` ANY only lists the server: any idle instance will do.
 
         `declared` is what the instance tells the server mcpx can deliver (by default mcpx's own
         capabilities); instances that declared something else are kept apart.
@@ -196,9 +196,9 @@ class Pool:
         self._freed = asyncio.Event()
 
     def habit(self, server: str, fp: str, tool: str | None) -> Habit | None:
-        """What calls of `tool` were seen to do on this server (as configured now); None: not seen yet.
-        A listing (no tool) asks nothing."""
-        return "quiet" if tool is None else self._habits.get((server, fp), {}).get(tool)
+        """What calls of `tool` were seen to do on this server (as configured now); None: not seen yet, or
+        not a tool call (a listing, a forwarded prompts/get: it takes an idle instance, as it always did)."""
+        return None if tool is None else self._habits.get((server, fp), {}).get(tool)
 
     def _learn(self, server: str, fp: str, tool: str, asks: bool) -> None:
         """A call of `tool` asked (it runs alone from now on, for good) or finished without asking."""
@@ -276,7 +276,7 @@ class Pool:
                     continue  # adopting it would take the session past PER_SESSION: it is left to idle out
                 if idle is None or (idle.owner == LISTING and inst.owner == session):
                     idle = inst
-            elif joins and (session == ANY or inst.owner == session) and self._joinable(inst):
+            elif joins and inst.owner == session and self._joinable(inst):
                 busiest = inst if busiest is None or inst.busy > busiest.busy else busiest
         if busiest is not None:
             return busiest
@@ -290,9 +290,11 @@ class Pool:
         return len(self._groups.get(key, [])) + self._starting[key] < PER_SESSION
 
     def _joinable(self, inst: Instance) -> bool:
-        """A busy legacy instance takes another quiet call while every call on it is quiet and nothing the
-        server asked is pending: a question that comes then has one call to be from, or the calls on it finish."""
-        quiet = all(self.habit(inst.server, inst.fingerprint, t) == "quiet" for t in inst.tools)
+        """A busy legacy instance takes another quiet call while every lease on it is a quiet call and nothing
+        the server asked is pending: a question that comes then has one call to be from, or the calls on it
+        finish."""
+        quiet = sum(inst.tools.values()) == inst.busy and all(
+            self.habit(inst.server, inst.fingerprint, t) == "quiet" for t in inst.tools)
         return inst.era == "legacy" and inst.conn.alive and not inst.conn.asking and quiet
 
     def _move(self, inst: Instance, owner: str) -> None:
