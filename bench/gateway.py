@@ -96,7 +96,7 @@ ANSWER = {"repo": "bench/gateway"}
 SEED = 20240602
 
 N_CALLERS = 16                  # phase 4: calls in flight at once on one client connection
-TP_WARMUP = 64                  # untimed calls per side first (mcpx learns the tool finishes without asking)
+TP_WARMUP = 64                  # untimed calls per side first: process starts, first-use caches
 TP_ROUNDS, TP_PER_ROUND = 8, 160  # per side: 8 blocks of 160 calls, the order rotated every round
 
 
