@@ -25,11 +25,22 @@ servers, `peer` and `asker`, are both bench/peer_server.py (official mcp SDK, st
    `GET /v1/tasks/{id}/result`). p50/p99. The reference for both is the SDK talking to itself: the
    same tool called by the SDK client directly (legacy era, as mcpx), its elicitation callback
    stamping the question's arrival and the answer's departure; interleaved with the mcpx ones.
+4. throughput with 16 callers in flight: calls/s on a server that may ask (`legacy`, the same
+   script serving the handshake era only, where a question names no call), by the official SDK
+   client (legacy mode, one connection, 16 calls in flight) through `mcpx serve` (one session)
+   versus the same client straight to another copy of the script; blocks of calls alternate between
+   the sides, and the ratio mcpx/direct is of total calls over total time. Two workloads: `echo`
+   (the issue's figure: the calls cost CPU and nothing else, so on 2 cores it measures what each
+   call costs on the way through) and `sleep` of 100 ms (calls that wait on something else, as most
+   tools do: it measures how many calls mcpx keeps in flight). `--throughput` runs this alone; with `--against REF` also
+   through the daemon (and `mcpx serve`) of another git revision, in the same rounds: before and
+   after a change, side by side. bench/speed.py imports `phase_throughput` and `report_throughput`.
 
 Run it from the repository root (the venv has mcpx installed editable):
 
-    .venv/bin/python bench/gateway.py                          # about 30 s on 2 cores
+    .venv/bin/python bench/gateway.py                          # about 45 s on 2 cores
     .venv/bin/python bench/gateway.py --profile /tmp/gw.prof   # the daemon under cProfile (two files)
+    .venv/bin/python bench/gateway.py --throughput --against main   # phase 4 alone, this tree beside main
 
 It is a benchmark, not a test: it exits 0 whether or not targets are met, and says MISSED where one
 is. The machines here are noisy; the ratios measured side by side in one run are the figures to
@@ -46,6 +57,7 @@ import os
 import random
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -65,11 +77,13 @@ sys.path.insert(0, str(BENCH))  # broker sits beside this file, however it is ru
 sys.path.insert(0, str(BENCH.parent / "tests"))  # the daemon harness
 from broker import Child, Report, both, fmt_ms, ms, p50, p99, say  # noqa: E402
 from harness import Daemon, run_stoppable, scratch_daemon  # noqa: E402
+from upstreams import checkout  # noqa: E402
 
 # ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
 
 PEER = BENCH / "peer_server.py"
 PLAIN, ASKER = "peer", "asker"  # two entries, one script: the era mcpx learns for `asker` must not move `peer`
+LEGACY = "legacy"               # the script in the handshake era only (--legacy): a server whose questions name no call
 SESSION = "bench-gw"
 T0_MARK = "t0="                 # how peer_server.py puts its stamp in the question's message
 N_WARMUP_CALLS = 40             # untimed calls per side first: process start, imports, first-use caches
@@ -81,7 +95,29 @@ GAP_S = (0.001, 0.005)          # random pause between round trips: nothing line
 ANSWER = {"repo": "bench/gateway"}
 SEED = 20240602
 
+N_CALLERS = 16                  # phase 4: calls in flight at once on one client connection
+TP_WARMUP = 64                  # untimed calls per side first: process starts, first-use caches
+TP_ROUNDS, TP_PER_ROUND = 8, 160  # per side: 8 blocks of 160 calls, the order rotated every round
+
+
+@dataclass(frozen=True)
+class Work:
+    """What each call of a throughput phase is: the tool, its arguments, the text it answers."""
+
+    label: str
+    tool: str
+    arguments: dict[str, Any]
+    expect: str
+    per_round: int = TP_PER_ROUND
+
+
+ECHO = Work("echo", "echo", {"text": "hi"}, "echo: hi")
+# a call that waits on something else (a web API, a database) the way most tools do: 16 in flight take
+# 0.1 s a round, so what counts is how many calls are in flight, not the CPU each costs on 2 cores
+SLEEP = Work("sleep 100 ms", "sleep", {"seconds": 0.1}, "slept 0.1", per_round=64)
+
 TARGET_RATIO = 1.5
+TARGET_THROUGHPUT = 0.8
 TARGET_OPEN_P50_MS = 5.0
 TARGET_ANSWER_P50_MS = 5.0
 MODERN = MODERN_VERSIONS[0]
@@ -89,7 +125,12 @@ MODERN = MODERN_VERSIONS[0]
 
 def upstream_config() -> dict[str, dict[str, Any]]:
     entry = {"command": sys.executable, "args": [str(PEER)]}
-    return {PLAIN: dict(entry), ASKER: dict(entry)}
+    return {PLAIN: dict(entry), ASKER: dict(entry), **legacy_config()}
+
+
+def legacy_config() -> dict[str, dict[str, Any]]:
+    """The upstream phase 4 calls: a daemon given to phase_throughput must have it."""
+    return {LEGACY: {"command": sys.executable, "args": [str(PEER), "--legacy"]}}
 
 
 def era_of(version: str) -> str:
@@ -418,6 +459,87 @@ async def phase_asks(d: Daemon, http: aiohttp.ClientSession, rng: random.Random)
     return Asks(mcpx_samples, direct_samples, missing, wrong, mcpx_era, direct_protocol)
 
 
+# ---- phase 4: 16 callers in flight
+
+@dataclass
+class Flow:
+    """One side of the throughput rounds: an SDK client connection and the calls it carried, timed per block."""
+
+    name: str
+    client: Client
+    prefix: str  # the server's name and an underscore through mcpx, nothing direct
+    calls: int = 0
+    seconds: float = 0.0
+    rates: list[float] = field(default_factory=list)  # calls/s of each block
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.seconds
+
+
+async def in_flight(flow: Flow, work: Work, n: int, callers: int = N_CALLERS) -> float:
+    """`n` calls, `callers` of them in flight at once on the flow's one connection; seconds they took."""
+    left = n
+    tool = flow.prefix + work.tool
+
+    async def caller() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            res = await flow.client.session.call_tool(tool, work.arguments)
+            text = res.content[0].text if res.content and isinstance(res.content[0], types.TextContent) else None
+            if res.is_error or text != work.expect:
+                raise RuntimeError(f"{flow.name} {tool}: {res}")
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    return time.monotonic() - t0
+
+
+@dataclass
+class Throughput:
+    work: Work
+    flows: list[Flow]  # through each daemon's `mcpx serve`, in the order given; direct last
+
+
+async def phase_throughput(daemons: dict[str, Daemon], work: Work = ECHO) -> Throughput:
+    """Calls/s with N_CALLERS in flight: the SDK client (legacy mode) through `mcpx serve` of each daemon (which
+    must have legacy_config()'s server) and straight to the script, in blocks that alternate between the sides."""
+    async with contextlib.AsyncExitStack() as stack:  # every client, and what it started, ends with this phase
+        flows: list[Flow] = []
+        for label, d in daemons.items():  # `python -m mcpx serve` of the daemon's own tree (its env's PYTHONPATH)
+            params = StdioServerParameters(command=sys.executable, args=["-m", "mcpx", "serve"], env=d.env,
+                                           cwd=str(d.home))
+            flows.append(Flow(f"mcpx {label}".rstrip(), await stack.enter_async_context(Client(params, mode="legacy")),
+                              f"{LEGACY}_"))
+        entry = legacy_config()[LEGACY]
+        params = StdioServerParameters(command=entry["command"], args=entry["args"],
+                                       env=next(iter(daemons.values())).env)
+        flows.append(Flow("direct", await stack.enter_async_context(Client(params, mode="legacy")), ""))
+        for flow in flows:
+            await in_flight(flow, work, TP_WARMUP)
+        for r in range(TP_ROUNDS):
+            k = r % len(flows)
+            for flow in flows[k:] + flows[:k]:
+                took = await in_flight(flow, work, work.per_round)
+                flow.calls += work.per_round
+                flow.seconds += took
+                flow.rates.append(work.per_round / took)
+    return Throughput(work, flows)
+
+
+def report_throughput(report: Report, tp: Throughput) -> None:
+    direct = tp.flows[-1]
+    head = f"{N_CALLERS} in flight, {tp.work.label}:"
+    report.add(f"{head} direct SDK stdio, calls/s (n={direct.calls})", f"{direct.rate:.0f}")
+    for flow in tp.flows[:-1]:
+        ratio = flow.rate / direct.rate
+        blocks = sorted(r / d for r, d in zip(flow.rates, direct.rates, strict=True))
+        report.add(f"{head} {flow.name} serve, calls/s (n={flow.calls})", f"{flow.rate:.0f}")
+        report.add(f"  ratio {flow.name} / direct (blocks {blocks[0]:.2f}-{blocks[-1]:.2f})", f"{ratio:.2f}x",
+                   f">= {TARGET_THROUGHPUT:g}x", ratio >= TARGET_THROUGHPUT)
+
+
 # ---- the report
 
 def report_plain(report: Report, plain: Plain) -> None:
@@ -483,12 +605,12 @@ async def run(profile: str | None) -> None:
         say(f"daemon pid {d.pid}, MCPX_HOME {d.home}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}; "
             f"upstreams `{PLAIN}` and `{ASKER}`: {PEER.name}")
         async with d.session() as http:
-            say(f"[1/3] plain tools/call: {N_WARMUP_CALLS} warm-up calls per side, then {ROUNDS} rounds of "
+            say(f"[1/4] plain tools/call: {N_WARMUP_CALLS} warm-up calls per side, then {ROUNDS} rounds of "
                 f"{PER_ROUND} per side (mcpx, direct, raw, health) ...")
             plain = await phase_plain(d, http)
             say(f"      mcpx called `{PLAIN}` in the {plain.mcpx_era} era ({plain.mcpx_protocol}); the direct client "
                 f"spoke {plain.direct_protocol}")
-            say(f"[2/3] first contact: {N_FIRST} questions from `{ASKER}` through this daemon ...")
+            say(f"[2/4] first contact: {N_FIRST} questions from `{ASKER}` through this daemon ...")
             first = await phase_first_contact(d, http)
             say(f"      {first.processes} upstream process(es) asked them; {first.redrives} legacy re-drive(s)")
         # The daemon remembers the era it learnt (in mcpx.db) across restarts; a new daemon starts `asker`
@@ -500,11 +622,15 @@ async def run(profile: str | None) -> None:
         stopped_by_us = False
         say(f"      daemon restarted (SIGTERM, exit {code}; same MCPX_HOME), new pid {d.pid}")
         async with d.session() as http:
-            say(f"[3/3] questions: {N_WARMUP_ASKS} warm-up, then {N_ASKS} through mcpx interleaved with {N_ASKS} "
+            say(f"[3/4] questions: {N_WARMUP_ASKS} warm-up, then {N_ASKS} through mcpx interleaved with {N_ASKS} "
                 "straight to the SDK client ...")
             asks = await phase_asks(d, http, rng)
             say(f"      mcpx asked through `{ASKER}` in the {asks.mcpx_era} era; the direct client spoke "
                 f"{asks.direct_protocol}; {len(asks.open_ms())} frames matched")
+        say(f"[4/4] throughput: {N_CALLERS} callers in flight through `mcpx serve` to `{LEGACY}` and direct, "
+            f"{TP_ROUNDS} rounds per side of {ECHO.per_round} calls of {ECHO.label}, then of {SLEEP.per_round} of "
+            f"{SLEEP.label} ...")
+        throughput = [await phase_throughput({"": d}, work) for work in (ECHO, SLEEP)]
     except BaseException:
         alive = d.proc is not None and d.proc.poll() is None
         say(f"\nbenchmark aborted; daemon {'still running' if alive else 'exited'}; state kept in {d.home}\n"
@@ -525,6 +651,8 @@ async def run(profile: str | None) -> None:
     report_plain(report, plain)
     report_first(report, first)
     report_asks(report, asks)
+    for tp in throughput:
+        report_throughput(report, tp)
     print()
     report.show()
     print()
@@ -534,11 +662,35 @@ async def run(profile: str | None) -> None:
     print("mcpx.db: in the daemon that first learnt it, every further question started a new upstream (phase 2).")
 
 
+async def run_throughput(against: str | None) -> None:
+    """Phase 4 alone: this tree's daemon and, with `against`, another revision's, side by side in one run."""
+    with contextlib.ExitStack() as stack:
+        daemons = {"": stack.enter_context(scratch_daemon("mcpx-bench-", {"servers": legacy_config()}))}
+        if against:
+            tree = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcpx-against-")))
+            daemons = {"(this tree)": daemons[""], f"({against})": stack.enter_context(scratch_daemon(
+                "mcpx-bench-", {"servers": legacy_config()}, sidecar=checkout(against, tree)))}
+        say(f"throughput: {N_CALLERS} callers in flight through `mcpx serve` of {len(daemons)} daemon(s) to "
+            f"`{LEGACY}` and direct; {TP_ROUNDS} rounds per side of {ECHO.per_round} calls of {ECHO.label}, then "
+            f"of {SLEEP.per_round} of {SLEEP.label}; load {os.getloadavg()[0]:.2f} ...")
+        throughput = [await phase_throughput(daemons, work) for work in (ECHO, SLEEP)]
+    report = Report()
+    for tp in throughput:
+        report_throughput(report, tp)
+    print()
+    report.show()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE and FILE.asks")
+    parser.add_argument("--throughput", action="store_true", help="run phase 4 (16 callers in flight) alone")
+    parser.add_argument("--against", metavar="REF", help="with --throughput: also through this git revision's daemon")
     args = parser.parse_args()
-    run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the peers
+    if args.against and not args.throughput:
+        parser.error("--against goes with --throughput")
+    # SIGTERM too stops the daemons and the peers
+    run_stoppable(run_throughput(args.against) if args.throughput else run(args.profile))
     return 0
 
 
