@@ -220,8 +220,16 @@ async def test_serve_for_a_server_no_daemon_knows_says_so_and_exits_2(sdk: Daemo
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "mcpx", "serve", "--server", "nosuch",
                                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                 stderr=subprocess.PIPE, env=sdk.env, cwd=sdk.home)
+    err = b""
     try:
         _, err = await asyncio.wait_for(proc.communicate(), PATIENCE)
+    except TimeoutError:
+        # what serve said before it stalled, and what the daemon logged: the failure says where it waited
+        proc.kill()
+        assert proc.stderr is not None
+        said = await proc.stderr.read()
+        raise AssertionError(f"mcpx serve did not end within {PATIENCE}s; it said {said!r}; the daemon's log:\n"
+                             f"{(sdk.home / 'daemon.log').read_text(errors='replace')[-3000:]}") from None
     finally:
         if proc.returncode is None:
             proc.kill()
