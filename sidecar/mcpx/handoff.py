@@ -99,7 +99,8 @@ def send_hello(sock: socket.socket, hello: Hello, fds: list[int]) -> None:
     """Send the Hello with `fds` attached to its first bytes (blocking)."""
     data = hello.model_dump_json(exclude_defaults=True).encode() + b"\n"
     sent = socket.send_fds(sock, [data], fds)
-    sock.sendall(data[sent:])
+    if sent < len(data):  # never an empty sendall: once the daemon has read it all it may answer and close,
+        sock.sendall(data[sent:])  # and a send of nothing to a closed peer fails (EPIPE) where nothing was lost
 
 
 async def receive_hello(sock: socket.socket) -> tuple[Hello, list[int]]:
