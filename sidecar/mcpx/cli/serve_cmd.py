@@ -60,8 +60,13 @@ def serve(args: argparse.Namespace) -> int:
                 return ended
             # no daemon takes the hand-off (an older one): the pump carries on with the client's handshake
             bridge.initialize, bridge.initialized = handoff.hello.initialize, handoff.hello.initialized
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         asyncio.run(bridge.run())
+    except serve_handoff.Refused as exc:
+        print(f"mcpx serve: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
     return 0
 
 
@@ -165,6 +170,12 @@ class Bridge:
                     await self._receive(ws)
                 finally:
                     sender.cancel()
+        except aiohttp.WSServerHandshakeError as exc:
+            if exc.status == 404 and self.server:  # no such server: asking again will not make one
+                raise serve_handoff.Refused(await self._refusal(url, auth)) from None
+            if not self.closing:
+                await self._restart_daemon(exc)
+            return
         except (aiohttp.ClientError, OSError) as exc:
             if not self.closing:
                 await self._restart_daemon(exc)
@@ -172,6 +183,18 @@ class Bridge:
         if not self.closing:
             await self._fail_in_flight()
             await self._restart_daemon(None)
+
+    async def _refusal(self, url: str, auth: dict[str, str]) -> str:
+        """The daemon's own words for a stream it would not open: a plain GET says them (the handshake does not)."""
+        connector, _, _ = self._endpoint()
+        with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError):
+            async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=10)) as http, \
+                    http.get(url, headers=auth) as resp:
+                said = await resp.json(content_type=None)
+                error = said.get("error") if isinstance(said, dict) else None
+                if isinstance(error, dict) and isinstance(error.get("message"), str):
+                    return str(error["message"])
+        return f"no server {self.server!r} behind mcpx"
 
     async def _restart_daemon(self, exc: Exception | None) -> None:
         if os.environ.get("MCPX_DAEMON_URL"):

@@ -441,8 +441,8 @@ def install_mcp_endpoint(app: web.Application, surface: Surface) -> None:
             return refused
         try:
             return await stream_endpoint(request, surface)
-        except UnknownServer as exc:
-            raise web.HTTPNotFound(text=str(exc)) from None
+        except UnknownServer as exc:  # returned, not raised: a raised 404 would be said as "no route"
+            return _rpc_response(jsonrpc.error(None, jsonrpc.INVALID_PARAMS, str(exc)), 404)
 
     app.router.add_get("/v1/mcp/stream", stream)
     app.router.add_get("/v1/mcp/stream/{server}", stream)
