@@ -17,6 +17,7 @@ import aiohttp
 
 from gateway_helpers import HttpPeer, answer, call, result, stdio, tool_text, until_pending
 from harness import PATIENCE, make_daemon, read_log
+from mcpx.upstream.connection import HOLD_LIMIT
 
 SERVER = "old"
 
@@ -55,6 +56,19 @@ async def until_logged(home: Path, text: str, times: int = 1) -> None:
     while read_log(home).count(text) < times:
         assert time.monotonic() < deadline, f"the daemon never logged {text!r} {times} time(s)"
         await asyncio.sleep(0.05)
+
+
+async def refused(http: aiohttp.ClientSession, tasks: list[str], why: str) -> None:
+    """Each call failed with mcpx's refusal of its question, saying `why`, and no question was ever opened."""
+    for task in tasks:
+        doc = await result(http, task)  # the SDK hands mcpx's refusal on as the call's error
+        assert doc["state"] == "failed" and doc["questions"] == [], doc
+        assert "mcpx cannot tell which of the calls in flight on this instance (gate) sent this " \
+               "elicitation/create" in doc["error"], doc
+        assert why in doc["error"] and "calling again works" in doc["error"], doc
+    async with http.get("/v1/elicit", params={"state": "all"}) as r:
+        body = await r.json()
+        assert r.status == 200 and body["elicitations"] == [], body
 
 
 async def learn_quiet(http: aiohttp.ClientSession, tmp_path: Path, session: str = "s") -> int:
@@ -119,16 +133,7 @@ async def test_questions_that_cannot_be_told_apart_are_refused_never_misattribut
                      for name in ("x", "y")]
             await until_instances(http, lambda f: calls_of(f, "s") == [2])
             go.touch()
-            done = [await result(http, task) for task in tasks]
-            for doc in done:  # the SDK hands mcpx's refusal on as the call's error
-                assert doc["state"] == "failed" and doc["questions"] == [], doc
-                assert "mcpx cannot tell which of the calls in flight on this instance (gate) sent this " \
-                       "elicitation/create" in doc["error"], doc
-                assert "each of those 2 calls may be waiting for a request like it" in doc["error"]
-                assert "calling again works" in doc["error"]
-            async with http.get("/v1/elicit", params={"state": "all"}) as r:
-                body = await r.json()
-                assert r.status == 200 and body["elicitations"] == [], body
+            await refused(http, tasks, "each of those 2 calls may be waiting for a request like it")
             # and calling again works: the calls of gate now run alone, so a question is always its call's
             (tmp_path / "z").touch()
             again = await start(http, {"path": str(tmp_path / "z"), "ask": True})
@@ -137,6 +142,23 @@ async def test_questions_that_cannot_be_told_apart_are_refused_never_misattribut
             await answer(http, question["id"], "accept", {"repo": "o/z"})
             assert tool_text(await result(http, again)) == {"pid": pid, "gate": "z", "answer": {
                 "action": "accept", "data": {"repo": "o/z"}}}
+
+
+async def test_a_held_question_waits_a_bounded_time_for_the_calls_beside_it_then_is_refused(
+        home: Path, tmp_path: Path) -> None:
+    with make_daemon(home, {"servers": {SERVER: stdio("sdk_legacy.py")}}) as d:
+        async with d.session() as http:
+            pid = await learn_quiet(http, tmp_path)
+            go = tmp_path / "go"
+            slow = await start(http, {"path": str(tmp_path / "slow")})  # a quiet call that ends when the test says
+            asker = await start(http, {"path": str(tmp_path / "asker"), "ask": True, "ask_when": str(go)})
+            await until_instances(http, lambda f: calls_of(f, "s") == [2])
+            go.touch()
+            await until_logged(d.home, "while 2 calls were in flight on one instance")
+            # the slow call does not finish while the question is held: refused, not kept
+            await refused(http, [asker], f"the calls it may be from did not all finish within {HOLD_LIMIT:g} s")
+            (tmp_path / "slow").touch()
+            assert tool_text(await result(http, slow)) == {"pid": pid, "gate": "slow", "answer": None}
 
 
 async def test_over_streamable_http_each_question_comes_on_its_calls_stream_and_goes_to_that_call(

@@ -46,6 +46,10 @@ log = logging.getLogger("mcpx.upstream")
 # However small a server's `timeout`, its start may take this long: a Python server importing the SDK
 # needs seconds on a busy 2-core machine, and a call timeout of 2 s is not meant to forbid that.
 START_FLOOR = 10.0
+# The longest a request of the server's is held while the calls beside it finish (see Attribution): then it is
+# refused, and its tools run alone. Those calls are of tools seen to finish without asking, so they are quick as a
+# rule; one that is not must not leave a question unopened, and its call hanging, for as long as it runs.
+HOLD_LIMIT = 10.0
 # How the SDKs say "I can only ask over a legacy back-channel" on a modern request: the mcp SDK
 # answers with an error, FastMCP with an isError result. Either way the call is re-driven in the
 # legacy era, where the question can be asked.
@@ -150,11 +154,13 @@ class Attribution:
     one that comes while several are is held, and each of those calls that then gets its server's
     answer is ruled out; the last one left is the owner. A call that ends without its server's
     answer (cancelled, timed out) might have been the owner, and then nobody can tell: the request
-    is refused, as it is when every suspect is waiting on a held request of its own.
+    is refused, as it is when every suspect is waiting on a held request of its own, or when the
+    suspects have not all finished within `limit` seconds.
     """
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, limit: float = HOLD_LIMIT) -> None:
         self.server = server
+        self.limit = limit
         self.calls: list[InFlight] = []
         self.held: list[Held] = []
 
@@ -190,9 +196,12 @@ class Attribution:
                  "whose it is", self.server, method, len(held.suspects))
         self._unstick()
         try:
-            owner = await held.owner
+            await asyncio.wait_for(asyncio.shield(held.owner), self.limit)
+        except TimeoutError:
+            held.settle(None, f"the calls it may be from did not all finish within {self.limit:g} s")
         finally:
             self.held.remove(held)
+        owner = held.owner.result()
         if owner is None:
             tools = ", ".join(sorted({c.tool for c in held.suspects}))
             raise Untold(f"mcpx cannot tell which of the calls in flight on this instance ({tools}) sent this "
