@@ -1,15 +1,18 @@
 """The plugin's own checks, in the suite's one command: `tsc --noEmit` against the real @opencode-ai/plugin
-types, then its node:test unit tests (plugin/opencode/test), which run against a real daemon."""
+types, then its node:test unit tests (plugin/opencode/test), which run against a real daemon: on Node, and on
+the Bun inside the opencode binary, which is what runs the plugin in opencode and does not behave as Node does."""
 
 from __future__ import annotations
 
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
 from conftest import loud_skip
 from harness import run_group
-from opencode.harness import NODE_MODULES, ROOT, build_plugin
+from opencode.harness import NODE_MODULES, ROOT, build_plugin, clean_env, opencode_binary
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,3 +41,20 @@ def test_the_plugins_unit_tests_pass() -> None:
     done = run_group([node(), "--test", "--test-reporter=spec", *files], timeout=240, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
     assert "fail 0" in done.stdout, done.stdout[-4000:]
+
+
+def test_the_plugins_unit_tests_pass_on_the_bun_that_runs_it_in_opencode(tmp_path: Path) -> None:
+    """opencode is a Bun program (BUN_BE_BUN=1 makes the binary Bun itself): Bun closed the event stream's request
+    once the response's headers were in, which Node never does, and the plugin took that as the stream's end."""
+    binary, why = opencode_binary()
+    if binary is None:
+        loud_skip(why)
+    if (reason := build_plugin()):
+        loud_skip(reason)
+    tests = ROOT / "plugin" / "opencode" / "test"
+    files = sorted(f"./{p.name}" for p in tests.glob("*.test.mjs"))
+    env = {**clean_env(tmp_path), "BUN_BE_BUN": "1"}
+    done = run_group([str(binary), "test", "--timeout", "60000", *files], timeout=240, cwd=tests, env=env)
+    out = done.stdout + done.stderr  # bun test reports on stderr
+    assert done.returncode == 0, out[-8000:]
+    assert re.search(r"^ *0 fail$", out, re.M) and not re.search(r"^\(fail\)", out, re.M), out[-4000:]

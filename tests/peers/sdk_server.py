@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
@@ -107,6 +108,25 @@ async def hold(ctx: Context) -> str:
     await ctx.report_progress(0, message=f"holding in pid {os.getpid()} until SIGUSR2")
     await released.wait()
     return "released"
+
+
+async def until_exists(path: str) -> None:
+    while not await anyio.Path(path).exists():  # noqa: ASYNC110 -- the event is a file another process makes
+        await asyncio.sleep(0.02)
+
+
+@app.tool()
+async def gate(ctx: Context, path: str, ask: bool = False, ask_when: str = "") -> str:
+    """Runs until the file `path` exists (the test decides when each call ends: many calls of it may be in flight
+    on this process at once); with ask, it first asks for a repository (once the file `ask_when` exists, if
+    given). Reports its pid and the answer."""
+    answer = None
+    if ask:
+        if ask_when:
+            await until_exists(ask_when)
+        answer = json.loads(report(await ctx.elicit(f"Which repository for {os.path.basename(path)}?", Repo)))
+    await until_exists(path)
+    return json.dumps({"pid": os.getpid(), "gate": os.path.basename(path), "answer": answer})
 
 
 @app.tool()

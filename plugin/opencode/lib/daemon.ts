@@ -192,6 +192,7 @@ export class Daemon {
     end: (why: string) => void }, idleMs: number): ClientRequest {
     const { options, send } = this.target("GET", path, { Accept: "text/event-stream", ...headers })
     let ended = false
+    let responded = false
     const end = (why: string) => {
       if (!ended) {
         ended = true
@@ -199,16 +200,24 @@ export class Daemon {
       }
     }
     const req = send(options, (res) => {
+      responded = true
       on.response(res.statusCode ?? 0)
       res.setEncoding("utf8")
       res.on("data", (text: string) => on.data(text))
       res.on("end", () => end("the stream ended"))
       res.on("error", (e) => end(e.message))
+      res.on("close", () => end("closed"))
     })
     // a stream that says nothing for longer than the daemon's heartbeat is dead (a network gone quiet): end it
     req.setTimeout(idleMs, () => req.destroy(new Error(`nothing for ${Math.round(idleMs / 1000)} s`)))
     req.on("error", (e: NodeJS.ErrnoException) => end(e.code ?? e.message))
-    req.on("close", () => end("closed"))
+    // Once the response has begun, the stream ends with it. Bun, opencode's runtime, closes the request as soon
+    // as the response's headers are in, while the response streams on: taken as the end, that had the follower
+    // open another stream every 250 ms and leave the last one open, until Bun's 256 connections were all the
+    // daemon's event streams and opencode's request to its model waited for one forever
+    req.on("close", () => {
+      if (!responded) end("closed")
+    })
     // the stream must never keep opencode running (`opencode run` ends when its work is done)
     req.on("socket", (socket) => socket.unref())
     req.end()

@@ -73,6 +73,7 @@ export class EventFollower {
   private retry(why: string): void {
     this.state.connected = false
     this.state.lastError = why
+    this.req?.destroy() // whatever ended it, the stream given up is closed: never two at once
     this.req = undefined
     if (this.stopped || this.timer) return
     const wait = this.backoffMs

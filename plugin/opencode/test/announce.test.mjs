@@ -130,6 +130,39 @@ test("the event stream is taken up again with Last-Event-ID: what opened meanwhi
   }
 })
 
+test("a stream ends with its response, not with its request (Bun closes the request once the headers are in)", async () => {
+  const ends = []
+  let text = ""
+  const req = new Daemon(d.env).stream("/v1/events?kinds=elicit", {}, { response: () => {}, data: (t) => { text += t }, end: (why) => ends.push(why) }, 45000)
+  try {
+    await eventually(() => text.includes("id:"), "the stream's opening frame")
+    const q = await human("ses_stream", "Still streaming?")
+    await eventually(() => text.includes(q.id), "the question's frame")
+    assert.deepEqual(ends, [], "the stream was said to have ended while it still delivered")
+  } finally {
+    req.destroy()
+  }
+  await eventually(() => ends.length === 1, "its end, once closed")
+})
+
+test("the follower keeps the one stream the daemon keeps open: no other opens beside it, each record comes once", async () => {
+  const follower = new EventFollower(new Daemon(d.env), { minBackoffMs: 1 })
+  const seen = []
+  follower.on((e) => seen.push(e))
+  try {
+    await eventually(() => follower.state.connected, "connected")
+    for (const n of [1, 2, 3]) {
+      const q = await human("ses_one_stream", `Question ${n}?`)
+      await eventually(() => seen.some((e) => e.elicit === q.id && e.kind === "elicit.open"), `question ${n}'s open`)
+    }
+    assert.equal(follower.state.connects, 1, `opened ${follower.state.connects} times (${follower.state.lastError})`)
+    const seqs = seen.map((e) => e.seq)
+    assert.deepEqual(seqs, [...new Set(seqs)], "each record once")
+  } finally {
+    follower.stop()
+  }
+})
+
 test("with no daemon the follower keeps trying, bounded, and never keeps the process alive", async () => {
   const follower = new EventFollower(new Daemon({ MCPX_HOME: "/nonexistent/mcpx-home" }), { minBackoffMs: 10, maxBackoffMs: 40 })
   follower.on(() => {})

@@ -33,6 +33,11 @@ from mcpx.mcp.protocol import (
 
 log = logging.getLogger("mcpx.mcp")
 
+# Set on a request of the server's that came on the response stream of one of ours: the id of ours. The
+# transport says which request it relates to (the SDKs send what a tool's handler asks on its call's stream);
+# it never goes on the wire.
+RELATED = "mcpx/related"
+
 
 @dataclass
 class SseState:
@@ -221,17 +226,19 @@ class HttpChannel:
                 stream.retry_ms = event.retry
             if event.data is None or not event.data.strip():
                 continue  # an event with empty data only primes the stream (its id)
-            msg = self._push_text(event.data)
+            msg = self._push_text(event.data, rid)
             if msg is not None and rid is not None and msg.get("id") == rid and "method" not in msg:
                 answered = True
         return answered
 
-    def _push_text(self, text: str) -> Message | None:
+    def _push_text(self, text: str, related: jsonrpc.Id | None = None) -> Message | None:
         try:
             msg = jsonrpc.check(wirejson.loads(text))
         except (wirejson.JsonRefused, jsonrpc.FrameError) as exc:
             log.warning("%s: ignoring an SSE event that is not JSON-RPC (%s)", self.name, exc)
             return None
+        if related is not None and jsonrpc.kind(msg) == "request":
+            msg[RELATED] = related
         self._incoming.put_nowait(msg)
         return msg
 

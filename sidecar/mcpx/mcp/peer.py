@@ -80,11 +80,15 @@ class Peer:
         return not self.closed.is_set()
 
     async def request(self, method: str, params: dict[str, Any] | None = None,
-                      timeout: float | None = None) -> dict[str, Any]:
-        """Send a request and return its result; RpcError for an error reply, PeerClosed if the peer dies."""
+                      timeout: float | None = None, numbered: Callable[[jsonrpc.Id], None] | None = None,
+                      ) -> dict[str, Any]:
+        """Send a request and return its result; RpcError for an error reply, PeerClosed if the peer dies.
+        `numbered` hears the request's id before it is sent."""
         if self.closed.is_set():
             raise PeerClosed(self.close_reason or f"{self.name} is closed")
         rid = next(self._ids)
+        if numbered is not None:
+            numbered(rid)
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         try:

@@ -216,13 +216,18 @@ class CallContext:
     def roots(self) -> list[dict[str, Any]]:
         return roots_for(self.task.request.cwd)
 
+    def fixed_answer(self, method: str) -> dict[str, Any] | None:
+        if method == "roots/list" and not self.task.request.client_serves("roots"):
+            return {"roots": self.roots()}
+        return None
+
     async def client_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         r = self.task.request
         capability = "roots" if method == "roots/list" else "sampling"
         if r.client_serves(capability):
             return await self.via_client(f"{method}#{len(self.task.slots) + len(self.task.questions)}", method, params)
-        if method == "roots/list":
-            return {"roots": self.roots()}
+        if (fixed := self.fixed_answer(method)) is not None:
+            return fixed
         raise RpcError(jsonrpc.METHOD_NOT_FOUND, "mcpx offers no sampling to this call (its caller did not declare it)")
 
     def add_slot(self, key: str, method: str, params: dict[str, Any]) -> Slot:

@@ -4,10 +4,16 @@ Legacy: `initialize` offering 2025-11-25; the server asks mid-call with `elicita
 `ping`, `roots/list`, and may announce `notifications/elicitation/complete`.
 Modern (2026-07-28): `server/discover` first; every request carries `_meta`; a call may come
 back `input_required` and is retried with `inputResponses` and the `requestState` verbatim.
+
+A legacy instance may carry several calls at once. What the server asks mid-call names no call
+on a stdio wire (the SDKs keep the request it relates to in their transport's metadata), so
+`Attribution` works out whose it is: the only call in flight, or the one left once the others
+have had their answers; never a guess.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import os
@@ -19,7 +25,7 @@ from typing import Any, Protocol
 
 from mcpx.config import HttpServer, ServerConfig, StdioServer
 from mcpx.mcp import jsonrpc
-from mcpx.mcp.http_client import HttpChannel
+from mcpx.mcp.http_client import RELATED, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.peer import Peer, PeerClosed
 from mcpx.mcp.protocol import (
@@ -40,6 +46,10 @@ log = logging.getLogger("mcpx.upstream")
 # However small a server's `timeout`, its start may take this long: a Python server importing the SDK
 # needs seconds on a busy 2-core machine, and a call timeout of 2 s is not meant to forbid that.
 START_FLOOR = 10.0
+# The longest a request of the server's is held while the calls beside it finish (see Attribution): then it is
+# refused, and its tools run alone. Those calls are of tools seen to finish without asking, so they are quick as a
+# rule; one that is not must not leave a question unopened, and its call hanging, for as long as it runs.
+HOLD_LIMIT = 10.0
 # How the SDKs say "I can only ask over a legacy back-channel" on a modern request: the mcp SDK
 # answers with an error, FastMCP with an isError result. Either way the call is re-driven in the
 # legacy era, where the question can be asked.
@@ -90,17 +100,122 @@ class CallHooks(Protocol):
         """roots/list or sampling/createMessage: to the calling client if it serves it, else mcpx's own answer."""
         ...
 
+    def fixed_answer(self, method: str) -> dict[str, Any] | None:
+        """The answer to `method` this call gives without asking anyone (mcpx's own roots), or None."""
+        ...
+
     def roots(self) -> list[dict[str, Any]]: ...
 
 
-@dataclass
+@dataclass(eq=False)
 class InFlight:
     """A call on this instance now: who hears about it, and its progress token (the caller's, and mcpx's own
     on the wire: two callers may pick the same token, and an instance may carry both their calls)."""
 
     hooks: CallHooks
+    tool: str = ""
     progress: Any = None
     wire_token: str | None = None
+    asked: bool = False  # the server asked something of this call (or may have: one it could not be told from)
+    wire_id: jsonrpc.Id | None = None  # its tools/call's id on the wire (legacy)
+
+    def numbered(self, wire_id: jsonrpc.Id) -> None:
+        self.wire_id = wire_id
+
+
+@dataclass(eq=False)
+class Held:
+    """A request of the server's that came while several calls were in flight: whose it is, once that is known."""
+
+    suspects: list[InFlight]
+    owner: asyncio.Future[InFlight | None]
+    why: str = ""  # why it can never be told, once owner is None
+
+    def settle(self, call: InFlight | None, why: str = "") -> None:
+        if not self.owner.done():
+            self.why = why
+            self.owner.set_result(call)
+
+
+class Untold(RpcError):
+    """A request of the server's whose call cannot be told: refused, naming the calls it may have come from."""
+
+    def __init__(self, message: str, suspects: list[InFlight]) -> None:
+        super().__init__(jsonrpc.INTERNAL_ERROR, message)
+        self.suspects = suspects
+
+
+class Attribution:
+    """Which call a request of the server's belongs to, when the wire does not say.
+
+    What it rests on is what the single-call rule always rested on: a server asks from inside the
+    handler of the call it asks for, and waits for the answer before it answers that call (the
+    SDKs' `ctx.elicit` does). So a request that comes while one call is in flight is that call's;
+    one that comes while several are is held, and each of those calls that then gets its server's
+    answer is ruled out; the last one left is the owner. A call that ends without its server's
+    answer (cancelled, timed out) might have been the owner, and then nobody can tell: the request
+    is refused, as it is when every suspect is waiting on a held request of its own, or when the
+    suspects have not all finished within `limit` seconds.
+    """
+
+    def __init__(self, server: str, limit: float = HOLD_LIMIT) -> None:
+        self.server = server
+        self.limit = limit
+        self.calls: list[InFlight] = []
+        self.held: list[Held] = []
+
+    def begin(self, call: InFlight) -> None:
+        self.calls.append(call)
+
+    def end(self, call: InFlight, answered: bool) -> None:
+        """`call` left the wire: with its server's answer (it was waiting on no held request), or without one."""
+        self.calls.remove(call)
+        for held in [h for h in self.held if call in h.suspects]:
+            if not answered:
+                held.settle(None, f"the call to {call.tool or 'a tool'} ended without its server's answer while "
+                                  "this request waited to be told apart, and it may have been that call's")
+                continue
+            held.suspects.remove(call)
+            if len(held.suspects) == 1:
+                held.settle(held.suspects[0])
+            elif not held.suspects:
+                held.settle(None, "every call in flight when it came has had its answer since")
+        self._unstick()
+
+    async def owner(self, method: str, related: jsonrpc.Id | None = None) -> InFlight | None:
+        """The call the request in hand belongs to: the one it came related to (Streamable HTTP: on that call's
+        response stream), else worked out; None with no call in flight; Untold if it cannot be told."""
+        for call in self.calls:
+            if related is not None and call.wire_id == related:
+                return call
+        if len(self.calls) <= 1:
+            return self.calls[0] if self.calls else None
+        held = Held(list(self.calls), asyncio.get_running_loop().create_future())
+        self.held.append(held)
+        log.info("upstream %s sent %s while %d calls were in flight on one instance: held until it is known "
+                 "whose it is", self.server, method, len(held.suspects))
+        self._unstick()
+        try:
+            await asyncio.wait_for(asyncio.shield(held.owner), self.limit)
+        except TimeoutError:
+            held.settle(None, f"the calls it may be from did not all finish within {self.limit:g} s")
+        finally:
+            self.held.remove(held)
+        owner = held.owner.result()
+        if owner is None:
+            tools = ", ".join(sorted({c.tool for c in held.suspects}))
+            raise Untold(f"mcpx cannot tell which of the calls in flight on this instance ({tools}) sent this "
+                         f"{method}: nothing on the wire says, and {held.why}; it runs these tools one call at a "
+                         "time from now on, so calling again works", held.suspects)
+        return owner
+
+    def _unstick(self) -> None:
+        """Refuse the held requests once no suspect can end on its own: as many held as there are suspects."""
+        waiting = [h for h in self.held if not h.owner.done()]
+        suspects = {id(c) for h in waiting for c in h.suspects}
+        if waiting and len(waiting) >= len(suspects):
+            for held in waiting:
+                held.settle(None, f"each of those {len(suspects)} calls may be waiting for a request like it")
 
 
 @dataclass
@@ -167,9 +282,14 @@ class UpstreamConnection:
         self.channel: ProcessChannel | HttpChannel | None = None
         self.peer: Peer | None = None
         self.facts: ServerFacts | None = None
-        self.calls: list[InFlight] = []  # the calls in flight (legacy: at most one per instance)
+        self.attribution = Attribution(name)  # the calls in flight, and whose each request of the server's is
         self._tokens = itertools.count(1)
-        self.idle_hooks: CallHooks | None = None  # who hears a server that asks with no call in flight
+        self.asking = 0  # requests of the server's that wait for someone (a person, the client) or to be told apart
+        self._asked: dict[str, InFlight] = {}  # a url-mode question's elicitationId -> the call it is for
+        self._completed: set[str] = set()  # completions announced before their question's owner was known
+        # told what a call of a tool did: asked (or may have), or finished without asking
+        self.on_learnt: Callable[[str, bool], None] | None = None
+        self.on_calm: Callable[[], None] | None = None  # told once nothing the server asked is pending
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
         self.on_other: Callable[[Message], Awaitable[None]] | None = None  # resources/updated and the like
         self.tools: list[dict[str, Any]] | None = None
@@ -188,6 +308,10 @@ class UpstreamConnection:
     @property
     def era(self) -> Era | None:
         return self.facts.era if self.facts else None
+
+    @property
+    def calls(self) -> list[InFlight]:
+        return self.attribution.calls
 
     def describe(self) -> str:
         return f"`{self.entry.shown}`" if isinstance(self.entry, StdioServer) else self.entry.shown
@@ -363,18 +487,33 @@ class UpstreamConnection:
         assert self.peer is not None
         if isinstance(self.channel, HttpChannel) and self.era == "modern" and self.tools is None:
             await self.list_tools()  # its x-mcp-header arguments must be mirrored into Mcp-Param-* headers
-        call = InFlight(hooks)
+        call = InFlight(hooks, tool)
         if meta is not None and meta.get("progressToken") is not None:
             call.progress, call.wire_token = meta["progressToken"], f"mcpx-{next(self._tokens)}"
             meta = {**meta, "progressToken": call.wire_token}
-        self.calls.append(call)
+        answered = False  # the server answered the call (a result or an error), as opposed to mcpx leaving it
+        self.attribution.begin(call)
         try:
             params: dict[str, Any] = {"name": tool, "arguments": arguments}
             if self.era == "legacy":
-                return await self.peer.request("tools/call", self._params(params, meta))
-            return await self._drive(params, hooks, max_rounds, meta, 0)
+                result = await self.peer.request("tools/call", self._params(params, meta),
+                                                 numbered=call.numbered)
+            else:
+                result = await self._drive(params, hooks, max_rounds, meta, 0)
+            answered = True
+            return result
+        except (RpcError, UpstreamError):
+            answered = True  # what the server said ended it: an error reply, or a result mcpx would not take
+            raise
         finally:
-            self.calls.remove(call)
+            self._end(call, answered)
+
+    def _end(self, call: InFlight, answered: bool) -> None:
+        self.attribution.end(call, answered)
+        if answered and not call.asked and self.era == "legacy":  # a modern call's questions come in its result
+            self._learnt(call, asks=False)
+        for eid in [e for e, c in self._asked.items() if c is call]:
+            del self._asked[eid]
 
     async def resume_modern(self, tool: str, arguments: dict[str, Any], responses: dict[str, Any],
                             request_state: str | None, hooks: CallHooks, max_rounds: int, round_no: int,
@@ -383,12 +522,12 @@ class UpstreamConnection:
         params: dict[str, Any] = {"name": tool, "arguments": arguments, "inputResponses": responses}
         if request_state is not None:
             params["requestState"] = request_state
-        call = InFlight(hooks)
-        self.calls.append(call)
+        call = InFlight(hooks, tool)
+        self.attribution.begin(call)
         try:
             return await self._drive(params, hooks, max_rounds, None, round_no)
         finally:
-            self.calls.remove(call)
+            self._end(call, False)  # modern: its questions come back in its own result, none is ever held
 
     async def _drive(self, params: dict[str, Any], hooks: CallHooks, max_rounds: int, meta: dict[str, Any] | None,
                      round_no: int) -> dict[str, Any]:
@@ -421,14 +560,9 @@ class UpstreamConnection:
     # ---- what the server sends us
 
     def _current(self) -> CallHooks | None:
-        """The call a message that names none belongs to: the only one in flight; with several, nobody's.
-
-        A legacy instance carries one call at a time, so this is exact there. A shared modern
-        instance carries many, and its questions come back in each call's own result.
-        """
-        if len(self.calls) == 1:
-            return self.calls[0].hooks
-        return self.idle_hooks if not self.calls else None
+        """The call a notification that names none belongs to: the only one in flight; with several, nobody's
+        (a log line then goes to the daemon's log rather than to a caller it may not be about)."""
+        return self.calls[0].hooks if len(self.calls) == 1 else None
 
     def _progress_of(self, params: dict[str, Any]) -> tuple[CallHooks, dict[str, Any]] | None:
         """Whose progress this is (the call whose request carried its token), with the caller's own token back."""
@@ -438,45 +572,85 @@ class UpstreamConnection:
                 return call.hooks, {**params, "progressToken": call.progress}
         return None
 
+    def _fixed_answer(self, method: str) -> dict[str, Any] | None:
+        """An answer that is the same whichever call asked (mcpx's own roots for every call in flight), or None:
+        then nobody need be told apart, and nobody waits."""
+        if not self.calls:
+            return {"roots": roots_for(None)} if method == "roots/list" else None
+        answers = [call.hooks.fixed_answer(method) for call in self.calls]
+        return answers[0] if answers[0] is not None and all(a == answers[0] for a in answers) else None
+
     async def _on_request(self, msg: Message) -> dict[str, Any]:
-        method = msg.get("method")
+        method = str(msg.get("method"))
         params = msg.get("params") or {}
         if method == "ping":
             return {}
-        if method in ("roots/list", "sampling/createMessage"):
-            hooks = self._current()
-            if hooks is not None:
-                return await hooks.client_request(method, params)
-            if method == "roots/list":
-                return {"roots": roots_for(None)}
-        if method == "elicitation/create":
-            try:
-                ask = ElicitParams.model_validate(params)
-            except Exception as exc:
-                raise RpcError(jsonrpc.INVALID_PARAMS, f"elicitation/create params are invalid: {exc}") from None
-            if ask.mode not in (None, "form", "url"):
-                raise RpcError(jsonrpc.INVALID_PARAMS, f"elicitation mode {ask.mode!r} was not declared by mcpx "
-                                                       "(it declared form and url)")
-            if ask.effective_mode == "url" and not ask.url:
-                raise RpcError(jsonrpc.INVALID_PARAMS, "a url-mode elicitation needs url")
-            hooks = self._current()
-            if hooks is None:
-                raise RpcError(jsonrpc.INTERNAL_ERROR, "mcpx has no call in flight to attach this question to"
-                               if not self.calls else f"mcpx cannot tell which of its {len(self.calls)} calls in "
-                               "flight this question belongs to")
-            return await hooks.ask(ask)
-        raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
+        ask = self._elicitation(params) if method == "elicitation/create" else None
+        if ask is None and method not in ("roots/list", "sampling/createMessage"):
+            raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
+        fixed = self._fixed_answer(method)
+        if fixed is not None:
+            return fixed
+        self.asking += 1
+        try:
+            call = await self.attribution.owner(method, jsonrpc.id_of(msg.get(RELATED)))
+            if call is None:
+                if method == "elicitation/create":
+                    raise RpcError(jsonrpc.INTERNAL_ERROR, "mcpx has no call in flight to attach this question to")
+                raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
+            self._learnt(call, asks=True)
+            if ask is None:
+                return await call.hooks.client_request(method, params)
+            eid = ask.elicitation_id
+            if eid is not None:
+                self._asked[eid] = call
+                if eid in self._completed:  # announced while its owner was being worked out: the call keeps it
+                    self._completed.discard(eid)
+                    await call.hooks.complete(eid)
+            return await call.hooks.ask(ask)
+        except Untold as exc:
+            for suspect in exc.suspects:  # one of them asked: each runs alone from now on
+                self._learnt(suspect, asks=True)
+            raise
+        finally:
+            self.asking -= 1
+            if not self.asking and self.on_calm is not None:
+                self.on_calm()
+
+    def _learnt(self, call: InFlight, asks: bool) -> None:
+        call.asked = call.asked or asks
+        if self.on_learnt is not None and call.tool:
+            self.on_learnt(call.tool, asks)
+
+    @staticmethod
+    def _elicitation(params: dict[str, Any]) -> ElicitParams:
+        try:
+            ask = ElicitParams.model_validate(params)
+        except Exception as exc:
+            raise RpcError(jsonrpc.INVALID_PARAMS, f"elicitation/create params are invalid: {exc}") from None
+        if ask.mode not in (None, "form", "url"):
+            raise RpcError(jsonrpc.INVALID_PARAMS, f"elicitation mode {ask.mode!r} was not declared by mcpx "
+                                                   "(it declared form and url)")
+        if ask.effective_mode == "url" and not ask.url:
+            raise RpcError(jsonrpc.INVALID_PARAMS, "a url-mode elicitation needs url")
+        return ask
 
     async def _on_notification(self, msg: Message) -> None:
         method = msg.get("method")
         params = msg.get("params") or {}
         hooks = self._current()
         if method == "notifications/elicitation/complete":
-            if hooks is not None and isinstance(params.get("elicitationId"), str):
-                await hooks.complete(params["elicitationId"])
+            eid = params.get("elicitationId")
+            if isinstance(eid, str):
+                owner = self._asked.get(eid)
+                target = owner.hooks if owner is not None else hooks
+                if target is not None:
+                    await target.complete(eid)
+                elif self.attribution.held and len(self._completed) < 1000:
+                    self._completed.add(eid)  # its question is held: whoever it turns out to be hears it then
         elif method == "notifications/progress":
-            if (owner := self._progress_of(params)) is not None:
-                await owner[0].notify(method, owner[1])  # belongs to the call that asked for it: its caller hears it
+            if (owner_of := self._progress_of(params)) is not None:
+                await owner_of[0].notify(method, owner_of[1])  # belongs to the call that asked for it
         elif method == "notifications/message" and hooks is not None:
             await hooks.notify(method, params)  # belongs to the call in flight: its caller hears it
         elif method == "notifications/tools/list_changed":

@@ -254,7 +254,7 @@ class Gateway:
         deadline = PausableDeadline(timeout)
         elicit = self.settings.config.elicit
         async with self.pool.lease(r.server, r.session, era=r.era if r.transparent else era,
-                                   declared=r.declared) as conn:
+                                   declared=r.declared, tool=r.tool) as conn:
             task.era = conn.era
             ctx = CallContext(self.broker, task, conn, deadline, self._save)
             try:
