@@ -673,8 +673,10 @@ class Broker:
         docs = [f'{row.doc[:-1]},"secondsLeft":{seconds_left(row.expires, now, row.state)}}}' for row in rows]
         return [",".join(docs).encode()], len(docs)
 
-    async def wait(self, eid: str, timeout: float) -> tuple[Elicitation, Answer | None]:
-        """For remote waiters: the question and its stored (redacted) answer, the answer None at the timeout."""
+    async def wait(self, eid: str, timeout: float, stop: asyncio.Future[Any] | None = None,
+                   ) -> tuple[Elicitation, Answer | None]:
+        """For remote waiters: the question and its stored (redacted) answer, the answer None at the timeout (or
+        once `stop` is done: the daemon is stopping)."""
         q, answer = await self.get(eid)
         if answer is not None:
             return q, answer
@@ -691,10 +693,13 @@ class Broker:
                 if answer is None:
                     raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
                 return q, answer
-        try:
-            answer = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
-        except TimeoutError:
+        # asyncio.wait neither starts a task nor cancels what it waits on (the asker's future is the asker's)
+        await asyncio.wait((fut,) if stop is None else (fut, stop), timeout=timeout,
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not fut.done():
             return q, None
+        try:
+            answer = fut.result()
         except QuestionEnded as ended:
             raise Gone(f"{eid} was abandoned: {ended.reason}", state="abandoned") from None
         # the answer in hand is the committed one; the caller shows it redacted like the stored copy
