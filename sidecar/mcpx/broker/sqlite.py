@@ -6,7 +6,7 @@ commit, so nothing is published that the database does not hold. In WAL mode wit
 synchronous=NORMAL a commit is a write() of a few pages into the -wal file, tens of microseconds:
 handing it to a thread and back cost two thread wake-ups of 0.1-0.4 ms each on these machines,
 and the units are Python, which holds the GIL wherever it runs. What may take long stays off the
-loop, on the store's own thread: the checkpoints (they fsync: 5-20 ms), made through a connection
+loop, on the store's own thread: the checkpoints (they fsync: 8-20 ms), made through a connection
 of their own, and a batch that finds the database locked by another process (busy_timeout's wait).
 Reads have a connection and a thread of their own too: in WAL mode they never block the writer.
 """
@@ -240,7 +240,7 @@ class SqliteStore(SqlReads):
         return Committed(out, tx.records, tx.questions)
 
     def _run_checkpoint(self) -> None:
-        """On the store's thread: copy the -wal file's committed pages into the database (fsyncs, 5-20 ms here),
+        """On the store's thread: copy the -wal file's committed pages into the database (fsyncs, 8-20 ms here),
         beside the writer, which goes on committing; the -wal file starts over from its beginning once all
         are copied. PASSIVE: it waits for nobody."""
         assert self._checkpointer is not None
