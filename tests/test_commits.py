@@ -51,3 +51,23 @@ async def test_closing_the_store_commits_the_units_still_waiting(tmp_path: Path)
     await store.close()
     assert all(f.done() and f.exception() is None for f in waiting)
     assert facts_on_disk(tmp_path / "mcpx.db") == {"k0": "0", "k1": "1", "k2": "2"}
+
+
+async def test_a_batch_that_finds_the_database_locked_waits_for_it_off_the_loop(tmp_path: Path) -> None:
+    """Batches commit on the loop; one that finds another process holding the write lock waits for it on the
+    store's thread (busy_timeout), while the loop goes on serving, and commits once the lock is let go."""
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    other = sqlite3.connect(store.path, isolation_level=None)  # as another process would hold it
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        writing = asyncio.ensure_future(store.write(lambda tx: tx.put_fact("k", "after the lock")))
+        for _ in range(5):  # the loop is not held: it comes back here while the batch waits
+            await asyncio.sleep(0)
+        assert not writing.done()
+        other.execute("COMMIT")
+        await asyncio.wait_for(writing, timeout=10)
+        assert facts_on_disk(store.path) == {"k": '"after the lock"'}
+    finally:
+        other.close()
+        await store.close()

@@ -59,6 +59,9 @@ ALL = 2**62  # a read's limit that is no limit
 # commit to ride with: at most this much of them is lost to a kill -9, and a stream of them costs a commit each
 # this often instead of one each
 BEHIND = 0.05
+# questions answered through this daemon lately, kept as stored: a waiter that asks just after the answer (a
+# long-poll that lost the race with it) is served from memory, not the store; an answer never changes
+RECENT = 128
 
 
 class InvalidQuestion(BrokerError):
@@ -143,6 +146,8 @@ class Broker:
         self._me = store.info.daemon
         self._asked: set[str] = set()
         self._pending = PendingIndex()  # listings and secondsLeft are served from here, in step with the store
+        self._recent: dict[str, tuple[Elicitation, Answer]] = {}  # oldest first, at most RECENT
+        self._answered: dict[str, tuple[Elicitation, Answer]] = {}  # written by a unit, to _recent once committed
         store.follow(self._committed)
 
     # ---- lifecycle
@@ -198,9 +203,20 @@ class Broker:
         touched are in the pending index first, so whoever hears of a question finds it listed."""
         self._pending.apply(rows)
         for record in records:
+            if ours and record.kind == "elicit.answered" and record.elicit is not None:
+                self._remember(record.elicit)
             self.bus.publish(record)
             if not ours:
                 self._heard(record)
+
+    def _remember(self, eid: str) -> None:
+        """A question this daemon's unit answered has committed: into _recent, in the same loop turn as it leaves
+        the pending index, so a read in between finds it there."""
+        answered = self._answered.pop(eid, None)
+        if answered is not None:
+            self._recent[eid] = answered
+            if len(self._recent) > RECENT:
+                del self._recent[next(iter(self._recent))]
 
     def _heard(self, record: AuditRecord) -> None:
         """Another daemon opened, answered or ended a question: what this daemon does about it."""
@@ -419,11 +435,15 @@ class Broker:
                 clean = self._checked_content(q, action, content)
             except InvalidContent as exc:
                 return Outcome(q, refusal=exc)
-            answer, q = self._commit_answer(tx, records, q, action, clean, by, session, pid, reason, now,
-                                            routing.secret_fields(q.requested_schema))
+            secret = routing.secret_fields(q.requested_schema)
+            answer, q = self._commit_answer(tx, records, q, action, clean, by, session, pid, reason, now, secret)
+            self._answered[eid] = (q, answer.model_copy(update={"content": redact(clean, secret)}))
             return Outcome(q, answer)
 
-        outcome = await self._store.write(unit)
+        try:
+            outcome = await self._store.write(unit)
+        finally:
+            self._answered.pop(eid, None)  # the commit failed; or it went to _recent as it committed
         for reached in (outcome.expired, outcome.answer):
             if reached is not None:
                 self._wake_asker(eid, reached)
@@ -624,6 +644,9 @@ class Broker:
         pending = self._pending.get(eid)
         if pending is not None:  # pending: no answer yet, in memory (an ended question is read from the store)
             return pending.question(), None
+        recent = self._recent.get(eid)
+        if recent is not None:  # answered a moment ago through this daemon, and for good
+            return recent
         found = await self._store.question(eid)
         if found is None:
             raise NotFound(f"no question {eid}")
@@ -650,8 +673,10 @@ class Broker:
         docs = [f'{row.doc[:-1]},"secondsLeft":{seconds_left(row.expires, now, row.state)}}}' for row in rows]
         return [",".join(docs).encode()], len(docs)
 
-    async def wait(self, eid: str, timeout: float) -> tuple[Elicitation, Answer | None]:
-        """For remote waiters: the question and its stored (redacted) answer, the answer None at the timeout."""
+    async def wait(self, eid: str, timeout: float, stop: asyncio.Future[Any] | None = None,
+                   ) -> tuple[Elicitation, Answer | None]:
+        """For remote waiters: the question and its stored (redacted) answer, the answer None at the timeout (or
+        once `stop` is done: the daemon is stopping)."""
         q, answer = await self.get(eid)
         if answer is not None:
             return q, answer
@@ -668,10 +693,13 @@ class Broker:
                 if answer is None:
                     raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
                 return q, answer
-        try:
-            answer = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
-        except TimeoutError:
+        # asyncio.wait neither starts a task nor cancels what it waits on (the asker's future is the asker's)
+        await asyncio.wait((fut,) if stop is None else (fut, stop), timeout=timeout,
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not fut.done():
             return q, None
+        try:
+            answer = fut.result()
         except QuestionEnded as ended:
             raise Gone(f"{eid} was abandoned: {ended.reason}", state="abandoned") from None
         # the answer in hand is the committed one; the caller shows it redacted like the stored copy

@@ -1,9 +1,10 @@
-"""Group commit: the queue in front of a store's writer thread, shared by every store.
+"""Group commit: the queue in front of a store's writer, shared by every store.
 
-Units submitted at the same moment cross to the writer's thread together and share one commit,
-each in its own savepoint, so a unit that raises rolls back alone (the audit records it wrote
-with it). A unit nobody waits on (the record of a call that has ended, behind its result) may wait
-`within` seconds for company: it commits with the next unit that cannot wait, or at that horizon,
+Units submitted at the same moment are handed to the store's `commit` together and share one
+commit (on the loop for SQLite, on its writer's thread for PostgreSQL: the store decides), each in
+its own savepoint, so a unit that raises rolls back alone (the audit records it wrote with it).
+A unit nobody waits on (the record of a call that has ended, behind its result) may wait `within`
+seconds for company: it commits with the next unit that cannot wait, or at that horizon,
 so a stream of such records costs one commit per horizon, not one each. Units commit in the order
 submitted, whether they waited or not.
 
@@ -16,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -74,12 +74,11 @@ def _log_failure(fut: asyncio.Future[Any]) -> None:
 
 
 class CommitQueue:
-    """Units queued on the event loop, committed a batch per crossing to the writer's one thread."""
+    """Units queued on the event loop, committed a batch per call of the store's `commit` (one at a time)."""
 
-    def __init__(self, writes: ThreadPoolExecutor, run_batch: Callable[[list[Unit]], Committed],
+    def __init__(self, commit: Callable[[list[Unit]], Awaitable[Committed]],
                  committed: Callable[[Committed], None]) -> None:
-        self._writes = writes
-        self._run_batch = run_batch
+        self._commit = commit
         self._committed = committed
         self._queue: list[tuple[Unit, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -116,11 +115,10 @@ class CommitQueue:
             await self._flusher
 
     async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
         while self._queue and self._due:
             batch, self._queue, self._due = self._queue, [], False
             try:
-                done = await loop.run_in_executor(self._writes, self._run_batch, [u for u, _ in batch])
+                done = await self._commit([u for u, _ in batch])
             except BaseException as exc:  # the commit itself failed: nothing in the batch happened
                 for _, fut in batch:
                     if not fut.done():

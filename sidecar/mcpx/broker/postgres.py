@@ -169,7 +169,7 @@ class PgStore(SqlReads):
         self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-pg-read")
         self._writer: psycopg.Connection[Any] | None = None
         self._reader: psycopg.Connection[Any] | None = None
-        self._commits = CommitQueue(self._writes, self._run_batch, self._committed)
+        self._commits = CommitQueue(self._commit, self._committed)
         self._follower: Follower | None = None
         self._published = 0  # the seq of the last record handed to the follower
         self._mine: set[int] = set()  # seqs this daemon wrote that are not yet handed on
@@ -241,6 +241,10 @@ class PgStore(SqlReads):
 
     def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
         return self._commits.submit(unit, within)
+
+    async def _commit(self, units: list[Unit]) -> Committed:
+        """A batch crosses to the writer's thread: a commit waits on the network and the server, never the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._writes, self._run_batch, units)
 
     def _run_batch(self, units: list[Unit]) -> Committed:
         """On the writer's thread: the team's write lock, each unit in its own savepoint, one commit."""

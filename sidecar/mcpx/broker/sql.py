@@ -19,6 +19,7 @@ from mcpx.broker.documents import (
     answer_of,
     audit_doc,
     audit_where,
+    document,
     dumps,
     equal,
     question_of,
@@ -77,7 +78,7 @@ class SqlTx(Dialect):
         return question_of(row[0]) if row else None
 
     def insert_answer(self, answer: Answer) -> None:
-        self._db.execute(self.sql("INSERT INTO answers (id, doc) VALUES (?,?)"), (answer.id, dumps(answer.wire())))
+        self._db.execute(self.sql("INSERT INTO answers (id, doc) VALUES (?,?)"), (answer.id, document(answer)))
 
     def answer(self, eid: str) -> Answer | None:
         row = self._db.execute(self.sql("SELECT doc FROM answers WHERE id=?"), (eid,)).fetchone()

@@ -1,14 +1,20 @@
 """SqliteStore: mcpx.db, SQLite in WAL mode, the store behind the broker (broker/store.py).
 
-One writer connection and one reader connection, each on a thread of its own: a unit of work,
-or a whole batch of them, crosses to the writer's thread once. Every unit runs whole on that
-thread, so concurrent coroutines never interleave half-written state, and a unit's future
-resolves only after the commit, so nothing is published that the database does not hold.
+A batch of units commits on the event loop itself, whole, without awaiting, so concurrent
+coroutines never interleave half-written state, and a unit's future resolves only after the
+commit, so nothing is published that the database does not hold. In WAL mode with
+synchronous=NORMAL a commit is a write() of a few pages into the -wal file, tens of microseconds:
+handing it to a thread and back cost two thread wake-ups of 0.1-0.4 ms each on these machines,
+and the units are Python, which holds the GIL wherever it runs. What may take long stays off the
+loop, on the store's own thread: the checkpoints (they fsync: 8-20 ms), made through a connection
+of their own, and a batch that finds the database locked by another process (busy_timeout's wait).
+Reads have a connection and a thread of their own too: in WAL mode they never block the writer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
 from collections.abc import Callable
@@ -22,6 +28,7 @@ from mcpx.broker.sql import SqlReads, SqlTx
 from mcpx.broker.store import Follower, Lease, StoreInfo, Tx
 
 T = TypeVar("T")
+log = logging.getLogger("mcpx.store")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS elicitations (
@@ -72,11 +79,26 @@ CREATE TABLE IF NOT EXISTS facts (
 """
 
 
+# units committed between two checkpoints: a few pages each, so the -wal file stays around SQLite's own default
+# (1000 pages) before it is copied into the database and begins again
+CHECKPOINT_EVERY = 200
+
+
+class Busy(Exception):
+    """The database is locked by another process: the batch goes to the store's thread to wait for it."""
+
+
 class SqliteTx(SqlTx):
-    """The statements of one unit of work, on the writer's thread."""
+    """The statements of one unit of work, in the batch's transaction (on the loop, or the store's thread)."""
 
     def claim_task(self, tid: str, owner: str) -> bool:
         return False  # one daemon's own file: no task of it has another owner
+
+
+def _log_checkpoint(fut: asyncio.Future[None]) -> None:
+    """A failed checkpoint loses nothing (the pages stay in the -wal file, the next one copies them): say so."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("checkpointing mcpx.db failed (the next one retries): %r", fut.exception())
 
 
 class SqliteStore(SqlReads):
@@ -84,13 +106,17 @@ class SqliteStore(SqlReads):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        # a connection lives on the one thread that opened it: each executor is that thread
+        # the writer commits on the loop, and on this thread only when it must wait (never both at once: the
+        # commit queue runs one batch at a time); the checkpointer's connection lives on this thread
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-write")
         self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-read")
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
-        self._commits = CommitQueue(self._writes, self._run_batch, self._committed)
+        self._checkpointer: sqlite3.Connection | None = None
+        self._commits = CommitQueue(self._commit, self._committed)
         self._follower: Follower | None = None
+        self._unsaved = 0  # units committed since the last checkpoint began
+        self._checkpoint: asyncio.Future[None] | None = None
 
     @property
     def info(self) -> StoreInfo:
@@ -124,15 +150,27 @@ class SqliteStore(SqlReads):
         self._private_files()
         loop = asyncio.get_running_loop()
         self._writer = await loop.run_in_executor(self._writes, self._open_writer)
+        self._checkpointer = await loop.run_in_executor(self._writes, self._open_checkpointer)
         self._reader = await loop.run_in_executor(self._reads, self._open_reader)
 
     def _open_writer(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, isolation_level=None)
+        # used on the loop and, when it must wait, on the store's thread: one at a time (check_same_thread off)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA busy_timeout=5000")  # the schema's first write may wait for another process
         db.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a committed transaction survives the process being killed
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA busy_timeout=5000")
         db.executescript(SCHEMA)
+        # on the loop a lock held elsewhere is not waited for (Busy: the batch waits on the store's thread),
+        # and no commit checkpoints (the checkpointer does, on that thread)
+        db.execute("PRAGMA busy_timeout=0")
+        db.execute("PRAGMA wal_autocheckpoint=0")
+        return db
+
+    def _open_checkpointer(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None)
+        db.execute("PRAGMA busy_timeout=5000")
+        db.execute("PRAGMA synchronous=NORMAL")
         return db
 
     def _open_reader(self) -> sqlite3.Connection:
@@ -143,12 +181,16 @@ class SqliteStore(SqlReads):
 
     async def close(self) -> None:
         await self._commits.drain()  # what was promised is committed before the store closes
+        if self._checkpoint is not None:
+            await asyncio.wait({self._checkpoint})  # its own outcome was logged
         loop = asyncio.get_running_loop()
-        for executor, conn in ((self._reads, self._reader), (self._writes, self._writer)):
+        for executor, conn in ((self._reads, self._reader), (self._writes, self._checkpointer),
+                               (self._writes, self._writer)):
             if conn is not None:
-                await loop.run_in_executor(executor, conn.close)
+                await loop.run_in_executor(executor, conn.close)  # the last to close checkpoints what is left
+        for executor in (self._reads, self._writes):
             executor.shutdown(wait=False)  # its thread is idle now, and ends at once
-        self._reader = self._writer = None
+        self._reader = self._writer = self._checkpointer = None
 
     async def write(self, unit: Callable[[Tx], T]) -> T:
         return await self.submit(unit)
@@ -158,19 +200,51 @@ class SqliteStore(SqlReads):
         assert self._writer is not None, "store is not open"
         return self._commits.submit(unit, within)
 
-    def _run_batch(self, units: list[Unit]) -> Committed:
-        """On the writer's thread: each unit in its own savepoint, one commit for them all."""
+    async def _commit(self, units: list[Unit]) -> Committed:
+        """A batch, committed on the loop; on the store's thread if another process holds the database's lock."""
+        try:
+            done = self._run_batch(units)
+        except Busy:
+            done = await asyncio.get_running_loop().run_in_executor(self._writes, self._run_batch, units, 5.0)
+        self._unsaved += len(units)
+        if self._unsaved >= CHECKPOINT_EVERY and (self._checkpoint is None or self._checkpoint.done()):
+            self._unsaved = 0
+            self._checkpoint = asyncio.get_running_loop().run_in_executor(self._writes, self._run_checkpoint)
+            self._checkpoint.add_done_callback(_log_checkpoint)
+        return done
+
+    def _run_batch(self, units: list[Unit], patience: float = 0.0) -> Committed:
+        """Each unit in its own savepoint, one commit for them all. `patience`: how long to wait for a lock
+        another process holds (on the store's thread only); without it, Busy before anything is written."""
         db = self._writer
         assert db is not None
-        tx = SqliteTx(db)
-        db.execute("BEGIN IMMEDIATE")
+        if patience:
+            db.execute(f"PRAGMA busy_timeout={int(patience * 1000)}")
         try:
-            out = run_units(tx, units, db.execute)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if patience or exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
+                raise Busy() from exc
+            tx = SqliteTx(db)
+            try:
+                out = run_units(tx, units, db.execute)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            if patience:
+                db.execute("PRAGMA busy_timeout=0")
         return Committed(out, tx.records, tx.questions)
+
+    def _run_checkpoint(self) -> None:
+        """On the store's thread: copy the -wal file's committed pages into the database (fsyncs, 8-20 ms here),
+        beside the writer, which goes on committing; the -wal file starts over from its beginning once all
+        are copied. PASSIVE: it waits for nobody."""
+        assert self._checkpointer is not None
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     # ---- reads (the reader connection never blocks the writer in WAL mode)
 

@@ -11,8 +11,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pydantic_core
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from mcpx import __version__, wirejson
 from mcpx.broker.errors import BrokerError
@@ -34,6 +36,17 @@ class RouteError(Exception):
 def error_response(status: int, code: str, message: str, **details: Any) -> web.Response:
     body = {"error": {"code": code, "message": message, **{k: v for k, v in details.items() if v is not None}}}
     return web.json_response(body, status=status)
+
+
+def json_reply(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """A reply of models (and dicts and lists holding them) as the API shows them (by alias, without nulls in
+    a model), encoded by pydantic's own encoder: a quarter of the time of dumping them to dicts for
+    json_response. A lone surrogate, which that encoder refuses, is written as its escape (wirejson)."""
+    try:
+        body = pydantic_core.to_json(value, by_alias=True, exclude_none=True)
+    except PydanticSerializationError:
+        body = wirejson.encode(pydantic_core.to_jsonable_python(value, by_alias=True, exclude_none=True))
+    return web.Response(body=body, status=status, headers=headers, content_type="application/json")
 
 
 def describe_validation(exc: ValidationError, where: str) -> tuple[str, dict[str, str]]:
@@ -260,7 +273,8 @@ async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
             raise RouteError(400, "too_deep" if exc.too_deep else "bad_json", str(exc)) from None
     if not isinstance(data, dict):
         raise RouteError(400, "bad_body", f"the body must be a JSON object, not {type(data).__name__}")
-    if (where := wirejson.lone_surrogate(data)) is not None:
+    # an ASCII body can spell a lone surrogate only as a \u escape: most bodies need no walk to be sure of none
+    if (not raw.isascii() or b"\\u" in raw) and (where := wirejson.lone_surrogate(data)) is not None:
         raise RouteError(400, "bad_body", f"invalid body: {where} {wirejson.SURROGATE_PROBLEM}",
                        fields={where: wirejson.SURROGATE_PROBLEM})
     try:

@@ -14,7 +14,7 @@ from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest, is_action
 from mcpx.broker.routing import secret_fields
 from mcpx.broker.store import AuditFilter, QuestionFilter
-from mcpx.daemon.api import Api, Call, Reply, RouteError
+from mcpx.daemon.api import Api, Call, Reply, RouteError, json_reply
 from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
 from mcpx.daemon.schemas import (
     AnswerBody,
@@ -37,11 +37,11 @@ from mcpx.daemon.schemas import (
     WaitQuery,
     kind_list,
 )
-from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
+from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI, STOPPING
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
 from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
-from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
+from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.rendering import render
 from mcpx.sessions import header_source, resolve_session
 
@@ -137,8 +137,7 @@ async def ask(call: Call) -> web.StreamResponse:
         upstream_id=body.elicitation_id, ttl=ttl, audience=body.audience, meta=body.meta,
         pid=peer_pid(call.request),
     ))
-    return web.json_response({"elicitation": handle.elicitation.wire()}, status=201,
-                             headers={"Location": f"/v1/elicit/{handle.id}"})
+    return json_reply({"elicitation": handle.elicitation}, status=201, headers={"Location": f"/v1/elicit/{handle.id}"})
 
 
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,
@@ -148,8 +147,8 @@ async def get_question(call: Call) -> web.StreamResponse:
     q, answer = await call.app[BROKER].get(call.path["id"])
     query: QuestionRenderQuery = call.query
     doc = rendered(call, q, answer, query.tool_prefix, waiting=query.waiting, shown_at=query.shown_at) \
-        if query.render else q.wire()
-    return web.json_response({"elicitation": doc, "answer": answer_document(answer, q.requested_schema)})
+        if query.render else q
+    return json_reply({"elicitation": doc, "answer": answer_document(answer, q.requested_schema)})
 
 
 @api.route("POST", "/v1/elicit/{id}/{action}", "Answer a question: accept (with content), decline or cancel",
@@ -166,8 +165,8 @@ async def answer_question(call: Call) -> web.StreamResponse:
     q, answer = await call.app[BROKER].answer(
         call.path["id"], action, content, by=by, session=session_of(call.request),
         pid=peer_pid(call.request), reason=body.reason)
-    return web.json_response({"elicitation": q.wire(), "answer": answer_document(answer, q.requested_schema),
-                              "escalated": answer is None})
+    return json_reply({"elicitation": q, "answer": answer_document(answer, q.requested_schema),
+                       "escalated": answer is None})
 
 
 async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict[str, Any]:
@@ -189,21 +188,10 @@ async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict
                     204: Reply("not answered within the timeout", headers=("Retry-After",)),
                     400: _ERR[400], 404: _ERR[404], 410: Reply("abandoned")})
 async def wait_answer(call: Call) -> web.StreamResponse:
-    broker = call.app[BROKER]
-    shutdown = call.app[SHUTDOWN]
-    waiter = asyncio.ensure_future(broker.wait(call.path["id"], call.query.timeout))
-    stopper = asyncio.ensure_future(shutdown.wait())
-    try:
-        done, _ = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if waiter not in done:
-        waiter.cancel()
-        return web.Response(status=204, headers={"Retry-After": "1"})
-    q, answer = waiter.result()
-    if answer is None:
-        return web.Response(status=204)
-    return web.json_response(answer_document(answer, q.requested_schema))
+    q, answer = await call.app[BROKER].wait(call.path["id"], call.query.timeout, stop=call.app[STOPPING])
+    if answer is None:  # the timeout; or the daemon is stopping, and the client may ask its successor
+        return web.Response(status=204, headers={"Retry-After": "1"} if call.app[STOPPING].done() else None)
+    return json_reply(answer_document(answer, q.requested_schema))
 
 
 def _kinds(spec: str | None) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import weakref
@@ -16,9 +17,26 @@ from mcpx.keys import ANSWERER_HEADER, SESSION_HEADER
 CLAIMABLE = ("person:cli", "person:rest", "person:opencode", "person:tui", "agent:mcp", "agent:cli", "agent:opencode")
 
 
+# whether a connection is on the unix socket, asked of every request (the auth check) and twice more of an answer:
+# a socket's family is fixed, and reading it goes through an enum conversion each time
+_on_unix: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
+
+
 def _unix_socket(request: web.Request) -> socket.socket | None:
-    sock = request.transport.get_extra_info("socket") if request.transport else None
-    return sock if sock is not None and getattr(sock, "family", None) == socket.AF_UNIX else None
+    transport = request.transport
+    if transport is None:
+        return None
+    sock = transport.get_extra_info("socket")
+    unix = _on_unix.get(transport)
+    if unix is None:
+        unix = _on_unix[transport] = sock is not None and getattr(sock, "family", None) == socket.AF_UNIX
+    return sock if unix else None
+
+
+@functools.cache
+def _proc_available() -> bool:
+    """/proc is there for the daemon's whole life or not at all: looked at once, not at every answer."""
+    return agentshell.proc_available()
 
 
 def peer_pid(request: web.Request) -> int | None:
@@ -64,7 +82,7 @@ def refuse_agent_as_person(request: web.Request, by: str) -> None:
     Only the unix socket knows its peer; on TCP the bearer token is all there is. Reading /proc is a
     few small reads of kernel memory, done inline.
     """
-    if not by.startswith("person:") or not is_unix(request) or not agentshell.proc_available():
+    if not by.startswith("person:") or not is_unix(request) or not _proc_available():
         return
     pid = peer_pid(request)
     try:
