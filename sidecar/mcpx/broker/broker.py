@@ -353,11 +353,15 @@ class Broker:
         try:
             if committing is not None and decision is None:
                 told = self._future_for(q.id)
+                if self._me is not None and q.secret_fields:
+                    self._asked.add(q.id)  # its credential may be accepted here: an answer may be in the same batch
                 await committing(Handle(q, told))
             outcome = await written
         except Exception as exc:
-            if told is not None and self._futures.pop(q.id, None) is told and not told.done():
-                told.set_exception(QuestionEnded(q.id, "abandoned", f"it could not be stored: {exc}"))
+            if told is not None:
+                self._asked.discard(q.id)
+                if self._futures.pop(q.id, None) is told and not told.done():
+                    told.set_exception(QuestionEnded(q.id, "abandoned", f"it could not be stored: {exc}"))
             raise
         q, answer, ended = outcome.settled(), outcome.answer, outcome.ended
         # the future the early handle holds, even if an answer committed right behind the question already took
