@@ -95,6 +95,32 @@ async def test_a_client_that_can_ask_gets_the_question_passed_through(surf: Daem
     assert [rec["data"]["by"] for rec in records] == ["person:mcp-client"] * 2
 
 
+async def test_a_question_asked_while_it_commits_is_stored_before_the_answer_that_wins(surf: Daemon) -> None:
+    # a legacy call's client is asked while the question's commit runs (docs/architecture.md): answered at once,
+    # every time, its answer must still commit behind the question, with the task row the question carried
+    seen: list[str] = []
+    async with stdio_client(surf, "legacy", accepting({"repo": "at/once"}, seen)) as client:
+        for _ in range(5):  # bounded: an answer committed ahead of its question would leave the server waiting
+            result = await asyncio.wait_for(client.call_tool("sdk_need_repo", {}), PATIENCE)
+            assert json.loads(text(result)) == {"action": "accept", "data": {"repo": "at/once"}}
+    assert len(seen) == 5
+    async with surf.session() as rest:
+        async with rest.get("/v1/audit", params={"kinds": "elicit.open,elicit.answered,task.done"}) as r:
+            records = (await r.json())["records"]
+        opened = [rec["elicit"] for rec in records if rec["kind"] == "elicit.open"]
+        assert len(opened) == 5
+        for eid in opened:
+            kinds = [rec["kind"] for rec in records if rec.get("elicit") == eid]
+            assert kinds == ["elicit.open", "elicit.answered"], kinds
+            async with rest.get(f"/v1/elicit/{eid}") as r:
+                body = await r.json()
+            q = body["elicitation"]
+            assert q["state"] == "answered" and body["answer"]["by"] == "person:mcp-client"
+            async with rest.get(f"/v1/tasks/{q['task']}") as r:
+                task = await r.json()
+            assert task["state"] == "completed" and task["questions"] == [eid]
+
+
 async def test_decline_and_cancel_from_the_client_reach_the_server(surf: Daemon) -> None:
     for action in ("decline", "cancel"):
         async def callback(_ctx: Any, _params: Any, action: str = action) -> ElicitResult:

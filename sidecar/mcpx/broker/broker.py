@@ -14,7 +14,7 @@ import heapq
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -318,10 +318,16 @@ class Broker:
         )
         return q, decided
 
-    async def open(self, req: OpenRequest, task: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle:
+    async def open(self, req: OpenRequest, task: Callable[[Elicitation, bool], StoredTask] | None = None,
+                   committing: Callable[[Handle], Awaitable[None]] | None = None) -> Handle:
         """Open a question. `task`: the asking call's record as it stands with this question open (pending, or
         settled at once by the policy), stored in the question's own commit, so a restart knows of the question
-        exactly when anyone can."""
+        exactly when anyone can.
+
+        `committing`: told of the question while its commit runs, if the policy leaves it pending, so that the
+        one client that is to be asked (a legacy call's own) is asked meanwhile. Nothing else hears of it before
+        the commit, and an answer to it commits after it (one queue, in order). If the commit fails, the handle
+        it was given ends (QuestionEnded) and the failure is raised here."""
         now = time.time()
         q, decided = self._build(req, now)
         decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
@@ -358,9 +364,25 @@ class Broker:
                                                      routing.secret_fields(q.requested_schema))
             return Outcome(answered_q, answer)
 
-        outcome = await self._store.write(unit)
+        written = self._store.submit(unit)
+        told: asyncio.Future[Answer] | None = None
+        try:
+            if committing is not None and decision is None:
+                told = self._future_for(q.id)
+                if self._me is not None and q.secret_fields:
+                    self._asked.add(q.id)  # its credential may be accepted here: an answer may be in the same batch
+                await committing(Handle(q, told))
+            outcome = await written
+        except Exception as exc:
+            if told is not None:
+                self._asked.discard(q.id)
+                if self._futures.pop(q.id, None) is told and not told.done():
+                    told.set_exception(QuestionEnded(q.id, "abandoned", f"it could not be stored: {exc}"))
+            raise
         q, answer, ended = outcome.settled(), outcome.answer, outcome.ended
-        fut = self._future_for(q.id)
+        # the future the early handle holds, even if an answer committed right behind the question already took
+        # it out of the table
+        fut = told if told is not None else self._future_for(q.id)
         if self._me is not None and q.secret_fields and q.state == "pending":
             self._asked.add(q.id)
         if answer is not None:

@@ -93,7 +93,13 @@ class Peer:
         self._pending[rid] = fut
         try:
             await self.channel.send(jsonrpc.request(rid, method, params))
-            reply = await (asyncio.wait_for(asyncio.shield(fut), timeout) if timeout else fut)
+            if timeout:
+                # the reply's future is ours alone, so a timeout may cancel it: no shield, no wait_for's extra
+                # future, and the caller resumes in the loop turn the reply is read in
+                async with asyncio.timeout(timeout):
+                    reply = await fut
+            else:
+                reply = await fut
         except TimeoutError:
             raise
         except asyncio.CancelledError:

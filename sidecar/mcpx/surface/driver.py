@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from mcpx.broker.broker import Broker
-from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent
+from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound
 from mcpx.broker.models import Elicitation, SessionSource
 from mcpx.configsource import ConfigSource
 from mcpx.mcp import jsonrpc
@@ -154,7 +154,7 @@ class CallDriver:
                 problems = "; ".join(f"{k} {v}" for k, v in exc.fields.items())
                 params = {**shaped(q, state), "message": f"{shaped(q, state)['message']} (the last answer was not "
                                                          f"accepted: {problems})"}
-            except (AlreadyAnswered, Gone):
+            except (AlreadyAnswered, Gone, NotFound):  # NotFound: asked while it committed, it could not be stored
                 return
 
     @staticmethod

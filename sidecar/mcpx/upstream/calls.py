@@ -273,36 +273,60 @@ class CallContext:
         )
 
     async def open(self, params: ElicitParams, announce: bool = True,
-                   task: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle:
+                   task: Callable[[Elicitation, bool], StoredTask] | None = None, early: bool = False) -> Handle:
         """Open the server's question; `announce`: the task is stored with it (in its commit) and its waiters told,
         so a restart knows what was promised before anyone is. `task`: the task's record to store with it
-        instead (a modern round's last question)."""
+        instead (a modern round's last question). `early` (with `announce`): the waiters are told while the
+        question commits, not after (a legacy call's question, asked of the call's own client: see
+        docs/architecture.md, "What is written when")."""
+        told: Handle | None = None
+
+        async def committing(handle: Handle) -> None:
+            nonlocal told
+            told = handle
+            self._opened(handle)
+            await self.task.touch()
+
         # Shielded: a call that ends while its question is being stored (its server went away, its client
         # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
         opening = asyncio.ensure_future(self.broker.open(self._open_request(params),
-                                                         self.task.stored_with if announce else task))
+                                                         self.task.stored_with if announce else task,
+                                                         committing if early and announce else None))
         try:
             handle = await asyncio.shield(opening)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 handle = await opening
-                self.task.questions.append(handle.id)
+                if told is None:
+                    self.task.questions.append(handle.id)
+                self.task.open.pop(handle.id, None)
                 if not handle.done() and not self.task.suspended:
                     self.task.abandoned.append(handle.id)
                     await self.broker.abandon(handle.id, self.abandon_reason(handle.id))
             raise
         except InvalidQuestion as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, f"mcpx refused this elicitation: {exc.message}") from None
+        except Exception:
+            if told is not None:  # it could not be stored: the client asked meanwhile has that request withdrawn
+                self.task.questions.remove(told.id)
+                self.task.open.pop(told.id, None)
+                await self.task.touch("running" if not self.task.open else None)
+            raise
+        if told is None:
+            self._opened(handle)
+        if announce:
+            self.task.kept = True
+            if told is None:
+                await self.task.touch()
+        if params.elicitation_id is not None and params.elicitation_id in self._completed_early:
+            await self.complete(params.elicitation_id)
+        return handle
+
+    def _opened(self, handle: Handle) -> None:
         self.task.questions.append(handle.id)
         if not handle.done():
             self.task.open[handle.id] = handle.elicitation
             self.task.state = "input-required"
-        if announce:
-            self.task.kept = True
-            await self.task.touch()
-        if params.elicitation_id is not None and params.elicitation_id in self._completed_early:
-            await self.complete(params.elicitation_id)
-        return handle
 
     async def wait(self, handle: Handle) -> Answer:
         """Wait for a person (the deadline stands still meanwhile); abandon the question if the call ends first."""
@@ -340,8 +364,12 @@ class CallContext:
         return f"the call {self.task.trace} ended before {eid} was answered"
 
     async def ask(self, params: ElicitParams) -> dict[str, Any]:
-        """A legacy server's elicitation/create, on its own request: the call itself runs on in the runner."""
-        handle = await self.open(params)
+        """A legacy server's elicitation/create, on its own request: the call itself runs on in the runner.
+
+        An MCP client that can answer questions is asked while the question commits: a legacy call does not
+        outlive its daemon, so nothing re-drives it; the client's answer commits after the question."""
+        r = self.task.request
+        handle = await self.open(params, early=r.surface == "mcp" and r.client_serves("elicitation"))
         try:
             answer = await self.wait(handle)
         except CallFailed as exc:

@@ -286,14 +286,13 @@ class Gateway:
         data: dict[str, Any] = {"state": state, "server": task.request.server, "tool": task.request.tool}
         if task.error:
             data["error"] = task.scrub(task.error)
-        stored = task.stored()
         # whoever waits for the result hears first (it is in memory); the final state and its task.done
-        # commit together one loop turn behind, so the database thread is not in the reply's way. A call the
-        # store never heard of (it never asked) has its end ride with the next commit, within a short horizon:
-        # a stream of plain calls costs the store a commit per horizon, not one each
+        # commit together one loop turn behind, so neither building the record nor the database thread is in
+        # the reply's way. A call the store never heard of (it never asked) has its end ride with the next
+        # commit, within a short horizon: a stream of plain calls costs the store a commit per horizon, not one each
         await task.touch()
         await asyncio.sleep(0)
-        committed = self.broker.finish_task(stored, data, behind=not task.kept)
+        committed = self.broker.finish_task(task.stored(), data, behind=not task.kept)
         committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
     def _forget_finished(self, tid: str, committed: asyncio.Future[Any]) -> None:
