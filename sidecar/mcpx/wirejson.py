@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pydantic_core
+
 # deep structures that people and programs mean are a dozen levels; nothing real comes near 100,
 # and 100 is far below where the interpreter's recursion limit starts
 MAX_DEPTH = 100
@@ -116,3 +118,14 @@ def encode(value: Any) -> bytes:
     """`dumps` as UTF-8 bytes. A lone surrogate only ever sits inside a JSON string, where
     backslashreplace writes exactly its JSON escape: the receiver decodes the same text."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace")
+
+
+def encode_models(value: Any, exclude: set[str] | None = None) -> bytes:
+    """Models (and dicts and lists holding them) as the API and the store show them: by alias, without a
+    model's nulls. pydantic's own encoder, a quarter to a third of the time of dumping them to dicts and
+    encoding those; a lone surrogate, which that encoder refuses, is written as its escape (`encode`).
+    `exclude`: fields of a top-level model left out."""
+    try:
+        return pydantic_core.to_json(value, by_alias=True, exclude_none=True, exclude=exclude)
+    except pydantic_core.PydanticSerializationError:
+        return encode(pydantic_core.to_jsonable_python(value, by_alias=True, exclude_none=True, exclude=exclude))
