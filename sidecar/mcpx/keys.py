@@ -20,5 +20,6 @@ TOOLS_HEADER = "X-Mcpx-Tools"  # "mcpx": list only mcpx's own tools, the host of
 
 MAX_BODY = 1024 * 1024  # the largest request body the daemon reads, on /v1 and /mcp alike
 
-# set when the daemon starts to stop: long polls and streams end at once instead of holding the drain open
-SHUTDOWN: web.AppKey[asyncio.Event] = web.AppKey("shutdown", asyncio.Event)
+# resolved when the daemon starts to stop: long polls and streams end at once instead of holding the drain open.
+# A future, not an Event: a long poll waits on it beside its answer with one asyncio.wait, no task started
+SHUTDOWN: web.AppKey[asyncio.Future[None]] = web.AppKey("shutdown", asyncio.Future)

@@ -13,7 +13,7 @@ from mcpx.configsource import ConfigSource
 from mcpx.daemon import call_routes, elicit_routes
 from mcpx.daemon.api import Api, error_response, errors_middleware
 from mcpx.daemon.peers import is_unix
-from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, STOPPING, DaemonInfo
+from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, DaemonInfo
 from mcpx.inbox import api_routes as inbox_routes
 from mcpx.inbox.api_routes import TCP_GUESTS
 from mcpx.inbox.routes import Inbox
@@ -53,9 +53,8 @@ def build_api() -> Api:
 
 def stop_streams(app: web.Application) -> None:
     """Stopping: long polls and event streams end now instead of holding the drain open."""
-    app[SHUTDOWN].set()
-    if not app[STOPPING].done():
-        app[STOPPING].set_result(None)
+    if not app[SHUTDOWN].done():
+        app[SHUTDOWN].set_result(None)
     app[BROKER].bus.close()
 
 
@@ -68,8 +67,7 @@ def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Ga
     app[GATEWAY] = gateway
     app[TCP_GUESTS] = []
     inbox_routes.install(app, inbox)
-    app[SHUTDOWN] = asyncio.Event()
-    app[STOPPING] = asyncio.get_running_loop().create_future()
+    app[SHUTDOWN] = asyncio.get_running_loop().create_future()
     api = build_api()
     api.install(app)
     app[OPENAPI] = api.openapi()

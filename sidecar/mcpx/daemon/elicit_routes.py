@@ -37,11 +37,11 @@ from mcpx.daemon.schemas import (
     WaitQuery,
     kind_list,
 )
-from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI, STOPPING
+from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
 from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
-from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
+from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
 from mcpx.rendering import render
 from mcpx.sessions import header_source, resolve_session
 
@@ -188,9 +188,9 @@ async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict
                     204: Reply("not answered within the timeout", headers=("Retry-After",)),
                     400: _ERR[400], 404: _ERR[404], 410: Reply("abandoned")})
 async def wait_answer(call: Call) -> web.StreamResponse:
-    q, answer = await call.app[BROKER].wait(call.path["id"], call.query.timeout, stop=call.app[STOPPING])
+    q, answer = await call.app[BROKER].wait(call.path["id"], call.query.timeout, stop=call.app[SHUTDOWN])
     if answer is None:  # the timeout; or the daemon is stopping, and the client may ask its successor
-        return web.Response(status=204, headers={"Retry-After": "1"} if call.app[STOPPING].done() else None)
+        return web.Response(status=204, headers={"Retry-After": "1"} if call.app[SHUTDOWN].done() else None)
     return json_reply(answer_document(answer, q.requested_schema))
 
 

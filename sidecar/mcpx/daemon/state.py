@@ -6,7 +6,6 @@ handler's `call.app[BROKER]` is never missing and never None.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -34,6 +33,3 @@ CONFIG: web.AppKey[ConfigSource] = web.AppKey("config", ConfigSource)
 BROKER: web.AppKey[Broker] = web.AppKey("broker", Broker)
 GATEWAY: web.AppKey[Gateway] = web.AppKey("gateway", Gateway)
 OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi", dict)
-# resolved when the daemon starts to stop (beside mcpx.keys.SHUTDOWN): a long poll waits on it and its answer at
-# once, with no task to start for either
-STOPPING: web.AppKey[asyncio.Future[None]] = web.AppKey("stopping", asyncio.Future)

@@ -396,9 +396,8 @@ class McpEndpoint:
         session.listeners.add(writer)
         stopping = request.app[SHUTDOWN]
         try:
-            while session.id in self.sessions and not stopping.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), 15)  # a stopping daemon ends the stream at once
+            while session.id in self.sessions and not stopping.done():
+                await asyncio.wait((stopping,), timeout=15)  # a stopping daemon ends the stream at once
                 await writer.response.write(sse.comment("keep-alive"))
         except ConnectionResetError:  # the listener went away; a cancellation (the daemon stopping) goes on up
             pass
