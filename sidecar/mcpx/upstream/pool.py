@@ -175,14 +175,7 @@ class Pool:
         try:
             yield inst.conn
         finally:
-            inst.busy -= 1
-            inst.calling[session] -= 1
-            if inst.calling[session] <= 0:
-                del inst.calling[session]
-            if tool is not None:
-                inst.tools[tool] -= 1
-                if inst.tools[tool] <= 0:
-                    del inst.tools[tool]
+            self._give_back(inst, session, tool)
             inst.last_used = time.monotonic()
             if inst.retired and inst.busy == 0:
                 self._stop(inst)
@@ -309,6 +302,14 @@ class Pool:
         if tool is not None:
             inst.tools[tool] += 1
         return inst
+
+    @staticmethod
+    def _give_back(inst: Instance, session: str, tool: str | None) -> None:
+        """What _take counted, uncounted: a session or tool with no lease left is gone from its Counter."""
+        inst.busy -= 1
+        inst.calling -= Counter((session,))
+        if tool is not None:
+            inst.tools -= Counter((tool,))
 
     async def _gated_start(self, gate: GroupKey, server: str, session: str, entry: ServerConfig, era: Era | None,
                            declared: dict[str, Any] | None, decl: str) -> Instance:
