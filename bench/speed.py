@@ -10,6 +10,8 @@ bench/peer_server.py as the upstream.
    `mcp-proxy` (PyPI; it serves a stdio server over Streamable HTTP, so the SDK client reaches it by
    URL: one hop, as mcpx). The upstream is peer_server.py, which answers `server/discover`: the
    daemon calls it in the modern era (as bench/surface.py's `peer`).
+   Floor row: bench/bare_relay.py, a process that copies the bytes both ways and does nothing else:
+   what any process between the client and the server costs here (figures 1-3; it is no peer).
 2. an elicitation round trip: `tools/call ask`, whose tool asks with `ctx.elicit`, answered by the
    client's elicitation callback; p50 through `mcpx serve` / direct. Peer row: FastMCP's stateful
    proxy (`StatefulProxyClient`). The other two are tried once in each run and said not to forward,
@@ -80,6 +82,8 @@ from upstreams import checkout  # noqa: E402
 HERE = Path(__file__).resolve()
 PEER = BENCH / "peer_server.py"
 FASTMCP_PROXY = BENCH / "fastmcp_proxy.py"
+BARE_RELAY = BENCH / "bare_relay.py"
+FLOOR = "a bare asyncio relay"    # the floor row: the cost of a process in the middle, no MCP in it
 MCP_PROXY_VERSION = "0.13.0"
 MCP_PROXY_VENV = ROOT / ".venv" / "peers" / "mcp-proxy"
 
@@ -120,7 +124,7 @@ class Route:
     """One way for the SDK client to reach an upstream: straight, through an mcpx, or through a peer proxy."""
 
     label: str
-    kind: str                       # direct | mcpx | fastmcp | fastmcp-stateful | mcp-proxy
+    kind: str                       # direct | relay | mcpx | fastmcp | fastmcp-stateful | mcp-proxy
     daemon: Daemon | None = None    # an mcpx route's daemon (its env makes `mcpx serve` find it)
     goal: bool = False              # a row the issue sets a goal for (mcpx's own)
 
@@ -164,6 +168,8 @@ async def connect(stack: contextlib.AsyncExitStack, route: Route, server: str, u
     prefix = ""
     if route.kind == "direct":
         target = StdioServerParameters(command=py, args=upstream, env=env)
+    elif route.kind == "relay":
+        target = StdioServerParameters(command=py, args=[str(BARE_RELAY), py, *upstream], env=env)
     elif route.kind == "mcpx":
         assert route.daemon is not None
         d = route.daemon
@@ -385,7 +391,8 @@ async def one_run(plan: Plan, index: int, rng: random.Random) -> Values:
         for label in mcpx_labels(plan):
             daemons.append((label, mcpx_daemon(plan, label, servers_config())))
             daemons[-1][1].start()
-        ours = [Route("direct", "direct"), *(Route(label, "mcpx", d, goal=True) for label, d in daemons)]
+        ours = [Route("direct", "direct"), Route(FLOOR, "relay"),
+                *(Route(label, "mcpx", d, goal=True) for label, d in daemons)]
         proxy = [Route("FastMCP create_proxy", "fastmcp")]
         if plan.mcp_proxy is None:
             proxy.append(Route(f"mcp-proxy {MCP_PROXY_VERSION} (HTTP)", "mcp-proxy"))
@@ -454,13 +461,14 @@ def table(runs: list[Values], plan: Plan) -> Report:
         report.add(name, spread(xs, fmt), f"{op} {target:g}{unit}", ok)
 
     mcpx = [label for label in labels if label.startswith("mcpx")]
-    peers = [label for label in labels if label not in mcpx and label != "direct"]
+    peers = [label for label in labels if label not in mcpx and label not in ("direct", FLOOR)]
     for fig, title, floor, fmt_floor in (
             ("call", "1 plain tools/call p50", "call.direct_ms", fmt_ms),
             ("ask", "2 elicitation round trip p50", "ask.direct_ms", fmt_ms),
             ("thr", f"3 {CALLERS} callers in flight, calls/s", "thr.direct_per_s", per_s)):
         row(floor, title, "direct", fmt_floor, False)
         n = title[:1]
+        row(fig, f"{n}   {{}} (the floor of any process between) / direct", FLOOR, ratio, False)
         for label in mcpx:
             row(fig, f"{n}   {{}} / direct", label, ratio, True, "x")
         for label in peers:
