@@ -234,3 +234,23 @@ async def test_an_upstreams_reply_nested_too_deep_fails_the_call_at_once_naming_
         assert "its reply nests arrays and objects more than 100 levels deep" in body["error"]["message"]
     finally:
         peer.stop()
+
+
+async def test_nan_and_infinity_are_not_json_on_any_door(http: aiohttp.ClientSession) -> None:
+    """Python's decoder takes NaN and Infinity; they are no JSON numbers, and were stored as null while the asker
+    in the daemon got the float. Each door names them, and the question is untouched."""
+    q = await ask(http)
+    for path in ("/v1/elicit", f"/v1/elicit/{q['id']}/accept"):
+        for constant in (b"NaN", b"Infinity", b"-Infinity"):
+            status, body = await post_raw(http, path, b'{"message": "m", "content": {"n": ' + constant + b"}}")
+            assert status == 400, (path, body)
+            assert f"{constant.decode()} is not a JSON number" in body["error"]["message"], body
+    assert await state_of(http, q["id"]) == ("pending", None)
+    status, body = await post_raw(http, "/mcp", b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": '
+                                                b'{"_meta": {"n": NaN}}}')
+    assert status == 400 and body["error"]["code"] == -32700 and "NaN is not a JSON number" in body["error"]["message"]
+    # the string "NaN" is text, and a number is a number
+    async with http.post(f"/v1/elicit/{q['id']}/accept", data=b'{"content": {"repo": "NaN"}}',
+                         headers={"Content-Type": "application/json"}) as r:
+        assert r.status == 200, await r.text()
+    assert (await state_of(http, q["id"]))[1]["content"] == {"repo": "NaN"}

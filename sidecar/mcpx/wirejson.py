@@ -34,13 +34,28 @@ def too_deep_message(what: str) -> str:
     return f"{what} nests arrays and objects more than {MAX_DEPTH} levels deep; mcpx refuses it"
 
 
+class _NotJsonNumber(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    # Python's decoder takes NaN, Infinity and -Infinity by default; RFC 8259 has no such numbers, JavaScript's
+    # JSON.parse refuses them, and the store would keep them as null while this process held the float
+    raise _NotJsonNumber(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
 def loads(data: str | bytes | bytearray, what: str = "the message") -> Any:
-    """Parse JSON text; JsonRefused when it is not JSON or is nested deeper than MAX_DEPTH."""
+    """Parse JSON text; JsonRefused when it is not JSON (NaN and Infinity are not) or is nested deeper than
+    MAX_DEPTH."""
     try:
-        value = json.loads(data)
+        # bytes as json.loads reads them (UTF-8, a BOM skipped), surrogates kept so that lone_surrogate names them
+        value = _DECODER.decode(data if isinstance(data, str) else data.decode("utf-8-sig", "surrogatepass"))
     except RecursionError:
         raise JsonRefused(too_deep_message(what), too_deep=True) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, _NotJsonNumber) as exc:
         raise JsonRefused(f"{what} is not JSON: {exc}") from None
     # fewer brackets than the cap cannot nest past it: most messages skip the walk
     if isinstance(value, dict | list) and _brackets(data) > MAX_DEPTH and depth_exceeds(value, MAX_DEPTH):
