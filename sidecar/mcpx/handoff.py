@@ -113,6 +113,10 @@ async def receive_hello(sock: socket.socket) -> tuple[Hello, list[int]]:
         while b"\n" not in data:
             chunk, got, _flags, _addr = await _recv_fds(loop, sock, 1 << 16, 2)
             fds.extend(got)
+            for fd in got:
+                # what SCM_RIGHTS brings is inheritable; the daemon's upstream servers must not hold the host's
+                # pipes open after it is done with them (its event loop, uvloop, spawns without closing fds)
+                os.set_inheritable(fd, False)
             if not chunk:
                 raise HandoffError("the connection closed before its hello was complete")
             data += chunk

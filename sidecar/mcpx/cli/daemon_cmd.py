@@ -76,11 +76,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def daemon(args: argparse.Namespace) -> int:
     if args.detach:
         detach(StatePaths.current())  # returns in the detached daemon only
+    import uvloop  # here, not at the top: only the daemon runs on it, the other commands need not load it
+
     from mcpx.daemon.server import DaemonError
     from mcpx.daemon.server import run as run_daemon
 
     try:
-        return asyncio.run(run_daemon(args.listen, args.verbose, args.demo))
+        # uvloop: the same asyncio, its loop and transports in C (docs/choices.md, "The daemon's event loop")
+        return uvloop.run(run_daemon(args.listen, args.verbose, args.demo))
     except DaemonError as exc:
         print(f"mcpx daemon: {exc}", file=sys.stderr)
         return 1

@@ -8,11 +8,11 @@ the daemons of several users or state directories on one machine, and fail outri
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import logging
 import socket
+from collections.abc import Sequence
 
 from aiohttp import web
 
@@ -59,9 +59,11 @@ async def start(runner: web.AppRunner, paths: StatePaths, listen: tuple[str, int
             log.info("the inbox's former port %d is taken; taking a free one", port)
             site = web.TCPSite(runner, host, 0)
             await site.start()
-    server = site._server  # aiohttp keeps the bound asyncio server here; only it knows an ephemeral port
-    assert isinstance(server, asyncio.Server) and server.sockets
-    bound = server.sockets[0].getsockname()[1]
+    # aiohttp keeps the bound server here; only it knows an ephemeral port. asyncio's Server or uvloop's (the
+    # daemon runs on uvloop): both have `sockets`, which their common base does not declare
+    sockets: Sequence[socket.socket] = getattr(site._server, "sockets", None) or ()
+    assert sockets
+    bound = sockets[0].getsockname()[1]
     if listen is None:
         write_private(paths.root / "inbox.port", str(bound).encode())
     return f"http://{_shown_host(host)}:{bound}"
