@@ -17,20 +17,43 @@ from mcpx.keys import ANSWERER_HEADER, SESSION_HEADER
 CLAIMABLE = ("person:cli", "person:rest", "person:opencode", "person:tui", "agent:mcp", "agent:cli", "agent:opencode")
 
 
-# whether a connection is on the unix socket, asked of every request (the auth check) and twice more of an answer:
-# a socket's family is fixed, and reading it goes through an enum conversion each time
-_on_unix: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
+class _Connection:
+    """What is fixed for a connection's whole life, looked at once each: whether it is on the unix socket (its
+    family is fixed, and reading it goes through an enum conversion each time), its peer's pid (SO_PEERCRED names
+    the process that connected), and the verdict on that peer's lineage (its ancestors' environments are what they
+    started with). Walking /proc up the parents is two reads a generation: done once a connection, not once an
+    answer (a script that answers many questions over one keep-alive connection was spending half the daemon's
+    time there)."""
+
+    __slots__ = ("judged", "marked", "pid", "pid_read", "sock")
+
+    def __init__(self, sock: socket.socket | None) -> None:
+        self.sock = sock  # the unix socket; None on TCP
+        self.pid: int | None = None
+        self.pid_read = False
+        self.marked: agentshell.Marked | None = None
+        self.judged = False
 
 
-def _unix_socket(request: web.Request) -> socket.socket | None:
+# asked of every request (the auth check), and of a question's open and an answer more than once
+_connections: weakref.WeakKeyDictionary[object, _Connection] = weakref.WeakKeyDictionary()
+
+
+def _connection(request: web.Request) -> _Connection | None:
     transport = request.transport
     if transport is None:
         return None
-    sock = transport.get_extra_info("socket")
-    unix = _on_unix.get(transport)
-    if unix is None:
-        unix = _on_unix[transport] = sock is not None and getattr(sock, "family", None) == socket.AF_UNIX
-    return sock if unix else None
+    conn = _connections.get(transport)
+    if conn is None:
+        sock = transport.get_extra_info("socket")
+        unix = sock is not None and getattr(sock, "family", None) == socket.AF_UNIX
+        conn = _connections[transport] = _Connection(sock if unix else None)
+    return conn
+
+
+def _unix_socket(request: web.Request) -> socket.socket | None:
+    conn = _connection(request)
+    return conn.sock if conn is not None else None
 
 
 @functools.cache
@@ -44,31 +67,26 @@ def peer_pid(request: web.Request) -> int | None:
 
     A header naming a pid (X-Mcpx-Pid) is never believed: anyone can write any number there.
     """
-    sock = _unix_socket(request)
-    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+    conn = _connection(request)
+    if conn is None or conn.sock is None or not hasattr(socket, "SO_PEERCRED"):
         return None
-    try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return None
-    pid, _uid, _gid = struct.unpack("3i", creds)
-    return pid or None  # 0: a peer in another pid namespace
-
-
-# The verdict on a connection's peer, for as long as the connection lives. SO_PEERCRED names the process that
-# connected, fixed for the connection; its ancestors' environments are what they were started with. Walking
-# /proc up the parents is two reads a generation: done once a connection, not once an answer (a script that
-# answers many questions over one keep-alive connection was spending half the daemon's time there).
-_verdicts: weakref.WeakKeyDictionary[object, agentshell.Marked | None] = weakref.WeakKeyDictionary()
+    if not conn.pid_read:
+        try:
+            creds = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        except OSError:
+            return None  # not remembered: asked again
+        pid, _uid, _gid = struct.unpack("3i", creds)
+        conn.pid, conn.pid_read = pid or None, True  # 0: a peer in another pid namespace
+    return conn.pid
 
 
 def _lineage_of(request: web.Request, pid: int) -> agentshell.Marked | None:
-    transport = request.transport
-    if transport is not None and transport in _verdicts:
-        return _verdicts[transport]
+    conn = _connection(request)
+    if conn is not None and conn.judged:
+        return conn.marked
     marked = agentshell.marked_lineage(pid)  # ProcessUnseen is not remembered: it is asked again
-    if transport is not None:
-        _verdicts[transport] = marked
+    if conn is not None:
+        conn.marked, conn.judged = marked, True
     return marked
 
 
