@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import pytest
 
 from conftest import EventStream, ask
 from harness import PATIENCE, Daemon, make_daemon, stop_process
+from mcpx.broker import documents
+from mcpx.broker.models import AuditRecord
 
 pytestmark = pytest.mark.stores  # the store and broker suite: on SQLite and on PostgreSQL
 
@@ -63,6 +66,44 @@ async def test_last_event_id_replays_what_was_missed(http: aiohttp.ClientSession
     assert ids == sorted(ids) and ids[0] == last + 1
     async with http.get("/v1/events", headers={"Last-Event-ID": "yesterday"}) as resp:
         assert resp.status == 400
+
+
+async def raw_data(resp: aiohttp.ClientResponse, count: int) -> list[str]:
+    """The next `count` data lines of a stream, as sent."""
+    out: list[str] = []
+    async with asyncio.timeout(PATIENCE):
+        while len(out) < count:
+            line = (await resp.content.readline()).decode()
+            assert line, "the event stream ended"
+            if line.startswith("data: "):
+                out.append(line.removeprefix("data: ").rstrip("\n"))
+    return out
+
+
+async def test_a_live_event_is_sent_as_its_replay_is(http: aiohttp.ClientSession) -> None:
+    # live, a record's JSON is the document the store wrote with its seq put in front; replayed, it is encoded
+    # from the record read back: the two must be the same text, and that of the record's own model
+    async with http.get("/v1/events", params={"session": "same"}) as resp:
+        q = await ask(http, session="same", message="Quel dépôt ? 🚀")
+        async with http.post(f"/v1/elicit/{q['id']}/accept", json={"content": {"repo": "é/ü"}}) as r:
+            assert r.status == 200
+        live = await raw_data(resp, 2)
+    async with http.get("/v1/events", params={"session": "same"}, headers={"Last-Event-ID": "0"}) as resp:
+        replayed = await raw_data(resp, 2)
+    assert live == replayed
+    records = [AuditRecord.model_validate_json(text) for text in live]
+    assert [r.kind for r in records] == ["elicit.open", "elicit.answered"]
+    assert [r.model_dump_json(by_alias=True, exclude_none=True) for r in records] == live
+    assert records[1].data["content"] == {"repo": "é/ü"}
+
+
+def test_a_record_copied_is_encoded_anew() -> None:
+    record = AuditRecord(seq=0, at=datetime.now(UTC), kind="elicit.open", elicit="elc-0123456789abcdef", data={})
+    stored = record.with_seq(7, documents.audit_doc(record))
+    assert json.loads(stored.json_bytes())["seq"] == 7
+    assert stored.json_bytes() == stored.model_dump_json(by_alias=True, exclude_none=True).encode()
+    moved = stored.model_copy(update={"session": "s"})
+    assert json.loads(moved.json_bytes())["session"] == "s"
 
 
 async def test_heartbeats_keep_a_quiet_stream_alive(home: Path) -> None:

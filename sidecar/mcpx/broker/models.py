@@ -6,11 +6,14 @@ These models are also the wire shapes of the /v1 API and appear in openapi.json.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeGuard, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PrivateAttr, computed_field, model_validator
 from pydantic.alias_generators import to_camel
+
+from mcpx import wirejson
 
 Mode = Literal["form", "url"]
 Audience = Literal["agent", "human", "agent-then-human"]
@@ -125,6 +128,27 @@ class AuditRecord(WireModel):
     task: str | None = None
     pid: int | None = None
     data: dict[str, Any] = {}
+    # its JSON, once encoded: every event stream sends the same bytes (a copy starts without them)
+    _json: bytes | None = PrivateAttr(default=None)
+
+    def json_bytes(self) -> bytes:
+        """The record as the API shows it (by alias, without nulls), encoded once."""
+        if self._json is None:
+            self._json = wirejson.encode_models(self)
+        return self._json
+
+    def with_seq(self, seq: int, doc: str) -> AuditRecord:
+        """This record as the log holds it, at `seq`; `doc`: its document as stored (`documents.audit_doc`, all but
+        the seq, which is the first field), so its JSON is that document with the seq put in front, not encoded
+        again."""
+        record = self.model_copy(update={"seq": seq})
+        record._json = b'{"seq":%d,%s' % (seq, doc[1:].encode())
+        return record
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> AuditRecord:
+        copy = super().model_copy(update=update, deep=deep)
+        copy._json = None  # what it was encoded as may no longer be what it holds
+        return copy
 
 
 TaskState = Literal["running", "input-required", "completed", "failed", "cancelled"]

@@ -85,15 +85,15 @@ class SqlTx(Dialect):
         return answer_of(row[0]) if row else None
 
     def audit(self, record: AuditRecord) -> AuditRecord:
+        doc = audit_doc(record)
         cur = self._db.execute(
             self.sql("INSERT INTO audit (at, kind, elicit, session, trace, task, doc) VALUES (?,?,?,?,?,?,?)"
                      + self.RETURNING),
-            (record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task,
-             audit_doc(record)),
+            (record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task, doc),
         )
         seq = cur.fetchone()[0] if self.RETURNING else cur.lastrowid
         assert seq is not None
-        self.records.append(record := record.model_copy(update={"seq": int(seq)}))
+        self.records.append(record := record.with_seq(int(seq), doc))
         return record
 
     def put_task(self, task: StoredTask) -> None:
