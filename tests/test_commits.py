@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from mcpx.broker.sqlite import SqliteStore
 
@@ -70,4 +73,29 @@ async def test_a_batch_that_finds_the_database_locked_waits_for_it_off_the_loop(
         assert facts_on_disk(store.path) == {"k": '"after the lock"'}
     finally:
         other.close()
+        await store.close()
+
+
+async def test_a_unit_that_raises_takes_back_its_own_writes_alone_or_in_a_batch(tmp_path: Path) -> None:
+    """A batch of one commits without savepoints (the whole transaction is that unit's); in a batch of several each
+    unit has its own. Either way the unit's caller gets what it raised, and nothing it wrote stays."""
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+
+    def bad(tx: Any) -> None:
+        tx.put_fact("bad", "written, then taken back")
+        raise ValueError("the unit failed")
+
+    try:
+        with pytest.raises(ValueError, match="the unit failed"):
+            await store.write(bad)  # alone in its batch
+        assert facts_on_disk(store.path) == {}
+        batch = [store.submit(lambda tx: tx.put_fact("a", 1)), store.submit(bad),
+                 store.submit(lambda tx: tx.put_fact("b", 2))]  # queued in one loop turn: one batch
+        outcomes = await asyncio.gather(*batch, return_exceptions=True)
+        assert outcomes[0] is None and isinstance(outcomes[1], ValueError) and outcomes[2] is None
+        assert facts_on_disk(store.path) == {"a": "1", "b": "2"}
+        await store.write(lambda tx: tx.put_fact("c", 3))  # and the store goes on
+        assert facts_on_disk(store.path) == {"a": "1", "b": "2", "c": "3"}
+    finally:
         await store.close()

@@ -51,7 +51,11 @@ class Committed:
 
 
 def run_units(tx: RecordingTx, units: list[Unit], execute: Callable[[str], Any]) -> list[tuple[bool, Any]]:
-    """On the writer's thread, inside the batch's transaction: each unit in its own savepoint."""
+    """Inside the batch's transaction: each unit in its own savepoint. A batch of one unit (a question opened on a
+    quiet daemon) needs none: what it raises rolls the batch back whole, which is that unit alone, and reaches its
+    future the same way (CommitQueue sets it on every unit of a batch that failed)."""
+    if len(units) == 1:
+        return [(True, units[0](tx))]
     out: list[tuple[bool, Any]] = []
     for unit in units:
         mark, rows = len(tx.records), len(tx.questions)
