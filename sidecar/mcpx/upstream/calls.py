@@ -289,8 +289,9 @@ class CallContext:
                    task: Callable[[Elicitation, bool], StoredTask] | None = None, early: bool = False) -> Handle:
         """Open the server's question; `announce`: the task is stored with it (in its commit) and its waiters told,
         so a restart knows what was promised before anyone is. `task`: the task's record to store with it
-        instead (a modern round's last question). `early` (with `announce`): the waiters are told while the
-        question commits, not after (a legacy call's question, asked of the call's own client: see
+        instead (a modern round's last question). `early` (with `announce`): the waiters are told, and given two
+        loop turns to ask the call's own client, before the question's commit is queued (it runs while the client
+        reads it) (a legacy call's question, asked of the call's own client: see
         docs/architecture.md, "What is written when")."""
         told: Handle | None = None
 
@@ -299,6 +300,10 @@ class CallContext:
             told = handle
             self._opened(handle)
             await self.task.touch()
+            # the call's driver (surface/driver.py) wakes on the next loop turn and asks its client on the one after:
+            # both before broker.open queues the question's commit, which then runs while the client reads it
+            for _turn in range(2):
+                await asyncio.sleep(0)
 
         # Shielded: a call that ends while its question is being stored (its server went away, its client
         # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
