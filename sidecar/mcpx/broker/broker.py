@@ -324,9 +324,10 @@ class Broker:
         settled at once by the policy), stored in the question's own commit, so a restart knows of the question
         exactly when anyone can.
 
-        `committing`: told of the question while its commit runs, if the policy leaves it pending, so that the
-        one client that is to be asked (a legacy call's own) is asked meanwhile. Nothing else hears of it before
-        the commit, and an answer to it commits after it (one queue, in order). If the commit fails, the handle
+        `committing`: told of the question just before its commit is queued, if the policy leaves it pending, so
+        that the one client that is to be asked (a legacy call's own) is asked first and reads it while it
+        commits. Nothing else hears of it before the commit, and an answer to it commits after it (one queue,
+        in order). If the commit fails, the handle
         it was given ends (QuestionEnded) and the failure is raised here."""
         now = time.time()
         q, decided = self._build(req, now)
@@ -364,20 +365,26 @@ class Broker:
                                                      routing.secret_fields(q.requested_schema))
             return Outcome(answered_q, answer)
 
-        written = self._store.submit(unit)
         told: asyncio.Future[Answer] | None = None
+        written: asyncio.Future[Outcome] | None = None
         try:
             if committing is not None and decision is None:
                 told = self._future_for(q.id)
                 if self._me is not None and q.secret_fields:
                     self._asked.add(q.id)  # its credential may be accepted here: an answer may be in the same batch
+                # the one client to be asked is asked first, and the commit queued as it returns: the commit runs
+                # while that client reads the question. Its answer cannot come before the question is queued (it
+                # is read on a later loop turn), so it commits behind it, as any answer does.
                 await committing(Handle(q, told))
+            written = self._store.submit(unit)
             outcome = await written
-        except Exception as exc:
-            if told is not None:
+        except BaseException as exc:
+            # a failed commit, or a stop before anything was queued: the client asked meanwhile hears it ended
+            if told is not None and (written is None or isinstance(exc, Exception)):
                 self._asked.discard(q.id)
                 if self._futures.pop(q.id, None) is told and not told.done():
-                    told.set_exception(QuestionEnded(q.id, "abandoned", f"it could not be stored: {exc}"))
+                    told.set_exception(QuestionEnded(q.id, "abandoned", f"it could not be stored: "
+                                                                        f"{exc or type(exc).__name__}"))
             raise
         q, answer, ended = outcome.settled(), outcome.answer, outcome.ended
         # the future the early handle holds, even if an answer committed right behind the question already took

@@ -34,6 +34,7 @@ class ClientState:
     own_tools_only: bool = False  # the host offers the servers' tools itself (opencode's plugin, at level ask)
     initialized: bool = False
     push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
+    _declared: tuple[ClientCapabilities, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def modern(self, meta: dict[str, Any]) -> ClientState:
         """The state of one modern request: everything it needs rides in its _meta."""
@@ -52,8 +53,11 @@ class ClientState:
         return modes
 
     def declared(self) -> dict[str, Any]:
-        """The capabilities it declared, as it spelt them."""
-        return self.capabilities.model_dump(exclude_none=True, by_alias=True)
+        """The capabilities it declared, as it spelt them: dumped once per declaration, not once per call (every
+        call carries them), and never to be changed by whoever reads them."""
+        if self._declared is None or self._declared[0] is not self.capabilities:
+            self._declared = (self.capabilities, self.capabilities.model_dump(exclude_none=True, by_alias=True))
+        return self._declared[1]
 
 
 def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.surface.client import ClientState, shaped
 from mcpx.surface.request_state import RequestStates, binding
-from mcpx.surface.results import finished_result, waiting_result
+from mcpx.surface.results import task_result, waiting_result
 from mcpx.upstream.calls import CallRequest, CallTask, Slot
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
@@ -99,7 +99,7 @@ class CallDriver:
         try:
             while True:
                 if task.done:
-                    return finished_result(task.doc())
+                    return task_result(task)
                 askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes}
                 unaskable = [eid for eid in task.open if eid not in askable]
                 if state.era == "modern" and (askable or task.slots) and not unaskable:

@@ -18,7 +18,7 @@ from mcpx.ids import is_id
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.surface.client import ClientState
-from mcpx.surface.results import finished_result, text_result, waiting_result
+from mcpx.surface.results import finished_result, task_result, text_result, waiting_result
 from mcpx.upstream.calls import DONE_STATES
 from mcpx.upstream.gateway import Gateway, UnknownTask
 
@@ -179,7 +179,7 @@ class OwnTools:
             seen = set(task.questions)
             await task.wait_for(lambda: task.done or bool(set(task.open) - seen), ANSWER_WAIT)
         if task.done:
-            return finished_result(task.doc())
+            return task_result(task)
         if task.open:
             return waiting_result(task, state.tool_prefix)
         return text_result(f"{tid} is still running; ask again with {state.tool_prefix}mcpx_task_result "

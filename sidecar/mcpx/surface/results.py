@@ -21,20 +21,29 @@ def text_result(text: str, error: bool = False, structured: dict[str, Any] | Non
 def finished_result(doc: TaskDoc) -> dict[str, Any]:
     """The upstream's own result, as it came; a call mcpx could not complete is a tool error that says why.
 
-    `doc` is a finished task's document, live (CallTask.doc) or stored: both answer alike.
+    `doc` is a finished task's stored document; a live task answers alike (`task_result`).
     """
-    if doc.state == "completed" and doc.result is not None:
-        result = dict(doc.result)
+    return _ended(doc.state, doc.result, doc.error, doc.server, doc.tool)
+
+
+def task_result(task: CallTask) -> dict[str, Any]:
+    """finished_result of a live finished call, read off the task itself: no document is built on the reply's path."""
+    return _ended(task.state, task.result, task.error, task.request.server, task.request.tool)
+
+
+def _ended(state: str, value: dict[str, Any] | None, error: str | None, server: str, tool: str) -> dict[str, Any]:
+    if state == "completed" and value is not None:
+        result = dict(value)
         meta = {k: v for k, v in (result.get("_meta") or {}).items() if k != META_SERVER_INFO}
         if meta:
             result["_meta"] = meta  # passed through untouched, but for the upstream's self-description
         else:
             result.pop("_meta", None)
         return result
-    upstream_error = (doc.result or {}).get("error")
+    upstream_error = (value or {}).get("error")
     if isinstance(upstream_error, dict):
         raise RpcError.from_error(upstream_error)  # the server's own protocol error, passed through
-    return text_result(f"mcpx: {doc.server}.{doc.tool} {doc.state}: {doc.error or ''}", error=True)
+    return text_result(f"mcpx: {server}.{tool} {state}: {error or ''}", error=True)
 
 
 def waiting_result(task: CallTask, prefix: str = "") -> dict[str, Any]:

@@ -294,6 +294,7 @@ class UpstreamConnection:
         self.on_other: Callable[[Message], Awaitable[None]] | None = None  # resources/updated and the like
         self.tools: list[dict[str, Any]] | None = None
         self.notes: list[str] = []  # what the server was not given (a ${NAME} not set), told with any failure
+        self._modern_meta: dict[str, Any] | None = None  # what every modern request's _meta holds; never changed
 
     # ---- life
 
@@ -446,8 +447,12 @@ class UpstreamConnection:
     def _params(self, params: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
         """Modern requests carry version, capabilities and client info in _meta, every one of them."""
         if self.era == "modern":
-            return {**params, "_meta": modern_meta(self.declared, extra={**(params.get("_meta") or {}),
-                                                                        **(meta or {})})}
+            if self._modern_meta is None:
+                self._modern_meta = modern_meta(self.declared)  # the same on every request of this connection
+            extra = params.get("_meta")
+            if extra or meta:
+                return {**params, "_meta": {**self._modern_meta, **(extra or {}), **(meta or {})}}
+            return {**params, "_meta": self._modern_meta}
         if meta:
             return {**params, "_meta": {**(params.get("_meta") or {}), **meta}}
         return params

@@ -21,7 +21,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -159,10 +159,8 @@ class Pool:
 
     # ---- leases
 
-    @contextlib.asynccontextmanager
-    async def lease(self, server: str, session: str, era: Era | None = None, timeout: float = 60.0,
-                    declared: dict[str, Any] | None = None, tool: str | None = None,
-                    ) -> AsyncIterator[UpstreamConnection]:
+    def lease(self, server: str, session: str, era: Era | None = None, timeout: float = 60.0,
+              declared: dict[str, Any] | None = None, tool: str | None = None) -> Lease:
         """An instance of `server` for a call of `session` to `tool`: shared when modern; the session's own
         when legacy, shared by its calls of quiet tools and the call's alone otherwise (and a request that
         is no tool call has one to itself). `session` ANY only lists the server: any idle instance will do.
@@ -170,18 +168,16 @@ class Pool:
         `declared` is what the instance tells the server mcpx can deliver (by default mcpx's own
         capabilities); instances that declared something else are kept apart.
         """
-        decl = "" if declared is None else json.dumps(declared, sort_keys=True)
-        inst = await self._acquire(server, session, era, timeout, decl, declared, tool)
-        try:
-            yield inst.conn
-        finally:
-            self._give_back(inst, session, tool)
-            inst.last_used = time.monotonic()
-            if inst.retired and inst.busy == 0:
-                self._stop(inst)
-            elif inst.busy == 0 and self._due(inst) < self._next_reap:
-                self._wake.set()  # its idle clock starts now, and runs out before the reaper would look
-            self._poke()
+        return Lease(self, server, session, era, timeout, declared, tool)
+
+    def _release(self, inst: Instance, session: str, tool: str | None) -> None:
+        self._give_back(inst, session, tool)
+        inst.last_used = time.monotonic()
+        if inst.retired and inst.busy == 0:
+            self._stop(inst)
+        elif inst.busy == 0 and self._due(inst) < self._next_reap:
+            self._wake.set()  # its idle clock starts now, and runs out before the reaper would look
+        self._poke()
 
     def _poke(self) -> None:
         """Wake the leases waiting for an instance: one fell free, or stopped waiting for an answer."""
@@ -307,9 +303,9 @@ class Pool:
     def _give_back(inst: Instance, session: str, tool: str | None) -> None:
         """What _take counted, uncounted: a session or tool with no lease left is gone from its Counter."""
         inst.busy -= 1
-        inst.calling -= Counter((session,))
+        _uncount(inst.calling, session)
         if tool is not None:
-            inst.tools -= Counter((tool,))
+            _uncount(inst.tools, tool)
 
     async def _gated_start(self, gate: GroupKey, server: str, session: str, entry: ServerConfig, era: Era | None,
                            declared: dict[str, Any] | None, decl: str) -> Instance:
@@ -442,6 +438,39 @@ class Pool:
                 rss_kib=use.rss_kib if use else None, processes=use.processes if use else None,
                 started_at=inst.started_at))
         return out
+
+
+class Lease:
+    """`async with pool.lease(...) as conn`: an instance for the block, given back at its end however it ends.
+    A class rather than an asynccontextmanager: every call takes a lease, and the generator's machinery
+    was a measurable part of a call's path (bench/speed.py figure 1)."""
+
+    def __init__(self, pool: Pool, server: str, session: str, era: Era | None, timeout: float,
+                 declared: dict[str, Any] | None, tool: str | None) -> None:
+        self.pool, self.server, self.session, self.era, self.timeout = pool, server, session, era, timeout
+        self.declared, self.tool = declared, tool
+        self.inst: Instance | None = None
+
+    async def __aenter__(self) -> UpstreamConnection:
+        decl = "" if self.declared is None else json.dumps(self.declared, sort_keys=True)
+        self.inst = await self.pool._acquire(self.server, self.session, self.era, self.timeout, decl, self.declared,
+                                             self.tool)
+        return self.inst.conn
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.inst is not None:
+            inst, self.inst = self.inst, None
+            self.pool._release(inst, self.session, self.tool)
+
+
+def _uncount(counter: Counter[str], key: str) -> None:
+    """One of `key` taken off `counter`, and the key gone with its last (`counter -= Counter((key,))` builds two
+    Counters to do it, on every call's reply path)."""
+    left = counter.get(key, 0) - 1
+    if left > 0:
+        counter[key] = left
+    else:
+        counter.pop(key, None)
 
 
 class UnknownServer(UpstreamError):
