@@ -99,3 +99,42 @@ async def test_a_unit_that_raises_takes_back_its_own_writes_alone_or_in_a_batch(
         assert facts_on_disk(store.path) == {"a": "1", "b": "2", "c": "3"}
     finally:
         await store.close()
+
+
+async def test_an_answer_that_comes_before_its_questions_commit_is_queued_commits_behind_it(tmp_path: Path) -> None:
+    """A legacy call's own client is asked before the question's commit is queued (Broker.open's `committing`).
+    Its answer may come back before that: it must wait for the question's commit to be queued and then win, not
+    reach the store first and find no question. The client here answers at once and takes its time returning."""
+    from dataclasses import dataclass
+
+    from mcpx.broker.broker import Broker, Handle
+    from mcpx.broker.models import OpenRequest
+    from mcpx.config import Config
+
+    @dataclass
+    class Fixed:
+        config: Config
+
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    broker = Broker(store, Fixed(Config()))
+    await broker.start()
+    try:
+        answering: list[asyncio.Task[Any]] = []
+
+        async def committing(handle: Handle) -> None:
+            answering.append(asyncio.create_task(broker.answer(handle.id, "accept", {"repo": "a/b"}, by="human")))
+            for _ in range(20):  # the answer's task runs meanwhile, as far as it can
+                await asyncio.sleep(0)
+            assert not answering[0].done()  # it waits for the question's commit to be queued
+
+        handle = await asyncio.wait_for(broker.open(OpenRequest(
+            session="s", session_source="argument", server="srv", message="which repository?",
+            requested_schema={"type": "object", "properties": {"repo": {"type": "string"}}}), committing=committing), 10)
+        q, answer = await asyncio.wait_for(answering[0], 10)
+        assert answer is not None and answer.action == "accept" and answer.content == {"repo": "a/b"}
+        assert q.state == "answered"
+        assert (await asyncio.wait_for(handle.answer(), 10)).content == {"repo": "a/b"}
+    finally:
+        await broker.stop()
+        await store.close()

@@ -145,6 +145,9 @@ class Broker:
         # is taken only by the daemon whose asker holds the question (nothing else could carry it)
         self._me = store.info.daemon
         self._asked: set[str] = set()
+        # questions whose own client is asked before their commit is queued (open's `committing`): an answer to one
+        # waits here until it is queued, so that it commits behind it whatever the loop runs first
+        self._queuing: dict[str, asyncio.Future[None]] = {}
         self._pending = PendingIndex()  # listings and secondsLeft are served from here, in step with the store
         self._recent: dict[str, tuple[Elicitation, Answer]] = {}  # oldest first, at most RECENT
         self._answered: dict[str, tuple[Elicitation, Answer]] = {}  # written by a unit, to _recent once committed
@@ -373,10 +376,17 @@ class Broker:
                 if self._me is not None and q.secret_fields:
                     self._asked.add(q.id)  # its credential may be accepted here: an answer may be in the same batch
                 # the one client to be asked is asked first, and the commit queued as it returns: the commit runs
-                # while that client reads the question. Its answer cannot come before the question is queued (it
-                # is read on a later loop turn), so it commits behind it, as any answer does.
-                await committing(Handle(q, told))
-            written = self._store.submit(unit)
+                # while that client reads the question. An answer that comes sooner waits on _queuing, and so
+                # commits behind the question, as any answer does.
+                queued = self._queuing[q.id] = asyncio.get_running_loop().create_future()
+                try:
+                    await committing(Handle(q, told))
+                    written = self._store.submit(unit)
+                finally:
+                    del self._queuing[q.id]
+                    queued.set_result(None)
+            else:
+                written = self._store.submit(unit)
             outcome = await written
         except BaseException as exc:
             # a failed commit, or a stop before anything was queued: the client asked meanwhile hears it ended
@@ -442,6 +452,8 @@ class Broker:
         if (where := wirejson.lone_surrogate({"content": content, "reason": reason})) is not None:
             raise InvalidContent(f"the answer does not fit the question: {where} {wirejson.SURROGATE_PROBLEM}",
                                  {where: wirejson.SURROGATE_PROBLEM})
+        if (queued := self._queuing.get(eid)) is not None:
+            await queued  # its question is being asked of its own client: its commit is queued first
         records: list[AuditRecord] = []
         now = time.time()
 
