@@ -128,9 +128,9 @@ async def test_an_answer_that_comes_before_its_questions_commit_is_queued_commit
                 await asyncio.sleep(0)
             assert not answering[0].done()  # it waits for the question's commit to be queued
 
-        handle = await asyncio.wait_for(broker.open(OpenRequest(
-            session="s", session_source="argument", server="srv", message="which repository?",
-            requested_schema={"type": "object", "properties": {"repo": {"type": "string"}}}), committing=committing), 10)
+        question = OpenRequest(session="s", session_source="argument", server="srv", message="which repository?",
+                               requested_schema={"type": "object", "properties": {"repo": {"type": "string"}}})
+        handle = await asyncio.wait_for(broker.open(question, committing=committing), 10)
         q, answer = await asyncio.wait_for(answering[0], 10)
         assert answer is not None and answer.action == "accept" and answer.content == {"repo": "a/b"}
         assert q.state == "answered"
