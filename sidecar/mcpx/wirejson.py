@@ -130,17 +130,27 @@ def dumps(value: Any) -> str:
 
 
 def encode(value: Any) -> bytes:
-    """`dumps` as UTF-8 bytes. A lone surrogate only ever sits inside a JSON string, where
-    backslashreplace writes exactly its JSON escape: the receiver decodes the same text."""
+    """`dumps` as UTF-8 bytes: pydantic's encoder, the same JSON in a fifth of the time (every MCP message in and
+    out of the daemon is encoded here; a float's exponent may be written shorter, 1e-7 for 1e-07); what it
+    refuses (a lone surrogate, nesting past its depth) is written by `_escaped`, which never refuses."""
+    try:
+        return pydantic_core.to_json(value)
+    except pydantic_core.PydanticSerializationError:
+        return _escaped(value)
+
+
+def _escaped(value: Any) -> bytes:
+    """A lone surrogate only ever sits inside a JSON string, where backslashreplace writes exactly its JSON
+    escape: the receiver decodes the same text."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace")
 
 
 def encode_models(value: Any, exclude: set[str] | None = None) -> bytes:
     """Models (and dicts and lists holding them) as the API and the store show them: by alias, without a
     model's nulls. pydantic's own encoder, a quarter to a third of the time of dumping them to dicts and
-    encoding those; a lone surrogate, which that encoder refuses, is written as its escape (`encode`).
+    encoding those; a lone surrogate, which that encoder refuses, is written as its escape (`_escaped`).
     `exclude`: fields of a top-level model left out."""
     try:
         return pydantic_core.to_json(value, by_alias=True, exclude_none=True, exclude=exclude)
     except pydantic_core.PydanticSerializationError:
-        return encode(pydantic_core.to_jsonable_python(value, by_alias=True, exclude_none=True, exclude=exclude))
+        return _escaped(pydantic_core.to_jsonable_python(value, by_alias=True, exclude_none=True, exclude=exclude))

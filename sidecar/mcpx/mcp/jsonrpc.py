@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import pydantic_core
-
 from mcpx import wirejson
 
 Message = dict[str, Any]
@@ -129,10 +127,4 @@ def decode(line: str | bytes) -> Message:
 
 
 def encode(msg: Message) -> bytes:
-    """One frame. pydantic's encoder writes the same bytes as `wirejson.encode` for anything a message holds, in a
-    fifth of the time (every message in and out of the daemon is encoded here); what it refuses (a lone
-    surrogate, nesting past its depth) is written by `wirejson.encode`, which never refuses."""
-    try:
-        return pydantic_core.to_json(msg) + b"\n"
-    except pydantic_core.PydanticSerializationError:
-        return wirejson.encode(msg) + b"\n"
+    return wirejson.encode(msg) + b"\n"
