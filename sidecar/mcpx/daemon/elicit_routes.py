@@ -211,7 +211,7 @@ def _accepts(kinds: tuple[str, ...], session: str | None) -> Any:
 def sse_frame(record: AuditRecord) -> bytes:
     """A record's event: its JSON (compact, so one data line; a lone surrogate from outside written as its escape)
     as the store wrote it, encoded once whatever the number of streams."""
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (record.seq, record.kind.encode(), record.json_bytes())
+    return sse.json_frame(record.json_bytes(), id=record.seq, event=record.kind)
 
 
 @api.route("GET", "/v1/events", "Server-sent events of every transition; Last-Event-ID replays from the log",
