@@ -411,9 +411,8 @@ class Broker:
             heapq.heappush(self._deadlines, (expires, q.id))
             if self._deadlines[0][1] == q.id:
                 self._wake.set()
-        # one loop turn for the subscribers woken above: the news of a question goes out before
-        # the reply to whoever opened it (both are in flight; this only orders them)
-        await asyncio.sleep(0)
+        # the subscribers were woken by the commit before this was (broker/commits.py): the news of a question
+        # goes out before the reply to whoever opened it
         return Handle(q, fut)
 
     # ---- answer

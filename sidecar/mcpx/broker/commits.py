@@ -9,8 +9,10 @@ so a stream of such records costs one commit per horizon, not one each. Units co
 submitted, whether they waited or not.
 
 A unit's future resolves only after the commit, and the batch's committed audit records are handed
-on (`committed`) in the same loop turn, so nothing is published that the database does not hold,
-and the units' callers run before the records' subscribers, as when they published them.
+on (`committed`) in the same loop turn, just before, so nothing is published that the database does
+not hold, and the records' subscribers (an event stream's writer) are woken before the units' callers:
+the news of a question leaves before the reply to whoever opened it, with no loop turn spent to
+order them. Whatever a caller does once woken (wake an asker, reply) is already scheduled behind them.
 """
 
 from __future__ import annotations
@@ -130,6 +132,11 @@ class CommitQueue:
                 if not isinstance(exc, Exception):
                     raise
                 continue
+            if done.records:
+                try:
+                    self._committed(done)
+                except Exception:  # a follower's fault is logged; the units' callers are told all the same
+                    log.exception("handing on committed records failed")
             for (_, fut), (ok, value) in zip(batch, done.outcomes, strict=True):
                 if fut.done():
                     continue
@@ -137,8 +144,3 @@ class CommitQueue:
                     fut.set_result(value)
                 else:
                     fut.set_exception(value)
-            if done.records:
-                try:
-                    self._committed(done)
-                except Exception:  # a follower's fault is logged; the units' callers were told already
-                    log.exception("handing on committed records failed")
