@@ -698,6 +698,14 @@ class Broker:
             return [p.question() for p in self._pending.select(where, limit)]
         return [Elicitation.model_validate_json(row.doc) for row in await self._store.question_rows(where, limit)]
 
+    def question_json(self, q: Elicitation) -> bytes:
+        """`q`'s document as the API shows it: a pending question's as stored, with its secondsLeft spliced in (it
+        was encoded once, at its commit), any other encoded now."""
+        pending = self._pending.get(q.id)
+        if pending is not None and q.state == "pending":
+            return pending.json(time.time())
+        return wirejson.encode_models(q)
+
     async def questions_json(self, where: QuestionFilter, limit: int) -> tuple[list[bytes], int]:
         """Questions oldest first, as the comma-separated pieces of a JSON array's contents (to be joined once,
         inside the reply), and how many: the listing that may run to 10,000.

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
-from mcpx.broker.models import Elicitation
+from mcpx.broker.models import Elicitation, seconds_left
 from mcpx.broker.store import QuestionFilter, QuestionRow
 
 
@@ -41,6 +41,10 @@ class Pending:
 
     def question(self) -> Elicitation:
         return Elicitation.model_validate_json(self.head + b"}")
+
+    def json(self, now: float) -> bytes:
+        """Its document as the API shows it, with its secondsLeft of `now` (as a listing splices it in)."""
+        return self.head + b',"secondsLeft":%d}' % seconds_left(self.expires, now, "pending")
 
 
 class PendingIndex:

@@ -136,7 +136,9 @@ async def ask(call: Call) -> web.StreamResponse:
         upstream_id=body.elicitation_id, ttl=ttl, audience=body.audience, meta=body.meta,
         pid=peer_pid(call.request),
     ))
-    return json_reply({"elicitation": handle.elicitation}, status=201, headers={"Location": f"/v1/elicit/{handle.id}"})
+    # the document its commit encoded (a question that opens pending is in the index by now), not encoded again
+    return web.Response(body=b'{"elicitation":%s}' % call.app[BROKER].question_json(handle.elicitation), status=201,
+                        headers={"Location": f"/v1/elicit/{handle.id}"}, content_type="application/json")
 
 
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,
