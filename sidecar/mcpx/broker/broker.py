@@ -752,8 +752,9 @@ class Broker:
             raise Gone(f"{eid} was abandoned: {ended.reason}", state="abandoned") from None
         # the answer in hand is the committed one; the caller shows it redacted like the stored copy
         secret = routing.secret_fields(q.requested_schema)
-        stored = answer.model_copy(update={"content": redact(answer.content, secret)})
-        return q, stored
+        if not answer.content or not secret:
+            return q, answer  # nothing to hide: the same as the stored copy
+        return q, answer.model_copy(update={"content": redact(answer.content, secret)})
 
     async def audit(self, where: AuditFilter, limit: int = 1000) -> list[AuditRecord]:
         return await self._store.audit(where, limit)

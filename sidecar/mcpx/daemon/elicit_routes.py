@@ -57,13 +57,15 @@ _ERR = {
 }
 
 
-def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An answer as the API shows it: a credential's value never leaves the daemon."""
+def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> Answer | dict[str, Any] | None:
+    """An answer as the API shows it: a credential's value never leaves the daemon. Without one to hide, the model
+    itself, for json_reply to encode in one pass."""
     if answer is None:
         return None
+    if not answer.content or not (secret := secret_fields(schema)):
+        return answer
     doc = answer.wire()
-    if doc.get("content"):
-        doc["content"] = redact(doc["content"], secret_fields(schema))
+    doc["content"] = redact(doc["content"], secret)
     return doc
 
 
