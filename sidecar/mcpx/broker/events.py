@@ -19,8 +19,16 @@ class Subscription:
 
     async def get(self) -> AuditRecord | None:
         """The next record, or None when the stream is over: this subscriber fell too far behind
-        (reconnect with Last-Event-ID), or the daemon is stopping."""
+        (reconnect with Last-Event-ID), or the daemon is stopping (`ended`); or, not ended, when a
+        heartbeat is due (`beat`)."""
         return await self.queue.get()
+
+    def beat(self) -> None:
+        """Make the next `get` return None without ending the stream, if nothing is queued: a quiet stream's
+        heartbeat is due. (A timer per quiet spell, not a timeout around every `get`: that cost each record a
+        timer set and cancelled on its way to the stream.)"""
+        if not self.ended and self.queue.empty():
+            self.queue.put_nowait(None)
 
     def end(self) -> None:
         """Make the next `get` return None, dropping the oldest record if the queue is full."""

@@ -246,24 +246,41 @@ async def events(call: Call) -> web.StreamResponse:
                     sent = past.seq
                 if len(page) < 500:
                     break
+        loop = asyncio.get_running_loop()
+        quiet = loop.time()  # when the stream last wrote
+        timer: asyncio.TimerHandle | None = None
+
+        def tick() -> None:
+            """A heartbeat once the stream has been quiet for `heartbeat` seconds; else look again then."""
+            nonlocal quiet, timer
+            due = quiet + heartbeat
+            if loop.time() >= due:
+                sub.beat()
+                quiet = due = loop.time()
+                due += heartbeat
+            timer = loop.call_at(due, tick)
+
+        timer = loop.call_at(quiet + heartbeat, tick)
         try:
             # one await per record, straight on the queue: a frame leaves in the loop turn after the
             # commit that made it (the bus ends every stream when the daemon stops)
             while True:
-                try:
-                    async with asyncio.timeout(heartbeat):
-                        record = await sub.get()
-                except TimeoutError:
+                record = await sub.get()
+                if record is None:
+                    if sub.ended:  # fell behind (the client resumes from its Last-Event-ID) or stopping
+                        break
                     await response.write(sse.comment("heartbeat"))
                     continue
-                if record is None:  # fell behind (the client resumes from its Last-Event-ID) or stopping
-                    break
                 if record.seq <= sent:
                     continue
                 await response.write(sse_frame(record))
                 sent = record.seq
+                quiet = loop.time()
         except ConnectionResetError:  # the subscriber went away; a cancellation (the daemon stopping) goes on up
             pass
+        finally:
+            if timer is not None:
+                timer.cancel()
     return response
 
 
