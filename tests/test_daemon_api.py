@@ -35,7 +35,11 @@ async def test_open_get_answer_and_the_first_answer_stands(http: aiohttp.ClientS
     assert q["state"] == "pending" and q["session"] == "s1" and q["sessionSource"] == "argument"
     assert 118 <= q["secondsLeft"] <= 120
     async with http.get(f"/v1/elicit/{q['id']}") as r:
-        assert r.status == 200 and (await r.json())["answer"] is None
+        got = await r.json()
+    assert r.status == 200 and got["answer"] is None
+    # the 201 is the stored document with its secondsLeft: the question as any later read shows it
+    assert [k for k in q if k != "secondsLeft"] == [k for k in got["elicitation"] if k != "secondsLeft"]
+    assert {**q, "secondsLeft": 0} == {**got["elicitation"], "secondsLeft": 0} and list(q)[-1] == "secondsLeft"
     async with http.post(f"/v1/elicit/{q['id']}/accept", json={"content": {"repo": "me/x"}}) as r:
         body = await r.json()
     assert r.status == 200 and body["answer"]["content"] == {"repo": "me/x"}

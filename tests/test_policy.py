@@ -80,6 +80,7 @@ async def until_mode(http: aiohttp.ClientSession, home: Path, mode: str) -> None
         async with http.get(f"/v1/elicit/{q['id']}") as r:
             body = await r.json()
         by = (body.get("answer") or {}).get("by")
+        assert q["state"] == body["elicitation"]["state"]  # a question a rule ended at once: its 201 says so
         return (mode, body["elicitation"]["state"], by) in (("decline", "answered", "policy:decline"),
                                                            ("error", "abandoned", None))
     await wait_for(taken, what=f"the daemon taking elicit.mode {mode!r}")
