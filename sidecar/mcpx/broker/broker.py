@@ -91,6 +91,14 @@ def redact(content: dict[str, Any] | None, secret: set[str]) -> dict[str, Any] |
     return {k: (REDACTED if k in secret else v) for k, v in content.items()}
 
 
+def as_stored(answer: Answer, secret: set[str]) -> Answer:
+    """An answer as the store keeps it and every reader but its asker sees it: a credential's value [redacted]. The
+    answer itself when it has none to hide (answers are never changed in place), not a copy."""
+    if not answer.content or not secret:
+        return answer
+    return answer.model_copy(update={"content": redact(answer.content, secret)})
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What a unit of work on one question leaves for the broker to act on once it has committed.
@@ -426,7 +434,7 @@ class Broker:
             user=self._me.user if self._me else None, host=self._me.host if self._me else None,
             answered_after_ms=max(0, int((now - q.created.timestamp()) * 1000)), reason=reason,
         )
-        stored = answer.model_copy(update={"content": redact(content, secret)})
+        stored = as_stored(answer, secret)
         q = q.model_copy(update={"state": state})
         if not tx.update_question(q):
             raise AlreadyAnswered(f"{q.id} was answered a moment ago")  # unreachable: units never interleave
@@ -477,7 +485,7 @@ class Broker:
                 return Outcome(q, refusal=exc)
             secret = routing.secret_fields(q.requested_schema)
             answer, q = self._commit_answer(tx, records, q, action, clean, by, session, pid, reason, now, secret)
-            self._answered[eid] = (q, answer.model_copy(update={"content": redact(clean, secret)}))
+            self._answered[eid] = (q, as_stored(answer, secret))
             return Outcome(q, answer)
 
         try:
@@ -751,10 +759,7 @@ class Broker:
         except QuestionEnded as ended:
             raise Gone(f"{eid} was abandoned: {ended.reason}", state="abandoned") from None
         # the answer in hand is the committed one; the caller shows it redacted like the stored copy
-        secret = routing.secret_fields(q.requested_schema)
-        if not answer.content or not secret:
-            return q, answer  # nothing to hide: the same as the stored copy
-        return q, answer.model_copy(update={"content": redact(answer.content, secret)})
+        return q, as_stored(answer, routing.secret_fields(q.requested_schema))
 
     async def audit(self, where: AuditFilter, limit: int = 1000) -> list[AuditRecord]:
         return await self._store.audit(where, limit)
