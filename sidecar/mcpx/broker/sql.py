@@ -93,7 +93,7 @@ class SqlTx(Dialect):
         )
         seq = cur.fetchone()[0] if self.RETURNING else cur.lastrowid
         assert seq is not None
-        self.records.append(record := record.with_seq(int(seq), doc))
+        self.records.append(record := record.numbered(int(seq), doc))
         return record
 
     def put_task(self, task: StoredTask) -> None:
