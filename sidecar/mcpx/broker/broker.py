@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from mcpx import wirejson
 from mcpx.broker import policy, routing
+from mcpx.broker.documents import task_row
 from mcpx.broker.errors import (
     AlreadyAnswered,
     BrokerError,
@@ -788,8 +789,9 @@ class Broker:
 
         `behind`: nothing durable waits on it (the call never asked, so no stored row of it says it is running,
         and no restart would re-drive it): it rides with the next commit, within BEHIND seconds."""
+        row = task_row(task)  # encoded now: the row waits for its commit as four strings, not as the model
         return self._submit_record("task.done", data, session=task.session, trace=task.trace, task=task.id,
-                                   with_unit=lambda tx: tx.put_task(task), within=BEHIND if behind else 0.0)
+                                   with_unit=lambda tx: tx.put_task(row), within=BEHIND if behind else 0.0)
 
     async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)

@@ -25,10 +25,11 @@ from mcpx.broker.documents import (
     question_of,
     record_of,
     row_of,
+    task_row,
     update_row,
 )
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask
-from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, TaskRow
 
 
 class Dialect:
@@ -96,14 +97,13 @@ class SqlTx(Dialect):
         self.records.append(record := record.numbered(int(seq), doc))
         return record
 
-    def put_task(self, task: StoredTask) -> None:
-        # pydantic's encoder straight to JSON (documents.document), not a dict dumped again: every call's end
-        # writes one, in about a third of the time (the same document; a float's exponent may be written shorter)
+    def put_task(self, task: StoredTask | TaskRow) -> None:
+        row = task if isinstance(task, TaskRow) else task_row(task)
         names, marks = self._columns("id, state, session, updated, doc")
         self._db.execute(
             f"INSERT INTO tasks ({names}) VALUES ({marks})"
             " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (task.id, task.state, task.session, time.time(), document(task), *self._owner),
+            (row.id, row.state, row.session, time.time(), row.doc, *self._owner),
         )
 
     def put_fact(self, key: str, value: Any) -> None:
