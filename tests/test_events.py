@@ -99,7 +99,7 @@ async def test_a_live_event_is_sent_as_its_replay_is(http: aiohttp.ClientSession
 
 def test_a_record_copied_is_encoded_anew() -> None:
     record = AuditRecord(seq=0, at=datetime.now(UTC), kind="elicit.open", elicit="elc-0123456789abcdef", data={})
-    stored = record.with_seq(7, documents.audit_doc(record))
+    stored = record.numbered(7, documents.audit_doc(record))
     assert json.loads(stored.json_bytes())["seq"] == 7
     assert stored.json_bytes() == stored.model_dump_json(by_alias=True, exclude_none=True).encode()
     moved = stored.model_copy(update={"session": "s"})

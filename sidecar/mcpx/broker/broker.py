@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from mcpx import wirejson
 from mcpx.broker import policy, routing
+from mcpx.broker.documents import task_row
 from mcpx.broker.errors import (
     AlreadyAnswered,
     BrokerError,
@@ -136,6 +137,45 @@ class Handle:
     async def answer(self) -> Answer:
         """The answer (expiry answers cancel); raises QuestionEnded when the question was abandoned."""
         return await asyncio.shield(self._future)
+
+
+def _retrieved(f: asyncio.Future[Any]) -> None:
+    """Its failure was logged where it happened: nobody need await it."""
+    if not f.cancelled():
+        f.exception()
+
+
+class _RecordUnit:
+    """Broker._submit_record's unit of work and its outcome: one object while it waits for its commit, where a
+    closure and its cells were a dozen that the garbage collector tracks (a stream of plain calls keeps a
+    horizon's worth of these alive, and they are most of its young generation: docs/bench.md)."""
+
+    __slots__ = ("broker", "data", "elicit", "kind", "out", "pid", "recorded", "session", "task", "trace",
+                 "with_unit")
+
+    def __init__(self, broker: Broker, kind: AuditKind, data: dict[str, Any], elicit: str | None,
+                 session: str | None, trace: str | None, task: str | None, pid: int | None,
+                 with_unit: Callable[[Tx], None] | None) -> None:
+        self.broker, self.kind, self.data, self.pid, self.with_unit = broker, kind, data, pid, with_unit
+        self.elicit, self.session, self.trace, self.task = elicit, session, trace, task
+        self.out: list[AuditRecord] = []
+        self.recorded: asyncio.Future[AuditRecord] = asyncio.get_running_loop().create_future()
+
+    def __call__(self, tx: Tx) -> None:
+        if self.with_unit is not None:
+            self.with_unit(tx)
+        self.broker._audit(tx, self.out, self.kind, time.time(), None, self.data, self.pid, elicit=self.elicit,
+                           session=self.session, trace=self.trace, task=self.task)
+
+    def published(self, f: asyncio.Future[None]) -> None:
+        recorded = self.recorded
+        if f.cancelled() or f.exception() is not None:
+            log.error("recording %s failed: %s", self.kind, f.exception() if not f.cancelled() else "cancelled")
+            if not recorded.done():
+                recorded.set_exception(f.exception() or RuntimeError("cancelled"))
+            return
+        if not recorded.done():
+            recorded.set_result(self.out[0])
 
 
 class Broker:
@@ -268,29 +308,10 @@ class Broker:
         record may wait that long for company (broker/commits.py). The record is published once committed;
         await the future to know when that is.
         """
-        out: list[AuditRecord] = []
-
-        def unit(tx: Tx) -> None:
-            if with_unit is not None:
-                with_unit(tx)
-            self._audit(tx, out, kind, time.time(), None, data, pid, elicit=elicit, session=session, trace=trace,
-                        task=task)
-
-        committed = self._store.submit(unit, within)
-        recorded: asyncio.Future[AuditRecord] = asyncio.get_running_loop().create_future()
-
-        def published(f: asyncio.Future[None]) -> None:
-            if f.cancelled() or f.exception() is not None:
-                log.error("recording %s failed: %s", kind, f.exception() if not f.cancelled() else "cancelled")
-                if not recorded.done():
-                    recorded.set_exception(f.exception() or RuntimeError("cancelled"))
-                return
-            if not recorded.done():
-                recorded.set_result(out[0])
-
-        committed.add_done_callback(published)
-        recorded.add_done_callback(lambda f: f.cancelled() or f.exception())
-        return recorded
+        unit = _RecordUnit(self, kind, data, elicit, session, trace, task, pid, with_unit)
+        self._store.submit(unit, within).add_done_callback(unit.published)
+        unit.recorded.add_done_callback(_retrieved)
+        return unit.recorded
 
     # ---- open
 
@@ -781,8 +802,9 @@ class Broker:
 
         `behind`: nothing durable waits on it (the call never asked, so no stored row of it says it is running,
         and no restart would re-drive it): it rides with the next commit, within BEHIND seconds."""
+        row = task_row(task)  # encoded now: the row waits for its commit as four strings, not as the model
         return self._submit_record("task.done", data, session=task.session, trace=task.trace, task=task.id,
-                                   with_unit=lambda tx: tx.put_task(task), within=BEHIND if behind else 0.0)
+                                   with_unit=lambda tx: tx.put_task(row), within=BEHIND if behind else 0.0)
 
     async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)

@@ -25,10 +25,11 @@ from mcpx.broker.documents import (
     question_of,
     record_of,
     row_of,
+    task_row,
     update_row,
 )
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask
-from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, TaskRow
 
 
 class Dialect:
@@ -93,15 +94,16 @@ class SqlTx(Dialect):
         )
         seq = cur.fetchone()[0] if self.RETURNING else cur.lastrowid
         assert seq is not None
-        self.records.append(record := record.with_seq(int(seq), doc))
+        self.records.append(record := record.numbered(int(seq), doc))
         return record
 
-    def put_task(self, task: StoredTask) -> None:
+    def put_task(self, task: StoredTask | TaskRow) -> None:
+        row = task if isinstance(task, TaskRow) else task_row(task)
         names, marks = self._columns("id, state, session, updated, doc")
         self._db.execute(
             f"INSERT INTO tasks ({names}) VALUES ({marks})"
             " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (task.id, task.state, task.session, time.time(), dumps(task.wire()), *self._owner),
+            (row.id, row.state, row.session, time.time(), row.doc, *self._owner),
         )
 
     def put_fact(self, key: str, value: Any) -> None:

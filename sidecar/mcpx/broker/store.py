@@ -117,6 +117,16 @@ class QuestionRow(NamedTuple):
     doc: str  # the question's document: a JSON object's text, without secondsLeft (that is of the moment)
 
 
+class TaskRow(NamedTuple):
+    """A call task as the tasks table keeps it, its document encoded (documents.task_row): what a call's end
+    record holds while it waits for its commit, in place of the model."""
+
+    id: str
+    state: TaskState
+    session: str
+    doc: str
+
+
 # committed audit records, in seq order; True when this store's own units wrote them; the rows of the
 # questions they touched, as stored once they had committed (or later: a row never goes back in time)
 Follower = Callable[[list[AuditRecord], bool, list[QuestionRow]], None]
@@ -141,7 +151,7 @@ class Tx(Protocol):
         """Append `record` to the log; returns it with the seq the log gave it."""
         ...
 
-    def put_task(self, task: StoredTask) -> None:
+    def put_task(self, task: StoredTask | TaskRow) -> None:
         """Keep a call task under its id, over what was kept before."""
         ...
 

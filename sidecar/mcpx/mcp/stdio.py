@@ -41,6 +41,15 @@ class StreamChannel:
 
     async def send(self, msg: Message) -> None:
         data = jsonrpc.encode(msg)
+        if not self._write_lock.locked() and not self.writer.transport.is_closing():
+            # nobody's line is under way: written at once, and when the pipe took it all (it nearly always does)
+            # there is nothing to drain, nor a lock to hold; every message in and out of the daemon is sent here
+            self.writer.write(data)
+            if not self.writer.transport.get_write_buffer_size():
+                return
+            async with self._write_lock:
+                await self.writer.drain()
+            return
         async with self._write_lock:
             self.writer.write(data)
             await self.writer.drain()

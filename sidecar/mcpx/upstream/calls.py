@@ -110,9 +110,9 @@ class CallTask:
     suspended: bool = False  # the daemon is stopping; a modern call stays resumable after the restart
     kept: bool = False  # the store holds a row of it (it asked, or a restart found it): its end must follow soon
     runner: asyncio.Task[None] | None = None
-    # who waits for the call to change (wait_for): a future each, woken by touch. Not a Condition: its lock
-    # costs every call a few microseconds on its reply's path and guards nothing (one thread, no await inside)
-    _waiters: list[asyncio.Future[None]] = field(default_factory=list, repr=False)
+    # who waits for the call to change (wait_for): a future each, woken by touch (False) or its timeout (True).
+    # Not a Condition: its lock costs every call a few microseconds on its reply's path and guards nothing
+    _waiters: list[asyncio.Future[bool]] = field(default_factory=list, repr=False)
 
     @property
     def done(self) -> bool:
@@ -125,7 +125,7 @@ class CallTask:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
-                waiter.set_result(None)
+                waiter.set_result(False)
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """True once `predicate` holds, False if it still does not after `timeout` seconds."""
@@ -134,19 +134,28 @@ class CallTask:
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout
         while True:
-            waiter: asyncio.Future[None] = loop.create_future()
+            waiter: asyncio.Future[bool] = loop.create_future()
             self._waiters.append(waiter)
+            # the timeout wakes the waiter as a touch does: a timer handle, not asyncio.timeout's cancel and
+            # uncancel of the waiting task (every call's driver waits here once, for its reply)
+            timer = loop.call_at(until, self._expire, waiter)
             try:
-                async with asyncio.timeout_at(until):
-                    await waiter
-            except TimeoutError:
-                return predicate()
+                expired = await waiter
             finally:
-                if waiter.cancelled() or not waiter.done():  # timed out or cancelled: no touch will take it out
+                timer.cancel()
+                if not waiter.done() or waiter.cancelled():  # cancelled: no touch will take it out
                     with contextlib.suppress(ValueError):
                         self._waiters.remove(waiter)
             if predicate():
                 return True
+            if expired:
+                return False
+
+    def _expire(self, waiter: asyncio.Future[bool]) -> None:
+        if not waiter.done():
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+            waiter.set_result(True)
 
     def _shown(self) -> dict[str, Any]:
         r = self.request

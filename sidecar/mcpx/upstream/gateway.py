@@ -291,7 +291,10 @@ class Gateway:
         # the reply's way. A call the store never heard of (it never asked) has its end ride with the next
         # commit, within a short horizon: a stream of plain calls costs the store a commit per horizon, not one each
         await task.touch()
-        await asyncio.sleep(0)
+        # a callback, not another step of the call's task: queued behind the waiters' wake-ups all the same
+        asyncio.get_running_loop().call_soon(self._record_end, task, data)
+
+    def _record_end(self, task: CallTask, data: dict[str, Any]) -> None:
         committed = self.broker.finish_task(task.stored(), data, behind=not task.kept)
         committed.add_done_callback(lambda f: self._forget_finished(task.id, f))
 
