@@ -17,8 +17,9 @@ import pytest
 
 from conftest import ask
 from mcpx.answering import for_agent
+from mcpx.broker.credentials import secret_fields
 from mcpx.broker.models import Answer, Elicitation
-from mcpx.broker.routing import route, secret_fields
+from mcpx.broker.routing import route
 from mcpx.dialogs import RepliesProblem, content_of_replies, dialog_of
 from mcpx.rendering import render
 

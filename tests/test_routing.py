@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from mcpx.broker.routing import route, secret_fields
+from mcpx.broker.credentials import secret_fields
+from mcpx.broker.models import Elicitation
+from mcpx.broker.routing import route
 
 
 def form(**props: dict[str, Any]) -> dict[str, Any]:
@@ -113,6 +116,18 @@ def test_secret_fields_are_exactly_the_credentials() -> None:
     schema = form(user=S, password=S, apiKey=S, max_tokens=I, tokenizer=S, pin={**S, "format": "password"},
                   note={**S, "description": "anything"})
     assert secret_fields(schema) == {"password", "apiKey", "pin"}
+
+
+def test_a_question_stored_before_questions_named_their_credentials_names_them_when_read() -> None:
+    """Redaction reads the question's secret_fields: one an older mcpx stored without them must not read as having
+    none. One that has them keeps them as stored (it was decided at its open)."""
+    doc = {"id": "elc-0123456789abcdef", "session": "s", "sessionSource": "fallback", "server": "srv", "tool": "t",
+           "mode": "form", "message": "Log in", "requestedSchema": form(user=S, password=S), "audience": "human",
+           "reason": "r", "created": "2026-12-01T00:00:00Z", "expiresAt": "2026-12-01T00:10:00Z", "state": "pending"}
+    assert Elicitation.model_validate(doc).secret_fields == ["password"]
+    assert Elicitation.model_validate_json(json.dumps(doc)).secret_fields == ["password"]
+    assert Elicitation.model_validate({**doc, "secretFields": []}).secret_fields == []
+    assert Elicitation.model_validate({**doc, "requestedSchema": None}).secret_fields == []
 
 
 def test_a_floor_can_only_make_a_question_more_human() -> None:

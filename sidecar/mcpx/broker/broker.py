@@ -14,13 +14,14 @@ import heapq
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from mcpx import wirejson
 from mcpx.broker import policy, routing
+from mcpx.broker.credentials import secret_fields
 from mcpx.broker.documents import task_row
 from mcpx.broker.errors import (
     AlreadyAnswered,
@@ -86,13 +87,13 @@ def _ms(epoch: float) -> datetime:
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
-def redact(content: dict[str, Any] | None, secret: set[str]) -> dict[str, Any] | None:
+def redact(content: dict[str, Any] | None, secret: Collection[str]) -> dict[str, Any] | None:
     if content is None or not secret:
         return content
     return {k: (REDACTED if k in secret else v) for k, v in content.items()}
 
 
-def as_stored(answer: Answer, secret: set[str]) -> Answer:
+def as_stored(answer: Answer, secret: Collection[str]) -> Answer:
     """An answer as the store keeps it and every reader but its asker sees it: a credential's value [redacted]. The
     answer itself when it has none to hide (answers are never changed in place), not a copy."""
     if not answer.content or not secret:
@@ -339,14 +340,15 @@ class Broker:
         if not req.message or not req.message.strip():
             raise InvalidQuestion("message is required: the words the person or agent will read")
         ttl = req.ttl if req.ttl is not None else self._settings.config.ttl_for(req.server)
-        decided = routing.route(req.mode, schema, req.message, req.meta, req.audience)
+        secrets = sorted(secret_fields(schema))  # decided once: the question carries them from here on
+        decided = routing.route(req.mode, schema, req.message, req.meta, req.audience, secrets)
         q = Elicitation(
             id=new_id("elc"), trace=req.trace, parent=req.parent, task=req.task, session=req.session,
             session_source=req.session_source, server=req.server, tool=req.tool, mode=req.mode,
             message=req.message, requested_schema=schema, url=req.url, upstream_id=req.upstream_id,
             audience=decided.audience, reason=decided.reason, created=_ts(now), expires_at=_ts(now + ttl),
             state="pending", ambiguous=req.ambiguous,
-            secret_fields=sorted(routing.secret_fields(schema)),
+            secret_fields=secrets,
         )
         return q, decided
 
@@ -394,7 +396,7 @@ class Broker:
                 content, _ = validate_content(q.requested_schema, content)
             answer, answered_q = self._commit_answer(tx, records, q, decision.action, content, decision.by, None,
                                                      self.pid, decision.because, now,
-                                                     routing.secret_fields(q.requested_schema))
+                                                     q.secret_fields)
             return Outcome(answered_q, answer)
 
         told: asyncio.Future[Answer] | None = None
@@ -448,7 +450,7 @@ class Broker:
 
     def _commit_answer(self, tx: Tx, records: list[AuditRecord], q: Elicitation, action: Action,
                              content: dict[str, Any] | None, by: str, session: str | None, pid: int | None,
-                             reason: str | None, now: float, secret: set[str],
+                             reason: str | None, now: float, secret: Collection[str],
                              state: State = "answered") -> tuple[Answer, Elicitation]:
         answer = Answer(
             id=q.id, action=action, content=content, by=by, at=_ts(now), session=session, pid=pid,
@@ -504,7 +506,7 @@ class Broker:
                 clean = self._checked_content(q, action, content)
             except InvalidContent as exc:
                 return Outcome(q, refusal=exc)
-            secret = routing.secret_fields(q.requested_schema)
+            secret = q.secret_fields
             answer, q = self._commit_answer(tx, records, q, action, clean, by, session, pid, reason, now, secret)
             self._answered[eid] = (q, as_stored(answer, secret))
             return Outcome(q, answer)
@@ -780,7 +782,7 @@ class Broker:
         except QuestionEnded as ended:
             raise Gone(f"{eid} was abandoned: {ended.reason}", state="abandoned") from None
         # the answer in hand is the committed one; the caller shows it redacted like the stored copy
-        return q, as_stored(answer, routing.secret_fields(q.requested_schema))
+        return q, as_stored(answer, q.secret_fields)
 
     async def audit(self, where: AuditFilter, limit: int = 1000) -> list[AuditRecord]:
         return await self._store.audit(where, limit)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PrivateAttr,
 from pydantic.alias_generators import to_camel
 
 from mcpx import wirejson
+from mcpx.broker.credentials import secret_fields
 
 Mode = Literal["form", "url"]
 Audience = Literal["agent", "human", "agent-then-human"]
@@ -92,9 +93,15 @@ class Elicitation(WireModel):
     @model_validator(mode="before")
     @classmethod
     def _computed_on_read(cls, data: Any) -> Any:
-        """A document as shown carries secondsLeft; taken back in, it is computed afresh, never believed."""
+        """A document as shown carries secondsLeft; taken back in, it is computed afresh, never believed. One stored
+        before questions named their credential fields has them named now: whoever reads secret_fields (to redact an
+        answer, to keep a credential from the store) may rely on it."""
         if isinstance(data, dict) and ("secondsLeft" in data or "seconds_left" in data):
             data = {k: v for k, v in data.items() if k not in ("secondsLeft", "seconds_left")}
+        if isinstance(data, dict) and "secretFields" not in data and "secret_fields" not in data:
+            schema = data.get("requestedSchema", data.get("requested_schema"))
+            if schema:
+                data = {**data, "secretFields": sorted(secret_fields(schema if isinstance(schema, dict) else None))}
         return data
 
     # mypy refuses any decorator over @property; pydantic's documentation gives this very ignore

@@ -6,27 +6,18 @@ The rule of thumb: anything a model cannot know or must not be handed goes to th
 
 from __future__ import annotations
 
-import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from mcpx.broker.credentials import secret_fields, words
 from mcpx.broker.models import Audience, Mode
 from mcpx.broker.schema import kind_of, properties
 
 AUDIENCE_HINT_KEY = "io.mcpx/audience"
 _ORDER: dict[str, int] = {"agent": 0, "agent-then-human": 1, "human": 2}
 
-# single words that name a credential; `tokens`, `max_tokens` and `tokenizer` are not among them
-_SECRET_WORDS = {"password", "passwd", "pwd", "passphrase", "passcode", "secret", "token", "apikey", "credential",
-                 "credentials"}
-_SECRET_PAIRS = {("api", "key"), ("private", "key"), ("secret", "key"), ("access", "key")}
-_SECRET_PHRASES = re.compile(
-    r"\b(password|passphrase|api[ _-]?key|access[ _-]token|personal access token|private key|secret key"
-    r"|client secret|bearer token)\b",
-    re.IGNORECASE,
-)
 _CONSENT_NAMES = {"confirm", "confirmed", "confirmation", "approve", "approved", "approval", "consent", "proceed",
                   "agree", "allow", "authorize", "authorise", "continue"}
 _CONSENT_MESSAGE = re.compile(
@@ -35,37 +26,6 @@ _CONSENT_MESSAGE = re.compile(
     r"destroy|drop|overwrite|force[- ]push|wipe|erase|purge|deploy|publish|pay|charge|transfer)\b",
     re.IGNORECASE,
 )
-
-
-def words(name: str) -> list[str]:
-    """`apiKey` → [api, key]; `MAX_TOKENS` → [max, tokens]; `private-key` → [private, key]."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
-
-
-@lru_cache(maxsize=4096)  # field names repeat from question to question; each is split by regexes
-def is_credential_name(name: str) -> bool:
-    parts = words(name)
-    if any(w in _SECRET_WORDS for w in parts):
-        return True
-    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(parts))
-
-
-def secret_fields(schema: dict[str, Any] | None) -> set[str]:
-    """Fields whose values are credentials: delivered to the asker, stored and shown only as [redacted]."""
-    out: set[str] = set()
-    for name, prop in properties(schema).items():
-        title = str(prop.get("title") or "")
-        desc = str(prop.get("description") or "")
-        if (
-            prop.get("format") == "password"
-            or is_credential_name(name)
-            or (title and is_credential_name(title))
-            or _SECRET_PHRASES.search(desc)
-            or prop.get("writeOnly") is True
-        ):
-            out.add(name)
-    return out
 
 
 @dataclass(frozen=True)
@@ -81,8 +41,10 @@ def route(
     message: str,
     meta: dict[str, Any] | None = None,
     floor: Audience | None = None,
+    secrets: Sequence[str] | None = None,
 ) -> Route:
-    base = _route_by_content(mode, schema, message)
+    """`secrets`: the schema's credential fields, when the caller has them already (credentials.secret_fields)."""
+    base = _route_by_content(mode, schema, message, sorted(secret_fields(schema)) if secrets is None else secrets)
     hint = (meta or {}).get(AUDIENCE_HINT_KEY)
     ignored: str | None = None
     if hint in ("user", "human") and base.audience != "human":
@@ -96,11 +58,10 @@ def route(
     return Route(base.audience, base.reason, ignored)
 
 
-def _route_by_content(mode: Mode, schema: dict[str, Any] | None, message: str) -> Route:
+def _route_by_content(mode: Mode, schema: dict[str, Any] | None, message: str, secrets: Sequence[str]) -> Route:
     if mode == "url":
         return Route("human", "url mode: it opens a page in the person's browser, which must not pass through a model")
     props = properties(schema)
-    secrets = sorted(secret_fields(schema))
     if secrets:
         which = ", ".join(repr(s) for s in secrets)
         return Route("human", f"field {which} is a credential: a model cannot know it and must not be handed it")

@@ -11,7 +11,6 @@ from aiohttp import web
 from mcpx import __version__, sse
 from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest, is_action
-from mcpx.broker.routing import secret_fields
 from mcpx.broker.store import AuditFilter, QuestionFilter
 from mcpx.daemon.api import Api, Call, Reply, RouteError, json_reply
 from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
@@ -57,15 +56,15 @@ _ERR = {
 }
 
 
-def answer_document(answer: Answer | None, schema: dict[str, Any] | None) -> Answer | dict[str, Any] | None:
+def answer_document(answer: Answer | None, q: Elicitation) -> Answer | dict[str, Any] | None:
     """An answer as the API shows it: a credential's value never leaves the daemon. Without one to hide, the model
     itself, for json_reply to encode in one pass."""
     if answer is None:
         return None
-    if not answer.content or not (secret := secret_fields(schema)):
+    if not answer.content or not q.secret_fields:
         return answer
     doc = answer.wire()
-    doc["content"] = redact(doc["content"], secret)
+    doc["content"] = redact(doc["content"], q.secret_fields)
     return doc
 
 
@@ -151,7 +150,7 @@ async def get_question(call: Call) -> web.StreamResponse:
     query: QuestionRenderQuery = call.query
     doc = rendered(call, q, answer, query.tool_prefix, waiting=query.waiting, shown_at=query.shown_at) \
         if query.render else q
-    return json_reply({"elicitation": doc, "answer": answer_document(answer, q.requested_schema)})
+    return json_reply({"elicitation": doc, "answer": answer_document(answer, q)})
 
 
 @api.route("POST", "/v1/elicit/{id}/{action}", "Answer a question: accept (with content), decline or cancel",
@@ -168,7 +167,7 @@ async def answer_question(call: Call) -> web.StreamResponse:
     q, answer = await call.app[BROKER].answer(
         call.path["id"], action, content, by=by, session=session_of(call.request),
         pid=peer_pid(call.request), reason=body.reason)
-    return json_reply({"elicitation": q, "answer": answer_document(answer, q.requested_schema),
+    return json_reply({"elicitation": q, "answer": answer_document(answer, q),
                        "escalated": answer is None})
 
 
@@ -194,7 +193,7 @@ async def wait_answer(call: Call) -> web.StreamResponse:
     q, answer = await call.app[BROKER].wait(call.path["id"], call.query.timeout, stop=call.app[SHUTDOWN])
     if answer is None:  # the timeout; or the daemon is stopping, and the client may ask its successor
         return web.Response(status=204, headers={"Retry-After": "1"} if call.app[SHUTDOWN].done() else None)
-    return json_reply(answer_document(answer, q.requested_schema))
+    return json_reply(answer_document(answer, q))
 
 
 def _kinds(spec: str | None) -> tuple[str, ...]:

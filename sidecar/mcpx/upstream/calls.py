@@ -28,7 +28,6 @@ from mcpx.broker.models import (
     TaskState,
     TransparentCall,
 )
-from mcpx.broker.routing import secret_fields
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import ElicitParams
@@ -360,7 +359,7 @@ class CallContext:
         self.deadline.pause()
         try:
             answer = await handle.answer()
-            for name in secret_fields(handle.elicitation.requested_schema):
+            for name in handle.elicitation.secret_fields:
                 value = (answer.content or {}).get(name)
                 if isinstance(value, str) and len(value) >= 4:
                     self.task.secrets.add(value)
