@@ -45,11 +45,17 @@ class CallDriver:
                    out: Outbound) -> dict[str, Any]:
         """`name` is the tool as the client called it; a modern retry must name it, its arguments and session again."""
         bound = binding(name, arguments, session) if state.era == "modern" else ""  # only modern retries use it
-        if state.era == "modern" and "requestState" in params:
-            task = await self._take_retry(params, bound, session)
-        else:
+        started = not (state.era == "modern" and "requestState" in params)
+        if started:
             task = await self._start(server, tool, arguments, session, source, state, out, meta)
+        else:
+            task = await self._take_retry(params, bound, session)
         try:
+            if started:
+                # one loop turn: the call's own task takes its first step, which sends the request upstream,
+                # before this sets up to wait on it; that setup then runs while the server works, not on the
+                # request's way (11 us of a plain call's request, cold, by perf_counter stamps)
+                await asyncio.sleep(0)
             return await self._drive(task, state, out, bound, meta.get("progressToken"))
         except asyncio.CancelledError:
             if out.withdrawn():  # the client gave up on this request: notifications/cancelled
