@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from conftest import store_contents
+from conftest import request_in_flight, store_contents
 from gateway_helpers import answer, call, result, stdio, tool_text
 from harness import Daemon, make_daemon
 
@@ -57,6 +57,8 @@ async def test_a_password_format_field_is_the_persons_and_its_value_reaches_only
         status, shade_checked = await answer(http, q["id"], "accept", {"user": "ann", "pin": PIN, "shade": 7})
         assert status == 422 and shade_checked["error"]["fields"] == {"shade": "must be a string"}
 
+        # a long poll waiting as the answer comes is shown the stored copy too
+        waiter = await request_in_flight(daemon, "GET", f"/v1/elicit/{q['id']}/wait", params={"timeout": "60"})
         status, answered = await answer(http, q["id"], "accept", {"user": "ann", "pin": PIN, "shade": "teal-ish"})
         assert status == 200, answered
         assert answered["answer"]["content"] == {"user": "ann", "pin": "[redacted]", "shade": "teal-ish"}
@@ -71,9 +73,11 @@ async def test_a_password_format_field_is_the_persons_and_its_value_reaches_only
         stored = (await r.json())["answer"]
     async with http.get(f"/v1/elicit/{q['id']}/wait", params={"timeout": "1"}) as r:
         waited = await r.json()
+    status, woken, _ = await waiter
+    assert status == 200, woken
     async with http.get("/v1/audit", params={"elicit": q["id"], "kinds": "elicit.answered"}) as r:
         (record,) = (await r.json())["records"]
-    for shown in (stored["content"], waited["content"], record["data"]["content"]):
+    for shown in (stored["content"], waited["content"], woken["content"], record["data"]["content"]):
         assert shown == {"user": "ann", "pin": "[redacted]", "shade": "teal-ish"}
     assert b'"pin":"[redacted]"' in streamed and PIN.encode() not in streamed
 
