@@ -140,6 +140,11 @@ class Handle:
         return await asyncio.shield(self._future)
 
 
+def _abandoned(eid: str, q: Elicitation) -> Gone:
+    """A long poll's 410 for a question that was abandoned."""
+    return Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
+
+
 def _retrieved(f: asyncio.Future[Any]) -> None:
     """Its failure was logged where it happened: nobody need await it."""
     if not f.cancelled():
@@ -759,25 +764,12 @@ class Broker:
         A question pending here is waited on without being read: its answer, once committed through this daemon,
         is taken from what the commit left in _recent (a pending question's document is parsed only when it is
         shown; every lifecycle's waiter parsed it once, about 3% of the daemon's CPU in bench/broker.py)."""
+        q: Elicitation | None = None
         fut = self._futures.get(eid) if self._pending.get(eid) is not None else None
         if fut is None:
-            q, answer = await self.get(eid)
-            if answer is not None:
-                return answer
-            if q.state == "abandoned":
-                raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
-            fut = self._futures.get(eid)
+            q, fut, answer = await self._read_to_wait(eid)
             if fut is None:
-                # opened on another daemon of a shared store, and not yet heard of here: wait for its answer's
-                # record like any other, after a second look in case that record came before the future
-                fut = self._future_for(eid)
-                q, answer = await self.get(eid)
-                if q.state != "pending":
-                    self._futures.pop(eid, None)
-                    if answer is None:
-                        raise Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}",
-                                   state="abandoned")
-                    return answer
+                return answer
         # asyncio.wait neither starts a task nor cancels what it waits on (the asker's future is the asker's)
         await asyncio.wait((fut,) if stop is None else (fut, stop), timeout=timeout,
                            return_when=asyncio.FIRST_COMPLETED)
@@ -791,8 +783,30 @@ class Broker:
         if recent is not None:  # answered through this daemon: its stored copy, from the commit that woke us
             return recent[1]
         # the answer in hand is the committed one; shown redacted like the stored copy
-        q, _ = await self.get(eid)
+        if q is None:
+            q, _ = await self.get(eid)
         return as_stored(answer, q.secret_fields)
+
+    async def _read_to_wait(self, eid: str) -> tuple[Elicitation, asyncio.Future[Answer] | None, Answer | None]:
+        """A question `wait` cannot wait on unread (not pending here, or no future for it yet): the question, and
+        either the future to wait on or its stored answer (no future); Gone if it was abandoned."""
+        q, answer = await self.get(eid)
+        if answer is not None:
+            return q, None, answer
+        if q.state == "abandoned":
+            raise _abandoned(eid, q)
+        fut = self._futures.get(eid)
+        if fut is None:
+            # opened on another daemon of a shared store, and not yet heard of here: wait for its answer's
+            # record like any other, after a second look in case that record came before the future
+            fut = self._future_for(eid)
+            q, answer = await self.get(eid)
+            if q.state != "pending":
+                self._futures.pop(eid, None)
+                if answer is None:
+                    raise _abandoned(eid, q)
+                return q, None, answer
+        return q, fut, None
 
     async def audit(self, where: AuditFilter, limit: int = 1000) -> list[AuditRecord]:
         return await self._store.audit(where, limit)
