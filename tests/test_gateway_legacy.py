@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -65,6 +66,32 @@ async def test_a_question_carries_server_tool_session_trace_and_task(http: aioht
     assert done["state"] == "completed" and done["era"] == "legacy"
     assert tool_text(done) == {"action": "accept", "data": {"repo": "octo/hello"}}
     await audited(http, "task.done", trace=body["trace"])  # it commits just behind the result
+    async with http.get("/v1/audit", params={"trace": body["trace"]}) as r:
+        kinds = [rec["kind"] for rec in (await r.json())["records"]]
+    assert kinds == ["elicit.open", "elicit.answered", "elicit.resumed", "task.done"]
+
+
+async def test_the_server_has_the_answer_before_it_commits_and_the_answerer_after(
+        http: aiohttp.ClientSession, home: Path) -> None:
+    """Issue 14: no commit sits between an answer and a legacy server. Another process holds the database's write
+    lock, so the answer cannot commit: the server gets it all the same and the call completes, while whoever
+    answered hears back only once the lock is let go and the answer is stored."""
+    _, body, _ = await call(http, "sdk", "need_repo")
+    q = body["elicitation"]
+    db = sqlite3.connect(home / "mcpx.db", isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")  # the daemon's batches wait for it on the store's thread (5 s at most)
+        answering = asyncio.ensure_future(answer(http, q["id"], "accept", {"repo": "octo/hello"}))
+        done = await result(http, body["task"], timeout=4)
+        assert tool_text(done) == {"action": "accept", "data": {"repo": "octo/hello"}}
+        assert not answering.done()
+        assert db.execute("SELECT state FROM elicitations WHERE id=?", (q["id"],)).fetchone() == ("pending",)
+    finally:
+        db.execute("COMMIT")
+        db.close()
+    status, _ = await asyncio.wait_for(answering, PATIENCE)
+    assert status == 200
+    await audited(http, "task.done", trace=body["trace"])
     async with http.get("/v1/audit", params={"trace": body["trace"]}) as r:
         kinds = [rec["kind"] for rec in (await r.json())["records"]]
     assert kinds == ["elicit.open", "elicit.answered", "elicit.resumed", "task.done"]

@@ -1,8 +1,9 @@
 """The broker: open a question, answer it once, wait for it, expire it, abandon it.
 
 It knows nothing of MCP or HTTP. An asker in this process holds a `Handle` and is woken
-the moment an answer commits (no polling); everyone else reads through the broker or follows
-the event bus. It is the only part that holds the store: what else is durable (a call task's
+the moment an answer commits (no polling), or, if it asked `eager` on a store this daemon alone
+writes, the moment the answer is decided (`answer`); everyone else reads through the broker or
+follows the event bus. It is the only part that holds the store: what else is durable (a call task's
 record, a fact learnt about a server) goes through it too.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import heapq
 import logging
 import os
@@ -17,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mcpx import wirejson
 from mcpx.broker import policy, routing
@@ -55,6 +57,7 @@ from mcpx.config import Config
 from mcpx.ids import is_id, new_id
 
 log = logging.getLogger("mcpx.broker")
+T = TypeVar("T")
 
 ALL = 2**62  # a read's limit that is no limit
 # how long a record nobody waits on (behind a result or an answer already delivered) may wait for the next
@@ -122,7 +125,10 @@ class Outcome:
 
 
 class Handle:
-    """An in-process asker's hold on its question: the answer arrives here, secrets included."""
+    """An in-process asker's hold on its question: the answer arrives here, secrets included.
+
+    Its future is the asker's own (Broker._asker), awaited once, by the asker alone: no shield, so the asker
+    resumes in the loop turn its answer is set, and a cancel of the asker takes nothing from anyone else."""
 
     def __init__(self, elicitation: Elicitation, future: asyncio.Future[Answer]) -> None:
         self.elicitation = elicitation
@@ -137,12 +143,38 @@ class Handle:
 
     async def answer(self) -> Answer:
         """The answer (expiry answers cancel); raises QuestionEnded when the question was abandoned."""
-        return await asyncio.shield(self._future)
+        return await self._future
 
 
 def _abandoned(eid: str, q: Elicitation) -> Gone:
     """A long poll's 410 for a question that was abandoned."""
     return Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
+
+
+def _pass_on(mine: asyncio.Future[Answer], shared: asyncio.Future[Answer]) -> None:
+    """The question's outcome, on to an asker's own future (unless it has one already: it was answered first)."""
+    if mine.done():
+        return
+    if shared.cancelled():
+        mine.cancel()
+    elif (exc := shared.exception()) is not None:
+        mine.set_exception(exc)
+    else:
+        mine.set_result(shared.result())
+
+
+class _Moves:
+    """A unit that may end (or escalate) these questions: while one is queued or committing, none of them is
+    answered from memory (Broker._deliver_first), since what the store will hold is not yet known."""
+
+    __slots__ = ("eids", "unit")
+
+    def __init__(self, eids: Collection[str], unit: Callable[[Tx], Any]) -> None:
+        self.eids = eids
+        self.unit = unit
+
+    def __call__(self, tx: Tx) -> Any:
+        return self.unit(tx)
 
 
 def _retrieved(f: asyncio.Future[Any]) -> None:
@@ -194,7 +226,7 @@ class Broker:
         self._deadlines: list[tuple[float, str]] = []
         self._wake = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
-        self._settling: set[asyncio.Task[None]] = set()
+        self._settling: set[asyncio.Task[Any]] = set()  # work of the broker's own, cancelled at stop
         # a store a team shares: answers say which daemon's user and host they came through, and a credential
         # is taken only by the daemon whose asker holds the question (nothing else could carry it)
         self._me = store.info.daemon
@@ -205,6 +237,9 @@ class Broker:
         self._pending = PendingIndex()  # listings and secondsLeft are served from here, in step with the store
         self._recent: dict[str, tuple[Elicitation, Answer]] = {}  # oldest first, at most RECENT
         self._answered: dict[str, tuple[Elicitation, Answer]] = {}  # written by a unit, to _recent once committed
+        # the askers that may take their answer before it commits (open's `eager`): a store this daemon alone
+        # writes, and a legacy call's question (nothing re-drives such a call after a restart)
+        self._eager: dict[str, asyncio.Future[Answer]] = {}
         store.follow(self._committed)
 
     # ---- lifecycle
@@ -239,7 +274,26 @@ class Broker:
     def handle(self, eid: str, elicitation: Elicitation) -> Handle | None:
         """Re-attach to a pending question after a restart (modern-era calls re-driven)."""
         fut = self._futures.get(eid)
-        return Handle(elicitation, fut) if fut is not None else None
+        return Handle(elicitation, self._asker(eid, fut)) if fut is not None else None
+
+    def _asker(self, eid: str, shared: asyncio.Future[Answer], eager: bool = False) -> asyncio.Future[Answer]:
+        """An in-process asker's own future, told whatever `shared` (the question's, which long polls wait on as
+        well) is told. `eager`: it may be told first, before the answer commits (answer's `_deliver_first`)."""
+        mine: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        mine.add_done_callback(_retrieved)
+        shared.add_done_callback(functools.partial(_pass_on, mine))
+        if eager and self._me is None:
+            self._eager[eid] = mine
+            mine.add_done_callback(lambda _f: self._eager.pop(eid, None) if self._eager.get(eid) is mine else None)
+        return mine
+
+    def _write(self, eids: Collection[str], unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+        """Queue a unit that may end or escalate the questions `eids`."""
+        return self._store.submit(_Moves(eids, unit), within)
+
+    def _moving(self, eid: str) -> bool:
+        """Whether a unit that may end or escalate `eid` was queued and has not yet committed."""
+        return self._store.holds(lambda u: isinstance(u, _Moves) and eid in u.eids)
 
     # ---- records
 
@@ -358,7 +412,7 @@ class Broker:
         return q, decided
 
     async def open(self, req: OpenRequest, task: Callable[[Elicitation, bool], StoredTask] | None = None,
-                   committing: Callable[[Handle], Awaitable[None]] | None = None) -> Handle:
+                   committing: Callable[[Handle], Awaitable[None]] | None = None, eager: bool = False) -> Handle:
         """Open a question. `task`: the asking call's record as it stands with this question open (pending, or
         settled at once by the policy), stored in the question's own commit, so a restart knows of the question
         exactly when anyone can.
@@ -367,7 +421,12 @@ class Broker:
         that the one client that is to be asked (a legacy call's own) is asked first and reads it while it
         commits. Nothing else hears of it before the commit, and an answer to it commits after it (one queue,
         in order). If the commit fails, the handle
-        it was given ends (QuestionEnded) and the failure is raised here."""
+        it was given ends (QuestionEnded) and the failure is raised here.
+
+        `eager`: the asker may be handed its answer before the answer commits, on a store this daemon alone writes
+        (see `answer`). Only for a legacy call's question: such a call does not outlive its daemon, so nothing
+        could re-send what its server was told; a call that may be re-driven after a restart is told only what
+        the store holds."""
         now = time.time()
         q, decided = self._build(req, now)
         decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
@@ -405,10 +464,12 @@ class Broker:
             return Outcome(answered_q, answer)
 
         told: asyncio.Future[Answer] | None = None
+        mine: asyncio.Future[Answer] | None = None
         written: asyncio.Future[Outcome] | None = None
         try:
             if committing is not None and decision is None:
                 told = self._future_for(q.id)
+                mine = self._asker(q.id, told, eager)
                 if self._me is not None and q.secret_fields:
                     self._asked.add(q.id)  # its credential may be accepted here: an answer may be in the same batch
                 # the one client to be asked is asked first, and the commit queued as it returns: the commit runs
@@ -416,7 +477,7 @@ class Broker:
                 # commits behind the question, as any answer does.
                 queued = self._queuing[q.id] = asyncio.get_running_loop().create_future()
                 try:
-                    await committing(Handle(q, told))
+                    await committing(Handle(q, mine))
                     written = self._store.submit(unit)
                 finally:
                     del self._queuing[q.id]
@@ -449,7 +510,7 @@ class Broker:
                 self._wake.set()
         # the subscribers were woken by the commit before this was (broker/commits.py): the news of a question
         # goes out before the reply to whoever opened it
-        return Handle(q, fut)
+        return Handle(q, mine if mine is not None else self._asker(q.id, fut, eager and q.state == "pending"))
 
     # ---- answer
 
@@ -457,31 +518,45 @@ class Broker:
                              content: dict[str, Any] | None, by: str, session: str | None, pid: int | None,
                              reason: str | None, now: float, secret: Collection[str],
                              state: State = "answered") -> tuple[Answer, Elicitation]:
-        answer = Answer(
+        answer = self._answer_of(q, action, content, by, session, pid, reason, now)
+        return answer, self._write_answer(tx, records, q, answer, secret, state)
+
+    def _answer_of(self, q: Elicitation, action: Action, content: dict[str, Any] | None, by: str,
+                   session: str | None, pid: int | None, reason: str | None, now: float) -> Answer:
+        return Answer(
             id=q.id, action=action, content=content, by=by, at=_ts(now), session=session, pid=pid,
             user=self._me.user if self._me else None, host=self._me.host if self._me else None,
             answered_after_ms=max(0, int((now - q.created.timestamp()) * 1000)), reason=reason,
         )
+
+    def _write_answer(self, tx: Tx, records: list[AuditRecord], q: Elicitation, answer: Answer,
+                      secret: Collection[str], state: State = "answered") -> Elicitation:
+        """`answer` to pending `q`, written: the question as it now stands."""
         stored = as_stored(answer, secret)
         q = q.model_copy(update={"state": state})
         if not tx.update_question(q):
             raise AlreadyAnswered(f"{q.id} was answered a moment ago")  # unreachable: units never interleave
         tx.insert_answer(stored)
         kind: AuditKind = "elicit.expired" if state == "expired" else "elicit.answered"
-        data = {"action": action, "by": by, "answeredAfterMs": stored.answered_after_ms}
+        data = {"action": answer.action, "by": answer.by, "answeredAfterMs": stored.answered_after_ms}
         if self._me is not None:
             data.update(user=self._me.user, host=self._me.host)
         if stored.content is not None:
             data["content"] = stored.content
-        if reason:
-            data["reason"] = reason
-        self._audit(tx, records, kind, now, q, data, pid, exact_pid=True)  # who answered, if known
-        return answer, q
+        if answer.reason:
+            data["reason"] = answer.reason
+        self._audit(tx, records, kind, answer.at.timestamp(), q, data, answer.pid, exact_pid=True)  # who answered
+        return q
 
     async def answer(self, eid: str, action: Action, content: dict[str, Any] | None = None, *, by: str,
                      session: str | None = None, pid: int | None = None, reason: str | None = None,
-                     ) -> tuple[Elicitation, Answer | None]:
-        """Answer a question. Returns (question, answer); answer is None when an agent's decline escalated it."""
+                     acknowledged: bool = True) -> tuple[Elicitation, Answer | None]:
+        """Answer a question. Returns (question, answer), once the answer has committed; answer is None when an
+        agent's decline escalated it.
+
+        `acknowledged` False: whoever answered is told nothing back (an MCP client's reply to elicitation/create
+        has no reply of its own), so an answer its asker is handed before it commits (`_deliver_first`) may wait
+        for company: it commits with the next commit (the call's end, its next question) or within BEHIND."""
         if not is_id(eid, "elc"):
             raise InvalidId(f"{eid!r} is not a question id (they look like elc- and 16 hex digits)")
         if (where := wirejson.lone_surrogate({"content": content, "reason": reason})) is not None:
@@ -491,6 +566,16 @@ class Broker:
             await queued  # its question is being asked of its own client: its commit is queued first
         records: list[AuditRecord] = []
         now = time.time()
+        mine = self._eager.get(eid)
+        if (mine is not None and not mine.done() and (pending := self._pending.get(eid)) is not None
+                and not self._moving(eid)):
+            first = self._deliver_first(pending.question(), mine, action, content, by, session, pid, reason, now,
+                                        0.0 if acknowledged else BEHIND)
+            if first is not None:
+                landing, given = first
+                # shielded: a caller that stops waiting (a call's driver ends as its call does) leaves the landing
+                # to the store's future, which wakes the long polls once committed (_landed)
+                return await asyncio.shield(landing), given
 
         def unit(tx: Tx) -> Outcome:
             q = tx.question(eid)
@@ -517,13 +602,69 @@ class Broker:
             return Outcome(q, answer)
 
         try:
-            outcome = await self._store.write(unit)
+            outcome = await self._write((eid,), unit)
         finally:
             self._answered.pop(eid, None)  # the commit failed; or it went to _recent as it committed
         for reached in (outcome.expired, outcome.answer):
             if reached is not None:
                 self._wake_asker(eid, reached)
         return outcome.settled(), outcome.answer
+
+    def _deliver_first(self, q: Elicitation, mine: asyncio.Future[Answer], action: Action,
+                       content: dict[str, Any] | None, by: str, session: str | None, pid: int | None,
+                       reason: str | None, now: float, within: float,
+                       ) -> tuple[asyncio.Future[Elicitation], Answer] | None:
+        """The answer to a pending question whose asker is eager, handed to the asker before it commits: a legacy
+        server has it while the commit runs, not after (issue 14: no commit between an answer and the upstream).
+        The answer's commit, and the answer. Or None, if it is not that simple (the question ran out of time, an
+        agent's decline escalates it): then the answer takes the usual way.
+
+        Safe because the store is this daemon's alone and nothing queued may move the question (`_moving`): the
+        question as the pending index holds it is the question as the store holds it, and the answer's unit is
+        queued in this same step, ahead of any other, so the answer given here is the one the store will hold.
+        Whoever answered still hears back only after the commit. The asker's own future is set first, so the
+        asker's turn (the reply written upstream) comes before the commit's. Were the daemon killed in between,
+        the question would be found pending and abandoned with its call (the server had the answer, the store
+        never did): docs/architecture.md, "What is written when"."""
+        if now >= q.expires_at.timestamp():
+            return None
+        if by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human":
+            return None
+        refusal = self._refusal(q, action, by, session)
+        if refusal is not None:
+            raise refusal
+        clean = self._checked_content(q, action, content)
+        answer = self._answer_of(q, action, clean, by, session, pid, reason, now)
+        secret = q.secret_fields
+        records: list[AuditRecord] = []
+
+        def unit(tx: Tx) -> Elicitation:
+            answered = self._write_answer(tx, records, q, answer, secret)
+            self._answered[q.id] = (answered, as_stored(answer, secret))
+            return answered
+
+        mine.set_result(answer)  # before the unit is queued: the asker's turn comes before the commit's
+        written = self._write((q.id,), unit, within)
+        written.add_done_callback(functools.partial(self._landed, q.id, answer))
+        return written, answer
+
+    def _landed(self, eid: str, answer: Answer, written: asyncio.Future[Elicitation]) -> None:
+        """An answer its asker already had has committed, or failed to: the long polls are woken with it; or the
+        question is abandoned, since the server acted on an answer the store does not hold (left pending, it
+        would expire to a cancel the server never saw)."""
+        self._answered.pop(eid, None)  # committed: it went to _recent as it did; failed: it never will
+        if written.cancelled():
+            return  # not by the broker: it awaits it shielded
+        exc = written.exception()
+        if exc is None:
+            self._wake_asker(eid, answer)
+            return
+        why = f"its answer reached the server but could not be stored: {exc}"
+        log.error("%s: %s", eid, why)
+        task = asyncio.create_task(self.abandon(eid, why), name=f"mcpx-abandon-{eid}")
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+        task.add_done_callback(_retrieved)
 
     @staticmethod
     def _ended_error_of(q: Elicitation, answer: Answer | None) -> BrokerError:
@@ -590,7 +731,8 @@ class Broker:
         return q
 
     def _wake_asker(self, eid: str, answer: Answer) -> None:
-        """Wake the in-process asker — only ever after the answer has committed."""
+        """Wake whoever waits on the question (its asker, its long polls) once the answer has committed (an eager
+        asker may have it already: _deliver_first)."""
         self._asked.discard(eid)
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
@@ -621,7 +763,7 @@ class Broker:
                     out.append((eid, self._expire_in(tx, records, q, now)))
             return out
 
-        expired = await self._store.write(unit)
+        expired = await self._write(due, unit)
         for eid, answer in expired:
             self._wake_asker(eid, answer)
         return len(expired)
@@ -654,7 +796,7 @@ class Broker:
             self._audit(tx, records, "elicit.abandoned", now, q, {"reason": reason})
             return True
 
-        if not await self._store.write(unit):
+        if not await self._write((eid,), unit):
             return False
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
@@ -689,7 +831,7 @@ class Broker:
                         session=task.session, trace=task.trace, task=tid)
             return gone
 
-        gone = await self._store.write(unit)
+        gone = await self._write(pending, unit)
         for eid in gone or []:
             fut = self._futures.pop(eid, None)
             if fut is not None and not fut.done():

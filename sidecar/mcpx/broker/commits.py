@@ -87,6 +87,7 @@ class CommitQueue:
         self._commit = commit
         self._committed = committed
         self._queue: list[tuple[Unit, asyncio.Future[Any]]] = []
+        self._committing: list[Unit] = []  # the batch being committed (on the store's thread, it may take a while)
         self._flusher: asyncio.Task[None] | None = None
         self._due = False  # the queue holds a unit that cannot wait (or whose horizon came)
         self._horizon: asyncio.TimerHandle | None = None
@@ -102,6 +103,11 @@ class CommitQueue:
         elif self._horizon is None:  # cancelled only by _go, which has the flusher take what is queued
             self._horizon = asyncio.get_running_loop().call_later(within, self._go)
         return fut
+
+    def holds(self, test: Callable[[Unit], bool]) -> bool:
+        """Whether a unit `test` picks is queued, or in the batch being committed (a unit whose future was
+        cancelled is still written: only the queue knows it is not yet)."""
+        return any(test(u) for u, _ in self._queue) or any(test(u) for u in self._committing)
 
     def _go(self) -> None:
         """Commit what is queued now (the flusher takes it, or takes it next if it is committing a batch)."""
@@ -123,8 +129,9 @@ class CommitQueue:
     async def _flush(self) -> None:
         while self._queue and self._due:
             batch, self._queue, self._due = self._queue, [], False
+            self._committing = [u for u, _ in batch]
             try:
-                done = await self._commit([u for u, _ in batch])
+                done = await self._commit(self._committing)
             except BaseException as exc:  # the commit itself failed: nothing in the batch happened
                 for _, fut in batch:
                     if not fut.done():
@@ -132,6 +139,8 @@ class CommitQueue:
                 if not isinstance(exc, Exception):
                     raise
                 continue
+            finally:
+                self._committing = []
             if done.records:
                 try:
                     self._committed(done)

@@ -242,6 +242,9 @@ class PgStore(SqlReads):
     def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
         return self._commits.submit(unit, within)
 
+    def holds(self, test: Callable[[Unit], bool]) -> bool:
+        return self._commits.holds(test)
+
     async def _commit(self, units: list[Unit]) -> Committed:
         """A batch crosses to the writer's thread: a commit waits on the network and the server, never the loop."""
         return await asyncio.get_running_loop().run_in_executor(self._writes, self._run_batch, units)

@@ -200,6 +200,9 @@ class SqliteStore(SqlReads):
         assert self._writer is not None, "store is not open"
         return self._commits.submit(unit, within)
 
+    def holds(self, test: Callable[[Unit], bool]) -> bool:
+        return self._commits.holds(test)
+
     async def _commit(self, units: list[Unit]) -> Committed:
         """A batch, committed on the loop; on the store's thread if another process holds the database's lock."""
         try:

@@ -186,6 +186,10 @@ class Store(Protocol):
         """Run one unit atomically and durably; what the unit returned (or raised)."""
         ...
 
+    def holds(self, test: Callable[[Callable[[Tx], Any]], bool]) -> bool:
+        """Whether a unit `test` picks was submitted and has not yet committed (or failed)."""
+        ...
+
     # reads never wait for a write, and never see half of one
 
     async def question(self, eid: str) -> tuple[Elicitation, Answer | None] | None: ...

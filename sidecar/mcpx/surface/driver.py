@@ -154,7 +154,9 @@ class CallDriver:
                 return
             content = reply.get("content") if action == "accept" and q.mode == "form" else None
             try:
-                await self.broker.answer(q.id, action, content, by="person:mcp-client", session=task.request.session)
+                # the client's reply has no reply: nobody is told the answer was stored, so it may wait for company
+                await self.broker.answer(q.id, action, content, by="person:mcp-client", session=task.request.session,
+                                         acknowledged=False)
                 return
             except InvalidContent as exc:
                 problems = "; ".join(f"{k} {v}" for k, v in exc.fields.items())

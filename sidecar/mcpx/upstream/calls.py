@@ -294,13 +294,15 @@ class CallContext:
         )
 
     async def open(self, params: ElicitParams, announce: bool = True,
-                   task: Callable[[Elicitation, bool], StoredTask] | None = None, early: bool = False) -> Handle:
+                   task: Callable[[Elicitation, bool], StoredTask] | None = None, early: bool = False,
+                   eager: bool = False) -> Handle:
         """Open the server's question; `announce`: the task is stored with it (in its commit) and its waiters told,
         so a restart knows what was promised before anyone is. `task`: the task's record to store with it
         instead (a modern round's last question). `early` (with `announce`): the waiters are told, and given two
         loop turns to ask the call's own client, before the question's commit is queued (it runs while the client
         reads it) (a legacy call's question, asked of the call's own client: see
-        docs/architecture.md, "What is written when")."""
+        docs/architecture.md, "What is written when"). `eager`: the answer may reach the server before it commits
+        (Broker.open)."""
         told: Handle | None = None
 
         async def committing(handle: Handle) -> None:
@@ -317,7 +319,7 @@ class CallContext:
         # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
         opening = asyncio.ensure_future(self.broker.open(self._open_request(params),
                                                          self.task.stored_with if announce else task,
-                                                         committing if early and announce else None))
+                                                         committing if early and announce else None, eager))
         try:
             handle = await asyncio.shield(opening)
         except asyncio.CancelledError:
@@ -392,10 +394,11 @@ class CallContext:
     async def ask(self, params: ElicitParams) -> dict[str, Any]:
         """A legacy server's elicitation/create, on its own request: the call itself runs on in the runner.
 
-        An MCP client that can answer questions is asked while the question commits: a legacy call does not
-        outlive its daemon, so nothing re-drives it; the client's answer commits after the question."""
+        An MCP client that can answer questions is asked while the question commits, and the server is handed
+        the answer while the answer commits: a legacy call does not outlive its daemon, so nothing re-drives it,
+        nor could re-send what the server was told; the client's answer commits after the question."""
         r = self.task.request
-        handle = await self.open(params, early=r.surface == "mcp" and r.client_serves("elicitation"))
+        handle = await self.open(params, early=r.surface == "mcp" and r.client_serves("elicitation"), eager=True)
         try:
             answer = await self.wait(handle)
         except CallFailed as exc:
