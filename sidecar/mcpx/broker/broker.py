@@ -848,11 +848,13 @@ class Broker:
     def store_info(self) -> StoreInfo:
         return self._store.info
 
-    def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> asyncio.Future[AuditRecord]:
-        """Recorded behind the answer's delivery: the asker is not kept waiting for the audit, nor is the store
-        made to commit for it alone."""
-        return self._submit_record("elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task,
-                                   within=BEHIND)
+    def mark_resumed(self, q: Elicitation, data: dict[str, Any]) -> None:
+        """Recorded behind the answer's delivery: queued by a loop callback, once the asker's step is over (its
+        reply to the server written: a legacy asker is told right before it writes), and committed with the next
+        commit, within BEHIND; neither the asker nor the store waits for it."""
+        asyncio.get_running_loop().call_soon(functools.partial(
+            self._submit_record, "elicit.resumed", data, elicit=q.id, session=q.session, trace=q.trace, task=q.task,
+            within=BEHIND))
 
     # ---- reads
 
