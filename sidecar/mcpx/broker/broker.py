@@ -16,7 +16,7 @@ import heapq
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
@@ -262,12 +262,20 @@ class Broker:
             await asyncio.wait({self._sweeper})  # its end, without taking a cancel of stop() itself for it
             self._sweeper = None
 
+    def _in_background(self, work: Coroutine[Any, Any, Any], name: str) -> None:
+        """Work of the broker's own that nobody awaits: held until done (the loop keeps only weak references),
+        cancelled at stop; what it raises was logged where it happened."""
+        task = asyncio.create_task(work, name=name)
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+        task.add_done_callback(_retrieved)
+
     def _future_for(self, eid: str) -> asyncio.Future[Answer]:
         fut = self._futures.get(eid)
         if fut is None:
             fut = asyncio.get_running_loop().create_future()
             # an abandoned question nobody awaits must not log "exception never retrieved"
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+            fut.add_done_callback(_retrieved)
             self._futures[eid] = fut
         return fut
 
@@ -340,9 +348,7 @@ class Broker:
             if self._deadlines[0][1] == eid:
                 self._wake.set()
         elif record.kind in ("elicit.answered", "elicit.expired") and eid in self._futures:
-            task = asyncio.create_task(self._settle(eid), name=f"mcpx-settle-{eid}")
-            self._settling.add(task)
-            task.add_done_callback(self._settling.discard)
+            self._in_background(self._settle(eid), f"mcpx-settle-{eid}")
         elif record.kind == "elicit.abandoned":
             fut = self._futures.pop(eid, None)
             if fut is not None and not fut.done():
@@ -548,6 +554,12 @@ class Broker:
         self._audit(tx, records, kind, answer.at.timestamp(), q, data, answer.pid, exact_pid=True)  # who answered
         return q
 
+    def _write_answered(self, tx: Tx, records: list[AuditRecord], q: Elicitation, answer: Answer) -> Elicitation:
+        """Someone's answer to pending `q`, written, its stored copy left for _recent (taken there as it commits)."""
+        answered = self._write_answer(tx, records, q, answer, q.secret_fields)
+        self._answered[q.id] = (answered, as_stored(answer, q.secret_fields))
+        return answered
+
     async def answer(self, eid: str, action: Action, content: dict[str, Any] | None = None, *, by: str,
                      session: str | None = None, pid: int | None = None, reason: str | None = None,
                      acknowledged: bool = True) -> tuple[Elicitation, Answer | None]:
@@ -564,7 +576,6 @@ class Broker:
                                  {where: wirejson.SURROGATE_PROBLEM})
         if (queued := self._queuing.get(eid)) is not None:
             await queued  # its question is being asked of its own client: its commit is queued first
-        records: list[AuditRecord] = []
         now = time.time()
         mine = self._eager.get(eid)
         if (mine is not None and not mine.done() and (pending := self._pending.get(eid)) is not None
@@ -576,6 +587,7 @@ class Broker:
                 # shielded: a caller that stops waiting (a call's driver ends as its call does) leaves the landing
                 # to the store's future, which wakes the long polls once committed (_landed)
                 return await asyncio.shield(landing), given
+        records: list[AuditRecord] = []
 
         def unit(tx: Tx) -> Outcome:
             q = tx.question(eid)
@@ -590,16 +602,14 @@ class Broker:
             refusal = self._refusal(q, action, by, session) or self._elsewhere(q, action)
             if refusal is not None:
                 return Outcome(q, refusal=refusal)
-            if by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human":
+            if self._escalates(q, action, by):
                 return Outcome(self._escalate_in(tx, records, q, by, reason, now, pid))
             try:
                 clean = self._checked_content(q, action, content)
             except InvalidContent as exc:
                 return Outcome(q, refusal=exc)
-            secret = q.secret_fields
-            answer, q = self._commit_answer(tx, records, q, action, clean, by, session, pid, reason, now, secret)
-            self._answered[eid] = (q, as_stored(answer, secret))
-            return Outcome(q, answer)
+            answer = self._answer_of(q, action, clean, by, session, pid, reason, now)
+            return Outcome(self._write_answered(tx, records, q, answer), answer)
 
         try:
             outcome = await self._write((eid,), unit)
@@ -628,20 +638,17 @@ class Broker:
         never did): docs/architecture.md, "What is written when"."""
         if now >= q.expires_at.timestamp():
             return None
-        if by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human":
+        if self._escalates(q, action, by):
             return None
         refusal = self._refusal(q, action, by, session)
         if refusal is not None:
             raise refusal
         clean = self._checked_content(q, action, content)
         answer = self._answer_of(q, action, clean, by, session, pid, reason, now)
-        secret = q.secret_fields
         records: list[AuditRecord] = []
 
         def unit(tx: Tx) -> Elicitation:
-            answered = self._write_answer(tx, records, q, answer, secret)
-            self._answered[q.id] = (answered, as_stored(answer, secret))
-            return answered
+            return self._write_answered(tx, records, q, answer)
 
         mine.set_result(answer)  # before the unit is queued: the asker's turn comes before the commit's
         written = self._write((q.id,), unit, within)
@@ -661,10 +668,7 @@ class Broker:
             return
         why = f"its answer reached the server but could not be stored: {exc}"
         log.error("%s: %s", eid, why)
-        task = asyncio.create_task(self.abandon(eid, why), name=f"mcpx-abandon-{eid}")
-        self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
-        task.add_done_callback(_retrieved)
+        self._in_background(self.abandon(eid, why), f"mcpx-abandon-{eid}")
 
     @staticmethod
     def _ended_error_of(q: Elicitation, answer: Answer | None) -> BrokerError:
@@ -716,6 +720,11 @@ class Broker:
             listed = "; ".join(f"{k}: {v}" for k, v in problems.items())
             raise InvalidContent(f"the answer does not fit the question: {listed}", problems)
         return filled
+
+    @staticmethod
+    def _escalates(q: Elicitation, action: Action, by: str) -> bool:
+        """An agent's decline of a question it may answer first: the person is asked instead."""
+        return by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human"
 
     def _escalate_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, by: str, reason: str | None,
                      now: float, pid: int | None) -> Elicitation:
