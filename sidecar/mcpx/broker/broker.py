@@ -127,28 +127,43 @@ class Outcome:
 class Handle:
     """An in-process asker's hold on its question: the answer arrives here, secrets included.
 
-    Its future is the asker's own (Broker._asker), awaited once, by the asker alone: no shield, so the asker
-    resumes in the loop turn its answer is set, and a cancel of the asker takes nothing from anyone else."""
+    The asker waits on a future of its own, told whatever the question's `shared` one (which long polls wait
+    on too) is told: no shield, so the asker resumes in the loop turn its answer is set, and a cancel of the
+    asker takes nothing from anyone else. It is made when the asker first waits, or at the open for an eager
+    asker (`own`, which the broker may tell first: Broker._deliver_first); a handle nobody waits on (a question
+    opened over REST) costs nothing."""
 
-    def __init__(self, elicitation: Elicitation, future: asyncio.Future[Answer]) -> None:
+    def __init__(self, elicitation: Elicitation, shared: asyncio.Future[Answer],
+                 own: asyncio.Future[Answer] | None = None) -> None:
         self.elicitation = elicitation
-        self._future = future
+        self._shared = shared
+        self._own = own
 
     @property
     def id(self) -> str:
         return self.elicitation.id
 
     def done(self) -> bool:
-        return self._future.done()
+        return self._shared.done() or (self._own is not None and self._own.done())
 
     async def answer(self) -> Answer:
         """The answer (expiry answers cancel); raises QuestionEnded when the question was abandoned."""
-        return await self._future
+        if self._own is None:
+            self._own = _told_by(self._shared)
+        return await self._own
 
 
 def _abandoned(eid: str, q: Elicitation) -> Gone:
     """A long poll's 410 for a question that was abandoned."""
     return Gone(f"{eid} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned")
+
+
+def _told_by(shared: asyncio.Future[Answer]) -> asyncio.Future[Answer]:
+    """A future of an asker's own, told whatever `shared` is told (unless it was told first)."""
+    own: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+    own.add_done_callback(_retrieved)
+    shared.add_done_callback(functools.partial(_pass_on, own))
+    return own
 
 
 def _pass_on(mine: asyncio.Future[Answer], shared: asyncio.Future[Answer]) -> None:
@@ -282,17 +297,16 @@ class Broker:
     def handle(self, eid: str, elicitation: Elicitation) -> Handle | None:
         """Re-attach to a pending question after a restart (modern-era calls re-driven)."""
         fut = self._futures.get(eid)
-        return Handle(elicitation, self._asker(eid, fut)) if fut is not None else None
+        return Handle(elicitation, fut) if fut is not None else None
 
-    def _asker(self, eid: str, shared: asyncio.Future[Answer], eager: bool = False) -> asyncio.Future[Answer]:
-        """An in-process asker's own future, told whatever `shared` (the question's, which long polls wait on as
-        well) is told. `eager`: it may be told first, before the answer commits (answer's `_deliver_first`)."""
-        mine: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        mine.add_done_callback(_retrieved)
-        shared.add_done_callback(functools.partial(_pass_on, mine))
-        if eager and self._me is None:
-            self._eager[eid] = mine
-            mine.add_done_callback(lambda _f: self._eager.pop(eid, None) if self._eager.get(eid) is mine else None)
+    def _eager_asker(self, eid: str, shared: asyncio.Future[Answer], eager: bool) -> asyncio.Future[Answer] | None:
+        """For an `eager` asker on a store this daemon alone writes, its own future, which an answer may be handed
+        to before it commits (answer's `_deliver_first`); else None (the asker's future is made as it waits)."""
+        if not eager or self._me is not None:
+            return None
+        mine = _told_by(shared)
+        self._eager[eid] = mine
+        mine.add_done_callback(lambda _f: self._eager.pop(eid, None) if self._eager.get(eid) is mine else None)
         return mine
 
     def _write(self, eids: Collection[str], unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
@@ -475,7 +489,7 @@ class Broker:
         try:
             if committing is not None and decision is None:
                 told = self._future_for(q.id)
-                mine = self._asker(q.id, told, eager)
+                mine = self._eager_asker(q.id, told, eager)
                 if self._me is not None and q.secret_fields:
                     self._asked.add(q.id)  # its credential may be accepted here: an answer may be in the same batch
                 # the one client to be asked is asked first, and the commit queued as it returns: the commit runs
@@ -483,7 +497,7 @@ class Broker:
                 # commits behind the question, as any answer does.
                 queued = self._queuing[q.id] = asyncio.get_running_loop().create_future()
                 try:
-                    await committing(Handle(q, mine))
+                    await committing(Handle(q, told, mine))
                     written = self._store.submit(unit)
                 finally:
                     del self._queuing[q.id]
@@ -516,7 +530,9 @@ class Broker:
                 self._wake.set()
         # the subscribers were woken by the commit before this was (broker/commits.py): the news of a question
         # goes out before the reply to whoever opened it
-        return Handle(q, mine if mine is not None else self._asker(q.id, fut, eager and q.state == "pending"))
+        if mine is None:
+            mine = self._eager_asker(q.id, fut, eager and q.state == "pending")
+        return Handle(q, fut, mine)
 
     # ---- answer
 
