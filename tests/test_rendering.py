@@ -152,9 +152,12 @@ def test_the_persons_toast_is_loud_and_says_who_asks_what_until_when_and_where_t
     one = render(q).toast
     assert one.title == "● 1 question for you" and one.variant == "warning"
     local = q.expires_at.astimezone().strftime("%H:%M")
+    # the command on a line of its own: a toast wraps at a hyphen, and one after "from a terminal:" fell in the id
     assert one.message.split("\n") == [
         "github (via mcpx) asks: “Really delete ⏎ branch main?”", f"answer by {local} ({EID})",
-        f"from a terminal: mcpx elicit answer {EID} '{{\"confirm\":true}}'"]
+        "from a terminal:", f"mcpx elicit answer {EID} '{{\"confirm\":true}}'"]
+    paged = render(q, page="http://127.0.0.1:1/inbox/q/x").toast.message.split("\n")
+    assert paged[-2:] == ["or in the web inbox:", "http://127.0.0.1:1/inbox/q/x"]
     assert render(q, waiting=3).toast.title == "● 3 questions for you"
     url = render(question(None, mode="url", url="https://example.com/login", message="Sign in")).toast
     assert url.message.startswith("github (via mcpx) asks: “Sign in” — open https://example.com/login\n")

@@ -18,11 +18,13 @@ from mcpx.answering import for_agent, head_lines, mcp_answer_call, respond_with
 from mcpx.broker.models import Answer, Elicitation, WireModel
 from mcpx.broker.schema import example_content
 from mcpx.dialogs import DialogKind, PermissionDialog, QuestionPrompt, dialog_of, permission_dialog, question_prompts
-from mcpx.text import plain, quoted
+from mcpx.forms import DialogForm, dialog_form
+from mcpx.text import clock, plain, quoted
 
 # the opencode plugin's own tool (plugin/opencode/lib/tools.ts): it opens the person's dialog
 ASK_TOOL = "mcpx_ask_person"
-Level = Literal["notify", "ask"]
+Level = Literal["notify", "ask", "dialog"]
+ShownIn = Literal["toast", "dialog"]
 
 
 class Texts(WireModel):
@@ -30,6 +32,8 @@ class Texts(WireModel):
 
     notify: str
     ask: str
+    dialog: str | None = Field(default=None, description="the person's question, where mcpx's own dialog puts it "
+                               "in front of them (the TUI part of the plugin): they answer it there")
 
 
 class Toast(WireModel):
@@ -67,16 +71,17 @@ class Rendering(WireModel):
     toast: Toast = Field(description="the person's notification in opencode's TUI")
     note: str | None = Field(default=None, description="for an output that already shows the person's question: "
                              "whether it was shown to them, and where they answer it")
+    shown: str | None = Field(default=None, description="with ?shownAt: the sentence that says when and how it was "
+                              "shown to the person")
     withheld: str = Field(description="what stands in an output for a person's question at the plugin's levels that "
                           "show them nothing (off, auto): neither its words nor an invitation to answer")
     permission: PermissionDialog | None = Field(default=None, description="for confirm and url")
     questions: list[QuestionPrompt] | None = Field(default=None, description="for question: the question tool's "
                                                    "exact arguments; its replies are answered with `replies`")
-
-
-def clock(moment: datetime) -> str:
-    """A moment as the person's clock shows it (the daemon runs on their machine): 14:02."""
-    return moment.astimezone().strftime("%H:%M")
+    form: DialogForm = Field(description="the question as a dialog of its own draws it (the opencode TUI plugin's): "
+                             "its entries are answered with `form`")
+    line: str = Field(description="one line for a terminal where the person works (opencode run's): who asks what, "
+                      "until when, and where to answer it")
 
 
 def where_to_answer(doc: dict[str, Any], page: str | None) -> list[str]:
@@ -89,13 +94,25 @@ def _toast(q: Elicitation, doc: dict[str, Any], waiting: int, page: str | None) 
     asks = f"{plain(q.server, 100)} (via mcpx) asks: {quoted(q.message, 300)}"
     if q.mode == "url":
         asks += f" — open {plain(q.url or '', 300)}"
-    lines = [asks, f"answer by {clock(q.expires_at)} ({q.id})", *where_to_answer(doc, page)]
+    # each command and address on a line of its own: a toast wraps at its width (54 columns in opencode's TUI), and
+    # there a break after "from a terminal:" could fall inside the id, at its hyphen
+    lines = [asks, f"answer by {clock(q.expires_at)} ({q.id})", "from a terminal:", respond_with(doc),
+             *(["or in the web inbox:", page] if page else [])]
     return Toast(title=f"● {count} question{'s' if count != 1 else ''} for you", message="\n".join(lines))
 
 
-def _shown(shown_at: datetime | None) -> str:
-    return f"It was shown to the person in opencode at {clock(shown_at)}" if shown_at else \
-        "It has not been shown to the person in opencode"
+def _shown(shown_at: datetime | None, shown_in: ShownIn = "toast") -> str:
+    if shown_at is None:
+        return "It has not been shown to the person in opencode"
+    where = "in opencode's dialog" if shown_in == "dialog" else "in opencode"
+    return f"It was shown to the person {where} at {clock(shown_at)}"
+
+
+def _line(q: Elicitation, doc: dict[str, Any], page: str | None) -> str:
+    asks = f"{plain(q.server, 100)} (via mcpx) asks you: {quoted(q.message, 300)}"
+    if q.mode == "url":
+        asks += f" — open {plain(q.url or '', 300)}"
+    return f"mcpx: {asks} — answer by {clock(q.expires_at)} ({q.id}) {'; '.join(where_to_answer(doc, page))}"
 
 
 def terminal_commands(doc: dict[str, Any]) -> str:
@@ -117,13 +134,16 @@ def _status(q: Elicitation, answer: Answer | None) -> str | None:
 
 
 def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Rendering,
-                shown_at: datetime | None) -> str:
+                shown_at: datetime | None, shown_in: ShownIn) -> str:
     lines = head_lines(doc)
     why = ("you declined it and it asks for free input, so it went to the person" if doc.get("escalated")
            else plain(doc.get("reason", ""), 300))
     lines.append(f"  This question is for the person, not for you ({why}). It waits for the person; "
-                 f"do not answer it. {_shown(shown_at)}.")
-    if level == "ask" and dialog != "terminal":
+                 f"do not answer it. {_shown(shown_at, shown_in)}.")
+    if level == "dialog":
+        lines.append("  mcpx's dialog in opencode puts it in front of them; they answer it there (or from a terminal: "
+                     f"{r.terminal}).")
+    elif level == "ask" and dialog != "terminal":
         lines.append(r.ask_now)
     else:
         if dialog == "terminal":
@@ -138,18 +158,19 @@ def _answer_at(terminal: str, page: str | None) -> str:
     return f"from a terminal: {terminal}" + (f"; or in the web inbox: {page}" if page else "")
 
 
-def _note(q: Elicitation, r: Rendering, shown_at: datetime | None) -> str:
+def _note(q: Elicitation, r: Rendering, shown_at: datetime | None, shown_in: ShownIn) -> str:
     tell = "; they answer it" if shown_at else ": tell them it waits; they answer"
-    return (f"Question {q.id} is for the person: do not answer it. {_shown(shown_at)}{tell} "
+    return (f"Question {q.id} is for the person: do not answer it. {_shown(shown_at, shown_in)}{tell} "
             f"{_answer_at(r.terminal, r.page)}")
 
 
 def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page: str | None = None, *,
-           waiting: int = 1, shown_at: datetime | None = None) -> Rendering:
+           waiting: int = 1, shown_at: datetime | None = None, shown_in: ShownIn = "toast") -> Rendering:
     """`prefix`: what the client's MCP entry puts before mcpx's tool names (opencode: the entry's name and _).
     `page`: the question's page in the web inbox.
     `waiting`: how many of the person's questions wait where the toast is shown, this one among them;
-    `shown_at`: when the opencode plugin showed it to the person (a toast or a dialog), if it did."""
+    `shown_at`: when the opencode plugin showed it to the person, if it did, and `shown_in` what showed it: a toast,
+    or the question's own dialog (the TUI plugin's)."""
     doc = q.wire()
     dialog = dialog_of(q)
     answer_tool = prefix + "mcpx_elicit_answer"
@@ -169,13 +190,17 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
         permission=permission_dialog(q) if dialog in ("confirm", "url") else None,
         questions=question_prompts(q) if dialog == "question" else None,
         toast=_toast(q, doc, waiting, page),
+        shown=_shown(shown_at, shown_in) if shown_at else None,
+        form=dialog_form(q),
+        line=_line(q, doc, page),
         withheld=f"A question ({q.id}) waits for the person. It is not yours to answer and is not shown here; the "
                  "call goes on once it is answered.",
     )
     if q.audience == "human":
-        r.person = Texts(notify=_for_person(doc, dialog, "notify", r, shown_at),
-                         ask=_for_person(doc, dialog, "ask", r, shown_at))
-        r.note = _note(q, r, shown_at)
+        r.person = Texts(notify=_for_person(doc, dialog, "notify", r, shown_at, shown_in),
+                         ask=_for_person(doc, dialog, "ask", r, shown_at, shown_in),
+                         dialog=_for_person(doc, dialog, "dialog", r, shown_at, shown_in))
+        r.note = _note(q, r, shown_at, shown_in)
     else:
         offer = [f"  or, if the person should choose: {ask_call}"] if dialog != "terminal" else []
         r.agent = Texts(notify=for_agent(doc, answer_tool), ask=for_agent(doc, answer_tool, offers=offer))

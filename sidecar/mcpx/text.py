@@ -2,6 +2,7 @@
 
 import json
 import re
+from datetime import datetime
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -30,3 +31,8 @@ def shell_quote_json(value: object) -> str:
     """A JSON argument for a POSIX shell command line."""
     text = json_text(value, separators=(",", ":"))
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+def clock(moment: datetime) -> str:
+    """A moment as the person's clock shows it (the daemon runs on their machine): 14:02."""
+    return moment.astimezone().strftime("%H:%M")

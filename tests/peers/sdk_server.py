@@ -37,6 +37,15 @@ class Secret(BaseModel):
     api_token: str = Field(description="your API token")
 
 
+class Release(BaseModel):
+    """Four fields, one of each kind a person types or picks: free text, a number, one choice, several choices."""
+
+    name: str = Field(min_length=2, description="what to call it")
+    count: int = Field(ge=1, le=5, description="how many builds")
+    channel: Literal["stable", "beta"] = "stable"
+    targets: list[Literal["linux", "mac", "windows"]] = Field(default_factory=list, description="where it ships")
+
+
 def report(result) -> str:
     data = getattr(result, "data", None)
     return json.dumps({"action": result.action, "data": data.model_dump() if data is not None else None})
@@ -58,11 +67,28 @@ async def delete_branch(ctx: Context) -> str:
 
 
 @app.tool()
-async def use_token(ctx: Context) -> str:
+async def delete_branch_why(ctx: Context) -> str:
+    """delete_branch, asked with the SDK's low-level elicit, so that the reason mcpx sends with a decline (its _meta,
+    which the high-level result drops) is reported too."""
+    result = await ctx.request_context.session.elicit_form("Really delete branch main?",
+                                                           Confirm.model_json_schema(),
+                                                           related_request_id=ctx.request_id)
+    return json.dumps({"action": result.action, "content": result.content,
+                       "reason": (result.meta or {}).get("io.mcpx/reason")})
+
+
+@app.tool()
+async def use_token(ctx: Context, echo: bool = True) -> str:
+    """With echo false the result never names the token, only its length: a test can then look for it elsewhere."""
     result = await ctx.elicit("Paste your API token", Secret)
     data = getattr(result, "data", None)
     return json.dumps({"action": result.action, "token_length": len(data.api_token) if data else None,
-                       "token_echo": data.api_token if data else None})
+                       "token_echo": (data.api_token if echo else "[not echoed]") if data else None})
+
+
+@app.tool()
+async def plan_release(ctx: Context) -> str:
+    return report(await ctx.elicit("Plan the release", Release))
 
 
 @app.tool()

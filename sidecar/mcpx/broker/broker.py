@@ -1012,6 +1012,12 @@ class Broker:
         return await self._submit_record("elicit.consent", {"consent": yes, "by": by, "domain": domain},
                                          elicit=q.id, session=q.session, trace=q.trace, task=q.task)
 
+    async def record_shown(self, q: Elicitation, where: str, how: str, by: str, pid: int | None) -> AuditRecord:
+        """A client's word that the question is in front of the person (its dialog opened, a notification shown):
+        audited, so whoever tells the agent what the person saw can say it truly; nothing else changes."""
+        return await self._submit_record("elicit.shown", {"where": where, "how": how, "by": by}, elicit=q.id,
+                                         session=q.session, trace=q.trace, task=q.task, pid=pid)
+
     async def fact(self, key: str) -> Any:
         return await self._store.fact(key)
 

@@ -28,7 +28,8 @@ AuditKind = Literal[
     "elicit.abandoned",
     "elicit.escalated",
     "elicit.resumed",
-    "elicit.consent",  # a person's yes or no to opening a url-mode question's page (the web inbox)
+    "elicit.consent",  # a person's yes or no to opening a url-mode question's page (the web inbox, a dialog)
+    "elicit.shown",  # a client put the question in front of the person (the opencode TUI plugin's dialog)
     "policy.fired",
     "task.done",
 ]

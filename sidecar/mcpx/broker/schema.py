@@ -269,6 +269,14 @@ def parse_assignments(schema: dict[str, Any] | None, pairs: list[str]) -> dict[s
 
 def describe_field(name: str, prop: dict[str, Any], is_required: bool) -> str:
     """One line for a field: name, type, constraints, default — for terminals and models alike."""
+    title = prop.get("title")
+    desc = prop.get("description")
+    label = " — ".join(str(x) for x in (title, desc) if x and str(x) != name)
+    return f"{name} ({field_constraints(prop, is_required)})" + (f": {label}" if label else "")
+
+
+def field_constraints(prop: dict[str, Any], is_required: bool) -> str:
+    """A field's type, constraints, whether it is required, and its default, in one line."""
     kind = kind_of(prop)
     bits: list[str] = []
     if kind == "enum":
@@ -290,10 +298,7 @@ def describe_field(name: str, prop: dict[str, Any], is_required: bool) -> str:
     bits.append("required" if is_required else "optional")
     if "default" in prop:
         bits.append(f"default {json.dumps(prop['default'], ensure_ascii=False)}")
-    title = prop.get("title")
-    desc = prop.get("description")
-    label = " — ".join(str(x) for x in (title, desc) if x and str(x) != name)
-    return f"{name} ({'; '.join(bits)})" + (f": {label}" if label else "")
+    return "; ".join(bits)
 
 
 def _option_text(value: Any, title: str) -> str:

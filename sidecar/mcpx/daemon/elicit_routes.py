@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +22,7 @@ from mcpx.daemon.schemas import (
     AskBody,
     AuditList,
     AuditQuery,
+    ConsentBody,
     ElicitationList,
     ElicitationWithAnswer,
     EventsHeaders,
@@ -31,6 +33,7 @@ from mcpx.daemon.schemas import (
     Opened,
     QuestionPath,
     QuestionRenderQuery,
+    ShownBody,
     StoreStatus,
     WaitQuery,
     kind_list,
@@ -38,10 +41,12 @@ from mcpx.daemon.schemas import (
 from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
+from mcpx.forms import EntriesProblem, content_of_entries
 from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
 from mcpx.rendering import render
 from mcpx.sessions import header_source, resolve_session
+from mcpx.urlfacts import url_facts
 
 api = Api()
 
@@ -148,9 +153,43 @@ async def ask(call: Call) -> web.StreamResponse:
 async def get_question(call: Call) -> web.StreamResponse:
     q, answer = await call.app[BROKER].get(call.path["id"])
     query: QuestionRenderQuery = call.query
-    doc = rendered(call, q, answer, query.tool_prefix, waiting=query.waiting, shown_at=query.shown_at) \
-        if query.render else q
+    doc = rendered(call, q, answer, query.tool_prefix, waiting=query.waiting, shown_at=query.shown_at,
+                   shown_in=query.shown_in) if query.render else q
     return json_reply({"elicitation": doc, "answer": answer_document(answer, q)})
+
+
+async def _pending(call: Call) -> Elicitation:
+    """The question of the path, while it waits for an answer (410 once it does not)."""
+    q, answer = await call.app[BROKER].get(call.path["id"])
+    if q.state != "pending":
+        raise RouteError(410, "gone", f"{q.id} is {q.state}" + (f" ({answer.action} by {answer.by})" if answer else ""))
+    return q
+
+
+# registered before the answer route, whose {action} would take these names too (and refuse them)
+@api.route("POST", "/v1/elicit/{id}/shown", "A client has put the question in front of the person (audited)",
+           body=ShownBody, params=QuestionPath,
+           replies={200: Reply("recorded as elicit.shown", AuditRecord), 400: _ERR[400], 404: _ERR[404],
+                    410: Reply("it no longer waits for an answer")})
+async def shown(call: Call) -> web.StreamResponse:
+    body: ShownBody = call.body
+    q = await _pending(call)
+    record = await call.app[BROKER].record_shown(q, body.where, body.how, answerer_of(call.request),
+                                                 peer_pid(call.request))
+    return json_reply(record)
+
+
+@api.route("POST", "/v1/elicit/{id}/consent", "The person's yes or no to opening a url-mode question's page "
+           "(audited)", body=ConsentBody, params=QuestionPath,
+           replies={200: Reply("recorded as elicit.consent", AuditRecord), 400: _ERR[400], 404: _ERR[404],
+                    409: Reply("not a url-mode question"), 410: Reply("it no longer waits for an answer")})
+async def consent(call: Call) -> web.StreamResponse:
+    body: ConsentBody = call.body
+    q = await _pending(call)
+    if q.mode != "url" or not q.url:
+        raise RouteError(409, "not_url", f"{q.id} has no page to open: it is a form")
+    record = await call.app[BROKER].record_consent(q, body.open, answerer_of(call.request), url_facts(q.url).domain)
+    return json_reply(record)
 
 
 @api.route("POST", "/v1/elicit/{id}/{action}", "Answer a question: accept (with content), decline or cancel",
@@ -163,7 +202,11 @@ async def answer_question(call: Call) -> web.StreamResponse:
     body: AnswerBody = call.body
     by = answerer_of(call.request)
     refuse_agent_as_person(call.request, by)
-    content = body.content if body.replies is None else await _content_of_replies(call, action, body)
+    content = body.content
+    if body.replies is not None:
+        content = await _content_of_replies(call, action, body)
+    elif body.form is not None:
+        content = await _content_of_form(call, action, body)
     q, answer = await call.app[BROKER].answer(
         call.path["id"], action, content, by=by, session=session_of(call.request),
         pid=peer_pid(call.request), reason=body.reason)
@@ -172,16 +215,35 @@ async def answer_question(call: Call) -> web.StreamResponse:
 
 
 async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict[str, Any]:
-    """The content of a question dialog's replies, typed by the question's own schema."""
+    """The content of the question dialog's replies (render.questions), typed by the question's own schema."""
     assert body.replies is not None
-    if action != "accept" or body.content is not None:
-        raise RouteError(400, "bad_body", "invalid body: replies go with accept, in place of content",
-                       fields={"replies": "only with accept, and without content"})
+    replies = body.replies
+    return await _content_of(call, action, body, "replies", lambda q: content_of_replies(q, replies),
+                             (RepliesProblem,))
+
+
+async def _content_of_form(call: Call, action: str, body: AnswerBody) -> dict[str, Any]:
+    """The content of the entries of the question's own dialog (render.form), typed by the question's own schema."""
+    assert body.form is not None
+    form = body.form
+    return await _content_of(call, action, body, "form", lambda q: content_of_entries(q, form), (EntriesProblem,))
+
+
+async def _content_of(call: Call, action: str, body: AnswerBody, name: str,
+                      make: Callable[[Elicitation], dict[str, Any]],
+                      problems: tuple[type[ValueError], ...]) -> dict[str, Any]:
+    """What a dialog sent back in place of content (`name`: replies or form), as content; only with accept, and
+    alone. A reply that cannot belong to the question is named: 400, the question untouched."""
+    others = [n for n, given in (("content", body.content), ("replies", body.replies), ("form", body.form))
+              if n != name and given is not None]
+    if action != "accept" or others:
+        raise RouteError(400, "bad_body", f"invalid body: {name} goes with accept, in place of content",
+                         fields={name: f"only with accept, and without {' or '.join(others) or 'content'}"})
     q, _ = await call.app[BROKER].get(call.path["id"])
     try:
-        return content_of_replies(q, body.replies)
-    except RepliesProblem as exc:
-        raise RouteError(400, "bad_body", f"invalid body: replies: {exc}", fields={"replies": str(exc)}) from None
+        return make(q)
+    except problems as exc:
+        raise RouteError(400, "bad_body", f"invalid body: {name}: {exc}", fields={name: str(exc)}) from None
 
 
 @api.route("GET", "/v1/elicit/{id}/wait", "Long-poll until the question is answered or the timeout passes",

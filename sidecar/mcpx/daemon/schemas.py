@@ -7,7 +7,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    WithJsonSchema,
+)
 
 from mcpx import ids
 from mcpx.broker.models import (
@@ -158,6 +167,8 @@ class QuestionRenderQuery(RenderQuery):
                          "its toast is shown, itself among them (the toast's title counts them)")
     shown_at: AwareDatetime | None = Field(default=None, alias="shownAt", description="when the plugin showed it to "
                                            "the person (a toast or a dialog): the texts for the agent say so")
+    shown_in: Literal["toast", "dialog"] = Field(default="toast", alias="shownIn", description="what showed it to "
+                                                  "them: a toast, or the question's own dialog")
 
 
 class ListQuery(RenderQuery):
@@ -191,6 +202,25 @@ class AnswerBody(BaseModel):
     replies: list[list[Annotated[str, Field(max_length=20000)]]] | None = Field(
         default=None, max_length=1000, description="instead of content, with accept: what the person picked or "
         "typed in each prompt of the question dialog (render.questions), in order; the daemon makes the content")
+    form: dict[str, Annotated[str, Field(max_length=20000)] | list[Annotated[str, Field(max_length=20000)]]] | None \
+        = Field(default=None, max_length=1000, description="instead of content, with accept: what the person "
+                "entered in the question's own dialog (render.form), per field: the text typed, the tokens of the "
+                "choices picked, or true/false; the daemon makes the content")
+
+
+class ShownBody(BaseModel):
+    """POST /v1/elicit/{id}/shown: a client says it has put the question in front of the person."""
+
+    model_config = ConfigDict(extra="forbid")
+    where: str = Field(min_length=1, max_length=100, description="where it was shown: opencode, say")
+    how: Literal["dialog", "toast"] = Field(description="the question's own dialog, or a notification")
+
+
+class ConsentBody(BaseModel):
+    """POST /v1/elicit/{id}/consent: the person's yes or no to opening a url-mode question's page."""
+
+    model_config = ConfigDict(extra="forbid")
+    open: StrictBool = Field(description="true: they chose to open it; false: they chose not to")
 
 
 class AskBody(WireModel):

@@ -213,11 +213,18 @@ class CallTask:
             self.runner.cancel()
 
 
+REASON_META = "io.mcpx/reason"
+
+
 def elicit_result(answer: Answer) -> dict[str, Any]:
-    """The ElicitResult an upstream gets: decline stays decline, cancel (and expiry) stays cancel."""
+    """The ElicitResult an upstream gets: decline stays decline, cancel (and expiry) stays cancel. The reason a
+    decline or cancel was given with (the person's words in a dialog, the agent's) goes along in _meta: the protocol
+    has no field for it, and a server that reads it can do better than try again blindly."""
     out: dict[str, Any] = {"action": answer.action}
     if answer.action == "accept" and answer.content is not None:
         out["content"] = answer.content
+    if answer.action != "accept" and answer.reason:
+        out["_meta"] = {REASON_META: answer.reason}
     return out
 
 
