@@ -2,7 +2,7 @@
 as package data (mcpx/assets/), so that `pip install mcpx-….whl` and then `mcpx opencode install` work on a
 machine without Node. Everything else about the package is in pyproject.toml.
 
-The plugin is TypeScript (plugin/opencode/), built with tsc into plugin/opencode/dist/ (`npm run build`). When
+The plugin is TypeScript (plugin/opencode/), built with Babel into plugin/opencode/dist/ (`npm run build`). When
 the built plugin is missing, or older than a source, the wheel's build runs `npm run build` itself; that needs
 Node.js and the repository's Node packages (`npm ci`). Without them the build fails, saying so: a wheel without
 the plugin is never made. `./dev wheel` does it all. An editable install (`pip install -e .`, as ./dev does)
@@ -37,7 +37,9 @@ class PluginMissing(SystemExit):
 
 
 def _sources() -> list[Path]:
-    return [ROOT / "tsconfig.json", PLUGIN / "index.ts", *sorted((PLUGIN / "lib").glob("*.ts"))]
+    """What the built plugin is made from (plugin/opencode/build.mjs): a newer one means dist/ is stale."""
+    return [ROOT / "tsconfig.json", PLUGIN / "build.mjs", PLUGIN / "index.ts", PLUGIN / "tui.tsx",
+            *sorted((PLUGIN / "lib").glob("*.ts*")), *sorted((PLUGIN / "entry").glob("*"))]
 
 
 def built_plugin() -> Path:
@@ -51,8 +53,8 @@ def built_plugin() -> Path:
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         raise PluginMissing("Node.js and npm are not on PATH")
-    if not (ROOT / "node_modules" / ".bin" / "tsc").exists():
-        raise PluginMissing(f"TypeScript is not installed in {ROOT / 'node_modules'}")
+    if not (ROOT / "node_modules" / "@babel" / "core").exists():
+        raise PluginMissing(f"the plugin's build tools (Babel) are not installed in {ROOT / 'node_modules'}")
     with open(ROOT / "tsconfig.json", "rb") as lock:  # the lock the test suite's builds of the plugin take too
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = subprocess.run([npm, "run", "build"], cwd=ROOT, capture_output=True, text=True)
@@ -72,11 +74,12 @@ class BuildPyWithAssets(build_py):
         if assets.exists():
             shutil.rmtree(assets)
         plugin = assets / "opencode"
+        # dist/ carries its package.json: ES modules, and the server and TUI entry points opencode looks for
         shutil.copytree(built_plugin(), plugin, ignore=shutil.ignore_patterns("*.map", "*.d.ts"))
-        # plain ES modules: with no package.json above them in site-packages, Node would read them as CommonJS
-        (plugin / "package.json").write_text('{"type": "module"}\n')
         shutil.copytree(SKILL, assets / "skills" / SKILL.name)
-        if not (plugin / "index.js").exists() or not (assets / "skills" / SKILL.name / "SKILL.md").exists():
+        needed = [plugin / "index.js", plugin / "tui.js", plugin / "package.json", plugin / "entry" / "server.js",
+                  assets / "skills" / SKILL.name / "SKILL.md"]
+        if not all(p.exists() for p in needed):
             raise PluginMissing(f"the copy into {assets} is incomplete")
 
 

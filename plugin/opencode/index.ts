@@ -13,13 +13,17 @@ import { Host, hostCommand, type SessionReader } from "./lib/host.js"
 import { LevelSource, defaultLevel } from "./lib/level.js"
 import { Notifier } from "./lib/notify.js"
 import { prefixToolNames } from "./lib/output.js"
-import { SESSION_ARG, injectSession, isMcpxTool, shellEnv } from "./lib/session.js"
+import { injectSession, isMcpxTool, sessionOf, shellEnv } from "./lib/session.js"
+import { ensureDaemon } from "./lib/start.js"
 import { ASK_TOOL } from "./lib/tools.js"
+import { TuiPresence } from "./lib/tuilink.js"
 import { withholdPersons } from "./lib/withhold.js"
 
 export type McpxOptions = {
   /** the name of the opencode MCP entry that runs `mcpx serve` (its tools reach the model as `<entry>_<tool>`) */
   entry?: string
+  /** the mcpx command line that starts a daemon when none runs (default: `mcpx` on PATH) */
+  mcpx?: string[]
 }
 
 /** opencode registers the question tool only for these clients, or when OPENCODE_ENABLE_QUESTION_TOOL is set. */
@@ -56,16 +60,9 @@ function guard<A extends unknown[]>(name: string, hook: (...args: A) => Promise<
 function toaster(client: PluginInput["client"] | undefined, durationMs: number): ShowToast {
   return async (toast) => {
     if (!client) return false
-    const r = await client.tui.showToast({ body: { ...toast, duration: durationMs } })
+    const r = await client.tui.showToast({ body: { ...toast, duration: toast.duration ?? durationMs } })
     return r.data === true
   }
-}
-
-/** Sessions an opencode event is about: its sessionID, or the session it describes. */
-function sessionOf(event: { type: string; properties?: any }): string | undefined {
-  const p = event.properties ?? {}
-  const id = p.sessionID ?? p.info?.sessionID ?? (event.type.startsWith("session.") ? p.info?.id : undefined)
-  return typeof id === "string" ? id : undefined
 }
 
 /** A session as opencode's client reads it (its rules tell a session `opencode run` made). */
@@ -86,9 +83,7 @@ function upstreamTool(t: UpstreamTool, calls: CallRunner): ToolDefinition {
     args: (t.inputSchema.properties ?? {}) as any,
     execute: async (args: Record<string, unknown>, ctx: ToolContext): Promise<ToolResult> => {
       try {
-        // tool.execute.before added the session for the MCP entry; the daemon's call route takes it in its body
-        const { [SESSION_ARG]: _session, ...own } = args ?? {}
-        return await calls.run(t, own, ctx)
+        return await calls.run(t, args ?? {}, ctx) // the session goes in the daemon's call body, not in the arguments
       } catch (error) {
         return `mcpx: ${t.server}.${t.tool} could not be run: ${String((error as Error)?.message ?? error)}`
       }
@@ -103,17 +98,23 @@ export function serveOwnToolsOnly(config: { mcp?: Record<string, any> }, entry: 
   server.environment = { ...(server.environment ?? {}), MCPX_SERVE_TOOLS: "mcpx" }
 }
 
-/** Close a permission request nobody needs to answer any more (opencode's v1 route: a reject). */
+/** Close a permission request nobody needs to answer any more. With "once", not "reject": opencode rejects every
+ * other pending request of the session with a reject (1.18.33), and another question's dialog closed that way would
+ * read as the person's no. The plugin already stopped listening to this one, so what "once" resolves is ignored. */
 function dialogCloser(client: PluginInput["client"] | undefined): ((session: string, requestID: string) => Promise<void>) | undefined {
   if (!client) return undefined
   return async (session, requestID) => {
-    const r = await client.postSessionIdPermissionsPermissionId({ path: { id: session, permissionID: requestID }, body: { response: "reject" } })
+    const r = await client.postSessionIdPermissionsPermissionId({ path: { id: session, permissionID: requestID }, body: { response: "once" } })
     if (r.error) throw new Error(`opencode did not close permission request ${requestID}: ${JSON.stringify(r.error)}`)
   }
 }
 
 export type TestSeams = { show?: ShowToast; argv?: readonly string[]; readSession?: SessionReader
-  closeDialog?: (session: string, requestID: string) => Promise<void> }
+  closeDialog?: (session: string, requestID: string) => Promise<void>
+  /** the TUI part of this opencode (the link's view of it) */
+  tui?: { present: boolean; open: (id: string) => void }
+  /** where `opencode run`'s line for the person goes */
+  print?: (line: string) => void }
 
 export function createHooks(input: Pick<PluginInput, "directory"> & Partial<PluginInput>, options: McpxOptions = {},
   env: Env = process.env, seams: TestSeams = {}): Hooks & { announcer: Announcer; ready: Promise<void> } {
@@ -123,30 +124,43 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
   const command = hostCommand(seams.argv)
   const host = new Host(command, seams.readSession ?? sessionReader(input.client))
   const level = new LevelSource(daemon, env, undefined, defaultLevel(command), host)
+  const tui = seams.tui ?? (command === "run" ? undefined : new TuiPresence()) // `opencode run` has no TUI
   const announcer = new Announcer(daemon, prefix, {
     level: async () => (await level.get()).level,
     show: seams.show ?? toaster(input.client, 60_000),
     seen: (session) => host.dialogsSeen(session), // `opencode run` draws no toast: nobody would see it
+    tui: () => !!tui?.present,
+    // `opencode run` writes its transcript to stdout: the line for the person at that terminal goes to stderr
+    print: command === "run" ? seams.print ?? ((line) => process.stderr.write(line + "\n")) : undefined,
   })
   follow(daemon).on((event) => announcer.onEvent(event))
-  const notifier = new Notifier(daemon, prefix, (id) => announcer.shownAt(id))
+  const notifier = new Notifier(daemon, prefix, (id) => {
+    const at = announcer.shownAt(id)
+    return at ? { at, how: announcer.shownIn(id) ?? "toast" } : undefined
+  }, (id, session) => announcer.inOwnDialog(id, session))
   const ask = new AskFlow(daemon, level, notifier, prefix, {
     questionTool: () => questionToolAvailable(env),
     onDialog: (id) => announcer.markShown(id),
     ended: (id) => announcer.ended(id),
     closeDialog: seams.closeDialog ?? dialogCloser(input.client),
+    own: tui && { present: () => tui.present, bring: (id) => tui.open(id), opened: (id, ms) => announcer.inDialog(id, ms) },
   })
   const calls = new CallRunner(daemon, prefix, ask, {
     // the level now, in this session: a config changed to notify, off or auto opens no dialog from then on
     dialogs: async (session) => (await level.in(session)) === "ask",
+    inDialog: (q) => announcer.inOwnDialog(q.id, q.session),
     shown: (session, ids) => ids.forEach((id) => ["h", "k"].forEach((k) => notifier.markShown(session, `${k}:${id}`))),
     shownAt: (id) => announcer.shownAt(id),
+    shownIn: (id) => announcer.shownIn(id),
   })
   const tools: Record<string, ToolDefinition> = {}
   let offered: UpstreamTool[] = []
   /** At level ask, where a person can see a dialog, the servers' tools are the plugin's own (lib/calls.ts). */
   const ready = (async () => {
-    if (command === "run" || (await level.get()).level !== "ask") return
+    if (command === "run") return
+    const up = await ensureDaemon(daemon, options.mcpx?.length ? options.mcpx : ["mcpx"])
+    if (!up.ok) console.error(`[mcpx plugin] no mcpx daemon, and none could be started: ${up.why}`)
+    if ((await level.get()).level !== "ask") return
     offered = await upstreamTools(daemon, entry)
     for (const t of offered) tools[t.name] = upstreamTool(t, calls)
   })().catch((e) => console.error(`[mcpx plugin] listing the servers' tools failed: ${String(e?.message ?? e)}`))
@@ -181,7 +195,8 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
     "tool.execute.before": guard("tool.execute.before", async (input, output) => {
       announcer.bind(input.sessionID)
       if (input.tool === "question") ask.beforeQuestionTool(input, output)
-      else injectSession(entry, input, output)
+      // the plugin's own tools know their session (ctx.sessionID): only the MCP entry's calls carry it as an argument
+      else if (!(input.tool in tools)) injectSession(entry, input, output)
     }),
     "shell.env": guard("shell.env", async (input, output) => {
       announcer.bind(input.sessionID)

@@ -28,9 +28,10 @@ from conftest import loud_skip
 from harness import PATIENCE, ROOT, free_port, stop_process, wait_for_sync, wait_started
 
 NODE_MODULES = ROOT / "node_modules"
-PLUGIN_SOURCES = [ROOT / "tsconfig.json", ROOT / "plugin" / "opencode" / "index.ts",
-                  *sorted((ROOT / "plugin" / "opencode" / "lib").glob("*.ts"))]
-PLUGIN_DIST = ROOT / "plugin" / "opencode" / "dist" / "index.js"
+PLUGIN = ROOT / "plugin" / "opencode"
+PLUGIN_SOURCES = [ROOT / "tsconfig.json", PLUGIN / "build.mjs", PLUGIN / "index.ts", PLUGIN / "tui.tsx",
+                  *sorted((PLUGIN / "lib").glob("*.ts*")), *sorted((PLUGIN / "entry").glob("*"))]
+PLUGIN_DIST = PLUGIN / "dist" / "index.js"
 VERSION = "1.18.33"
 
 
@@ -40,15 +41,15 @@ def build_plugin() -> str | None:
     Each test worker asks for it (a clean clone has no dist/), at the same moment as often as not: one builds,
     under an exclusive lock, and the others wait for it and then find dist/ fresh. Without the lock two tsc runs
     wrote dist/ at once while a third process (opencode, node's test runner) read it half written."""
-    tsc = NODE_MODULES / ".bin" / "tsc"
+    node = NODE_MODULES / ".bin" / "node"
     with open(ROOT / "tsconfig.json", "rb") as lock:  # a file every checkout has, locked, never written
         fcntl.flock(lock, fcntl.LOCK_EX)
         if PLUGIN_DIST.exists() and PLUGIN_DIST.stat().st_mtime >= max(p.stat().st_mtime for p in PLUGIN_SOURCES):
             return None
-        if not tsc.exists():
-            return f"{tsc} is missing: run `npm ci` (./dev test does) to build the plugin"
-        done = subprocess.run([str(tsc), "-p", str(ROOT / "tsconfig.json")], cwd=ROOT, capture_output=True,
-                              text=True, timeout=240)
+        if not (NODE_MODULES / "@babel" / "core").exists():
+            return f"the plugin's build tools are missing from {NODE_MODULES}: run `npm ci` (./dev test does)"
+        done = subprocess.run([str(node) if node.exists() else "node", str(PLUGIN / "build.mjs")], cwd=ROOT,
+                              capture_output=True, text=True, timeout=240)
     if done.returncode != 0:
         raise RuntimeError(f"the plugin does not build:\n{done.stdout}{done.stderr}")
     return None
@@ -68,9 +69,12 @@ def opencode_binary() -> tuple[Path | None, str]:
 
 
 def clean_env(home: Path) -> dict[str, str]:
-    """opencode's environment: a private HOME, no network fetches, nothing of the session running the tests."""
+    """opencode's environment: a private HOME, no network fetches, nothing of the session running the tests. This
+    checkout's `mcpx` first on PATH, as `./dev run` (or pipx) puts one there: the plugin's entry points that
+    `mcpx opencode install` writes into a project load the plugin of the mcpx on PATH."""
     keep = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SYSTEMROOT")
     env = {k: v for k, v in os.environ.items() if k in keep}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(HOME=str(home), OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1",
                OPENCODE_DISABLE_SHARE="1", OPENCODE_DISABLE_LSP_DOWNLOAD="1", PYTHONUNBUFFERED="1")
     if shutil.which("rg") is None:

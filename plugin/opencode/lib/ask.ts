@@ -56,7 +56,10 @@ export type AskOptions = { resultWaitS?: number; replyWaitMs?: number; questionT
   /** question `id` ended (answered elsewhere, expired, abandoned), as the daemon's stream tells it */
   ended?: (id: string) => { ended: Promise<string>; stop: () => void }
   /** close opencode's permission request `requestID` of `session` (a question answered elsewhere) */
-  closeDialog?: (session: string, requestID: string) => Promise<void> }
+  closeDialog?: (session: string, requestID: string) => Promise<void>
+  /** mcpx's own dialog (the TUI part of the plugin): whether it runs here, bringing a question in front of the person
+   * there, and when its dialog opened (waiting up to `ms`) */
+  own?: { present: () => boolean; bring: (id: string) => void; opened: (id: string, ms: number) => Promise<Date | undefined> } }
 
 export class AskFlow {
   private dialogs = new Map<string, Dialog>()
@@ -105,6 +108,17 @@ export class AskFlow {
     if (level !== "ask") {
       return `mcpx: the plugin opens dialogs for the person only at level ask (now ${level}), so ${id} was not ` +
         `put to them. ${r.waits}`
+    }
+    const own = this.opts.own
+    if (own?.present()) {
+      // mcpx's own dialog shows every kind of question, a credential too (its value goes to the daemon alone)
+      own.bring(id)
+      const at = await own.opened(id, 5000)
+      const shown = at ? (await this.daemon.question(id, this.prefix, { shownAt: at, shownIn: "dialog" })).body?.elicitation?.render?.shown : undefined
+      return at ? `${shown ?? `It was shown to the person in opencode's dialog`}: ${id} is in front of them now. ` +
+        "Do not answer it yourself; the call goes on once they answer." + (r.collect ? ` Collect its result with ${r.collect}.` : "")
+        : `mcpx: the dialog for ${id} did not open within 5 s (another dialog may be in front of the person); it ` +
+          `stays open for them. ${r.waits}`
     }
     if (r.dialog === "terminal") return (r.person ?? r.agent)!.notify // a credential: always the person's
     if (r.dialog === "question") {
@@ -155,6 +169,10 @@ export class AskFlow {
           "was closed and nothing was recorded from it.", question: q.task ? q : undefined, recorded: true }
       }
     } catch (error) {
+      if (ctx.abort?.aborted) {
+        // the session was interrupted: opencode rejected its pending dialogs, the person answered nothing
+        return { text: `The call was interrupted while ${q.id}'s dialog was open; nothing was recorded.`, recorded: false }
+      }
       const rejection = readRejection(error)
       if (rejection.kind === "denied") {
         return { text: `mcpx: a permission rule in opencode's config denies ${PERMISSION}, so nobody was asked and ${q.id} is not answered. ` +

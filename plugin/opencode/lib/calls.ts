@@ -1,10 +1,13 @@
 // Level ask: the tools of the servers behind mcpx, offered by the plugin itself — the names, schemas and
 // descriptions the MCP entry would give them (<entry>_<server>_<tool>) — and run through the daemon's /v1 call
-// routes. When such a call waits on a confirmation or a url-mode question for the person, opencode's permission
-// dialog opens inside that very call (ctx.ask): no model step in between; the reply is recorded as
-// person:opencode, and the tool's output is the call's real result. What a permission dialog cannot carry
-// (choices, free text, credentials) and the agent's own questions end the call early, as mcpx serve's result
-// would, with the daemon's texts; the call keeps running in the daemon.
+// routes, so that a question the call raises reaches the person inside the very call, with no model step in
+// between. Where mcpx's own dialog shows the person's questions (the TUI part of the plugin), the call simply
+// waits for their answer there, and its output says what they answered and then the call's real result. Where it
+// does not (no TUI part: `opencode serve` with an app), a confirmation or a url-mode question opens opencode's
+// permission dialog in the call (ctx.ask), recorded as person:opencode; what a permission dialog cannot carry
+// (choices, free text, credentials) ends the call early, as mcpx serve's result would, with the daemon's texts.
+// The agent's own questions always end the call early, with the calls that answer them; the call keeps running
+// in the daemon.
 //
 // opencode lets an MCP tool shadow a plugin tool of the same name, so while the plugin offers them the MCP
 // entry offers only mcpx's own tools (the config hook sets MCPX_SERVE_TOOLS=mcpx in its environment).
@@ -12,7 +15,7 @@
 import type { ToolContext } from "@opencode-ai/plugin"
 
 import type { AskFlow } from "./ask.js"
-import { Daemon, NoDaemon, problem, type Question, type Reply } from "./daemon.js"
+import { Daemon, NoDaemon, problem, type Question, type Reply, type ShownIn } from "./daemon.js"
 import { clip, noDaemonText, resultText } from "./messages.js"
 
 export type UpstreamTool = { name: string; server: string; tool: string; description: string; inputSchema: Record<string, any> }
@@ -44,10 +47,15 @@ type Waiting = { status: "input-required" | "running"; task: string; elicitation
 export type CallOptions = {
   /** true where a person can see a dialog in this session (not `opencode run`) */
   dialogs: (session: string) => Promise<boolean>
+  /** mcpx's own dialog puts the question in front of the person (the TUI part runs here, or one attached from
+   * elsewhere showed the session's questions) */
+  inDialog: (q: Question) => boolean
   /** the person's questions this output puts to the agent with the call that opens their dialog: not again */
   shown: (session: string, ids: string[]) => void
   /** when the person was shown a question in opencode (a toast), if they were */
   shownAt: (id: string) => Date | undefined
+  /** and what showed it: the question's own dialog, or a toast */
+  shownIn: (id: string) => ShownIn | undefined
   waitS?: number
 }
 
@@ -65,22 +73,29 @@ export class CallRunner {
       let r = await this.daemon.request("POST", `/v1/call/${encodeURIComponent(t.server)}/${encodeURIComponent(t.tool)}?wait=${this.waitS}`,
         { body: { arguments: args ?? {}, session: ctx.sessionID }, timeoutMs: (this.waitS + 30) * 1000 })
       const said: string[] = [] // what the person answered on the way, for the agent
+      const asked = new Set<string>() // the person's questions mcpx's own dialog put to them during this call
+      const told = async () => [...said, ...await this.answered([...asked])]
       for (;;) {
-        if (r.status === 200 && r.body?.result) return [...said, resultText(r.body.result)].join("\n\n")
-        if (r.status === 200) return [...said, this.ended(r.body)].join("\n\n") // the task document: it failed, or was cancelled
-        if (r.status !== 202) return [...said, `mcpx: ${t.server}.${t.tool} failed: ${clip(problem(r).message, 1000)}`].join("\n\n")
+        if (r.status === 200 && r.body?.result) return [...await told(), resultText(r.body.result)].join("\n\n")
+        if (r.status === 200) return [...await told(), this.ended(r.body)].join("\n\n") // the task document: it failed, or was cancelled
+        if (r.status !== 202) return [...await told(), `mcpx: ${t.server}.${t.tool} failed: ${clip(problem(r).message, 1000)}`].join("\n\n")
         const waiting = r.body as Waiting
         const questions = await this.rendered(waiting.elicitations.map((q) => q.id))
         const dialogs = ctx.abort.aborted ? false : await this.opts.dialogs(ctx.sessionID)
+        const persons = questions.filter((q) => q.audience === "human")
+        const inDialog = dialogs && persons.length === questions.length && persons.length > 0 &&
+          persons.every((q) => this.opts.inDialog(q))
         const confirm = questions.find((q) => q.audience === "human" && (q.render.dialog === "confirm" || q.render.dialog === "url"))
-        if (confirm && dialogs && questions.every((q) => q.audience === "human")) {
+        if (inDialog) {
+          persons.forEach((q) => asked.add(q.id)) // the call waits while the person answers in mcpx's dialog
+        } else if (confirm && dialogs && questions.every((q) => q.audience === "human")) {
           const outcome = await this.ask.confirm(confirm, ctx)
           said.push(outcome.text)
-          if (!outcome.recorded) return [...said, this.early(t, waiting.task, questions, ctx.sessionID, false)].join("\n\n")
+          if (!outcome.recorded) return [...await told(), this.early(t, waiting.task, questions, ctx.sessionID, false)].join("\n\n")
         } else if (waiting.status === "input-required" && questions.length) {
-          return [...said, this.early(t, waiting.task, questions, ctx.sessionID, dialogs)].join("\n\n")
+          return [...await told(), this.early(t, waiting.task, questions, ctx.sessionID, dialogs)].join("\n\n")
         }
-        if (ctx.abort.aborted) return [...said, this.later(waiting.task)].join("\n\n")
+        if (ctx.abort.aborted) return [...await told(), this.later(waiting.task)].join("\n\n")
         r = await this.daemon.request("GET", `/v1/tasks/${encodeURIComponent(waiting.task)}/result?wake=question&timeout=${this.waitS}`,
           { timeoutMs: (this.waitS + 30) * 1000 })
       }
@@ -90,10 +105,24 @@ export class CallRunner {
     }
   }
 
+  /** What became of the questions the person was asked in mcpx's dialog, in the daemon's words: when they were
+   * shown it (as the daemon recorded it), and how it ended. */
+  private async answered(ids: string[]): Promise<string[]> {
+    const out: string[] = []
+    for (const id of ids) {
+      const r = await this.daemon.question(id, this.prefix, { shownAt: this.opts.shownAt(id), shownIn: this.opts.shownIn(id) })
+      if (r.status !== 200) continue
+      const q = r.body.elicitation
+      const head = `Question ${id} (${q.render.server} asked the person)`
+      out.push(`${head}: ${q.render.shown ?? "it was not shown to them in opencode"}. ${q.render.status ?? `${id} still waits.`}`)
+    }
+    return out
+  }
+
   private async rendered(ids: string[]): Promise<Question[]> {
     const out: Question[] = []
     for (const id of ids) {
-      const r = await this.daemon.question(id, this.prefix, { shownAt: this.opts.shownAt(id) })
+      const r = await this.daemon.question(id, this.prefix, { shownAt: this.opts.shownAt(id), shownIn: this.opts.shownIn(id) })
       if (r.status === 200 && r.body.elicitation.state === "pending") out.push(r.body.elicitation)
     }
     return out

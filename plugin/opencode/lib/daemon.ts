@@ -48,9 +48,38 @@ export function problem(reply: Reply): { code: string; message: string; fields?:
 
 /** A question's rendering: every text, call and dialog the plugin shows, as the daemon renders it
  * (sidecar/mcpx/rendering.py and dialogs.py). The plugin shows these as given. */
-export type Texts = { notify: string; ask: string }
+export type Texts = { notify: string; ask: string; dialog?: string }
 export type DialogKind = "confirm" | "url" | "question" | "terminal"
 export type QuestionPrompt = { question: string; header: string; options: { label: string; description: string }[]; multiple?: boolean }
+/** One field of a question's own dialog (render.form): its kind, words, hint, choices and start value are the
+ * daemon's (sidecar/mcpx/forms.py); the dialog sends back entries (text, choice tokens, "true"/"false"). */
+export type FormField = {
+  name: string
+  label: string
+  description?: string
+  kind: "text" | "number" | "integer" | "boolean" | "choice" | "choices" | "secret"
+  required: boolean
+  hint: string
+  placeholder?: string
+  value?: string | string[]
+  options?: { token: string; label: string }[]
+}
+
+/** A question as its own dialog draws it (render.form). */
+export type DialogForm = {
+  title: string
+  asker: string
+  message: string[]
+  why: string
+  expiresAt: string
+  clock: string
+  url?: { url: string; domain: string; warning?: string }
+  fields: FormField[]
+  confirm?: Record<string, unknown>
+  acceptMeans: string
+  toast: string // the question in a few words, for a notification
+}
+
 export type Render = {
   dialog: DialogKind // confirm and url: the permission dialog; question: the question dialog; terminal: none (credentials)
   server: string // who asks, as one safe line
@@ -66,9 +95,12 @@ export type Render = {
   status?: string // what became of it, once it is no longer pending
   toast: { title: string; message: string; variant: "warning" } // the person's notification in opencode's TUI
   note?: string // for an output that shows the person's question already: whether it was shown to them, where they answer
+  shown?: string // with shownAt: the sentence saying when and how the person was shown it
   withheld: string // what stands for a person's question at the levels that show them nothing (off, auto)
   permission?: { title: string; pattern: string; message: string; fields: string[]; content?: Record<string, unknown> }
   questions?: QuestionPrompt[] // the question tool's exact arguments
+  form: DialogForm // the question's own dialog (the TUI plugin's)
+  line: string // one line for the terminal opencode run writes to: who asks what, until when, where to answer
 }
 
 export type Question = {
@@ -96,6 +128,8 @@ export type Question = {
 function rendered(prefix: string): string {
   return `render=true&toolPrefix=${encodeURIComponent(prefix)}`
 }
+
+export type ShownIn = "dialog" | "toast"
 
 export type Answer = { id: string; action: "accept" | "decline" | "cancel"; content?: Record<string, unknown>; by: string; at: string; reason?: string }
 
@@ -181,9 +215,10 @@ export class Daemon {
 
   /** One question, rendered; `where`: how many of the person's questions wait (the toast counts them) and when the
    * plugin showed it to the person, if it did (the texts for the agent say so). */
-  question(id: string, prefix = "", where: { waiting?: number; shownAt?: Date } = {}): Promise<Reply<{ elicitation: Question; answer: Answer | null }>> {
+  question(id: string, prefix = "", where: { waiting?: number; shownAt?: Date; shownIn?: ShownIn } = {}): Promise<Reply<{ elicitation: Question; answer: Answer | null }>> {
     const extra = (where.waiting ? `&waiting=${where.waiting}` : "") +
-      (where.shownAt ? `&shownAt=${encodeURIComponent(where.shownAt.toISOString())}` : "")
+      (where.shownAt ? `&shownAt=${encodeURIComponent(where.shownAt.toISOString())}` : "") +
+      (where.shownAt && where.shownIn ? `&shownIn=${where.shownIn}` : "")
     return this.request("GET", `/v1/elicit/${encodeURIComponent(id)}?${rendered(prefix)}${extra}`)
   }
 
@@ -225,11 +260,26 @@ export class Daemon {
   }
 
   /** Record the person's answer, as person:opencode, from the session it belongs to. `replies`: what they
-   * picked or typed in each prompt of the question dialog, which the daemon turns into content. */
+   * picked or typed in each prompt of the question dialog; `form`: the entries of the question's own dialog; the
+   * daemon turns either into content. */
   answer(id: string, action: "accept" | "decline" | "cancel", session: string,
-    body: { content?: Record<string, unknown>; reason?: string; replies?: string[][] } = {}): Promise<Reply> {
+    body: { content?: Record<string, unknown>; reason?: string; replies?: string[][]; form?: Record<string, string | string[]> } = {}): Promise<Reply> {
     return this.request("POST", `/v1/elicit/${encodeURIComponent(id)}/${action}`, {
       body, headers: { "X-Mcpx-Answerer": ANSWERER, "X-Mcpx-Session": session },
+    })
+  }
+
+  /** Say the question is in front of the person now (elicit.shown, audited): its dialog opened in opencode. */
+  shown(id: string, how: ShownIn = "dialog"): Promise<Reply> {
+    return this.request("POST", `/v1/elicit/${encodeURIComponent(id)}/shown`, {
+      body: { where: "opencode", how }, headers: { "X-Mcpx-Answerer": ANSWERER },
+    })
+  }
+
+  /** The person's yes or no to opening a url-mode question's page (elicit.consent, audited). */
+  consent(id: string, open: boolean): Promise<Reply> {
+    return this.request("POST", `/v1/elicit/${encodeURIComponent(id)}/consent`, {
+      body: { open }, headers: { "X-Mcpx-Answerer": ANSWERER },
     })
   }
 

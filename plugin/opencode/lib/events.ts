@@ -8,7 +8,7 @@ import type { ClientRequest } from "node:http"
 import type { Daemon } from "./daemon.js"
 
 /** An audit record as the daemon sends it: its seq is the event's id. */
-export type DaemonEvent = { seq: number; kind: string; elicit?: string; session?: string; data?: Record<string, any> }
+export type DaemonEvent = { seq: number; at?: string; kind: string; elicit?: string; session?: string; data?: Record<string, any> }
 export type Listener = (event: DaemonEvent) => void
 
 export type FollowOptions = {
@@ -20,6 +20,7 @@ export type FollowOptions = {
 
 export class EventFollower {
   private listeners = new Set<Listener>()
+  private connectListeners = new Set<() => void>()
   private last: number | undefined
   private req: ClientRequest | undefined
   private timer: NodeJS.Timeout | undefined
@@ -42,6 +43,14 @@ export class EventFollower {
     return () => this.listeners.delete(listener)
   }
 
+  /** Called each time the stream opens (again): what opened while it was down comes by replay, except before the
+   * first open, which replays nothing — a listener that needs the state then reads it. */
+  onConnect(listener: () => void): () => void {
+    this.connectListeners.add(listener)
+    if (this.state.connected) listener()
+    return () => this.connectListeners.delete(listener)
+  }
+
   stop(): void {
     this.stopped = true
     if (this.timer) clearTimeout(this.timer)
@@ -60,6 +69,13 @@ export class EventFollower {
           this.state.connected = true
           this.state.connects += 1
           this.backoffMs = this.opts.minBackoffMs
+          for (const listener of this.connectListeners) {
+            try {
+              listener()
+            } catch (error) {
+              console.error(`[mcpx plugin] a connect listener failed: ${String((error as Error)?.stack ?? error)}`)
+            }
+          }
         } else {
           this.state.lastError = `the daemon answered ${status}`
           this.req?.destroy()

@@ -3,7 +3,7 @@
 // announcements (at level ask, with the call that opens the person's dialog). The texts are the
 // daemon's rendering of each question, for the plugin's level.
 
-import { Daemon, NoDaemon, type Question } from "./daemon.js"
+import { Daemon, NoDaemon, type Question, type ShownIn } from "./daemon.js"
 import type { Level } from "./level.js"
 import { block, noDaemonText } from "./messages.js"
 import { append, ownIds } from "./output.js"
@@ -15,15 +15,17 @@ export class Notifier {
   private notices = new Map<string, string[]>()
   private saidNoDaemon = new Set<string>()
 
-  /** `shownAt`: when the person was shown a question in opencode (a toast, a dialog), if they were. */
+  /** `shown`: when and how the person was shown a question in opencode (a toast, its own dialog), if they were;
+   * `inDialog`: mcpx's own dialog puts it in front of them (the TUI part runs here, or its dialog opened). */
   constructor(private readonly daemon: Daemon, private readonly prefix: string,
-    private readonly shownAt: (id: string) => Date | undefined = () => undefined) {}
+    private readonly shown_: (id: string) => { at: Date; how: ShownIn } | undefined = () => undefined,
+    private readonly inDialog: (id: string, session: string) => boolean = () => false) {}
 
   /** The person's question as the daemon renders it for the agent: saying it was shown to the person when it was. */
   private async told(q: Question): Promise<Question> {
-    const at = this.shownAt(q.id)
-    if (!at) return q
-    const r = await this.daemon.question(q.id, this.prefix, { shownAt: at })
+    const shown = this.shown_(q.id)
+    if (!shown) return q
+    const r = await this.daemon.question(q.id, this.prefix, { shownAt: shown.at, shownIn: shown.how })
     return r.status === 200 ? r.body.elicitation : q
   }
 
@@ -84,13 +86,14 @@ export class Notifier {
         continue
       }
       const key = `h:${q.id}`
-      const dialog = level === "ask" && r.dialog !== "terminal"
+      const mine = this.inDialog(q.id, q.session) // mcpx's own dialog shows it: nothing for the agent to open
+      const dialog = level === "ask" && r.dialog !== "terminal" && !mine
       if (!seen.has(key)) {
         seen.add(key)
         const told = (await this.told(q)).render
         // an escalated question is announced as the person's even though the decline's output names it
         if (!own.has(q.id) || q.escalated) {
-          shown.push(told.person![at])
+          shown.push(mine && told.person!.dialog ? told.person!.dialog : told.person![at])
           if (dialog) seen.add(`k:${q.id}`)
           continue
         }

@@ -21,3 +21,10 @@ export function injectSession(entry: string, input: { tool: string; sessionID: s
 export function shellEnv(input: { sessionID?: string }, output: { env: Record<string, string> }): void {
   if (input.sessionID) output.env.MCPX_SESSION_ID = input.sessionID
 }
+
+/** The session an opencode event is about: its sessionID, or the session it describes. */
+export function sessionOf(event: { type: string; properties?: any }): string | undefined {
+  const p = event.properties ?? {}
+  const id = p.sessionID ?? p.info?.sessionID ?? p.part?.sessionID ?? (event.type.startsWith("session.") ? p.info?.id : undefined)
+  return typeof id === "string" ? id : undefined
+}

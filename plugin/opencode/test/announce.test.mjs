@@ -3,7 +3,7 @@ import { after, before, test } from "node:test"
 
 import { Daemon } from "../dist/lib/daemon.js"
 import { EventFollower, follow, stopFollowing } from "../dist/lib/events.js"
-import { SCHEMAS, hooks, startDaemon, toastCatcher } from "./helpers.mjs"
+import { SCHEMAS, eventually, hooks, startDaemon, toastCatcher } from "./helpers.mjs"
 
 let d
 const records = [] // every record the process's one stream delivered, after the plugins' own listeners had it
@@ -26,17 +26,8 @@ async function handled(h, id) {
   await h.announcer.idle()
 }
 
-async function eventually(probe, what, ms = 20000) {
-  const end = Date.now() + ms
-  for (;;) {
-    const v = await probe()
-    if (v) return v
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
-test("a question for the person in a session of this opencode is toasted at once, loud, in the daemon's words", async () => {
+test("a question for the person that no dialog of mcpx's shows is toasted at once, loud, in the daemon's words", async () => {
   const t = toastCatcher()
   const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" }, {}, { show: t.show })
   await bind(h, "ses_t1")
@@ -46,10 +37,11 @@ test("a question for the person in a session of this opencode is toasted at once
   assert.ok(toast.at - opened < 1000, `toasted ${toast.at - opened} ms after the question opened`)
   assert.equal(toast.title, "● 1 question for you")
   assert.equal(toast.variant, "warning")
-  const [asks, by, answer] = toast.message.split("\n")
+  const [asks, by, where, answer] = toast.message.split("\n")
   assert.equal(asks, "git (via mcpx) asks: “Really delete branch main?”")
   assert.match(by, new RegExp(`^answer by \\d\\d:\\d\\d \\(${q.id}\\)$`))
-  assert.equal(answer, `from a terminal: mcpx elicit answer ${q.id} '{"confirm":true}'`)
+  assert.equal(where, "from a terminal:")
+  assert.equal(answer, `mcpx elicit answer ${q.id} '{"confirm":true}'`) // a line of its own: never wrapped inside the id
   assert.equal((await d.client.question(q.id, "mcpx_")).body.elicitation.render.toast.message, toast.message, "the daemon's words")
   assert.ok(h.announcer.shownAt(q.id) instanceof Date)
   // a second one waiting: the count
@@ -107,6 +99,58 @@ test("under `opencode run` nobody sees a toast: none is shown", async () => {
   await handled(h, q.id)
   assert.equal(t.toasts.length, 0)
   assert.equal(h.announcer.shownAt(q.id), undefined)
+})
+
+test("where mcpx's own dialog shows the person's questions, no toast stands in for it", async () => {
+  // the TUI part runs in this very process: it said so over the link
+  const t = toastCatcher()
+  const here = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "ask" }, {}, { show: t.show, tui: { present: true, open: () => {} } })
+  await bind(here, "ses_tui_here")
+  const q = await human("ses_tui_here")
+  await handled(here, q.id)
+  assert.equal(t.toasts.length, 0)
+  // a TUI attached from another process: once it showed a question of the session in its dialog (its elicit.shown
+  // says so), the session's next questions are left to it too
+  const u = toastCatcher()
+  const attached = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "ask" }, {}, { show: u.show })
+  await bind(attached, "ses_tui_there")
+  const first = await human("ses_tui_there")
+  await u.nth(1) // the first: nothing says yet that a dialog shows this session's questions
+  await d.client.request("POST", `/v1/elicit/${first.id}/shown`, { body: { where: "opencode", how: "dialog" } })
+  await eventually(() => attached.announcer.shownIn(first.id) === "dialog", "the dialog's record heard")
+  assert.ok(attached.announcer.shownAt(first.id) instanceof Date)
+  const next = await human("ses_tui_there", "Really delete branch dev?")
+  await handled(attached, next.id)
+  assert.equal(u.toasts.length, 1, "no toast for the next: the attached TUI's dialog shows it")
+})
+
+test("a toasted question that ends is replaced by a toast of its end: none claims it still waits", async () => {
+  const t = toastCatcher()
+  const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" }, {}, { show: t.show })
+  await bind(h, "ses_withdraw")
+  const q = await human("ses_withdraw")
+  await t.nth(1)
+  await d.client.request("POST", `/v1/elicit/${q.id}/accept`, { body: { content: { confirm: true } },
+    headers: { "X-Mcpx-Answerer": "person:cli" } })
+  const end = await t.nth(2)
+  assert.equal(end.title, "mcpx")
+  assert.equal(end.message, `${q.id} was answered (accept by person:cli); it no longer waits.`)
+  assert.ok(end.duration < 10000, "and it goes soon")
+})
+
+test("under `opencode run` the person at its terminal gets one line per question of theirs, on stderr", async () => {
+  const lines = []
+  const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" }, {},
+    { argv: ["bun", "/$bunfs/root/opencode", "run", "do it"], print: (line) => lines.push(line) })
+  await bind(h, "ses_run_line")
+  const q = await human("ses_run_line")
+  await handled(h, q.id)
+  await d.ask({ session: "ses_run_line", server: "s", message: "Pick a colour", requestedSchema: SCHEMAS.color }) // the agent's
+  await h.announcer.catchUp?.("ses_run_line")
+  assert.equal(lines.length, 1, lines.join("\n"))
+  assert.equal(lines[0], (await d.client.question(q.id)).body.elicitation.render.line)
+  assert.match(lines[0], new RegExp(`^mcpx: git \\(via mcpx\\) asks you: “Really delete branch main\\?” — answer by \\d\\d:\\d\\d \\(${q.id}\\) from a terminal: mcpx elicit answer ${q.id}`))
+  assert.equal(h.announcer.shownAt(q.id), undefined, "a line on a terminal is no proof anyone saw it")
 })
 
 test("the event stream is taken up again with Last-Event-ID: what opened meanwhile is not missed, nor seen twice", async () => {

@@ -2,9 +2,9 @@ import assert from "node:assert/strict"
 import { join } from "node:path"
 import { after, before, test } from "node:test"
 
-import { serveOwnToolsOnly } from "../dist/index.js"
+import { createHooks, serveOwnToolsOnly } from "../dist/index.js"
 import { stopFollowing } from "../dist/lib/events.js"
-import { ROOT, hooks, startDaemon, toolContext } from "./helpers.mjs"
+import { ROOT, SCHEMAS, hooks, startDaemon, toolContext } from "./helpers.mjs"
 
 const PY = join(ROOT, ".venv", "bin", "python")
 const sdk = { command: PY, args: [join(ROOT, "tests", "peers", "sdk_server.py")] }
@@ -145,4 +145,92 @@ test("a level changed from ask while opencode runs: the plugin's copies open no 
   assert.match(out, /they answer from a terminal: mcpx elicit answer/)
   assert.equal((await d.get(id)).answer, null)
   await d.client.request("POST", `/v1/elicit/${id}/decline`, { body: {} })
+})
+
+/** Plays mcpx's dialog in the TUI part: the session's next pending question, shown (elicit.shown), then answered. */
+async function answerInDialog(session, action, body = {}) {
+  let q
+  for (const end = Date.now() + 30000; !q; await new Promise((r) => setTimeout(r, 50))) {
+    if (Date.now() > end) throw new Error(`no question in ${session}`)
+    q = (await d.client.pending(session))[0]
+  }
+  await d.client.shown(q.id)
+  const r = await d.client.answer(q.id, action, session, body)
+  assert.equal(r.status, 200, JSON.stringify(r.body))
+  return q
+}
+
+test("with mcpx's own dialog here, the call waits for the person's answer there: no permission dialog, then the result", async () => {
+  const h = await askHooks("ask", { tui: { present: true, open: () => {} } })
+  const { ctx, seen } = toolContext("ses_c7", async () => { throw new Error("no permission dialog may open") })
+  const running = call(h, "mcpx_sdk_delete_branch", {}, ctx)
+  const q = await answerInDialog("ses_c7", "accept", { content: { confirm: true } })
+  const out = await running
+  assert.equal(seen.asked.length, 0)
+  assert.match(out, new RegExp(`^Question ${q.id} \\(sdk asked the person\\): It was shown to the person in opencode's dialog at \\d\\d:\\d\\d\\. ${q.id} is answered \\(accept by person:opencode at \\S+\\)\\.\\n\\n`))
+  assert.ok(out.endsWith('{"action": "accept", "data": {"confirm": true}}'), out)
+  // a credential too: its value goes from the dialog to the daemon, and the call's output never names it
+  const { ctx: ctx2 } = toolContext("ses_c8", async () => { throw new Error("no permission dialog may open") })
+  const token = call(h, "mcpx_sdk_use_token", {}, ctx2)
+  await answerInDialog("ses_c8", "decline", { reason: "not here" })
+  assert.ok((await token).endsWith('{"action": "decline", "token_length": null, "token_echo": null}'))
+})
+
+test("a TUI attached from elsewhere that showed the session's questions in its dialog is trusted the same way", async () => {
+  const h = await askHooks("ask")
+  await h["tool.execute.before"]({ tool: "bash", sessionID: "ses_c9", callID: "c0" }, { args: {} }) // the session is this opencode's
+  const earlier = await d.ask({ session: "ses_c9", server: "git", message: "Delete dev?", requestedSchema: SCHEMAS.confirm })
+  await d.client.shown(earlier.id) // the attached TUI put it in its dialog
+  await d.client.request("POST", `/v1/elicit/${earlier.id}/cancel`, { body: {} })
+  for (const end = Date.now() + 20000; h.announcer.shownIn(earlier.id) !== "dialog"; await new Promise((r) => setTimeout(r, 25))) {
+    if (Date.now() > end) throw new Error("the dialog's record was not heard")
+  }
+  const { ctx, seen } = toolContext("ses_c9", async () => { throw new Error("no permission dialog may open") })
+  const running = call(h, "mcpx_sdk_delete_branch", {}, ctx)
+  await answerInDialog("ses_c9", "decline", { reason: "not main" })
+  const out = await running
+  assert.equal(seen.asked.length, 0)
+  assert.ok(out.endsWith('{"action": "decline", "data": null}'), out)
+})
+
+test("a permission dialog is closed with once, never reject: opencode rejects every other one of the session with it", async () => {
+  const replies = []
+  const client = { postSessionIdPermissionsPermissionId: async (req) => { replies.push(req); return { data: true } } }
+  const h = createHooks({ directory: ROOT, client }, {}, { ...d.env, MCPX_PLUGIN_ELICIT: "ask" },
+    { tui: { present: false, open: () => {} } })
+  await h.ready
+  let id
+  const { ctx } = toolContext("ses_c10", (input) => {
+    id = input.metadata.id
+    void h.event({ event: { type: "permission.asked", properties: { id: "per_2", sessionID: "ses_c10", permission: "mcpx_elicit", metadata: input.metadata } } })
+      .then(() => d.client.request("POST", `/v1/elicit/${id}/accept`, { body: { content: { confirm: true } }, headers: { "X-Mcpx-Answerer": "person:cli" } }))
+    return new Promise(() => {})
+  })
+  await call(h, "mcpx_sdk_delete_branch", {}, ctx)
+  assert.deepEqual(replies, [{ path: { id: "ses_c10", permissionID: "per_2" }, body: { response: "once" } }])
+})
+
+test("a dialog rejected because the session was interrupted records nothing: the person answered nothing", async () => {
+  const h = await askHooks()
+  const aborting = new AbortController()
+  const { ctx } = toolContext("ses_c11", async () => {
+    aborting.abort() // the person pressed Esc on the session: opencode rejects its pending dialogs
+    throw rejected()
+  })
+  ctx.abort = aborting.signal
+  const out = await call(h, "mcpx_sdk_delete_branch", {}, ctx)
+  const id = /(elc-[0-9a-f]{16})/.exec(out)[1]
+  assert.match(out, /The call was interrupted while elc-[0-9a-f]{16}'s dialog was open; nothing was recorded\./)
+  assert.equal((await d.get(id)).elicitation.state, "pending")
+  await d.client.request("POST", `/v1/elicit/${id}/cancel`, { body: {} })
+})
+
+test("the plugin's own tools carry no session argument; the MCP entry's calls do (opencode passes none)", async () => {
+  const h = await askHooks()
+  const own = { args: { x: 1 } }
+  await h["tool.execute.before"]({ tool: "mcpx_sdk_delete_branch", sessionID: "ses_c12", callID: "c" }, own)
+  assert.deepEqual(own.args, { x: 1 }, "nothing of mcpx's in what the person sees of the call")
+  const entry = { args: {} }
+  await h["tool.execute.before"]({ tool: "mcpx_mcpx_elicit_list", sessionID: "ses_c12", callID: "c" }, entry)
+  assert.deepEqual(entry.args, { _mcpx_session: "ses_c12" })
 })

@@ -65,8 +65,9 @@ export async function startDaemon(config = { servers: {} }, { listen } = {}) {
   }
 }
 
+/** The plugin's hooks, as opencode gets them; no test has the TUI part in its process unless it says so (seams.tui). */
 export function hooks(env, options = {}, seams = {}) {
-  return createHooks({ directory: process.cwd() }, options, env, seams)
+  return createHooks({ directory: process.cwd() }, options, env, { tui: { present: false, open: () => {} }, ...seams })
 }
 
 /** opencode's toast, as the plugin's client would show it: each toast kept, taken (or not) as `took` says. */
@@ -125,4 +126,15 @@ export const SCHEMAS = {
       color: { type: "string", enum: ["red", "green"], default: "red" }, notify: { type: "boolean", default: true },
     },
   },
+}
+
+/** Wait for `probe` to hold (a state seen through an API, or a value), bounded; its value. */
+export async function eventually(probe, what, ms = 20000, everyMs = 25) {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await probe()
+    if (v) return v
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, everyMs))
+  }
 }
