@@ -26,10 +26,11 @@ def checkout() -> Path:
     return Path(mcpx.__file__).resolve().parents[2]
 
 
-def plugin_file() -> Path:
+def plugin_dir() -> Path:
+    """The plugin, built: its server part (index.js), its TUI part (tui.js) and package.json naming both."""
     if (root := packaged()) is not None:
-        return root / "opencode" / "index.js"
-    return checkout() / "plugin" / "opencode" / "dist" / "index.js"
+        return root / "opencode"
+    return checkout() / "plugin" / "opencode" / "dist"
 
 
 def skill_dir() -> Path:

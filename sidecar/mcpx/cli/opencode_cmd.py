@@ -1,13 +1,9 @@
-"""`mcpx opencode install|import`: mcpx, its plugin and its skill in opencode's config (docs/opencode.md).
+"""`mcpx opencode install|import|plugin-dir`: mcpx in opencode (docs/opencode.md).
 
-`install` merges three things into opencode's config, keeping every other setting: the MCP entry that
-runs `mcpx serve`, the plugin (plugin/opencode/dist), and the skill (skills/mcpx-elicitation, by
-`skills.paths`). Running it twice changes nothing; `--uninstall` removes exactly those three.
-`import` moves the MCP servers already in opencode's config behind mcpx (into mcpx's config), so
-their questions reach the right party.
-
-opencode's config files are written as plain JSON. A file with comments is refused rather than
-rewritten without them.
+`install` (cli/opencode_install.py) puts the MCP entry that runs `mcpx serve`, the plugin's two parts and the
+skill where opencode finds them. `import` moves the MCP servers already in opencode's config behind mcpx (into
+mcpx's config), so their questions reach the right party. `plugin-dir` prints where this mcpx's plugin is: the
+entry points install writes load it from there.
 """
 
 from __future__ import annotations
@@ -22,192 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcpx import jsonc
-from mcpx.assets import missing_hint, plugin_file, skill_dir
+from mcpx.assets import missing_hint, plugin_dir
 from mcpx.cli.common import add_json_flag, emit_json
+from mcpx.cli.opencode_files import OpencodeError, opencode_config, read_json, write_json
+from mcpx.cli.opencode_install import DEFAULT_ENTRY, install, is_mcpx_entry
 from mcpx.upstream.environment import INHERITED, references
 from mcpx.upstream.environment import inherited as environment_inherited
-
-SCHEMA_URL = "https://opencode.ai/config.json"
-DEFAULT_ENTRY = "mcpx"
-
-
-class OpencodeError(Exception):
-    """Something the person must fix; the message names the file and what to do."""
-
-
-# ---- where things are
-
-
-def serve_command() -> list[str]:
-    """`mcpx serve` from this very installation: its console script, else this Python with -m mcpx."""
-    script = Path(sys.executable).parent / "mcpx"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script), "serve"]
-    return [sys.executable, "-m", "mcpx", "serve"]
-
-
-def global_config_dir() -> Path:
-    """opencode's own config directory: OPENCODE_CONFIG_DIR when set (opencode loads it for every project),
-    else $XDG_CONFIG_HOME/opencode, else ~/.config/opencode."""
-    if explicit := os.environ.get("OPENCODE_CONFIG_DIR"):
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".config") / "opencode"
-
-
-def opencode_config(global_: bool, cwd: Path | None = None) -> Path:
-    """The file opencode's own `opencode mcp add` would edit: the first that exists, else opencode.json."""
-    if global_:
-        base = global_config_dir()
-        candidates = [base / "opencode.json", base / "opencode.jsonc"]
-    else:
-        base = (cwd or Path.cwd()).resolve()
-        candidates = [base / "opencode.json", base / "opencode.jsonc", base / ".opencode" / "opencode.json",
-                      base / ".opencode" / "opencode.jsonc"]
-    return next((c for c in candidates if c.is_file()), candidates[0])
 
 
 def mcpx_config(cwd: Path | None = None) -> Path:
     if explicit := os.environ.get("MCPX_CONFIG"):
         return Path(explicit).expanduser()
     return (cwd or Path.cwd()).resolve() / ".mcpx" / "config.json"
-
-
-# ---- reading and writing comment-free JSON
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    text = path.read_text(encoding="utf-8")
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            jsonc.loads(text)
-        except (ValueError, json.JSONDecodeError) as exc:
-            raise OpencodeError(f"{path}: not valid JSON ({exc}); fix it first") from None
-        raise OpencodeError(f"{path} has comments or trailing commas; mcpx writes plain JSON and would lose them. "
-                            "Remove them, or add the entries by hand (see docs/opencode.md)") from None
-    if not isinstance(data, dict):
-        raise OpencodeError(f"{path}: the top level must be a JSON object")
-    return data
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-# ---- what install adds
-
-
-def is_mcpx_entry(entry: Any) -> bool:
-    """An MCP entry that runs `mcpx serve` (as install writes it, from any installation)."""
-    if not isinstance(entry, dict) or entry.get("type", "local") != "local":
-        return False
-    command = entry.get("command")
-    if not isinstance(command, list) or len(command) < 2 or command[-1] != "serve":
-        return False
-    head = [str(c) for c in command[:-1]]
-    return Path(head[0]).name == "mcpx" or head[-2:] == ["-m", "mcpx"]
-
-
-def _plugin_spec_of(item: Any) -> str | None:
-    if isinstance(item, str):
-        return item
-    if isinstance(item, list) and item and isinstance(item[0], str):
-        return item[0]
-    return None
-
-
-@dataclass
-class Wanted:
-    entry: str
-    command: list[str]
-    plugin: str
-    skill: str
-
-    @property
-    def mcp(self) -> dict[str, Any]:
-        # MCPX_TOOL_PREFIX: opencode shows mcpx's tools as <entry>_<tool>, and mcpx's texts name them so
-        return {"type": "local", "command": self.command, "enabled": True,
-                "environment": {"MCPX_TOOL_PREFIX": f"{self.entry}_"}}
-
-    @property
-    def plugin_item(self) -> Any:
-        return self.plugin if self.entry == DEFAULT_ENTRY else [self.plugin, {"entry": self.entry}]
-
-
-def wanted(entry: str) -> Wanted:
-    return Wanted(entry, serve_command(), plugin_file().as_uri(), str(skill_dir()))
-
-
-def merged(data: dict[str, Any], want: Wanted) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(json.dumps(data))  # a deep copy, keys in their order
-    if not out:
-        out["$schema"] = SCHEMA_URL
-    mcp = out.get("mcp")
-    if mcp is None:
-        mcp = out["mcp"] = {}
-    elif not isinstance(mcp, dict):
-        raise OpencodeError("'mcp' in opencode's config is not an object; fix it first")
-    mcp[want.entry] = want.mcp
-    plugins = out.get("plugin")
-    if plugins is None:
-        plugins = out["plugin"] = []
-    elif not isinstance(plugins, list):
-        raise OpencodeError("'plugin' in opencode's config is not a list; fix it first")
-    ours = [p for p in plugins if _plugin_spec_of(p) == want.plugin]
-    if ours != [want.plugin_item]:  # missing, with other options, or twice: once, as wanted, at the end
-        out["plugin"] = [p for p in plugins if _plugin_spec_of(p) != want.plugin] + [want.plugin_item]
-    skills = out.get("skills")
-    if skills is None:
-        skills = out["skills"] = {}
-    elif not isinstance(skills, dict):
-        raise OpencodeError("'skills' in opencode's config is not an object; fix it first")
-    paths = skills.get("paths")
-    if paths is None:
-        paths = skills["paths"] = []
-    elif not isinstance(paths, list):
-        raise OpencodeError("'skills.paths' in opencode's config is not a list; fix it first")
-    if want.skill not in paths:
-        paths.append(want.skill)
-    return out
-
-
-def removed(data: dict[str, Any], want: Wanted) -> tuple[dict[str, Any], list[str]]:
-    out: dict[str, Any] = json.loads(json.dumps(data))
-    gone: list[str] = []
-    mcp = out.get("mcp")
-    if isinstance(mcp, dict) and is_mcpx_entry(mcp.get(want.entry)):
-        del mcp[want.entry]
-        gone.append(f"mcp.{want.entry}")
-        if not mcp:
-            del out["mcp"]
-    plugins = out.get("plugin")
-    if isinstance(plugins, list):
-        kept = [p for p in plugins if _plugin_spec_of(p) != want.plugin]
-        if len(kept) != len(plugins):
-            gone.append("plugin")
-            if kept:
-                out["plugin"] = kept
-            else:
-                del out["plugin"]
-    skills = out.get("skills")
-    if isinstance(skills, dict) and isinstance(skills.get("paths"), list) and want.skill in skills["paths"]:
-        skills["paths"] = [p for p in skills["paths"] if p != want.skill]
-        gone.append("skills.paths")
-        if not skills["paths"]:
-            del skills["paths"]
-        if not skills:
-            del out["skills"]
-    return out, gone
 
 
 # ---- the commands
@@ -217,7 +39,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     oc = sub.add_parser("opencode", help="mcpx in opencode: install the MCP entry, plugin and skill; import servers")
     osub = oc.add_subparsers(dest="opencode_cmd", required=True, metavar="COMMAND")
 
-    p = osub.add_parser("install", help="add mcpx serve, the plugin and the skill to opencode.json (or --global)")
+    p = osub.add_parser("install", help="add mcpx serve, the plugin and the skill to opencode's config: opencode.json "
+                      "and tui.json of this project (or --global)")
     p.add_argument("--global", dest="global_", action="store_true",
                    help="opencode's global config ($OPENCODE_CONFIG_DIR, else ~/.config/opencode/opencode.json)")
     p.add_argument("--uninstall", action="store_true", help="remove exactly what install adds")
@@ -226,11 +49,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_json_flag(p)
     p.set_defaults(func=_guard(install))
 
+    p = osub.add_parser("plugin-dir", help="where this mcpx's opencode plugin is (the entry points install writes "
+                                           "load it from there)")
+    p.set_defaults(func=plugin_dir_cmd)
+
     p = osub.add_parser("import", help="move the MCP servers in opencode.json behind mcpx (into mcpx's config)")
     p.add_argument("--global", dest="global_", action="store_true", help="import from opencode's global config")
     p.add_argument("--entry", default=DEFAULT_ENTRY, metavar="NAME", help="mcpx's own MCP entry, which stays")
     add_json_flag(p)
     p.set_defaults(func=_guard(import_servers))
+
+
+def plugin_dir_cmd(_args: argparse.Namespace) -> int:
+    path = plugin_dir()
+    if not (path / "index.js").is_file():
+        print(f"mcpx: no opencode plugin at {path}: {missing_hint()}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
 
 
 def _guard(body: Any) -> Any:
@@ -244,52 +80,6 @@ def _guard(body: Any) -> Any:
                 print(f"mcpx opencode: {exc}", file=sys.stderr)
             return 1
     return runner
-
-
-def install(args: argparse.Namespace) -> int:
-    path = opencode_config(args.global_)
-    want = wanted(args.entry)
-    before = read_json(path)
-    if args.uninstall:
-        after, gone = removed(before, want)
-        changed = after != before
-        deleted = False
-        if changed:
-            if set(after) <= {"$schema"} and after.get("$schema", SCHEMA_URL) == SCHEMA_URL:
-                path.unlink()  # nothing left but what install wrote into a new file
-                deleted = True
-            else:
-                write_json(path, after)
-        if args.json:
-            emit_json({"action": "uninstall", "config": str(path), "changed": changed, "removed": gone,
-                       "deleted": deleted})
-        elif changed:
-            print(f"mcpx: removed {', '.join(gone)} from {path}" + (" (and the file, now empty)" if deleted else ""))
-        else:
-            print(f"mcpx: nothing of mcpx's in {path}; nothing changed")
-        return 0
-    missing = [str(p) for p in (plugin_file(), skill_dir() / "SKILL.md") if not p.exists()]
-    if missing:
-        raise OpencodeError(f"{', '.join(missing)} not found: {missing_hint()}")
-    after = merged(before, want)
-    changed = after != before
-    if changed:
-        write_json(path, after)
-    report = {"action": "install", "config": str(path), "changed": changed,
-              "mcp": {want.entry: want.mcp}, "plugin": want.plugin_item, "skill": want.skill}
-    if args.json:
-        emit_json(report)
-        return 0
-    if not changed:
-        print(f"mcpx: already installed in {path}; nothing changed")
-        return 0
-    print(f"mcpx: installed into {path}")
-    print(f"  mcp.{want.entry:<11} {' '.join(want.command)}")
-    print(f"  plugin          {want.plugin}" + (f" (entry {want.entry})" if want.entry != DEFAULT_ENTRY else ""))
-    print(f"  skills.paths    {want.skill}")
-    print("Restart opencode to load them. Servers already in opencode's config can move behind mcpx with "
-          "`mcpx opencode import`.")
-    return 0
 
 
 @dataclass
