@@ -314,7 +314,7 @@ def test_notify_the_person_hears_at_once_in_a_toast_and_the_agent_is_told_so(wor
     eid, _, toast = check_toast(world, notify, "toast_notify")
     assert toast["title"] == "● 1 question for you" and toast["variant"] == "warning"
     assert toast["message"].startswith("sdk (via mcpx) asks: “Really delete branch main?”\nanswer by ")
-    assert f"from a terminal: mcpx elicit answer {eid} " in toast["message"]
+    assert f"\nfrom a terminal:\nmcpx elicit answer {eid} " in toast["message"]  # the command on a line of its own
     requests = wait_turns(world, "toast_notify", 2)
     early = turn(requests, 1).last_tool_result()
     assert "It waits for them; do not answer it." in early and "put to them" not in early
@@ -377,17 +377,23 @@ def test_opencode_run_opens_no_dialog_and_records_nothing_even_at_ask(world: Wor
              lambda r: Say("done.")]
     marker = world.model.script("run_noask", steps)
     seed_plugin_dependency(home / ".config" / "opencode")
-    log = world.root / "opencode-run.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([str(world.binary), "run", "--print-logs", f"{marker} do the task"], cwd=project,
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
+    log, said = world.root / "opencode-run.log", world.root / "opencode-run.err"
+    with log.open("wb") as out, said.open("wb") as err:
+        proc = subprocess.Popen([str(world.binary), "run", f"{marker} do the task"], cwd=project,
+                                env=env, stdout=out, stderr=err)
         try:
             proc.wait(timeout=240)
         finally:
             stop_process(proc)
-    assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]
+    assert proc.returncode == 0, log.read_text(errors="replace")[-3000:] + said.read_text(errors="replace")[-3000:]
     requests = wait_turns(world, "run_noask", 3)
     eid = first_id(turn(requests, 1))
+    # the person at the terminal `opencode run` writes to is told, in one line on stderr, who asks what until when
+    # and where to answer it (its transcript, on stdout, is the model's)
+    line = next((x for x in said.read_text(errors="replace").splitlines() if eid in x), "")
+    assert line.startswith("mcpx: sdk (via mcpx) asks you: “Really delete branch main?” — answer by "), \
+        said.read_text(errors="replace")[-3000:]
+    assert f"({eid}) from a terminal: mcpx elicit answer {eid} " in line, line
     early = turn(requests, 1).last_tool_result()
     assert "It has not been shown to the person in opencode: tell them it waits" in early, early
     asked = turn(requests, 2).last_tool_result()

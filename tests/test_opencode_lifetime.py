@@ -1,7 +1,8 @@
-"""The daemon outlives opencode, with the real opencode 1.18.33: its MCP entry (`mcpx serve`, installed by
-`mcpx opencode install`) starts the daemon; a call's question is open when opencode disposes its instance
-(stopping its MCP servers and their descendants) and then stops; the person answers from a terminal, and the
-call completes with its result kept.
+"""The daemon outlives opencode, with the real opencode 1.18.33: no daemon runs when opencode starts, and the
+plugin (`mcpx daemon start`) or its MCP entry (`mcpx serve`), both installed by `mcpx opencode install`, starts
+one, detached; a call through the MCP entry has its question open when opencode disposes its instance (stopping
+its MCP servers and their descendants) and then stops; the person answers from a terminal, and the call
+completes with its result kept.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from gateway_helpers import stdio
-from harness import PATIENCE, base_env, read_log, stop_pid, wait_for_sync
+from harness import PATIENCE, base_env, child_pids, read_log, stop_pid, wait_for_sync
 from mcpx import processes
 from opencode.fake_model import Call, Say, ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode
@@ -54,7 +55,8 @@ def test_opencode_stopped_while_a_question_waits_then_answered_from_the_terminal
     model = ScriptedModel(tmp_path / "model-requests.jsonl").start()
     oc: Opencode | None = None
     try:
-        env = {**clean_env(tmp_path / "home"),
+        # notify: the servers' tools are the MCP entry's, so the call waits in opencode's `mcpx serve`
+        env = {**clean_env(tmp_path / "home"), "MCPX_PLUGIN_ELICIT": "notify",
                **{k: v for k, v in mcpx_env.items() if k.startswith(("MCPX_", "PYTHON"))}}
         project = make_project(tmp_path / "project", model.base_url, env)
         oc = Opencode(binary, project, tmp_path / "home", env).start()
@@ -65,10 +67,12 @@ def test_opencode_stopped_while_a_question_waits_then_answered_from_the_terminal
         daemon = recorded_pid(home)
         assert daemon is not None and question["session"] == session
 
-        serve = json.loads((home / "daemon.json").read_text())["origin"]["launcher"]["pid"]  # opencode's mcpx serve
+        assert oc.proc is not None
+        serve = [p for p in child_pids(oc.proc.pid) if b"serve" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert serve, "opencode runs its MCP entry, mcpx serve"
         oc.call("POST", "/instance/dispose")  # opencode stops its MCP servers and all they started
         oc.stop()
-        wait_for_sync(lambda: not processes.alive(serve), what="opencode's mcpx serve gone")
+        wait_for_sync(lambda: not any(processes.alive(p) for p in serve), what="opencode's mcpx serve gone")
         assert processes.alive(daemon), "the daemon stopped with opencode"
         if grace != "2s":  # the call was in flight when its client went: it goes on, and says so
             wait_for_sync(lambda: f"mcpx task result {question['task']}" in read_log(home),
@@ -82,7 +86,7 @@ def test_opencode_stopped_while_a_question_waits_then_answered_from_the_terminal
         assert json.loads(doc["result"]["content"][0]["text"]) == {"action": "accept", "data": {"repo": "person/later"}}
         shown = json.loads(cli(mcpx_env, "elicit", "show", question["id"], "--json").stdout)
         assert shown["answer"]["by"] == "person:cli" and shown["elicitation"]["state"] == "answered"
-        assert recorded_pid(home) == daemon  # the very daemon opencode's mcpx serve started
+        assert recorded_pid(home) == daemon  # the very daemon started when opencode did
     finally:
         if oc is not None:
             oc.stop()

@@ -1,11 +1,13 @@
 """mcpx from a package, not a checkout: `./dev wheel` builds a wheel that carries the opencode plugin, built,
 and the skill; pip installs it into a fresh venv, and `mcpx opencode install`, run where no Node is on PATH,
-writes what opencode loads — node imports the plugin, and the real opencode lists its tool."""
+writes what opencode loads — node imports the plugin through the project's entry point, the real opencode lists its
+tools, and a person's first try (no daemon, no config) gets mcpx's dialog in opencode's TUI."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,8 +20,9 @@ import pytest
 
 from conftest import loud_skip
 from harness import ROOT, stop_pid
-from opencode.fake_model import ScriptedModel
+from opencode.fake_model import Call, Say, ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode
+from opencode.tui import Tmux, flat
 
 # one wheel and one venv for the module (building and installing take most of a minute); opencode at the end runs
 # on the worker of the other opencode end-to-end tests
@@ -78,6 +81,10 @@ def test_the_wheel_carries_the_web_inbox_pages(installed: Installed) -> None:
     assert shown.returncode == 0 and "/inbox/static/inbox.css" in shown.stdout, shown.stderr
 
 
+def site_packages(installed: Installed) -> Path:
+    return next((installed.venv / "lib").glob("python3*/site-packages"))
+
+
 def test_opencode_install_from_the_wheel_where_node_is_not_on_path(installed: Installed, tmp_path: Path) -> None:
     assert shutil.which("node", path=installed.path) is None
     project = tmp_path / "project"
@@ -86,28 +93,50 @@ def test_opencode_install_from_the_wheel_where_node_is_not_on_path(installed: In
     done = subprocess.run([str(installed.mcpx), "opencode", "install", "--json"], cwd=project, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["machineSpecific"] is False and report["mcpxOnPath"] == str(installed.mcpx)
     config = json.loads((project / "opencode.json").read_text())
-    site = next((installed.venv / "lib").glob("python3*/site-packages"))
-    plugin = site / "mcpx" / "assets" / "opencode" / "index.js"
-    assert config["plugin"] == [plugin.as_uri()] and plugin.is_file()
-    assert config["skills"]["paths"] == [str(site / "mcpx" / "assets" / "skills" / "mcpx-elicitation")]
-    assert (site / "mcpx" / "assets" / "skills" / "mcpx-elicitation" / "SKILL.md").is_file()
-    assert config["mcp"]["mcpx"]["command"] == [str(installed.mcpx), "serve"]
+    assert config["mcp"]["mcpx"]["command"] == ["mcpx", "serve"]  # the wheel's mcpx is the one on PATH
+    assert config["plugin"] == ["./.opencode/mcpx"]
+    assert json.loads((project / "tui.json").read_text())["plugin"] == ["./.opencode/mcpx"]
+    assert (project / ".opencode" / "skills" / "mcpx-elicitation" / "SKILL.md").is_file()
+    entry = project / ".opencode" / "mcpx"
+    assert json.loads((entry / "package.json").read_text())["exports"] == {"./server": "./server.js",
+                                                                          "./tui": "./tui.js"}
+    # what the entry points load: the wheel's own plugin, built
+    where = subprocess.run([str(installed.mcpx), "opencode", "plugin-dir"], env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert where.returncode == 0, where.stderr
+    plugin = site_packages(installed) / "mcpx" / "assets" / "opencode"
+    assert Path(where.stdout.strip()) == plugin
+    assert (plugin / "index.js").is_file() and (plugin / "tui.js").is_file()
+    assert json.loads((plugin / "package.json").read_text())["exports"] == {"./server": "./index.js",
+                                                                           "./tui": "./tui.js"}
 
 
-def test_node_imports_the_installed_plugin(installed: Installed) -> None:
+def test_node_imports_the_installed_plugin_through_a_projects_entry_point(installed: Installed, tmp_path: Path) -> None:
     node = shutil.which("node")
     assert node is not None
-    site = next((installed.venv / "lib").glob("python3*/site-packages"))
-    url = (site / "mcpx" / "assets" / "opencode" / "index.js").as_uri()
-    # opencode loads a plugin module by its default export {id?, server}, or else by its exports, each a Plugin
-    script = (f"const m = await import({json.dumps(url)});"
-              "console.log(JSON.stringify({server: typeof m.default?.server, "
-              "exports: Object.entries(m).map(([k, v]) => [k, typeof v])}))")
-    done = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {"PATH": os.pathsep.join([installed.path, str(Path(node).parent)]), "HOME": str(tmp_path / "home")}
+    done = subprocess.run([str(installed.mcpx), "opencode", "install"], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    url = (project / ".opencode" / "mcpx" / "server.js").as_uri()
+    # opencode loads a plugin module by its default export {id, server}
+    script = f"const m = await import({json.dumps(url)}); console.log(JSON.stringify({{id: m.default?.id, " \
+             "server: typeof m.default?.server, name: m.default?.server?.name}))"
+    done = subprocess.run([node, "--input-type=module", "-e", script], env=env, capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0, done.stderr
-    loaded = json.loads(done.stdout)
-    assert loaded["server"] == "function" or all(kind == "function" for _name, kind in loaded["exports"]), loaded
+    assert json.loads(done.stdout) == {"id": "mcpx", "server": "function", "name": "McpxPlugin"}, done.stdout
+    # with no mcpx on PATH the entry point still loads, as a plugin that says why it is not mcpx's
+    bare = {"PATH": str(Path(node).parent), "HOME": str(tmp_path / "home")}
+    done = subprocess.run([node, "--input-type=module", "-e", script], env=bare, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["name"] == "server", done.stdout
 
 
 @pytest.fixture
@@ -117,25 +146,59 @@ def opencode_with_the_wheel(installed: Installed, tmp_path: Path) -> Iterator[tu
     oc: Opencode | None = None
     try:
         env = {**clean_env(tmp_path / "home"), "MCPX_HOME": str(tmp_path / "mcpx-home")}
-        project = make_project(tmp_path / "project", model.base_url, {**env, "PATH": installed.path},
-                               mcpx=[str(installed.mcpx)])
+        env["PATH"] = os.pathsep.join([installed.path, env["PATH"]])  # the wheel's mcpx is the one on PATH
+        project = make_project(tmp_path / "project", model.base_url, env, mcpx=[str(installed.mcpx)])
         oc = Opencode(binary, project, tmp_path / "home", env).start()
         yield oc, installed
     finally:
         if oc is not None:
             oc.stop()
         model.stop()
-        # opencode's MCP entry, the wheel's `mcpx serve`, started a daemon of its own
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            stop_pid(int(json.loads((tmp_path / "mcpx-home" / "daemon.json").read_text())["pid"]))
+        stop_daemon_of(tmp_path / "mcpx-home")
+
+
+def stop_daemon_of(home: Path) -> None:
+    """The daemon opencode's plugin or its MCP entry, the wheel's mcpx, started."""
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        stop_pid(int(json.loads((home / "daemon.json").read_text())["pid"]))
 
 
 def test_opencode_loads_the_plugin_the_wheel_installed(opencode_with_the_wheel: tuple[Opencode, Installed]) -> None:
-    oc, installed = opencode_with_the_wheel
-    config = json.loads((oc.project / "opencode.json").read_text())
-    assert config["plugin"][0].startswith((installed.venv / "lib").as_uri())
+    oc, _installed = opencode_with_the_wheel
     ids = oc.call("GET", "/experimental/tool/ids")
     assert "mcpx_ask_person" in ids, ids  # the tool the plugin defines: it loaded, from the wheel
+    assert "mcpx_demo_delete_branch" in ids, ids  # the embedded default's demo server, as the plugin's own tool
+
+
+def test_first_use_from_the_wheel_a_fresh_home_and_no_daemon_the_first_calls_dialog_opens(
+        installed: Installed, tmp_path: Path) -> None:
+    """A person's first try: the wheel installed, `mcpx opencode install`, no daemon, no config (the embedded
+    default and its demo server), opencode's TUI started: the first call that asks opens mcpx's dialog."""
+    binary = require_opencode(tmp_path)
+    tui = Tmux(width=180, height=45)
+    model = ScriptedModel(tmp_path / "model-requests.jsonl").start()
+    mcpx_home = tmp_path / "mcpx-home"
+    try:
+        env = {**clean_env(tmp_path / "home"), "MCPX_HOME": str(mcpx_home), "TERM": "xterm-256color"}
+        env["PATH"] = os.pathsep.join([installed.path, env["PATH"]])
+        project = make_project(tmp_path / "project", model.base_url, env, mcpx=[str(installed.mcpx)])
+        assert not (mcpx_home / "daemon.json").exists(), "no daemon runs yet"
+        marker = model.script("first_use", [lambda r: Call("mcpx_demo_delete_branch", {}), lambda r: Say("done.")])
+        tui.start([str(binary)], project, env)
+        tui.wait_text("Ask anything", timeout=120)
+        tui.type(f"{marker} delete the branch")
+        tui.keys("Enter")
+        words = "“Really delete branch 'main'? This cannot be undone.”"
+        tui.wait(f"mcpx's dialog for {words}", lambda s: words in flat(s) and "Accept" in s and "enter: " in s, 120)
+        tui.keys("Enter")
+        result = model.wait_for("first_use", lambda rs: any(r.tools and r.turn >= 1 for r in rs), 90)
+        text = next(r for r in result if r.tools and r.turn == 1).last_tool_result()
+        assert text.endswith("Branch main would be deleted now (demo: nothing happened)."), text
+        assert "It was shown to the person in opencode's dialog at" in text
+    finally:
+        tui.stop()
+        model.stop()
+        stop_daemon_of(mcpx_home)
 
 
 def test_without_node_no_wheel_is_built_and_the_build_says_why(tmp_path: Path) -> None:

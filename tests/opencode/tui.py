@@ -1,0 +1,94 @@
+"""A terminal program driven as a person drives it: in a tmux of the test's own, at a fixed size, keys in with
+send-keys, judged by what capture-pane shows. Every wait is for something on the screen, bounded.
+
+`OpencodeTui` is opencode's TUI in such a terminal, in a project set up as for the other end-to-end tests
+(tests/opencode/harness.py), with the scripted model deciding its tool calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import loud_skip
+from harness import PATIENCE
+
+_names = itertools.count()
+
+
+def require_tmux() -> str:
+    found = shutil.which("tmux")
+    if found is None:
+        loud_skip("tmux is not installed (./dev test installs it): the TUI tests drive a real terminal")
+    return found
+
+
+class Tmux:
+    """One tmux server of its own (its own socket, -L), one window of `width` × `height` running one command."""
+
+    def __init__(self, width: int = 180, height: int = 45) -> None:
+        self.tmux = require_tmux()
+        self.socket = f"mcpx-test-{os.getpid()}-{next(_names)}"
+        self.width, self.height = width, height
+        self.started = False
+
+    def _run(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
+        done = subprocess.run([self.tmux, "-L", self.socket, *args], env=env, capture_output=True, text=True,
+                              timeout=30)
+        if check and done.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args[:2])} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def start(self, command: list[str], cwd: Path, env: dict[str, str]) -> Tmux:
+        # the server starts with this environment (tmux copies the starting client's into the session's), and the
+        # command replaces the shell, so the program is the pane's process and its exit ends the pane
+        self._run("-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", str(self.width), "-y",
+                  str(self.height), "-c", str(cwd), "exec " + shlex.join(command), env={**env, "TMUX": ""})
+        self.started = True
+        # keep the pane on screen if the program exits, so a test sees what it said last
+        self._run("set-option", "-t", "main", "remain-on-exit", "on", check=False)
+        return self
+
+    def screen(self) -> str:
+        return self._run("capture-pane", "-p", "-t", "main")
+
+    def type(self, text: str) -> None:
+        self._run("send-keys", "-t", "main", "-l", text)
+
+    def keys(self, *names: str) -> None:
+        self._run("send-keys", "-t", "main", *names)
+
+    def wait(self, what: str, ready: Callable[[str], bool], timeout: float = PATIENCE,
+             interval: float = 0.03) -> tuple[str, float]:
+        """The screen once `ready` holds of it, and the wall-clock time it was first seen so; bounded."""
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.screen()
+            if ready(shown):
+                return shown, time.time()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the screen never showed {what} within {timeout:.0f} s; it shows:\n{shown}")
+            time.sleep(interval)
+
+    def wait_text(self, *texts: str, timeout: float = PATIENCE) -> tuple[str, float]:
+        return self.wait(" and ".join(repr(t) for t in texts), lambda s: all(t in flat(s) for t in texts), timeout)
+
+    def wait_gone(self, text: str, timeout: float = PATIENCE) -> tuple[str, float]:
+        return self.wait(f"{text!r} gone", lambda s: text not in flat(s), timeout)
+
+    def stop(self) -> None:
+        if self.started:
+            self._run("kill-server", check=False)
+            self.started = False
+
+
+def flat(screen: str) -> str:
+    """The screen's text with each line's edges trimmed and its lines joined by one space: a sentence the dialog
+    wrapped reads whole (words split by a wrap come back with one space)."""
+    return " ".join(line.strip() for line in screen.splitlines() if line.strip())
