@@ -2,7 +2,7 @@
 `mcpx opencode install` (opencode.json and tui.json), the scripted model deciding its tool calls, the mcp SDK peer
 asking (tests/peers/sdk_server.py), and the test playing the person at the keyboard, judged by what the screen
 shows. What the dialog is made of is checked key by key in plugin/opencode/test (form, desk); how fast it opens
-is bench/opencode_person.py's (here the bounds only keep a broken build from passing).
+is bench/opencode_tui.py's (here the bounds only keep a broken build from passing).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def test_a_confirmation_is_put_to_the_person_in_mcpxs_dialog_at_once_and_enter_a
     q = question_of(world, name)
     # no model request between the question and the dialog: the plugin opened it by itself
     assert len([r for r in world.model.of(name) if r.tools]) == 1
-    assert seen - opened_at(world, q["id"]) < 5, "bounded here; measured in bench/opencode_person.py"
+    assert seen - opened_at(world, q["id"]) < 5, "bounded here; measured in bench/opencode_tui.py"
     text = flat(screen)
     assert "sdk (via mcpx) asks" in text and "sdk · delete_branch, via mcpx" in text
     assert "It is yours to answer" in text and "Answer by" in text and "left" in text
@@ -299,19 +299,40 @@ def test_esc_answers_nothing_the_badge_counts_and_the_command_brings_it_back(wor
             second.wait()
 
 
-def test_a_question_answered_from_a_terminal_closes_its_dialog_saying_so(world: World) -> None:
+def test_a_question_answered_from_a_terminal_closes_its_dialog_saying_so_and_the_next_is_untouched(
+        world: World) -> None:
+    """Two of the person's questions wait in the TUI; the first, in the dialog, is answered from a terminal: its
+    dialog closes saying so, and the second — which a closed dialog once recorded as the person's decline — is
+    answered by nobody: it comes into the dialog, still waiting."""
     name = "tui_elsewhere"
     ask_in_tui(world, name, [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")])
     dialog_on_screen(world, "“Really delete branch main?”")
     q = question_of(world, name)
-    answered = time.time()
-    done = world.cli("elicit", "answer", q["id"], '{"confirm": true}')
-    assert done.returncode == 0, done.stderr
-    _, gone = world.tui.wait_gone("“Really delete branch main?”", timeout=10)
-    assert gone - answered < 5, "bounded here; measured in bench/opencode_person.py"
-    world.tui.wait_text("was answered elsewhere")  # the toast, one line of it (the toast wraps beside the sidebar)
-    result = tool_result(world, name, 1)
-    assert "accept by person:cli" in result and result.endswith('{"action": "accept", "data": {"confirm": true}}')
+    second = subprocess.Popen([sys.executable, "-m", "mcpx", "elicit", "ask", "--session", q["session"], "--message",
+                               "Tag the release?", "--schema", '{"confirm": {"type": "boolean"}}'],
+                              env=world.daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        world.tui.wait_text("● 2 questions")
+        answered = time.time()
+        done = world.cli("elicit", "answer", q["id"], '{"confirm": true}')
+        assert done.returncode == 0, done.stderr
+        _, gone = world.tui.wait_gone("“Really delete branch main?”", timeout=10)
+        assert gone - answered < 5, "bounded here; measured in bench/opencode_tui.py"
+        world.tui.wait_text("was answered elsewhere")  # the toast, one line of it (it wraps beside the sidebar)
+        result = tool_result(world, name, 1)
+        assert "accept by person:cli" in result and '{"action": "accept", "data": {"confirm": true}}' in result
+        dialog_on_screen(world, "“Tag the release?”")
+        waiting = [p for p in world.pending(q["session"]) if p["message"] == "Tag the release?"]
+        assert len(waiting) == 1 and waiting[0]["state"] == "pending", "nobody answered the second"
+        world.tui.keys("Enter")
+        out, err = second.communicate(timeout=PATIENCE)
+        assert second.returncode == 0, out + err
+        answer = world.question(waiting[0]["id"])["answer"]
+        assert (answer["action"], answer["by"]) == ("accept", "person:opencode")
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait()
 
 
 def test_a_credential_typed_in_the_dialog_reaches_the_server_and_nothing_else(world: World) -> None:

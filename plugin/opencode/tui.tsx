@@ -26,9 +26,16 @@ const SESSION_EVENTS = ["session.created", "session.updated", "session.status", 
 function screenOf(api: TuiPluginApi, setCount: (n: number) => void): Screen {
   let mine = false // our dialog is the one open
   let generation = 0
+  // Taking our dialog down waits a moment: when the next question follows at once, its dialog replaces this one
+  // instead. opencode's clear() gives the focus back to the prompt a moment later, and a dialog opened in that
+  // moment would have the prompt take its keys.
+  let clearing: ReturnType<typeof setTimeout> | undefined
+  const CLEAR_AFTER_MS = 150
   return {
     busy: () => api.ui.dialog.open && !mine,
     show(open, closed) {
+      if (clearing) clearTimeout(clearing)
+      clearing = undefined
       const gen = ++generation
       mine = true
       // replace() fires the onClose of whatever was open, ours included: each dialog answers only for itself
@@ -40,11 +47,14 @@ function screenOf(api: TuiPluginApi, setCount: (n: number) => void): Screen {
       if (open.question.render.form.fields.length || open.question.render.form.url) api.ui.dialog.setSize("large")
     },
     hide() {
-      generation++
-      if (mine) {
+      const gen = ++generation // the dialog answers for nothing from now on
+      if (!mine || clearing) return
+      clearing = setTimeout(() => {
+        clearing = undefined
+        if (gen !== generation || !mine) return // the next question's dialog took its place
         mine = false
         api.ui.dialog.clear()
-      }
+      }, CLEAR_AFTER_MS)
     },
     toast: (t) => api.ui.toast(t),
     badge: setCount,

@@ -155,8 +155,10 @@ export class AskFlow {
         permission: PERMISSION,
         patterns: [p.pattern],
         always: [],
-        metadata: jsonSafe({ id: q.id, server: q.server, tool: q.tool, message: p.message, url: q.url, fields: p.fields,
-          expiresAt: q.expiresAt }),
+        // for an app that draws them (opencode 1.18.33's TUI draws neither): the server's words, why it is the
+        // person's, what Allow answers, the page and the deadline
+        metadata: jsonSafe({ id: q.id, server: q.server, tool: q.tool, title: p.title, message: p.message, url: q.url,
+          fields: p.fields, why: q.render.form.why, allow: q.render.form.acceptMeans, expiresAt: q.expiresAt }),
       })
       this.onDialog?.(q.id) // the person sees it now
       const ended = elsewhere ? elsewhere.ended.then((kind) => ({ kind })) : new Promise<never>(() => {})

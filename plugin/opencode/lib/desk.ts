@@ -70,6 +70,7 @@ export class Desk {
   private seq = 0
   private retry: ReturnType<typeof setTimeout> | undefined
   private inflight = new Set<Promise<unknown>>()
+  private said: { text: string; at: number } | undefined // the last line about a dialog that closed
 
   constructor(private readonly daemon: Daemon, private readonly prefix: string, private readonly screen: Screen,
     private readonly opts: DeskOptions) {}
@@ -214,8 +215,11 @@ export class Desk {
       openPage: () => this.openPage(q),
     }
     this.screen.show(open, () => this.closed(id))
+    // one toast at a time: the line about the dialog that just closed stays, ahead of this one's
+    const before = this.said && Date.now() - this.said.at < 5000 ? `${this.said.text}\n` : ""
+    this.said = undefined
     this.screen.toast({ variant: "warning", title: `● ${plural(this.waiting.size)} for you`,
-      message: `${q.render.form.toast} — answer in the dialog`, duration: 6000 })
+      message: `${before}${q.render.form.toast} — answer in the dialog`, duration: 6000 })
     this.track(this.daemon.shown(id).then((r) => {
       if (r.status === 410 && this.current === id) this.ended(id) // it ended on the way: the stream will say how
     }))
@@ -249,7 +253,7 @@ export class Desk {
     if (this.current === id) {
       this.current = undefined
       this.screen.hide()
-      this.screen.toast({ variant: "info", message: endedNote(id, event), duration: 5000 })
+      this.tell({ variant: "info", message: endedNote(id, event), duration: 5000 })
     }
     this.changed()
   }
@@ -277,10 +281,16 @@ export class Desk {
         this.screen.hide()
       }
       const said = outcome.kind === "answered" ? `${q.render.server} has your answer (${action}).` : outcome.note
-      this.screen.toast({ variant: outcome.kind === "answered" ? "success" : "info", message: said, duration: 3000 })
+      this.tell({ variant: outcome.kind === "answered" ? "success" : "info", message: said, duration: 3000 })
       this.changed()
     }
     return outcome
+  }
+
+  /** A line about a dialog that closed: a toast now, and the start of the next dialog's toast if one follows. */
+  private tell(toast: Toast): void {
+    this.said = { text: toast.message, at: Date.now() }
+    this.screen.toast(toast)
   }
 
   private async openPage(q: Question): Promise<string> {

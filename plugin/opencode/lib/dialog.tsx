@@ -71,7 +71,7 @@ function Field(props: { state: FormState; index: number; tick: () => number; the
             {(() => {
               props.tick()
               const text = shownText(props.state, f, focused())
-              return text || (focused() ? "▏" : f.placeholder ?? "")
+              return text || (focused() ? "▏" : f.placeholder ?? " ") // an empty line still takes its row
             })()}
           </text>
         </box>

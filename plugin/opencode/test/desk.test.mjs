@@ -140,6 +140,8 @@ test("answered elsewhere, its dialog closes with one line saying so; the next on
   const line = screen.toasts.find((t) => t.message.includes("answered elsewhere")).message
   assert.equal(line, `${first.id} was answered elsewhere (accept by person:cli); its dialog is closed.`)
   await eventually(() => screen.open?.open.question.id === second.id, "the next dialog")
+  // one toast at a time: the next dialog's keeps the line, ahead of its own
+  assert.equal(screen.toasts.at(-1).message, `${line}\ngit asks: “Delete dev?” — answer in the dialog`)
   // the second was never answered by anyone: nothing recorded for it while the first's dialog closed
   assert.equal((await d.get(second.id)).elicitation.state, "pending")
   await d.client.request("POST", `/v1/elicit/${second.id}/cancel`, { body: {} })
