@@ -664,6 +664,12 @@ def both(values: list[float]) -> str:
     return f"{fmt_ms(p50(values))} / {fmt_ms(p99(values))}"
 
 
+def latency_line(what: str, seconds: list[float], target_s: float | None, width: int = 48) -> str:
+    """One row of latencies in seconds: p50 and p99 in ms, and MISSED when p50 is not under `target_s`."""
+    flag = "" if target_s is None or p50(seconds) < target_s else f"  MISSED (target {target_s:g} s)"
+    return f"  {what:<{width}} p50 {fmt_ms(ms(p50(seconds))):>10}   p99 {fmt_ms(ms(p99(seconds))):>10}{flag}"
+
+
 def fmt_mib(kib: int) -> str:
     return f"{kib / 1024:.1f} MiB"
 

@@ -36,11 +36,11 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests"))
-from broker import fmt_ms, ms, p50, p99, say  # noqa: E402
+from broker import latency_line, p50, say  # noqa: E402
 from gateway_helpers import stdio  # noqa: E402
 from harness import scratch_daemon  # noqa: E402
 from opencode.fake_model import Call, Request, Say, ScriptedModel  # noqa: E402
-from opencode.harness import VERSION, Opencode, build_plugin, clean_env, make_project, opencode_binary  # noqa: E402
+from opencode.harness import VERSION, Opencode, clean_env, make_project, ready_to_run  # noqa: E402
 
 TARGET_S = 1.0
 
@@ -121,20 +121,16 @@ class Bench:
 
 
 def line(what: str, values: list[float]) -> str:
-    flag = "" if p50(values) < TARGET_S else "  MISSED (target 1 s)"
-    return f"  {what:<48} p50 {fmt_ms(ms(p50(values))):>10}   p99 {fmt_ms(ms(p99(values))):>10}{flag}"
+    return latency_line(what, values, TARGET_S)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    binary, why = opencode_binary()
+    binary, why = ready_to_run()
     if binary is None:
-        say(f"opencode cannot run here: {why}")
-        return
-    if (reason := build_plugin()):
-        say(f"the plugin cannot be built: {reason}")
+        say(why)
         return
     root = Path(tempfile.mkdtemp(prefix="ocp-"))
     with scratch_daemon("ocp-", {"servers": {"sdk": stdio("sdk_server.py")}}) as daemon:
@@ -174,8 +170,8 @@ def main() -> None:
     say(line("the permission dialog, in that call", [d for _, d in direct]))
     say("  through the model: free text the agent declined (elicit.escalated →)")
     say(line("the toast", [t for t, _ in through]))
-    say(line("the question dialog (mcpx_ask_person, question)", [d for _, d in through]).replace(
-        "  MISSED (target 1 s)", "  (no target: the model's steps)"))
+    say(latency_line("the question dialog (mcpx_ask_person, question)", [d for _, d in through], None)
+        + "  (no target: the model's steps)")
     ratio = p50([d for _, d in through]) / max(p50([d for _, d in direct]), 1e-6)
     say(f"  the dialog with no model step is {ratio:.1f}x sooner at p50 than through the scripted model")
 

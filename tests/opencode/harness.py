@@ -82,6 +82,16 @@ def clean_env(home: Path) -> dict[str, str]:
     return env
 
 
+def ready_to_run() -> tuple[Path | None, str]:
+    """For a benchmark: the opencode binary and the plugin built, or why not (a test uses require_opencode)."""
+    binary, why = opencode_binary()
+    if binary is None:
+        return None, f"opencode cannot run here: {why}"
+    if (reason := build_plugin()):
+        return None, f"the plugin cannot be built: {reason}"
+    return binary, ""
+
+
 def can_run(binary: Path, scratch: Path) -> str:
     """'' if `opencode --version` runs here, else what it said."""
     home = scratch / "version-home"
