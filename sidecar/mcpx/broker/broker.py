@@ -222,10 +222,13 @@ class _RecordUnit:
 
     def published(self, f: asyncio.Future[None]) -> None:
         recorded = self.recorded
-        if f.cancelled() or f.exception() is not None:
-            log.error("recording %s failed: %s", self.kind, f.exception() if not f.cancelled() else "cancelled")
+        # a cancelled future has no exception to give: asking it for one raises, here in a callback, and the
+        # record's own future would never resolve
+        failure: BaseException | None = asyncio.CancelledError() if f.cancelled() else f.exception()
+        if failure is not None:
+            log.error("recording %s failed: %s", self.kind, "cancelled" if f.cancelled() else failure)
             if not recorded.done():
-                recorded.set_exception(f.exception() or RuntimeError("cancelled"))
+                recorded.set_exception(failure)
             return
         if not recorded.done():
             recorded.set_result(self.out[0])
@@ -364,9 +367,7 @@ class Broker:
         elif record.kind in ("elicit.answered", "elicit.expired") and eid in self._futures:
             self._in_background(self._settle(eid), f"mcpx-settle-{eid}")
         elif record.kind == "elicit.abandoned":
-            fut = self._futures.pop(eid, None)
-            if fut is not None and not fut.done():
-                fut.set_exception(QuestionEnded(eid, "abandoned", str(record.data.get("reason") or "")))
+            self._end_unanswered(eid, str(record.data.get("reason") or ""))
 
     async def _settle(self, eid: str) -> None:
         """Wake this daemon's asker or waiter with an answer another daemon committed (as stored: redacted)."""
@@ -763,6 +764,14 @@ class Broker:
         if fut is not None and not fut.done():
             fut.set_result(answer)
 
+    def _end_unanswered(self, eid: str, reason: str) -> None:
+        """A question abandoned (here, by a take-over, or on another daemon): whoever waits on it hears it ended, and
+        nothing of it is kept — its future, and the mark that this daemon asked it (_asked)."""
+        self._asked.discard(eid)
+        fut = self._futures.pop(eid, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(QuestionEnded(eid, "abandoned", reason))
+
     # ---- expiry and abandonment
 
     def _expire_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, now: float) -> Answer:
@@ -773,11 +782,12 @@ class Broker:
 
     async def expire_due(self, now: float | None = None) -> int:
         now = time.time() if now is None else now
-        due: list[str] = []
+        taken: list[tuple[float, str]] = []
         while self._deadlines and self._deadlines[0][0] <= now:
-            due.append(heapq.heappop(self._deadlines)[1])
-        if not due:
+            taken.append(heapq.heappop(self._deadlines))
+        if not taken:
             return 0
+        due = [eid for _, eid in taken]
         records: list[AuditRecord] = []
 
         def unit(tx: Tx) -> list[tuple[str, Answer]]:
@@ -788,7 +798,14 @@ class Broker:
                     out.append((eid, self._expire_in(tx, records, q, now)))
             return out
 
-        expired = await self._write(due, unit)
+        try:
+            expired = await self._write(due, unit)
+        except BaseException:
+            # not written (the store busy past its timeout, PostgreSQL away, the daemon stopping): the deadlines go
+            # back on the heap, or the sweeper's retry would find nothing due and these would stay pending forever
+            for entry in taken:
+                heapq.heappush(self._deadlines, entry)
+            raise
         for eid, answer in expired:
             self._wake_asker(eid, answer)
         return len(expired)
@@ -823,9 +840,7 @@ class Broker:
 
         if not await self._write((eid,), unit):
             return False
-        fut = self._futures.pop(eid, None)
-        if fut is not None and not fut.done():
-            fut.set_exception(QuestionEnded(eid, "abandoned", reason))
+        self._end_unanswered(eid, reason)
         return True
 
     async def take_over(self, task: StoredTask, owner: str, reason: str) -> list[str]:
@@ -858,9 +873,7 @@ class Broker:
 
         gone = await self._write(pending, unit)
         for eid in gone or []:
-            fut = self._futures.pop(eid, None)
-            if fut is not None and not fut.done():
-                fut.set_exception(QuestionEnded(eid, "abandoned", reason))
+            self._end_unanswered(eid, reason)
         return gone or []
 
     async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
