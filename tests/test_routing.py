@@ -73,7 +73,14 @@ CASES: list[tuple[str, str, dict[str, Any] | None, str, dict[str, Any] | None, s
      "Which labels?", None, "agent", "fixed choices"),
     ("a non-consent flag with a choice", "form", form(dry_run=B, env=enum("staging", "prod")), "Run options", None,
      "agent", "fixed choices"),
-    ("lone bool that is not consent", "form", form(verbose=B), "Verbose output?", None, "agent", "fixed choices"),
+    # a lone yes/no is a confirmation whatever its name (issue 25: `ok`, `yes`, `deploy_now` went to the agent)
+    ("lone bool named ok", "form", form(ok=B), "Is that fine?", None, "human", "confirmation"),
+    ("lone bool named yes", "form", form(yes=B), "Go on?", None, "human", "confirmation"),
+    ("lone bool named deploy_now", "form", form(deploy_now=B), "Ship it?", None, "human", "confirmation"),
+    ("lone bool that is no consent word", "form", form(verbose=B), "Verbose output?", None, "human",
+     "confirmation"),
+    # a choice between yes and no spelt as a fixed choice is one
+    ("a yes/no spelt as an enum", "form", form(answer=enum("yes", "no")), "Which?", None, "agent", "fixed choices"),
     ("agent hint is ignored", "form", form(password=S), "Your password", {"io.mcpx/audience": "agent"}, "human",
      "credential"),
     # free text and numbers -> the agent first, then the person

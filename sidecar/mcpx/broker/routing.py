@@ -70,10 +70,13 @@ def _route_by_content(mode: Mode, schema: dict[str, Any] | None, message: str, s
     if len(props) == 1:
         (name, prop), = props.items()
         if kind_of(prop) == "boolean":
+            # a lone yes/no is a confirmation whatever it is called (ok, yes, deploy_now): the person's to give.
+            # A fixed choice between two answers is spelt as one (an enum, oneOf consts), and goes to the agent.
             if any(w in _CONSENT_NAMES for w in words(name)):
                 return Route("human", f"a lone yes/no named {name!r}: consent is the whole content of the question")
             if _CONSENT_MESSAGE.search(message or ""):
                 return Route("human", "a lone yes/no whose message asks for consent: consent is the person's to give")
+            return Route("human", f"a lone yes/no ({name!r}) is a confirmation: the person's to give")
     kinds = {kind_of(p) for p in props.values()}
     if kinds <= {"enum", "multi-enum", "boolean"}:
         return Route("agent", "only fixed choices: the agent can pick from what it has seen, and may decline")
