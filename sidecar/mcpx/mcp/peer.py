@@ -92,7 +92,7 @@ class Peer:
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         try:
-            await self.channel.send(jsonrpc.request(rid, method, params))
+            await self._send(jsonrpc.request(rid, method, params), method)
             if timeout:
                 # the reply's future is ours alone, so a timeout may cancel it: no shield, no wait_for's extra
                 # future, and the caller resumes in the loop turn the reply is read in
@@ -120,7 +120,14 @@ class Peer:
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         if not self.closed.is_set():
-            await self.channel.send(jsonrpc.notification(method, params))
+            await self._send(jsonrpc.notification(method, params), method)
+
+    async def _send(self, msg: Message, method: str) -> None:
+        """A message out; a channel that went away is PeerClosed, as it is to whoever waits for a reply."""
+        try:
+            await self.channel.send(msg)
+        except (ConnectionError, OSError) as exc:
+            raise PeerClosed(self.close_reason or f"{self.name}: {method} could not be sent: {exc}") from None
 
     async def _read(self) -> None:
         try:

@@ -41,7 +41,11 @@ class StreamChannel:
 
     async def send(self, msg: Message) -> None:
         data = jsonrpc.encode(msg)
-        if not self._write_lock.locked() and not self.writer.transport.is_closing():
+        if self.writer.transport.is_closing():
+            # the other side went (a server that exited at once): a write would raise the transport's own
+            # RuntimeError ("the handler is closed"), which no caller expects of a closed pipe
+            raise ConnectionResetError(f"{self.name}: the stream is closed")
+        if not self._write_lock.locked():
             # nobody's line is under way: written at once, and when the pipe took it all (it nearly always does)
             # there is nothing to drain, nor a lock to hold; every message in and out of the daemon is sent here
             self.writer.write(data)

@@ -38,6 +38,7 @@ from mcpx.surface.naming import ToolNames
 from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG, OwnTools, listed
 from mcpx.surface.request_state import RequestStates
 from mcpx.upstream.calls import routable
+from mcpx.upstream.connection import UpstreamConnection
 from mcpx.upstream.gateway import Gateway
 
 log = logging.getLogger("mcpx.surface")
@@ -58,6 +59,7 @@ class Surface:
         self.driver = CallDriver(gateway, broker, settings, states)
         self.own_tools = OwnTools(broker, gateway)
         self._sinks: set[ClientState] = set()
+        self._listening: dict[ClientState, set[UpstreamConnection]] = {}  # instances a client hears (/mcp/SERVER)
         self._pushing: set[asyncio.Task[None]] = set()  # notifications on their way out, kept until sent
         self.gateway.tool_listeners.append(self._tools_changed)
 
@@ -67,7 +69,10 @@ class Surface:
         self._sinks.add(state)
 
     def detach(self, state: ClientState) -> None:
+        """The client went: it hears nothing more, from mcpx or from any instance it forwarded requests through."""
         self._sinks.discard(state)
+        for conn in self._listening.pop(state, ()):
+            conn.unlisten(state)
 
     def _tools_changed(self) -> None:
         for state in list(self._sinks):
@@ -248,5 +253,9 @@ class Surface:
 
                 async def relay(msg: Message) -> None:
                     await push(msg["method"], msg.get("params") or {})
-                conn.on_other = relay
-            return await conn.request(method, forwarded, timeout=60)
+                conn.listen(state, relay)
+                self._listening.setdefault(state, set()).add(conn)
+            result = await conn.request(method, forwarded, timeout=60)
+            if method in ("resources/subscribe", "resources/unsubscribe") and isinstance(params.get("uri"), str):
+                conn.subscribed(state, params["uri"], method == "resources/subscribe")
+            return result

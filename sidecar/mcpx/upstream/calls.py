@@ -104,6 +104,7 @@ class CallTask:
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     resume: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = None  # the server's last progress report (progress, total, message)
     end_reason: str | None = None
     end_state: TaskState = "cancelled"
     suspended: bool = False  # the daemon is stopping; a modern call stays resumable after the restart
@@ -165,7 +166,8 @@ class CallTask:
                 "updated": datetime.fromtimestamp(self.updated, UTC)}
 
     def doc(self) -> TaskDoc:
-        return TaskDoc(**self._shown(), result=self.result, error=self.error)
+        return TaskDoc(**self._shown(), result=self.result, error=self.error,
+                       progress=None if self.done else self.progress)
 
     def scrub(self, value: Any) -> Any:
         """`value` with every credential this call handed its server replaced by [redacted] (a server may echo it)."""
@@ -280,8 +282,13 @@ class CallContext:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """A notification the server sent about this call (progress, log messages): relayed to whoever called.
 
-        Progress does not move our deadline: it only proves the server is alive.
+        Progress does not move our deadline: it only proves the server is alive. The last report is kept on the
+        task, for whoever follows the call without a relay (`mcpx call` on a terminal, GET /v1/tasks/{id}).
         """
+        if method == "notifications/progress":
+            self.task.progress = {k: params[k] for k in ("progress", "total", "message") if k in params}
+            if params.get("progressToken") is None:
+                return  # the caller asked for no progress: kept on the task only
         relay = self.task.request.relay
         if relay is not None:
             try:

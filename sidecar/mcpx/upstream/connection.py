@@ -76,6 +76,11 @@ class NeedsLegacy(UpstreamError):
         self.error, self.result = error, result  # what the server said, for a caller that wants it verbatim
 
 
+# a round that carries only requestState is retried after a pause, 50 ms doubling to 250 ms (as the mcp SDK's client)
+STATE_ONLY_FIRST_PAUSE = 0.05
+STATE_ONLY_MAX_PAUSE = 0.25
+
+
 class TooManyRounds(UpstreamError):
     pass
 
@@ -291,7 +296,9 @@ class UpstreamConnection:
         self.on_learnt: Callable[[str, bool], None] | None = None
         self.on_calm: Callable[[], None] | None = None  # told once nothing the server asked is pending
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
-        self.on_other: Callable[[Message], Awaitable[None]] | None = None  # resources/updated and the like
+        # the clients that forwarded requests through this instance (/mcp/SERVER): who hears its other
+        # notifications — resources/updated only whoever subscribed to the resource, the rest everyone listening
+        self._listeners: dict[object, _Listener] = {}
         self.tools: list[dict[str, Any]] | None = None
         self.notes: list[str] = []  # what the server was not given (a ${NAME} not set), told with any failure
         self._modern_meta: dict[str, Any] | None = None  # what every modern request's _meta holds; never changed
@@ -493,9 +500,10 @@ class UpstreamConnection:
         if isinstance(self.channel, HttpChannel) and self.era == "modern" and self.tools is None:
             await self.list_tools()  # its x-mcp-header arguments must be mirrored into Mcp-Param-* headers
         call = InFlight(hooks, tool)
-        if meta is not None and meta.get("progressToken") is not None:
-            call.progress, call.wire_token = meta["progressToken"], f"mcpx-{next(self._tokens)}"
-            meta = {**meta, "progressToken": call.wire_token}
+        # progress is always asked for, under mcpx's own token: the task keeps the last report for whoever follows
+        # the call without a relay (`mcpx call` on a terminal); the caller hears it only when it asked, by its token
+        call.progress, call.wire_token = (meta or {}).get("progressToken"), f"mcpx-{next(self._tokens)}"
+        meta = {**(meta or {}), "progressToken": call.wire_token}
         answered = False  # the server answered the call (a result or an error), as opposed to mcpx leaving it
         self.attribution.begin(call)
         try:
@@ -536,8 +544,13 @@ class UpstreamConnection:
 
     async def _drive(self, params: dict[str, Any], hooks: CallHooks, max_rounds: int, meta: dict[str, Any] | None,
                      round_no: int) -> dict[str, Any]:
+        """The call's rounds: a round that asks (inputRequests) counts towards `max_rounds`; one that carries only
+        requestState (the server is still at it) is retried after a pause that grows as the SDK's does, 50 ms
+        doubling to 250 ms, and is bounded by the call's own deadline, not by the count: the SDK client did not
+        count on mcpx retrying it eight times within milliseconds."""
         assert self.peer is not None
         tool, arguments = params["name"], params["arguments"]
+        pause = STATE_ONLY_FIRST_PAUSE
         while True:
             try:
                 res = await self.peer.request("tools/call", self._params(params, meta))
@@ -553,12 +566,18 @@ class UpstreamConnection:
             if kind != "input_required":
                 raise UpstreamError(f"server {self.name!r} answered tools/call with resultType {kind!r}, "
                                     "which mcpx does not know")
-            round_no += 1
-            if round_no > max_rounds:
-                raise TooManyRounds(f"server {self.name!r} kept asking for input: {max_rounds} rounds of "
-                                    f"input_required on {tool} and still no result (elicit.maxRounds)")
-            responses = await hooks.input_required(res, round_no)
-            params = {"name": tool, "arguments": arguments, "inputResponses": responses}
+            if res.get("inputRequests"):
+                round_no += 1
+                if round_no > max_rounds:
+                    raise TooManyRounds(f"server {self.name!r} kept asking for input: {max_rounds} rounds of "
+                                        f"input_required on {tool} and still no result (elicit.maxRounds)")
+                pause = STATE_ONLY_FIRST_PAUSE
+                params = {"name": tool, "arguments": arguments,
+                          "inputResponses": await hooks.input_required(res, round_no)}
+            else:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, STATE_ONLY_MAX_PAUSE)
+                params = {"name": tool, "arguments": arguments}
             if "requestState" in res:
                 params["requestState"] = res["requestState"]  # echoed byte for byte
 
@@ -664,8 +683,34 @@ class UpstreamConnection:
                 await self.on_tools_changed()
         elif method == "notifications/message":
             log.info("upstream %s says: %.500s", self.name, params.get("data"))
-        elif self.on_other is not None:
-            await self.on_other(msg)  # resources/updated and the like, for whoever holds this instance
+        else:
+            uri = params.get("uri") if method == "notifications/resources/updated" else None
+            for listener in list(self._listeners.values()):
+                if uri is None or uri in listener.uris:
+                    await listener.relay(msg)
+
+    # ---- clients that listen (one server passed through)
+
+    def listen(self, client: object, relay: Callable[[Message], Awaitable[None]]) -> None:
+        """`client` hears this instance's notifications (its subscriptions' resources/updated, the list changes)
+        until `unlisten`. Keyed by the client: one forwarding after another replaces nobody."""
+        known = self._listeners.get(client)
+        self._listeners[client] = _Listener(relay, known.uris if known is not None else set())
+
+    def subscribed(self, client: object, uri: str, on: bool) -> None:
+        """`client` subscribed to (or unsubscribed from) `uri` on this instance: its resources/updated go to it."""
+        listener = self._listeners.get(client)
+        if listener is not None:
+            (listener.uris.add if on else listener.uris.discard)(uri)
+
+    def unlisten(self, client: object) -> None:
+        self._listeners.pop(client, None)
+
+
+@dataclass
+class _Listener:
+    relay: Callable[[Message], Awaitable[None]]
+    uris: set[str]
 
 
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,

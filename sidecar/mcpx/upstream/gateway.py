@@ -128,6 +128,9 @@ class Gateway:
                 out[server] = await self.tools(server)
             except (UpstreamError, RpcError, PeerClosed, TimeoutError) as exc:
                 out[server] = str(exc)
+            except Exception as exc:  # whatever else one server's trouble is, the others are still listed
+                log.exception("listing %s's tools failed", server)
+                out[server] = f"listing its tools failed: {exc!r}"
 
         await asyncio.gather(*(one(s) for s in sorted(self.settings.config.servers)))
         return dict(sorted(out.items()))
