@@ -431,3 +431,44 @@ async def test_mcpx_serve_survives_a_daemon_restart(surf: Daemon) -> None:
             result = await client.call_tool("sdk_echo", {"text": "after"})
         assert text(result) == "echo: after"
     # the fixture stops the daemon mcpx serve started (Daemon.stop stops whichever daemon.json names)
+
+
+async def test_a_client_that_answers_badly_three_times_is_told_where_the_question_waits(surf: Daemon) -> None:
+    """The client declares elicitation and answers the form with content that does not fit, three times: it is
+    re-asked with the problem named, then (after the grace) gets a result saying where the question now waits,
+    as an error (the SDK client refuses a plain result without structuredContent for a tool with an output
+    schema). The question waits in the inbox, answerable there, and its call ends with that answer."""
+    seen: list[str] = []
+
+    async def badly(_ctx: Any, params: Any) -> ElicitResult:
+        seen.append(params.message)
+        return ElicitResult(action="accept", content={"title": "ab", "count": 99})
+
+    loop = asyncio.get_running_loop()
+    async with stdio_client(surf, "legacy", badly) as client:
+        started = loop.time()
+        early = await asyncio.wait_for(client.call_tool("sdk_file_issue", {}), PATIENCE)
+        assert loop.time() - started < PATIENCE / 2  # not the 30 min deadline
+        assert early.is_error
+        meta = early.meta["io.mcpx/inputRequired"]
+        eid, task = meta["elicitations"][0], meta["task"]
+        body = text(early)
+        assert f"Question {eid} from sdk (via mcpx), during file_issue" in body and task in body
+        assert len(seen) == 3 and "(the last answer was not accepted: " in seen[1]
+        async with surf.session() as rest:
+            q = await until_pending(rest, 1)
+            assert q[0]["id"] == eid
+            await answer(rest, eid, "accept", {"title": "Printer on fire", "count": 2})
+        done = await client.call_tool("mcpx_task_result", {"task": task, "wait": True})
+        assert "Printer on fire" in text(done), text(done)
+    # and while such a call waits, its progress names what it waits on
+    from mcpx.broker.models import Elicitation
+    from mcpx.surface.results import waiting_on
+    from mcpx.upstream.calls import CallRequest, CallTask
+
+    async with surf.session() as rest, rest.get(f"/v1/elicit/{eid}") as r:
+        question = Elicitation.model_validate((await r.json())["elicitation"])
+    waiting = CallTask("tsk-0123456789abcdef", "trc", CallRequest("sdk", "file_issue", {}, "s", "argument"),
+                       open={eid: question})
+    assert waiting_on(waiting) == (f"sdk.file_issue waits for an answer to {eid} (the agent's, then the person's): "
+                                   "mcpx elicit answer ID, mcpx tui, or the web inbox")

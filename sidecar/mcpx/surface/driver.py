@@ -24,7 +24,7 @@ from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.surface.client import ClientState, shaped
 from mcpx.surface.request_state import RequestStates, binding
-from mcpx.surface.results import task_result, waiting_result
+from mcpx.surface.results import task_result, waiting_on, waiting_result
 from mcpx.upstream.calls import CallRequest, CallTask, Slot
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
@@ -88,10 +88,10 @@ class CallDriver:
         except UnknownServer as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
 
-    async def _heartbeat(self, out: Outbound, token: Any, started: float) -> None:
+    async def _heartbeat(self, out: Outbound, token: Any, started: float, task: CallTask) -> None:
         if token is not None:
             await out.notify("notifications/progress", {"progressToken": token, "progress": time.monotonic() - started,
-                                                        "message": "waiting on the upstream server"})
+                                                        "message": waiting_on(task)})
 
     async def _drive(self, task: CallTask, state: ClientState, out: Outbound, bound: str,
                      token: Any) -> dict[str, Any]:
@@ -101,12 +101,15 @@ class CallDriver:
         grace = self.settings.config.elicit.grace
         started = time.monotonic()
         stuck_since: float | None = None
-        serving: dict[str, asyncio.Task[None]] = {}
+        serving: dict[str, asyncio.Task[bool]] = {}
         try:
             while True:
                 if task.done:
                     return task_result(task)
-                askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes}
+                # a question this client was asked and could not answer (it answered badly three times, or not at
+                # all) is one it cannot ask: it gets the early result saying where it waits, not silence
+                given_up = {eid for eid, t in serving.items() if t.done() and not t.cancelled() and not t.result()}
+                askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes and eid not in given_up}
                 unaskable = [eid for eid in task.open if eid not in askable]
                 if state.era == "modern" and (askable or task.slots) and not unaskable:
                     return self._input_required(task, state, askable, bound)
@@ -124,7 +127,12 @@ class CallDriver:
                     stuck_since = stuck_since or time.monotonic()
                     left = grace - (time.monotonic() - stuck_since)
                     if left <= 0:
-                        return waiting_result(task, state.tool_prefix)
+                        result = waiting_result(task, state.tool_prefix)
+                        if given_up & set(task.open):
+                            # this client can ask, so it was shown the tool's outputSchema: an early result must be
+                            # an error, or a strict client (the mcp SDK's) refuses it for its missing structuredContent
+                            result["isError"] = True
+                        return result
                 else:
                     stuck_since, left = None, HEARTBEAT
                 snapshot = (set(task.open), set(task.slots))
@@ -132,50 +140,62 @@ class CallDriver:
                 def moved(seen: tuple[set[str], set[str]] = snapshot) -> bool:
                     return task.done or (set(task.open), set(task.slots)) != seen
 
-                if not await task.wait_for(moved, min(left, HEARTBEAT)):
-                    await self._heartbeat(out, token, started)
+                def moved_or_given_up(seen: tuple[set[str], set[str]] = snapshot,
+                                      giving: set[str] = given_up) -> bool:
+                    return moved(seen) or any(t.done() and not t.cancelled() and not t.result() and k not in giving
+                                              for k, t in serving.items())
+
+                if not await task.wait_for(moved_or_given_up, min(left, HEARTBEAT)):
+                    await self._heartbeat(out, token, started, task)
         finally:
             for t in serving.values():
                 t.cancel()
 
     # ---- legacy clients: mid-flight requests
 
-    async def _ask_client(self, q: Elicitation, task: CallTask, state: ClientState, out: Outbound) -> None:
+    async def _ask_client(self, q: Elicitation, task: CallTask, state: ClientState, out: Outbound) -> bool:
+        """Put `q` to this client; True once it is answered (here or elsewhere), False if the client could not
+        answer it (an error, a timeout, three answers that did not fit): it then waits for other surfaces."""
         params = shaped(q, state)
         for _attempt in range(3):
             try:
                 reply = await out.request("elicitation/create", params, timeout=q.seconds_left + 5)
             except (RpcError, TimeoutError, PeerClosed) as exc:
                 log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
-                return
+                return False
             action = reply.get("action")
             if action not in ("accept", "decline", "cancel"):
                 log.info("client answered %s with %r; it stays open", q.id, action)
-                return
+                return False
             content = reply.get("content") if action == "accept" and q.mode == "form" else None
             try:
                 # the client's reply has no reply: nobody is told the answer was stored, so it may wait for company
                 await self.broker.answer(q.id, action, content, by="person:mcp-client", session=task.request.session,
                                          acknowledged=False)
-                return
+                return True
             except InvalidContent as exc:
                 problems = "; ".join(f"{k} {v}" for k, v in exc.fields.items())
                 params = {**shaped(q, state), "message": f"{shaped(q, state)['message']} (the last answer was not "
                                                          f"accepted: {problems})"}
             except (AlreadyAnswered, Gone, NotFound):  # NotFound: asked while it committed, it could not be stored
-                return
+                return True
+        log.info("client answered %s three times with content that does not fit; it stays open for other surfaces",
+                 q.id)
+        return False
 
     @staticmethod
-    async def _serve_slot(slot: Slot, out: Outbound) -> None:
-        """roots/list or sampling/createMessage the upstream asked of this client: the client answers it."""
+    async def _serve_slot(slot: Slot, out: Outbound) -> bool:
+        """roots/list or sampling/createMessage the upstream asked of this client: the client answers it (its error
+        too: the server hears it). True: there is nothing for anyone else to answer."""
         try:
             result = await out.request(slot.method, slot.params)
         except RpcError as exc:
             if not slot.future.done():
                 slot.future.set_exception(exc)
-            return
+            return True
         if not slot.future.done():
             slot.future.set_result(result)
+        return True
 
     # ---- modern clients: input_required, answered by the client's retry
 

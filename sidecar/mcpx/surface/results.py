@@ -53,3 +53,16 @@ def waiting_result(task: CallTask, prefix: str = "") -> dict[str, Any]:
     text = waiting_text(r.server, r.tool, task.id, questions, prefix)
     return {**text_result(text), "_meta": {"io.mcpx/inputRequired": {
         "task": task.id, "trace": task.trace, "elicitations": [q["id"] for q in questions]}}}
+
+
+_WHOSE = {"human": "the person's", "agent": "the agent's", "agent-then-human": "the agent's, then the person's"}
+
+
+def waiting_on(task: CallTask) -> str:
+    """Whom a call waits on, in a line: its progress notifications say it while it is honestly busy."""
+    r = task.request
+    if not task.open:
+        return f"waiting on the upstream server {r.server} ({r.tool})"
+    waiting = ", ".join(f"{eid} ({_WHOSE.get(q.audience, q.audience)})" for eid, q in task.open.items())
+    return (f"{r.server}.{r.tool} waits for an answer to {waiting}: mcpx elicit answer ID, mcpx tui, or the web "
+            "inbox")
