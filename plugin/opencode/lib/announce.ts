@@ -171,21 +171,31 @@ export class Announcer {
   /** Put question `id` before the person where nothing else does: a toast (the title counts every question of
    * theirs waiting here), or the line `opencode run` prints. */
   async announce(id: string, session: string): Promise<void> {
+    // claimed before anything is awaited: the session's catch-up and the stream's elicit.open, arriving together,
+    // announce it once; and let go of on every way out but "it waits here", so no count stays one too high
     if (this.waiting.has(id)) return
-    const level = await this.opts.level()
-    if (level === "off" || level === "auto") return
     this.waiting.set(id, session)
+    let waits = false
+    try {
+      waits = await this.announceClaimed(id, session)
+    } finally {
+      if (!waits) this.waiting.delete(id)
+    }
+  }
+
+  /** Announce a question claimed in `waiting`; whether it waits here (false: not the person's to be told of here,
+   * or no longer pending). */
+  private async announceClaimed(id: string, session: string): Promise<boolean> {
+    const level = await this.opts.level()
+    if (level === "off" || level === "auto") return false
     if (!(await this.opts.seen(session))) {
       if (this.opts.print && !this.printed.has(id)) await this.printLine(id)
-      return
+      return true
     }
-    if (this.inOwnDialog(id, session)) return // mcpx's own dialog shows it: no toast stands in for it
+    if (this.inOwnDialog(id, session)) return true // mcpx's own dialog shows it: no toast stands in for it
     const reply = await this.daemon.question(id, this.prefix, { waiting: this.waiting.size })
     const q: Question | undefined = reply.status === 200 ? reply.body.elicitation : undefined
-    if (!q || q.state !== "pending") {
-      this.waiting.delete(id)
-      return
-    }
+    if (!q || q.state !== "pending") return false
     const toast: Toast = { ...q.render.toast, duration: this.duration }
     if (await this.opts.show(toast)) {
       const at = new Date()
@@ -194,6 +204,7 @@ export class Announcer {
       this.toasts.push({ id, at, toast })
       if (this.toasts.length > 100) this.toasts.shift()
     }
+    return true
   }
 
   private async printLine(id: string): Promise<void> {

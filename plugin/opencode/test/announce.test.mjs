@@ -153,6 +153,34 @@ test("under `opencode run` the person at its terminal gets one line per question
   assert.equal(h.announcer.shownAt(q.id), undefined, "a line on a terminal is no proof anyone saw it")
 })
 
+test("a question is toasted once however many paths announce it at once, and one whose toast failed is not counted", async () => {
+  const t = toastCatcher()
+  const h = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" }, {}, { show: t.show })
+  await bind(h, "ses_once")
+  const q = await human("ses_once")
+  await handled(h, q.id)
+  // the session's catch-up and the stream's elicit.open, together
+  await Promise.all([h.announcer.announce(q.id, "ses_once"), h.announcer.announce(q.id, "ses_once")])
+  assert.equal(t.toasts.filter((x) => x.message.includes(q.id)).length, 1)
+  // opencode's client failed while toasting: the question is let go of, not left counted
+  let failing = true
+  const u = toastCatcher()
+  const g = hooks({ ...d.env, MCPX_PLUGIN_ELICIT: "notify" }, {}, {
+    show: async (toast) => {
+      if (failing) throw new Error("opencode did not answer")
+      return u.show(toast)
+    },
+  })
+  await bind(g, "ses_fail")
+  const lost = await human("ses_fail")
+  await handled(g, lost.id)
+  failing = false
+  const next = await human("ses_fail", "Really delete branch dev?")
+  const toast = await u.nth(1)
+  assert.ok(toast.message.includes(next.id))
+  assert.equal(toast.title, "● 1 question for you", "the one whose toast failed is not counted as shown here")
+})
+
 test("the event stream is taken up again with Last-Event-ID: what opened meanwhile is not missed, nor seen twice", async () => {
   const follower = new EventFollower(new Daemon(d.env), { minBackoffMs: 400 })
   const seen = []
