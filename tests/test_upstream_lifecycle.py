@@ -189,6 +189,32 @@ async def test_modern_instances_are_shared_by_every_session_and_legacy_ones_are_
         d.stop()
 
 
+async def test_spare_idle_instances_stop_sooner_and_status_says_so(home: Path) -> None:
+    """Three of one session's calls that ask ran side by side, each on an instance of its own (a legacy server's
+    question names no call). Once they are answered, the one used last is kept for the server's idleTimeout, and
+    the two others are spares that stop within 30 s; `mcpx status` says which."""
+    d = make_daemon(home, {"servers": {"old": stdio("sdk_legacy.py")}})
+    d.start()
+    try:
+        async with d.session() as http:
+            asked = await asyncio.gather(*(call(http, "old", "need_repo", session="alice") for _ in range(3)))
+            assert [status for status, _, _ in asked] == [202] * 3
+            assert len(of(await upstreams(http), "old")) == 3
+            for i, (_, body, _) in enumerate(asked):
+                await answer(http, body["elicitation"]["id"], "accept", {"repo": f"r/{i}"})
+                await result(http, body["task"])
+            listed = of(await upstreams(http), "old")
+            assert all(i["calls"] == 0 and i["sessions"] == ["alice"] for i in listed)
+            spares = [i for i in listed if i["spare"]]
+            kept = [i for i in listed if not i["spare"]]
+            assert len(spares) == 2 and all(i["stopsIn"] <= 30 for i in spares), listed
+            assert len(kept) == 1 and kept[0]["stopsIn"] > 500
+            shown = d.cli("status").stdout
+            assert shown.count("a spare, stops in") == 2, shown
+    finally:
+        d.stop()
+
+
 async def test_two_sessions_calls_on_the_shared_instance_each_hear_only_their_own_progress(home: Path) -> None:
     d = make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py")}})
     d.start()

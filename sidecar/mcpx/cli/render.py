@@ -121,7 +121,7 @@ def upstream_lines(doc: dict[str, Any]) -> list[str]:
         else:
             state = f"idle {format_duration(inst.get('idleSeconds') or 0)}"
             if inst.get("stopsIn") is not None:
-                state += f", stops in {format_duration(inst['stopsIn'])}"
+                state += f", {'a spare, ' if inst.get('spare') else ''}stops in {format_duration(inst['stopsIn'])}"
         rss = f"{inst['rssKiB'] / 1024:.1f} MiB" if inst.get("rssKiB") is not None else "-"
         pid = f"pid {inst['pid']}" if inst.get("pid") else "http"
         rows.append([plain(inst["server"], 64), pid, inst.get("era") or "?", who, state, rss])

@@ -9,7 +9,10 @@ asking share an instance, as long as nothing the server asked is pending on it. 
 client (`/mcp/SERVER`, with its own capabilities) has its session's own instances in either era:
 the server sees one connection per client, notifications included, as if mcpx were not there.
 Instances start on first use, are replaced when they die, and stop once idle for their server's
-`idleTimeout`.
+`idleTimeout` — all but one: of a session's idle instances of a server, the one used last is kept for the next
+call, and the others (spares: left over from calls that ran side by side) stop after SPARE_IDLE; so does an idle
+instance started only to list a server's tools once the server has another (a listing takes any idle one).
+Each legacy instance is a whole server process, often ~90 MiB: a few dozen calls must not leave a dozen behind.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ LISTING = "(listing)"  # the owner of a legacy instance started to list a server
 FIRST = "(first)"      # the gate of a server's first start, before its era is known
 PER_SESSION = 4        # legacy instances one session may have of one server
 REAP_EVERY = 30.0      # the longest the reaper sleeps: how soon an instance that died leaves the pool
+SPARE_IDLE = 30.0      # how long a spare idle instance is kept (its server's idleTimeout, when that is shorter)
 
 # what a server is, as far as its process goes: the daemon's own knobs change no instance
 _DAEMON_SIDE = {"timeout", "idle_timeout", "elicit", "enabled"}
@@ -104,6 +108,8 @@ class InstanceInfo(WireModel):
     calls: int = Field(description="calls on it now")
     idle_seconds: float | None = Field(default=None, description="since its last call ended; absent while busy")
     stops_in: float | None = Field(default=None, description="seconds until it is stopped for being idle")
+    spare: bool = Field(default=False, description="an idle instance beside another of its session's (or one that "
+                        "only listed tools): it stops after 30 s rather than its server's idleTimeout")
     rss_kib: int | None = Field(default=None, alias="rssKiB",
                                 description="resident memory of its process and the processes it started")
     processes: int | None = None
@@ -175,8 +181,10 @@ class Pool:
         inst.last_used = time.monotonic()
         if inst.retired and inst.busy == 0:
             self._stop(inst)
-        elif inst.busy == 0 and self._due(inst) < self._next_reap:
-            self._wake.set()  # its idle clock starts now, and runs out before the reaper would look
+        elif inst.busy == 0 and (len(self._groups.get(inst.key, ())) > 1 or self._due(inst) < self._next_reap):
+            # its idle clock starts now, and runs out before the reaper would look; or it makes an older idle
+            # instance beside it a spare, due sooner
+            self._wake.set()
         self._poke()
 
     def _poke(self) -> None:
@@ -375,10 +383,27 @@ class Pool:
                 self._stop(inst)
         self._wake.set()  # an idleTimeout may have changed
 
-    def _due(self, inst: Instance) -> float:
+    def _spares(self) -> set[int]:
+        """The idle instances kept only SPARE_IDLE (by id): in each group of idle ones (a server, an owner, what
+        was declared) all but the one used last; and a listing's own once its server has another instance."""
+        spares: set[int] = set()
+        kept: dict[GroupKey, Instance] = {}
+        for inst in sorted(self.instances(), key=lambda i: i.last_used, reverse=True):
+            if inst.busy:
+                continue
+            if inst.key in kept or (inst.owner == LISTING and len(self.instances(inst.server)) > 1):
+                spares.add(id(inst))
+            else:
+                kept[inst.key] = inst
+        return spares
+
+    def _due(self, inst: Instance, spares: set[int] | None = None) -> float:
         """When an idle instance is to be stopped (monotonic time); at once if its server left the config."""
         entry = self._entries().get(inst.server)
-        return inst.last_used + entry.idle_timeout if entry is not None else inst.last_used
+        if entry is None:
+            return inst.last_used
+        spare = id(inst) in (self._spares() if spares is None else spares)
+        return inst.last_used + (min(entry.idle_timeout, SPARE_IDLE) if spare else entry.idle_timeout)
 
     async def _reap(self) -> None:
         while True:
@@ -396,14 +421,16 @@ class Pool:
         """Stop every instance that died or sat idle past its server's idleTimeout; seconds until the next is due."""
         now = time.monotonic()
         wait = REAP_EVERY
+        spares = self._spares()
         for inst in self.instances():
             if inst.busy:
                 continue
-            left = self._due(inst) - now
+            left = self._due(inst, spares) - now
             if not inst.conn.alive or left <= 0:
                 if inst.conn.alive:
-                    log.info("upstream %s: stopping instance %s (%s), idle for %.0fs", inst.server,
-                             inst.conn.pid or inst.conn.describe(), inst.owner, now - inst.last_used)
+                    log.info("upstream %s: stopping instance %s (%s), idle for %.0fs%s", inst.server,
+                             inst.conn.pid or inst.conn.describe(), inst.owner, now - inst.last_used,
+                             " (a spare)" if id(inst) in spares else "")
                 self._stop(inst)
             else:
                 wait = min(wait, left)
@@ -423,6 +450,7 @@ class Pool:
         now = time.monotonic()
         entries = self._entries()
         live = [i for i in self.instances() if i.conn.alive]
+        spares = self._spares()
         pids = [i.conn.pid for i in live if i.conn.pid is not None]
         usage = await asyncio.to_thread(procinfo.usage, pids)
         out = []
@@ -434,7 +462,8 @@ class Pool:
                 server=inst.server, pid=inst.conn.pid, era=inst.era, shared=inst.owner == SHARED,
                 sessions=sorted(s for s in inst.calling if s != ANY) if inst.owner in (SHARED, LISTING)
                 else [inst.owner], calls=inst.busy, idle_seconds=None if idle is None else round(idle, 1),
-                stops_in=None if idle is None or entry is None else round(max(0.0, entry.idle_timeout - idle), 1),
+                stops_in=None if idle is None or entry is None else round(max(0.0, self._due(inst, spares) - now), 1),
+                spare=idle is not None and id(inst) in spares,
                 rss_kib=use.rss_kib if use else None, processes=use.processes if use else None,
                 started_at=inst.started_at))
         return out
