@@ -349,12 +349,21 @@ class ConfigError(Exception):
         return cls(first.path, first.field, first.message, rest)
 
 
-def embedded_default() -> dict[str, Any]:
-    """What mcpx runs with when no config file exists: SQLite state and the bundled demo server."""
+DEMO = "demo"
+
+
+def demo_server() -> dict[str, Any]:
+    """The bundled demo server's entry. Its questions wait an hour, not elicit.ttl's two minutes: the person
+    answering the first one may still be reading the README."""
     # PYTHONPATH: servers inherit no PYTHONPATH, and mcpx may be run from a checkout rather than installed
     here = str(Path(__file__).resolve().parent.parent)
-    return {"servers": {"demo": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"],
-                                 "env": {"PYTHONPATH": here}}}}
+    return {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"], "env": {"PYTHONPATH": here},
+            "elicit": {"ttl": "1h"}}
+
+
+def embedded_default() -> dict[str, Any]:
+    """What mcpx runs with when no config file exists: SQLite state and the bundled demo server."""
+    return {"servers": {DEMO: demo_server()}}
 
 
 USER_CONFIG = Path("~/.config/mcpx/config.json")

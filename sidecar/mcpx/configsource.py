@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
-from mcpx.config import Config, ConfigError, LoadedConfig, watch_config
+from mcpx.config import DEMO, Config, ConfigError, LoadedConfig, demo_server, validate, watch_config
 
 log = logging.getLogger("mcpx.daemon")
 
@@ -20,9 +21,27 @@ RETRY_WATCH = 2.0  # seconds before watching again after the watch itself failed
 
 
 class ConfigSource:
-    def __init__(self, loaded: LoadedConfig) -> None:
-        self._loaded = loaded
+    """`keep_demo`: the bundled demo server stays in force whatever the files say, unless they name a server
+    "demo" themselves (`mcpx daemon --demo` asked for it). A daemon that started on the embedded default keeps it
+    too: a first config written while it runs does not take the demo (and its calls) away under the person trying
+    it; without --demo, the next start goes by the files alone."""
+
+    def __init__(self, loaded: LoadedConfig, keep_demo: bool = False) -> None:
+        self._asked = keep_demo
+        self.keep_demo = keep_demo or not loaded.sources
+        self._loaded = self._with_demo(loaded)
         self.error: str | None = None  # why the last reload was refused, until one succeeds
+
+    def _with_demo(self, loaded: LoadedConfig) -> LoadedConfig:
+        if not self.keep_demo or DEMO in loaded.config.servers:
+            return loaded
+        demo = validate({"servers": {DEMO: demo_server()}}, "(the demo server)").servers[DEMO]
+        if loaded.sources:
+            log.info("the demo server stays in force beside %s's servers (%s); add a server named \"demo\" to the "
+                     "config to keep it for good", loaded.origin,
+                     "mcpx daemon --demo" if self._asked else "this daemon started with no config")
+        config = loaded.config.model_copy(update={"servers": {**loaded.config.servers, DEMO: demo}})
+        return replace(loaded, config=config)
 
     @property
     def config(self) -> Config:
@@ -45,7 +64,7 @@ class ConfigSource:
             self.error = str(update)
             log.error("config reload refused, previous config stays in force: %s", update)
             return False
-        self._loaded = update
+        self._loaded = self._with_demo(update)
         self.error = None
         log.info("config reloaded from %s", update.origin)
         return True

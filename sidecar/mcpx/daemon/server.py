@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import sys
 from datetime import UTC, datetime
@@ -98,9 +99,6 @@ def setup_logging(paths: StatePaths, verbose: bool = False) -> None:
 
 async def demo_question(gateway: Gateway, settings: ConfigSource) -> None:
     """`mcpx daemon --demo`: put one real question from the bundled demo server in front of a new user."""
-    if "demo" not in settings.config.servers:
-        log.info("--demo: no server named 'demo' in the config, so no demo question")
-        return
     try:
         task = await gateway.start_call(CallRequest(server="demo", tool="choose_repository", arguments={},
                                                     session="demo", session_source="argument", surface="cli"))
@@ -112,17 +110,30 @@ async def demo_question(gateway: Gateway, settings: ConfigSource) -> None:
         log.warning("--demo: the demo call did not ask (%s)", task.error or task.state)
         return
     eid = next(iter(task.open))
-    mcpx = os.path.join(os.path.dirname(sys.argv[0]), "mcpx") if sys.argv[0].endswith("mcpx") else "mcpx"
+    mcpx = _mcpx()
+    steps = [(f"{mcpx} elicit list", "what is waiting"),
+             (f"{mcpx} elicit show {eid}", "the question, and how to answer it"),
+             (f"{mcpx} elicit answer {eid} repo=octo/hello", "answer it"),
+             (f"{mcpx} task result {task.id}", "the call's real result, once answered")]
+    width = max(len(command) for command, _ in steps) + 3
+    lines = "\n".join(f"    {command:<{width}}{what}" for command, what in steps)
     print(f"""
   The demo server is asking a question ({eid}). In another terminal:
 
-    {mcpx} elicit list                                  what is waiting
-    {mcpx} elicit show {eid}        the question, and how to answer it
-    {mcpx} elicit answer {eid} repo=octo/hello
-    {mcpx} task result {task.id}           the call's real result, once answered
+{lines}
 
   More demo tools: {mcpx} tools demo, then e.g. {mcpx} call demo.deploy
 """, file=sys.stderr, flush=True)
+
+
+def _mcpx() -> str:
+    """How to run this mcpx in another terminal: `mcpx` when that name finds this very program (./dev run links
+    it into ~/.local/bin), else its path."""
+    me = os.path.realpath(sys.argv[0])
+    found = shutil.which("mcpx")
+    if not sys.argv[0].endswith("mcpx") or (found is not None and os.path.realpath(found) == me):
+        return "mcpx"
+    return sys.argv[0]
 
 
 async def run(listen: str | None = None, verbose: bool = False, demo: bool = False) -> int:
@@ -152,7 +163,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
             log.warning("listening on %s, beyond loopback: whoever reaches it may try the /v1 API, /mcp and the "
                         "web inbox (each behind its token) over plain HTTP; see docs/inbox.md", listen)
         try:
-            settings = ConfigSource(load_config())
+            settings = ConfigSource(load_config(), keep_demo=demo)
         except ConfigError as exc:
             raise DaemonError(f"config: {exc}") from None
         parts.callback(log.info, "mcpx daemon stopped")
