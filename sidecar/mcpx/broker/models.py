@@ -182,6 +182,8 @@ class TaskDoc(WireModel):
     updated: Moment
     result: dict[str, Any] | None = Field(default=None, description="the server's CallToolResult, once completed")
     error: str | None = Field(default=None, description="why it failed or was cancelled")
+    progress: dict[str, Any] | None = Field(default=None, description="the server's last progress report on a call in "
+                                            "flight (progress, total, message), as it sent it")
 
 
 class TransparentCall(WireModel):

@@ -10,14 +10,17 @@ from mcpx.cli.render import render_event
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("audit", help="audit records: who opened, answered, expired or abandoned what, and when")
-    p.add_argument("--elicit", metavar="ID")
-    p.add_argument("--session")
-    p.add_argument("--trace", metavar="CALL_ID")
-    p.add_argument("--task", metavar="TASK_ID")
+    p = sub.add_parser("audit", help="audit records: who opened, answered, expired or abandoned what, and when",
+                       description="The audit log, oldest first: every question's transitions (open, shown, "
+                                   "answered, escalated, expired, abandoned) and every call's end, with who did it "
+                                   "and their pid.")
+    p.add_argument("--elicit", metavar="ID", help="one question's records (elc-…)")
+    p.add_argument("--session", help="one session's records")
+    p.add_argument("--trace", metavar="CALL_ID", help="one call's records (cal-…)")
+    p.add_argument("--task", metavar="TASK_ID", help="one task's records (tsk-…)")
     p.add_argument("--kinds", help="elicit, task, policy or exact kinds, comma-separated")
-    p.add_argument("--after", type=int, default=0, metavar="SEQ")
-    p.add_argument("--limit", type=int, default=200)
+    p.add_argument("--after", type=int, default=0, metavar="SEQ", help="only records after this one (its seq)")
+    p.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
     add_json_flag(p)
     p.set_defaults(func=run(audit_cmd))
 

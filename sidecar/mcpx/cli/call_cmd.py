@@ -11,13 +11,15 @@ import argparse
 import asyncio
 import json
 import sys
+from datetime import datetime
 from typing import Any
 
 from mcpx.cli.client import ApiError, DaemonClient, Response
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.render import render_question
-from mcpx.text import plain
+from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
+from mcpx.text import clock, plain
 
 MODES = ("prompt", "return", "auto", "decline", "error")
 
@@ -25,7 +27,8 @@ MODES = ("prompt", "return", "auto", "decline", "error")
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("call", help="call an upstream tool; questions it asks are prompted for or returned (exit 75)")
     p.add_argument("target", metavar="SERVER.TOOL")
-    p.add_argument("arguments", nargs="?", default="{}", help="the tool's arguments as a JSON object")
+    p.add_argument("arguments", nargs="*", help="the tool's arguments: one JSON object, or name=value pairs typed "
+                                                "by the tool's schema (mcpx tools SERVER.TOOL shows them)")
     p.add_argument("--elicit", choices=MODES, default=None,
                    help="prompt (default on a terminal), return (default otherwise: print the question, exit 75), "
                         "auto (rules only), decline (refuse every question), error (fail if it asks)")
@@ -33,11 +36,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_json_flag(p)
     p.set_defaults(func=guarded(call_cmd))
 
-    task = sub.add_parser("task", help="calls running in the daemon")
+    task = sub.add_parser("task", help="calls running in the daemon", description="The calls made through mcpx "
+                          "(tsk-…): list them, see one, wait for its real result, cancel it.")
     tsub = task.add_subparsers(dest="task_cmd", required=True, metavar="COMMAND")
+    p = tsub.add_parser("list", help="the calls in flight, newest first (--state all: the finished ones too)")
+    p.add_argument("--state", default="running,input-required",
+                   help="comma-separated: running, input-required, completed, failed, cancelled; or all "
+                        "(default: the ones in flight)")
+    p.add_argument("--session", help="only this session's calls")
+    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    add_json_flag(p)
+    p.set_defaults(func=run(task_list_cmd))
     p = tsub.add_parser("result", help="a call's real result (waits up to --timeout)")
-    p.add_argument("id")
-    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("id", help="the call's task id (tsk-…)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it (default 30); exit 75 if it "
+                                                               "still runs or waits for an answer")
     add_json_flag(p)
     p.set_defaults(func=run(task_result_cmd))
     p = tsub.add_parser("show", help="a call's status")
@@ -49,8 +62,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_json_flag(p)
     p.set_defaults(func=run(task_cancel_cmd))
 
-    p = sub.add_parser("tools", help="what is behind mcpx: each server's tools")
-    p.add_argument("server", nargs="?")
+    p = sub.add_parser("tools", help="what is behind mcpx: each server's tools, or one tool's arguments",
+                       description="The tools of the servers behind mcpx (starting each server that is not "
+                                   "running). SERVER: that server's alone; SERVER.TOOL: that tool, with its "
+                                   "arguments.")
+    p.add_argument("server", nargs="?", metavar="SERVER[.TOOL]")
     add_json_flag(p)
     p.set_defaults(func=run(tools_cmd))
 
@@ -68,6 +84,10 @@ def print_result(result: dict[str, Any]) -> None:
         print(json.dumps(result["error"]))
 
 
+def clock_of(moment: str) -> str:
+    return clock(datetime.fromisoformat(moment.replace("Z", "+00:00")))
+
+
 def _exit_for_result(result: dict[str, Any]) -> int:
     return 1 if result.get("isError") or "error" in result else 0
 
@@ -79,15 +99,45 @@ def _split(target: str) -> tuple[str, str]:
     return server, tool
 
 
-def _arguments(text: str) -> dict[str, Any]:
-    try:
-        arguments = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the arguments are not JSON ({exc.msg} at character {exc.pos}): {text!r}; give the "
-                         """tool's arguments as one JSON object, e.g. '{"repo": "octo/hello"}'""") from None
-    if not isinstance(arguments, dict):
-        raise ValueError(f"the arguments must be a JSON object ({{\"name\": value, …}}), not {text!r}")
-    return arguments
+def given_as_pairs(words: list[str]) -> bool:
+    """name=value pairs, rather than one JSON text (an object, or whatever else was meant as JSON)."""
+    return all("=" in w for w in words) and not (len(words) == 1 and words[0].lstrip().startswith(("{", "[", '"')))
+
+
+def _arguments(words: list[str], schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The tool's arguments: one JSON object as it is, or name=value pairs, each value typed by the tool's schema (a
+    string field takes the text as it is; any other takes JSON: 3, true, ["a","b"], {"k": 1})."""
+    if not words:
+        return {}
+    if not given_as_pairs(words):
+        try:
+            arguments = json.loads(words[0])
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the arguments are not JSON ({exc.msg} at character {exc.pos}): {words[0]!r}; give "
+                             """one JSON object, e.g. '{"repo": "octo/hello"}', or name=value pairs""") from None
+        if not isinstance(arguments, dict):
+            raise ValueError(f"the arguments must be a JSON object ({{\"name\": value, …}}), not {words[0]!r}")
+        return arguments
+    props = (schema or {}).get("properties") or {}
+    out: dict[str, Any] = {}
+    for word in words:
+        name, eq, text = word.partition("=")
+        if not eq or not name:
+            raise ValueError(f"{word!r} is not name=value; give the tool's arguments as name=value pairs or one JSON "
+                             "object")
+        if name in out:
+            raise ValueError(f"{name} is given twice")
+        kind = (props.get(name) or {}).get("type")
+        if kind == "string":
+            out[name] = text
+            continue
+        try:
+            out[name] = json.loads(text)
+        except json.JSONDecodeError:
+            if kind not in (None, "string"):
+                raise ValueError(f"{name}={text!r}: the tool takes {kind} there, written as JSON") from None
+            out[name] = text  # a field the schema does not name: the text as it is
+    return out
 
 
 def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
@@ -110,7 +160,9 @@ def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
 def call_cmd(args: argparse.Namespace) -> int:
     try:
         server, tool = _split(args.target)
-        arguments = _arguments(args.arguments)
+        schema = asyncio.run(_input_schema(server, tool)) if args.arguments and given_as_pairs(args.arguments) \
+            else None
+        arguments = _arguments(args.arguments, schema)
     except ValueError as exc:
         print(f"mcpx: {exc}", file=sys.stderr)
         return 2
@@ -120,13 +172,26 @@ def call_cmd(args: argparse.Namespace) -> int:
         body["session"] = args.session
     if mode in ("auto", "decline", "error"):
         body["elicit"] = mode
-    resp = asyncio.run(_post(f"/v1/call/{server}/{tool}", body))
+    # on a terminal the call comes back within a second while it runs, so the wait can be shown (its progress)
+    resp = asyncio.run(_post(f"/v1/call/{server}/{tool}", body, wait=1.0 if mode == "prompt" else None))
     return _follow(args, resp, mode)
 
 
-async def _post(path: str, body: dict[str, Any]) -> Response:
+async def _input_schema(server: str, tool: str) -> dict[str, Any]:
+    """The tool's inputSchema, to type name=value pairs by; the daemon's refusal when it has no such tool."""
     async with DaemonClient() as client:
-        return await client.request("POST", path, json_body=body, timeout=3700, ok=(502,))
+        tools = (await client.get(f"/v1/tools/{server}", timeout=120))["servers"][server]
+    found = next((t for t in tools if t.get("name") == tool), None)
+    if found is None:
+        raise ValueError(f"{server} has no tool {tool!r} (mcpx tools {server} lists its tools)")
+    schema = found.get("inputSchema")
+    return schema if isinstance(schema, dict) else {}
+
+
+async def _post(path: str, body: dict[str, Any], wait: float | None = None) -> Response:
+    async with DaemonClient() as client:
+        return await client.request("POST", path, json_body=body, timeout=3700, ok=(502,),
+                                    params={"wait": wait} if wait is not None else None)
 
 
 def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
@@ -135,8 +200,11 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
     Prompting happens outside any event loop, so Ctrl-C interrupts the prompt itself (and means cancel).
     """
     form = TerminalForm()
+    line = StatusLine()
     while True:
         body = resp.body
+        if resp.status != 202 or body.get("elicitations"):
+            line.clear()
         if resp.status == 200:
             result = body.get("result") if "result" in body else body
             if args.json:
@@ -161,8 +229,19 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
             return EX_TEMPFAIL
         for q in body.get("elicitations") or []:
             _prompt_one(form, q)
+        if not body.get("elicitations") and line.on:
+            # still running: say so, with what the server last reported, and look again in a second
+            line.show(progress_text(asyncio.run(_task(body["task"]))))
+            resp = asyncio.run(_result(body["task"], 1, wake="question"))
+            continue
         # the next question the call asks ends this wait at once, as its result does
         resp = asyncio.run(_result(body["task"], 30, wake="question"))
+
+
+async def _task(task: str) -> dict[str, Any]:
+    async with DaemonClient() as client:
+        doc: dict[str, Any] = await client.get(f"/v1/tasks/{task}")
+        return doc
 
 
 async def _result(task: str, timeout: float, wake: str = "result") -> Response:
@@ -214,6 +293,31 @@ async def task_result_cmd(args: argparse.Namespace) -> int:
     return _follow(args, resp, "return")
 
 
+def task_line(doc: dict[str, Any]) -> str:
+    """A call in one line: its id, state, tool, session, when it last moved, what it waits for."""
+    line = (f"{doc['id']} · {doc['state']:<14} · {plain(doc['server'])}.{plain(doc['tool'])} · session "
+            f"{plain(doc['session'])} · {clock_of(doc['updated'])}")
+    if doc.get("open"):
+        line += f" · waits for {', '.join(doc['open'])}"
+    if doc.get("state") in ("running", "input-required") and doc.get("survivesRestart") is False:
+        line += " · ends if the daemon stops"
+    return line
+
+
+async def task_list_cmd(args: argparse.Namespace) -> int:
+    async with DaemonClient() as client:
+        body = await client.get("/v1/tasks", params={"state": args.state, "limit": args.limit,
+                                                     **({"session": args.session} if args.session else {})})
+    if args.json:
+        emit_json(body)
+        return 0
+    if not body["tasks"]:
+        print("no calls" + (" in flight" if args.state == "running,input-required" else ""))
+    for doc in body["tasks"]:
+        print(task_line(doc))
+    return 0
+
+
 async def task_show_cmd(args: argparse.Namespace) -> int:
     async with DaemonClient() as client:
         doc = await client.get(f"/v1/tasks/{args.id}")
@@ -239,9 +343,15 @@ async def task_cancel_cmd(args: argparse.Namespace) -> int:
 
 
 async def tools_cmd(args: argparse.Namespace) -> int:
+    server, _, tool = (args.server or "").partition(".")
     async with DaemonClient() as client:
-        path = f"/v1/tools/{args.server}" if args.server else "/v1/tools"
-        body = await client.get(path, timeout=120)
+        path = f"/v1/tools/{server}" if server else "/v1/tools"
+        # a server that is not running is started to be listed: seconds each, said on a terminal meanwhile
+        body = await while_waiting(client.get(path, timeout=120),
+                                   lambda: f"listing the tools of {server or 'every server'} (starting any that is "
+                                           "not running)")
+    if tool:
+        return _one_tool(args, server, tool, body["servers"][server])
     if args.json:
         emit_json(body)
         return 0
@@ -258,3 +368,41 @@ async def tools_cmd(args: argparse.Namespace) -> int:
                   + (f"  [{', '.join(flags)}]" if flags else ""))
     return 0
 
+
+
+def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict[str, Any]]) -> int:
+    """One tool: what it does, what it takes (each argument's type, whether it is required, its default and
+    description), and how to call it."""
+    found = next((t for t in tools if t.get("name") == tool), None)
+    if found is None:
+        print(f"mcpx: {server} has no tool {tool!r}; its tools: "
+              f"{', '.join(plain(t.get('name', '?')) for t in tools) or 'none'}", file=sys.stderr)
+        return 1
+    if args.json:
+        emit_json(found)
+        return 0
+    schema: dict[str, Any] = found["inputSchema"] if isinstance(found.get("inputSchema"), dict) else {}
+    props = schema.get("properties") or {}
+    needed = set(schema.get("required") or [])
+    print(f"{server}.{plain(tool)}")
+    if found.get("description"):
+        print(f"  {plain(found['description'], 2000)}")
+    ann = found.get("annotations") or {}
+    flags = [f for f, on in (("read-only", ann.get("readOnlyHint")), ("destructive", ann.get("destructiveHint")))
+             if on]
+    if flags:
+        print(f"  [{', '.join(flags)}]")
+    if not props:
+        print("  takes no arguments")
+    for name, prop in props.items():
+        prop = prop if isinstance(prop, dict) else {}
+        bits = [str(prop.get("type", "any")), "required" if name in needed else "optional"]
+        if "default" in prop:
+            bits.append(f"default {json.dumps(prop['default'], ensure_ascii=False)}")
+        if isinstance(prop.get("enum"), list):
+            bits.append("one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in prop["enum"]))
+        about = f": {plain(prop['description'], 300)}" if prop.get("description") else ""
+        print(f"  {plain(name)} ({plain('; '.join(bits), 300)}){about}")
+    example = " ".join(f"{n}=…" for n in props if n in needed) or ""
+    print(f"call it: mcpx call {server}.{plain(tool)}" + (f" {example}" if example else ""))
+    return 0

@@ -11,7 +11,28 @@ from typing import Any
 
 from mcpx.cli.client import EX_UNAVAILABLE, ApiError, NoDaemon
 
+EX_USAGE = 2  # what was given is wrong: a malformed id, an option out of range
+EX_DATAERR = 65  # an answer that does not fit its question (each field's problem is named)
 EX_TEMPFAIL = 75  # the call waits for input; nothing here can answer it (yet)
+# what each refusal of the daemon exits with; the rest (403 not yours, 409 answered already, 410 gone) is 1
+_EXIT = {400: EX_USAGE, 422: EX_DATAERR}
+_WHERE_TO_LOOK = {"question": "mcpx elicit list --state all lists every question",
+                  "task": "mcpx task list --state all lists every call"}
+
+
+def refusal(exc: ApiError) -> str:
+    """A refusal of the daemon's, in the words of the command line: no REST words, and where to look next."""
+    message = str(exc)
+    for prefix in ("invalid path: ", "invalid query: ", "invalid body: "):
+        if message.startswith(prefix):
+            message = message[len(prefix):]
+            name, _, rest = message.partition(": ")
+            message = rest if name in ("id", "action") and rest else message
+    if exc.status == 404:
+        hint = next((h for what, h in _WHERE_TO_LOOK.items() if message.startswith(f"no {what}")), None)
+        if hint:
+            message += f" ({hint})"
+    return message
 
 Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
@@ -28,8 +49,8 @@ def guarded(body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
             if getattr(args, "json", False):
                 print(json.dumps(exc.body, indent=2))
             else:
-                print(f"mcpx: {exc}", file=sys.stderr)
-            return 1
+                print(f"mcpx: {refusal(exc)}", file=sys.stderr)
+            return _EXIT.get(exc.status, 1)
         except KeyboardInterrupt:
             return 130
     return runner

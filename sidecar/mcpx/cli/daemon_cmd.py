@@ -27,15 +27,19 @@ from mcpx.daemon.launch import LaunchError, detach, running_pid, start_detached,
 from mcpx.daemon.origin import Origin
 from mcpx.daemon.service import ServiceError, install, plan, platform_manager, uninstall
 from mcpx.paths import StatePaths
+from mcpx.text import plain
 
 LISTEN_HELP = "also serve /v1 and /mcp on loopback TCP, behind a bearer token"
 
 
 def _action(actions: argparse._SubParsersAction[argparse.ArgumentParser], name: str, func: Any, help: str,
-            timeout: float, listen: bool = False) -> None:
-    a = actions.add_parser(name, help=help)
+            timeout: float, listen: bool = False, force: bool = False) -> None:
+    a = actions.add_parser(name, help=help, description=help)
     if listen:
         a.add_argument("--listen", metavar="HOST:PORT", help=LISTEN_HELP)
+    if force:
+        a.add_argument("--force", action="store_true", help="stop even though calls in flight end with it (their "
+                                                            "open questions are abandoned)")
     a.add_argument("--timeout", type=float, default=timeout, help=f"how long it may take (default {timeout:.0f} s)")
     add_json_flag(a)
     a.set_defaults(func=func)
@@ -55,9 +59,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _action(actions, "start", start_cmd, "start a daemon in the background, detached (as mcpx serve does), unless one "
             "runs; returns once it serves", 15.0, listen=True)
     _action(actions, "stop", stop_cmd, "stop the daemon of this state directory, however it was started; it drains "
-            "first", 20.0)
+            "first, and refuses while calls in flight would end (--force)", 20.0, force=True)
     _action(actions, "restart", restart_cmd, "stop the daemon and start one in the background (with the same --listen "
-            "unless given)", 20.0, listen=True)
+            "unless given); refuses while calls in flight would end (--force)", 20.0, listen=True, force=True)
     a = actions.add_parser("install", help="write a user service that keeps the daemon running (a systemd user unit; "
                                            "a launchd agent on macOS), and print how to enable it")
     a.add_argument("--uninstall", action="store_true", help="remove the file install writes")
@@ -68,7 +72,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.set_defaults(func=install_cmd)
 
     p = sub.add_parser("status", help="is the daemon running, what config, how many questions wait, which "
-                                      "upstream instances run and the memory they hold")
+                                      "upstream instances run and the memory they hold",
+                       description="The daemon of this state directory: whether it runs and how it was started, "
+                                   "its config, its store, how many questions wait, the web inbox's address, and "
+                                   "the upstream server instances running with their sessions and memory. Exit 69 "
+                                   "when none runs.")
     add_json_flag(p)
     p.set_defaults(func=run(status))
 
@@ -245,12 +253,48 @@ def _stop(args: argparse.Namespace, found: Running, action: str) -> str | None:
     return None
 
 
+async def _in_flight() -> list[dict[str, Any]] | None:
+    """The calls a stop would end (a legacy call lives in its server process; a modern one mid-round is re-driven
+    after a restart); None when the daemon does not say. A question asked over REST or by `mcpx elicit ask` is no
+    call's: it waits in the store across a restart, and is not counted."""
+    try:
+        async with DaemonClient() as client:
+            body = await client.get("/v1/tasks", params={"state": "running,input-required"}, timeout=10)
+    except (NoDaemon, ApiError, OSError, TimeoutError):
+        return None
+    return [t for t in body.get("tasks") or [] if not t.get("survivesRestart")]
+
+
+def _refused(args: argparse.Namespace, action: str) -> int | None:
+    """Unless --force: refuse to stop a daemon with calls in flight that would end, saying which."""
+    if args.force:
+        return None
+    ending = asyncio.run(_in_flight())
+    if not ending:
+        return None
+    waiting = sorted({eid for t in ending for eid in t.get("open") or []})
+    lines = "\n".join(f"  {t['id']} · {plain(t['server'])}.{plain(t['tool'])} · session {plain(t['session'])}"
+                      + (f" · waits for {', '.join(t['open'])}" if t.get("open") else "") for t in ending)
+    message = (f"{len(ending)} call{'s' if len(ending) != 1 else ''} in flight would end with the daemon"
+               + (f", and {len(waiting)} question{'s' if len(waiting) != 1 else ''} they wait on would be abandoned"
+                  if waiting else "") + f":\n{lines}\n"
+               f"Answer or cancel them first (mcpx task list; mcpx task cancel ID), or {action} anyway with --force. "
+               "(Questions asked over REST or by `mcpx elicit ask` survive a restart: they are not counted.)")
+    if args.json:
+        emit_json({"action": action, "error": "calls in flight", "calls": ending, "questions": waiting})
+        return 1
+    print(f"mcpx daemon {action}: {message}", file=sys.stderr)
+    return 1
+
+
 def stop_cmd(args: argparse.Namespace) -> int:
     paths = StatePaths.current()
     found = find_running(paths)
     if found is None:
         return _fail(args, "stop", f"no mcpx daemon runs for {paths.root} (nothing answers on {paths.socket})",
                      EX_UNAVAILABLE)
+    if (refused := _refused(args, "stop")) is not None:
+        return refused
     problem = _stop(args, found, "stop")
     return _fail(args, "stop", problem) if problem else 0
 
@@ -266,6 +310,8 @@ def restart_cmd(args: argparse.Namespace) -> int:
                 f"launchctl kickstart -k gui/{os.getuid()}/{name}"
             return _fail(args, "restart", f"the daemon (pid {found.pid}) runs as a user service "
                                           f"({found.origin.service}); restart it as one, so it stays one: {how}")
+        if (refused := _refused(args, "restart")) is not None:
+            return refused
         if (problem := _stop(args, found, "restart")) is not None:
             return _fail(args, "restart", problem)
     return _start(args, paths, "restart", listen)

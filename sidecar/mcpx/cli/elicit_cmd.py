@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcpx.broker.schema import SchemaProblem, check_schema, parse_assignments
+from mcpx.broker.schema import SchemaProblem, check_schema, parse_assignments, properties, required
 from mcpx.cli import inbox_cmd
 from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
-from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, run
+from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
+from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.render import render_event, render_question, render_row
 from mcpx.text import plain
 
@@ -24,10 +25,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = esub.add_parser("list", help="questions, oldest first (pending ones unless --state)")
     p.add_argument("--session", help="only this session's questions")
-    p.add_argument("--state", choices=["pending", "answered", "expired", "abandoned", "all"], default="pending")
-    p.add_argument("--server")
-    p.add_argument("--audience", choices=["agent", "human", "agent-then-human"])
-    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--state", choices=["pending", "answered", "expired", "abandoned", "all"], default="pending",
+                   help="which (default pending; all: every question the log holds)")
+    p.add_argument("--server", help="only this server's questions")
+    p.add_argument("--audience", choices=["agent", "human", "agent-then-human"],
+                   help="only the questions for this audience")
+    p.add_argument("--limit", type=int, default=1000, help="at most this many (default 1000)")
     add_json_flag(p)
     p.set_defaults(func=run(list_cmd))
 
@@ -38,9 +41,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = esub.add_parser("answer", help="accept, with content as JSON or key=value pairs typed by the schema")
     p.add_argument("id")
-    p.add_argument("content", nargs="*", help="'{\"field\": …}' or field=value …")
+    p.add_argument("content", nargs="*", help="'{\"field\": …}' or field=value …; on a terminal, fields left out "
+                                              "are asked for (credentials without echo)")
     add_json_flag(p)
-    p.set_defaults(func=run(answer_cmd), action="accept")
+    p.set_defaults(func=guarded(answer_cmd), action="accept")
 
     for action, help_text in (("decline", "explicitly no: the server should offer something else"),
                               ("cancel", "not now: dismissed without choosing")):
@@ -48,7 +52,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument("id")
         p.add_argument("--reason", help="why, in words the server (and the audit) will keep")
         add_json_flag(p)
-        p.set_defaults(func=run(answer_cmd), action=action, content=[])
+        p.set_defaults(func=guarded(answer_cmd), action=action, content=[])
 
     inbox_cmd.register_link(esub)
 
@@ -120,17 +124,54 @@ def parse_content(schema: dict[str, Any] | None, words: list[str]) -> dict[str, 
     return parse_assignments(schema, words)
 
 
-async def answer_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        content = None
-        if args.content:
-            question = (await client.get(f"/v1/elicit/{args.id}"))["elicitation"]
+def answer_cmd(args: argparse.Namespace) -> int:
+    """accept, decline or cancel. On a terminal, an accept that leaves fields out asks for them (every field when
+    no content is given), a credential with the terminal's echo off: a key typed there is in no shell history and no
+    process list. Prompting runs outside any event loop, so Ctrl-C ends the prompt (and answers nothing)."""
+    question = asyncio.run(_question(args.id)) if args.action == "accept" else None
+    schema = (question or {}).get("requestedSchema")
+    try:
+        content = parse_content(schema, args.content) if args.content else None
+    except ValueError as exc:
+        print(f"mcpx: {exc}", file=sys.stderr)
+        return 2
+    if question is None or question.get("mode") != "form" or not sys.stdin.isatty() or args.json:
+        return _record(args, args.action, content, getattr(args, "reason", None))
+    # on a terminal: what was left out is asked for (nothing given: every field; something: the required rest),
+    # and an answer that does not fit is asked again, field by field, with each field's problem
+    form = TerminalForm()
+    given, needed = content or {}, set(required(schema))
+    missing = {n for n in properties(schema) if n not in given and (content is None or n in needed)}
+    try:
+        if missing:
+            content = {**given, **form.form(question, only=missing)}
+        while True:
             try:
-                content = parse_content(question.get("requestedSchema"), args.content)
-            except ValueError as exc:
-                print(f"mcpx: {exc}", file=sys.stderr)
-                return 2
-        body = await client.answer(args.id, args.action, content, getattr(args, "reason", None))
+                return _record(args, "accept", content, None)
+            except ApiError as exc:
+                if exc.status != 422 or not exc.fields:
+                    raise
+                content = {**(content or {}), **form.form(question, exc.fields)}
+    except Declined as declined:
+        return _record(args, "decline", None, declined.reason)
+    except (KeyboardInterrupt, EOFError):
+        print(f"\nmcpx: nothing answered; {args.id} still waits", file=sys.stderr)
+        return 130
+
+
+async def _question(eid: str) -> dict[str, Any]:
+    async with DaemonClient() as client:
+        q: dict[str, Any] = (await client.get(f"/v1/elicit/{eid}"))["elicitation"]
+        return q
+
+
+def _record(args: argparse.Namespace, action: str, content: dict[str, Any] | None, reason: str | None) -> int:
+    """Send the answer, and print what came of it; a refusal is raised (a 422, to ask again on a terminal)."""
+    async def send() -> Any:
+        async with DaemonClient() as client:
+            return await client.answer(args.id, action, content, reason)
+
+    body = asyncio.run(send())
     if args.json:
         emit_json(body)
     elif body.get("escalated"):

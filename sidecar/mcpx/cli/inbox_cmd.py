@@ -7,9 +7,10 @@ shell: each answers as the person.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 import webbrowser
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.common import add_json_flag, emit_json, run
@@ -52,13 +53,32 @@ async def inbox_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def reachable_elsewhere(url: str) -> bool:
+    """Whether another device could open `url`: not when its host is this machine's loopback."""
+    host = urlsplit(url).hostname or ""
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host not in ("localhost", "localhost.localdomain") and not host.endswith(".localhost")
+
+
+LOOPBACK_NOTE = ("This address is on this machine's loopback: another device (your phone) cannot open it. Serve the "
+                 "inbox where it can — `mcpx daemon restart --listen 0.0.0.0:7878` on a network you trust, or a "
+                 "tunnel to the inbox's port (ssh -R, Tailscale; docs/inbox.md) — then ask for the link again.")
+
+
 async def link_cmd(args: argparse.Namespace) -> int:
     async with DaemonClient() as client:
         url = (await client.get(f"/v1/elicit/{args.id}/link"))["url"]
+    here_only = not reachable_elsewhere(url)
     if args.json:
-        emit_json({"url": url})
+        emit_json({"url": url, "reachableElsewhere": not here_only})
         return 0
     print(url)
+    if here_only:
+        # no QR code "for your phone" that no phone can open: say so, and how to serve it where it can
+        print(LOOPBACK_NOTE, file=sys.stderr)
+        return 0
     if sys.stdout.isatty():
         import segno
 

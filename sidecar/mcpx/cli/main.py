@@ -47,7 +47,11 @@ def _demo_server(_args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    top = parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        top.print_help(sys.stderr)  # `mcpx` alone: what it can do, not only that a command is missing
+        return 2
+    args = top.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:

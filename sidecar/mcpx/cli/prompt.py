@@ -55,6 +55,26 @@ def read_line(prompt: str) -> str:
         os.close(wake_w)
 
 
+def read_secret(prompt: str) -> str:
+    """read_line with the terminal's echo off: a credential typed here is never shown (nor left on the screen for
+    the scrollback); the line ends with the person's Enter. Not a terminal: read as any line."""
+    fd = sys.stdin.fileno()
+    if not os.isatty(fd):
+        return read_line(prompt)
+    import termios  # POSIX terminals only; imported where it is used
+
+    before = termios.tcgetattr(fd)
+    hidden = termios.tcgetattr(fd)
+    hidden[3] &= ~termios.ECHO
+    termios.tcsetattr(fd, termios.TCSAFLUSH, hidden)
+    try:
+        return read_line(prompt)
+    finally:
+        termios.tcsetattr(fd, termios.TCSAFLUSH, before)
+        sys.stderr.write("\n")  # the Enter the terminal did not echo
+        sys.stderr.flush()
+
+
 class Declined(Exception):
     def __init__(self, reason: str | None) -> None:
         super().__init__(reason or "declined")
@@ -93,15 +113,16 @@ def shown_default(value: Any) -> str:
 
 
 class TerminalForm:
-    def __init__(self, read: Reader = read_line, out: TextIO = sys.stderr) -> None:
+    def __init__(self, read: Reader = read_line, out: TextIO = sys.stderr, read_hidden: Reader = read_secret) -> None:
         self.read = read
+        self.read_hidden = read_hidden  # for a credential: nothing typed is shown
         self.out = out
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
-    def _ask(self, label: str) -> str:
-        text = self.read(label)
+    def _ask(self, label: str, hidden: bool = False) -> str:
+        text = (self.read_hidden if hidden else self.read)(label)
         if text.strip().lower() == "decline":
             reason = self.read("  why (optional, Enter to skip): ").strip()
             raise Declined(reason or None)
@@ -126,9 +147,14 @@ class TerminalForm:
             if text in ("c", "cancel"):
                 raise KeyboardInterrupt
 
-    def form(self, q: dict[str, Any], problems: dict[str, str] | None = None) -> dict[str, Any]:
+    def form(self, q: dict[str, Any], problems: dict[str, str] | None = None,
+             only: set[str] | None = None) -> dict[str, Any]:
+        """The question's fields asked one by one (`problems`: only those, after a refused answer, with their
+        problems; `only`: only these, the others being given already). A credential is read with the terminal's
+        echo off."""
         schema = q.get("requestedSchema") or {}
         req = set(required(schema))
+        secret = set(q.get("secretFields") or [])
         if problems is None:
             self.header(q)
         else:
@@ -142,15 +168,17 @@ class TerminalForm:
                 return {}
             raise Declined(None)
         for name, prop in props.items():
-            if problems is not None and name not in problems:
+            if (problems is not None and name not in problems) or (only is not None and name not in only):
                 continue
-            self.say("  " + plain(describe_field(name, prop, name in req), 400))
+            hidden = name in secret or prop.get("format") == "password"
+            self.say("  " + plain(describe_field(name, prop, name in req), 400)
+                     + (" — a credential: what you type is not shown" if hidden else ""))
             options = enum_options(prop) or multi_options(prop)
             if options:
                 self.say("    " + "  ".join(f"{i}) {plain(title, 60)}" for i, (_v, title) in enumerate(options, 1)))
             while True:
-                default = f" [{plain(shown_default(prop['default']), 200)}]" if "default" in prop else ""
-                text = self._ask(f"  {name}{default}: ")
+                default = f" [{plain(shown_default(prop['default']), 200)}]" if "default" in prop and not hidden else ""
+                text = self._ask(f"  {name}{default}: ", hidden)
                 if not text.strip():
                     if "default" in prop or name not in req:
                         break  # the daemon fills defaults; optional fields may stay empty

@@ -32,7 +32,11 @@ REPLAY_ID = "mcpx-serve-replayed-initialize"
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="the MCP surface on stdio (for opencode and other MCP hosts); starts a daemon "
-                                     "if none runs")
+                                     "if none runs",
+                       description="mcpx as an MCP server on stdio, for a host that runs its servers as commands "
+                                   "(opencode's MCP entry): the tools of every server behind mcpx as SERVER_TOOL, "
+                                   "and mcpx's own. It starts a daemon if none runs (detached: it outlives the "
+                                   "host) and survives the daemon's restart.")
     p.add_argument("--server", help="serve one upstream server under its own tool names, instead of all of them "
                                     "as SERVER_TOOL")
     p.set_defaults(func=serve)

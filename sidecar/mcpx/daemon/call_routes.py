@@ -7,14 +7,14 @@ a Location to answer at and a Retry-After of the time left, while the call keeps
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, cast, get_args
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from mcpx.answering import respond_with
 from mcpx.broker.broker import Broker
-from mcpx.broker.models import Elicitation, TaskDoc, WireModel
+from mcpx.broker.models import Elicitation, TaskDoc, TaskState, WireModel
 from mcpx.daemon.api import Api, Call, Reply, RouteError
 from mcpx.daemon.peers import session_of
 from mcpx.daemon.schemas import ErrorDetail, TaskPath
@@ -157,6 +157,49 @@ async def call_tool(call: Call) -> web.StreamResponse:
     # result, or for the next question
     await task.wait_for(lambda: task.done or bool(waiting(task, call.app[BROKER])), limit)
     return finished_response(task) if task.done else waiting_response(task, call.app[BROKER], page_of(call.app))
+
+
+TASK_STATES: tuple[TaskState, ...] = get_args(TaskState)
+
+
+def _states(text: str) -> str:
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    bad = [w for w in words if w not in (*TASK_STATES, "all")]
+    if bad or not words:
+        raise ValueError(f"{', '.join(bad) or 'nothing'}: not a state (one or more of {', '.join(TASK_STATES)}, "
+                         "or all)")
+    return ",".join(words)
+
+
+class TasksQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    state: Annotated[str, AfterValidator(_states)] = Field(
+        default="running,input-required", description=f"comma-separated: {', '.join(TASK_STATES)}; or all")
+    session: str | None = Field(default=None, max_length=200)
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
+class ListedTask(TaskDoc):
+    survives_restart: bool = Field(description="the daemon re-drives it after a restart (a modern call between "
+                                               "rounds); any other call in flight ends with the daemon, its open "
+                                               "questions abandoned")
+
+
+class TaskList(WireModel):
+    tasks: list[ListedTask]
+
+
+@api.route("GET", "/v1/tasks", "Calls, newest first (default: the ones in flight)", tag="call", query=TasksQuery,
+           replies={200: Reply("the calls", TaskList), 400: Reply("a state that is none")})
+async def list_tasks(call: Call) -> web.StreamResponse:
+    q: TasksQuery = call.query
+    states = cast(tuple[TaskState, ...], TASK_STATES if "all" in q.state.split(",") else tuple(q.state.split(",")))
+    found = [t for t in await call.app[BROKER].tasks_in(states) if q.session is None or t.session == q.session]
+    found.sort(key=lambda t: t.updated, reverse=True)
+    listed = [ListedTask(**t.shown().model_dump(), survives_restart=bool(
+        t.state in ("running", "input-required") and t.era == "modern" and t.resume is not None))
+              for t in found[: q.limit]]
+    return web.json_response(TaskList(tasks=listed).wire())
 
 
 @api.route("GET", "/v1/tasks/{id}", "A call's status: running, input-required, completed, failed, cancelled",
