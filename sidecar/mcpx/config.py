@@ -7,6 +7,7 @@ offending field; the daemon keeps the previous config in force when a reload fai
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import json
 import os
@@ -15,7 +16,8 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -28,6 +30,11 @@ Seconds = Annotated[float, BeforeValidator(parse_duration)]
 Audience = Literal["agent", "human", "agent-then-human"]
 ElicitMode = Literal["ask", "auto", "decline", "error"]
 PluginLevel = Literal["off", "notify", "ask", "auto"]
+
+
+# However small a server's `timeout`, its start may take this long: a Python server importing the SDK
+# needs seconds on a busy 2-core machine, and a call timeout of 2 s is not meant to forbid that.
+START_FLOOR = 10.0
 
 
 class _Model(BaseModel):
@@ -420,6 +427,10 @@ def _field_of(loc: tuple[int | str, ...]) -> str:
     return "".join(parts)
 
 
+EMPTY = ('the file is empty (or only comments): write a JSON object, e.g. {"servers": {"NAME": {"command": "CMD", '
+         '"args": ["ARG"]}}} ({} is a config with no servers), or remove the file')
+
+
 def read_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -430,6 +441,8 @@ def read_file(path: Path) -> dict[str, Any]:
     try:
         data = jsonc.loads(text)
     except (ValueError, json.JSONDecodeError) as exc:
+        if isinstance(exc, json.JSONDecodeError) and not exc.doc.strip():  # exc.doc: the text less its comments
+            raise ConfigError(str(path), None, EMPTY) from None
         raise ConfigError(str(path), None, f"not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(str(path), None, "the top level must be a JSON object")
@@ -443,22 +456,83 @@ def validate(data: dict[str, Any], origin: str) -> Config:
         raise ConfigError.of(_problems(exc, data, origin)) from None
 
 
+NO_SHAPE = "needs either 'command' (stdio) or 'url' (HTTP)"
+
+
 def _problems(exc: ValidationError, data: dict[str, Any], origin: str) -> list[Problem]:
     """Every problem pydantic found, in the words of the config's own fields, each once."""
     out: list[Problem] = []
+    misspelt: set[str] = set()  # servers whose missing command or url is a key spelt wrong, said so already
     for err in exc.errors():
         message = err["msg"].removeprefix("Value error, ")
-        fld = _field_of(err["loc"])
-        if err["type"] in ("missing", "extra_forbidden") and fld.startswith("servers."):
-            name = fld.split(".")[1]
+        loc = err["loc"]
+        fld = _field_of(loc)
+        shapeless = None
+        if loc[:1] == ("servers",) and len(loc) > 1 and err["type"] in ("missing", "extra_forbidden"):
+            name = str(loc[1])  # a server's name may hold a '.'
             entry = data_servers(data).get(name)
             if isinstance(entry, dict) and "command" not in entry and "url" not in entry:
-                # say which shapes exist, rather than each field one of them lacks
-                fld, message = f"servers.{name}", "needs either 'command' (stdio) or 'url' (HTTP)"
+                shapeless = name
+        if err["type"] == "extra_forbidden":
+            # the keys of the object the key is in: of either shape, for a server that is neither yet
+            known = _keys_at(("servers", "", "stdio")) + _keys_at(("servers", "", "http")) if shapeless \
+                else _keys_at(loc[:-1])
+            message, guess = unknown_key(str(loc[-1]), known)
+            if shapeless and guess in ("command", "url"):
+                misspelt.add(shapeless)
+        elif shapeless:
+            # say which shapes exist, rather than each field one of them lacks
+            fld, message = f"servers.{shapeless}", NO_SHAPE
         problem = Problem(origin, fld or None, message)
         if problem not in out:
             out.append(problem)
-    return out
+    return [p for p in out if not (p.message == NO_SHAPE and p.field in {f"servers.{n}" for n in misspelt})]
+
+
+def unknown_key(key: str, known: list[str]) -> tuple[str, str | None]:
+    """What to say of a key no field has, and the known key it is most likely a misspelling of (or None)."""
+    by_lower = {k.lower(): k for k in sorted(set(known))}
+    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {by_lower[close[0]]!r}?", by_lower[close[0]]
+    return "unknown key" + (" (the keys here: " + ", ".join(by_lower.values()) + ")" if known else ""), None
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys, as the file spells them, of the object at `loc` (a pydantic error's place in the config)."""
+    shape: Any = Config
+    for item in loc:
+        shape = _inside(shape, item)
+    if not (isinstance(shape, type) and issubclass(shape, BaseModel)):
+        return []
+    keys = [info.alias or name for name, info in shape.model_fields.items()]
+    return [*keys, "mcpServers", "mcp"] if shape is Config else keys  # Config's other names for servers
+
+
+def _inside(shape: Any, item: int | str) -> Any:
+    """The type of what is at `item` in a value of type `shape`; None when that cannot be told."""
+    while get_origin(shape) is Annotated:
+        shape = get_args(shape)[0]
+    if get_origin(shape) in (Union, UnionType):
+        arms = [arm for arm in get_args(shape) if arm is not type(None)]
+        for arm in arms:  # a tagged union names its arm in the error's place
+            tags = [m.tag for m in getattr(arm, "__metadata__", ()) if isinstance(m, Tag)]
+            inner = get_args(arm)[0] if get_origin(arm) is Annotated else arm
+            if item in tags or item == getattr(inner, "__name__", None):
+                return inner
+        if len(arms) != 1:
+            return None
+        return _inside(arms[0], item)  # X | None: the place is X's
+    if isinstance(shape, type) and issubclass(shape, BaseModel):
+        for name, info in shape.model_fields.items():
+            if item in (info.alias, name):
+                return info.annotation
+        return None
+    if get_origin(shape) is list and isinstance(item, int):
+        return get_args(shape)[0]
+    if get_origin(shape) is dict:
+        return get_args(shape)[1]
+    return None
 
 
 def data_servers(data: dict[str, Any]) -> dict[str, Any]:
@@ -467,6 +541,17 @@ def data_servers(data: dict[str, Any]) -> dict[str, Any]:
         if isinstance(data.get(key), dict):
             merged.update(data[key])
     return merged
+
+
+def config_warnings(config: Config, origin: str) -> list[Problem]:
+    """What holds but does not do all it says: `mcpx config check` tells it, the daemon logs it once."""
+    out: list[Problem] = []
+    for name, entry in config.servers.items():
+        if entry.timeout < START_FLOOR:
+            out.append(Problem(origin, f"servers.{name}.timeout", f"{entry.timeout:g}s is under the {START_FLOOR:g}s "
+                               f"minimum for a start: its calls time out after {entry.timeout:g}s, but its start "
+                               f"(process and handshake) may take {START_FLOOR:g}s"))
+    return out
 
 
 @dataclass

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
-from mcpx.config import DEMO, Config, ConfigError, LoadedConfig, demo_server, validate, watch_config
+from mcpx.config import DEMO, Config, ConfigError, LoadedConfig, config_warnings, demo_server, validate, watch_config
 
 log = logging.getLogger("mcpx.daemon")
 
@@ -31,6 +31,16 @@ class ConfigSource:
         self.keep_demo = keep_demo or not loaded.sources
         self._loaded = self._with_demo(loaded)
         self.error: str | None = None  # why the last reload was refused, until one succeeds
+        self._warned: set[str] = set()
+        self._warn()
+
+    def _warn(self) -> None:
+        """Log what the config in force holds but will not do as written (a timeout under the start's minimum):
+        each once, not again on a reload that still has it."""
+        now = {str(w) for w in config_warnings(self._loaded.config, self._loaded.origin)}
+        for warning in sorted(now - self._warned):
+            log.warning("config: %s", warning)
+        self._warned = now
 
     def _with_demo(self, loaded: LoadedConfig) -> LoadedConfig:
         if not self.keep_demo or DEMO in loaded.config.servers:
@@ -67,6 +77,7 @@ class ConfigSource:
         self._loaded = self._with_demo(update)
         self.error = None
         log.info("config reloaded from %s", update.origin)
+        self._warn()
         return True
 
     async def watch(self, on_change: Callable[[], Awaitable[None]]) -> None:

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpx.cli.common import add_json_flag, emit_json
+
+if TYPE_CHECKING:
+    from mcpx.config import Config, Problem
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -120,8 +124,9 @@ def policy_test(args: argparse.Namespace) -> int:
 
 
 def config_check(args: argparse.Namespace) -> int:
-    from mcpx.config import ConfigError, load_config, read_file, validate
+    from mcpx.config import ConfigError, config_warnings, load_config, read_file, validate
 
+    warned: list[Problem] = []
     try:
         if args.file:
             config = validate(read_file(Path(args.file)), args.file)
@@ -129,19 +134,49 @@ def config_check(args: argparse.Namespace) -> int:
         else:
             loaded = load_config()
             config, origin = loaded.config, loaded.origin
+        warned = config_warnings(config, origin)
+        if missing := _commands_missing(config, origin):
+            raise ConfigError.of(missing)
     except ConfigError as exc:
         if args.json:
             emit_json({"ok": False, "path": exc.path, "field": exc.field, "problem": exc.problem,
-                       "problems": [{"path": p.path, "field": p.field, "problem": p.message} for p in exc.problems]})
+                       "problems": _listed(exc.problems), "warnings": _listed(warned)})
         else:
+            _warn(warned)
             print(f"mcpx: {exc}", file=sys.stderr)
         return 1
     summary = {"ok": True, "config": origin, "servers": sorted(config.servers), "mode": config.elicit.mode,
                "rules": [r.id for r in config.elicit.rules], "ttl": config.elicit.ttl,
-               "confirmDestructive": config.elicit.confirm_destructive, "plugin": config.plugin.elicit}
+               "confirmDestructive": config.elicit.confirm_destructive, "plugin": config.plugin.elicit,
+               "warnings": _listed(warned)}
     if args.json:
         emit_json(summary)
     else:
+        _warn(warned)
         print(f"{origin}: ok — servers {', '.join(summary['servers']) or '(none)'}; elicit.mode {config.elicit.mode}; "
               f"{len(summary['rules'])} rule(s); ttl {config.elicit.ttl:g}s")
     return 0
+
+
+def _commands_missing(config: Config, origin: str) -> list[Problem]:
+    """The stdio servers whose command would not start, looked for as the daemon starts it: in the environment it
+    gives the server (its own `env` over the inherited PATH & co., here this command's), from the server's cwd."""
+    from mcpx.config import Problem, StdioServer
+    from mcpx.upstream.environment import command_problem, server_environment
+
+    out: list[Problem] = []
+    for name, entry in sorted(config.servers.items()):
+        if isinstance(entry, StdioServer):
+            why = command_problem(entry.command, server_environment(entry.env, os.environ).env, entry.cwd)
+            if why:
+                out.append(Problem(origin, f"servers.{name}.{why[0]}", why[1]))
+    return out
+
+
+def _listed(problems: list[Problem]) -> list[dict[str, str | None]]:
+    return [{"path": p.path, "field": p.field, "problem": p.message} for p in problems]
+
+
+def _warn(problems: list[Problem]) -> None:
+    for problem in problems:
+        print(f"mcpx: warning: {problem}", file=sys.stderr)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from mcpx.config import HttpServer, ServerConfig, StdioServer
+from mcpx.config import START_FLOOR, HttpServer, ServerConfig, StdioServer
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.http_client import RELATED, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError
@@ -39,13 +39,10 @@ from mcpx.mcp.protocol import (
     modern_meta,
 )
 from mcpx.mcp.stdio import ProcessChannel, StartError
-from mcpx.upstream.environment import server_environment
+from mcpx.upstream.environment import command_problem, server_environment
 
 log = logging.getLogger("mcpx.upstream")
 
-# However small a server's `timeout`, its start may take this long: a Python server importing the SDK
-# needs seconds on a busy 2-core machine, and a call timeout of 2 s is not meant to forbid that.
-START_FLOOR = 10.0
 # The longest a request of the server's is held while the calls beside it finish (see Attribution): then it is
 # refused, and its tools run alone. Those calls are of tools seen to finish without asking, so they are quick as a
 # rule; one that is not must not leave a question unopened, and its call hanging, for as long as it runs.
@@ -361,7 +358,13 @@ class UpstreamConnection:
                 self.channel = await ProcessChannel.start(self.name, self.entry.command, self.entry.args, given.env,
                                                           self.entry.cwd)
             except StartError as exc:
-                raise self._failed(str(exc)) from None
+                # exec's own words are a bare "[Errno 2]" (uvloop names no file): say what is missing, as check does
+                why = command_problem(self.entry.command, given.env, self.entry.cwd)
+                if why is None:
+                    raise self._failed(str(exc)) from None
+                key, words = why
+                raise self._failed(f"server {self.name!r} could not start {self.describe()}: "
+                                   + (f"its cwd {words}" if key == "cwd" else words)) from None
         else:
             assert isinstance(self.entry, HttpServer)
             self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers)

@@ -17,9 +17,11 @@ daemon's own variable NAME through (`"GITHUB_TOKEN": "${GITHUB_TOKEN}"`); `$${` 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER",  # the MCP SDK's own
              "LANG", "LANGUAGE", "TZ", "TMPDIR",
@@ -64,3 +66,27 @@ def server_environment(env: Mapping[str, str], environ: Mapping[str, str]) -> Se
             continue
         out[var] = _REFERENCE.sub(lambda m: m.group(1) or environ[m.group(2)], value)
     return ServerEnvironment(out, unset)
+
+
+def command_problem(command: str, env: Mapping[str, str], cwd: str | None) -> tuple[str, str] | None:
+    """Why `command` would not start as a server's process is started — `env` its whole environment, `cwd` its
+    directory — as the entry's key at fault and what is wrong with it; None when it would start. As exec finds
+    it: a command with a '/' is that file, from `cwd` when relative; a bare name is looked for in `env`'s PATH
+    (each relative entry from `cwd`)."""
+    here = Path(cwd or ".")
+    if cwd and not here.is_dir():
+        return "cwd", f"{cwd!r} is not a directory"
+    if "/" in command:
+        target = here / command
+        if not target.exists():
+            return "command", f"{command!r} does not exist" + (
+                "" if Path(command).is_absolute() else f" (in {here.resolve()})")
+        if not (target.is_file() and os.access(target, os.X_OK)):
+            return "command", f"{command!r} is not an executable file"
+        return None
+    for directory in os.get_exec_path(env):
+        target = here / directory / command
+        if target.is_file() and os.access(target, os.X_OK):
+            return None
+    return "command", (f"command {command!r} not found on its PATH (install it, write its full path, "
+                       "or set PATH in its env)")
