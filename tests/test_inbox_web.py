@@ -12,8 +12,10 @@ import re
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import aiohttp
 from aiohttp import web
@@ -64,8 +66,8 @@ async def chromium() -> AsyncIterator[Any]:
 
 
 @asynccontextmanager
-async def page_of(browser: Any) -> AsyncIterator[Any]:
-    context = await browser.new_context(viewport={"width": 900, "height": 1200})
+async def page_of(browser: Any, **options: Any) -> AsyncIterator[Any]:
+    context = await browser.new_context(viewport={"width": 900, "height": 1200}, **options)
     context.set_default_timeout(TIMEOUT_MS)
     try:
         yield await context.new_page()
@@ -296,3 +298,104 @@ async def test_the_texts_that_say_how_to_answer_give_the_questions_page_which_ne
     assert "link=" not in json.dumps(render)  # an agent is shown the page, never the question's link
     async with aiohttp.ClientSession() as anyone, anyone.get(page) as r:
         assert r.status == 401 and "mcpx inbox" in await r.text()
+
+
+async def question_page(daemon: Daemon, page: Any, eid: str) -> None:
+    """Sign the browser in and open question `eid`'s page, its form shown."""
+    await page.goto(signed_in_url(daemon))
+    await page.goto(page.url.replace("/inbox", f"/inbox/q/{eid}"))
+    await page.locator("#answer").wait_for()
+
+
+async def following(daemon: Daemon, page: Any, eid: str) -> None:
+    """Open question `eid`'s page signed in, and wait until it follows the daemon's event stream."""
+    await question_page(daemon, page, eid)
+    await page.locator("#live", has_text="live").wait_for()
+
+
+async def test_a_questions_page_open_while_it_is_answered_elsewhere_says_so_and_takes_nothing_more(
+        daemon: Daemon, http: aiohttp.ClientSession) -> None:
+    q = await ask(http, ttl="10m")
+    async with chromium() as browser, page_of(browser) as page:
+        await following(daemon, page, q["id"])
+        await page.fill('input[name="repo"]', "typed here, never sent")
+        done = daemon.cli("elicit", "answer", q["id"], "repo=octo/elsewhere")
+        assert done.returncode == 0, done.stderr
+        # the page hears of it from the event stream: the form gives way to what became of the question
+        outcome = page.locator("#outcome", has_text="Answered elsewhere: accept by person:cli")
+        await outcome.wait_for()
+        assert "Nothing entered on this page was sent." in await outcome.inner_text()
+        assert await page.locator("#answer").count() == 0
+        assert await page.locator("main button, main input, main select").count() == 0  # nothing left to submit
+        # the countdown and the deadline stop: the head says what the question is now
+        assert await page.locator("#state").inner_text() == "answered"
+        assert await page.locator("[data-left]").count() == 0 and await page.locator("#deadline").count() == 0
+    body = await answer_of(http, q["id"])
+    assert (body["answer"]["by"], body["answer"]["content"]) == ("person:cli", {"repo": "octo/elsewhere"})
+
+
+async def test_a_questions_page_open_as_it_expires_says_what_the_server_was_told(
+        daemon: Daemon, http: aiohttp.ClientSession) -> None:
+    async with chromium() as browser, page_of(browser) as page:
+        await page.goto(signed_in_url(daemon))  # signed in first: the question's few seconds are for the page
+        q = await ask(http, ttl="4s")
+        await following(daemon, page, q["id"])
+        await page.locator("#outcome", has_text="Expired — mcpx was told cancel").wait_for()
+        assert await page.locator("#answer").count() == 0
+        assert await page.locator("#state").inner_text() == "expired"
+    assert (await answer_of(http, q["id"]))["answer"]["by"] == "expiry"
+
+
+CREDENTIAL = {
+    "type": "object",
+    "properties": {
+        "api_key": {"type": "string", "title": "API key", "description": "from the <b>Settings</b> page"},
+        "name": {"type": "string", "title": "Your name", "description": "as on the badge", "minLength": 2,
+                 "maxLength": 40},
+        "copies": {"type": "integer", "minimum": 1, "maximum": 5},
+        "email": {"type": "string", "format": "email"},
+    },
+    "required": ["api_key", "name"],
+}
+
+
+async def test_a_questions_page_says_why_it_is_yours_until_when_and_which_field_is_a_credential(
+        daemon: Daemon, http: aiohttp.ClientSession) -> None:
+    q = await ask(http, message="Connect the tracker", requestedSchema=CREDENTIAL, ttl="10m")
+    assert q["audience"] == "human" and "credential" in q["reason"]
+    viewer = "Asia/Kathmandu"  # +05:45: no whole-hour zone's clock reads the same minutes
+    async with chromium() as browser, page_of(browser, locale="en-GB", timezone_id=viewer) as page:
+        await question_page(daemon, page, q["id"])
+        # why: routing's reason, in the words the dialogs use
+        assert await page.locator("#why").inner_text() == f"It is yours to answer: {q['reason']}."
+        # until when: on the viewer's clock, from the deadline the page carries
+        deadline = datetime.fromisoformat(q["expiresAt"])
+        time = page.locator("#deadline")
+        carried = datetime.fromisoformat(await time.get_attribute("datetime"))
+        assert abs((carried - deadline).total_seconds()) < 0.001  # to the millisecond, as mcpx writes times
+        shown = await time.inner_text()
+        assert shown.startswith("until ") and shown.endswith(deadline.astimezone(ZoneInfo(viewer)).strftime("%H:%M"))
+        # the credential field says where its value goes, and no other field does
+        key = page.locator('.field[data-field="api_key"]')
+        note = await key.locator(".credential").inner_text()
+        assert note == "A credential: it goes to the asker (mcpx) only; mcpx stores it as [redacted]."
+        assert await page.locator(".credential").count() == 1
+        assert await page.get_attribute('input[name="api_key"]', "type") == "password"
+        assert (await key.locator(".credential").get_attribute("id")) in (
+            await page.get_attribute('input[name="api_key"]', "aria-describedby")).split()
+        # under each field its description and limits in words, never the schema's own terms
+        hints = {f: [await h.inner_text() for h in await page.locator(f'.field[data-field="{f}"] .hint').all()]
+                 for f in CREDENTIAL["properties"]}
+        assert hints == {"api_key": ["from the <b>Settings</b> page"],
+                         "name": ["as on the badge", "2 to 40 characters"], "copies": ["1 to 5"], "email": []}
+        assert await page.locator("#answer b").count() == 0
+        form = (await page.locator("#answer").inner_text()).lower()
+        assert not [w for w in ("string", "integer", "format", "length", "required", "type") if w in form], form
+        # what the note says is so: the value reaches the store only as [redacted]
+        await page.fill('input[name="api_key"]', "sk-test-0123456789abcdef")
+        await page.fill('input[name="name"]', "Ada")
+        await page.click("#accept")
+        await page.locator("#outcome").wait_for()
+        assert "sk-test" not in await page.content()
+    body = await answer_of(http, q["id"])
+    assert body["answer"]["content"] == {"api_key": "[redacted]", "name": "Ada"}

@@ -135,7 +135,8 @@ def _message(text: str) -> list[str]:
     return lines or [""]
 
 
-def _why(q: Elicitation) -> str:
+def why(q: Elicitation) -> str:
+    """Why the question is the person's to answer, in their words: the dialog's and the web inbox's line."""
     if q.escalated:
         return "The agent declined it, and it asks for free input, so it is yours."
     if q.audience == "human":
@@ -168,7 +169,7 @@ def dialog_form(q: Elicitation) -> DialogForm:
     who = plain(q.server, 100)
     return DialogForm(
         title=f"{who} (via mcpx) asks", asker=who + (f" · {plain(q.tool, 100)}" if q.tool else "") + ", via mcpx",
-        message=_message(q.message), why=_why(q), expires_at=q.expires_at, clock=clock(q.expires_at), url=url,
+        message=_message(q.message), why=why(q), expires_at=q.expires_at, clock=clock(q.expires_at), url=url,
         fields=[] if confirm is not None else fields, confirm=confirm, accept_means=means,
         toast=f"{who} asks: {quoted(q.message, 200)}" + (f" (a page on {plain(url.domain, 100)})" if url else ""),
     )

@@ -3,8 +3,13 @@
 The inputs follow the schema's kinds (broker/schema.py): text and numbers are typed (the input type suits the
 string's format, for a phone's keyboard), a boolean is a yes/no pair of radios, a single choice is a select, a
 multi-select is a set of checkboxes. Each input is named after its property; defaults are filled in;
-credentials are password inputs, never filled back in. The form is `novalidate`: the daemon's own rules
-(validate_content) judge the answer, once, and their problems are shown beside each field.
+credentials (the question's secret_fields, the one rule of broker/credentials.py) are password inputs, never filled
+back in, each with a note that its value goes to the asker only and is stored redacted. The form is `novalidate`:
+the daemon's own rules (validate_content) judge the answer, once, and their problems are shown beside each field.
+
+Under each field stands what a person reads: the server's description of it, and the limits a control does not
+show, in words ("1 to 5", "at least 2 characters"); never the schema's own terms (type, format, minLength) —
+the input's kind, its placeholder and "(optional)" say those.
 
 Everything from the server — titles, descriptions, choices, defaults — is escaped: it is text, never markup.
 """
@@ -18,9 +23,10 @@ from typing import Any
 
 from multidict import MultiMapping
 
-from mcpx.broker.schema import describe_field, enum_options, kind_of, multi_options, properties, required, type_value
+from mcpx.broker.schema import enum_options, kind_of, multi_options, properties, required, type_value
 
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date"}
+ALERT = ' role="alert"'  # a field's problem is announced as the page shows it
 PLACEHOLDERS = {"email": "name@example.com", "uri": "https://…", "date": "YYYY-MM-DD",
                 "date-time": "2026-12-02T15:04:05Z"}
 
@@ -34,13 +40,49 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _between(low: Any, high: Any, unit: str = "") -> str | None:
+    """A range in words: "1 to 5", "at least 2 characters", "at most 3"; None when neither end is a number."""
+    low = low if isinstance(low, int | float) and not isinstance(low, bool) else None
+    high = high if isinstance(high, int | float) and not isinstance(high, bool) else None
+    if low is not None and high is not None:
+        return f"{low} to {high}{unit}"
+    if low is not None:
+        return f"at least {low}{unit}"
+    if high is not None:
+        return f"at most {high}{unit}"
+    return None
+
+
+def limits(prop: dict[str, Any]) -> str | None:
+    """The limits a field's control does not show, in words a person reads; None when there are none."""
+    kind = kind_of(prop)
+    if kind == "multi-enum":
+        said = _between(prop.get("minItems"), prop.get("maxItems"))
+        return f"choose {said}" if said else None
+    if kind in ("number", "integer"):
+        return _between(prop.get("minimum"), prop.get("maximum"))
+    if kind == "string":
+        return _between(prop.get("minLength"), prop.get("maxLength"), " characters")
+    return None
+
+
 def _field(index: int, name: str, prop: dict[str, Any], is_required: bool, value: Any, problem: str | None,
-           secret: bool) -> str:
+           secret: bool, asker: str) -> str:
     kind = kind_of(prop)
     fid = f"f{index}"  # property names may hold anything; ids may not
-    label_text = str(prop.get("title") or name)
-    hint = describe_field(name, prop, is_required)
-    described = f'aria-describedby="{fid}-hint{f" {fid}-problem" if problem else ""}"'
+    title, desc = prop.get("title"), prop.get("description")
+    label_text = str(title or name)
+    notes = []  # (id, class, text): what is said under the input, each named by aria-describedby
+    if desc and str(desc) != str(title):
+        notes.append((f"{fid}-hint", "hint", str(desc)))
+    if said := limits(prop):
+        notes.append((f"{fid}-limits", "hint", said))
+    if secret:
+        notes.append((f"{fid}-secret", "credential",
+                      f"A credential: it goes to the asker ({asker}) only; mcpx stores it as [redacted]."))
+    if problem:
+        notes.append((f"{fid}-problem", "problem", problem))
+    described = f'aria-describedby="{" ".join(i for i, _, _ in notes)}"' if notes else ""
     n = _e(name)
     if kind == "multi-enum":
         chosen = value if isinstance(value, list) else []
@@ -65,7 +107,7 @@ def _field(index: int, name: str, prop: dict[str, Any], is_required: bool, value
                              for word, flag, label in (("true", True, "Yes"), ("false", False, "No")))
                    + "</div>")
     else:
-        attrs = [f'id="{fid}"', f'name="{n}"', described]
+        attrs = [f'id="{fid}"', f'name="{n}"', *([described] if described else [])]
         if kind in ("number", "integer"):
             attrs += ['type="number"', f'step="{1 if kind == "integer" else "any"}"']
             attrs += [f'{k[:3]}="{_e(prop[k])}"' for k in ("minimum", "maximum")
@@ -85,20 +127,21 @@ def _field(index: int, name: str, prop: dict[str, Any], is_required: bool, value
             f'<label class="name"{label_for}>{_e(label_text)}'
             f'{"" if is_required else " <small>(optional)</small>"}</label>'
             f"{control}"
-            f'<div class="hint" id="{fid}-hint">{_e(hint)}</div>'
-            + (f'<div class="problem" id="{fid}-problem" role="alert">{_e(problem)}</div>' if problem else "")
+            + "".join(f'<div class="{cls}" id="{i}"{ALERT if cls == "problem" else ""}>{_e(text)}</div>'
+                      for i, cls, text in notes)
             + "</div>")
 
 
 def form_fields(schema: dict[str, Any] | None, secret: set[str], values: Mapping[str, Any] | None = None,
-                problems: Mapping[str, str] | None = None) -> str:
-    """The fields' HTML: `values` as typed (after a refused answer), else the schema's defaults."""
+                problems: Mapping[str, str] | None = None, *, asker: str = "the server") -> str:
+    """The fields' HTML: `values` as typed (after a refused answer), else the schema's defaults; `asker`: who a
+    credential goes to (the question's server)."""
     req = set(required(schema))
     problems = problems or {}
     out = []
     for index, (name, prop) in enumerate(properties(schema).items()):
         value = (values.get(name) if values is not None else prop.get("default"))
-        out.append(_field(index, name, prop, name in req, value, problems.get(name), name in secret))
+        out.append(_field(index, name, prop, name in req, value, problems.get(name), name in secret, asker))
     others = {k: v for k, v in problems.items() if k not in properties(schema)}
     out += [f'<div class="problem" role="alert">{_e(k)}: {_e(v)}</div>' for k, v in others.items()]
     return "".join(out)

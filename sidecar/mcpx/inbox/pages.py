@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from functools import cache
 from html import escape
 from importlib import resources
@@ -15,9 +16,12 @@ from string import Template
 from typing import Any
 from urllib.parse import urlencode
 
+from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, Elicitation, rfc3339
 from mcpx.durations import format_duration
+from mcpx.forms import why
 from mcpx.inbox.form import form_fields
+from mcpx.text import clock
 from mcpx.urlfacts import url_facts
 
 AUDIENCE = {"human": "for you", "agent": "for the agent", "agent-then-human": "the agent's, then yours"}
@@ -83,12 +87,26 @@ def list_page(questions: list[Elicitation], session: str | None, server: str | N
     return page("mcpx inbox", body, count=len(questions))
 
 
+def until(moment: datetime) -> str:
+    """The deadline on a clock: "until 14:05", with the day when it is not today. The daemon's clock says it here
+    (it runs on the person's machine); the page's script says it again on the viewer's own clock, from the
+    datetime the <time> element carries."""
+    local = moment.astimezone()
+    day = "" if local.date() == datetime.now().astimezone().date() else local.strftime("%a ")
+    return f"until {day}{clock(moment)}"
+
+
 def _head(q: Elicitation) -> str:
-    state = left(q) + " left" if q.state == "pending" else _e(q.state)
+    if q.state == "pending":
+        deadline = f'<time id="deadline" data-until datetime="{_e(rfc3339(q.expires_at))}">'
+        state = f"{left(q)} left · {deadline}{_e(until(q.expires_at))}</time>"
+    else:
+        state = _e(q.state)
     return (f'<div class="meta">{_e(q.id)} · {asker(q)} asks · {_e(AUDIENCE.get(q.audience, q.audience))} · '
-            f"{state}</div>"
+            f'<span id="state">{state}</span></div>'
             f'<blockquote class="words">{_e(q.message)}</blockquote>'
-            '<div class="words-note">the server\'s words, quoted</div>')
+            '<div class="words-note">the server\'s words, quoted</div>'
+            f'<p class="why" id="why">{_e(why(q))}</p>')
 
 
 def _url_block(q: Elicitation, link: str | None, consent: bool | None) -> str:
@@ -129,42 +147,58 @@ def _buttons(q: Elicitation, link: str | None, form_html: str) -> str:
     return accept + others
 
 
-def _outcome(q: Elicitation, answer: Answer | None) -> str:
+def outcome(q: Elicitation, answer: Answer | None, *, elsewhere: bool = False) -> str:
+    """What became of a question, as a card. `elsewhere`: for a page that was open on it, waiting, while it ended
+    by another way (another surface's answer, expiry, its asker going away): nothing typed there was sent."""
+    unsent = "<p>Nothing entered on this page was sent.</p>" if elsewhere else ""
+    if q.state == "expired" and answer is not None:
+        return (f'<div class="card outcome refused" id="outcome"><h2>Expired — {_e(q.server)} was told '
+                f"{_e(answer.action)}</h2><p>Nobody answered it by {_e(rfc3339(answer.at))}.</p>{unsent}"
+                "<p>It cannot be answered now.</p></div>")
     if answer is not None:
         said = f"{_e(answer.action)} by {_e(answer.by)} at {_e(rfc3339(answer.at))}"
         extra = ""
-        if answer.content:
-            shown = json.dumps(answer.content, indent=2, ensure_ascii=False)
+        if answer.content:  # a credential's value never leaves the daemon, not even back to whoever typed it
+            shown = json.dumps(redact(answer.content, q.secret_fields), indent=2, ensure_ascii=False)
             extra += f'<pre class="content" id="content">{_e(shown)}</pre>'
         if answer.reason:
             extra += f'<p>reason: <q>{_e(answer.reason)}</q></p>'
-        title = {"answered": "Answered", "expired": "Expired"}.get(q.state, q.state.capitalize())
-        return (f'<div class="card outcome" id="outcome"><h2>{title}: {said}</h2>{extra}'
+        title = "Answered elsewhere" if elsewhere else "Answered"
+        return (f'<div class="card outcome" id="outcome"><h2>{title}: {said}</h2>{extra}{unsent}'
                 "<p>It cannot be answered again.</p></div>")
-    why = f": {_e(q.state_reason)}" if q.state_reason else ""
-    return (f'<div class="card outcome refused" id="outcome"><h2>{_e(q.state.capitalize())}{why}</h2>'
+    because = f": {_e(q.state_reason)}" if q.state_reason else ""
+    title = f"Abandoned — {_e(q.server)} stopped waiting" if q.state == "abandoned" else _e(q.state.capitalize())
+    return (f'<div class="card outcome refused" id="outcome"><h2>{title}{because}</h2>{unsent}'
             "<p>It cannot be answered.</p></div>")
 
 
 def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = None,
                   values: Mapping[str, Any] | None = None, problems: Mapping[str, str] | None = None,
-                  error: str | None = None, notice: str | None = None, consent: bool | None = None) -> str:
-    """A question's page: its head, then its form and the three buttons while it is pending, or what became of it."""
+                  error: str | None = None, notice: str | None = None, consent: bool | None = None,
+                  follow: int | None = None) -> str:
+    """A question's page: its head, then its form and the three buttons while it is pending, or what became of it.
+
+    `follow`: where the audit log stood before the page read the question, for a browser signed in: the page's
+    script follows the daemon's event stream from there, and should the question end by another way, it puts
+    what became of it (`outcome`, elsewhere) in place of the form. A link alone does not open the stream."""
     parts = ['<div class="card">', _head(q), "</div>"]
     if notice:
         parts.append(f'<p class="notice" id="notice">{_e(notice)}</p>')
     if error:
         parts.append(f'<p class="error-box" id="error" role="alert">{_e(error)}</p>')
     if q.state == "pending":
+        followed = f' data-follow="{follow}"' if follow is not None else ""
+        parts.append(f'<div id="now" data-id="{_e(q.id)}"{followed} aria-live="polite">')
         if q.mode == "url":
             parts.append(_url_block(q, link, consent))
             parts.append('<div class="card">' + _buttons(q, link, "") + "</div>")
         else:
-            fields = form_fields(q.requested_schema, set(q.secret_fields), values, problems)
+            fields = form_fields(q.requested_schema, set(q.secret_fields), values, problems, asker=q.server)
             parts.append('<div class="card">' + _buttons(q, link, fields) + "</div>")
-        parts.append('<p class="meta">Answers given here are recorded as <code>person:web</code>.</p>')
+        live = ' · <span id="live">connecting…</span>' if follow is not None else ""
+        parts.append(f'<p class="meta">Answers given here are recorded as <code>person:web</code>.{live}</p></div>')
     else:
-        parts.append(_outcome(q, answer))
+        parts.append(outcome(q, answer))
     home = "/inbox" if link is None else question_href(q.id, link)
     if link is None:
         parts.append('<p><a href="/inbox">← all waiting questions</a></p>')

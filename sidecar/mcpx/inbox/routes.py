@@ -2,7 +2,8 @@
 
 Who may see what:
 - a browser signed in with the inbox token (a cookie, set by opening the URL `mcpx inbox` prints) sees every
-  page, and the daemon's own event stream (/v1/events) that keeps the list current;
+  page, and the daemon's own event stream (/v1/events) that keeps the list current, and a question's page
+  (should the question end by another way while it is open, the page shows how, in place of its form);
 - a question's link (`mcpx elicit link ID`) opens that one question, and nothing else, while it is pending;
 - anyone else gets a 401 page that says how to sign in. The unix socket is no exception: what answers as
   person:web must hold the token or the link, which the daemon hands out only past the agent-shell guard.
@@ -126,6 +127,7 @@ class Inbox:
         app.router.add_get("/inbox/rows", self.rows)
         app.router.add_get("/inbox/static/{name}", self.static)
         app.router.add_get("/inbox/q/{id}", self.question)
+        app.router.add_get("/inbox/q/{id}/outcome", self.outcome)
         app.router.add_post("/inbox/q/{id}/{action}", self.post)
         app.router.add_route("*", "/inbox/{tail:.*}", self.unknown)
 
@@ -171,7 +173,29 @@ class Inbox:
             return refusal(exc.status, "No such question", str(exc),
                            "It may have been removed, or the address is mistyped.")
 
+    async def _follow(self, access: Access) -> int | None:
+        """For a page about to read its question: where the audit log stands now, so that the page's script,
+        following the event stream from there, misses no transition that came after the read. Only a browser
+        signed in may open the stream."""
+        return await self.broker.last_seq() if access.signed_in else None
+
     async def question(self, request: web.Request) -> web.StreamResponse:
+        eid = request.match_info["id"]
+        access = self._access(request, eid)
+        if isinstance(access, web.Response):
+            return access
+        follow = await self._follow(access)
+        found = await self._question(eid)
+        if isinstance(found, web.Response):
+            return found
+        q, answer = found
+        # a link lives as long as its question: afterwards it shows what became of it, and a 410
+        status = 410 if access.link is not None and q.state != "pending" else 200
+        return html(pages.question_page(q, answer, link=access.link, follow=follow), status)
+
+    async def outcome(self, request: web.Request) -> web.StreamResponse:
+        """What became of a question, as the card its open page puts in place of the form once it ended by another
+        way; 409 while it is still pending."""
         eid = request.match_info["id"]
         access = self._access(request, eid)
         if isinstance(access, web.Response):
@@ -180,9 +204,9 @@ class Inbox:
         if isinstance(found, web.Response):
             return found
         q, answer = found
-        # a link lives as long as its question: afterwards it shows what became of it, and a 410
-        status = 410 if access.link is not None and q.state != "pending" else 200
-        return html(pages.question_page(q, answer, link=access.link), status)
+        if q.state == "pending":
+            return html("", 409)
+        return html(pages.outcome(q, answer, elsewhere=True))
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         eid, action = request.match_info["id"], request.match_info["action"]
@@ -193,13 +217,14 @@ class Inbox:
             return access
         if not is_action(action) and action not in ("open", "refuse"):
             return refusal(404, "Not found", f"A question is answered with {', '.join(ACTIONS)}.")
+        follow = await self._follow(access)
         found = await self._question(eid)
         if isinstance(found, web.Response):
             return found
         q, answer = found
         form = await request.post()
         if not is_action(action):  # open or refuse
-            return await self._consent(q, answer, access, action == "open")
+            return await self._consent(q, answer, access, action == "open", follow)
         content: dict[str, Any] | None = None
         if action == "accept" and q.mode == "form":
             content = content_of_form(q.requested_schema, form)
@@ -209,13 +234,15 @@ class Inbox:
                                                  reason=reason or None)
         except InvalidContent as exc:
             return html(pages.question_page(q, None, link=access.link, values=content, problems=exc.fields,
-                                            error="The answer does not fit the question; see each field."), 422)
+                                            error="The answer does not fit the question; see each field.",
+                                            follow=follow), 422)
         except BrokerError as exc:
             now, prior = await self.broker.get(eid)
             return html(pages.question_page(now, prior, link=access.link, error=str(exc)), exc.status)
         return html(pages.question_page(q, answer, link=access.link, notice=f"Recorded: {action} by {BY}."))
 
-    async def _consent(self, q: Elicitation, answer: Answer | None, access: Access, yes: bool) -> web.StreamResponse:
+    async def _consent(self, q: Elicitation, answer: Answer | None, access: Access, yes: bool,
+                       follow: int | None) -> web.StreamResponse:
         """The person's yes or no to opening a url-mode question's page, audited; only a yes leads there."""
         if q.mode != "url" or q.state != "pending" or not q.url:
             return html(pages.question_page(q, answer, link=access.link,
@@ -223,6 +250,6 @@ class Inbox:
         facts = url_facts(q.url)
         await self.broker.record_consent(q, yes, BY, facts.domain)
         if not yes:
-            return html(pages.question_page(q, None, link=access.link, consent=False))
+            return html(pages.question_page(q, None, link=access.link, consent=False, follow=follow))
         raise web.HTTPSeeOther(q.url, headers=HEADERS)
 
