@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 
 from mcpx.paths import StatePaths
@@ -17,6 +18,17 @@ from mcpx.paths import StatePaths
 
 class HomeTaken(Exception):
     """Another daemon holds this state directory."""
+
+
+def _holder(fd: int, within: float = 0.5) -> str:
+    """The pid the holder wrote. It writes it just after it got the lock, so a daemon started at the same moment
+    may look before it is there: look again, for a bounded while (the daemon refused exits; nothing waits on it)."""
+    give_up = time.monotonic() + within
+    while True:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        if holder.isdigit() or time.monotonic() >= give_up:
+            return holder
+        time.sleep(0.01)
 
 
 @contextlib.contextmanager
@@ -27,7 +39,7 @@ def hold_home(paths: StatePaths) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            holder = _holder(fd)
             raise HomeTaken(f"a daemon is already running for {paths.root}"
                             + (f" (pid {holder})" if holder.isdigit() else "")) from None
         os.ftruncate(fd, 0)
