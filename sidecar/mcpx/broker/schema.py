@@ -467,29 +467,3 @@ def required(schema: dict[str, Any] | None) -> list[str]:
 
 def describe_field(name: str, prop: dict[str, Any], is_required: bool) -> str:
     return Field.of(name, prop, is_required).describe()
-
-
-# Until each renderer reads Field (the changes that follow): their old readings of one property, over Field.
-
-def kind_of(prop: dict[str, Any]) -> str:
-    return Field.of("", prop).kind
-
-
-def enum_options(prop: dict[str, Any]) -> list[Option] | None:
-    return _enum_options(prop)
-
-
-def multi_options(prop: dict[str, Any]) -> list[Option] | None:
-    return _multi_options(prop)
-
-
-def field_problem(prop: dict[str, Any], value: Any) -> str | None:
-    return Field.of("", prop).problem(value)
-
-
-def type_value(prop: dict[str, Any] | None, text: str) -> Any:
-    return text if prop is None else Field.of("", prop).parse(text)
-
-
-def field_constraints(prop: dict[str, Any], is_required: bool) -> str:
-    return Field.of("", prop, is_required).constraints()
