@@ -14,7 +14,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from mcpx.broker.models import Elicitation, WireModel
-from mcpx.broker.schema import enum_options, kind_of, multi_options, properties, required, type_value
+from mcpx.broker.schema import Field as SchemaField
+from mcpx.broker.schema import FlatSchema
 from mcpx.text import plain, quoted
 
 DialogKind = Literal["confirm", "url", "question", "terminal"]
@@ -28,8 +29,8 @@ def dialog_of(q: Elicitation) -> DialogKind:
         return "url"
     if q.secret_fields:
         return "terminal"
-    props = list(properties(q.requested_schema).values())
-    if not props or (len(props) == 1 and kind_of(props[0]) == "boolean"):
+    fields = FlatSchema.of(q.requested_schema).fields
+    if not fields or (len(fields) == 1 and fields[0].kind == "boolean"):
         return "confirm"
     return "question"
 
@@ -63,13 +64,11 @@ def permission_dialog(q: Elicitation) -> PermissionDialog:
     server, asks = plain(q.server, 100), quoted(q.message, 500)
     title = f"{server} (via mcpx) asks: {asks}" + (f" — open {plain(q.url or '', 500)}" if q.mode == "url" else "")
     pattern = f"{server}: {plain(q.message, 300)}" + (f" ({plain(q.url or '', 300)})" if q.mode == "url" else "")
-    props = properties(q.requested_schema)
+    form = FlatSchema.of(q.requested_schema)
     content = None
-    if q.mode == "form" and len(props) == 1:
-        (name, prop), = props.items()
-        if kind_of(prop) == "boolean":
-            content = {name: True}
-    return PermissionDialog(title=title, pattern=pattern, message=plain(q.message), fields=list(props),
+    if q.mode == "form" and len(form.fields) == 1 and form.fields[0].kind == "boolean":
+        content = {form.fields[0].name: True}
+    return PermissionDialog(title=title, pattern=pattern, message=plain(q.message), fields=form.names,
                             content=content)
 
 
@@ -89,66 +88,57 @@ def _js(value: Any) -> str:
     return json.dumps(_as_read(value), ensure_ascii=False, separators=(",", ":"))
 
 
-def _number(value: Any) -> str:
-    return value if isinstance(value, str) else _js(value)
-
-
-def _options(prop: dict[str, Any]) -> list[tuple[Any, str]]:
+def _options(f: SchemaField) -> list[tuple[Any, str]]:
     """(value, label) of each choice a field offers in the dialog."""
-    kind = kind_of(prop)
-    if kind in ("enum", "multi-enum"):
-        pairs = (enum_options(prop) if kind == "enum" else multi_options(prop)) or []
-        return [(value, plain(title, 80)) for value, title in pairs]
-    if kind == "boolean":
+    if f.choices:
+        return [(value, plain(title, 80)) for value, title in f.options]
+    if f.kind == "boolean":
         return [(True, "Yes"), (False, "No")]
     return []
 
 
-def _prompt(q: Elicitation, name: str, prop: dict[str, Any], is_required: bool, many: bool) -> QuestionPrompt:
-    kind = kind_of(prop)
-    label = " — ".join(plain(x, 200) for x in (prop.get("title"), prop.get("description")) if x and str(x) != name)
+def _prompt(q: Elicitation, f: SchemaField, many: bool) -> QuestionPrompt:
+    label = " — ".join(plain(x, 200) for x in f.words)
     hints: list[str] = []
-    if isinstance(prop.get("format"), str):
-        hints.append(f"format {plain(prop['format'], 100)}")
-    for key, text in (("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
-                      ("minimum", "at least {}"), ("maximum", "at most {}")):
-        if key in prop:
-            hints.append(text.format(plain(_number(prop[key]), 100)))
-    if kind == "integer":
+    if f.format is not None:
+        hints.append(f"format {plain(f.format, 100)}")
+    for bound, text in ((f.min_length, "at least {} characters"), (f.max_length, "at most {} characters"),
+                        (f.minimum, "at least {}"), (f.maximum, "at most {}")):
+        if bound is not None:
+            hints.append(text.format(plain(_js(bound), 100)))
+    if f.kind == "integer":
         hints.append("a whole number")
-    elif kind == "number":
+    elif f.kind == "number":
         hints.append("a number")
-    if "default" in prop:
-        hints.append(f"default {plain(_js(prop['default']), 300)}")
-    if not is_required:
+    if f.has_default:
+        hints.append(f"default {plain(_js(f.default), 300)}")
+    if not f.required:
         hints.append("optional")
     text = (f"{plain(q.server, 100)} (via mcpx) asks: {quoted(q.message, 1500)}"
-            + (f" — {plain(name, 100)}" + (f": {label}" if label else "") if many or label else "")
+            + (f" — {plain(f.name, 100)}" + (f": {label}" if label else "") if many or label else "")
             + (f" ({'; '.join(hints)})" if hints else "") + f" [{q.id}]")
     options: list[PromptOption] = []
-    if kind in ("enum", "multi-enum"):
-        default = _js(prop["default"]) if "default" in prop else None
-        for (value, title), (_, shown) in zip((enum_options(prop) if kind == "enum" else multi_options(prop)) or [],
-                                              _options(prop), strict=True):
+    if f.choices:
+        default = _js(f.default) if f.has_default else None
+        for (value, title), (_, shown) in zip(f.options, _options(f), strict=True):
             bits = [f"value {plain(_js(value), 200)}"] if title != str(value) else []
             if default is not None and default == _js(value):
                 bits.append("the default")
             options.append(PromptOption(label=shown, description="; ".join(bits) or shown))
-    elif kind == "boolean":
+    elif f.kind == "boolean":
         options = [PromptOption(label="Yes", description="true"), PromptOption(label="No", description="false")]
-    if not is_required and kind != "multi-enum":
+    if not f.required and f.kind != "multi-enum":
         options.append(PromptOption(label=SKIP, description="no value: the server's default applies"))
     # the header is at most 30 characters in opencode's schema; the id in it is how the plugin knows the dialog
-    header = f"{plain(name, 9)} {q.id}" if many else q.id
+    header = f"{plain(f.name, 9)} {q.id}" if many else q.id
     return QuestionPrompt(question=text, header=header, options=options,
-                          multiple=True if kind == "multi-enum" else None)
+                          multiple=True if f.kind == "multi-enum" else None)
 
 
 def question_prompts(q: Elicitation) -> list[QuestionPrompt]:
     """The exact arguments of opencode's question tool: one prompt per field, each carrying the question's id."""
-    props = properties(q.requested_schema)
-    req = set(required(q.requested_schema))
-    return [_prompt(q, name, prop, name in req, len(props) > 1) for name, prop in props.items()]
+    fields = FlatSchema.of(q.requested_schema).fields
+    return [_prompt(q, f, len(fields) > 1) for f in fields]
 
 
 class RepliesProblem(ValueError):
@@ -159,20 +149,20 @@ def content_of_replies(q: Elicitation, replies: list[list[str]]) -> dict[str, An
     """The content a person gave in the question dialog: per prompt (in order), the labels they picked or the
     words they typed. A label becomes its option's value; typed words are typed by the field, and what does not
     fit is left as typed, so that validation names the field."""
-    props = properties(q.requested_schema)
-    if q.mode != "form" or len(replies) > len(props):
-        raise RepliesProblem(f"{len(replies)} replies for {q.id}, whose dialog has {len(props)} prompt(s)")
+    fields = FlatSchema.of(q.requested_schema).fields
+    if q.mode != "form" or len(replies) > len(fields):
+        raise RepliesProblem(f"{len(replies)} replies for {q.id}, whose dialog has {len(fields)} prompt(s)")
     content: dict[str, Any] = {}
-    for (name, prop), reply in zip(props.items(), replies, strict=False):  # fewer replies: the rest unanswered
+    for f, reply in zip(fields, replies, strict=False):  # fewer replies: the rest unanswered
         picked = [r for r in reply if r != ""]
         chosen: dict[str, Any] = {}
-        for value, label in _options(prop):
+        for value, label in _options(f):
             chosen.setdefault(label, value)  # two choices cut to one label: the first, as the dialog lists them
-        if kind_of(prop) == "multi-enum":
+        if f.kind == "multi-enum":
             if picked:
-                content[name] = [chosen[p] if p in chosen else type_value(prop["items"], p) for p in picked]
+                content[f.name] = [chosen[p] if p in chosen else f.pick(p) for p in picked]
             continue
         if not picked or picked[0] == SKIP:
             continue
-        content[name] = chosen[picked[0]] if picked[0] in chosen else type_value(prop, picked[0])
+        content[f.name] = chosen[picked[0]] if picked[0] in chosen else f.parse(picked[0])
     return content

@@ -18,7 +18,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from mcpx.broker.models import Elicitation, WireModel
-from mcpx.broker.schema import enum_options, field_constraints, kind_of, multi_options, properties, required, type_value
+from mcpx.broker.schema import Field as SchemaField
+from mcpx.broker.schema import FlatSchema, same
 from mcpx.text import clock, plain, quoted
 from mcpx.urlfacts import url_facts
 
@@ -78,51 +79,39 @@ def token(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _choices(prop: dict[str, Any]) -> list[tuple[Any, str]]:
-    kind = kind_of(prop)
-    if kind == "multi-enum":
-        return multi_options(prop) or []
-    if kind == "enum":
-        return enum_options(prop) or []
-    return []
-
-
-def _kind(prop: dict[str, Any], secret: bool) -> FieldKind:
-    kind = kind_of(prop)
-    if kind == "multi-enum":
+def _kind(f: SchemaField, secret: bool) -> FieldKind:
+    if f.kind == "multi-enum":
         return "choices"
-    if kind == "enum":
+    if f.kind == "enum":
         return "choice"
-    if kind in ("boolean", "number", "integer"):
-        return kind  # type: ignore[return-value]  # the three names are FieldKinds of their own
-    return "secret" if secret else "text"
+    if f.kind == "string":
+        return "secret" if secret else "text"
+    return f.kind  # boolean, number and integer are FieldKinds of their own
 
 
-def _start(prop: dict[str, Any], kind: FieldKind) -> Entry | None:
-    if "default" not in prop or kind == "secret":
+def _start(f: SchemaField, kind: FieldKind) -> Entry | None:
+    if not f.has_default or kind == "secret":
         return None
-    default = prop["default"]
+    default = f.default
     if kind == "choices":
         chosen = default if isinstance(default, list) else []
-        return [token(v) for v, _ in _choices(prop) if any(v == c and type(v) is type(c) for c in chosen)]
+        return [token(v) for v, _ in f.options if any(same(v, c) for c in chosen)]
     if kind == "choice":
-        return next((token(v) for v, _ in _choices(prop) if v == default and type(v) is type(default)), None)
+        return next((token(v) for v, _ in f.options if same(v, default)), None)
     if kind == "boolean":
         return ("true" if default else "false") if isinstance(default, bool) else None
     return default if isinstance(default, str) else json.dumps(default, ensure_ascii=False)
 
 
-def form_field(name: str, prop: dict[str, Any], is_required: bool, secret: bool) -> FormField:
-    kind = _kind(prop, secret)
-    fmt = prop.get("format") if isinstance(prop.get("format"), str) else None
-    title, desc = prop.get("title"), prop.get("description")
+def form_field(f: SchemaField, secret: bool) -> FormField:
+    kind = _kind(f, secret)
     return FormField(
-        name=name, label=plain(title if title else name, 100),
-        description=plain(desc, 300) if desc and str(desc) != str(title) else None,
-        kind=kind, required=is_required, hint=plain(field_constraints(prop, is_required), 400),
-        placeholder=PLACEHOLDERS.get(fmt or "") if kind == "text" else None,
-        value=_start(prop, kind),
-        options=[FormOption(token=token(v), label=plain(t, 80)) for v, t in _choices(prop)] or None,
+        name=f.name, label=plain(f.title if f.title else f.name, 100),
+        description=plain(f.description, 300) if f.description and f.description != f.title else None,
+        kind=kind, required=f.required, hint=plain(f.constraints(), 400),
+        placeholder=PLACEHOLDERS.get(f.format or "") if kind == "text" else None,
+        value=_start(f, kind),
+        options=[FormOption(token=token(v), label=plain(t, 80)) for v, t in f.options] or None,
     )
 
 
@@ -146,10 +135,8 @@ def why(q: Elicitation) -> str:
 
 def dialog_form(q: Elicitation) -> DialogForm:
     """The question `q` as a dialog draws it."""
-    props = properties(q.requested_schema)
-    req = set(required(q.requested_schema))
     secret = set(q.secret_fields)
-    fields = [form_field(name, prop, name in req, name in secret) for name, prop in props.items()] \
+    fields = [form_field(f, f.name in secret) for f in FlatSchema.of(q.requested_schema).fields] \
         if q.mode == "form" else []
     confirm: dict[str, Any] | None = None
     if q.mode == "url":
@@ -183,26 +170,26 @@ def content_of_entries(q: Elicitation, entries: Mapping[str, Entry]) -> dict[str
     """The content a dialog's entries give, typed by the question's schema. An empty text is no value (its default
     applies, or validation says it is required); a choice's token is its option's value; what does not fit the
     field is left as typed, so that validation names the field."""
-    props = properties(q.requested_schema)
+    form = FlatSchema.of(q.requested_schema)
     if q.mode != "form":
         raise EntriesProblem(f"{q.id} is a url-mode question: it takes no form")
-    unknown = sorted(set(entries) - set(props))
+    unknown = sorted(set(entries) - set(form.names))
     if unknown:
         raise EntriesProblem(f"{', '.join(plain(u, 100) for u in unknown)}: not a field of {q.id} "
-                             f"(fields: {', '.join(props) or 'none'})")
+                             f"(fields: {', '.join(form.names) or 'none'})")
     content: dict[str, Any] = {}
     for name, entry in entries.items():
-        prop = props[name]
-        kind = kind_of(prop)
-        by_token = {token(v): v for v, _ in _choices(prop)}
-        if kind == "multi-enum":
+        f = form.get(name)
+        assert f is not None  # the unknown ones are refused above
+        by_token = {token(v): v for v, _ in f.options}
+        if f.kind == "multi-enum":
             if not isinstance(entry, list):
                 raise EntriesProblem(f"{plain(name, 100)}: a multi-select takes a list of choices")
-            content[name] = [by_token[t] if t in by_token else type_value(prop["items"], t) for t in entry]
+            content[name] = [by_token[t] if t in by_token else f.pick(t) for t in entry]
             continue
         if not isinstance(entry, str):
             raise EntriesProblem(f"{plain(name, 100)}: takes one text, not a list")
         if entry == "":
             continue
-        content[name] = by_token[entry] if entry in by_token else type_value(prop, entry)
+        content[name] = by_token[entry] if entry in by_token else f.parse(entry)
     return content

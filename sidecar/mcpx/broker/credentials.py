@@ -11,7 +11,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from mcpx.broker.schema import properties
+from mcpx.broker.schema import Field, FlatSchema
 
 # single words that name a credential; `tokens`, `max_tokens` and `tokenizer` are not among them
 _SECRET_WORDS = {"password", "passwd", "pwd", "passphrase", "passcode", "secret", "token", "apikey", "credential",
@@ -38,18 +38,17 @@ def is_credential_name(name: str) -> bool:
     return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(parts))
 
 
-def secret_fields(schema: dict[str, Any] | None) -> set[str]:
+def is_secret(field: Field) -> bool:
+    """Whether a field's value is a credential: by its format, name, title, description or writeOnly."""
+    return (
+        field.format == "password"
+        or is_credential_name(field.name)
+        or (field.title is not None and is_credential_name(field.title))
+        or (field.description is not None and _SECRET_PHRASES.search(field.description) is not None)
+        or field.write_only
+    )
+
+
+def secret_fields(schema: dict[str, Any] | FlatSchema | None) -> set[str]:
     """Fields whose values are credentials: delivered to the asker, stored and shown only as [redacted]."""
-    out: set[str] = set()
-    for name, prop in properties(schema).items():
-        title = str(prop.get("title") or "")
-        desc = str(prop.get("description") or "")
-        if (
-            prop.get("format") == "password"
-            or is_credential_name(name)
-            or (title and is_credential_name(title))
-            or _SECRET_PHRASES.search(desc)
-            or prop.get("writeOnly") is True
-        ):
-            out.add(name)
-    return out
+    return {f.name for f in FlatSchema.of(schema).fields if is_secret(f)}

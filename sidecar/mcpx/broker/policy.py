@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpx.broker.models import Action, Elicitation
-from mcpx.broker.schema import properties, validate_content
+from mcpx.broker.schema import FlatSchema, validate_content
 from mcpx.config import ElicitSettings, Rule
 
 
@@ -50,7 +50,7 @@ def _matches(rule: Rule, q: Elicitation) -> str | None:
         return f"mode is {q.mode!r}, not {m.mode!r}"
     if m.audience is not None and m.audience != q.audience:
         return f"audience is {q.audience!r}, not {m.audience!r}"
-    if m.field is not None and m.field not in properties(q.requested_schema):
+    if m.field is not None and FlatSchema.of(q.requested_schema).get(m.field) is None:
         return f"the question has no field {m.field!r}"
     if m.message is not None and not re.search(m.message, q.message or ""):
         return f"message does not match /{m.message}/"

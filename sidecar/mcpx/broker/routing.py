@@ -13,7 +13,7 @@ from typing import Any
 
 from mcpx.broker.credentials import secret_fields, words
 from mcpx.broker.models import Audience, Mode
-from mcpx.broker.schema import kind_of, properties
+from mcpx.broker.schema import FlatSchema
 
 AUDIENCE_HINT_KEY = "io.mcpx/audience"
 _ORDER: dict[str, int] = {"agent": 0, "agent-then-human": 1, "human": 2}
@@ -37,7 +37,7 @@ class Route:
 
 def route(
     mode: Mode,
-    schema: dict[str, Any] | None,
+    schema: dict[str, Any] | FlatSchema | None,
     message: str,
     meta: dict[str, Any] | None = None,
     floor: Audience | None = None,
@@ -58,29 +58,29 @@ def route(
     return Route(base.audience, base.reason, ignored)
 
 
-def _route_by_content(mode: Mode, schema: dict[str, Any] | None, message: str, secrets: Sequence[str]) -> Route:
+def _route_by_content(
+    mode: Mode, schema: dict[str, Any] | FlatSchema | None, message: str, secrets: Sequence[str]
+) -> Route:
     if mode == "url":
         return Route("human", "url mode: it opens a page in the person's browser, which must not pass through a model")
-    props = properties(schema)
+    fields = FlatSchema.of(schema).fields
     if secrets:
         which = ", ".join(repr(s) for s in secrets)
         return Route("human", f"field {which} is a credential: a model cannot know it and must not be handed it")
-    if not props:
+    if not fields:
         return Route("human", "it has no fields: accepting it is a yes/no only the person can give")
-    if len(props) == 1:
-        (name, prop), = props.items()
-        if kind_of(prop) == "boolean":
-            # a lone yes/no is a confirmation whatever it is called (ok, yes, deploy_now): the person's to give.
-            # A fixed choice between two answers is spelt as one (an enum, oneOf consts), and goes to the agent.
-            if any(w in _CONSENT_NAMES for w in words(name)):
-                return Route("human", f"a lone yes/no named {name!r}: consent is the whole content of the question")
-            if _CONSENT_MESSAGE.search(message or ""):
-                return Route("human", "a lone yes/no whose message asks for consent: consent is the person's to give")
-            return Route("human", f"a lone yes/no ({name!r}) is a confirmation: the person's to give")
-    kinds = {kind_of(p) for p in props.values()}
-    if kinds <= {"enum", "multi-enum", "boolean"}:
+    if len(fields) == 1 and fields[0].kind == "boolean":
+        name = fields[0].name
+        # a lone yes/no is a confirmation whatever it is called (ok, yes, deploy_now): the person's to give.
+        # A fixed choice between two answers is spelt as one (an enum, oneOf consts), and goes to the agent.
+        if any(w in _CONSENT_NAMES for w in words(name)):
+            return Route("human", f"a lone yes/no named {name!r}: consent is the whole content of the question")
+        if _CONSENT_MESSAGE.search(message or ""):
+            return Route("human", "a lone yes/no whose message asks for consent: consent is the person's to give")
+        return Route("human", f"a lone yes/no ({name!r}) is a confirmation: the person's to give")
+    free = sorted(f.name for f in fields if not f.choices and f.kind != "boolean")
+    if not free:
         return Route("agent", "only fixed choices: the agent can pick from what it has seen, and may decline")
-    free = sorted(n for n, p in props.items() if kind_of(p) not in ("enum", "multi-enum", "boolean"))
     return Route(
         "agent-then-human",
         f"free input ({', '.join(free)}): the agent may answer if it truly knows; if it declines, the person is asked",

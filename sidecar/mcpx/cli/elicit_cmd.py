@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcpx.broker.schema import SchemaProblem, check_schema, parse_assignments, properties, required
+from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema, parse_assignments
 from mcpx.cli import inbox_cmd
 from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
@@ -140,8 +140,8 @@ def answer_cmd(args: argparse.Namespace) -> int:
     # on a terminal: what was left out is asked for (nothing given: every field; something: the required rest),
     # and an answer that does not fit is asked again, field by field, with each field's problem
     form = TerminalForm()
-    given, needed = content or {}, set(required(schema))
-    missing = {n for n in properties(schema) if n not in given and (content is None or n in needed)}
+    given = content or {}
+    missing = {f.name for f in FlatSchema.of(schema).fields if f.name not in given and (content is None or f.required)}
     try:
         if missing:
             content = {**given, **form.form(question, only=missing)}

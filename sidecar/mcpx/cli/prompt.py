@@ -10,19 +10,10 @@ import os
 import select
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from mcpx.broker.schema import (
-    describe_field,
-    enum_options,
-    field_problem,
-    kind_of,
-    multi_options,
-    properties,
-    required,
-    type_value,
-)
+from mcpx.broker.schema import Field, FlatSchema, Option
 from mcpx.text import plain, quoted
 
 Reader = Callable[[str], str]
@@ -81,26 +72,25 @@ class Declined(Exception):
         self.reason = reason
 
 
-def _choose(options: list[tuple[Any, str]], text: str) -> Any:
+def _choose(options: Sequence[Option], text: str) -> Any:
     text = text.strip()
     if text.isdigit() and 1 <= int(text) <= len(options):
         return options[int(text) - 1][0]
     return None
 
 
-def _field_value(prop: dict[str, Any], text: str) -> Any:
-    kind = kind_of(prop)
-    if kind == "enum":
-        picked = _choose(enum_options(prop) or [], text)
-        return picked if picked is not None else type_value(prop, text)
-    if kind == "multi-enum":
-        options = multi_options(prop) or []
+def _field_value(f: Field, text: str) -> Any:
+    """What was typed at a field's prompt: a choice by its number, value or title; else typed by the field."""
+    if f.kind == "enum":
+        picked = _choose(f.options, text)
+        return picked if picked is not None else f.parse(text)
+    if f.kind == "multi-enum":
         out = []
         for part in [p.strip() for p in text.split(",") if p.strip()]:
-            picked = _choose(options, part)
-            out.append(picked if picked is not None else type_value(prop["items"], part))
+            picked = _choose(f.options, part)
+            out.append(picked if picked is not None else f.pick(part))
         return out
-    return type_value(prop, text)
+    return f.parse(text)
 
 
 def shown_default(value: Any) -> str:
@@ -152,8 +142,7 @@ class TerminalForm:
         """The question's fields asked one by one (`problems`: only those, after a refused answer, with their
         problems; `only`: only these, the others being given already). A credential is read with the terminal's
         echo off."""
-        schema = q.get("requestedSchema") or {}
-        req = set(required(schema))
+        form = FlatSchema.of(q.get("requestedSchema"))
         secret = set(q.get("secretFields") or [])
         if problems is None:
             self.header(q)
@@ -161,31 +150,30 @@ class TerminalForm:
             for name, problem in problems.items():
                 self.say(f"  ! {name} {problem}")
         content: dict[str, Any] = {}
-        props = properties(schema)
-        if not props:
+        if not form.fields:
             text = self._ask("  accept? [y]es, or type decline: ").strip().lower()
             if text in ("y", "yes", ""):
                 return {}
             raise Declined(None)
-        for name, prop in props.items():
+        for f in form.fields:
+            name = f.name
             if (problems is not None and name not in problems) or (only is not None and name not in only):
                 continue
-            hidden = name in secret or prop.get("format") == "password"
-            self.say("  " + plain(describe_field(name, prop, name in req), 400)
+            hidden = name in secret or f.format == "password"
+            self.say("  " + plain(f.describe(), 400)
                      + (" — a credential: what you type is not shown" if hidden else ""))
-            options = enum_options(prop) or multi_options(prop)
-            if options:
-                self.say("    " + "  ".join(f"{i}) {plain(title, 60)}" for i, (_v, title) in enumerate(options, 1)))
+            if f.options:
+                self.say("    " + "  ".join(f"{i}) {plain(title, 60)}" for i, (_v, title) in enumerate(f.options, 1)))
             while True:
-                default = f" [{plain(shown_default(prop['default']), 200)}]" if "default" in prop and not hidden else ""
+                default = f" [{plain(shown_default(f.default), 200)}]" if f.has_default and not hidden else ""
                 text = self._ask(f"  {name}{default}: ", hidden)
                 if not text.strip():
-                    if "default" in prop or name not in req:
+                    if f.has_default or not f.required:
                         break  # the daemon fills defaults; optional fields may stay empty
                     self.say(f"  ! {name} is required")
                     continue
-                value = _field_value(prop, text)
-                misfit = field_problem(prop, value)
+                value = _field_value(f, text)
+                misfit = f.problem(value)
                 if misfit:
                     self.say(f"  ! {name} {misfit}")
                     continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcpx.answering import respond_with
-from mcpx.broker.schema import describe_field, properties, required
+from mcpx.broker.schema import FlatSchema
 from mcpx.durations import format_duration
 from mcpx.text import plain, quoted, shell_quote_json
 
@@ -19,10 +19,9 @@ AUDIENCE_WORDS = {
 def answer_commands(q: dict[str, Any]) -> list[str]:
     eid = q["id"]
     lines = [respond_with(q)]
-    props = properties(q.get("requestedSchema"))
-    if props and q.get("mode") != "url":
-        pairs = " ".join(f"{name}=…" for name in props if name in required(q.get("requestedSchema"))) or (
-            " ".join(f"{name}=…" for name in list(props)[:2]))
+    fields = FlatSchema.of(q.get("requestedSchema")).fields
+    if fields and q.get("mode") != "url":
+        pairs = " ".join(f"{f.name}=…" for f in fields if f.required) or " ".join(f"{f.name}=…" for f in fields[:2])
         lines.append(f"mcpx elicit answer {eid} {pairs}")
     lines.append(f"mcpx elicit decline {eid} --reason '…'      # no")
     lines.append(f"mcpx elicit cancel {eid}                    # not now")
@@ -30,8 +29,7 @@ def answer_commands(q: dict[str, Any]) -> list[str]:
 
 
 def field_lines(schema: dict[str, Any] | None) -> list[str]:
-    req = set(required(schema))
-    return [plain(describe_field(name, prop, name in req), 400) for name, prop in properties(schema).items()]
+    return [plain(f.describe(), 400) for f in FlatSchema.of(schema).fields]
 
 
 def render_question(q: dict[str, Any], answer: dict[str, Any] | None = None) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 from multidict import MultiMapping
 
-from mcpx.broker.schema import enum_options, kind_of, multi_options, properties, required, type_value
+from mcpx.broker.schema import Field, FlatSchema
 
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date"}
 ALERT = ' role="alert"'  # a field's problem is announced as the page shows it
@@ -53,29 +53,24 @@ def _between(low: Any, high: Any, unit: str = "") -> str | None:
     return None
 
 
-def limits(prop: dict[str, Any]) -> str | None:
+def limits(f: Field) -> str | None:
     """The limits a field's control does not show, in words a person reads; None when there are none."""
-    kind = kind_of(prop)
-    if kind == "multi-enum":
-        said = _between(prop.get("minItems"), prop.get("maxItems"))
+    if f.kind == "multi-enum":
+        said = _between(f.min_items, f.max_items)
         return f"choose {said}" if said else None
-    if kind in ("number", "integer"):
-        return _between(prop.get("minimum"), prop.get("maximum"))
-    if kind == "string":
-        return _between(prop.get("minLength"), prop.get("maxLength"), " characters")
+    if f.kind in ("number", "integer"):
+        return _between(f.minimum, f.maximum)
+    if f.kind == "string":
+        return _between(f.min_length, f.max_length, " characters")
     return None
 
 
-def _field(index: int, name: str, prop: dict[str, Any], is_required: bool, value: Any, problem: str | None,
-           secret: bool, asker: str) -> str:
-    kind = kind_of(prop)
+def _field(index: int, f: Field, value: Any, problem: str | None, secret: bool, asker: str) -> str:
     fid = f"f{index}"  # property names may hold anything; ids may not
-    title, desc = prop.get("title"), prop.get("description")
-    label_text = str(title or name)
     notes = []  # (id, class, text): what is said under the input, each named by aria-describedby
-    if desc and str(desc) != str(title):
-        notes.append((f"{fid}-hint", "hint", str(desc)))
-    if said := limits(prop):
+    if f.description and f.description != f.title:
+        notes.append((f"{fid}-hint", "hint", f.description))
+    if said := limits(f):
         notes.append((f"{fid}-limits", "hint", said))
     if secret:
         notes.append((f"{fid}-secret", "credential",
@@ -83,24 +78,23 @@ def _field(index: int, name: str, prop: dict[str, Any], is_required: bool, value
     if problem:
         notes.append((f"{fid}-problem", "problem", problem))
     described = f'aria-describedby="{" ".join(i for i, _, _ in notes)}"' if notes else ""
-    n = _e(name)
-    if kind == "multi-enum":
+    n = _e(f.name)
+    if f.kind == "multi-enum":
         chosen = value if isinstance(value, list) else []
         boxes = "".join(
             f'<label class="choice"><input type="checkbox" name="{n}" value="{_e(_shown(v))}"'
             f'{" checked" if v in chosen else ""}> {_e(title)}</label>'
-            for v, title in multi_options(prop) or [])
+            for v, title in f.options)
         control = f'<div class="choices" role="group" {described}>{boxes}</div>'
-    elif kind == "enum":
-        options = enum_options(prop) or []
-        picked = value if any(v == value for v, _ in options) else None
-        blank = "" if picked is not None and is_required else '<option value="">— choose —</option>'
+    elif f.kind == "enum":
+        picked = value if any(v == value for v, _ in f.options) else None
+        blank = "" if picked is not None and f.required else '<option value="">— choose —</option>'
         control = (f'<select id="{fid}" name="{n}" {described}>{blank}'
                    + "".join(f'<option value="{_e(_shown(v))}"'
                              f'{" selected" if picked is not None and v == picked else ""}>'
-                             f"{_e(title)}</option>" for v, title in options)
+                             f"{_e(title)}</option>" for v, title in f.options)
                    + "</select>")
-    elif kind == "boolean":
+    elif f.kind == "boolean":
         control = (f'<div class="choices" role="radiogroup" {described}>'
                    + "".join(f'<label class="choice"><input type="radio" name="{n}" value="{word}"'
                              f'{" checked" if value is flag else ""}> {label}</label>'
@@ -108,24 +102,23 @@ def _field(index: int, name: str, prop: dict[str, Any], is_required: bool, value
                    + "</div>")
     else:
         attrs = [f'id="{fid}"', f'name="{n}"', *([described] if described else [])]
-        if kind in ("number", "integer"):
-            attrs += ['type="number"', f'step="{1 if kind == "integer" else "any"}"']
-            attrs += [f'{k[:3]}="{_e(prop[k])}"' for k in ("minimum", "maximum")
-                      if isinstance(prop.get(k), int | float)]
+        if f.kind in ("number", "integer"):
+            attrs += ['type="number"', f'step="{1 if f.kind == "integer" else "any"}"']
+            attrs += [f'{attr}="{_e(bound)}"' for attr, bound in (("min", f.minimum), ("max", f.maximum))
+                      if bound is not None]
         else:
-            fmt = prop.get("format") if isinstance(prop.get("format"), str) else None
-            attrs.append(f'type="{"password" if secret else INPUT_TYPES.get(fmt or "", "text")}"')
-            if fmt in PLACEHOLDERS:
-                attrs.append(f'placeholder="{_e(PLACEHOLDERS[fmt])}"')
+            attrs.append(f'type="{"password" if secret else INPUT_TYPES.get(f.format or "", "text")}"')
+            if f.format in PLACEHOLDERS:
+                attrs.append(f'placeholder="{_e(PLACEHOLDERS[f.format])}"')
             if secret:
                 attrs.append('autocomplete="off"')
         if value is not None and not secret:
             attrs.append(f'value="{_e(_shown(value))}"')
         control = f"<input {' '.join(attrs)}>"
-    label_for = "" if kind in ("multi-enum", "boolean") else f' for="{fid}"'
+    label_for = "" if f.kind in ("multi-enum", "boolean") else f' for="{fid}"'
     return (f'<div class="field{" invalid" if problem else ""}" data-field="{n}">'
-            f'<label class="name"{label_for}>{_e(label_text)}'
-            f'{"" if is_required else " <small>(optional)</small>"}</label>'
+            f'<label class="name"{label_for}>{_e(f.title or f.name)}'
+            f'{"" if f.required else " <small>(optional)</small>"}</label>'
             f"{control}"
             + "".join(f'<div class="{cls}" id="{i}"{ALERT if cls == "problem" else ""}>{_e(text)}</div>'
                       for i, cls, text in notes)
@@ -136,14 +129,14 @@ def form_fields(schema: dict[str, Any] | None, secret: set[str], values: Mapping
                 problems: Mapping[str, str] | None = None, *, asker: str = "the server") -> str:
     """The fields' HTML: `values` as typed (after a refused answer), else the schema's defaults; `asker`: who a
     credential goes to (the question's server)."""
-    req = set(required(schema))
+    form = FlatSchema.of(schema)
     problems = problems or {}
     out = []
-    for index, (name, prop) in enumerate(properties(schema).items()):
-        value = (values.get(name) if values is not None else prop.get("default"))
-        out.append(_field(index, name, prop, name in req, value, problems.get(name), name in secret, asker))
-    others = {k: v for k, v in problems.items() if k not in properties(schema)}
-    out += [f'<div class="problem" role="alert">{_e(k)}: {_e(v)}</div>' for k, v in others.items()]
+    for index, f in enumerate(form.fields):
+        value = values.get(f.name) if values is not None else (f.default if f.has_default else None)
+        out.append(_field(index, f, value, problems.get(f.name), f.name in secret, asker))
+    out += [f'<div class="problem" role="alert">{_e(k)}: {_e(v)}</div>' for k, v in problems.items()
+            if form.get(k) is None]
     return "".join(out)
 
 
@@ -153,13 +146,12 @@ def content_of_form(schema: dict[str, Any] | None, form: MultiMapping[object]) -
     the field. A multi-select is always sent: unticking every box is an answer too. Only text answers: a file
     a hand-made multipart post puts under a field's name is no value for it (validation then names the field)."""
     content: dict[str, Any] = {}
-    for name, prop in properties(schema).items():
-        kind = kind_of(prop)
-        if kind == "multi-enum":
-            content[name] = [type_value(prop["items"], v) for v in form.getall(name, []) if isinstance(v, str)]
+    for f in FlatSchema.of(schema).fields:
+        if f.kind == "multi-enum":
+            content[f.name] = [f.pick(v) for v in form.getall(f.name, []) if isinstance(v, str)]
             continue
-        text = form.get(name)
+        text = form.get(f.name)
         if not isinstance(text, str) or text == "":
             continue
-        content[name] = type_value(prop, text)
+        content[f.name] = f.parse(text)
     return content

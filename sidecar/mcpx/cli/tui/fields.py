@@ -18,16 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Select, SelectionList, Static
 from textual.widgets.select import NoSelection
 
-from mcpx.broker.schema import (
-    describe_field,
-    enum_options,
-    kind_of,
-    multi_options,
-    properties,
-    required,
-    type_value,
-    validate_content,
-)
+from mcpx.broker.schema import Field, FlatSchema, same
 from mcpx.text import plain
 
 MISSING: Any = object()  # a field left empty: not sent, so the daemon fills its default or says it is required
@@ -46,43 +37,39 @@ class FieldBox(Vertical):
     FieldBox.-invalid .field-problem { display: block; }
     """
 
-    def __init__(self, index: int, name: str, prop: dict[str, Any], is_required: bool, secret: bool) -> None:
+    def __init__(self, index: int, field: Field, secret: bool) -> None:
         super().__init__(id=f"field-{index}")  # property names may hold anything; ids may not
-        self.field_name = name
-        self.prop = prop
-        self.is_required = is_required
+        self.field = field
+        self.field_name = field.name
         self.secret = secret
-        self.kind = kind_of(prop)
-        self.options = multi_options(prop) if self.kind == "multi-enum" else enum_options(prop)
 
     def compose(self) -> ComposeResult:
-        label = plain(describe_field(self.field_name, self.prop, self.is_required), 400)
+        label = plain(self.field.describe(), 400)
         yield Static(Content.assemble((self.field_name, "bold"), Content(label[len(self.field_name):])),
                      classes="field-label")
         yield self._input()
         yield Static("", classes="field-problem")
 
     def _input(self) -> Widget:
-        prop, has_default = self.prop, "default" in self.prop
-        default = prop.get("default")
-        if self.kind == "multi-enum":
+        f = self.field
+        default = f.default if f.has_default else None
+        if f.kind == "multi-enum":
             chosen = default if isinstance(default, list) else []
             return SelectionList[int](*[(Content(plain(title, 200)), i, value in chosen)
-                                        for i, (value, title) in enumerate(self.options or [])], classes="value")
-        if self.kind == "enum":
-            picked = next((i for i, (v, _) in enumerate(self.options or []) if has_default and _same(v, default)),
-                          Select.NULL)
-            return Select[int]([(Content(plain(title, 200)), i) for i, (_v, title) in enumerate(self.options or [])],
+                                        for i, (value, title) in enumerate(f.options)], classes="value")
+        if f.kind == "enum":
+            picked = next((i for i, (v, _) in enumerate(f.options) if f.has_default and same(v, default)), Select.NULL)
+            return Select[int]([(Content(plain(title, 200)), i) for i, (_v, title) in enumerate(f.options)],
                                value=picked, allow_blank=picked is Select.NULL, prompt="(choose)", classes="value")
-        if self.kind == "boolean":
+        if f.kind == "boolean":
             if isinstance(default, bool):
-                return Checkbox(Content(plain(prop.get("title") or self.field_name, 200)), default, classes="value")
+                return Checkbox(Content(plain(f.title or f.name, 200)), default, classes="value")
             # no default: unset stays possible, so an untouched field is not sent as a false the person never chose
             return Select[bool]([(Content("yes"), True), (Content("no"), False)], prompt="(unset)", classes="value")
-        text = "" if not has_default or isinstance(default, bool) else str(default)
+        text = "" if not f.has_default or isinstance(default, bool) else str(default)
         input_type: Literal["integer", "number", "text"] = (
-            "integer" if self.kind == "integer" else "number" if self.kind == "number" else "text")
-        hint = FORMAT_HINTS.get(str(prop.get("format")), "")
+            "integer" if f.kind == "integer" else "number" if f.kind == "number" else "text")
+        hint = FORMAT_HINTS.get(f.format or "", "")
         return Input(text, placeholder=hint, password=self.secret, type=input_type, classes="value")
 
     @property
@@ -94,19 +81,19 @@ class FieldBox(Vertical):
         control = self.control
         if isinstance(control, SelectionList):
             picked = sorted(control.selected)
-            if not picked and not self.is_required:
+            if not picked and not self.field.required:
                 return MISSING
-            return [(self.options or [])[i][0] for i in picked]
+            return [self.field.options[i][0] for i in picked]
         if isinstance(control, Select):
             if isinstance(control.value, NoSelection):  # Select.NULL, the one NoSelection
                 return MISSING
-            return control.value if self.kind == "boolean" else (self.options or [])[control.value][0]
+            return control.value if self.field.kind == "boolean" else self.field.options[control.value][0]
         if isinstance(control, Checkbox):
             return control.value
         assert isinstance(control, Input)
         if control.value == "":
             return MISSING
-        return type_value(self.prop, control.value)
+        return self.field.parse(control.value)
 
     def show_problem(self, problem: str | None) -> None:
         self.set_class(problem is not None, "-invalid")
@@ -123,10 +110,9 @@ class Form(Vertical):
 
     def __init__(self, schema: dict[str, Any] | None, secret_fields: list[str]) -> None:
         super().__init__(id="form")
-        self.schema = schema
-        req = set(required(schema))
-        self.boxes = [FieldBox(i, name, prop, name in req, name in secret_fields or prop.get("format") == "password")
-                      for i, (name, prop) in enumerate(properties(schema).items())]
+        self.schema = FlatSchema.of(schema)
+        self.boxes = [FieldBox(i, f, f.name in secret_fields or f.format == "password")
+                      for i, f in enumerate(self.schema.fields)]
 
     def compose(self) -> ComposeResult:
         if not self.boxes:
@@ -140,7 +126,7 @@ class Form(Vertical):
     def check(self) -> dict[str, Any] | None:
         """The content if it fits the schema by the daemon's own rules; else None, each problem shown."""
         content = self.content()
-        _filled, problems = validate_content(self.schema, content)
+        _filled, problems = self.schema.check_content(content)
         self.show_problems(problems)
         return None if problems else content
 
@@ -157,8 +143,4 @@ class Form(Vertical):
             if box.field_name in problems:
                 box.control.focus()
                 break
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a == b and type(a) is type(b)
 
