@@ -21,7 +21,7 @@ from mcpx.dialogs import DialogKind, PermissionDialog, QuestionPrompt, dialog_of
 from mcpx.forms import DialogForm, dialog_form
 from mcpx.text import clock, plain, quoted
 
-# the opencode plugin's own tool (plugin/opencode/lib/tools.ts): it opens the person's dialog
+# the opencode plugin's own tool, which opens the person's dialog (generated into plugin/opencode/lib/generated.ts)
 ASK_TOOL = "mcpx_ask_person"
 Level = Literal["notify", "ask", "dialog"]
 ShownIn = Literal["toast", "dialog"]

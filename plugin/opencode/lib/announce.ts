@@ -196,7 +196,7 @@ export class Announcer {
     const reply = await this.daemon.question(id, this.prefix, { waiting: this.waiting.size })
     const q: Question | undefined = reply.status === 200 ? reply.body.elicitation : undefined
     if (!q || q.state !== "pending") return false
-    const toast: Toast = { ...q.render.toast, duration: this.duration }
+    const toast: Toast = { ...q.render.toast, variant: q.render.toast.variant ?? "warning", duration: this.duration }
     if (await this.opts.show(toast)) {
       const at = new Date()
       this.markShown(id, at)

@@ -189,7 +189,7 @@ export class AskFlow {
       elsewhere?.stop()
       this.permissions.delete(q.id)
     }
-    const content = action === "accept" ? p.content : undefined // a lone yes/no is answered yes
+    const content = action === "accept" ? p.content ?? undefined : undefined // a lone yes/no is answered yes
     const said = action === "accept" ? "allowed it" : reason ? `rejected it, saying “${clip(reason, 500)}”` : "rejected it"
     return this.record(q, action, { content, reason }, `The person ${said} in opencode's permission dialog`)
   }

@@ -5,7 +5,7 @@
 // answering them is mcpx serve's contract with any MCP host, not the plugin's to take away.
 
 import type { Daemon, Question } from "./daemon.js"
-import { ID_PATTERN } from "./ids.js"
+import { ID_PATTERN } from "./generated.js"
 import { isMcpResult } from "./output.js"
 
 const PARAGRAPH = new RegExp(`^Question (${ID_PATTERN.source}) from `)
