@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from conftest import ask
-from mcpx.answering import for_agent
+from mcpx.answering import for_agent, waiting_text, withheld_meta
 from mcpx.broker.credentials import secret_fields
 from mcpx.broker.models import Answer, Elicitation
 from mcpx.broker.routing import route
@@ -189,6 +189,27 @@ def test_a_withheld_question_carries_neither_its_words_nor_an_invitation_to_answ
     assert text == (f"A question ({EID}) waits for the person. It is not yours to answer and is not shown here; the "
                     "call goes on once it is answered.")
     assert "delete" not in text and "mcpx elicit answer" not in text and "mcpx_" not in text
+
+
+def test_a_result_showing_a_persons_question_carries_its_withheld_content_in_meta() -> None:
+    """The opencode plugin at off and auto swaps a result's content for this, reading nothing out of its text."""
+    person = question(CONFIRM, message="Really delete branch main?").wire()
+    agents = question(REPO, message="Which repository?").wire() | {"id": "elc-fedcba9876543210"}
+
+    def text(withhold: bool) -> str:
+        return waiting_text("git", "delete", TASK, [person, agents], "mcpx_", withhold=withhold)
+
+    shown = text(False)
+    assert "Really delete" in shown and "Which repository?" in shown
+    meta = withheld_meta([person, agents], text)
+    assert list(meta) == ["io.mcpx/withheld"]
+    assert meta["io.mcpx/withheld"]["elicitations"] == [EID]
+    (only,) = meta["io.mcpx/withheld"]["content"]
+    assert only["type"] == "text" and only["text"] == shown.replace(for_agent(person, "mcpx_mcpx_elicit_answer"),
+                                                                    render(question(CONFIRM)).withheld)
+    assert "Really delete" not in only["text"] and "do not answer it" not in only["text"]
+    assert "Which repository?" in only["text"], "the agent's own question stays"
+    assert withheld_meta([agents], text) == {}, "nothing to withhold: no entry"
 
 
 def test_a_credential_gets_no_dialog_at_any_level() -> None:

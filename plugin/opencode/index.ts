@@ -205,8 +205,8 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
     "tool.execute.after": guard("tool.execute.after", async (input, output) => {
       const now = await level.in(input.sessionID)
       if (isMcpxTool(entry, input.tool)) {
+        if (now === "off" || now === "auto") withholdPersons(output) // first: what stands in names tools too
         prefixToolNames(output, entry)
-        if (now === "off" || now === "auto") await withholdPersons(output, daemon, prefix)
       }
       if (input.tool === "question") await ask.afterQuestionTool(input, output)
       await notifier.after(input.sessionID, output, now)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from mcpx.answering import for_agent, head_lines, mcp_answer_call, respond_with
+from mcpx.answering import for_agent, head_lines, mcp_answer_call, respond_with, withheld_text
 from mcpx.broker.models import Answer, Elicitation, WireModel
 from mcpx.broker.schema import example_content
 from mcpx.dialogs import DialogKind, PermissionDialog, QuestionPrompt, dialog_of, permission_dialog, question_prompts
@@ -193,8 +193,7 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
         shown=_shown(shown_at, shown_in) if shown_at else None,
         form=dialog_form(q),
         line=_line(q, doc, page),
-        withheld=f"A question ({q.id}) waits for the person. It is not yours to answer and is not shown here; the "
-                 "call goes on once it is answered.",
+        withheld=withheld_text(q.id),
     )
     if q.audience == "human":
         r.person = Texts(notify=_for_person(doc, dialog, "notify", r, shown_at, shown_in),
