@@ -212,6 +212,35 @@ def test_a_result_showing_a_persons_question_carries_its_withheld_content_in_met
     assert withheld_meta([agents], text) == {}, "nothing to withhold: no entry"
 
 
+def test_the_plugins_call_says_what_mcpx_serve_says() -> None:
+    """The opencode plugin's own copy of a server's tool ends early with the very paragraphs of mcpx serve's early
+    result: its head and its tail are the rendering's, from the same functions."""
+    q = question(REPO, message="Which repository?")
+    r = render(q, prefix="mcpx_")
+    early = waiting_text("github", "create_issue", TASK, [q.wire()], "mcpx_")
+    assert r.call_waits is not None and r.collect_later is not None
+    assert early.startswith(r.call_waits + "\n\n") and early.endswith("\n\n" + r.collect_later)
+    assert r.collect_later == (f"Once answered, collect the call's real result with mcpx_mcpx_task_result "
+                               f'{{"task": "{TASK}", "wait": true}} (or pass "wait": true when you answer).')
+    bare = render(question(REPO, task=None))
+    assert bare.call_waits is None and bare.collect_later is None
+
+
+def test_what_became_of_a_question_the_person_was_asked_in_the_dialog() -> None:
+    q = question(CONFIRM, message="Really delete branch main?")
+    assert render(q).asked == (f"Question {EID} (github asked the person): it was not shown to them in opencode. "
+                               f"{EID} still waits.")
+    at = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
+    answered = q.model_copy(update={"state": "answered"})
+    answer = Answer(id=EID, action="accept", content={"confirm": True}, by="person:opencode", at=at,
+                    answered_after_ms=5)
+    said = render(answered, answer, shown_at=at, shown_in="dialog").asked
+    assert said.startswith(f"Question {EID} (github asked the person): It was shown to the person in opencode's "
+                           "dialog at ")
+    assert said.endswith(f". {EID} is answered (accept by person:opencode at {answer.wire()['at']}).")
+    assert render(q).ask_above == f"Question {EID} (above) is for the person.\n{render(q).ask_now}"
+
+
 def test_a_credential_gets_no_dialog_at_any_level() -> None:
     r = render(question(TOKEN, message="Paste your API token"))
     assert r.dialog == "terminal" and r.person is not None and r.permission is None and r.questions is None

@@ -14,7 +14,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from mcpx.answering import for_agent, head_lines, mcp_answer_call, respond_with, withheld_text
+from mcpx.answering import (
+    collect_later,
+    for_agent,
+    head_lines,
+    mcp_answer_call,
+    respond_with,
+    waiting_head,
+    withheld_text,
+)
 from mcpx.broker.models import Answer, Elicitation, WireModel
 from mcpx.broker.schema import example_content
 from mcpx.dialogs import DialogKind, PermissionDialog, QuestionPrompt, dialog_of, permission_dialog, question_prompts
@@ -63,7 +71,15 @@ class Rendering(WireModel):
                        "place they answer it (a terminal, the web inbox)")
     ask_call: str = Field(description="the call of the plugin's tool that puts it to the person")
     ask_now: str = Field(description="the line that tells the agent to make that call now")
+    ask_above: str = Field(description="after an output that showed the person's question already (mcpx serve's "
+                           "early result): it is theirs, and the line that tells the agent to make that call now")
     collect: str | None = Field(default=None, description="the call that collects the result of the call that asked")
+    call_waits: str | None = Field(default=None, description="the first paragraph of the early result of the call "
+                                   "that asked: it waits for an answer, and keeps running (its task)")
+    collect_later: str | None = Field(default=None, description="the last paragraph of that early result: how to "
+                                      "collect the call's real result once answered")
+    asked: str = Field(description="for the output of a call that put it to the person in mcpx's dialog: whether "
+                       "and when they were shown it (with ?shownAt), and what became of it")
     agent: Texts | None = Field(default=None, description="the question offered to the agent (not the person's)")
     person: Texts | None = Field(default=None, description="the person's question, announced: never offered to "
                                  "the agent")
@@ -154,6 +170,12 @@ def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Render
     return "\n".join(lines)
 
 
+def _asked(q: Elicitation, answer: Answer | None, shown_at: datetime | None, shown_in: ShownIn) -> str:
+    shown = _shown(shown_at, shown_in) if shown_at else "it was not shown to them in opencode"
+    return (f"Question {q.id} ({plain(q.server, 100)} asked the person): {shown}. "
+            f"{_status(q, answer) or f'{q.id} still waits.'}")
+
+
 def _answer_at(terminal: str, page: str | None) -> str:
     return f"from a terminal: {terminal}" + (f"; or in the web inbox: {page}" if page else "")
 
@@ -176,6 +198,8 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
     answer_tool = prefix + "mcpx_elicit_answer"
     ask_call = f"{ASK_TOOL} {json.dumps({'id': q.id})}"
     terminal = terminal_commands(doc)
+    ask_now = (f"  Put it to the person now: call {ask_call} — it opens opencode's dialog for them. "
+               "Do not answer it yourself and do not guess their answer.")
     r = Rendering(
         dialog=dialog, server=plain(q.server, 100),
         example=None if q.mode == "url" else example_content(q.requested_schema),
@@ -183,9 +207,12 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
                                     for a in ("accept", "decline")}),
         terminal=terminal, page=page, ask_call=ask_call,
         waits=f"Tell the person it waits; they answer {_answer_at(terminal, page)}",
-        ask_now=f"  Put it to the person now: call {ask_call} — it opens opencode's dialog for them. "
-                "Do not answer it yourself and do not guess their answer.",
+        ask_now=ask_now,
+        ask_above=f"Question {q.id} (above) is for the person.\n{ask_now}",
         collect=f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None,
+        call_waits=waiting_head(q.server, q.tool, q.task) if q.task else None,
+        collect_later=collect_later(q.task, prefix) if q.task else None,
+        asked=_asked(q, answer, shown_at, shown_in),
         status=_status(q, answer),
         permission=permission_dialog(q) if dialog in ("confirm", "url") else None,
         questions=question_prompts(q) if dialog == "question" else None,

@@ -425,8 +425,16 @@ export type Rendering = {
   askCall: string
   /** the line that tells the agent to make that call now */
   askNow: string
+  /** after an output that showed the person's question already (mcpx serve's early result): it is theirs, and the line that tells the agent to make that call now */
+  askAbove: string
   /** the call that collects the result of the call that asked */
   collect?: string | null
+  /** the first paragraph of the early result of the call that asked: it waits for an answer, and keeps running (its task) */
+  callWaits?: string | null
+  /** the last paragraph of that early result: how to collect the call's real result once answered */
+  collectLater?: string | null
+  /** for the output of a call that put it to the person in mcpx's dialog: whether and when they were shown it (with ?shownAt), and what became of it */
+  asked: string
   /** the question offered to the agent (not the person's) */
   agent?: Texts | null
   /** the person's question, announced: never offered to the agent */
