@@ -41,6 +41,7 @@ def test_the_names_are_pythons() -> None:
     assert 'export const LEVELS = ["off", "notify", "ask", "auto"] as const' in text
     assert "export const ID_PATTERN = /elc-[0-9a-f]{16}/" in text
     assert '"io.mcpx/inputRequired"' in text
+    assert '"taskResult": "mcpx_task_result"' in text
 
 
 def test_the_whole_file_holds_the_question_and_its_rendering() -> None:

@@ -16,6 +16,7 @@ import type { ToolContext } from "@opencode-ai/plugin"
 
 import type { AskFlow } from "./ask.js"
 import { Daemon, NoDaemon, problem, type Question, type Reply, type ShownIn } from "./daemon.js"
+import { MCPX_TOOL } from "./generated.js"
 import { clip, noDaemonText, resultText } from "./messages.js"
 
 export type UpstreamTool = { name: string; server: string; tool: string; description: string; inputSchema: Record<string, any> }
@@ -138,7 +139,7 @@ export class CallRunner {
   private later(task: string, questions: Question[]): string {
     return questions[0]?.render.collectLater ??
       // the call asked nothing yet: no question to render it, so the plainest words that name the call
-      `Collect the call's result later with ${this.prefix}mcpx_task_result ${JSON.stringify({ task, wait: true })}.`
+      `Collect the call's result later with ${this.prefix}${MCPX_TOOL.taskResult} ${JSON.stringify({ task, wait: true })}.`
   }
 
   private ended(doc: any): string {

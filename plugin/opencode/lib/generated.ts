@@ -8,6 +8,7 @@ export const ID_PATTERN = /elc-[0-9a-f]{16}/
 export const ID_PATTERNS = {"elc": "^elc-[0-9a-f]{16}$", "tsk": "^tsk-[0-9a-f]{16}$", "cal": "^cal-[0-9a-f]{16}$"} as const
 /** mcpx's own tools on its MCP surface (unprefixed: opencode names them <entry>_<name>). */
 export const MCPX_TOOLS = ["mcpx_elicit_list", "mcpx_elicit_get", "mcpx_elicit_answer", "mcpx_task_result"] as const
+export const MCPX_TOOL = {"elicitList": "mcpx_elicit_list", "elicitGet": "mcpx_elicit_get", "elicitAnswer": "mcpx_elicit_answer", "taskResult": "mcpx_task_result"} as const
 /** The plugin's own tool: it puts a person's question to them in opencode's dialog. */
 export const ASK_TOOL = "mcpx_ask_person"
 /** The argument that carries opencode's session into mcpx's MCP entry (stripped before forwarding). */

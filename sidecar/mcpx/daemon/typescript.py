@@ -112,6 +112,11 @@ def _object(schema: dict[str, Any], indent: str) -> str:
     return "\n".join(lines)
 
 
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(w.capitalize() for w in rest)
+
+
 def types(document: dict[str, Any]) -> list[str]:
     """Every component schema of an OpenAPI document as an exported type, in the document's order."""
     out: list[str] = []
@@ -132,6 +137,7 @@ def names() -> list[str]:
         f"export const ID_PATTERNS = {literal({p: ids.pattern(p) for p in ('elc', 'tsk', 'cal')})} as const",
         "/** mcpx's own tools on its MCP surface (unprefixed: opencode names them <entry>_<name>). */",
         f"export const MCPX_TOOLS = {literal(tools)} as const",
+        f"export const MCPX_TOOL = {literal({_camel(t.removeprefix('mcpx_')): t for t in tools})} as const",
         "/** The plugin's own tool: it puts a person's question to them in opencode's dialog. */",
         f"export const ASK_TOOL = {literal(ASK_TOOL)}",
         "/** The argument that carries opencode's session into mcpx's MCP entry (stripped before forwarding). */",
