@@ -241,6 +241,22 @@ def test_what_became_of_a_question_the_person_was_asked_in_the_dialog() -> None:
     assert render(q).ask_above == f"Question {EID} (above) is for the person.\n{render(q).ask_now}"
 
 
+def test_how_a_question_ended_in_a_line_for_where_the_person_was_shown_it() -> None:
+    q = question(CONFIRM, message="Really delete branch main?")
+    assert render(q).ended is None, "a pending question has not ended"
+    at = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
+    answer = Answer(id=EID, action="accept", content={"confirm": True}, by="person:cli", at=at, answered_after_ms=5)
+    answered = render(q.model_copy(update={"state": "answered"}), answer).ended
+    assert answered is not None
+    assert answered.toast == f"{EID} was answered (accept by person:cli); it no longer waits."
+    assert answered.dialog == f"{EID} was answered elsewhere (accept by person:cli); its dialog is closed."
+    expired = render(q.model_copy(update={"state": "expired"})).ended
+    assert expired is not None and expired.dialog == f"{EID} expired (it counts as cancel); its dialog is closed."
+    gone = render(q.model_copy(update={"state": "abandoned", "state_reason": "the server went\naway"})).ended
+    assert gone is not None and gone.toast == f"{EID} was abandoned; it no longer waits."
+    assert gone.dialog == f"{EID} was abandoned (the server went ⏎ away); its dialog is closed.", "the reason is data"
+
+
 def test_a_credential_gets_no_dialog_at_any_level() -> None:
     r = render(question(TOKEN, message="Paste your API token"))
     assert r.dialog == "terminal" and r.person is not None and r.permission is None and r.questions is None

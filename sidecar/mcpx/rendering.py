@@ -52,6 +52,13 @@ class Toast(WireModel):
     variant: Literal["warning"] = "warning"
 
 
+class Ended(WireModel):
+    """How a question that no longer waits ended, in one line, for where opencode showed it to the person."""
+
+    toast: str = Field(description="for a toast that takes the place of its own, so that none claims it still waits")
+    dialog: str = Field(description="for its dialog in opencode's TUI, closed because it ended elsewhere")
+
+
 class AnswerCalls(WireModel):
     accept: str = Field(description="the mcpx_elicit_answer call that accepts, with placeholder content of its shape")
     decline: str
@@ -84,6 +91,8 @@ class Rendering(WireModel):
     person: Texts | None = Field(default=None, description="the person's question, announced: never offered to "
                                  "the agent")
     status: str | None = Field(default=None, description="what became of it, once it is no longer pending")
+    ended: Ended | None = Field(default=None, description="once it is no longer pending: the lines that say so where "
+                                "the person was shown it")
     toast: Toast = Field(description="the person's notification in opencode's TUI")
     note: str | None = Field(default=None, description="for an output that already shows the person's question: "
                              "whether it was shown to them, and where they answer it")
@@ -147,6 +156,21 @@ def _status(q: Elicitation, answer: Answer | None) -> str | None:
     if q.state_reason:
         said += f": {plain(q.state_reason, 300)}"
     return said + "."
+
+
+def _ended(q: Elicitation, answer: Answer | None) -> Ended | None:
+    if q.state == "pending":
+        return None
+    if q.state == "answered":
+        by = f" ({answer.action} by {plain(answer.by, 100)})" if answer is not None else ""
+        return Ended(toast=f"{q.id} was answered{by}; it no longer waits.",
+                     dialog=f"{q.id} was answered elsewhere{by}; its dialog is closed.")
+    if q.state == "expired":
+        return Ended(toast=f"{q.id} expired (it counts as cancel); it no longer waits.",
+                     dialog=f"{q.id} expired (it counts as cancel); its dialog is closed.")
+    why = f" ({plain(q.state_reason, 300)})" if q.state_reason else ""
+    return Ended(toast=f"{q.id} was abandoned; it no longer waits.", dialog=f"{q.id} was abandoned{why}; its dialog is "
+                 "closed.")
 
 
 def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Rendering,
@@ -214,6 +238,7 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
         collect_later=collect_later(q.task, prefix) if q.task else None,
         asked=_asked(q, answer, shown_at, shown_in),
         status=_status(q, answer),
+        ended=_ended(q, answer),
         permission=permission_dialog(q) if dialog in ("confirm", "url") else None,
         questions=question_prompts(q) if dialog == "question" else None,
         toast=_toast(q, doc, waiting, page),

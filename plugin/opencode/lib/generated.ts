@@ -190,6 +190,14 @@ export type ElicitationWithAnswer = {
   answer?: Answer | null
 }
 
+/** How a question that no longer waits ended, in one line, for where opencode showed it to the person. */
+export type Ended = {
+  /** for a toast that takes the place of its own, so that none claims it still waits */
+  toast: string
+  /** for its dialog in opencode's TUI, closed because it ended elsewhere */
+  dialog: string
+}
+
 export type ErrorBody = {
   error: ErrorDetail
 }
@@ -442,6 +450,8 @@ export type Rendering = {
   person?: Texts | null
   /** what became of it, once it is no longer pending */
   status?: string | null
+  /** once it is no longer pending: the lines that say so where the person was shown it */
+  ended?: Ended | null
   /** the person's notification in opencode's TUI */
   toast: Toast
   /** for an output that already shows the person's question: whether it was shown to them, and where they answer it */
