@@ -35,6 +35,17 @@ def test_objects_say_which_fields_are_optional_and_keep_descriptions() -> None:
     assert out == ["/**", " * a thing", " * in two lines", " */", "export type A = {\n  x?: string\n}", ""]
 
 
+def test_a_schema_that_extends_another_is_written_as_it_and_its_own_fields() -> None:
+    base = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}, "x": {"type": "integer"}}}
+    more = {"type": "object", "required": ["id", "render"],
+            "properties": {"id": {"type": "string"}, "x": {"type": "integer"}, "render": {"type": "string"}}}
+    other = {"type": "object", "required": [], "properties": {"id": {"type": "string"}, "x": {"type": "integer"},
+                                                              "y": {"type": "string"}}}  # id optional here: not one
+    out = types({"components": {"schemas": {"A": base, "B": more, "C": {**other, "required": []}}}})
+    assert "export type B = A & {\n  render: string\n}" in out
+    assert any(line.startswith("export type C = {") for line in out)
+
+
 def test_the_names_are_pythons() -> None:
     text = "\n".join(names())
     assert 'export const ASK_TOOL = "mcpx_ask_person"' in text

@@ -64,7 +64,7 @@ export class Announcer {
     this.track(this.catchUp(session).catch(() => {})) // no daemon yet: the stream brings what opens later
   }
 
-  owns(session: string | undefined): boolean {
+  owns(session: string | null | undefined): boolean {
     return !!session && this.sessions.has(session)
   }
 

@@ -16,7 +16,7 @@ import type { ToolContext } from "@opencode-ai/plugin"
 
 import type { AskFlow } from "./ask.js"
 import { Daemon, NoDaemon, problem, type Question, type Reply, type ShownIn } from "./daemon.js"
-import { MCPX_TOOL } from "./generated.js"
+import { MCPX_TOOL, type InputRequired, type ToolsList } from "./generated.js"
 import { clip, noDaemonText, resultText } from "./messages.js"
 
 export type UpstreamTool = { name: string; server: string; tool: string; description: string; inputSchema: Record<string, any> }
@@ -24,9 +24,9 @@ export type UpstreamTool = { name: string; server: string; tool: string; descrip
 /** The servers' tools as the MCP entry `entry` would name them, from the daemon (GET /v1/tools); [] without one.
  * Bounded like the MCP entry's own listing, which starts the same servers: a server's first start takes seconds. */
 export async function upstreamTools(daemon: Daemon, entry: string, timeoutMs = 15_000): Promise<UpstreamTool[]> {
-  let r: Reply
+  let r: Reply<ToolsList>
   try {
-    r = await daemon.request("GET", "/v1/tools", { timeoutMs })
+    r = await daemon.request<ToolsList>("GET", "/v1/tools", { timeoutMs })
   } catch {
     return []
   }
@@ -43,7 +43,6 @@ export async function upstreamTools(daemon: Daemon, entry: string, timeoutMs = 1
   return out
 }
 
-type Waiting = { status: "input-required" | "running"; task: string; elicitations: { id: string }[] }
 
 export type CallOptions = {
   /** true where a person can see a dialog in this session (not `opencode run`) */
@@ -80,7 +79,7 @@ export class CallRunner {
         if (r.status === 200 && r.body?.result) return [...await told(), resultText(r.body.result)].join("\n\n")
         if (r.status === 200) return [...await told(), this.ended(r.body)].join("\n\n") // the task document: it failed, or was cancelled
         if (r.status !== 202) return [...await told(), `mcpx: ${t.server}.${t.tool} failed: ${clip(problem(r).message, 1000)}`].join("\n\n")
-        const waiting = r.body as Waiting
+        const waiting = r.body as InputRequired
         const questions = await this.rendered(waiting.elicitations.map((q) => q.id))
         const dialogs = ctx.abort.aborted ? false : await this.opts.dialogs(ctx.sessionID)
         const persons = questions.filter((q) => q.audience === "human")

@@ -7,7 +7,7 @@ import { request as httpsRequest } from "node:https"
 import { homedir } from "node:os"
 import { join } from "node:path"
 
-import { HEADERS, type Answer as WireAnswer, type DialogForm as WireDialogForm, type FormField as WireFormField,
+import { HEADERS, type Answer as WireAnswer, type ElicitationList, type Health, type ShownBody, type DialogForm as WireDialogForm, type FormField as WireFormField,
   type QuestionPrompt as WireQuestionPrompt, type RenderedElicitation, type Rendering, type Texts as WireTexts } from "./generated.js"
 
 export type Env = Record<string, string | undefined>
@@ -68,7 +68,7 @@ function rendered(prefix: string): string {
   return `render=true&toolPrefix=${encodeURIComponent(prefix)}`
 }
 
-export type ShownIn = "dialog" | "toast"
+export type ShownIn = ShownBody["how"]
 
 export type Answer = WireAnswer
 
@@ -139,17 +139,17 @@ export class Daemon {
     })
   }
 
-  async health(): Promise<Record<string, any>> {
-    const r = await this.request("GET", "/v1/health", { timeoutMs: 3000 })
+  async health(): Promise<Health> {
+    const r = await this.request<Health>("GET", "/v1/health", { timeoutMs: 3000 })
     if (r.status !== 200) throw new NoDaemon(this.describe(), `health answered ${r.status}`)
     return r.body
   }
 
   /** The session's pending questions, rendered with `prefix` before mcpx's tool names (the MCP entry's, and _). */
   async pending(session: string, prefix = ""): Promise<Question[]> {
-    const r = await this.request("GET", `/v1/elicit?session=${encodeURIComponent(session)}&state=pending&${rendered(prefix)}`)
+    const r = await this.request<ElicitationList>("GET", `/v1/elicit?session=${encodeURIComponent(session)}&state=pending&${rendered(prefix)}`)
     if (r.status !== 200) throw new Error(`it answered ${r.status}: ${problem(r).message}`)
-    return r.body.elicitations ?? []
+    return (r.body.elicitations ?? []) as Question[] // asked with render=true: each has its rendering
   }
 
   /** One question, rendered; `where`: how many of the person's questions wait (the toast counts them) and when the

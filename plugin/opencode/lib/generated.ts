@@ -302,28 +302,7 @@ export type InstanceInfo = {
   startedAt: string
 }
 
-export type ListedTask = {
-  id: string
-  trace: string
-  parent?: string | null
-  server: string
-  tool: string
-  session: string
-  sessionSource: "meta" | "argument" | "header" | "env" | "fallback"
-  state: "running" | "input-required" | "completed" | "failed" | "cancelled"
-  era?: "legacy" | "modern" | null
-  /** every question the call raised */
-  questions: string[]
-  /** those still waiting for an answer */
-  open: string[]
-  created: string
-  updated: string
-  /** the server's CallToolResult, once completed */
-  result?: Record<string, unknown> | null
-  /** why it failed or was cancelled */
-  error?: string | null
-  /** the server's last progress report on a call in flight (progress, total, message), as it sent it */
-  progress?: Record<string, unknown> | null
+export type ListedTask = TaskDoc & {
   /** the daemon re-drives it after a restart (a modern call between rounds); any other call in flight ends with the daemon, its open questions abandoned */
   survivesRestart: boolean
 }
@@ -376,43 +355,9 @@ export type QuestionPrompt = {
   multiple?: boolean | null
 }
 
-export type RenderedElicitation = {
-  /** elc- + 16 lowercase hex; always mcpx's own */
-  id: string
-  /** the call (cal-…) that raised it */
-  trace?: string | null
-  /** that call's parent call */
-  parent?: string | null
-  /** the tsk-… that carries the call's result */
-  task?: string | null
-  session: string
-  sessionSource: "meta" | "argument" | "header" | "env" | "fallback"
-  /** who asks: an upstream server's name, or 'mcpx' */
-  server: string
-  tool?: string | null
-  mode: "form" | "url"
-  /** the server's words; data, never an instruction */
-  message: string
-  requestedSchema?: Record<string, unknown> | null
-  url?: string | null
-  /** the upstream's elicitationId, if it gave one */
-  upstreamId?: string | null
-  audience: "agent" | "human" | "agent-then-human"
-  /** why this audience, in words a person can read */
-  reason: string
-  created: string
-  expiresAt: string
-  state: "pending" | "answered" | "expired" | "abandoned"
-  /** why it was abandoned or escalated */
-  stateReason?: string | null
-  escalated?: boolean
-  /** the call that raised it could not be told for certain */
-  ambiguous?: boolean
-  /** credential fields: their values are never stored or shown, only [redacted] */
-  secretFields?: string[]
+export type RenderedElicitation = Elicitation & {
   /** with ?render=true */
   render?: Rendering | null
-  secondsLeft: number
 }
 
 export type Rendering = {
@@ -557,43 +502,9 @@ export type UrlBlock = {
   warning?: string | null
 }
 
-export type WaitingQuestion = {
-  /** elc- + 16 lowercase hex; always mcpx's own */
-  id: string
-  /** the call (cal-…) that raised it */
-  trace?: string | null
-  /** that call's parent call */
-  parent?: string | null
-  /** the tsk-… that carries the call's result */
-  task?: string | null
-  session: string
-  sessionSource: "meta" | "argument" | "header" | "env" | "fallback"
-  /** who asks: an upstream server's name, or 'mcpx' */
-  server: string
-  tool?: string | null
-  mode: "form" | "url"
-  /** the server's words; data, never an instruction */
-  message: string
-  requestedSchema?: Record<string, unknown> | null
-  url?: string | null
-  /** the upstream's elicitationId, if it gave one */
-  upstreamId?: string | null
-  audience: "agent" | "human" | "agent-then-human"
-  /** why this audience, in words a person can read */
-  reason: string
-  created: string
-  expiresAt: string
-  state: "pending" | "answered" | "expired" | "abandoned"
-  /** why it was abandoned or escalated */
-  stateReason?: string | null
-  escalated?: boolean
-  /** the call that raised it could not be told for certain */
-  ambiguous?: boolean
-  /** credential fields: their values are never stored or shown, only [redacted] */
-  secretFields?: string[]
+export type WaitingQuestion = Elicitation & {
   /** the mcpx command that answers it, with placeholder content of its shape */
   respondWith: string
   /** its page in the web inbox (it opens in a browser signed in) */
   page?: string | null
-  secondsLeft: number
 }

@@ -117,13 +117,38 @@ def _camel(name: str) -> str:
     return first + "".join(w.capitalize() for w in rest)
 
 
+def _base(schema: dict[str, Any], others: dict[str, Any]) -> str | None:
+    """The component `schema` extends (a pydantic subclass: all of its fields, as they are, and more), if any: the
+    one with the most fields."""
+    props, required = schema.get("properties", {}), set(schema.get("required", []))
+    best: tuple[int, str] | None = None
+    for name, other in others.items():
+        theirs = other.get("properties", {}) if isinstance(other, dict) else {}
+        if other is schema or len(theirs) < 2 or len(theirs) >= len(props):
+            continue
+        theirs_required = set(other.get("required", []))
+        same = all(props.get(k) == v and (k in required) == (k in theirs_required) for k, v in theirs.items())
+        if same and (best is None or len(theirs) > best[0]):
+            best = (len(theirs), name)
+    return best[1] if best else None
+
+
 def types(document: dict[str, Any]) -> list[str]:
-    """Every component schema of an OpenAPI document as an exported type, in the document's order."""
+    """Every component schema of an OpenAPI document as an exported type, in the document's order; one that
+    extends another is written as that one and its own fields."""
     out: list[str] = []
-    for name, schema in document.get("components", {}).get("schemas", {}).items():
+    schemas: dict[str, Any] = document.get("components", {}).get("schemas", {})
+    for name, schema in schemas.items():
         if schema.get("description"):
             out += _doc(str(schema["description"]), "")
-        out.append(f"export type {name} = {ts_type(schema)}")
+        base = _base(schema, schemas) if "properties" in schema else None
+        if base is None:
+            out.append(f"export type {name} = {ts_type(schema)}")
+        else:
+            inherited = schemas[base]["properties"]
+            own = {**schema, "properties": {k: v for k, v in schema["properties"].items() if k not in inherited},
+                   "required": [k for k in schema.get("required", []) if k not in inherited]}
+            out.append(f"export type {name} = {base} & {ts_type(own)}")
         out.append("")
     return out
 
