@@ -5,7 +5,7 @@ its component schemas into TypeScript types, and writes beside them the names Py
 the tool names, the plugin's levels, the `_meta` keys, the headers), into one checked-in file the plugin
 imports. Regenerating must change nothing: `./dev test` and tests/test_layers.py check it.
 
-    python -m mcpx.daemon.typescript          # write plugin/opencode/lib/generated.ts
+    python -m mcpx.daemon.typescript          # in a checkout: write plugin/opencode/lib/generated.ts
     python -m mcpx.daemon.typescript --check  # exit 1, naming the command, when it is out of date
 """
 
