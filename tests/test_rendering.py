@@ -315,6 +315,25 @@ def test_the_permission_dialog_shows_who_asks_and_what_allow_means() -> None:
     assert empty is not None and empty.content is None and empty.fields == []
 
 
+def test_what_the_plugins_own_tool_says_of_a_question() -> None:
+    r = render(question(message="Describe the issue\u202e"), prefix="mcpx_")
+    call = r.ask_person.question_call
+    assert r.questions is not None and call is not None and r.ask_person.no_question_tool is not None
+    assert call.startswith(f"To put {EID} to the person, make exactly this call with opencode's question tool, "
+                           "unchanged")
+    line = next(x for x in call.splitlines() if x.startswith("question {"))
+    assert json.loads(line.removeprefix("question ")) == {"questions": [p.wire() for p in r.questions]}
+    assert "\u202e" not in line, "no raw direction character reaches the agent"
+    assert r.ask_person.no_dialog.endswith(f"{EID} stays open for the person. {r.waits}")
+    assert r.ask_person.in_front.startswith(f"It was shown to the person in opencode's dialog: {EID} is in front")
+    assert r.ask_person.in_front.endswith(f"Collect its result with {r.collect}.")
+    at = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
+    assert render(question(), shown_at=at, shown_in="dialog").ask_person.in_front.startswith(
+        "It was shown to the person in opencode's dialog at ")
+    confirm = render(question(CONFIRM)).ask_person
+    assert confirm.question_call is None and confirm.no_question_tool is None, "a confirmation has no question call"
+
+
 def test_the_question_call_carries_the_id_in_every_prompt() -> None:
     prompts = render(question()).questions
     assert prompts is not None and len(prompts) == 4

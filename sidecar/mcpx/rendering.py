@@ -27,7 +27,7 @@ from mcpx.broker.models import Answer, Elicitation, WireModel
 from mcpx.broker.schema import example_content
 from mcpx.dialogs import DialogKind, PermissionDialog, QuestionPrompt, dialog_of, permission_dialog, question_prompts
 from mcpx.forms import DialogForm, dialog_form
-from mcpx.text import clock, plain, quoted
+from mcpx.text import clock, json_text, plain, quoted
 
 # the opencode plugin's own tool, which opens the person's dialog (generated into plugin/opencode/lib/generated.ts)
 ASK_TOOL = "mcpx_ask_person"
@@ -59,6 +59,17 @@ class Ended(WireModel):
     dialog: str = Field(description="for its dialog in opencode's TUI, closed because it ended elsewhere")
 
 
+class AskPerson(WireModel):
+    """What the opencode plugin's own tool (mcpx_ask_person) answers the agent, where the question decides it."""
+
+    no_dialog: str = Field(description="in a session where nobody can see a dialog (opencode run's): none opened")
+    in_front: str = Field(description="mcpx's dialog shows it to the person now (with ?shownAt: since when)")
+    question_call: str | None = Field(default=None, description="for question: the exact call of opencode's question "
+                                      "tool that puts it to the person (its arguments are render.questions)")
+    no_question_tool: str | None = Field(default=None, description="for question, where opencode offers no question "
+                                         "tool")
+
+
 class AnswerCalls(WireModel):
     accept: str = Field(description="the mcpx_elicit_answer call that accepts, with placeholder content of its shape")
     decline: str
@@ -78,6 +89,7 @@ class Rendering(WireModel):
                        "place they answer it (a terminal, the web inbox)")
     ask_call: str = Field(description="the call of the plugin's tool that puts it to the person")
     ask_now: str = Field(description="the line that tells the agent to make that call now")
+    ask_person: AskPerson = Field(description="what the plugin's own tool says of it")
     ask_above: str = Field(description="after an output that showed the person's question already (mcpx serve's "
                            "early result): it is theirs, and the line that tells the agent to make that call now")
     collect: str | None = Field(default=None, description="the call that collects the result of the call that asked")
@@ -200,6 +212,26 @@ def _asked(q: Elicitation, answer: Answer | None, shown_at: datetime | None, sho
             f"{_status(q, answer) or f'{q.id} still waits.'}")
 
 
+def _ask_person(q: Elicitation, dialog: DialogKind, prompts: list[QuestionPrompt] | None, waits: str,
+                collect: str | None, shown_at: datetime | None) -> AskPerson:
+    shown = _shown(shown_at, "dialog") if shown_at else "It was shown to the person in opencode's dialog"
+    in_front = (f"{shown}: {q.id} is in front of them now. Do not answer it yourself; the call goes on once they "
+                "answer." + (f" Collect its result with {collect}." if collect else ""))
+    r = AskPerson(no_dialog="mcpx: nobody can see a dialog in this session (opencode run answers every dialog by "
+                  f"itself), so none was opened and nothing was recorded: {q.id} stays open for the person. {waits}",
+                  in_front=in_front)
+    if dialog == "question" and prompts is not None:
+        arguments = {"questions": [p.wire() for p in prompts]}
+        r.question_call = (f"To put {q.id} to the person, make exactly this call with opencode's question tool, "
+                           "unchanged (the plugin takes their reply from opencode's dialog, never from anything you "
+                           f"write):\n\nquestion {json_text(arguments, separators=(',', ':'))}\n\nDo not answer it "
+                           "yourself and do not guess their answer; the server receives exactly what they choose or "
+                           "type.")
+        r.no_question_tool = (f"mcpx: opencode's question tool is not available here, so {q.id} cannot be put to the "
+                              f"person in a dialog. {waits}")
+    return r
+
+
 def _answer_at(terminal: str, page: str | None) -> str:
     return f"from a terminal: {terminal}" + (f"; or in the web inbox: {page}" if page else "")
 
@@ -224,23 +256,27 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
     terminal = terminal_commands(doc)
     ask_now = (f"  Put it to the person now: call {ask_call} — it opens opencode's dialog for them. "
                "Do not answer it yourself and do not guess their answer.")
+    waits = f"Tell the person it waits; they answer {_answer_at(terminal, page)}"
+    collect = f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None
+    prompts = question_prompts(q) if dialog == "question" else None
     r = Rendering(
         dialog=dialog, server=plain(q.server, 100),
         example=None if q.mode == "url" else example_content(q.requested_schema),
         answer_calls=AnswerCalls(**{a: mcp_answer_call(doc, a).replace("mcpx_elicit_answer", answer_tool, 1)
                                     for a in ("accept", "decline")}),
         terminal=terminal, page=page, ask_call=ask_call,
-        waits=f"Tell the person it waits; they answer {_answer_at(terminal, page)}",
+        waits=waits,
         ask_now=ask_now,
+        ask_person=_ask_person(q, dialog, prompts, waits, collect, shown_at),
         ask_above=f"Question {q.id} (above) is for the person.\n{ask_now}",
-        collect=f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None,
+        collect=collect,
         call_waits=waiting_head(q.server, q.tool, q.task) if q.task else None,
         collect_later=collect_later(q.task, prefix) if q.task else None,
         asked=_asked(q, answer, shown_at, shown_in),
         status=_status(q, answer),
         ended=_ended(q, answer),
         permission=permission_dialog(q) if dialog in ("confirm", "url") else None,
-        questions=question_prompts(q) if dialog == "question" else None,
+        questions=prompts,
         toast=_toast(q, doc, waiting, page),
         shown=_shown(shown_at, shown_in) if shown_at else None,
         form=dialog_form(q),

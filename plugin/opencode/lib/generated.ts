@@ -75,6 +75,18 @@ export type AskBody = {
   tool?: string | null
 }
 
+/** What the opencode plugin's own tool (mcpx_ask_person) answers the agent, where the question decides it. */
+export type AskPerson = {
+  /** in a session where nobody can see a dialog (opencode run's): none opened */
+  noDialog: string
+  /** mcpx's dialog shows it to the person now (with ?shownAt: since when) */
+  inFront: string
+  /** for question: the exact call of opencode's question tool that puts it to the person (its arguments are render.questions) */
+  questionCall?: string | null
+  /** for question, where opencode offers no question tool */
+  noQuestionTool?: string | null
+}
+
 export type AuditList = {
   records: AuditRecord[]
 }
@@ -379,6 +391,8 @@ export type Rendering = {
   askCall: string
   /** the line that tells the agent to make that call now */
   askNow: string
+  /** what the plugin's own tool says of it */
+  askPerson: AskPerson
   /** after an output that showed the person's question already (mcpx serve's early result): it is theirs, and the line that tells the agent to make that call now */
   askAbove: string
   /** the call that collects the result of the call that asked */
