@@ -7,6 +7,7 @@ breaks a circle at run time is still a circle in the design.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,72 @@ def test_a_layer_imports_only_below_it(layer: str) -> None:
             if any(target == f or target.startswith(f + ".") for f in FORBIDDEN[layer]):
                 wrong.append(f"{name} imports {target}")
     assert not wrong, f"{layer} must not import {', '.join(FORBIDDEN[layer])}:\n" + "\n".join(wrong)
+
+
+# ---- the opencode plugin: one source of truth, in Python (docs/opencode.md, "Who renders what")
+
+PLUGIN = ROOT.parent / "plugin" / "opencode"
+GENERATED = PLUGIN / "lib" / "generated.ts"
+
+
+def plugin_sources() -> dict[str, str]:
+    """The plugin's TypeScript as written by hand (not generated, not built, not its tests), comments left out:
+    a name may be mentioned in words, never spelt in code."""
+    found = sorted(p for ext in ("*.ts", "*.tsx") for p in PLUGIN.rglob(ext)
+                   if p != GENERATED and "dist" not in p.parts and "node_modules" not in p.parts)
+    assert len(found) > 15, "the walk found too few files to be looking at plugin/opencode"
+    out = {}
+    for path in found:
+        text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
+        # a line comment starts at // outside a string (good enough for this code: no // inside its strings)
+        out[str(path.relative_to(ROOT.parent))] = "\n".join(re.sub(r"(^|\s)//.*$", "", line)
+                                                            for line in text.splitlines())
+    return out
+
+
+def test_the_plugins_generated_file_is_current() -> None:
+    from mcpx.daemon.typescript import COMMAND, generate
+
+    assert GENERATED.read_text() == generate(), (
+        f"{GENERATED.relative_to(ROOT.parent)} is not what /v1/openapi.json and mcpx's names give now: run "
+        f"`{COMMAND}` and commit it")
+
+
+def test_the_plugin_keeps_no_copy_of_mcpxs_names() -> None:
+    """The id pattern, mcpx's tool names, the plugin's levels, the _meta keys and the headers come from
+    lib/generated.ts, which Python writes; a copy by hand would drift."""
+    from mcpx.daemon.typescript import ASK_TOOL, MCPX_TOOLS
+
+    spelt = {
+        "the id pattern": re.compile(r"\[0-9a-f\]"),
+        "a tool name of mcpx's": re.compile("|".join(re.escape(n) for n in (*MCPX_TOOLS, ASK_TOOL))),
+        "the levels": re.compile(r"""["']off["'],\s*["']notify["']"""),
+        "a _meta key": re.compile(r"""["']io\.mcpx/"""),
+        "a header's name": re.compile(r"""["']X-Mcpx-""", re.I),
+    }
+    wrong = [f"{path}:{n}: {what}: {line.strip()}" for path, text in plugin_sources().items()
+             for n, line in enumerate(text.splitlines(), 1) for what, pattern in spelt.items() if pattern.search(line)]
+    assert not wrong, "spelt by hand in the plugin (import it from lib/generated.ts):\n" + "\n".join(wrong)
+
+
+def test_the_plugin_reads_nothing_out_of_mcpxs_texts() -> None:
+    """What the daemon renders is shown as given: no regular expression over its words, no splitting it into
+    paragraphs to find a question (a result marks them in _meta instead). Regular expressions over opencode's own
+    errors are the plugin's business; so is a question's id wherever it stands (what mcpx's CLI printed in a shell
+    has no _meta). One exception, named: output.ts gives mcpx's tool names the MCP entry's prefix where `mcpx serve`
+    was started without MCPX_TOOL_PREFIX (a hand-written entry); it renames, it reads nothing."""
+    regex = re.compile(r"""new RegExp\((?P<built>[^)]*)\)|(?<![\w)\]])/(?P<literal>(?:\\.|[^/\n])+)/[gimsuy]*""")
+    words = re.compile(r"question|via mcpx|asks|waits|waiting|answer|mcpx|\\n\\n", re.I)
+    exempt = {("plugin/opencode/lib/output.ts", "const MCPX_TOOL_NAMES = new RegExp(")}
+    wrong = []
+    for path, text in plugin_sources().items():
+        for n, line in enumerate(text.splitlines(), 1):
+            if any(path == where and line.strip().startswith(start) for where, start in exempt):
+                continue
+            for m in regex.finditer(line):
+                source = m.group("built") or m.group("literal") or ""
+                if words.search(source):
+                    wrong.append(f"{path}:{n}: {line.strip()}")
+            if re.search(r"""\.split\(\s*["']\\n\\n["']""", line):
+                wrong.append(f"{path}:{n}: {line.strip()}")
+    assert not wrong, "the plugin parses mcpx's rendered text:\n" + "\n".join(wrong)

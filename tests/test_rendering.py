@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from conftest import ask
-from mcpx.answering import for_agent
+from mcpx.answering import for_agent, waiting_text, withheld_meta
 from mcpx.broker.credentials import secret_fields
 from mcpx.broker.models import Answer, Elicitation
 from mcpx.broker.routing import route
@@ -191,6 +191,72 @@ def test_a_withheld_question_carries_neither_its_words_nor_an_invitation_to_answ
     assert "delete" not in text and "mcpx elicit answer" not in text and "mcpx_" not in text
 
 
+def test_a_result_showing_a_persons_question_carries_its_withheld_content_in_meta() -> None:
+    """The opencode plugin at off and auto swaps a result's content for this, reading nothing out of its text."""
+    person = question(CONFIRM, message="Really delete branch main?").wire()
+    agents = question(REPO, message="Which repository?").wire() | {"id": "elc-fedcba9876543210"}
+
+    def text(withhold: bool) -> str:
+        return waiting_text("git", "delete", TASK, [person, agents], "mcpx_", withhold=withhold)
+
+    shown = text(False)
+    assert "Really delete" in shown and "Which repository?" in shown
+    meta = withheld_meta([person, agents], text)
+    assert list(meta) == ["io.mcpx/withheld"]
+    assert meta["io.mcpx/withheld"]["elicitations"] == [EID]
+    (only,) = meta["io.mcpx/withheld"]["content"]
+    assert only["type"] == "text" and only["text"] == shown.replace(for_agent(person, "mcpx_mcpx_elicit_answer"),
+                                                                    render(question(CONFIRM)).withheld)
+    assert "Really delete" not in only["text"] and "do not answer it" not in only["text"]
+    assert "Which repository?" in only["text"], "the agent's own question stays"
+    assert withheld_meta([agents], text) == {}, "nothing to withhold: no entry"
+
+
+def test_the_plugins_call_says_what_mcpx_serve_says() -> None:
+    """The opencode plugin's own copy of a server's tool ends early with the very paragraphs of mcpx serve's early
+    result: its head and its tail are the rendering's, from the same functions."""
+    q = question(REPO, message="Which repository?")
+    r = render(q, prefix="mcpx_")
+    early = waiting_text("github", "create_issue", TASK, [q.wire()], "mcpx_")
+    assert r.call_waits is not None and r.collect_later is not None
+    assert early.startswith(r.call_waits + "\n\n") and early.endswith("\n\n" + r.collect_later)
+    assert r.collect_later == (f"Once answered, collect the call's real result with mcpx_mcpx_task_result "
+                               f'{{"task": "{TASK}", "wait": true}} (or pass "wait": true when you answer).')
+    bare = render(question(REPO, task=None))
+    assert bare.call_waits is None and bare.collect_later is None
+
+
+def test_what_became_of_a_question_the_person_was_asked_in_the_dialog() -> None:
+    q = question(CONFIRM, message="Really delete branch main?")
+    assert render(q).asked == (f"Question {EID} (github asked the person): it was not shown to them in opencode. "
+                               f"{EID} still waits.")
+    at = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
+    answered = q.model_copy(update={"state": "answered"})
+    answer = Answer(id=EID, action="accept", content={"confirm": True}, by="person:opencode", at=at,
+                    answered_after_ms=5)
+    said = render(answered, answer, shown_at=at, shown_in="dialog").asked
+    assert said.startswith(f"Question {EID} (github asked the person): It was shown to the person in opencode's "
+                           "dialog at ")
+    assert said.endswith(f". {EID} is answered (accept by person:opencode at {answer.wire()['at']}).")
+    assert render(q).ask_above == f"Question {EID} (above) is for the person.\n{render(q).ask_now}"
+
+
+def test_how_a_question_ended_in_a_line_for_where_the_person_was_shown_it() -> None:
+    q = question(CONFIRM, message="Really delete branch main?")
+    assert render(q).ended is None, "a pending question has not ended"
+    at = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
+    answer = Answer(id=EID, action="accept", content={"confirm": True}, by="person:cli", at=at, answered_after_ms=5)
+    answered = render(q.model_copy(update={"state": "answered"}), answer).ended
+    assert answered is not None
+    assert answered.toast == f"{EID} was answered (accept by person:cli); it no longer waits."
+    assert answered.dialog == f"{EID} was answered elsewhere (accept by person:cli); its dialog is closed."
+    expired = render(q.model_copy(update={"state": "expired"})).ended
+    assert expired is not None and expired.dialog == f"{EID} expired (it counts as cancel); its dialog is closed."
+    gone = render(q.model_copy(update={"state": "abandoned", "state_reason": "the server went\naway"})).ended
+    assert gone is not None and gone.toast == f"{EID} was abandoned; it no longer waits."
+    assert gone.dialog == f"{EID} was abandoned (the server went ⏎ away); its dialog is closed.", "the reason is data"
+
+
 def test_a_credential_gets_no_dialog_at_any_level() -> None:
     r = render(question(TOKEN, message="Paste your API token"))
     assert r.dialog == "terminal" and r.person is not None and r.permission is None and r.questions is None
@@ -247,6 +313,25 @@ def test_the_permission_dialog_shows_who_asks_and_what_allow_means() -> None:
     assert url.pattern == "acct: Sign in (https://example.com/login)"
     empty = render(question(schema(), message="Deploy build 417?")).permission
     assert empty is not None and empty.content is None and empty.fields == []
+
+
+def test_what_the_plugins_own_tool_says_of_a_question() -> None:
+    r = render(question(message="Describe the issue\u202e"), prefix="mcpx_")
+    call = r.ask_person.question_call
+    assert r.questions is not None and call is not None and r.ask_person.no_question_tool is not None
+    assert call.startswith(f"To put {EID} to the person, make exactly this call with opencode's question tool, "
+                           "unchanged")
+    line = next(x for x in call.splitlines() if x.startswith("question {"))
+    assert json.loads(line.removeprefix("question ")) == {"questions": [p.wire() for p in r.questions]}
+    assert "\u202e" not in line, "no raw direction character reaches the agent"
+    assert r.ask_person.no_dialog.endswith(f"{EID} stays open for the person. {r.waits}")
+    assert r.ask_person.in_front.startswith(f"It was shown to the person in opencode's dialog: {EID} is in front")
+    assert r.ask_person.in_front.endswith(f"Collect its result with {r.collect}.")
+    at = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
+    assert render(question(), shown_at=at, shown_in="dialog").ask_person.in_front.startswith(
+        "It was shown to the person in opencode's dialog at ")
+    confirm = render(question(CONFIRM)).ask_person
+    assert confirm.question_call is None and confirm.no_question_tool is None, "a confirmation has no question call"
 
 
 def test_the_question_call_carries_the_id_in_every_prompt() -> None:

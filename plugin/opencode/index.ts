@@ -9,13 +9,13 @@ import { AskFlow, PERMISSION } from "./lib/ask.js"
 import { CallRunner, upstreamTools, type UpstreamTool } from "./lib/calls.js"
 import { Daemon, type Env } from "./lib/daemon.js"
 import { follow } from "./lib/events.js"
+import { ASK_TOOL } from "./lib/generated.js"
 import { Host, hostCommand, type SessionReader } from "./lib/host.js"
 import { LevelSource, defaultLevel } from "./lib/level.js"
 import { Notifier } from "./lib/notify.js"
 import { prefixToolNames } from "./lib/output.js"
 import { injectSession, isMcpxTool, sessionOf, shellEnv } from "./lib/session.js"
 import { ensureDaemon } from "./lib/start.js"
-import { ASK_TOOL } from "./lib/tools.js"
 import { TuiPresence } from "./lib/tuilink.js"
 import { withholdPersons } from "./lib/withhold.js"
 
@@ -205,8 +205,8 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
     "tool.execute.after": guard("tool.execute.after", async (input, output) => {
       const now = await level.in(input.sessionID)
       if (isMcpxTool(entry, input.tool)) {
+        if (now === "off" || now === "auto") withholdPersons(output) // first: what stands in names tools too
         prefixToolNames(output, entry)
-        if (now === "off" || now === "auto") await withholdPersons(output, daemon, prefix)
       }
       if (input.tool === "question") await ask.afterQuestionTool(input, output)
       await notifier.after(input.sessionID, output, now)

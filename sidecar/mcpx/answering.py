@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcpx.broker.schema import describe_field, example_content, properties, required
+from mcpx.keys import WITHHELD_META
 from mcpx.text import json_text, plain, quoted, shell_quote_json
 
 
@@ -49,9 +50,20 @@ def head_lines(q: dict[str, Any]) -> list[str]:
     return lines
 
 
-def for_agent(q: dict[str, Any], answer_tool: str = "mcpx_elicit_answer", *, offers: Sequence[str] = ()) -> str:
+def withheld_text(eid: str) -> str:
+    """What stands for a person's question where a client shows the person nothing (the opencode plugin at off and
+    auto): neither its words nor an invitation to answer it."""
+    return (f"A question ({eid}) waits for the person. It is not yours to answer and is not shown here; the call "
+            "goes on once it is answered.")
+
+
+def for_agent(q: dict[str, Any], answer_tool: str = "mcpx_elicit_answer", *, offers: Sequence[str] = (),
+              withhold: bool = False) -> str:
     """One question, rendered for a model: who asks, the server's words, the fields, who may answer and how
-    (`offers`: more lines of what it may do, before the rule that closes the text)."""
+    (`offers`: more lines of what it may do, before the rule that closes the text). `withhold`: a person's question
+    is only stood in for (withheld_text)."""
+    if withhold and q.get("audience") == "human":
+        return withheld_text(q["id"])
     lines = head_lines(q)
     if q.get("audience") == "human":
         # it waits for them: whether anyone showed it to them is for whoever did to say (the opencode plugin)
@@ -67,11 +79,30 @@ def for_agent(q: dict[str, Any], answer_tool: str = "mcpx_elicit_answer", *, off
     return "\n".join(lines)
 
 
-def waiting_text(server: str, tool: str, task: str, questions: list[dict[str, Any]], prefix: str = "") -> str:
-    """The early result of a call that waits for input: what is asked, by whom, for whom, and what to do next."""
-    head = (f"mcpx: {server}.{tool} is waiting for an answer before it can finish; the call keeps running "
+def waiting_head(server: str, tool: str | None, task: str) -> str:
+    """The first paragraph of a call's early result: it waits for an answer, and goes on."""
+    return (f"mcpx: {server}.{tool} is waiting for an answer before it can finish; the call keeps running "
             f"(task {task}).")
-    body = "\n\n".join(for_agent(q, prefix + "mcpx_elicit_answer") for q in questions)
-    tail = (f"Once answered, collect the call's real result with {prefix}mcpx_task_result "
+
+
+def collect_later(task: str, prefix: str = "") -> str:
+    """How the agent collects the real result of a call that waited, once its questions are answered."""
+    return (f"Once answered, collect the call's real result with {prefix}mcpx_task_result "
             + json.dumps({"task": task, "wait": True}) + " (or pass \"wait\": true when you answer).")
-    return f"{head}\n\n{body}\n\n{tail}"
+
+
+def waiting_text(server: str, tool: str, task: str, questions: list[dict[str, Any]], prefix: str = "", *,
+                 withhold: bool = False) -> str:
+    """The early result of a call that waits for input: what is asked, by whom, for whom, and what to do next."""
+    body = "\n\n".join(for_agent(q, prefix + "mcpx_elicit_answer", withhold=withhold) for q in questions)
+    return f"{waiting_head(server, tool, task)}\n\n{body}\n\n{collect_later(task, prefix)}"
+
+
+def withheld_meta(questions: list[dict[str, Any]], text: Callable[[bool], str]) -> dict[str, Any]:
+    """The `_meta` entry of a result whose text shows `questions`, when any is the person's: under WITHHELD_META,
+    their ids and the same result's content with each of theirs stood in for (`text(True)`), for a client that must
+    show the model none of them (the opencode plugin at off and auto) — so it swaps the content, parsing nothing."""
+    persons = [q["id"] for q in questions if q.get("audience") == "human"]
+    if not persons:
+        return {}
+    return {WITHHELD_META: {"elicitations": persons, "content": [{"type": "text", "text": text(True)}]}}

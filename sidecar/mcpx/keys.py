@@ -2,7 +2,7 @@
 
 Kept in one small module (as Starlette keeps its `types.py`) so that the /v1 routes and the MCP
 surface, which must not import each other, still read the same header by the same name. The
-CLI and the opencode plugin are clients of these names; they spell them out on their side.
+CLI is a client of these names; the opencode plugin gets them generated (mcpx.daemon.typescript).
 """
 
 from __future__ import annotations
@@ -17,6 +17,12 @@ ANSWERER_HEADER = "X-Mcpx-Answerer"
 CWD_HEADER = "X-Mcpx-Cwd"
 TOOL_PREFIX_HEADER = "X-Mcpx-Tool-Prefix"  # how the host names mcpx's tools (opencode: "mcpx_")
 TOOLS_HEADER = "X-Mcpx-Tools"  # "mcpx": list only mcpx's own tools, the host offers the servers' (opencode's plugin)
+
+# the `_meta` keys of the tool results mcpx composes itself (surface/results.py, surface/own_tools.py); the opencode
+# plugin reads them by these names (plugin/opencode/lib/generated.ts)
+INPUT_REQUIRED_META = "io.mcpx/inputRequired"  # a call that waits: its task, trace and the questions it waits on
+WITHHELD_META = "io.mcpx/withheld"  # the same result with each of the person's questions stood in for
+RESULT_META = {"inputRequired": INPUT_REQUIRED_META, "withheld": WITHHELD_META}
 
 MAX_BODY = 1024 * 1024  # the largest request body the daemon reads, on /v1 and /mcp alike
 

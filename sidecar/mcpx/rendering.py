@@ -14,14 +14,22 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from mcpx.answering import for_agent, head_lines, mcp_answer_call, respond_with
+from mcpx.answering import (
+    collect_later,
+    for_agent,
+    head_lines,
+    mcp_answer_call,
+    respond_with,
+    waiting_head,
+    withheld_text,
+)
 from mcpx.broker.models import Answer, Elicitation, WireModel
 from mcpx.broker.schema import example_content
 from mcpx.dialogs import DialogKind, PermissionDialog, QuestionPrompt, dialog_of, permission_dialog, question_prompts
 from mcpx.forms import DialogForm, dialog_form
-from mcpx.text import clock, plain, quoted
+from mcpx.text import clock, json_text, plain, quoted
 
-# the opencode plugin's own tool (plugin/opencode/lib/tools.ts): it opens the person's dialog
+# the opencode plugin's own tool, which opens the person's dialog (generated into plugin/opencode/lib/generated.ts)
 ASK_TOOL = "mcpx_ask_person"
 Level = Literal["notify", "ask", "dialog"]
 ShownIn = Literal["toast", "dialog"]
@@ -44,6 +52,24 @@ class Toast(WireModel):
     variant: Literal["warning"] = "warning"
 
 
+class Ended(WireModel):
+    """How a question that no longer waits ended, in one line, for where opencode showed it to the person."""
+
+    toast: str = Field(description="for a toast that takes the place of its own, so that none claims it still waits")
+    dialog: str = Field(description="for its dialog in opencode's TUI, closed because it ended elsewhere")
+
+
+class AskPerson(WireModel):
+    """What the opencode plugin's own tool (mcpx_ask_person) answers the agent, where the question decides it."""
+
+    no_dialog: str = Field(description="in a session where nobody can see a dialog (opencode run's): none opened")
+    in_front: str = Field(description="mcpx's dialog shows it to the person now (with ?shownAt: since when)")
+    question_call: str | None = Field(default=None, description="for question: the exact call of opencode's question "
+                                      "tool that puts it to the person (its arguments are render.questions)")
+    no_question_tool: str | None = Field(default=None, description="for question, where opencode offers no question "
+                                         "tool")
+
+
 class AnswerCalls(WireModel):
     accept: str = Field(description="the mcpx_elicit_answer call that accepts, with placeholder content of its shape")
     decline: str
@@ -63,11 +89,22 @@ class Rendering(WireModel):
                        "place they answer it (a terminal, the web inbox)")
     ask_call: str = Field(description="the call of the plugin's tool that puts it to the person")
     ask_now: str = Field(description="the line that tells the agent to make that call now")
+    ask_person: AskPerson = Field(description="what the plugin's own tool says of it")
+    ask_above: str = Field(description="after an output that showed the person's question already (mcpx serve's "
+                           "early result): it is theirs, and the line that tells the agent to make that call now")
     collect: str | None = Field(default=None, description="the call that collects the result of the call that asked")
+    call_waits: str | None = Field(default=None, description="the first paragraph of the early result of the call "
+                                   "that asked: it waits for an answer, and keeps running (its task)")
+    collect_later: str | None = Field(default=None, description="the last paragraph of that early result: how to "
+                                      "collect the call's real result once answered")
+    asked: str = Field(description="for the output of a call that put it to the person in mcpx's dialog: whether "
+                       "and when they were shown it (with ?shownAt), and what became of it")
     agent: Texts | None = Field(default=None, description="the question offered to the agent (not the person's)")
     person: Texts | None = Field(default=None, description="the person's question, announced: never offered to "
                                  "the agent")
     status: str | None = Field(default=None, description="what became of it, once it is no longer pending")
+    ended: Ended | None = Field(default=None, description="once it is no longer pending: the lines that say so where "
+                                "the person was shown it")
     toast: Toast = Field(description="the person's notification in opencode's TUI")
     note: str | None = Field(default=None, description="for an output that already shows the person's question: "
                              "whether it was shown to them, and where they answer it")
@@ -133,6 +170,21 @@ def _status(q: Elicitation, answer: Answer | None) -> str | None:
     return said + "."
 
 
+def _ended(q: Elicitation, answer: Answer | None) -> Ended | None:
+    if q.state == "pending":
+        return None
+    if q.state == "answered":
+        by = f" ({answer.action} by {plain(answer.by, 100)})" if answer is not None else ""
+        return Ended(toast=f"{q.id} was answered{by}; it no longer waits.",
+                     dialog=f"{q.id} was answered elsewhere{by}; its dialog is closed.")
+    if q.state == "expired":
+        return Ended(toast=f"{q.id} expired (it counts as cancel); it no longer waits.",
+                     dialog=f"{q.id} expired (it counts as cancel); its dialog is closed.")
+    why = f" ({plain(q.state_reason, 300)})" if q.state_reason else ""
+    return Ended(toast=f"{q.id} was abandoned; it no longer waits.", dialog=f"{q.id} was abandoned{why}; its dialog is "
+                 "closed.")
+
+
 def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Rendering,
                 shown_at: datetime | None, shown_in: ShownIn) -> str:
     lines = head_lines(doc)
@@ -152,6 +204,32 @@ def _for_person(doc: dict[str, Any], dialog: DialogKind, level: Level, r: Render
     if r.collect:
         lines.append(f"  The call goes on once they answer; collect its result later with {r.collect}.")
     return "\n".join(lines)
+
+
+def _asked(q: Elicitation, answer: Answer | None, shown_at: datetime | None, shown_in: ShownIn) -> str:
+    shown = _shown(shown_at, shown_in) if shown_at else "it was not shown to them in opencode"
+    return (f"Question {q.id} ({plain(q.server, 100)} asked the person): {shown}. "
+            f"{_status(q, answer) or f'{q.id} still waits.'}")
+
+
+def _ask_person(q: Elicitation, dialog: DialogKind, prompts: list[QuestionPrompt] | None, waits: str,
+                collect: str | None, shown_at: datetime | None) -> AskPerson:
+    shown = _shown(shown_at, "dialog") if shown_at else "It was shown to the person in opencode's dialog"
+    in_front = (f"{shown}: {q.id} is in front of them now. Do not answer it yourself; the call goes on once they "
+                "answer." + (f" Collect its result with {collect}." if collect else ""))
+    r = AskPerson(no_dialog="mcpx: nobody can see a dialog in this session (opencode run answers every dialog by "
+                  f"itself), so none was opened and nothing was recorded: {q.id} stays open for the person. {waits}",
+                  in_front=in_front)
+    if dialog == "question" and prompts is not None:
+        arguments = {"questions": [p.wire() for p in prompts]}
+        r.question_call = (f"To put {q.id} to the person, make exactly this call with opencode's question tool, "
+                           "unchanged (the plugin takes their reply from opencode's dialog, never from anything you "
+                           f"write):\n\nquestion {json_text(arguments, separators=(',', ':'))}\n\nDo not answer it "
+                           "yourself and do not guess their answer; the server receives exactly what they choose or "
+                           "type.")
+        r.no_question_tool = (f"mcpx: opencode's question tool is not available here, so {q.id} cannot be put to the "
+                              f"person in a dialog. {waits}")
+    return r
 
 
 def _answer_at(terminal: str, page: str | None) -> str:
@@ -176,25 +254,34 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
     answer_tool = prefix + "mcpx_elicit_answer"
     ask_call = f"{ASK_TOOL} {json.dumps({'id': q.id})}"
     terminal = terminal_commands(doc)
+    ask_now = (f"  Put it to the person now: call {ask_call} — it opens opencode's dialog for them. "
+               "Do not answer it yourself and do not guess their answer.")
+    waits = f"Tell the person it waits; they answer {_answer_at(terminal, page)}"
+    collect = f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None
+    prompts = question_prompts(q) if dialog == "question" else None
     r = Rendering(
         dialog=dialog, server=plain(q.server, 100),
         example=None if q.mode == "url" else example_content(q.requested_schema),
         answer_calls=AnswerCalls(**{a: mcp_answer_call(doc, a).replace("mcpx_elicit_answer", answer_tool, 1)
                                     for a in ("accept", "decline")}),
         terminal=terminal, page=page, ask_call=ask_call,
-        waits=f"Tell the person it waits; they answer {_answer_at(terminal, page)}",
-        ask_now=f"  Put it to the person now: call {ask_call} — it opens opencode's dialog for them. "
-                "Do not answer it yourself and do not guess their answer.",
-        collect=f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None,
+        waits=waits,
+        ask_now=ask_now,
+        ask_person=_ask_person(q, dialog, prompts, waits, collect, shown_at),
+        ask_above=f"Question {q.id} (above) is for the person.\n{ask_now}",
+        collect=collect,
+        call_waits=waiting_head(q.server, q.tool, q.task) if q.task else None,
+        collect_later=collect_later(q.task, prefix) if q.task else None,
+        asked=_asked(q, answer, shown_at, shown_in),
         status=_status(q, answer),
+        ended=_ended(q, answer),
         permission=permission_dialog(q) if dialog in ("confirm", "url") else None,
-        questions=question_prompts(q) if dialog == "question" else None,
+        questions=prompts,
         toast=_toast(q, doc, waiting, page),
         shown=_shown(shown_at, shown_in) if shown_at else None,
         form=dialog_form(q),
         line=_line(q, doc, page),
-        withheld=f"A question ({q.id}) waits for the person. It is not yours to answer and is not shown here; the "
-                 "call goes on once it is answered.",
+        withheld=withheld_text(q.id),
     )
     if q.audience == "human":
         r.person = Texts(notify=_for_person(doc, dialog, "notify", r, shown_at, shown_in),

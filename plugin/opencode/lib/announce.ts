@@ -64,7 +64,7 @@ export class Announcer {
     this.track(this.catchUp(session).catch(() => {})) // no daemon yet: the stream brings what opens later
   }
 
-  owns(session: string | undefined): boolean {
+  owns(session: string | null | undefined): boolean {
     return !!session && this.sessions.has(session)
   }
 
@@ -132,7 +132,7 @@ export class Announcer {
       this.waiting.delete(id)
       for (const resolve of this.enders.get(id) ?? []) resolve(event.kind)
       this.enders.delete(id)
-      this.track(this.withdraw(id, event))
+      this.track(this.withdraw(id))
       return
     }
     if (!this.owns(event.session)) return
@@ -196,7 +196,7 @@ export class Announcer {
     const reply = await this.daemon.question(id, this.prefix, { waiting: this.waiting.size })
     const q: Question | undefined = reply.status === 200 ? reply.body.elicitation : undefined
     if (!q || q.state !== "pending") return false
-    const toast: Toast = { ...q.render.toast, duration: this.duration }
+    const toast: Toast = { ...q.render.toast, variant: q.render.toast.variant ?? "warning", duration: this.duration }
     if (await this.opts.show(toast)) {
       const at = new Date()
       this.markShown(id, at)
@@ -215,16 +215,17 @@ export class Announcer {
     this.opts.print!(r.body.elicitation.render.line)
   }
 
-  /** A question whose toast may still be up ended: a toast of its end takes its place, so none claims it waits. */
-  private async withdraw(id: string, event: DaemonEvent): Promise<void> {
+  /** A question whose toast may still be up ended: a toast of its end, in the daemon's words, takes its place, so
+   * none claims it waits. */
+  private async withdraw(id: string): Promise<void> {
     const at = this.toasted.get(id)
     this.toasted.delete(id)
     if (at === undefined || Date.now() - at > this.duration) return
-    const d = event.data ?? {}
-    const how = event.kind === "elicit.answered" ? `was answered (${d.action} by ${d.by})`
-      : event.kind === "elicit.expired" ? "expired (it counts as cancel)" : "was abandoned"
+    const r = await this.daemon.question(id, this.prefix) // the event came once its end was stored
+    const ended = r.status === 200 ? r.body.elicitation.render.ended : undefined
+    if (!ended) return
     const left = this.waiting.size
     await this.opts.show({ title: left ? `● ${left} question${left === 1 ? "" : "s"} for you` : "mcpx",
-      message: `${id} ${how}; it no longer waits.`, variant: "info", duration: 4000 })
+      message: ended.toast, variant: "info", duration: 4000 })
   }
 }

@@ -101,10 +101,7 @@ export class AskFlow {
     if (q.session !== ctx.sessionID) return `mcpx: ${id} belongs to another session; a question is put to the person only in the session that raised it.`
     if (q.state !== "pending") return `mcpx: ${r.status} Nothing to ask.`
     const level = await this.level.in(ctx.sessionID)
-    if (level === "notify" && (await this.level.get()).level === "ask") {
-      return `mcpx: nobody can see a dialog in this session (opencode run answers every dialog by itself), so none ` +
-        `was opened and nothing was recorded: ${id} stays open for the person. ${r.waits}`
-    }
+    if (level === "notify" && (await this.level.get()).level === "ask") return r.askPerson.noDialog
     if (level !== "ask") {
       return `mcpx: the plugin opens dialogs for the person only at level ask (now ${level}), so ${id} was not ` +
         `put to them. ${r.waits}`
@@ -114,24 +111,19 @@ export class AskFlow {
       // mcpx's own dialog shows every kind of question, a credential too (its value goes to the daemon alone)
       own.bring(id)
       const at = await own.opened(id, 5000)
-      const shown = at ? (await this.daemon.question(id, this.prefix, { shownAt: at, shownIn: "dialog" })).body?.elicitation?.render?.shown : undefined
-      return at ? `${shown ?? `It was shown to the person in opencode's dialog`}: ${id} is in front of them now. ` +
-        "Do not answer it yourself; the call goes on once they answer." + (r.collect ? ` Collect its result with ${r.collect}.` : "")
-        : `mcpx: the dialog for ${id} did not open within 5 s (another dialog may be in front of the person); it ` +
+      if (!at) {
+        return `mcpx: the dialog for ${id} did not open within 5 s (another dialog may be in front of the person); it ` +
           `stays open for them. ${r.waits}`
+      }
+      // rendered again with the moment it opened, which the daemon's words then give
+      const since = (await this.daemon.question(id, this.prefix, { shownAt: at, shownIn: "dialog" })).body?.elicitation?.render
+      return (since ?? r).askPerson.inFront
     }
     if (r.dialog === "terminal") return (r.person ?? r.agent)!.notify // a credential: always the person's
     if (r.dialog === "question") {
-      if (!this.questionTool()) {
-        return `mcpx: opencode's question tool is not available here, so ${id} cannot be put to the person in a dialog. ` +
-          r.waits
-      }
-      const prompts = r.questions ?? []
-      this.dialogs.set(id, { id, session: q.session, question: q, prompts })
-      return `To put ${id} to the person, make exactly this call with opencode's question tool, unchanged ` +
-        "(the plugin takes their reply from opencode's dialog, never from anything you write):\n\n" +
-        `question ${JSON.stringify({ questions: prompts })}\n\n` +
-        "Do not answer it yourself and do not guess their answer; the server receives exactly what they choose or type."
+      if (!this.questionTool()) return r.askPerson.noQuestionTool!
+      this.dialogs.set(id, { id, session: q.session, question: q, prompts: r.questions ?? [] })
+      return r.askPerson.questionCall!
     }
     return this.permissionDialog(q, ctx)
   }
@@ -189,7 +181,7 @@ export class AskFlow {
       elsewhere?.stop()
       this.permissions.delete(q.id)
     }
-    const content = action === "accept" ? p.content : undefined // a lone yes/no is answered yes
+    const content = action === "accept" ? p.content ?? undefined : undefined // a lone yes/no is answered yes
     const said = action === "accept" ? "allowed it" : reason ? `rejected it, saying “${clip(reason, 500)}”` : "rejected it"
     return this.record(q, action, { content, reason }, `The person ${said} in opencode's permission dialog`)
   }

@@ -16,6 +16,7 @@ import type { ToolContext } from "@opencode-ai/plugin"
 
 import type { AskFlow } from "./ask.js"
 import { Daemon, NoDaemon, problem, type Question, type Reply, type ShownIn } from "./daemon.js"
+import { MCPX_TOOL, type InputRequired, type ToolsList } from "./generated.js"
 import { clip, noDaemonText, resultText } from "./messages.js"
 
 export type UpstreamTool = { name: string; server: string; tool: string; description: string; inputSchema: Record<string, any> }
@@ -23,9 +24,9 @@ export type UpstreamTool = { name: string; server: string; tool: string; descrip
 /** The servers' tools as the MCP entry `entry` would name them, from the daemon (GET /v1/tools); [] without one.
  * Bounded like the MCP entry's own listing, which starts the same servers: a server's first start takes seconds. */
 export async function upstreamTools(daemon: Daemon, entry: string, timeoutMs = 15_000): Promise<UpstreamTool[]> {
-  let r: Reply
+  let r: Reply<ToolsList>
   try {
-    r = await daemon.request("GET", "/v1/tools", { timeoutMs })
+    r = await daemon.request<ToolsList>("GET", "/v1/tools", { timeoutMs })
   } catch {
     return []
   }
@@ -42,7 +43,6 @@ export async function upstreamTools(daemon: Daemon, entry: string, timeoutMs = 1
   return out
 }
 
-type Waiting = { status: "input-required" | "running"; task: string; elicitations: { id: string }[] }
 
 export type CallOptions = {
   /** true where a person can see a dialog in this session (not `opencode run`) */
@@ -79,7 +79,7 @@ export class CallRunner {
         if (r.status === 200 && r.body?.result) return [...await told(), resultText(r.body.result)].join("\n\n")
         if (r.status === 200) return [...await told(), this.ended(r.body)].join("\n\n") // the task document: it failed, or was cancelled
         if (r.status !== 202) return [...await told(), `mcpx: ${t.server}.${t.tool} failed: ${clip(problem(r).message, 1000)}`].join("\n\n")
-        const waiting = r.body as Waiting
+        const waiting = r.body as InputRequired
         const questions = await this.rendered(waiting.elicitations.map((q) => q.id))
         const dialogs = ctx.abort.aborted ? false : await this.opts.dialogs(ctx.sessionID)
         const persons = questions.filter((q) => q.audience === "human")
@@ -91,11 +91,11 @@ export class CallRunner {
         } else if (confirm && dialogs && questions.every((q) => q.audience === "human")) {
           const outcome = await this.ask.confirm(confirm, ctx)
           said.push(outcome.text)
-          if (!outcome.recorded) return [...await told(), this.early(t, waiting.task, questions, ctx.sessionID, false)].join("\n\n")
+          if (!outcome.recorded) return [...await told(), this.early(waiting.task, questions, ctx.sessionID, false)].join("\n\n")
         } else if (waiting.status === "input-required" && questions.length) {
-          return [...await told(), this.early(t, waiting.task, questions, ctx.sessionID, dialogs)].join("\n\n")
+          return [...await told(), this.early(waiting.task, questions, ctx.sessionID, dialogs)].join("\n\n")
         }
-        if (ctx.abort.aborted) return [...await told(), this.later(waiting.task)].join("\n\n")
+        if (ctx.abort.aborted) return [...await told(), this.later(waiting.task, questions)].join("\n\n")
         r = await this.daemon.request("GET", `/v1/tasks/${encodeURIComponent(waiting.task)}/result?wake=question&timeout=${this.waitS}`,
           { timeoutMs: (this.waitS + 30) * 1000 })
       }
@@ -111,10 +111,7 @@ export class CallRunner {
     const out: string[] = []
     for (const id of ids) {
       const r = await this.daemon.question(id, this.prefix, { shownAt: this.opts.shownAt(id), shownIn: this.opts.shownIn(id) })
-      if (r.status !== 200) continue
-      const q = r.body.elicitation
-      const head = `Question ${id} (${q.render.server} asked the person)`
-      out.push(`${head}: ${q.render.shown ?? "it was not shown to them in opencode"}. ${q.render.status ?? `${id} still waits.`}`)
+      if (r.status === 200) out.push(r.body.elicitation.render.asked)
     }
     return out
   }
@@ -128,17 +125,20 @@ export class CallRunner {
     return out
   }
 
-  /** The call waits for what cannot be asked here: each question as the daemon renders it for the agent. */
-  private early(t: UpstreamTool, task: string, questions: Question[], session: string, dialogs: boolean): string {
+  /** The call waits for what cannot be asked here: the daemon's early result, with each question as it renders it
+   * for the agent. */
+  private early(task: string, questions: Question[], session: string, dialogs: boolean): string {
     this.opts.shown(session, questions.filter((q) => q.audience === "human").map((q) => q.id))
     // the person's: at ask, the call that opens their dialog (choices, free text) — where a dialog can be seen
     const texts = questions.map((q) => (q.audience === "human" ? q.render.person![dialogs ? "ask" : "notify"] : q.render.agent!.ask))
-    return `mcpx: ${t.server}.${t.tool} is waiting for an answer before it can finish; the call keeps running (task ${task}).\n\n` +
-      texts.join("\n\n") + "\n\n" + this.later(task)
+    return [questions[0]?.render.callWaits, ...texts, this.later(task, questions)].filter((t) => t).join("\n\n")
   }
 
-  private later(task: string): string {
-    return `Once answered, collect the call's real result with ${this.prefix}mcpx_task_result ${JSON.stringify({ task, wait: true })}.`
+  /** How to collect the call's result later, in the daemon's words (any of its questions renders them). */
+  private later(task: string, questions: Question[]): string {
+    return questions[0]?.render.collectLater ??
+      // the call asked nothing yet: no question to render it, so the plainest words that name the call
+      `Collect the call's result later with ${this.prefix}${MCPX_TOOL.taskResult} ${JSON.stringify({ task, wait: true })}.`
   }
 
   private ended(doc: any): string {

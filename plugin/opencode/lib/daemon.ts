@@ -7,6 +7,9 @@ import { request as httpsRequest } from "node:https"
 import { homedir } from "node:os"
 import { join } from "node:path"
 
+import { HEADERS, type Answer as WireAnswer, type ElicitationList, type Health, type ShownBody, type DialogForm as WireDialogForm, type FormField as WireFormField,
+  type QuestionPrompt as WireQuestionPrompt, type RenderedElicitation, type Rendering, type Texts as WireTexts } from "./generated.js"
+
 export type Env = Record<string, string | undefined>
 
 export const ANSWERER = "person:opencode"
@@ -47,91 +50,27 @@ export function problem(reply: Reply): { code: string; message: string; fields?:
 }
 
 /** A question's rendering: every text, call and dialog the plugin shows, as the daemon renders it
- * (sidecar/mcpx/rendering.py and dialogs.py). The plugin shows these as given. */
-export type Texts = { notify: string; ask: string; dialog?: string }
-export type DialogKind = "confirm" | "url" | "question" | "terminal"
-export type QuestionPrompt = { question: string; header: string; options: { label: string; description: string }[]; multiple?: boolean }
+ * (sidecar/mcpx/rendering.py and dialogs.py). The plugin shows these as given. The shapes are the daemon's own
+ * (lib/generated.ts, from /v1/openapi.json). */
+export type Render = Rendering
+export type Texts = WireTexts
+export type DialogKind = Rendering["dialog"] // confirm and url: the permission dialog; question: the question dialog; terminal: none (credentials)
+export type QuestionPrompt = WireQuestionPrompt
 /** One field of a question's own dialog (render.form): its kind, words, hint, choices and start value are the
  * daemon's (sidecar/mcpx/forms.py); the dialog sends back entries (text, choice tokens, "true"/"false"). */
-export type FormField = {
-  name: string
-  label: string
-  description?: string
-  kind: "text" | "number" | "integer" | "boolean" | "choice" | "choices" | "secret"
-  required: boolean
-  hint: string
-  placeholder?: string
-  value?: string | string[]
-  options?: { token: string; label: string }[]
-}
-
+export type FormField = WireFormField
 /** A question as its own dialog draws it (render.form). */
-export type DialogForm = {
-  title: string
-  asker: string
-  message: string[]
-  why: string
-  expiresAt: string
-  clock: string
-  url?: { url: string; domain: string; warning?: string }
-  fields: FormField[]
-  confirm?: Record<string, unknown>
-  acceptMeans: string
-  toast: string // the question in a few words, for a notification
-}
-
-export type Render = {
-  dialog: DialogKind // confirm and url: the permission dialog; question: the question dialog; terminal: none (credentials)
-  server: string // who asks, as one safe line
-  example?: Record<string, unknown>
-  answerCalls: { accept: string; decline: string }
-  terminal: string // the commands that answer it from a terminal
-  waits: string // tells the agent to let the person know it waits, and every place they answer it
-  askCall: string // mcpx_ask_person {"id": …}
-  askNow: string // the line that tells the agent to make that call now
-  collect?: string // the call that collects the result of the call that asked
-  agent?: Texts // the agent's question, with the calls that answer it, at each level
-  person?: Texts // the person's question, announced, at each level
-  status?: string // what became of it, once it is no longer pending
-  toast: { title: string; message: string; variant: "warning" } // the person's notification in opencode's TUI
-  note?: string // for an output that shows the person's question already: whether it was shown to them, where they answer
-  shown?: string // with shownAt: the sentence saying when and how the person was shown it
-  withheld: string // what stands for a person's question at the levels that show them nothing (off, auto)
-  permission?: { title: string; pattern: string; message: string; fields: string[]; content?: Record<string, unknown> }
-  questions?: QuestionPrompt[] // the question tool's exact arguments
-  form: DialogForm // the question's own dialog (the TUI plugin's)
-  line: string // one line for the terminal opencode run writes to: who asks what, until when, where to answer
-}
-
-export type Question = {
-  id: string
-  task?: string
-  trace?: string
-  session: string
-  server: string
-  tool?: string
-  mode: "form" | "url"
-  message: string
-  requestedSchema?: { type?: string; properties?: Record<string, unknown>; required?: unknown[] } | null
-  url?: string
-  audience: "agent" | "human" | "agent-then-human"
-  reason: string
-  expiresAt: string
-  secondsLeft: number
-  state: "pending" | "answered" | "expired" | "abandoned"
-  stateReason?: string
-  escalated?: boolean
-  secretFields?: string[] // the fields whose values are credentials (never shown, stored as [redacted])
-  render: Render
-}
+export type DialogForm = WireDialogForm
+/** A question as the plugin reads it: always asked for with its rendering (?render=true). */
+export type Question = RenderedElicitation & { render: Rendering }
 
 function rendered(prefix: string): string {
   return `render=true&toolPrefix=${encodeURIComponent(prefix)}`
 }
 
-export type ShownIn = "dialog" | "toast"
+export type ShownIn = ShownBody["how"]
 
-export type Answer = { id: string; action: "accept" | "decline" | "cancel"; content?: Record<string, unknown>; by: string; at: string; reason?: string }
+export type Answer = WireAnswer
 
 export class Daemon {
   readonly where: Where
@@ -200,17 +139,17 @@ export class Daemon {
     })
   }
 
-  async health(): Promise<Record<string, any>> {
-    const r = await this.request("GET", "/v1/health", { timeoutMs: 3000 })
+  async health(): Promise<Health> {
+    const r = await this.request<Health>("GET", "/v1/health", { timeoutMs: 3000 })
     if (r.status !== 200) throw new NoDaemon(this.describe(), `health answered ${r.status}`)
     return r.body
   }
 
   /** The session's pending questions, rendered with `prefix` before mcpx's tool names (the MCP entry's, and _). */
   async pending(session: string, prefix = ""): Promise<Question[]> {
-    const r = await this.request("GET", `/v1/elicit?session=${encodeURIComponent(session)}&state=pending&${rendered(prefix)}`)
+    const r = await this.request<ElicitationList>("GET", `/v1/elicit?session=${encodeURIComponent(session)}&state=pending&${rendered(prefix)}`)
     if (r.status !== 200) throw new Error(`it answered ${r.status}: ${problem(r).message}`)
-    return r.body.elicitations ?? []
+    return (r.body.elicitations ?? []) as Question[] // asked with render=true: each has its rendering
   }
 
   /** One question, rendered; `where`: how many of the person's questions wait (the toast counts them) and when the
@@ -265,21 +204,21 @@ export class Daemon {
   answer(id: string, action: "accept" | "decline" | "cancel", session: string,
     body: { content?: Record<string, unknown>; reason?: string; replies?: string[][]; form?: Record<string, string | string[]> } = {}): Promise<Reply> {
     return this.request("POST", `/v1/elicit/${encodeURIComponent(id)}/${action}`, {
-      body, headers: { "X-Mcpx-Answerer": ANSWERER, "X-Mcpx-Session": session },
+      body, headers: { [HEADERS.answerer]: ANSWERER, [HEADERS.session]: session },
     })
   }
 
   /** Say the question is in front of the person now (elicit.shown, audited): its dialog opened in opencode. */
   shown(id: string, how: ShownIn = "dialog"): Promise<Reply> {
     return this.request("POST", `/v1/elicit/${encodeURIComponent(id)}/shown`, {
-      body: { where: "opencode", how }, headers: { "X-Mcpx-Answerer": ANSWERER },
+      body: { where: "opencode", how }, headers: { [HEADERS.answerer]: ANSWERER },
     })
   }
 
   /** The person's yes or no to opening a url-mode question's page (elicit.consent, audited). */
   consent(id: string, open: boolean): Promise<Reply> {
     return this.request("POST", `/v1/elicit/${encodeURIComponent(id)}/consent`, {
-      body: { open }, headers: { "X-Mcpx-Answerer": ANSWERER },
+      body: { open }, headers: { [HEADERS.answerer]: ANSWERER },
     })
   }
 

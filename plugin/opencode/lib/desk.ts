@@ -106,7 +106,7 @@ export class Desk {
   onEvent(event: DaemonEvent): void {
     const id = event.elicit
     if (!id) return
-    if (ENDED.has(event.kind)) return this.ended(id, event)
+    if (ENDED.has(event.kind)) return this.ended(id)
     if (!event.session || !this.sessions.has(event.session)) return
     if ((event.kind === "elicit.open" && event.data?.audience === "human") || event.kind === "elicit.escalated") {
       this.track(this.admit(id))
@@ -244,18 +244,32 @@ export class Desk {
     void this.present(false) // one that was never shown comes next
   }
 
-  /** A question ended (answered elsewhere, expired, abandoned): it leaves; its dialog closes, saying so. */
-  private ended(id: string, event?: DaemonEvent): void {
-    const w = this.waiting.get(id)
-    if (!w) return
-    if (this.answering === id) return // our own answer: answer() reports it
-    this.waiting.delete(id)
-    if (this.current === id) {
-      this.current = undefined
-      this.screen.hide()
-      this.tell({ variant: "info", message: endedNote(id, event), duration: 5000 })
+  /** A question ended (answered elsewhere, expired, abandoned): it leaves; its dialog closes, saying how in the
+   * daemon's words (read first, so that the line comes before the next dialog's toast). */
+  private ended(id: string): void {
+    if (!this.waiting.has(id) || this.answering === id) return // our own answer: answer() reports it
+    this.track(this.endedNote(id).then((note) => {
+      if (!this.waiting.has(id) || this.answering === id) return
+      this.waiting.delete(id)
+      if (this.current === id) {
+        this.current = undefined
+        this.screen.hide()
+        this.tell({ variant: "info", message: note, duration: 5000 })
+      }
+      this.changed()
+    }))
+  }
+
+  /** The line for a question's dialog that closed because it ended elsewhere. */
+  private async endedNote(id: string): Promise<string> {
+    try {
+      const r = await this.daemon.question(id, this.prefix)
+      const ended = r.status === 200 ? r.body.elicitation.render.ended : undefined
+      if (ended) return ended.dialog
+    } catch {
+      // no daemon to say how: the plugin's own words, that it no longer waits
     }
-    this.changed()
+    return `${id} no longer waits; its dialog is closed.`
   }
 
   private async answer(q: Question, action: "accept" | "decline" | "cancel",
@@ -300,13 +314,4 @@ export class Desk {
     if (r.status !== 200) return `Not opened: ${problem(r).message}`
     return this.screen.openUrl(url)
   }
-}
-
-/** One line for a question that left while the person had it in front of them. */
-export function endedNote(id: string, event?: DaemonEvent): string {
-  const d = event?.data ?? {}
-  if (event?.kind === "elicit.answered") return `${id} was answered elsewhere (${d.action} by ${d.by}); its dialog is closed.`
-  if (event?.kind === "elicit.expired") return `${id} expired (it counts as cancel); its dialog is closed.`
-  if (event?.kind === "elicit.abandoned") return `${id} was abandoned${d.reason ? ` (${d.reason})` : ""}; its dialog is closed.`
-  return `${id} no longer waits; its dialog is closed.`
 }

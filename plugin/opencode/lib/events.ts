@@ -6,9 +6,10 @@
 import type { ClientRequest } from "node:http"
 
 import type { Daemon } from "./daemon.js"
+import type { AuditRecord } from "./generated.js"
 
 /** An audit record as the daemon sends it: its seq is the event's id. */
-export type DaemonEvent = { seq: number; at?: string; kind: string; elicit?: string; session?: string; data?: Record<string, any> }
+export type DaemonEvent = AuditRecord
 export type Listener = (event: DaemonEvent) => void
 
 export type FollowOptions = {

@@ -1,9 +1,12 @@
-// How the plugin recognises a question: by its id, in a tool's output and in the question dialogs it asked for.
+// How the plugin recognises a question: by its id (the pattern is mcpx's own, generated from sidecar/mcpx/ids.py),
+// in the question dialogs it asked for.
 
-export const ID_PATTERN = /elc-[0-9a-f]{16}/
+import { ID_PATTERN, ID_PATTERNS } from "./generated.js"
+
+const QUESTION_ID = new RegExp(ID_PATTERNS.elc)
 
 export function isQuestionId(text: string): boolean {
-  return new RegExp(`^${ID_PATTERN.source}$`).test(text)
+  return QUESTION_ID.test(text)
 }
 
 /** The question id a `question` call or request carries in a prompt's header (or text), if any. */

@@ -3,9 +3,10 @@
 // ask where a person sits at a TUI or app, notify under `opencode run`, where nobody can see a dialog.
 
 import { Daemon, type Env } from "./daemon.js"
+import { LEVELS } from "./generated.js"
 import type { Host } from "./host.js"
 
-export const LEVELS = ["off", "notify", "ask", "auto"] as const
+export { LEVELS }
 export type Level = (typeof LEVELS)[number]
 /** The level when none is set: ask in a TUI or app (or `opencode serve`), notify under `opencode run`. */
 export function defaultLevel(command: "run" | "serve" | "tui"): Level {

@@ -103,7 +103,7 @@ export class Notifier {
       if (dialog && !seen.has(`k:${q.id}`)) {
         // the tool's own output showed the question; it cannot know the person's dialog opens with the plugin's tool
         seen.add(`k:${q.id}`)
-        shown.push(`Question ${q.id} (above) is for the person.\n${r.askNow}`)
+        shown.push(r.askAbove)
       }
     }
     if (shown.length) parts.push(block(shown))

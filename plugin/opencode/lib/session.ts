@@ -1,9 +1,12 @@
 // Session binding: every call to the mcpx MCP entry carries the opencode session that made it, and
 // every shell opencode starts knows it, so each question belongs to the session that caused it.
 
-import { OWN_TOOLS } from "./tools.js"
+import { ASK_TOOL, SESSION_ARG } from "./generated.js"
 
-export const SESSION_ARG = "_mcpx_session"
+export { SESSION_ARG }
+
+/** The tools the plugin defines itself (not the mcpx MCP entry's): no session is injected into them. */
+const OWN_TOOLS = new Set<string>([ASK_TOOL])
 
 export function isMcpxTool(entry: string, tool: string): boolean {
   return tool.startsWith(entry + "_") && !OWN_TOOLS.has(tool)

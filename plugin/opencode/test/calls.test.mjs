@@ -87,7 +87,8 @@ test("rejected, the server hears decline; a second question of the call opens th
   assert.match(early, /^mcpx: sdk\.ask_twice is waiting for an answer before it can finish; the call keeps running \(task tsk-[0-9a-f]{16}\)\./)
   const id = /Question (elc-[0-9a-f]{16})/.exec(early)[1]
   assert.ok(early.includes(`to answer:  mcpx_mcpx_elicit_answer {"id": "${id}"`), early)
-  assert.match(early, /Once answered, collect the call's real result with mcpx_mcpx_task_result \{"task":"tsk-[0-9a-f]{16}","wait":true\}\./)
+  // the daemon's words, as mcpx serve's early result says them
+  assert.match(early, /\n\nOnce answered, collect the call's real result with mcpx_mcpx_task_result \{"task": "tsk-[0-9a-f]{16}", "wait": true\} \(or pass "wait": true when you answer\)\.$/)
 })
 
 test("in a session opencode run made, the call opens no dialog: the question stays open and is announced", async () => {

@@ -150,17 +150,23 @@ test("off and auto: a tool output carries no person's question nor an invitation
     const session = `ses_wh_${level}`
     const person = await d.ask({ session, server: "git", tool: "delete_branch", message: "Really delete branch main?", requestedSchema: SCHEMAS.confirm })
     const agents = await d.ask({ session, server: "s", message: "Pick a colour", requestedSchema: SCHEMAS.color })
-    // mcpx serve's early result, in its shape: a head, one paragraph per question, a tail
+    // mcpx serve's early result, in its shape: a head, one paragraph per question, a tail; and in its _meta the same
+    // with the person's question stood in for (sidecar/mcpx/answering.py withheld_meta)
+    const { render } = (await d.client.question(person.id)).body.elicitation
     const personText = `Question ${person.id} from git (via mcpx), during delete_branch:\n  “Really delete branch main?” — the server's words\n` +
       `  This question is for the person, not for you. It waits for them; do not answer it.`
     const agentText = `Question ${agents.id} from s (via mcpx):\n  “Pick a colour” — the server's words\n  to answer:  mcpx_elicit_answer {"id": "${agents.id}"}`
     const text = `mcpx: git.delete_branch is waiting for an answer before it can finish; the call keeps running (task tsk-0).\n\n` +
       `${personText}\n\n${agentText}\n\nOnce answered, collect the call's real result with mcpx_task_result {"task": "tsk-0"}.`
-    const output = { ...mcpOutput(text, { "io.mcpx/inputRequired": { task: "tsk-0", elicitations: [person.id, agents.id] } }),
-      structuredContent: { elicitations: [person, agents] } }
+    const meta = { "io.mcpx/inputRequired": { task: "tsk-0", elicitations: [person.id, agents.id] },
+      "io.mcpx/withheld": { elicitations: [person.id], content: [{ type: "text", text: text.replace(personText, render.withheld) }] } }
+    // without that _meta nothing is taken out: the plugin reads nothing out of the text
+    const unmarked = await run(h, session, mcpOutput(text, { "io.mcpx/inputRequired": meta["io.mcpx/inputRequired"] }), "mcpx_git_delete_branch")
+    assert.match(unmarked.content[0].text, /Really delete/)
+    const output = { ...mcpOutput(text, structuredClone(meta)), structuredContent: { elicitations: [person, agents] } }
     const out = await run(h, session, output, "mcpx_git_delete_branch")
     const shown = out.content.map((c) => c.text).join("\n")
-    const { render } = (await d.client.question(person.id)).body.elicitation
+    assert.equal(out._meta["io.mcpx/withheld"], undefined, "the person's words go no further")
     assert.ok(shown.includes(render.withheld), shown)
     assert.doesNotMatch(shown, /Really delete/, `${level}: the person's words`)
     assert.doesNotMatch(shown, /mcpx elicit answer|mcpx_ask_person|do not answer it/, `${level}: no invitation`)

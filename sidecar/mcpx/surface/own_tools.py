@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcpx.answering import for_agent
+from mcpx.answering import for_agent, withheld_meta
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
 from mcpx.broker.models import Elicitation
@@ -81,6 +81,11 @@ def _collect_hint(state: ClientState, task: str | None) -> str:
     return f"; collect its result with {state.tool_prefix}mcpx_task_result {json.dumps({'task': task})}"
 
 
+def _marked(result: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """A result with its `_meta` (answering.withheld_meta), when it has any."""
+    return {**result, "_meta": meta} if meta else result
+
+
 class OwnTools:
     def __init__(self, broker: Broker, gateway: Gateway) -> None:
         self.broker = broker
@@ -111,8 +116,9 @@ class OwnTools:
         if not docs:
             return text_result(f"No {state_filter if state_filter != 'all' else ''} questions in your session.".replace(
                 "  ", " "), structured={"elicitations": []})
-        return text_result("\n\n".join(for_agent(d, prefix + "mcpx_elicit_answer") for d in docs),
-                           structured={"elicitations": docs})
+        def text(withhold: bool) -> str:
+            return "\n\n".join(for_agent(d, prefix + "mcpx_elicit_answer", withhold=withhold) for d in docs)
+        return _marked(text_result(text(False), structured={"elicitations": docs}), withheld_meta(docs, text))
 
     async def _own(self, eid: Any, session: str) -> Elicitation:
         if not isinstance(eid, str):
@@ -127,10 +133,14 @@ class OwnTools:
         q = await self._own(args.get("id"), session)
         _, answer = await self.broker.get(q.id)
         doc = q.wire()
-        text = for_agent(doc, prefix + "mcpx_elicit_answer") if q.state == "pending" else (
-            f"{q.id} is {q.state}" + (f": {answer.action} by {answer.by}" if answer else "")
-            + (f" ({q.state_reason})" if q.state_reason else ""))
-        return text_result(text, structured={"elicitation": doc, "answer": answer.wire() if answer else None})
+        if q.state == "pending":
+            def shown(withhold: bool) -> str:
+                return for_agent(doc, prefix + "mcpx_elicit_answer", withhold=withhold)
+            return _marked(text_result(shown(False), structured={
+                "elicitation": doc, "answer": answer.wire() if answer else None}), withheld_meta([doc], shown))
+        ended = (f"{q.id} is {q.state}" + (f": {answer.action} by {answer.by}" if answer else "")
+                 + (f" ({q.state_reason})" if q.state_reason else ""))
+        return text_result(ended, structured={"elicitation": doc, "answer": answer.wire() if answer else None})
 
     async def _tool_answer(self, args: dict[str, Any], session: str, state: ClientState) -> dict[str, Any]:
         eid, action = args.get("id"), args.get("action")

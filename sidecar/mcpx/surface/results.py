@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpx.answering import waiting_text
+from mcpx.answering import waiting_text, withheld_meta
 from mcpx.broker.models import TaskDoc
+from mcpx.keys import INPUT_REQUIRED_META
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import META_SERVER_INFO
 from mcpx.upstream.calls import CallTask
@@ -51,8 +52,10 @@ def waiting_result(task: CallTask, prefix: str = "") -> dict[str, Any]:
     questions = [q.wire() for q in task.open.values()]
     r = task.request
     text = waiting_text(r.server, r.tool, task.id, questions, prefix)
-    return {**text_result(text), "_meta": {"io.mcpx/inputRequired": {
-        "task": task.id, "trace": task.trace, "elicitations": [q["id"] for q in questions]}}}
+    return {**text_result(text), "_meta": {INPUT_REQUIRED_META: {
+        "task": task.id, "trace": task.trace, "elicitations": [q["id"] for q in questions]},
+        **withheld_meta(questions, lambda withhold: waiting_text(r.server, r.tool, task.id, questions, prefix,
+                                                                 withhold=withhold))}}
 
 
 _WHOSE = {"human": "the person's", "agent": "the agent's", "agent-then-human": "the agent's, then the person's"}
