@@ -35,6 +35,9 @@ from mcpx.broker.errors import (
     NotFound,
     QuestionEnded,
 )
+from mcpx.broker.errors import (
+    InvalidQuestion as InvalidQuestion,  # where upstream/calls.py has always found it
+)
 from mcpx.broker.events import EventBus
 from mcpx.broker.models import (
     REDACTED,
@@ -67,10 +70,6 @@ BEHIND = 0.05
 # questions answered through this daemon lately, kept as stored: a waiter that asks just after the answer (a
 # long-poll that lost the race with it) is served from memory, not the store; an answer never changes
 RECENT = 128
-
-
-class InvalidQuestion(BrokerError):
-    code, status = "invalid_question", 400
 
 
 class Settings(Protocol):

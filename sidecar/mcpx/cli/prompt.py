@@ -23,6 +23,7 @@ from mcpx.broker.schema import (
     required,
     type_value,
 )
+from mcpx.errors import McpxError
 from mcpx.text import plain, quoted
 
 Reader = Callable[[str], str]
@@ -75,7 +76,7 @@ def read_secret(prompt: str) -> str:
         sys.stderr.flush()
 
 
-class Declined(Exception):
+class Declined(McpxError):
     def __init__(self, reason: str | None) -> None:
         super().__init__(reason or "declined")
         self.reason = reason

@@ -12,10 +12,11 @@ import fcntl
 import os
 from collections.abc import Iterator
 
+from mcpx.errors import McpxError
 from mcpx.paths import StatePaths
 
 
-class HomeTaken(Exception):
+class HomeTaken(McpxError):
     """Another daemon holds this state directory."""
 
 

@@ -20,6 +20,7 @@ from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
+from mcpx.errors import McpxError
 from mcpx.ids import is_id, new_id
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
@@ -37,7 +38,7 @@ KEEP_FINISHED = 256
 __all__ = ["CallRequest", "CallTask", "Gateway", "UnknownServer", "UnknownTask"]
 
 
-class UnknownTask(Exception):
+class UnknownTask(McpxError):
     pass
 
 
