@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from mcpx import wirejson
 from mcpx.broker import policy, rules
 from mcpx.broker.documents import task_row
-from mcpx.broker.errors import InvalidContent, InvalidId, NotFound
+from mcpx.broker.errors import InvalidContent
 from mcpx.broker.errors import (
     InvalidQuestion as InvalidQuestion,  # where upstream/calls.py has always found it
 )
@@ -39,9 +39,9 @@ from mcpx.broker.models import (
     State,
     StoredTask,
     TaskState,
-    seconds_left,
 )
 from mcpx.broker.pending import PendingIndex
+from mcpx.broker.reads import Reads, valid_id
 from mcpx.broker.rules import as_stored
 from mcpx.broker.rules import redact as redact  # where daemon/ and inbox/ have always found it
 from mcpx.broker.store import AuditFilter, Lease, QuestionFilter, QuestionRow, Store, StoreInfo
@@ -51,7 +51,6 @@ from mcpx.broker.waiters import Handle as Handle
 from mcpx.broker.waiters import Waiters, retrieved
 from mcpx.broker.writes import Outcome, Writes
 from mcpx.config import Config
-from mcpx.ids import is_id
 
 log = logging.getLogger("mcpx.broker")
 
@@ -67,11 +66,6 @@ class Settings(Protocol):
 
     @property
     def config(self) -> Config: ...
-
-
-def _valid_id(eid: str) -> None:
-    if not is_id(eid, "elc"):
-        raise InvalidId(f"{eid!r} is not a question id (they look like elc- and 16 hex digits)")
 
 
 class Broker:
@@ -92,6 +86,7 @@ class Broker:
         # waits here until it is queued, so that it commits behind it whatever the loop runs first
         self._queuing: dict[str, asyncio.Future[None]] = {}
         self._pending = PendingIndex()  # listings and secondsLeft are served from here, in step with the store
+        self._reads = Reads(store, self._pending, self._writes.recent)
         store.follow(self._committed)
 
     # ---- lifecycle
@@ -219,7 +214,7 @@ class Broker:
         `acknowledged` False: whoever answered is told nothing back (an MCP client's reply to elicitation/create
         has no reply of its own), so an answer its asker is handed before it commits (`_deliver_first`) may wait
         for company: it commits with the next commit (the call's end, its next question) or within BEHIND."""
-        _valid_id(eid)
+        valid_id(eid)
         if (where := wirejson.lone_surrogate({"content": content, "reason": reason})) is not None:
             raise InvalidContent(f"the answer does not fit the question: {where} {wirejson.SURROGATE_PROBLEM}",
                                  {where: wirejson.SURROGATE_PROBLEM})
@@ -338,31 +333,16 @@ class Broker:
     # ---- reads
 
     async def get(self, eid: str) -> tuple[Elicitation, Answer | None]:
-        _valid_id(eid)
-        pending = self._pending.get(eid)
-        if pending is not None:  # pending: no answer yet, in memory (an ended question is read from the store)
-            return pending.question(), None
-        recent = self._writes.recent.get(eid)
-        if recent is not None:  # answered a moment ago through this daemon, and for good
-            return recent
-        found = await self._store.question(eid)
-        if found is None:
-            raise NotFound(f"no question {eid}")
-        return found
+        return await self._reads.get(eid)
 
     async def questions(self, where: QuestionFilter, limit: int = 10000) -> list[Elicitation]:
         """Questions oldest first; pending ones from memory."""
-        if where.state == "pending":
-            return [p.question() for p in self._pending.select(where, limit)]
-        return [Elicitation.model_validate_json(row.doc) for row in await self._store.question_rows(where, limit)]
+        return await self._reads.questions(where, limit)
 
     def question_json(self, q: Elicitation) -> bytes:
         """`q`'s document as the API shows it: a pending question's as stored, with its secondsLeft spliced in (it
         was encoded once, at its commit), any other encoded now."""
-        pending = self._pending.get(q.id)
-        if pending is not None and q.state == "pending":
-            return pending.json(time.time())
-        return wirejson.encode_models(q)
+        return self._reads.question_json(q)
 
     async def questions_json(self, where: QuestionFilter, limit: int) -> tuple[list[bytes], int]:
         """Questions oldest first, as the comma-separated pieces of a JSON array's contents (to be joined once,
@@ -371,13 +351,7 @@ class Broker:
         The stored documents are passed on as they are, not parsed; each gets its secondsLeft appended
         at its end (a stored document never holds one). Pending ones come from memory, encoded once.
         """
-        now = time.time()
-        if where.state == "pending":
-            chosen = self._pending.select(where, limit)
-            return self._pending.json_pieces(chosen, now), len(chosen)
-        rows = await self._store.question_rows(where, limit)
-        docs = [f'{row.doc[:-1]},"secondsLeft":{seconds_left(row.expires, now, row.state)}}}' for row in rows]
-        return [",".join(docs).encode()], len(docs)
+        return await self._reads.questions_json(where, limit)
 
     async def wait(self, eid: str, timeout: float, stop: asyncio.Future[Any] | None = None) -> Answer | None:
         """For remote waiters: the question's answer as stored (a credential's value [redacted]); None at the timeout
@@ -432,7 +406,7 @@ class Broker:
         return await self._store.last_seq()
 
     async def count(self, state: State) -> int:
-        return len(self._pending) if state == "pending" else await self._store.count(state)
+        return await self._reads.count(state)
 
     # ---- what else is durable: a call task's record, facts learnt about servers
 
@@ -446,7 +420,7 @@ class Broker:
         and no restart would re-drive it): it rides with the next commit, within BEHIND seconds."""
         row = task_row(task)  # encoded now: the row waits for its commit as four strings, not as the model
         return self._writes.submit_record("task.done", data, session=task.session, trace=task.trace, task=task.id,
-                                   with_unit=lambda tx: tx.put_task(row), within=BEHIND if behind else 0.0)
+                                          with_unit=lambda tx: tx.put_task(row), within=BEHIND if behind else 0.0)
 
     async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)
@@ -457,13 +431,13 @@ class Broker:
     async def record_consent(self, q: Elicitation, yes: bool, by: str, domain: str) -> AuditRecord:
         """A person's yes or no to opening a url-mode question's page: audited, and nothing else changes."""
         return await self._writes.submit_record("elicit.consent", {"consent": yes, "by": by, "domain": domain},
-                                         elicit=q.id, session=q.session, trace=q.trace, task=q.task)
+                                                elicit=q.id, session=q.session, trace=q.trace, task=q.task)
 
     async def record_shown(self, q: Elicitation, where: str, how: str, by: str, pid: int | None) -> AuditRecord:
         """A client's word that the question is in front of the person (its dialog opened, a notification shown):
         audited, so whoever tells the agent what the person saw can say it truly; nothing else changes."""
-        return await self._writes.submit_record("elicit.shown", {"where": where, "how": how, "by": by}, elicit=q.id,
-                                         session=q.session, trace=q.trace, task=q.task, pid=pid)
+        return await self._writes.submit_record("elicit.shown", {"where": where, "how": how, "by": by},
+                                                elicit=q.id, session=q.session, trace=q.trace, task=q.task, pid=pid)
 
     async def fact(self, key: str) -> Any:
         return await self._store.fact(key)
