@@ -15,7 +15,7 @@ from mcpx import wirejson
 from mcpx.broker import routing
 from mcpx.broker.credentials import secret_fields
 from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, Gone, InvalidContent, InvalidQuestion
-from mcpx.broker.models import REDACTED, Action, Answer, Elicitation, OpenRequest, rfc3339
+from mcpx.broker.models import REDACTED, Action, Answer, Answerer, Elicitation, OpenRequest, rfc3339
 from mcpx.broker.schema import SchemaProblem, check_schema, validate_content
 from mcpx.ids import new_id
 
@@ -100,7 +100,7 @@ def refusal(q: Elicitation, by: str, session: str | None) -> BrokerError | None:
     if session is not None and session != q.session:
         return Forbidden(f"{q.id} belongs to session {q.session}, not {session}; a question is answered only "
                          "from the session that raised it")
-    if by.startswith("agent:") and q.audience == "human":
+    if q.audience == "human" and Answerer.kind_of(by) == "agent":
         return Forbidden(
             f"{q.id} is for the person, not the agent ({q.reason}). The person has been asked; do not answer "
             "it. Wait for the call's result instead.", audience=q.audience)
@@ -140,7 +140,7 @@ def checked_content(q: Elicitation, action: Action, content: dict[str, Any] | No
 
 def escalates(q: Elicitation, action: Action, by: str) -> bool:
     """An agent's decline of a question it may answer first: the person is asked instead."""
-    return by.startswith("agent:") and action == "decline" and q.audience == "agent-then-human"
+    return action == "decline" and q.audience == "agent-then-human" and Answerer.kind_of(by) == "agent"
 
 
 def escalated(q: Elicitation, reason: str | None) -> tuple[Elicitation, str]:

@@ -21,6 +21,7 @@ from mcpx.broker.errors import AlreadyAnswered, BrokerError, InvalidContent, Not
 from mcpx.broker.models import (
     Action,
     Answer,
+    Answerer,
     AuditKind,
     AuditRecord,
     Elicitation,
@@ -34,6 +35,7 @@ from mcpx.broker.store import Identity, Store, Tx
 log = logging.getLogger("mcpx.broker")
 T = TypeVar("T")
 
+EXPIRY = str(Answerer(kind="expiry"))  # who answers a question nobody answered in time
 # questions answered through this daemon lately, kept as stored: a waiter that asks just after the answer (a
 # long-poll that lost the race with it) is served from memory, not the store; an answer never changes
 RECENT = 128
@@ -225,7 +227,7 @@ class Writes:
 
     def expire_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, now: float) -> Answer:
         answer, _ = self.commit_answer(
-            tx, records, q, "cancel", None, "expiry", None, self.pid,
+            tx, records, q, "cancel", None, EXPIRY, None, self.pid,
             f"nobody answered by {rfc3339(q.expires_at)}", now, set(), state="expired")
         return answer
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc, TaskState
+from mcpx.broker.models import REDACTED, Answer, Answerer, OpenRequest, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
 from mcpx.errors import McpxError
@@ -218,7 +218,7 @@ class Gateway:
             await task.touch()
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return
-        if answer.by == "expiry":
+        if Answerer.kind_of(answer.by) == "expiry":
             why = f"nobody answered within {elicit.ask_timeout:g}s"
         elif answer.action == "accept":
             why = f"{answer.by} answered but did not confirm"
