@@ -332,26 +332,28 @@ class Broker:
 
     # ---- reads
 
-    async def get(self, eid: str) -> tuple[Elicitation, Answer | None]:
-        return await self._reads.get(eid)
+    # the reads are handed over as the part's own coroutines, not awaited inside one more of the facade's
 
-    async def questions(self, where: QuestionFilter, limit: int = 10000) -> list[Elicitation]:
+    def get(self, eid: str) -> Coroutine[Any, Any, tuple[Elicitation, Answer | None]]:
+        return self._reads.get(eid)
+
+    def questions(self, where: QuestionFilter, limit: int = 10000) -> Coroutine[Any, Any, list[Elicitation]]:
         """Questions oldest first; pending ones from memory."""
-        return await self._reads.questions(where, limit)
+        return self._reads.questions(where, limit)
 
     def question_json(self, q: Elicitation) -> bytes:
         """`q`'s document as the API shows it: a pending question's as stored, with its secondsLeft spliced in (it
         was encoded once, at its commit), any other encoded now."""
         return self._reads.question_json(q)
 
-    async def questions_json(self, where: QuestionFilter, limit: int) -> tuple[list[bytes], int]:
+    def questions_json(self, where: QuestionFilter, limit: int) -> Coroutine[Any, Any, tuple[list[bytes], int]]:
         """Questions oldest first, as the comma-separated pieces of a JSON array's contents (to be joined once,
         inside the reply), and how many: the listing that may run to 10,000.
 
         The stored documents are passed on as they are, not parsed; each gets its secondsLeft appended
         at its end (a stored document never holds one). Pending ones come from memory, encoded once.
         """
-        return await self._reads.questions_json(where, limit)
+        return self._reads.questions_json(where, limit)
 
     async def wait(self, eid: str, timeout: float, stop: asyncio.Future[Any] | None = None) -> Answer | None:
         """For remote waiters: the question's answer as stored (a credential's value [redacted]); None at the timeout
@@ -366,9 +368,12 @@ class Broker:
             q, fut, answer = await self._read_to_wait(eid)
             if fut is None:
                 return answer
-        answer = await self._waiters.settled(fut, timeout, stop)
-        if answer is None:
+        # asyncio.wait neither starts a task nor cancels what it waits on (the asker's future is the asker's)
+        await asyncio.wait((fut,) if stop is None else (fut, stop), timeout=timeout,
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not fut.done():
             return None
+        answer = Waiters.told(fut)
         recent = self._writes.recent.get(eid)
         if recent is not None:  # answered through this daemon: its stored copy, from the commit that woke us
             return recent[1]
@@ -405,8 +410,8 @@ class Broker:
         """Where the audit log stands: the seq of its latest record (0 while empty)."""
         return await self._store.last_seq()
 
-    async def count(self, state: State) -> int:
-        return await self._reads.count(state)
+    def count(self, state: State) -> Coroutine[Any, Any, int]:
+        return self._reads.count(state)
 
     # ---- what else is durable: a call task's record, facts learnt about servers
 

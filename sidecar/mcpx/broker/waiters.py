@@ -138,13 +138,8 @@ class Waiters:
             fut.set_exception(QuestionEnded(eid, "abandoned", reason))
 
     @staticmethod
-    async def settled(fut: asyncio.Future[Answer], timeout: float, stop: asyncio.Future[Any] | None) -> Answer | None:
-        """The answer `fut` is told, or None at the timeout (or once `stop` is done); Gone if the question was
-        abandoned. A remote waiter's wait: it neither starts a task nor cancels what it waits on (the asker's)."""
-        await asyncio.wait((fut,) if stop is None else (fut, stop), timeout=timeout,
-                           return_when=asyncio.FIRST_COMPLETED)
-        if not fut.done():
-            return None
+    def told(fut: asyncio.Future[Answer]) -> Answer:
+        """What a done future was told, to a remote waiter: the answer, or Gone if the question was abandoned."""
         try:
             return fut.result()
         except QuestionEnded as ended:
