@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from mcpx.broker.broker import Broker, _RecordUnit
+from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest
 from mcpx.broker.sqlite import SqliteStore
+from mcpx.broker.writes import RecordUnit
 from mcpx.config import Config
 
 PATIENCE = 20.0  # bounds the waits; each ends with an event
@@ -73,7 +74,8 @@ async def test_an_expiry_whose_write_failed_is_retried_once_the_database_is_free
 
 
 async def test_a_record_whose_commit_was_cancelled_resolves_with_the_cancellation(broker: Broker) -> None:
-    unit = _RecordUnit(broker, "elicit.shown", {"where": "x"}, "elc-0123456789abcdef", "s", None, None, None, None)
+    unit = RecordUnit(broker._writes, "elicit.shown", {"where": "x"}, "elc-0123456789abcdef", "s", None, None, None,
+                      None)
     commit: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     commit.add_done_callback(unit.published)
     commit.cancel()
@@ -87,8 +89,8 @@ async def test_an_abandoned_question_leaves_nothing_of_it_in_the_broker(broker: 
                                            requested_schema={"type": "object",
                                                              "properties": {"api_token": {"type": "string"}}}))
     waiting = asyncio.ensure_future(handle.answer())
-    broker._asked.add(handle.id)  # as a daemon of a team marks the credential questions it asked
+    broker._waiters.asked.add(handle.id)  # as a daemon of a team marks the credential questions it asked
     assert await broker.abandon(handle.id, "the call went away")
     with pytest.raises(QuestionEnded):
         await asyncio.wait_for(waiting, PATIENCE)
-    assert handle.id not in broker._asked and handle.id not in broker._futures
+    assert handle.id not in broker._waiters.asked and handle.id not in broker._waiters

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcpx.errors import McpxError
+
 PROC = Path("/proc")
 MAX_DEPTH = 128  # a parent chain is a few dozen processes; a longer one is not walked further
 
@@ -49,7 +51,7 @@ class Marked:
         return f"it descends from a process that runs with {self.mark} (pid {self.pid}, {self.name})"
 
 
-class ProcessUnseen(Exception):
+class ProcessUnseen(McpxError):
     """/proc has no entry for the process (it is gone, or in another pid namespace)."""
 
 

@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from mcpx import jsonc
 from mcpx.durations import parse_duration
+from mcpx.errors import McpxError
 from mcpx.masking import shown_command, shown_url
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
@@ -337,7 +338,7 @@ class Problem:
         return f"{self.path}: {self.field}: {self.message}" if self.field else f"{self.path}: {self.message}"
 
 
-class ConfigError(Exception):
+class ConfigError(McpxError):
     """A config that does not hold: every problem found, each naming its file and field.
 
     `path`, `field` and `problem` are the first one's."""

@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from mcpx.errors import McpxError
 from mcpx.mcp.jsonrpc import MAX_LINE
 
 VERSION = 1
@@ -35,7 +36,7 @@ MAX_HELLO = 3 * MAX_LINE  # an initialize of MAX_LINE and a line's start of MAX_
 MAX_WORD = 2 * MAX_LINE
 
 
-class HandoffError(Exception):
+class HandoffError(McpxError):
     """A hand-off that went wrong on the wire: what was wrong, in words."""
 
 

@@ -1,20 +1,24 @@
 """What can go wrong answering a question; each maps to one HTTP status at the /v1 surface.
 
-    BrokerError
-     ├── InvalidId         400  not an id at all (path-like, wrong prefix)
-     ├── NotFound          404  no such question
-     ├── AlreadyAnswered   409  the first answer stands
-     ├── Gone              410  expired, or abandoned by its asker
-     ├── InvalidContent    422  the answer does not fit the schema (per field)
-     ├── Forbidden         403  wrong session, or an agent answering the person's question
-     ├── StoreUnavailable  503  the shared store (PostgreSQL) cannot be reached: nothing was written
-     └── QuestionEnded         raised to an in-process asker whose question ended without an answer
+    McpxError (mcpx/errors.py)
+     ├── BrokerError
+     │    ├── InvalidId         400  not an id at all (path-like, wrong prefix)
+     │    ├── NotFound          404  no such question
+     │    ├── AlreadyAnswered   409  the first answer stands
+     │    ├── Gone              410  expired, or abandoned by its asker
+     │    ├── InvalidContent    422  the answer does not fit the schema (per field)
+     │    ├── Forbidden         403  wrong session, or an agent answering the person's question
+     │    ├── StoreUnavailable  503  the shared store (PostgreSQL) cannot be reached: nothing was written
+     │    └── InvalidQuestion   400  a question that cannot be opened as given
+     └── QuestionEnded              raised to an in-process asker whose question ended without an answer
 """
 
 from __future__ import annotations
 
+from mcpx.errors import McpxError
 
-class BrokerError(Exception):
+
+class BrokerError(McpxError):
     code = "broker_error"
     status = 400
 
@@ -56,7 +60,11 @@ class StoreUnavailable(BrokerError):
     code, status = "store_unavailable", 503
 
 
-class QuestionEnded(Exception):
+class InvalidQuestion(BrokerError):
+    code, status = "invalid_question", 400
+
+
+class QuestionEnded(McpxError):
     """The question was abandoned (asker gone, policy error) — there is no answer to hand back."""
 
     def __init__(self, eid: str, state: str, reason: str) -> None:

@@ -5,10 +5,11 @@ These models are also the wire shapes of the /v1 API and appear in openapi.json.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeGuard, get_args
+from typing import Annotated, Any, Literal, TypeGuard, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PrivateAttr, computed_field, model_validator
 from pydantic.alias_generators import to_camel
@@ -110,6 +111,47 @@ class Elicitation(WireModel):
     @property
     def seconds_left(self) -> int:
         return seconds_left(self.expires_at.timestamp(), time.time(), self.state)
+
+
+AnswererKind = Literal["person", "agent", "script", "policy", "expiry", "upstream"]
+_BARE: frozenset[str] = frozenset(("expiry", "upstream"))  # kinds that need no surface: mcpx's own doing
+_NAMED: frozenset[str] = frozenset(("person", "agent", "script", "policy"))  # kinds that always say which
+
+
+class Answerer(BaseModel):
+    """Who answered: a kind, and the surface or name after its colon (`person:web`, `agent:mcp`, `script:deploy`,
+    `policy:<rule id>`) or nothing (`expiry`, `upstream`). The stored and wire form stays the string (`str()`
+    gives it back exactly); code branches on `kind`, never on the string's prefix."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: AnswererKind
+    detail: str | None = Field(default=None, description="the surface, the rule id or the script's name")
+
+    @staticmethod
+    def parse(by: str) -> Answerer:
+        """The answerer a `by` string names; ValueError if it names no kind mcpx knows."""
+        found = _answerer(by)
+        if found is None:
+            raise ValueError(f"{by!r} names no answerer: person:…, agent:…, script:…, policy:…, expiry or upstream")
+        return found
+
+    @staticmethod
+    def kind_of(by: str) -> AnswererKind | None:
+        """The kind of answerer `by` names, or None for a string that names none (tests answer as anyone)."""
+        found = _answerer(by)
+        return None if found is None else found.kind
+
+    def __str__(self) -> str:
+        return self.kind if self.detail is None else f"{self.kind}:{self.detail}"
+
+
+@functools.lru_cache(maxsize=256)  # a daemon sees a handful of answerers, each on every answer it takes
+def _answerer(by: str) -> Answerer | None:
+    head, colon, detail = by.partition(":")
+    if (colon and head in _NAMED) or head in _BARE:
+        return Answerer(kind=cast(AnswererKind, head), detail=detail if colon else None)
+    return None
 
 
 class Answer(WireModel):

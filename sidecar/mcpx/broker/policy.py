@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mcpx.broker.models import Action, Elicitation
+from mcpx.broker.models import Action, Answerer, Elicitation
 from mcpx.broker.schema import FlatSchema, validate_content
 from mcpx.config import ElicitSettings, Rule
 
@@ -29,7 +29,7 @@ class Decision:
 
     @property
     def by(self) -> str:
-        return f"policy:{self.source}"
+        return str(Answerer(kind="policy", detail=self.source))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.models import StoredTask, TaskState
 from mcpx.broker.sql import SqlReads, SqlTx
 from mcpx.broker.store import Follower, Lease, StoreInfo, Tx
+from mcpx.errors import McpxError
 
 T = TypeVar("T")
 log = logging.getLogger("mcpx.store")
@@ -84,7 +85,7 @@ CREATE TABLE IF NOT EXISTS facts (
 CHECKPOINT_EVERY = 200
 
 
-class Busy(Exception):
+class Busy(McpxError):
     """The database is locked by another process: the batch goes to the store's thread to wait for it."""
 
 

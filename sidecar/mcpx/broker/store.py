@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
+from mcpx.errors import McpxError
 
 T = TypeVar("T")
 
@@ -57,7 +58,7 @@ class AuditFilter:
     kinds: tuple[str, ...] = ()  # a group ("elicit") or an exact kind ("elicit.open"); none: every kind
 
 
-class StoreRefused(Exception):
+class StoreRefused(McpxError):
     """The configured store cannot be used at all (a newer schema, a missing privilege, no driver): the daemon
     does not start; the message says why and what to do."""
 

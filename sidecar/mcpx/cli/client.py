@@ -15,18 +15,19 @@ from typing import Any
 import aiohttp
 
 from mcpx import agentshell, sse
+from mcpx.errors import McpxError
 from mcpx.paths import StatePaths
 
 EX_UNAVAILABLE = 69
 
 
-class NoDaemon(Exception):
+class NoDaemon(McpxError):
     def __init__(self, where: str, detail: str = "") -> None:
         hint = "start one with `mcpx daemon` (or `mcpx daemon --listen 127.0.0.1:PORT` for TCP)"
         super().__init__(f"no mcpx daemon answers on {where}{': ' + detail if detail else ''}; {hint}")
 
 
-class ApiError(Exception):
+class ApiError(McpxError):
     def __init__(self, status: int, body: Any) -> None:
         self.status = status
         self.body = body

@@ -22,6 +22,7 @@ from mcpx.assets import missing_hint, plugin_dir
 from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.cli.opencode_files import OpencodeError, opencode_config, read_json, write_json
 from mcpx.cli.opencode_install import DEFAULT_ENTRY, install, is_mcpx_entry
+from mcpx.errors import McpxError
 from mcpx.upstream.environment import INHERITED, references
 from mcpx.upstream.environment import inherited as environment_inherited
 
@@ -89,7 +90,7 @@ class ImportReport:
     passed: dict[str, list[str]] = field(default_factory=dict)  # server → variables its env passes through
 
 
-class Unimportable(Exception):
+class Unimportable(McpxError):
     """An entry mcpx cannot run as opencode does; the message says why and what to do."""
 
 

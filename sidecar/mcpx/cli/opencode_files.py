@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from mcpx import jsonc
+from mcpx.errors import McpxError
 
 SCHEMA_URL = "https://opencode.ai/config.json"
 
 
-class OpencodeError(Exception):
+class OpencodeError(McpxError):
     """Something the person must fix; the message names the file and what to do."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from mcpx.broker.schema import Field, FlatSchema, Option
+from mcpx.errors import McpxError
 from mcpx.text import plain, quoted
 
 Reader = Callable[[str], str]
@@ -66,7 +67,7 @@ def read_secret(prompt: str) -> str:
         sys.stderr.flush()
 
 
-class Declined(Exception):
+class Declined(McpxError):
     def __init__(self, reason: str | None) -> None:
         super().__init__(reason or "declined")
         self.reason = reason

@@ -16,6 +16,7 @@ import sys
 import time
 
 from mcpx.daemon.launch import LaunchError, ensure_daemon
+from mcpx.errors import McpxError
 from mcpx.handoff import MAX_WORD, HandoffError, Hello, Word, send_hello
 from mcpx.mcp import jsonrpc
 from mcpx.paths import StatePaths
@@ -27,7 +28,7 @@ GONE = ("the mcpx daemon went away during this request (restarting?); mcpx serve
         "next one — send it again")
 
 
-class Refused(Exception):
+class Refused(McpxError):
     """The daemon will not serve this client at all (an unknown --server): said on stderr, serve exits 2."""
 
 

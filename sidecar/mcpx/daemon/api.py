@@ -17,13 +17,14 @@ from pydantic import BaseModel, ValidationError
 from mcpx import __version__, wirejson
 from mcpx.broker.errors import BrokerError
 from mcpx.daemon.schemas import ErrorBody
+from mcpx.errors import McpxError
 from mcpx.keys import MAX_BODY
 from mcpx.mcp import jsonrpc
 
 log = logging.getLogger("mcpx.daemon")
 
 
-class RouteError(Exception):
+class RouteError(McpxError):
     """A route's refusal: the HTTP status, a code and a message naming what was wrong (the CLI reads it as ApiError)."""
 
     def __init__(self, status: int, code: str, message: str, **details: Any) -> None:

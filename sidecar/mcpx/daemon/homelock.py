@@ -13,10 +13,11 @@ import os
 import time
 from collections.abc import Iterator
 
+from mcpx.errors import McpxError
 from mcpx.paths import StatePaths
 
 
-class HomeTaken(Exception):
+class HomeTaken(McpxError):
     """Another daemon holds this state directory."""
 
 

@@ -24,11 +24,12 @@ from typing import Literal
 
 from mcpx import processes
 from mcpx.daemon.origin import ORIGIN_ENV, for_launch
+from mcpx.errors import McpxError
 from mcpx.paths import StatePaths
 from mcpx.sockets import socket_alive
 
 
-class LaunchError(Exception):
+class LaunchError(McpxError):
     pass
 
 

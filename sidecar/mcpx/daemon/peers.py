@@ -10,6 +10,7 @@ import weakref
 from aiohttp import web
 
 from mcpx import agentshell
+from mcpx.broker.models import Answerer
 from mcpx.daemon.api import RouteError
 from mcpx.keys import ANSWERER_HEADER, SESSION_HEADER
 
@@ -100,7 +101,7 @@ def refuse_agent_as_person(request: web.Request, by: str) -> None:
     Only the unix socket knows its peer; on TCP the bearer token is all there is. Reading /proc is a
     few small reads of kernel memory, done inline.
     """
-    if not by.startswith("person:") or not is_unix(request) or not _proc_available():
+    if Answerer.kind_of(by) != "person" or not is_unix(request) or not _proc_available():
         return
     pid = peer_pid(request)
     try:

@@ -34,6 +34,7 @@ from mcpx.daemon.app import make_app, stop_streams
 from mcpx.daemon.handoff import HandoffListener
 from mcpx.daemon.homelock import HomeTaken, hold_home
 from mcpx.daemon.state import DaemonInfo
+from mcpx.errors import McpxError
 from mcpx.inbox import listener
 from mcpx.inbox.api_routes import NOTIFIER
 from mcpx.inbox.keys import InboxKeys
@@ -52,7 +53,7 @@ SOCKET_PATH_MAX = 107  # bytes: what sockaddr_un holds on Linux, less its final 
 DRAIN_S = 3.0  # s: what requests in flight get to finish when the daemon stops
 
 
-class DaemonError(Exception):
+class DaemonError(McpxError):
     pass
 
 

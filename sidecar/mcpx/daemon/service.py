@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from mcpx.daemon.origin import SERVICE_ENV
+from mcpx.errors import McpxError
 from mcpx.paths import StatePaths
 
 Manager = Literal["systemd", "launchd"]
@@ -29,7 +30,7 @@ CARRIED = ("MCPX_HOME", "MCPX_CONFIG", "MCPX_USER_CONFIG", "MCPX_SSE_HEARTBEAT",
            "PATH")
 
 
-class ServiceError(Exception):
+class ServiceError(McpxError):
     """A file mcpx will not write or remove; the message says which and why."""
 
 

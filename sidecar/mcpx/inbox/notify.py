@@ -26,6 +26,7 @@ from pydantic import Field
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import AuditRecord, Elicitation, WireModel
 from mcpx.config import NotifyTarget
+from mcpx.errors import McpxError
 from mcpx.text import plain
 
 log = logging.getLogger("mcpx.notify")
@@ -43,7 +44,7 @@ class NotifyStat(WireModel):
     last_error: str | None = None
 
 
-class SendFailed(Exception):
+class SendFailed(McpxError):
     pass
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mcpx import wirejson
+from mcpx.errors import McpxError
 
 Message = dict[str, Any]
 Id = str | int
@@ -25,7 +26,7 @@ URL_ELICITATION_REQUIRED = -32042
 MAX_LINE = 8 * 1024 * 1024
 
 
-class RpcError(Exception):
+class RpcError(McpxError):
     """An error to answer a request with (or one a peer answered ours with)."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
@@ -46,7 +47,7 @@ class RpcError(Exception):
         return cls(code if isinstance(code, int) else INTERNAL_ERROR, str(err.get("message", "")), err.get("data"))
 
 
-class FrameError(Exception):
+class FrameError(McpxError):
     """A frame that is not JSON-RPC; `reply` is the error response to send back, if one can be."""
 
     def __init__(self, reply: Message) -> None:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from mcpx.errors import McpxError
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message, RpcError
 
@@ -42,7 +43,7 @@ class Channel(Protocol):
         ...
 
 
-class PeerClosed(Exception):
+class PeerClosed(McpxError):
     """The other side went away while we waited for it."""
 
 

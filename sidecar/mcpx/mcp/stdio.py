@@ -11,6 +11,7 @@ import os
 import signal
 from typing import Any
 
+from mcpx.errors import McpxError
 from mcpx.masking import mask_text, shown_command
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
@@ -18,7 +19,7 @@ from mcpx.mcp.jsonrpc import FrameError, Message
 log = logging.getLogger("mcpx.mcp")
 
 
-class StartError(Exception):
+class StartError(McpxError):
     """An upstream that could not start: says which command and what it printed."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from mcpx import sse, wirejson
+from mcpx.errors import McpxError
 from mcpx.keys import MAX_BODY, SHUTDOWN
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message, RpcError
@@ -202,7 +203,7 @@ def _check_modern_headers(request: web.Request, msg: Message) -> None:
                                                     f"value {body_name!r}")
 
 
-class Refused(Exception):
+class Refused(McpxError):
     """A request answered before it reaches the surface, in JSON-RPC's shape like every /mcp reply."""
 
     def __init__(self, response: web.Response) -> None:

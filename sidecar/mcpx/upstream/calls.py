@@ -28,6 +28,7 @@ from mcpx.broker.models import (
     TaskState,
     TransparentCall,
 )
+from mcpx.errors import McpxError
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import ElicitParams
@@ -82,7 +83,7 @@ class Slot:
     future: asyncio.Future[dict[str, Any]]
 
 
-class CallFailed(Exception):
+class CallFailed(McpxError):
     """A call that ended without a result; the message names the server and, where one was open, the question."""
 
 

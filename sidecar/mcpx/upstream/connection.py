@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mcpx.config import START_FLOOR, HttpServer, ServerConfig, StdioServer
+from mcpx.errors import McpxError
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.http_client import RELATED, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError
@@ -61,7 +62,7 @@ def asks_over_back_channel(result: dict[str, Any]) -> bool:
     return bool(BACK_CHANNEL.search(texts))
 
 
-class UpstreamError(Exception):
+class UpstreamError(McpxError):
     """Something about an upstream the caller should read: which server, what happened."""
 
 

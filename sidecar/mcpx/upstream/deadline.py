@@ -10,10 +10,12 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from mcpx.errors import McpxError
+
 T = TypeVar("T")
 
 
-class CallTimeout(Exception):
+class CallTimeout(McpxError):
     pass
 
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc, TaskState
+from mcpx.broker.models import REDACTED, Answer, Answerer, OpenRequest, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
+from mcpx.errors import McpxError
 from mcpx.ids import is_id, new_id
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
@@ -37,7 +38,7 @@ KEEP_FINISHED = 256
 __all__ = ["CallRequest", "CallTask", "Gateway", "UnknownServer", "UnknownTask"]
 
 
-class UnknownTask(Exception):
+class UnknownTask(McpxError):
     pass
 
 
@@ -217,7 +218,7 @@ class Gateway:
             await task.touch()
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return
-        if answer.by == "expiry":
+        if Answerer.kind_of(answer.by) == "expiry":
             why = f"nobody answered within {elicit.ask_timeout:g}s"
         elif answer.action == "accept":
             why = f"{answer.by} answered but did not confirm"

@@ -1,0 +1,146 @@
+"""Who waits on a question in this daemon, and how they are told: a future per pending question, shared by its
+asker and its long polls; an eager asker's own future, which may be told before the answer commits; and the
+credential questions this daemon's askers hold on a store a team shares.
+
+Everything here runs in the loop turn it is called in: telling a waiter is setting a future, never a task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from mcpx.broker.errors import Gone, QuestionEnded
+from mcpx.broker.models import Answer, Elicitation
+
+
+def retrieved(f: asyncio.Future[Any]) -> None:
+    """Its failure was logged where it happened: nobody need await it."""
+    if not f.cancelled():
+        f.exception()
+
+
+def told_by(shared: asyncio.Future[Answer]) -> asyncio.Future[Answer]:
+    """A future of an asker's own, told whatever `shared` is told (unless it was told first)."""
+    own: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+    own.add_done_callback(retrieved)
+    shared.add_done_callback(functools.partial(pass_on, own))
+    return own
+
+
+def pass_on(mine: asyncio.Future[Answer], shared: asyncio.Future[Answer]) -> None:
+    """The question's outcome, on to an asker's own future (unless it has one already: it was answered first)."""
+    if mine.done():
+        return
+    if shared.cancelled():
+        mine.cancel()
+    elif (exc := shared.exception()) is not None:
+        mine.set_exception(exc)
+    else:
+        mine.set_result(shared.result())
+
+
+class Handle:
+    """An in-process asker's hold on its question: the answer arrives here, secrets included.
+
+    The asker waits on a future of its own, told whatever the question's `shared` one (which long polls wait
+    on too) is told: no shield, so the asker resumes in the loop turn its answer is set, and a cancel of the
+    asker takes nothing from anyone else. It is made when the asker first waits, or at the open for an eager
+    asker (`own`, which the broker may tell first: Broker._deliver_first); a handle nobody waits on (a question
+    opened over REST) costs nothing."""
+
+    def __init__(self, elicitation: Elicitation, shared: asyncio.Future[Answer],
+                 own: asyncio.Future[Answer] | None = None) -> None:
+        self.elicitation = elicitation
+        self._shared = shared
+        self._own = own
+
+    @property
+    def id(self) -> str:
+        return self.elicitation.id
+
+    def done(self) -> bool:
+        return self._shared.done() or (self._own is not None and self._own.done())
+
+    async def answer(self) -> Answer:
+        """The answer (expiry answers cancel); raises QuestionEnded when the question was abandoned."""
+        if self._own is None:
+            self._own = told_by(self._shared)
+        return await self._own
+
+
+class Waiters:
+    """The futures of the questions this daemon waits on, and what it is told of them.
+
+    `solo`: the store is this daemon's alone, so an eager asker may be told an answer before it commits."""
+
+    def __init__(self, solo: bool) -> None:
+        self._solo = solo
+        self._futures: dict[str, asyncio.Future[Answer]] = {}
+        # the askers that may take their answer before it commits (open's `eager`): a store this daemon alone
+        # writes, and a legacy call's question (nothing re-drives such a call after a restart)
+        self._eager: dict[str, asyncio.Future[Answer]] = {}
+        # a store a team shares: the credential questions this daemon's askers hold, which only this daemon may
+        # take a credential for (nothing else could carry it: rules.elsewhere)
+        self.asked: set[str] = set()
+
+    def __contains__(self, eid: str) -> bool:
+        return eid in self._futures
+
+    def get(self, eid: str) -> asyncio.Future[Answer] | None:
+        return self._futures.get(eid)
+
+    def future_for(self, eid: str) -> asyncio.Future[Answer]:
+        fut = self._futures.get(eid)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            # an abandoned question nobody awaits must not log "exception never retrieved"
+            fut.add_done_callback(retrieved)
+            self._futures[eid] = fut
+        return fut
+
+    def drop(self, eid: str) -> asyncio.Future[Answer] | None:
+        """Forget `eid`'s future (it ended before anyone was told through it); the future, if there was one."""
+        return self._futures.pop(eid, None)
+
+    def eager(self, eid: str) -> asyncio.Future[Answer] | None:
+        """An eager asker's own future, while it may still be told first."""
+        return self._eager.get(eid)
+
+    def eager_asker(self, eid: str, shared: asyncio.Future[Answer], eager: bool) -> asyncio.Future[Answer] | None:
+        """For an `eager` asker on a store this daemon alone writes, its own future, which an answer may be handed
+        to before it commits (Broker._deliver_first); else None (the asker's future is made as it waits)."""
+        if not eager or not self._solo:
+            return None
+        mine = told_by(shared)
+        self._eager[eid] = mine
+        mine.add_done_callback(lambda _f: self._eager.pop(eid, None) if self._eager.get(eid) is mine else None)
+        return mine
+
+    def wake(self, eid: str, answer: Answer) -> None:
+        """Wake whoever waits on the question (its asker, its long polls) once the answer has committed (an eager
+        asker may have it already: Broker._deliver_first)."""
+        self.asked.discard(eid)
+        fut = self._futures.pop(eid, None)
+        if fut is not None and not fut.done():
+            fut.set_result(answer)
+
+    def end(self, eid: str, reason: str, told: asyncio.Future[Answer] | None = None) -> None:
+        """A question abandoned (here, by a take-over, or on another daemon): whoever waits on it hears it ended, and
+        nothing of it is kept — its future, and the mark that this daemon asked it. With `told`: only if that is
+        still its future (a question that failed to commit, whose asker was told of it first)."""
+        self.asked.discard(eid)
+        fut = self._futures.pop(eid, None)
+        if told is not None and fut is not told:
+            return
+        if fut is not None and not fut.done():
+            fut.set_exception(QuestionEnded(eid, "abandoned", reason))
+
+    @staticmethod
+    def told(fut: asyncio.Future[Answer]) -> Answer:
+        """What a done future was told, to a remote waiter: the answer, or Gone if the question was abandoned."""
+        try:
+            return fut.result()
+        except QuestionEnded as ended:
+            raise Gone(f"{ended.eid} was abandoned: {ended.reason}", state="abandoned") from None

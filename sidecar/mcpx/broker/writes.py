@@ -1,0 +1,364 @@
+"""The broker's write steps: the units of work it queues on the store (broker/commits.py), and what each writes.
+
+A unit runs inside the store's transaction, on the question as the store holds it, and returns an `Outcome`
+for the broker to act on once it has committed; it never raises a refusal (it returns it), so what it did on
+the way (an expiry) commits. Every transition writes its audit record in the same transaction. The answers
+written here are remembered (`recent`) once committed, so a waiter that comes just after is served from memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from mcpx.broker import policy, routing, rules
+from mcpx.broker.errors import AlreadyAnswered, BrokerError, InvalidContent, NotFound, QuestionEnded
+from mcpx.broker.models import (
+    Action,
+    Answer,
+    Answerer,
+    AuditKind,
+    AuditRecord,
+    Elicitation,
+    State,
+    StoredTask,
+    rfc3339,
+)
+from mcpx.broker.schema import validate_content
+from mcpx.broker.store import Identity, Store, Tx
+
+log = logging.getLogger("mcpx.broker")
+T = TypeVar("T")
+
+EXPIRY = str(Answerer(kind="expiry"))  # who answers a question nobody answered in time
+# questions answered through this daemon lately, kept as stored: a waiter that asks just after the answer (a
+# long-poll that lost the race with it) is served from memory, not the store; an answer never changes
+RECENT = 128
+
+
+def _ms(epoch: float) -> datetime:
+    """An audit record's time: to the millisecond, as the log has always kept it."""
+    moment = rules.ts(epoch)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a unit of work on one question leaves for the broker to act on once it has committed.
+
+    A refusal is returned, not raised, so that what the unit did on the way (an expiry) commits.
+    """
+
+    question: Elicitation | None  # as it stands after the unit; None when there is no such question
+    answer: Answer | None = None  # given now: whoever waits is woken with it
+    expired: Answer | None = None  # it ran out of time on the way: the expiry's answer wakes them instead
+    ended: QuestionEnded | None = None  # it ended unanswered (policy error): whoever waits is told so
+    refusal: BrokerError | None = None  # why the answer was refused: raised once the unit has committed
+
+    def settled(self) -> Elicitation:
+        if self.refusal is not None:
+            raise self.refusal
+        assert self.question is not None, "a unit returns no question only with a refusal"
+        return self.question
+
+
+class _Moves:
+    """A unit that may end (or escalate) these questions: while one is queued or committing, none of them is
+    answered from memory (Broker._deliver_first), since what the store will hold is not yet known."""
+
+    __slots__ = ("eids", "unit")
+
+    def __init__(self, eids: Collection[str], unit: Callable[[Tx], Any]) -> None:
+        self.eids = eids
+        self.unit = unit
+
+    def __call__(self, tx: Tx) -> Any:
+        return self.unit(tx)
+
+
+class RecordUnit:
+    """Writes.submit_record's unit of work and its outcome: one object while it waits for its commit, where a
+    closure and its cells were a dozen that the garbage collector tracks (a stream of plain calls keeps a
+    horizon's worth of these alive, and they are most of its young generation: docs/bench.md)."""
+
+    __slots__ = ("data", "elicit", "kind", "out", "pid", "recorded", "session", "task", "trace", "with_unit",
+                 "writes")
+
+    def __init__(self, writes: Writes, kind: AuditKind, data: dict[str, Any], elicit: str | None,
+                 session: str | None, trace: str | None, task: str | None, pid: int | None,
+                 with_unit: Callable[[Tx], None] | None) -> None:
+        self.writes, self.kind, self.data, self.pid, self.with_unit = writes, kind, data, pid, with_unit
+        self.elicit, self.session, self.trace, self.task = elicit, session, trace, task
+        self.out: list[AuditRecord] = []
+        self.recorded: asyncio.Future[AuditRecord] = asyncio.get_running_loop().create_future()
+
+    def __call__(self, tx: Tx) -> None:
+        if self.with_unit is not None:
+            self.with_unit(tx)
+        self.writes.audit(tx, self.out, self.kind, time.time(), None, self.data, self.pid, elicit=self.elicit,
+                          session=self.session, trace=self.trace, task=self.task)
+
+    def published(self, f: asyncio.Future[None]) -> None:
+        recorded = self.recorded
+        # a cancelled future has no exception to give: asking it for one raises, here in a callback, and the
+        # record's own future would never resolve
+        failure: BaseException | None = asyncio.CancelledError() if f.cancelled() else f.exception()
+        if failure is not None:
+            log.error("recording %s failed: %s", self.kind, "cancelled" if f.cancelled() else failure)
+            if not recorded.done():
+                recorded.set_exception(failure)
+            return
+        if not recorded.done():
+            recorded.set_result(self.out[0])
+
+
+def _retrieved(f: asyncio.Future[Any]) -> None:
+    if not f.cancelled():
+        f.exception()
+
+
+class Writes:
+    """The broker's writes on `store`, as daemon `pid` (`me`: this daemon as a team sharing the store knows it)."""
+
+    def __init__(self, store: Store, pid: int, me: Identity | None) -> None:
+        self._store = store
+        self.pid = pid
+        self._me = me
+        self._answered: dict[str, tuple[Elicitation, Answer]] = {}  # written by a unit, to recent once committed
+        self.recent: dict[str, tuple[Elicitation, Answer]] = {}  # oldest first, at most RECENT
+
+    # ---- the queue
+
+    def write(self, eids: Collection[str], unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+        """Queue a unit that may end or escalate the questions `eids`."""
+        return self._store.submit(_Moves(eids, unit), within)
+
+    def moving(self, eid: str) -> bool:
+        """Whether a unit that may end or escalate `eid` was queued and has not yet committed."""
+        return self._store.holds(lambda u: isinstance(u, _Moves) and eid in u.eids)
+
+    def submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
+                      session: str | None = None, trace: str | None = None, task: str | None = None,
+                      pid: int | None = None, with_unit: Callable[[Tx], None] | None = None,
+                      within: float = 0.0) -> asyncio.Future[AuditRecord]:
+        """A transition that is not a question's own (elicit.resumed, task.done), queued now.
+
+        `with_unit` writes in the same transaction (a task's final state beside its task.done); `within`: the
+        record may wait that long for company (broker/commits.py). The record is published once committed;
+        await the future to know when that is.
+        """
+        unit = RecordUnit(self, kind, data, elicit, session, trace, task, pid, with_unit)
+        self._store.submit(unit, within).add_done_callback(unit.published)
+        unit.recorded.add_done_callback(_retrieved)
+        return unit.recorded
+
+    # ---- what answered questions leave behind
+
+    def remember(self, eid: str) -> None:
+        """A question this daemon's unit answered has committed: into `recent`, in the same loop turn as it leaves
+        the pending index, so a read in between finds it there."""
+        answered = self._answered.pop(eid, None)
+        if answered is not None:
+            self.recent[eid] = answered
+            if len(self.recent) > RECENT:
+                del self.recent[next(iter(self.recent))]
+
+    def forget(self, eid: str) -> None:
+        """An answer's unit is done: it went to `recent` as it committed, or it failed and never will."""
+        self._answered.pop(eid, None)
+
+    # ---- the steps units are made of
+
+    def audit(self, tx: Tx, out: list[AuditRecord], kind: AuditKind, at: float, q: Elicitation | None,
+              data: dict[str, Any], pid: int | None = None, *, exact_pid: bool = False,
+              elicit: str | None = None, session: str | None = None, trace: str | None = None,
+              task: str | None = None) -> None:
+        """`pid` None is mcpx's own doing (the daemon's pid), unless `exact_pid`: then nobody's known pid."""
+        if q is not None:
+            elicit, session, trace, task = q.id, q.session, q.trace, q.task
+        record = AuditRecord(seq=0, at=_ms(at), kind=kind, elicit=elicit, session=session, trace=trace, task=task,
+                             pid=pid if pid is not None or exact_pid else self.pid, data=data)
+        out.append(tx.audit(record))  # as the log holds it: with its seq
+
+    def answer_of(self, q: Elicitation, action: Action, content: dict[str, Any] | None, by: str,
+                  session: str | None, pid: int | None, reason: str | None, now: float) -> Answer:
+        return Answer(
+            id=q.id, action=action, content=content, by=by, at=rules.ts(now), session=session, pid=pid,
+            user=self._me.user if self._me else None, host=self._me.host if self._me else None,
+            answered_after_ms=max(0, int((now - q.created.timestamp()) * 1000)), reason=reason,
+        )
+
+    def commit_answer(self, tx: Tx, records: list[AuditRecord], q: Elicitation, action: Action,
+                      content: dict[str, Any] | None, by: str, session: str | None, pid: int | None,
+                      reason: str | None, now: float, secret: Collection[str],
+                      state: State = "answered") -> tuple[Answer, Elicitation]:
+        answer = self.answer_of(q, action, content, by, session, pid, reason, now)
+        return answer, self.write_answer(tx, records, q, answer, secret, state)
+
+    def write_answer(self, tx: Tx, records: list[AuditRecord], q: Elicitation, answer: Answer,
+                     secret: Collection[str], state: State = "answered") -> Elicitation:
+        """`answer` to pending `q`, written: the question as it now stands."""
+        stored = rules.as_stored(answer, secret)
+        q = q.model_copy(update={"state": state})
+        if not tx.update_question(q):
+            raise AlreadyAnswered(f"{q.id} was answered a moment ago")  # unreachable: units never interleave
+        tx.insert_answer(stored)
+        kind: AuditKind = "elicit.expired" if state == "expired" else "elicit.answered"
+        data = {"action": answer.action, "by": answer.by, "answeredAfterMs": stored.answered_after_ms}
+        if self._me is not None:
+            data.update(user=self._me.user, host=self._me.host)
+        if stored.content is not None:
+            data["content"] = stored.content
+        if answer.reason:
+            data["reason"] = answer.reason
+        self.audit(tx, records, kind, answer.at.timestamp(), q, data, answer.pid, exact_pid=True)  # who answered
+        return q
+
+    def write_answered(self, tx: Tx, records: list[AuditRecord], q: Elicitation, answer: Answer) -> Elicitation:
+        """Someone's answer to pending `q`, written, its stored copy left for `recent` (taken there as it commits)."""
+        answered = self.write_answer(tx, records, q, answer, q.secret_fields)
+        self._answered[q.id] = (answered, rules.as_stored(answer, q.secret_fields))
+        return answered
+
+    def expire_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, now: float) -> Answer:
+        answer, _ = self.commit_answer(
+            tx, records, q, "cancel", None, EXPIRY, None, self.pid,
+            f"nobody answered by {rfc3339(q.expires_at)}", now, set(), state="expired")
+        return answer
+
+    def abandon_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, reason: str, now: float) -> Elicitation:
+        q = q.model_copy(update={"state": "abandoned", "state_reason": reason})
+        tx.update_question(q)
+        self.audit(tx, records, "elicit.abandoned", now, q, {"reason": reason})
+        return q
+
+    def escalate_in(self, tx: Tx, records: list[AuditRecord], q: Elicitation, by: str, reason: str | None,
+                    now: float, pid: int | None) -> Elicitation:
+        q, why = rules.escalated(q, reason)
+        tx.update_question(q)
+        self.audit(tx, records, "elicit.escalated", now, q,
+                   {"by": by, "reason": why, "from": "agent-then-human", "to": "human"}, pid, exact_pid=True)
+        return q
+
+    # ---- the units
+
+    def opening(self, q: Elicitation, decided: routing.Route, decision: policy.Decision | None,
+                stored_task: StoredTask | None, pid: int | None, now: float) -> Callable[[Tx], Outcome]:
+        """The unit that opens `q` (and stores its call's task beside it), settled at once if the policy decided."""
+
+        def unit(tx: Tx) -> Outcome:
+            records: list[AuditRecord] = []
+            tx.insert_question(q)
+            if stored_task is not None:
+                tx.put_task(stored_task)
+            data: dict[str, Any] = {"server": q.server, "tool": q.tool, "mode": q.mode, "audience": q.audience,
+                                    "reason": q.reason, "expiresAt": rfc3339(q.expires_at)}
+            if decided.hint_ignored:
+                data["hintIgnored"] = decided.hint_ignored
+            if q.ambiguous:
+                data["ambiguous"] = True
+            self.audit(tx, records, "elicit.open", now, q, data, pid)
+            if decision is None:
+                return Outcome(q)
+            self.audit(tx, records, "policy.fired", now, q,
+                       {"rule": decision.source, "action": decision.action or "error", "because": decision.because})
+            if decision.fail:
+                ended_q = self.abandon_in(tx, records, q, decision.because, now)
+                return Outcome(ended_q, ended=QuestionEnded(q.id, "abandoned", decision.because))
+            assert decision.action is not None
+            content = decision.content
+            if content is not None:
+                content, _ = validate_content(q.requested_schema, content)
+            answer, answered_q = self.commit_answer(tx, records, q, decision.action, content, decision.by, None,
+                                                    self.pid, decision.because, now, q.secret_fields)
+            return Outcome(answered_q, answer)
+
+        return unit
+
+    def answering(self, eid: str, action: Action, content: dict[str, Any] | None, by: str, session: str | None,
+                  pid: int | None, reason: str | None, now: float,
+                  asked_here: Callable[[str], bool]) -> Callable[[Tx], Outcome]:
+        """The unit that answers `eid` as the store holds it: expired on the way if its time ran out, refused by
+        the answer rules, escalated by an agent's decline, or answered."""
+
+        def unit(tx: Tx) -> Outcome:
+            records: list[AuditRecord] = []
+            q = tx.question(eid)
+            if q is None:
+                return Outcome(None, refusal=NotFound(f"no question {eid}"))
+            if q.state == "pending" and now >= q.expires_at.timestamp():
+                expired = self.expire_in(tx, records, q, now)
+                return Outcome(q, expired=expired,
+                               refusal=rules.ended_error(q.model_copy(update={"state": "expired"}), None))
+            if q.state != "pending":
+                return Outcome(q, refusal=rules.ended_error(q, tx.answer(q.id)))
+            refusal = (rules.refusal(q, by, session)
+                       or rules.elsewhere(q, action, self._me is not None, asked_here(q.id)))
+            if refusal is not None:
+                return Outcome(q, refusal=refusal)
+            if rules.escalates(q, action, by):
+                return Outcome(self.escalate_in(tx, records, q, by, reason, now, pid))
+            try:
+                clean = rules.checked_content(q, action, content)
+            except InvalidContent as exc:
+                return Outcome(q, refusal=exc)
+            answer = self.answer_of(q, action, clean, by, session, pid, reason, now)
+            return Outcome(self.write_answered(tx, records, q, answer), answer)
+
+        return unit
+
+    def expiring(self, due: list[str], now: float) -> Callable[[Tx], list[tuple[str, Answer]]]:
+        """The unit that expires those of `due` still pending: each with its expiry's answer."""
+
+        def unit(tx: Tx) -> list[tuple[str, Answer]]:
+            records: list[AuditRecord] = []
+            out = []
+            for eid in due:
+                q = tx.question(eid)
+                if q is not None and q.state == "pending":
+                    out.append((eid, self.expire_in(tx, records, q, now)))
+            return out
+
+        return unit
+
+    def abandoning(self, eid: str, reason: str, now: float) -> Callable[[Tx], bool]:
+        """The unit that abandons `eid` if it is still pending: whether it did."""
+
+        def unit(tx: Tx) -> bool:
+            q = tx.question(eid)
+            if q is None or q.state != "pending":
+                return False
+            self.abandon_in(tx, [], q, reason, now)
+            return True
+
+        return unit
+
+    def taking_over(self, task: StoredTask, owner: str, reason: str, pending: list[str],
+                    now: float) -> Callable[[Tx], list[str] | None]:
+        """The unit that ends a lapsed daemon's call, if this daemon claims it first: its `pending` questions
+        abandoned, the task failed with its task.done; the questions it abandoned, or None (claimed already)."""
+        ended = task.model_copy(update={"state": "failed", "error": reason, "open": [], "resume": None,
+                                        "updated": rules.ts(now)})
+
+        def unit(tx: Tx) -> list[str] | None:
+            if not tx.claim_task(task.id, owner):
+                return None
+            records: list[AuditRecord] = []
+            gone = []
+            for eid in pending:
+                q = tx.question(eid)
+                if q is not None and q.state == "pending":
+                    self.abandon_in(tx, records, q, reason, now)
+                    gone.append(eid)
+            tx.put_task(ended)
+            self.audit(tx, records, "task.done", now, None,
+                       {"state": "failed", "server": task.server, "tool": task.tool, "error": reason},
+                       session=task.session, trace=task.trace, task=task.id)
+            return gone
+
+        return unit

@@ -1,0 +1,120 @@
+"""The answer rules, on their own: pure functions of a question and the answer offered (broker/rules.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from mcpx.broker import rules
+from mcpx.broker.errors import AlreadyAnswered, Forbidden, Gone, InvalidContent, InvalidQuestion
+from mcpx.broker.models import REDACTED, Answer, Audience, Elicitation, OpenRequest
+
+NOW = 1_700_000_000.0
+REPO = {"type": "object", "properties": {"repo": {"type": "string"}, "depth": {"type": "integer", "default": 3}},
+        "required": ["repo"]}
+TOKEN = {"type": "object", "properties": {"api_token": {"type": "string"}}}
+
+
+def opened(schema: dict[str, Any] | None = REPO, **over: Any) -> Elicitation:
+    req = OpenRequest(session="s", session_source="argument", server="srv", message="which repository?",
+                      requested_schema=schema)
+    q, _ = rules.question_of(req, NOW, 60)
+    return q.model_copy(update=over)
+
+
+def answer(q: Elicitation, by: str = "person:cli", action: str = "accept") -> Answer:
+    return Answer(id=q.id, action=action, by=by, at=rules.ts(NOW + 1), answered_after_ms=1000)  # type: ignore[arg-type]
+
+
+def test_a_question_is_opened_pending_for_its_ttl_with_its_credentials_named() -> None:
+    q = opened(TOKEN)
+    assert (q.state, q.expires_at - q.created) == ("pending", timedelta(seconds=60))
+    assert q.secret_fields == ["api_token"] and q.audience == "human"
+
+
+@pytest.mark.parametrize(("over", "says"), [
+    ({"mode": "url", "requested_schema": None}, "needs an http"),
+    ({"mode": "url", "url": "https://example.com", "requested_schema": REPO}, "takes url, not"),
+    ({"url": "https://example.com"}, "takes requestedSchema, not url"),
+    ({"message": "  "}, "message is required"),
+    ({"message": "bad \ud800"}, "message"),
+    ({"requested_schema": {"type": "object", "properties": {"a": {"type": "object"}}}}, "flat schema"),
+])
+def test_a_question_that_cannot_be_asked_as_given_is_refused(over: dict[str, Any], says: str) -> None:
+    req = OpenRequest(session="s", session_source="argument", server="srv", message="which?", requested_schema=REPO)
+    with pytest.raises(InvalidQuestion, match=says):
+        rules.question_of(req.model_copy(update=over), NOW, 60)
+
+
+def test_an_answer_from_another_session_is_refused() -> None:
+    refused = rules.refusal(opened(), "person:cli", "other")
+    assert isinstance(refused, Forbidden) and "belongs to session s" in refused.message
+
+
+@pytest.mark.parametrize(("audience", "by", "refused"), [
+    ("human", "agent:mcp", True), ("human", "person:web", False), ("agent", "agent:mcp", False),
+    ("human", "human", False),  # a string that names no agent is not refused as one
+])
+def test_an_agent_may_not_answer_the_persons_question(audience: Audience, by: str, refused: bool) -> None:
+    assert (rules.refusal(opened(audience=audience), by, "s") is not None) == refused
+
+
+def test_a_credential_is_accepted_only_where_it_was_asked_on_a_shared_store() -> None:
+    q = opened(TOKEN)
+    assert isinstance(rules.elsewhere(q, "accept", shared=True, asked_here=False), Forbidden)
+    assert rules.elsewhere(q, "accept", shared=True, asked_here=True) is None
+    assert rules.elsewhere(q, "decline", shared=True, asked_here=False) is None
+    assert rules.elsewhere(q, "accept", shared=False, asked_here=False) is None
+    assert rules.elsewhere(opened(), "accept", shared=True, asked_here=False) is None
+
+
+def test_content_is_checked_against_the_schema_and_its_defaults_filled() -> None:
+    assert rules.checked_content(opened(), "accept", {"repo": "a/b"}) == {"repo": "a/b", "depth": 3}
+    with pytest.raises(InvalidContent) as missing:
+        rules.checked_content(opened(), "accept", {})
+    assert set(missing.value.fields) == {"repo"}
+    with pytest.raises(InvalidContent, match="only with accept"):
+        rules.checked_content(opened(), "decline", {"repo": "a/b"})
+    url = opened(None, mode="url", url="https://example.com", requested_schema=None)
+    with pytest.raises(InvalidContent, match="without content"):
+        rules.checked_content(url, "accept", {"x": 1})
+    assert rules.checked_content(url, "accept", None) is None
+
+
+@pytest.mark.parametrize(("audience", "by", "action", "escalates"), [
+    ("agent-then-human", "agent:mcp", "decline", True),
+    ("agent-then-human", "agent:mcp", "cancel", False),
+    ("agent-then-human", "person:cli", "decline", False),
+    ("agent", "agent:mcp", "decline", False),
+])
+def test_only_an_agents_decline_of_a_question_it_answers_first_escalates(
+        audience: Audience, by: str, action: Any, escalates: bool) -> None:
+    assert rules.escalates(opened(audience=audience), action, by) == escalates
+
+
+def test_an_escalated_question_is_the_persons_and_says_why() -> None:
+    q, why = rules.escalated(opened(audience="agent-then-human"), None)
+    assert (q.audience, q.escalated, why) == ("human", True, "the agent gave no reason")
+    assert q.state_reason == "the agent declined: the agent gave no reason"
+
+
+def test_an_ended_question_tells_a_late_answer_how_it_ended() -> None:
+    q = opened()
+    first = rules.ended_error(q.model_copy(update={"state": "answered"}), answer(q, "person:web", "decline"))
+    assert isinstance(first, AlreadyAnswered) and "(person:web, " in first.message and "decline)" in first.message
+    expired = rules.ended_error(q.model_copy(update={"state": "expired"}), None)
+    assert isinstance(expired, Gone) and expired.details["state"] == "expired" and "expired at" in expired.message
+    gone = rules.ended_error(q.model_copy(update={"state": "abandoned", "state_reason": "the call went away"}), None)
+    assert isinstance(gone, Gone) and gone.details == {"state": "abandoned", "reason": "the call went away"}
+    assert gone.message == f"{q.id} was abandoned: the call went away"
+
+
+def test_a_stored_answer_keeps_credentials_redacted_and_is_the_answer_itself_when_it_has_none() -> None:
+    q = opened(TOKEN)
+    given = answer(q).model_copy(update={"content": {"api_token": "s3cret"}})
+    assert rules.as_stored(given, q.secret_fields).content == {"api_token": REDACTED}
+    assert given.content == {"api_token": "s3cret"}
+    assert rules.as_stored(given, []) is given
+    assert rules.redact(None, ["api_token"]) is None
