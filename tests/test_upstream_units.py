@@ -13,8 +13,9 @@ import asyncio
 from typing import Any
 
 from mcpx.config import StdioServer
+from mcpx.mcp.input_required import STATE_ONLY_FIRST_PAUSE, STATE_ONLY_MAX_PAUSE, InputRequired
 from mcpx.mcp.jsonrpc import Message
-from mcpx.upstream.connection import STATE_ONLY_FIRST_PAUSE, STATE_ONLY_MAX_PAUSE, ServerFacts, UpstreamConnection
+from mcpx.upstream.connection import ServerFacts, UpstreamConnection
 
 
 def instance() -> UpstreamConnection:
@@ -71,7 +72,7 @@ class StillWorking:
 
 
 class NoQuestions:
-    async def input_required(self, result: dict[str, Any], round_no: int) -> dict[str, Any]:
+    async def input_required(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
         raise AssertionError("no round asked anything")
 
 

@@ -29,6 +29,7 @@ from mcpx.broker.models import (
     TransparentCall,
 )
 from mcpx.mcp import jsonrpc
+from mcpx.mcp.input_required import InputRequired
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import ElicitParams
 from mcpx.upstream.connection import UpstreamConnection, roots_for
@@ -231,7 +232,7 @@ def elicit_result(answer: Answer) -> dict[str, Any]:
 
 
 class CallContext:
-    """The hooks a call offers its server (connection.CallHooks): questions go to the broker."""
+    """The hooks a call offers its server (hooks.ServerToCall): questions go to the broker."""
 
     def __init__(self, broker: Broker, task: CallTask, conn: UpstreamConnection, deadline: PausableDeadline,
                  save: Callable[[CallTask], Any]) -> None:
@@ -435,12 +436,10 @@ class CallContext:
         log.debug("completion for elicitationId %r before its question is open: kept for it", elicitation_id)
         self._completed_early.add(elicitation_id)
 
-    async def input_required(self, result: dict[str, Any], round_no: int) -> dict[str, Any]:
+    async def input_required(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
         """One broker question per elicitation in inputRequests, roots and sampling to the client (or roots
         from mcpx); once all are answered, the retry's inputResponses, under the server's own keys."""
-        requests = result.get("inputRequests") or {}
-        if not isinstance(requests, dict):
-            raise CallFailed(f"server {self.conn.name!r} sent inputRequests that is not an object")
+        requests = asked.input_requests or {}
         r = self.task.request
         planned: list[tuple[str, str, Any]] = []
         for key, req in requests.items():  # every entry checked before any is acted on
@@ -470,7 +469,7 @@ class CallContext:
 
         def resume(last: str | None = None, eid: str | None = None) -> dict[str, Any]:
             keys = {k: h.id for k, h in handles.items()} | ({last: eid} if last is not None else {})
-            return {"round": round_no, "requestState": result.get("requestState"), "keys": keys, "static": static}
+            return {"round": round_no, "requestState": asked.request_state, "keys": keys, "static": static}
 
         for i, (key, params) in enumerate(asks):
             # the last question carries the round's resume state in its own commit: what a restart re-drives

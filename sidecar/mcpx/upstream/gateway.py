@@ -21,6 +21,7 @@ from mcpx.broker.models import REDACTED, Answer, OpenRequest, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
 from mcpx.ids import is_id, new_id
+from mcpx.mcp.input_required import RoundsError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
@@ -238,7 +239,7 @@ class Gateway:
             task.error = task.end_reason or "the call was cancelled"
             await self._finish(task, task.end_state)
             return
-        except (CallFailed, CallTimeout, UpstreamError) as exc:
+        except (CallFailed, CallTimeout, UpstreamError, RoundsError) as exc:
             task.error = str(exc)
         except PeerClosed as exc:
             named = task.abandoned + list(task.open)
