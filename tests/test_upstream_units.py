@@ -15,7 +15,8 @@ from typing import Any
 from mcpx.config import StdioServer
 from mcpx.mcp.input_required import STATE_ONLY_FIRST_PAUSE, STATE_ONLY_MAX_PAUSE, InputRequired
 from mcpx.mcp.jsonrpc import Message
-from mcpx.upstream.connection import ServerFacts, UpstreamConnection
+from mcpx.upstream.connection import UpstreamConnection
+from mcpx.upstream.handshake import ServerFacts
 
 
 def instance() -> UpstreamConnection:

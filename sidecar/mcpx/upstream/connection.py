@@ -17,7 +17,7 @@ import logging
 import os
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,6 @@ from mcpx.mcp.http_client import RELATED, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.peer import Peer, PeerClosed
 from mcpx.mcp.protocol import (
-    CLIENT_INFO,
-    LATEST_LEGACY,
-    LEGACY_VERSIONS,
-    MODERN_VERSIONS,
     ElicitParams,
     Era,
     legacy_client_capabilities,
@@ -39,6 +35,8 @@ from mcpx.mcp.protocol import (
 from mcpx.mcp.stdio import ProcessChannel, StartError
 from mcpx.upstream.attribution import Attribution, InFlight, Untold
 from mcpx.upstream.environment import command_problem, server_environment
+from mcpx.upstream.errors import UpstreamError as UpstreamError  # where pool.py and others have read it
+from mcpx.upstream.handshake import ServerFacts, settle_era, start_bound
 from mcpx.upstream.headers import param_headers, x_mcp_header_problem
 from mcpx.upstream.hooks import ServerToCall
 
@@ -58,30 +56,12 @@ def asks_over_back_channel(result: dict[str, Any]) -> bool:
     return bool(BACK_CHANNEL.search(texts))
 
 
-class UpstreamError(Exception):
-    """Something about an upstream the caller should read: which server, what happened."""
-
-
 class NeedsLegacy(UpstreamError):
     """A server that answered `server/discover` yet asks over a legacy back-channel (the SDK's plain ctx.elicit)."""
 
     def __init__(self, message: str, error: RpcError | None = None, result: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.error, self.result = error, result  # what the server said, for a caller that wants it verbatim
-
-
-def start_bound(entry: ServerConfig) -> float:
-    """How long one start of a server may take, handshake included: its `timeout`, never under START_FLOOR."""
-    return max(entry.timeout, START_FLOOR)
-
-
-@dataclass
-class ServerFacts:
-    era: Era
-    version: str
-    server_info: dict[str, Any] = field(default_factory=dict)
-    capabilities: dict[str, Any] = field(default_factory=dict)
-    instructions: str | None = None
 
 
 def roots_for(cwd: str | None) -> list[dict[str, Any]]:
@@ -145,10 +125,8 @@ class UpstreamConnection:
         bound = start_bound(self.entry)
         await self._connect()
         try:
-            if era_hint == "legacy":
-                facts = await self._initialize(bound)
-            else:
-                facts = await self._probe_modern(bound) or await self._legacy_after_probe(bound)
+            facts = await settle_era(_Handshaking(self, bound), self.name, self.declared, era_hint,
+                                     "process" if isinstance(self.entry, StdioServer) else "session")
         except (PeerClosed, RpcError, UpstreamError) as exc:
             reason = self._failure(exc)
             await self.close()
@@ -199,67 +177,6 @@ class UpstreamConnection:
         if isinstance(exc, UpstreamError):
             return str(exc)
         return f"server {self.name!r} ({self.describe()}) refused the handshake: {exc}"
-
-    async def _handshake(self, method: str, params: dict[str, Any], bound: float) -> dict[str, Any]:
-        assert self.peer is not None
-        try:
-            return await self.peer.request(method, params, timeout=bound)
-        except TimeoutError:
-            tail = self.channel.tail() if isinstance(self.channel, ProcessChannel) else ""
-            raise UpstreamError(
-                f"server {self.name!r} ({self.describe()}) did not answer {method} within {bound:g}s (its `timeout`, "
-                f"and at least {START_FLOOR:g}s, is how long a start may take)"
-                + (f"; its stderr ends:\n{tail}" if tail else "")) from None
-
-    async def _probe_modern(self, bound: float) -> ServerFacts | None:
-        """The server's modern facts, or None when its answer says it is legacy (an error is such an answer)."""
-        try:
-            res = await self._handshake("server/discover", {"_meta": modern_meta(self.declared)}, bound)
-        except RpcError as exc:
-            if exc.code == jsonrpc.UNSUPPORTED_VERSION and isinstance(exc.data, dict):
-                ours = [v for v in exc.data.get("supported", []) if v in MODERN_VERSIONS]
-                if ours:
-                    return ServerFacts("modern", ours[0])
-            return None  # any other error: a legacy server
-        supported = res.get("supportedVersions") or []
-        ours = [v for v in supported if v in MODERN_VERSIONS]
-        if not ours:
-            return None
-        info = (res.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
-        return ServerFacts("modern", ours[0], info, res.get("capabilities") or {}, res.get("instructions"))
-
-    async def _legacy_after_probe(self, bound: float) -> ServerFacts:
-        """`initialize`, after the probe was answered as a legacy server answers it.
-
-        Most such servers then take `initialize`. One that settles its era on the first request it
-        reads (the SDK's dual-era loop, on a discover it would not serve) refuses it, or goes away:
-        a fresh process, hearing `initialize` first, is asked instead.
-        """
-        try:
-            return await self._initialize(bound)
-        except (RpcError, PeerClosed) as exc:
-            log.info("upstream %s answered server/discover as a legacy server, then refused initialize (%s); "
-                     "asking a fresh %s", self.name, exc,
-                     "process" if isinstance(self.entry, StdioServer) else "session")
-        await self.close()
-        await self._connect()
-        return await self._initialize(bound)
-
-    async def _initialize(self, bound: float) -> ServerFacts:
-        assert self.peer is not None
-        res = await self._handshake("initialize", {
-            "protocolVersion": LATEST_LEGACY, "capabilities": self.declared, "clientInfo": CLIENT_INFO}, bound)
-        version = res.get("protocolVersion")
-        if version not in LEGACY_VERSIONS:
-            raise UpstreamError(f"server {self.name!r} answered initialize with protocolVersion {version!r}, "
-                                f"which mcpx does not speak (it speaks {', '.join(LEGACY_VERSIONS)})")
-        if isinstance(self.channel, HttpChannel):
-            self.channel.protocol_version = version
-        await self.peer.notify("notifications/initialized")
-        if isinstance(self.channel, HttpChannel):
-            self.channel.listen()
-        return ServerFacts("legacy", version, res.get("serverInfo") or {}, res.get("capabilities") or {},
-                           res.get("instructions"))
 
     async def close(self) -> None:
         if self.peer is not None:
@@ -509,6 +426,40 @@ class UpstreamConnection:
 class _Listener:
     relay: Callable[[Message], Awaitable[None]]
     uris: set[str]
+
+
+class _Handshaking:
+    """The handshake's wire (handshake.HandshakeWire): the connection being opened, each request bounded by the
+    start's own bound."""
+
+    def __init__(self, conn: UpstreamConnection, bound: float) -> None:
+        self.conn = conn
+        self.bound = bound
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        conn = self.conn
+        assert conn.peer is not None
+        try:
+            return await conn.peer.request(method, params, timeout=self.bound)
+        except TimeoutError:
+            tail = conn.channel.tail() if isinstance(conn.channel, ProcessChannel) else ""
+            raise UpstreamError(
+                f"server {conn.name!r} ({conn.describe()}) did not answer {method} within {self.bound:g}s (its "
+                f"`timeout`, and at least {START_FLOOR:g}s, is how long a start may take)"
+                + (f"; its stderr ends:\n{tail}" if tail else "")) from None
+
+    async def initialized(self, version: str) -> None:
+        channel, peer = self.conn.channel, self.conn.peer
+        assert peer is not None
+        if isinstance(channel, HttpChannel):
+            channel.protocol_version = version
+        await peer.notify("notifications/initialized")
+        if isinstance(channel, HttpChannel):
+            channel.listen()
+
+    async def restart(self) -> None:
+        await self.conn.close()
+        await self.conn._connect()
 
 
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,

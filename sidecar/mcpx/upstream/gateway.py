@@ -26,8 +26,9 @@ from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
 from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result
-from mcpx.upstream.connection import NeedsLegacy, UpstreamError
+from mcpx.upstream.connection import NeedsLegacy
 from mcpx.upstream.deadline import CallTimeout, PausableDeadline
+from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.pool import Pool, UnknownServer, entry_fingerprint
 
 log = logging.getLogger("mcpx.upstream")

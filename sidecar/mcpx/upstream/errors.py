@@ -1,0 +1,7 @@
+"""What an upstream's trouble raises, for whoever called it to read."""
+
+from __future__ import annotations
+
+
+class UpstreamError(Exception):
+    """Something about an upstream the caller should read: which server, what happened."""
