@@ -17,10 +17,16 @@ from mcpx.mcp.input_required import STATE_ONLY_FIRST_PAUSE, STATE_ONLY_MAX_PAUSE
 from mcpx.mcp.jsonrpc import Message
 from mcpx.upstream.connection import UpstreamConnection
 from mcpx.upstream.handshake import ServerFacts
+from mcpx.upstream.hooks import Events
+
+
+async def _nothing() -> None:
+    pass
 
 
 def instance() -> UpstreamConnection:
-    return UpstreamConnection("srv", StdioServer(command="srv"), "s")
+    return UpstreamConnection("srv", StdioServer(command="srv"), "s",
+                              events=Events(lambda tool, asks: None, lambda: None, _nothing))
 
 
 async def test_an_instances_notifications_reach_only_whoever_listens_for_them() -> None:

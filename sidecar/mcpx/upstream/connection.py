@@ -38,7 +38,7 @@ from mcpx.upstream.environment import command_problem, server_environment
 from mcpx.upstream.errors import UpstreamError as UpstreamError  # where pool.py and others have read it
 from mcpx.upstream.handshake import ServerFacts, settle_era, start_bound
 from mcpx.upstream.headers import param_headers, x_mcp_header_problem
-from mcpx.upstream.hooks import ServerToCall
+from mcpx.upstream.hooks import ConnectionEvents, ServerToCall
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -70,7 +70,8 @@ def roots_for(cwd: str | None) -> list[dict[str, Any]]:
 
 
 class UpstreamConnection:
-    def __init__(self, name: str, entry: ServerConfig, session: str, declared: dict[str, Any] | None = None) -> None:
+    def __init__(self, name: str, entry: ServerConfig, session: str, declared: dict[str, Any] | None = None, *,
+                 events: ConnectionEvents) -> None:
         self.name = name
         self.entry = entry
         self.session = session
@@ -84,10 +85,7 @@ class UpstreamConnection:
         self.asking = 0  # requests of the server's that wait for someone (a person, the client) or to be told apart
         self._asked: dict[str, InFlight] = {}  # a url-mode question's elicitationId -> the call it is for
         self._completed: set[str] = set()  # completions announced before their question's owner was known
-        # told what a call of a tool did: asked (or may have), or finished without asking
-        self.on_learnt: Callable[[str, bool], None] | None = None
-        self.on_calm: Callable[[], None] | None = None  # told once nothing the server asked is pending
-        self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+        self.events = events  # what the pool hears of this instance: what calls did, calm, its tools changed
         # the clients that forwarded requests through this instance (/mcp/SERVER): who hears its other
         # notifications — resources/updated only whoever subscribed to the resource, the rest everyone listening
         self._listeners: dict[object, _Listener] = {}
@@ -353,13 +351,13 @@ class UpstreamConnection:
             raise
         finally:
             self.asking -= 1
-            if not self.asking and self.on_calm is not None:
-                self.on_calm()
+            if not self.asking:
+                self.events.calm()
 
     def _learnt(self, call: InFlight, asks: bool) -> None:
         call.asked = call.asked or asks
-        if self.on_learnt is not None and call.tool:
-            self.on_learnt(call.tool, asks)
+        if call.tool:
+            self.events.learnt(call.tool, asks)
 
     @staticmethod
     def _elicitation(params: dict[str, Any]) -> ElicitParams:
@@ -394,8 +392,7 @@ class UpstreamConnection:
             await hooks.notify(method, params)  # belongs to the call in flight: its caller hears it
         elif method == "notifications/tools/list_changed":
             self.tools = None
-            if self.on_tools_changed is not None:
-                await self.on_tools_changed()
+            await self.events.tools_changed()
         elif method == "notifications/message":
             log.info("upstream %s says: %.500s", self.name, params.get("data"))
         else:
@@ -463,8 +460,8 @@ class _Handshaking:
 
 
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,
-                          declared: dict[str, Any] | None = None) -> UpstreamConnection:
-    conn = UpstreamConnection(name, entry, session, declared)
+                          declared: dict[str, Any] | None = None, *, events: ConnectionEvents) -> UpstreamConnection:
+    conn = UpstreamConnection(name, entry, session, declared, events=events)
     await conn.open(era_hint)
     return conn
 

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mcpx.mcp.input_required import InputRequired
@@ -44,3 +46,29 @@ class ServerToCall(Protocol):
         ...
 
     def roots(self) -> list[dict[str, Any]]: ...
+
+
+class ConnectionEvents(Protocol):
+    """What one connection tells whoever keeps it (the pool): given to `UpstreamConnection` when it is made."""
+
+    def learnt(self, tool: str, asks: bool) -> None:
+        """What a call of `tool` was seen to do: asked something (or may have), or finished without asking."""
+        ...
+
+    def calm(self) -> None:
+        """Nothing the server asked is pending any more: a call held back from this instance may take it."""
+        ...
+
+    def tools_changed(self) -> Awaitable[None]:
+        """The server said its tool list changed (notifications/tools/list_changed); awaited before the next
+        notification is read."""
+        ...
+
+
+@dataclass(frozen=True)
+class Events:
+    """ConnectionEvents made of three functions (the pool's, bound to one server)."""
+
+    learnt: Callable[[str, bool], None]
+    calm: Callable[[], None]
+    tools_changed: Callable[[], Awaitable[None]]
