@@ -31,7 +31,7 @@ from mcpx.broker.models import (
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.input_required import InputRequired
 from mcpx.mcp.jsonrpc import RpcError
-from mcpx.mcp.protocol import ElicitParams
+from mcpx.mcp.protocol import ElicitParams, Era
 from mcpx.upstream.connection import UpstreamConnection, roots_for
 from mcpx.upstream.deadline import PausableDeadline
 
@@ -308,16 +308,23 @@ class CallContext:
             parent=r.parent, task=self.task.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
         )
 
-    async def open(self, params: ElicitParams, announce: bool = True,
-                   task: Callable[[Elicitation, bool], StoredTask] | None = None, early: bool = False,
-                   eager: bool = False) -> Handle:
-        """Open the server's question; `announce`: the task is stored with it (in its commit) and its waiters told,
-        so a restart knows what was promised before anyone is. `task`: the task's record to store with it
-        instead (a modern round's last question). `early` (with `announce`): the waiters are told, and given two
-        loop turns to ask the call's own client, before the question's commit is queued (it runs while the client
-        reads it) (a legacy call's question, asked of the call's own client: see
-        docs/architecture.md, "What is written when"). `eager`: the answer may reach the server before it commits
-        (Broker.open)."""
+    async def open(self, params: ElicitParams, era: Era,
+                   round_record: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle:
+        """Open the server's question through the broker, as its era needs. Broker.open's arguments, and why:
+
+        - legacy (`ask`): the call's task is stored with the question, in its commit (`task`), and the call's
+          waiters are told at once, so a restart knows what was promised before anyone is told. The answer may
+          reach the server before it commits (`eager`): nothing re-drives a legacy call, so nothing could re-send
+          what its server was told. When the call's own MCP client can answer questions, that client is asked
+          first (`committing`: the call's driver is given two loop turns before the question's commit is queued,
+          which then runs while the client reads it; docs/architecture.md, "What is written when").
+        - modern (`input_required`): never eager, since a restart re-drives the call with the answer the store
+          holds. The round's last question is stored with `round_record` (the task with the round's Resume); the
+          waiters are told once the whole round is open.
+        """
+        legacy = era == "legacy"
+        r = self.task.request
+        client_first = legacy and r.surface == "mcp" and r.client_serves("elicitation")
         told: Handle | None = None
 
         async def committing(handle: Handle) -> None:
@@ -333,8 +340,8 @@ class CallContext:
         # Shielded: a call that ends while its question is being stored (its server went away, its client
         # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
         opening = asyncio.ensure_future(self.broker.open(self._open_request(params),
-                                                         self.task.stored_with if announce else task,
-                                                         committing if early and announce else None, eager))
+                                                         self.task.stored_with if legacy else round_record,
+                                                         committing if client_first else None, eager=legacy))
         try:
             handle = await asyncio.shield(opening)
         except asyncio.CancelledError:
@@ -357,7 +364,7 @@ class CallContext:
             raise
         if told is None:
             self._opened(handle)
-        if announce:
+        if legacy:
             self.task.kept = True
             if told is None:
                 await self.task.touch()
@@ -412,8 +419,7 @@ class CallContext:
         An MCP client that can answer questions is asked while the question commits, and the server is handed
         the answer while the answer commits: a legacy call does not outlive its daemon, so nothing re-drives it,
         nor could re-send what the server was told; the client's answer commits after the question."""
-        r = self.task.request
-        handle = await self.open(params, early=r.surface == "mcp" and r.client_serves("elicitation"), eager=True)
+        handle = await self.open(params, "legacy")
         try:
             answer = await self.wait(handle)
         except CallFailed as exc:
@@ -476,7 +482,7 @@ class CallContext:
             # from is stored exactly when the last question is
             with_round = (lambda q, pending, k=key: self.task.stored_with(q, pending, resume(k, q.id))
                           ) if i == len(asks) - 1 else None
-            handles[key] = await self.open(params, announce=False, task=with_round)
+            handles[key] = await self.open(params, "modern", with_round)
             self.task.keys[handles[key].id] = key
         self.task.resume = resume()
         if asks:
