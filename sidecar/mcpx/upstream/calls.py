@@ -34,6 +34,7 @@ from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import ElicitParams, Era
 from mcpx.upstream.connection import UpstreamConnection, roots_for
 from mcpx.upstream.deadline import PausableDeadline
+from mcpx.upstream.resume import Resume
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -104,7 +105,7 @@ class CallTask:
     error: str | None = None
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
-    resume: dict[str, Any] | None = None
+    resume: Resume | None = None  # a modern call's round in flight: what a restart re-drives
     progress: dict[str, Any] | None = None  # the server's last progress report (progress, total, message)
     end_reason: str | None = None
     end_state: TaskState = "cancelled"
@@ -195,9 +196,9 @@ class CallTask:
             **self._shown(), result=self.scrub(self.result), error=self.scrub(self.error),
             arguments=self.scrub(r.arguments), cwd=r.cwd, surface=r.surface, policy_mode=r.policy_mode,
             transparent=TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
-            resume=self.resume)
+            resume=self.resume.stored() if self.resume is not None else None)
 
-    def stored_with(self, q: Elicitation, pending: bool, resume: dict[str, Any] | None = None) -> StoredTask:
+    def stored_with(self, q: Elicitation, pending: bool, resume: Resume | None = None) -> StoredTask:
         """What the tasks table keeps once `q` is open (pending, or settled at once), and with `resume` the
         round it belongs to: stored in q's own commit."""
         stored = self.stored()
@@ -205,7 +206,7 @@ class CallTask:
         if pending:
             update.update({"open": [*stored.open, q.id], "state": "input-required"})
         if resume is not None:
-            update["resume"] = resume
+            update["resume"] = resume.stored()
         return stored.model_copy(update=update)
 
     def fail(self, reason: str, state: TaskState = "failed") -> None:
@@ -473,14 +474,15 @@ class CallContext:
             else:
                 slots[key] = self.add_slot(key, method, params)
 
-        def resume(last: str | None = None, eid: str | None = None) -> dict[str, Any]:
-            keys = {k: h.id for k, h in handles.items()} | ({last: eid} if last is not None else {})
-            return {"round": round_no, "requestState": asked.request_state, "keys": keys, "static": static}
+        def resume(last: tuple[str, str] | None = None) -> Resume:
+            """The round so far; `last`: the key and id of the question being opened, which has no handle yet."""
+            keys = {k: h.id for k, h in handles.items()} | (dict([last]) if last is not None else {})
+            return Resume(round=round_no, request_state=asked.request_state, keys=keys, static=static)
 
         for i, (key, params) in enumerate(asks):
             # the last question carries the round's resume state in its own commit: what a restart re-drives
             # from is stored exactly when the last question is
-            with_round = (lambda q, pending, k=key: self.task.stored_with(q, pending, resume(k, q.id))
+            with_round = (lambda q, pending, k=key: self.task.stored_with(q, pending, resume((k, q.id)))
                           ) if i == len(asks) - 1 else None
             handles[key] = await self.open(params, "modern", with_round)
             self.task.keys[handles[key].id] = key
