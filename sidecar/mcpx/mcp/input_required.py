@@ -68,6 +68,11 @@ class Retry(Loose):
     input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
     request_state: Any = Field(default=None, alias="requestState")
 
+    @field_validator("input_responses", mode="before")
+    @classmethod
+    def _none_given(cls, value: Any) -> Any:
+        return value or {}  # absent, null or empty: nothing answered (asked again)
+
 
 def retry_params(call: dict[str, Any], responses: dict[str, Any] | None, asked: InputRequired) -> dict[str, Any]:
     """The next round's tools/call params: the call's name and arguments, the answers (when the round asked), the
