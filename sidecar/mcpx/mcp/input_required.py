@@ -121,8 +121,7 @@ async def drive(server: str, params: dict[str, Any], send: Send, answer: Answer,
     """The call's complete result. `params`: the first tools/call's (a re-driven call's retry, after a restart);
     `send`: one tools/call with those params, its result back; `answer`: a round's inputResponses, once every
     request in it is answered; `round_no`: the rounds that asked already (a re-driven call's)."""
-    tool = params["name"]
-    backoff = Backoff()
+    backoff: Backoff | None = None  # made when the first round carries only state: most calls never need one
     while True:
         res = await send(params)
         kind = res.get("resultType", "complete")
@@ -139,9 +138,11 @@ async def drive(server: str, params: dict[str, Any], send: Send, answer: Answer,
             round_no += 1
             if round_no > max_rounds:
                 raise TooManyRounds(f"server {server!r} kept asking for input: {max_rounds} rounds of "
-                                    f"input_required on {tool} and still no result (elicit.maxRounds)")
-            backoff.reset()
+                                    f"input_required on {params['name']} and still no result (elicit.maxRounds)")
+            if backoff is not None:
+                backoff.reset()
             params = retry_params(params, await answer(asked, round_no), asked)
         else:
+            backoff = backoff or Backoff()
             await sleep(backoff.pause())
             params = retry_params(params, None, asked)
