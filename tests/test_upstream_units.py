@@ -79,7 +79,7 @@ class StillWorking:
 
 
 class NoQuestions:
-    async def input_required(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
+    async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
         raise AssertionError("no round asked anything")
 
 

@@ -113,7 +113,7 @@ class CallDriver:
                 askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes and eid not in given_up}
                 unaskable = [eid for eid in task.open if eid not in askable]
                 if state.era == "modern" and (askable or task.slots) and not unaskable:
-                    return self._input_required(task, state, askable, bound)
+                    return self._input_required_result(task, state, askable, bound)
                 if state.era == "legacy":
                     for eid, q in askable.items():
                         if eid not in serving:
@@ -200,7 +200,7 @@ class CallDriver:
 
     # ---- modern clients: input_required, answered by the client's retry
 
-    def _input_required(self, task: CallTask, state: ClientState, askable: dict[str, Elicitation],
+    def _input_required_result(self, task: CallTask, state: ClientState, askable: dict[str, Elicitation],
                         bound: str) -> dict[str, Any]:
         requests: dict[str, Any] = {}
         keys: dict[str, str] = {}

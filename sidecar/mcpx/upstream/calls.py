@@ -319,7 +319,7 @@ class CallContext:
           what its server was told. When the call's own MCP client can answer questions, that client is asked
           first (`committing`: the call's driver is given two loop turns before the question's commit is queued,
           which then runs while the client reads it; docs/architecture.md, "What is written when").
-        - modern (`input_required`): never eager, since a restart re-drives the call with the answer the store
+        - modern (`answer_round`): never eager, since a restart re-drives the call with the answer the store
           holds. The round's last question is stored with `round_record` (the task with the round's Resume); the
           waiters are told once the whole round is open.
         """
@@ -443,7 +443,7 @@ class CallContext:
         log.debug("completion for elicitationId %r before its question is open: kept for it", elicitation_id)
         self._completed_early.add(elicitation_id)
 
-    async def input_required(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
+    async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
         """One broker question per elicitation in inputRequests, roots and sampling to the client (or roots
         from mcpx); once all are answered, the retry's inputResponses, under the server's own keys."""
         requests = asked.input_requests or {}

@@ -289,7 +289,7 @@ class UpstreamConnection:
                     raise NeedsLegacy(exc.message, error=exc) from None
                 raise
 
-        res = await input_required.drive(self.name, params, send, hooks.input_required, max_rounds, round_no)
+        res = await input_required.drive(self.name, params, send, hooks.answer_round, max_rounds, round_no)
         if asks_over_back_channel(res):
             raise NeedsLegacy(" ".join(c.get("text", "") for c in res.get("content") or []), result=res)
         return res

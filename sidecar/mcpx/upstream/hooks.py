@@ -25,8 +25,9 @@ class ServerToCall(Protocol):
         """A legacy server's `elicitation/create`: the ElicitResult, once the question is answered."""
         ...
 
-    async def input_required(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
-        """A modern round's `inputRequests`: the retry's `inputResponses`, once every request is answered."""
+    async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
+        """A modern round's `inputRequests` (mcp/input_required.py's `drive` asks): the retry's `inputResponses`, once
+        every request is answered."""
         ...
 
     async def complete(self, elicitation_id: str) -> None:
