@@ -248,7 +248,7 @@ class UpstreamConnection:
                 result = await self._drive(params, hooks, max_rounds, meta, 0)
             answered = True
             return result
-        except (RpcError, UpstreamError):
+        except (RpcError, UpstreamError, input_required.RoundsError):
             answered = True  # what the server said ended it: an error reply, or a result mcpx would not take
             raise
         finally:
