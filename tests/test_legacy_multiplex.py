@@ -17,7 +17,7 @@ import aiohttp
 
 from gateway_helpers import HttpPeer, answer, call, result, stdio, tool_text, until_pending
 from harness import PATIENCE, make_daemon, read_log
-from mcpx.upstream.connection import HOLD_LIMIT
+from mcpx.upstream.attribution import HOLD_LIMIT
 
 SERVER = "old"
 

@@ -13,12 +13,20 @@ import asyncio
 from typing import Any
 
 from mcpx.config import StdioServer
+from mcpx.mcp.input_required import STATE_ONLY_FIRST_PAUSE, STATE_ONLY_MAX_PAUSE, InputRequired
 from mcpx.mcp.jsonrpc import Message
-from mcpx.upstream.connection import STATE_ONLY_FIRST_PAUSE, STATE_ONLY_MAX_PAUSE, ServerFacts, UpstreamConnection
+from mcpx.upstream.connection import UpstreamConnection
+from mcpx.upstream.handshake import ServerFacts
+from mcpx.upstream.hooks import Events
+
+
+async def _nothing() -> None:
+    pass
 
 
 def instance() -> UpstreamConnection:
-    return UpstreamConnection("srv", StdioServer(command="srv"), "s")
+    return UpstreamConnection("srv", StdioServer(command="srv"), "s",
+                              events=Events(lambda tool, asks: None, lambda: None, _nothing))
 
 
 async def test_an_instances_notifications_reach_only_whoever_listens_for_them() -> None:
@@ -71,7 +79,7 @@ class StillWorking:
 
 
 class NoQuestions:
-    async def input_required(self, result: dict[str, Any], round_no: int) -> dict[str, Any]:
+    async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
         raise AssertionError("no round asked anything")
 
 

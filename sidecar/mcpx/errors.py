@@ -11,12 +11,14 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── Busy                     broker/sqlite.py: the database is locked by another process
      ├── ConfigError              config.py: a config that does not hold, naming file and field
      ├── RpcError                 mcp/jsonrpc.py: a JSON-RPC error to answer with, or answered with
-     │    └── Untold              upstream/connection.py
+     │    └── Untold              upstream/attribution.py
      ├── FrameError               mcp/jsonrpc.py: a frame that is not JSON-RPC
      ├── PeerClosed               mcp/peer.py: the other side went away
      ├── StartError               mcp/stdio.py: an upstream that could not start
-     ├── UpstreamError            upstream/connection.py: something about an upstream the caller should read
-     │    ├── NeedsLegacy · TooManyRounds
+     ├── RoundsError              mcp/input_required.py: a modern call's rounds that cannot go on
+     │    └── TooManyRounds
+     ├── UpstreamError            upstream/errors.py: something about an upstream the caller should read
+     │    ├── NeedsLegacy         upstream/connection.py
      │    └── UnknownServer       upstream/pool.py
      ├── CallFailed               upstream/calls.py: a call that ended without a result
      ├── CallTimeout              upstream/deadline.py

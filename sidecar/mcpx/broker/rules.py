@@ -56,7 +56,7 @@ def question_of(req: OpenRequest, now: float, ttl: float) -> tuple[Elicitation, 
         if req.url is not None:
             raise InvalidQuestion("a form-mode question takes requestedSchema, not url")
     else:
-        schema = flat = None
+        schema, flat = None, None
         if not req.url or not req.url.startswith(("https://", "http://")):
             raise InvalidQuestion("a url-mode question needs an http(s) url")
         if req.requested_schema is not None:

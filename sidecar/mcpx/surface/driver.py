@@ -18,6 +18,7 @@ from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound
 from mcpx.broker.models import Elicitation, SessionSource
 from mcpx.configsource import ConfigSource
 from mcpx.mcp import jsonrpc
+from mcpx.mcp.input_required import InputRequired, Retry
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.outbound import Outbound
 from mcpx.mcp.peer import PeerClosed
@@ -112,7 +113,7 @@ class CallDriver:
                 askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes and eid not in given_up}
                 unaskable = [eid for eid in task.open if eid not in askable]
                 if state.era == "modern" and (askable or task.slots) and not unaskable:
-                    return self._input_required(task, state, askable, bound)
+                    return self._input_required_result(task, state, askable, bound)
                 if state.era == "legacy":
                     for eid, q in askable.items():
                         if eid not in serving:
@@ -199,7 +200,7 @@ class CallDriver:
 
     # ---- modern clients: input_required, answered by the client's retry
 
-    def _input_required(self, task: CallTask, state: ClientState, askable: dict[str, Elicitation],
+    def _input_required_result(self, task: CallTask, state: ClientState, askable: dict[str, Elicitation],
                         bound: str) -> dict[str, Any]:
         requests: dict[str, Any] = {}
         keys: dict[str, str] = {}
@@ -210,20 +211,24 @@ class CallDriver:
         for key, slot in task.slots.items():
             requests[key] = {"method": slot.method, "params": slot.params}
             keys[key] = f"slot:{key}"
-        return {"resultType": "input_required", "inputRequests": requests,
-                "requestState": self.states.seal(task.id, len(task.questions), keys, bound)}
+        return InputRequired(input_requests=requests,
+                             request_state=self.states.seal(task.id, len(task.questions), keys, bound)).wire()
 
     async def _take_retry(self, params: dict[str, Any], bound: str, session: str) -> CallTask:
-        data = self.states.open(params.get("requestState"), bound)
-        task = self.gateway.task(str(data.get("t")))
+        try:
+            retry = Retry.model_validate(params)
+        except ValueError:
+            retry = None
+        sealed = self.states.open(params.get("requestState"), bound)
+        task = self.gateway.task(sealed.task)
         if task is None:
             raise RpcError(jsonrpc.INVALID_PARAMS, "Invalid requestState: its call is gone (finished long ago, or "
                                                    "lost in a restart)")
-        responses = params.get("inputResponses") or {}
-        if not isinstance(responses, dict):
+        if retry is None:
             raise RpcError(jsonrpc.INVALID_PARAMS, "inputResponses must be an object")
+        responses = retry.input_responses
         answered: set[str] = set()
-        for key, target in (data.get("q") or {}).items():
+        for key, target in sealed.questions.items():
             reply = responses.get(key)
             if not isinstance(reply, dict):
                 continue  # missing: asked again below

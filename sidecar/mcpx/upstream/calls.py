@@ -30,10 +30,12 @@ from mcpx.broker.models import (
 )
 from mcpx.errors import McpxError
 from mcpx.mcp import jsonrpc
+from mcpx.mcp.input_required import InputRequired
 from mcpx.mcp.jsonrpc import RpcError
-from mcpx.mcp.protocol import ElicitParams
+from mcpx.mcp.protocol import ElicitParams, Era
 from mcpx.upstream.connection import UpstreamConnection, roots_for
 from mcpx.upstream.deadline import PausableDeadline
+from mcpx.upstream.resume import Resume
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -104,7 +106,7 @@ class CallTask:
     error: str | None = None
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
-    resume: dict[str, Any] | None = None
+    resume: Resume | None = None  # a modern call's round in flight: what a restart re-drives
     progress: dict[str, Any] | None = None  # the server's last progress report (progress, total, message)
     end_reason: str | None = None
     end_state: TaskState = "cancelled"
@@ -195,9 +197,9 @@ class CallTask:
             **self._shown(), result=self.scrub(self.result), error=self.scrub(self.error),
             arguments=self.scrub(r.arguments), cwd=r.cwd, surface=r.surface, policy_mode=r.policy_mode,
             transparent=TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
-            resume=self.resume)
+            resume=self.resume.stored() if self.resume is not None else None)
 
-    def stored_with(self, q: Elicitation, pending: bool, resume: dict[str, Any] | None = None) -> StoredTask:
+    def stored_with(self, q: Elicitation, pending: bool, resume: Resume | None = None) -> StoredTask:
         """What the tasks table keeps once `q` is open (pending, or settled at once), and with `resume` the
         round it belongs to: stored in q's own commit."""
         stored = self.stored()
@@ -205,7 +207,7 @@ class CallTask:
         if pending:
             update.update({"open": [*stored.open, q.id], "state": "input-required"})
         if resume is not None:
-            update["resume"] = resume
+            update["resume"] = resume.stored()
         return stored.model_copy(update=update)
 
     def fail(self, reason: str, state: TaskState = "failed") -> None:
@@ -232,7 +234,7 @@ def elicit_result(answer: Answer) -> dict[str, Any]:
 
 
 class CallContext:
-    """The hooks a call offers its server (connection.CallHooks): questions go to the broker."""
+    """The hooks a call offers its server (hooks.ServerToCall): questions go to the broker."""
 
     def __init__(self, broker: Broker, task: CallTask, conn: UpstreamConnection, deadline: PausableDeadline,
                  save: Callable[[CallTask], Any]) -> None:
@@ -308,16 +310,23 @@ class CallContext:
             parent=r.parent, task=self.task.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
         )
 
-    async def open(self, params: ElicitParams, announce: bool = True,
-                   task: Callable[[Elicitation, bool], StoredTask] | None = None, early: bool = False,
-                   eager: bool = False) -> Handle:
-        """Open the server's question; `announce`: the task is stored with it (in its commit) and its waiters told,
-        so a restart knows what was promised before anyone is. `task`: the task's record to store with it
-        instead (a modern round's last question). `early` (with `announce`): the waiters are told, and given two
-        loop turns to ask the call's own client, before the question's commit is queued (it runs while the client
-        reads it) (a legacy call's question, asked of the call's own client: see
-        docs/architecture.md, "What is written when"). `eager`: the answer may reach the server before it commits
-        (Broker.open)."""
+    async def open(self, params: ElicitParams, era: Era,
+                   round_record: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle:
+        """Open the server's question through the broker, as its era needs. Broker.open's arguments, and why:
+
+        - legacy (`ask`): the call's task is stored with the question, in its commit (`task`), and the call's
+          waiters are told at once, so a restart knows what was promised before anyone is told. The answer may
+          reach the server before it commits (`eager`): nothing re-drives a legacy call, so nothing could re-send
+          what its server was told. When the call's own MCP client can answer questions, that client is asked
+          first (`committing`: the call's driver is given two loop turns before the question's commit is queued,
+          which then runs while the client reads it; docs/architecture.md, "What is written when").
+        - modern (`answer_round`): never eager, since a restart re-drives the call with the answer the store
+          holds. The round's last question is stored with `round_record` (the task with the round's Resume); the
+          waiters are told once the whole round is open.
+        """
+        legacy = era == "legacy"
+        r = self.task.request
+        client_first = legacy and r.surface == "mcp" and r.client_serves("elicitation")
         told: Handle | None = None
 
         async def committing(handle: Handle) -> None:
@@ -333,8 +342,8 @@ class CallContext:
         # Shielded: a call that ends while its question is being stored (its server went away, its client
         # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
         opening = asyncio.ensure_future(self.broker.open(self._open_request(params),
-                                                         self.task.stored_with if announce else task,
-                                                         committing if early and announce else None, eager))
+                                                         self.task.stored_with if legacy else round_record,
+                                                         committing if client_first else None, eager=legacy))
         try:
             handle = await asyncio.shield(opening)
         except asyncio.CancelledError:
@@ -357,7 +366,7 @@ class CallContext:
             raise
         if told is None:
             self._opened(handle)
-        if announce:
+        if legacy:
             self.task.kept = True
             if told is None:
                 await self.task.touch()
@@ -412,8 +421,7 @@ class CallContext:
         An MCP client that can answer questions is asked while the question commits, and the server is handed
         the answer while the answer commits: a legacy call does not outlive its daemon, so nothing re-drives it,
         nor could re-send what the server was told; the client's answer commits after the question."""
-        r = self.task.request
-        handle = await self.open(params, early=r.surface == "mcp" and r.client_serves("elicitation"), eager=True)
+        handle = await self.open(params, "legacy")
         try:
             answer = await self.wait(handle)
         except CallFailed as exc:
@@ -436,12 +444,10 @@ class CallContext:
         log.debug("completion for elicitationId %r before its question is open: kept for it", elicitation_id)
         self._completed_early.add(elicitation_id)
 
-    async def input_required(self, result: dict[str, Any], round_no: int) -> dict[str, Any]:
+    async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
         """One broker question per elicitation in inputRequests, roots and sampling to the client (or roots
         from mcpx); once all are answered, the retry's inputResponses, under the server's own keys."""
-        requests = result.get("inputRequests") or {}
-        if not isinstance(requests, dict):
-            raise CallFailed(f"server {self.conn.name!r} sent inputRequests that is not an object")
+        requests = asked.input_requests or {}
         r = self.task.request
         planned: list[tuple[str, str, Any]] = []
         for key, req in requests.items():  # every entry checked before any is acted on
@@ -469,16 +475,17 @@ class CallContext:
             else:
                 slots[key] = self.add_slot(key, method, params)
 
-        def resume(last: str | None = None, eid: str | None = None) -> dict[str, Any]:
-            keys = {k: h.id for k, h in handles.items()} | ({last: eid} if last is not None else {})
-            return {"round": round_no, "requestState": result.get("requestState"), "keys": keys, "static": static}
+        def resume(last: tuple[str, str] | None = None) -> Resume:
+            """The round so far; `last`: the key and id of the question being opened, which has no handle yet."""
+            keys = {k: h.id for k, h in handles.items()} | (dict([last]) if last is not None else {})
+            return Resume(round=round_no, request_state=asked.request_state, keys=keys, static=static)
 
         for i, (key, params) in enumerate(asks):
             # the last question carries the round's resume state in its own commit: what a restart re-drives
             # from is stored exactly when the last question is
-            with_round = (lambda q, pending, k=key: self.task.stored_with(q, pending, resume(k, q.id))
+            with_round = (lambda q, pending, k=key: self.task.stored_with(q, pending, resume((k, q.id)))
                           ) if i == len(asks) - 1 else None
-            handles[key] = await self.open(params, announce=False, task=with_round)
+            handles[key] = await self.open(params, "modern", with_round)
             self.task.keys[handles[key].id] = key
         self.task.resume = resume()
         if asks:

@@ -22,13 +22,16 @@ from mcpx.broker.store import QuestionFilter
 from mcpx.configsource import ConfigSource
 from mcpx.errors import McpxError
 from mcpx.ids import is_id, new_id
+from mcpx.mcp.input_required import RoundsError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
 from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result
-from mcpx.upstream.connection import NeedsLegacy, UpstreamError
+from mcpx.upstream.connection import NeedsLegacy
 from mcpx.upstream.deadline import CallTimeout, PausableDeadline
+from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.pool import Pool, UnknownServer, entry_fingerprint
+from mcpx.upstream.resume import Resume
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -239,7 +242,7 @@ class Gateway:
             task.error = task.end_reason or "the call was cancelled"
             await self._finish(task, task.end_state)
             return
-        except (CallFailed, CallTimeout, UpstreamError) as exc:
+        except (CallFailed, CallTimeout, UpstreamError, RoundsError) as exc:
             task.error = str(exc)
         except PeerClosed as exc:
             named = task.abandoned + list(task.open)
@@ -326,7 +329,7 @@ class Gateway:
 
     async def _recover(self) -> None:
         for stored in await self.broker.tasks_in(("running", "input-required")):
-            resume = stored.resume
+            resume = Resume.model_validate(stored.resume) if stored.resume else None
             calling = stored.transparent
             request = CallRequest(server=stored.server, tool=stored.tool, arguments=stored.arguments,
                                   session=stored.session, session_source=stored.session_source,
@@ -377,11 +380,11 @@ class Gateway:
     async def _redrive(self, task: CallTask) -> dict[str, Any]:
         """Wait for the answers that were due, then send the retry the old daemon never got to send."""
         r = task.request
-        resume = task.resume or {}
+        resume = task.resume or Resume()
         entry = self.pool.entry(r.server)
-        responses: dict[str, Any] = dict(resume.get("static") or {})
+        responses: dict[str, Any] = dict(resume.static)
         waits: dict[str, Any] = {}
-        for key, eid in (resume.get("keys") or {}).items():
+        for key, eid in resume.keys.items():
             q, answer = await self.broker.get(eid)
             if answer is not None:
                 responses[key] = self._usable(answer)
@@ -403,12 +406,12 @@ class Gateway:
         async with self.pool.lease(r.server, r.session, era="modern", declared=r.declared) as conn:
             task.era = conn.era
             ctx = CallContext(self.broker, task, conn, deadline, self._save)
-            for eid in (resume.get("keys") or {}).values():
+            for eid in resume.keys.values():
                 q, _ = await self.broker.get(eid)
-                self.broker.mark_resumed(q, {"era": "modern", "round": resume.get("round"), "afterRestart": True})
+                self.broker.mark_resumed(q, {"era": "modern", "round": resume.round, "afterRestart": True})
             return await deadline.run(conn.resume_modern(
-                r.tool, r.arguments, responses, resume.get("requestState"), ctx, self.settings.config.elicit.max_rounds,
-                int(resume.get("round") or 1)), f"{r.server}.{r.tool}")
+                r.tool, r.arguments, responses, resume.request_state, ctx, self.settings.config.elicit.max_rounds,
+                resume.round), f"{r.server}.{r.tool}")
 
     @staticmethod
     def _usable(answer: Answer) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from mcpx.config import ServerConfig
 from mcpx.mcp.protocol import Era
 from mcpx.upstream import procinfo
 from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection
+from mcpx.upstream.hooks import Events
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -333,19 +334,17 @@ class Pool:
                      declared: dict[str, Any] | None, decl: str) -> Instance:
         fp = entry_fingerprint(entry)
         hint = want or await self.known_era(server, fp)
-        conn = await open_connection(server, entry, session, hint, declared)
-        if conn.era is not None and want is None and conn.era != hint:
-            # learnt from the server's answer (a start that failed or timed out teaches nothing), and relearnt
-            # when a server remembered as modern now answers as a legacy one
-            await self.learn_era(server, fp, conn.era)
 
         async def changed() -> None:
             if self._on_tools_changed is not None:
                 await self._on_tools_changed(server)
 
-        conn.on_tools_changed = changed
-        conn.on_learnt = lambda tool, asks: self._learn(server, fp, tool, asks)
-        conn.on_calm = self._poke
+        conn = await open_connection(server, entry, session, hint, declared, events=Events(
+            lambda tool, asks: self._learn(server, fp, tool, asks), self._poke, changed))
+        if conn.era is not None and want is None and conn.era != hint:
+            # learnt from the server's answer (a start that failed or timed out teaches nothing), and relearnt
+            # when a server remembered as modern now answers as a legacy one
+            await self.learn_era(server, fp, conn.era)
         owner = SHARED if conn.era == "modern" and not decl else LISTING if session == ANY else session
         inst = Instance(conn, fp, server, owner, decl, wanted=want)
         self._groups.setdefault(inst.key, []).append(inst)

@@ -1,0 +1,75 @@
+"""What an upstream connection tells the parts above it, as two Protocols.
+
+- `ServerToCall`: what a server sends about one call in flight, and asks of it (its questions, roots,
+  progress). Its one implementation is `upstream/calls.py`'s `CallContext`, which opens the questions
+  through the broker; `UpstreamConnection.call_tool` is handed one per call.
+- `ConnectionEvents`: what one connection tells whoever keeps it (the pool, `upstream/pool.py`): what a
+  tool's calls were seen to do, that nothing the server asked is pending any more, that its tools changed.
+  Given to `UpstreamConnection` when it is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mcpx.mcp.input_required import InputRequired
+from mcpx.mcp.protocol import ElicitParams
+
+
+class ServerToCall(Protocol):
+    """What a call in flight offers its server: questions, roots, progress. Implemented by `calls.CallContext`."""
+
+    async def ask(self, params: ElicitParams) -> dict[str, Any]:
+        """A legacy server's `elicitation/create`: the ElicitResult, once the question is answered."""
+        ...
+
+    async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
+        """A modern round's `inputRequests` (mcp/input_required.py's `drive` asks): the retry's `inputResponses`, once
+        every request is answered."""
+        ...
+
+    async def complete(self, elicitation_id: str) -> None:
+        """`notifications/elicitation/complete`: a url-mode question's out-of-band step finished."""
+        ...
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """A notification about this call (progress, log messages), for whoever called."""
+        ...
+
+    async def client_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """roots/list or sampling/createMessage: to the calling client if it serves it, else mcpx's own answer."""
+        ...
+
+    def fixed_answer(self, method: str) -> dict[str, Any] | None:
+        """The answer to `method` this call gives without asking anyone (mcpx's own roots), or None."""
+        ...
+
+    def roots(self) -> list[dict[str, Any]]: ...
+
+
+class ConnectionEvents(Protocol):
+    """What one connection tells whoever keeps it (the pool): given to `UpstreamConnection` when it is made."""
+
+    def learnt(self, tool: str, asks: bool) -> None:
+        """What a call of `tool` was seen to do: asked something (or may have), or finished without asking."""
+        ...
+
+    def calm(self) -> None:
+        """Nothing the server asked is pending any more: a call held back from this instance may take it."""
+        ...
+
+    def tools_changed(self) -> Awaitable[None]:
+        """The server said its tool list changed (notifications/tools/list_changed); awaited before the next
+        notification is read."""
+        ...
+
+
+@dataclass(frozen=True)
+class Events:
+    """ConnectionEvents made of three functions (the pool's, bound to one server)."""
+
+    learnt: Callable[[str, bool], None]
+    calm: Callable[[], None]
+    tools_changed: Callable[[], Awaitable[None]]

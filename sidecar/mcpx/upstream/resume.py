@@ -1,0 +1,25 @@
+"""What a restart needs to re-drive a modern call: the round it was in when its questions were asked.
+
+Kept on the call's task (`CallTask.resume`) and stored with the round's last question, in that question's
+commit (`StoredTask.resume`, a plain document in the store); `Gateway._redrive` reads it back after a restart,
+waits for the answers still due, and sends the retry the old daemon never got to send.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Resume(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    round: int = 1  # the rounds that asked so far, this one included (counted towards elicit.maxRounds)
+    request_state: Any = Field(default=None, alias="requestState")  # the server's, echoed byte for byte
+    keys: dict[str, str] = Field(default_factory=dict)  # the server's inputRequests key -> the question's id
+    static: dict[str, Any] = Field(default_factory=dict)  # responses mcpx gave itself (its own roots)
+
+    def stored(self) -> dict[str, Any]:
+        """The document the store keeps: round, requestState, keys, static."""
+        return self.model_dump(by_alias=True)
