@@ -19,7 +19,7 @@ from mcpx.handoff import WAITING_AFTER, Hello, Word, encode_unread
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import PeerOutbound
-from mcpx.mcp.stdio import PipeChannel
+from mcpx.mcp.stdio import Heard, PipeChannel
 from mcpx.surface.connection import ClientConnection, connection_state
 from mcpx.surface.dispatch import Surface
 
@@ -40,6 +40,7 @@ class WatchedPipe:
         self.none_open = asyncio.Event()
         self.none_open.set()
         self.stopping = False
+        self._ending: asyncio.Future[None] | None = None  # at the end of input: what was asked being answered
         self._loop = asyncio.get_running_loop()
 
     async def receive(self) -> Message | None:
@@ -48,6 +49,23 @@ class WatchedPipe:
             if not self.stopping:
                 await self._drain()
             return None
+        return self._seen(msg)
+
+    def deliver_to(self, heard: Heard) -> None:
+        """As the pipe's deliver_to: each message as it is read, counted first; None once what was asked is answered."""
+
+        def seen(msg: Message | None) -> None:
+            if msg is not None:
+                heard(self._seen(msg))
+            elif self.stopping:
+                heard(None)
+            else:
+                self._ending = asyncio.ensure_future(self._drain())
+                self._ending.add_done_callback(lambda _: heard(None))
+
+        self.pipe.deliver_to(seen)
+
+    def _seen(self, msg: Message) -> Message:
         method = msg.get("method")
         if method is None:
             return msg  # an answer to one of mcpx's own requests
@@ -107,6 +125,8 @@ class WatchedPipe:
     async def close(self) -> None:
         for timer in self.open.values():
             timer.cancel()
+        if self._ending is not None:
+            self._ending.cancel()
         await self.pipe.close()
 
     async def wait_exited(self) -> None:
