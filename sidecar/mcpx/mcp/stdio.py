@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -330,8 +331,8 @@ async def _pipes(read_fd: int, write_fd: int) -> tuple[asyncio.StreamWriter, asy
 class ProcessChannel(PipeChannel):
     """An upstream server started as a subprocess, talking MCP on its stdin and stdout.
 
-    Its stdin and stdout are pipes of our own, not the subprocess transport's: that one hands on
-    what it reads a loop turn later (asyncio's and uvloop's alike), on every message from a server.
+    Its stdin and stdout are ours, not the subprocess transport's: that one hands on what it reads a
+    loop turn later (asyncio's and uvloop's alike), on every message from a server.
     """
 
     def __init__(self, proc: asyncio.subprocess.Process, writer: asyncio.StreamWriter, output_gone: asyncio.Event,
@@ -347,8 +348,10 @@ class ProcessChannel(PipeChannel):
                     cwd: str | None = None) -> ProcessChannel:
         """Start the server with exactly `env` as its environment: nothing of the daemon's is added here."""
         argv = [command, *args]
-        stdin_r, stdin_w = os.pipe()  # not inheritable: only the child's ends reach the child, as its 0 and 1
-        stdout_r, stdout_w = os.pipe()
+        # socket pairs, as uvloop's subprocess transport gave a server (it sees what it saw), not inheritable: only
+        # the child's ends reach the child, as its 0 and 1
+        stdin_r, stdin_w = (end.detach() for end in socket.socketpair())
+        stdout_r, stdout_w = (end.detach() for end in socket.socketpair())
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=stdin_r, stdout=stdout_w, stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
