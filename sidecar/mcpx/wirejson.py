@@ -54,11 +54,11 @@ def loads(data: str | bytes | bytearray, what: str = "the message") -> Any:
         return _loads_stdlib(data, what)
     try:
         # pydantic's parser (jiter) first: every MCP message in and out of the daemon and every /v1 body is read
-        # here, and it reads one in a third of the time (a plain call's request and reply each reach the daemon's
-        # code about 10 us sooner). It refuses NaN and Infinity as well; what else it refuses (a BOM, a lone
-        # surrogate, nesting past its own limit, bytes that are not UTF-8) is read as before: the same value, or
-        # the same named refusal (tests/test_wirejson.py holds the two to the same values). Only keys go in its
-        # string cache: a value may be a credential, which must not outlive its message in the process
+        # here, and it is the quicker of the two (docs/bench.md has by how much). It refuses NaN and Infinity as
+        # well; what else it refuses (a BOM, a lone surrogate, nesting past its own limit, bytes that are not
+        # UTF-8) is read as before: the same value, or the same named refusal (tests/test_wirejson.py holds the
+        # two to the same values). Only keys go in its string cache: a value may be a credential, which must not
+        # outlive its message in the process
         value = pydantic_core.from_json(data, allow_inf_nan=False, cache_strings="keys")
     except ValueError:
         return _loads_stdlib(data, what)
@@ -110,8 +110,8 @@ def shown(text: str) -> str:
 def lone_surrogate(value: Any, where: str = "") -> str | None:
     """The dotted path (`content.repo`, `requestedSchema.properties.\\udfff`) of the first key or string
     that holds a lone surrogate, or None when all of `value` is Unicode text."""
-    # pydantic's encoder refuses a lone surrogate wherever it is, keys included, in a fraction of the walk's time
-    # (every question and answer is looked at here): only what it refuses, for whatever reason, is walked
+    # pydantic's encoder refuses a lone surrogate wherever it is, keys included, and is quicker than the walk (every
+    # question and answer is looked at here): only what it refuses, for whatever reason, is walked
     try:
         pydantic_core.to_json(value)
         return None
@@ -157,8 +157,8 @@ def dumps(value: Any) -> str:
 
 
 def encode(value: Any) -> bytes:
-    """`dumps` as UTF-8 bytes: pydantic's encoder, the same JSON in a fifth of the time (every MCP message in and
-    out of the daemon is encoded here; a float's exponent may be written shorter, 1e-7 for 1e-07); what it
+    """`dumps` as UTF-8 bytes: pydantic's encoder, the same JSON with less Python on the way (every MCP message in
+    and out of the daemon is encoded here; a float's exponent may be written shorter, 1e-7 for 1e-07); what it
     refuses (a lone surrogate, nesting past its depth) is written by `_escaped`, which never refuses."""
     try:
         return pydantic_core.to_json(value)
@@ -174,8 +174,8 @@ def _escaped(value: Any) -> bytes:
 
 def encode_models(value: Any, exclude: set[str] | None = None) -> bytes:
     """Models (and dicts and lists holding them) as the API and the store show them: by alias, without a
-    model's nulls. pydantic's own encoder, a quarter to a third of the time of dumping them to dicts and
-    encoding those; a lone surrogate, which that encoder refuses, is written as its escape (`_escaped`).
+    model's nulls. pydantic's own encoder, with no dicts dumped on the way to be encoded after; a lone
+    surrogate, which that encoder refuses, is written as its escape (`_escaped`).
     `exclude`: fields of a top-level model left out."""
     try:
         return pydantic_core.to_json(value, by_alias=True, exclude_none=True, exclude=exclude)

@@ -24,7 +24,11 @@ NotificationHandler = Callable[[Message], Awaitable[None]]
 
 
 class Channel(Protocol):
-    """Moves whole JSON-RPC messages; stdio, HTTP and in-memory pipes all look like this."""
+    """Moves whole JSON-RPC messages; stdio, HTTP and in-memory pipes all look like this.
+
+    A channel that can hand each message on as it reads it also has `deliver_to(heard)` (mcp/stdio.py's
+    pipes): the peer then takes them so, and never calls receive().
+    """
 
     async def send(self, msg: Message) -> None: ...
 
@@ -74,6 +78,12 @@ class Peer:
         self.close_reason = ""
 
     def start(self) -> None:
+        deliver_to = getattr(self.channel, "deliver_to", None)
+        if deliver_to is not None:
+            # a channel that hands each message on as it is read: dispatched in that same loop turn, with no
+            # reader task of ours to wake first
+            deliver_to(self._heard)
+            return
         self._reader = asyncio.create_task(self._read(), name=f"mcpx-peer-{self.name}")
 
     @property
@@ -141,12 +151,28 @@ class Peer:
             self.close_reason = f"{type(exc).__name__}: {exc}"
             log.debug("%s: channel failed: %s", self.name, exc)
         finally:
-            if not self.close_reason:
-                try:
-                    await asyncio.wait_for(self.channel.wait_exited(), 2.0)
-                except Exception as exc:  # its exit is only the reason given; the peer shuts all the same
-                    log.debug("%s: no exit status to give as the reason: %r", self.name, exc)
-            self._shut(self.close_reason or self.channel.describe_exit())
+            await self._ended()
+
+    def _heard(self, msg: Message | None) -> None:
+        if self.closed.is_set() or self._reader is not None:  # closed, or ending: nothing more is read
+            return
+        if msg is not None:
+            try:
+                self._dispatch(msg)
+                return
+            except Exception as exc:  # as in _read: a message that breaks the dispatch ends the peer
+                self.close_reason = f"{type(exc).__name__}: {exc}"
+                log.debug("%s: channel failed: %s", self.name, exc)
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._ended(), name=f"mcpx-peer-{self.name}")
+
+    async def _ended(self) -> None:
+        if not self.close_reason:
+            try:
+                await asyncio.wait_for(self.channel.wait_exited(), 2.0)
+            except Exception as exc:  # its exit is only the reason given; the peer shuts all the same
+                log.debug("%s: no exit status to give as the reason: %r", self.name, exc)
+        self._shut(self.close_reason or self.channel.describe_exit())
 
     def _dispatch(self, msg: Message) -> None:
         kind = jsonrpc.kind(msg)

@@ -9,6 +9,8 @@ import contextlib
 import logging
 import os
 import signal
+import socket
+from collections.abc import Callable
 from typing import Any
 
 from mcpx.errors import McpxError
@@ -23,17 +25,15 @@ class StartError(McpxError):
     """An upstream that could not start: says which command and what it printed."""
 
 
-class StreamChannel:
-    """JSON-RPC over a reader/writer pair, one message per line.
+class _Sending:
+    """The writing half of a channel of newline-delimited JSON-RPC, and what its reading half shares with it.
 
     A line that is not JSON-RPC is skipped and logged, as a server's stray output is; with
     `answer_bad_frames` (we serve the other side) it is answered with the JSON-RPC error, as a
     server must, and the next line is read as if nothing happened.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | Any, name: str = "stream",
-                 answer_bad_frames: bool = False) -> None:
-        self.reader = reader
+    def __init__(self, writer: asyncio.StreamWriter | Any, name: str, answer_bad_frames: bool) -> None:
         self.writer = writer
         self.name = name
         self.answer_bad_frames = answer_bad_frames
@@ -58,6 +58,25 @@ class StreamChannel:
         async with self._write_lock:
             self.writer.write(data)
             await self.writer.drain()
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+    async def wait_exited(self) -> None:
+        return None
+
+    def describe_exit(self) -> str:
+        return f"{self.name} closed the stream"
+
+
+class StreamChannel(_Sending):
+    """JSON-RPC over an asyncio reader/writer pair, one message per line."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | Any, name: str = "stream",
+                 answer_bad_frames: bool = False) -> None:
+        super().__init__(writer, name, answer_bad_frames)
+        self.reader = reader
 
     async def receive(self) -> Message | None:
         while True:
@@ -101,16 +120,6 @@ class StreamChannel:
             except asyncio.IncompleteReadError:
                 return
 
-    async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.close()
-
-    async def wait_exited(self) -> None:
-        return None
-
-    def describe_exit(self) -> str:
-        return f"{self.name} closed the stream"
-
 
 class _Output(asyncio.streams.FlowControlMixin):
     """A write pipe's protocol that also says when the pipe went away (its reader closed its end)."""
@@ -124,59 +133,173 @@ class _Output(asyncio.streams.FlowControlMixin):
         self.gone.set()
 
 
-class PipeChannel(StreamChannel):
+Heard = Callable[[Message | None], None]
+
+
+class _Lines(asyncio.Protocol):
+    """A read pipe's protocol: what arrives, cut into lines, each handed to its channel in the turn it is read."""
+
+    def __init__(self, channel: PipeChannel) -> None:
+        self.channel = channel
+
+    def data_received(self, data: bytes) -> None:
+        self.channel._take(data)
+
+    def eof_received(self) -> bool:
+        self.channel._ended()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.channel._ended()
+
+
+class PipeChannel(_Sending):
     """JSON-RPC on two file descriptors of pipes or sockets: a process's stdin and stdout, handed over to us.
 
-    A send returns once its bytes are in the pipe, so whoever takes the pipe over after close()
-    starts at a line's beginning; pause() and take_unread() let a reader stop and hand on what it
-    had read of a line it had not finished.
+    A reader that asks to be delivered to is handed each message in the loop turn its line is read, with no task
+    of its own to wake first (a Peer does: every message in and out of the daemon passes here);
+    otherwise receive() returns them in turn. A send returns once its bytes are in the pipe, so
+    whoever takes the pipe over after close() starts at a line's beginning; pause() and
+    take_unread() let a reader stop and hand on what it had read of a line it had not finished.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 read_transport: asyncio.ReadTransport, output_gone: asyncio.Event, name: str,
+    def __init__(self, writer: asyncio.StreamWriter, output_gone: asyncio.Event, name: str,
                  answer_bad_frames: bool) -> None:
-        super().__init__(reader, writer, name, answer_bad_frames)
-        self.read_transport = read_transport
+        super().__init__(writer, name, answer_bad_frames)
+        self.read_transport: asyncio.ReadTransport | None = None
         self.output_gone = output_gone  # set once nobody reads what we write (the host is gone), or we closed
+        self._partial = bytearray()  # the start of a line not yet ended
+        self._skipping = False  # within a line longer than MAX_LINE: dropped up to its end
+        self._heard: Heard | None = None
+        self._kept: collections.deque[Message | None] = collections.deque()  # for receive(), or until deliver_to()
+        self._arrived: asyncio.Future[None] | None = None
+        self._over = False
+        self._replies: set[asyncio.Task[None]] = set()  # errors for bad frames, on their way out
 
     @classmethod
     async def open(cls, read_fd: int, write_fd: int, name: str, answer_bad_frames: bool = False,
                    unread: bytes = b"") -> PipeChannel:
         """The channel owns both descriptors from here, whether it opens or not (ValueError: not a pipe or a
         socket). `unread`: what an earlier reader had read of the stream and not taken, read first."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=jsonrpc.MAX_LINE)
+        writer, gone, rfile = await _pipes(read_fd, write_fd)
+        channel = cls(writer, gone, name, answer_bad_frames)
+        writer.transport.set_write_buffer_limits(0)  # drain() waits until the pipe has taken every byte
+        await channel._read_from(rfile, unread)
+        return channel
+
+    async def _read_from(self, rfile: Any, unread: bytes = b"") -> None:
         if unread:
-            reader.feed_data(unread)
-        rfile, wfile = os.fdopen(read_fd, "rb", buffering=0), os.fdopen(write_fd, "wb", buffering=0)
-        read_transport: asyncio.ReadTransport | None = None
+            self._take(unread)
         try:
-            read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), rfile)
-            transport, protocol = await loop.connect_write_pipe(_Output, wfile)
+            self.read_transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: _Lines(self), rfile)
         except BaseException:
-            if read_transport is not None:
-                read_transport.close()
             rfile.close()
-            wfile.close()
+            self.writer.close()
             raise
-        transport.set_write_buffer_limits(0)  # drain() waits until the pipe has taken every byte
-        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-        return cls(reader, writer, read_transport, protocol.gone, name, answer_bad_frames)
+
+    def deliver_to(self, heard: Heard) -> None:
+        """Hand every message to `heard` as it is read, those read so far first; None once the stream has ended."""
+        self._heard = heard
+        while self._kept:
+            heard(self._kept.popleft())
+
+    async def receive(self) -> Message | None:
+        while not self._kept:
+            if self._over:
+                return None
+            self._arrived = asyncio.get_running_loop().create_future()
+            await self._arrived
+        return self._kept.popleft()
+
+    def _put(self, msg: Message | None) -> None:
+        if self._heard is not None:
+            self._heard(msg)
+            return
+        self._kept.append(msg)
+        if self._arrived is not None and not self._arrived.done():
+            self._arrived.set_result(None)
+
+    def _take(self, data: bytes) -> None:
+        if self._skipping:
+            end = data.find(b"\n")
+            if end < 0:
+                return
+            self._skipping = False
+            data = data[end + 1:]
+        end = data.find(b"\n")
+        if end < 0:  # a line's middle: kept, and not copied again until it ends
+            self._partial += data
+            self._check_length()
+            return
+        if self._partial:
+            self._partial += data[:end]
+            line = bytes(self._partial)
+            self._partial.clear()
+            self._line(line)
+            data = data[end + 1:]
+        lines = data.split(b"\n")
+        self._partial += lines.pop()
+        for line in lines:
+            self._line(line)
+        self._check_length()
+
+    def _check_length(self) -> None:
+        if len(self._partial) <= jsonrpc.MAX_LINE:
+            return
+        self._partial.clear()
+        self._skipping = True
+        self.bad_frames += 1
+        log.warning("%s: skipping a line longer than %d bytes", self.name, jsonrpc.MAX_LINE)
+        if self.answer_bad_frames:
+            self._answer(jsonrpc.error(None, jsonrpc.PARSE_ERROR,
+                                       f"message larger than {jsonrpc.MAX_LINE} bytes; skipped"))
+
+    def _line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            msg = jsonrpc.decode(line)
+        except FrameError as exc:
+            if self.answer_bad_frames:
+                self._answer(exc.reply)
+                return
+            # a server printing to stdout what is not MCP: skip it, and say so once in a while
+            self.bad_frames += 1
+            if self.bad_frames <= 5:
+                log.warning("%s: ignoring a line that is not JSON-RPC (%s): %.200r", self.name, exc, line)
+            return
+        self._put(msg)
+
+    def _answer(self, reply: Message) -> None:
+        # sent as any reply is (so close() waits for it), and the next line read as if nothing happened
+        task = asyncio.ensure_future(self._reply(reply))
+        self._replies.add(task)
+        task.add_done_callback(self._replies.discard)
+
+    async def _reply(self, reply: Message) -> None:
+        try:
+            await self.send(reply)
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            log.debug("%s: could not answer a bad frame: %s", self.name, exc)
+
+    def _ended(self) -> None:
+        if self._over:
+            return
+        self._over = True
+        if self._partial.strip() and not self._skipping:
+            self._line(bytes(self._partial))  # the stream's last line, unended
+        self._partial.clear()
+        self._put(None)
 
     def pause(self) -> None:
-        """Read no more from the pipe; lines already read are still received."""
-        self.read_transport.pause_reading()
+        """Read no more from the pipe; what was read and not yet received still is."""
+        if self.read_transport is not None:
+            self.read_transport.pause_reading()
 
     def take_unread(self) -> bytes:
-        """What was read from the pipe and not received: the start of a line not finished when reading stopped.
-
-        StreamReader has no public way to give back its buffer; without the attribute nothing is handed back,
-        and that line's start is lost (the next reader sees its tail as a line that is not JSON)."""
-        buffered = getattr(self.reader, "_buffer", None)
-        if not isinstance(buffered, bytearray):
-            return b""
-        data = bytes(buffered)
-        buffered.clear()
+        """What was read from the pipe and not received: the start of a line not finished when reading stopped."""
+        data = b"" if self._skipping else bytes(self._partial)
+        self._partial.clear()
         return data
 
     async def close(self) -> None:
@@ -187,16 +310,35 @@ class PipeChannel(StreamChannel):
             log.warning("%s: closing with a line half written: its reader stopped reading", self.name)
         else:
             self._write_lock.release()
-        self.read_transport.close()
+        if self.read_transport is not None:
+            self.read_transport.close()
         self.writer.close()
 
 
-class ProcessChannel(StreamChannel):
-    """An upstream server started as a subprocess, talking MCP on its stdin and stdout."""
+async def _pipes(read_fd: int, write_fd: int) -> tuple[asyncio.StreamWriter, asyncio.Event, Any]:
+    """A writer on `write_fd`, the event set once its reader is gone, and `read_fd` as the file to read; the
+    descriptors are closed if this fails."""
+    loop = asyncio.get_running_loop()
+    rfile, wfile = os.fdopen(read_fd, "rb", buffering=0), os.fdopen(write_fd, "wb", buffering=0)
+    try:
+        transport, protocol = await loop.connect_write_pipe(_Output, wfile)
+    except BaseException:
+        rfile.close()
+        wfile.close()
+        raise
+    return asyncio.StreamWriter(transport, protocol, None, loop), protocol.gone, rfile
 
-    def __init__(self, proc: asyncio.subprocess.Process, command: list[str], name: str) -> None:
-        assert proc.stdout is not None and proc.stdin is not None
-        super().__init__(proc.stdout, proc.stdin, name)
+
+class ProcessChannel(PipeChannel):
+    """An upstream server started as a subprocess, talking MCP on its stdin and stdout.
+
+    Its stdin and stdout are ours, not the subprocess transport's: that one hands on what it reads a
+    loop turn later (asyncio's and uvloop's alike), on every message from a server.
+    """
+
+    def __init__(self, proc: asyncio.subprocess.Process, writer: asyncio.StreamWriter, output_gone: asyncio.Event,
+                 command: list[str], name: str) -> None:
+        super().__init__(writer, output_gone, name, answer_bad_frames=False)
         self.proc = proc
         self.command = command
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
@@ -207,16 +349,37 @@ class ProcessChannel(StreamChannel):
                     cwd: str | None = None) -> ProcessChannel:
         """Start the server with exactly `env` as its environment: nothing of the daemon's is added here."""
         argv = [command, *args]
+        # socket pairs, as uvloop's subprocess transport gave a server (it sees what it saw), not inheritable: only
+        # the child's ends reach the child, as its 0 and 1
+        stdin_r, stdin_w = (end.detach() for end in socket.socketpair())
+        stdout_r, stdout_w = (end.detach() for end in socket.socketpair())
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, limit=jsonrpc.MAX_LINE,
+                *argv, stdin=stdin_r, stdout=stdout_w, stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
+                limit=jsonrpc.MAX_LINE,
                 # its own process group: stopping it stops what it started too (npx runs node under npm)
                 start_new_session=True)
         except (OSError, ValueError) as exc:
+            os.close(stdin_w)
+            os.close(stdout_r)
             raise StartError(f"server {name!r} could not start `{shown_command(argv)}`: "
                              f"{mask_text(str(exc))}") from None
-        return cls(proc, argv, name)
+        except BaseException:
+            os.close(stdin_w)
+            os.close(stdout_r)
+            raise
+        finally:
+            os.close(stdin_r)
+            os.close(stdout_w)
+        try:
+            writer, gone, rfile = await _pipes(stdout_r, stdin_w)
+            channel = cls(proc, writer, gone, argv, name)
+            await channel._read_from(rfile)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        return channel
 
     @property
     def pid(self) -> int:
@@ -263,8 +426,7 @@ class ProcessChannel(StreamChannel):
         """
         if self.proc.returncode is None:
             with contextlib.suppress(Exception):
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
+                self.writer.close()
             if await self.wait_exit(2.0) is None:
                 self._signal_group(signal.SIGTERM)
                 if await self.wait_exit(2.0) is None:
@@ -272,6 +434,9 @@ class ProcessChannel(StreamChannel):
                     await self.wait_exit(2.0)
         self._signal_group(signal.SIGTERM)
         self._stderr_task.cancel()
+        self.writer.close()
+        if self.read_transport is not None:
+            self.read_transport.close()
 
     def _signal_group(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -19,7 +19,7 @@ from mcpx.handoff import WAITING_AFTER, Hello, Word, encode_unread
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import PeerOutbound
-from mcpx.mcp.stdio import PipeChannel
+from mcpx.mcp.stdio import Heard, PipeChannel
 from mcpx.surface.connection import ClientConnection, connection_state
 from mcpx.surface.dispatch import Surface
 
@@ -35,12 +35,16 @@ class WatchedPipe:
     def __init__(self, pipe: PipeChannel, say: Say) -> None:
         self.pipe = pipe
         self.say = say
-        self.open: dict[jsonrpc.Id, asyncio.TimerHandle] = {}  # requests read and not yet answered
+        self.open: dict[jsonrpc.Id, float] = {}  # requests read and not yet answered: when, oldest first
         self.named: set[jsonrpc.Id] = set()  # those of them serve was told of
         self.none_open = asyncio.Event()
         self.none_open.set()
         self.stopping = False
+        self._ending: asyncio.Future[None] | None = None  # at the end of input: what was asked being answered
         self._loop = asyncio.get_running_loop()
+        # one timer for all the requests read, due when the oldest not yet named will have waited WAITING_AFTER, not
+        # one per request: nearly every request is answered long before, and its timer was set and cancelled for it
+        self._naming: asyncio.TimerHandle | None = None
 
     async def receive(self) -> Message | None:
         msg = await self.pipe.receive()
@@ -48,6 +52,23 @@ class WatchedPipe:
             if not self.stopping:
                 await self._drain()
             return None
+        return self._seen(msg)
+
+    def deliver_to(self, heard: Heard) -> None:
+        """As the pipe's deliver_to: each message as it is read, counted first; None once what was asked is answered."""
+
+        def seen(msg: Message | None) -> None:
+            if msg is not None:
+                heard(self._seen(msg))
+            elif self.stopping:
+                heard(None)
+            else:
+                self._ending = asyncio.ensure_future(self._drain())
+                self._ending.add_done_callback(lambda _: heard(None))
+
+        self.pipe.deliver_to(seen)
+
+    def _seen(self, msg: Message) -> Message:
         method = msg.get("method")
         if method is None:
             return msg  # an answer to one of mcpx's own requests
@@ -81,20 +102,27 @@ class WatchedPipe:
             self._settled(rid)
 
     def _opened(self, rid: jsonrpc.Id) -> None:
-        if (earlier := self.open.pop(rid, None)) is not None:
-            earlier.cancel()
-        self.open[rid] = self._loop.call_later(WAITING_AFTER, self._name, rid)
+        self.open.pop(rid, None)  # an id used again counts from its new use
+        self.open[rid] = self._loop.time()
         self.none_open.clear()
+        if self._naming is None:
+            self._naming = self._loop.call_later(WAITING_AFTER, self._name_waiting)
 
-    def _name(self, rid: jsonrpc.Id) -> None:
-        self.named.add(rid)
-        self.say(Word(waiting=[rid]))
+    def _name_waiting(self) -> None:
+        """Tell serve of every request that has waited WAITING_AFTER; be due again for the next that will have."""
+        self._naming = None
+        due = self._loop.time() - WAITING_AFTER + 0.001  # a timer may fire a hair before its time
+        waiting = [rid for rid, read in self.open.items() if read <= due and rid not in self.named]
+        if waiting:
+            self.named.update(waiting)
+            self.say(Word(waiting=waiting))
+        later = [read for rid, read in self.open.items() if rid not in self.named]
+        if later:
+            self._naming = self._loop.call_at(min(later) + WAITING_AFTER, self._name_waiting)
 
     def _settled(self, rid: jsonrpc.Id) -> None:
-        timer = self.open.pop(rid, None)
-        if timer is None:
+        if self.open.pop(rid, None) is None:
             return
-        timer.cancel()
         if rid in self.named:
             self.named.discard(rid)
             self.say(Word(answered=[rid]))  # after the answer is in the pipe: a death between costs a duplicate
@@ -105,8 +133,10 @@ class WatchedPipe:
         return [rid for rid in self.open if rid not in self.named]
 
     async def close(self) -> None:
-        for timer in self.open.values():
-            timer.cancel()
+        if self._naming is not None:
+            self._naming.cancel()
+        if self._ending is not None:
+            self._ending.cancel()
         await self.pipe.close()
 
     async def wait_exited(self) -> None:
