@@ -361,7 +361,7 @@ class Broker:
 
         A question pending here is waited on without being read: its answer, once committed through this daemon,
         is taken from what the commit left in recent (a pending question's document is parsed only when it is
-        shown; every lifecycle's waiter parsed it once, about 3% of the daemon's CPU in bench/broker.py)."""
+        shown, not once by every lifecycle's waiter)."""
         q: Elicitation | None = None
         fut = self._waiters.get(eid) if self._pending.get(eid) is not None else None
         if fut is None:

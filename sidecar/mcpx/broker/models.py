@@ -188,8 +188,8 @@ class AuditRecord(WireModel):
         return self._json
 
     def numbered(self, seq: int, doc: str) -> AuditRecord:
-        """This record, numbered in place, as the log holds it at `seq` (it was built for that row: a copy cost
-        every record 3 us); `doc`: its document as stored (`documents.audit_doc`, all but the seq, which is the
+        """This record, numbered in place, as the log holds it at `seq` (it was built for that row: a copy would cost
+        every record its own); `doc`: its document as stored (`documents.audit_doc`, all but the seq, which is the
         first field), so its JSON is that document with the seq put in front, not encoded again."""
         self.seq = seq
         self._json = b'{"seq":%d,%s' % (seq, doc[1:].encode())

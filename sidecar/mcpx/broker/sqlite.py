@@ -3,10 +3,10 @@
 A batch of units commits on the event loop itself, whole, without awaiting, so concurrent
 coroutines never interleave half-written state, and a unit's future resolves only after the
 commit, so nothing is published that the database does not hold. In WAL mode with
-synchronous=NORMAL a commit is a write() of a few pages into the -wal file, tens of microseconds:
-handing it to a thread and back cost two thread wake-ups of 0.1-0.4 ms each on these machines,
-and the units are Python, which holds the GIL wherever it runs. What may take long stays off the
-loop, on the store's own thread: the checkpoints (they fsync: 8-20 ms), made through a connection
+synchronous=NORMAL a commit is a write() of a few pages into the -wal file, far shorter than
+handing it to a thread and back (two thread wake-ups), and the units are Python, which holds the GIL
+wherever it runs. What may take long stays off the loop, on the store's own thread: the checkpoints
+(they fsync), made through a connection
 of their own, and a batch that finds the database locked by another process (busy_timeout's wait).
 Reads have a connection and a thread of their own too: in WAL mode they never block the writer.
 """
@@ -244,7 +244,7 @@ class SqliteStore(SqlReads):
         return Committed(out, tx.records, tx.questions)
 
     def _run_checkpoint(self) -> None:
-        """On the store's thread: copy the -wal file's committed pages into the database (fsyncs, 8-20 ms here),
+        """On the store's thread: copy the -wal file's committed pages into the database (they fsync),
         beside the writer, which goes on committing; the -wal file starts over from its beginning once all
         are copied. PASSIVE: it waits for nobody."""
         assert self._checkpointer is not None

@@ -226,8 +226,8 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
             background.append(asyncio.create_task(demo_question(gateway, settings), name="mcpx-demo"))
         parts.push_async_callback(_cancel, background)
         # What start-up made (modules, pydantic's validators, the app: ~57,000 objects) lives as long as the
-        # daemon. Frozen out of the collector's sight, a full collection walks only what serving made since: with
-        # 10,000 questions pending, its pause fell from 22-24 ms to 9 ms (bench/speed.py figures 4-6, gc.callbacks)
+        # daemon. Frozen out of the collector's sight, a full collection walks only what serving made since, so its
+        # pauses stay short with many questions pending (docs/bench.md, "Figures that were in comments")
         gc.freeze()
         await stop.wait()
         log.info("draining: no new requests; in-flight ones get %.0fs", DRAIN_S)

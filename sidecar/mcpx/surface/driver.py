@@ -55,7 +55,7 @@ class CallDriver:
             if started:
                 # one loop turn: the call's own task takes its first step, which sends the request upstream,
                 # before this sets up to wait on it; that setup then runs while the server works, not on the
-                # request's way (11 us of a plain call's request, cold, by perf_counter stamps)
+                # request's way
                 await asyncio.sleep(0)
             return await self._drive(task, state, out, bound, meta.get("progressToken"))
         except asyncio.CancelledError:

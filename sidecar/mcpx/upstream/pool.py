@@ -257,9 +257,8 @@ class Pool:
         """For a quiet tool, the busiest instance it may join; else an idle one; else none.
 
         Quiet calls gather on one instance rather than spread over idle ones: a server process with many
-        calls in flight reads and writes them in batches (bench/gateway.py's server spent 0.9 ms of CPU on
-        a call with 16 in flight on one instance, 1.5 ms with them spread over four), and the instances
-        left idle are stopped after their idleTimeout.
+        calls in flight reads and writes them in batches, spending less CPU on each (bench/gateway.py;
+        docs/bench.md has the figures), and the instances left idle are stopped after their idleTimeout.
         """
         joins = self.habit(server, fp, tool) == "quiet"
         idle: Instance | None = None
