@@ -15,7 +15,6 @@ from pydantic import Field
 
 from mcpx.broker.models import Elicitation, WireModel
 from mcpx.broker.schema import Field as SchemaField
-from mcpx.broker.schema import FlatSchema
 from mcpx.text import plain, quoted
 
 DialogKind = Literal["confirm", "url", "question", "terminal"]
@@ -29,7 +28,7 @@ def dialog_of(q: Elicitation) -> DialogKind:
         return "url"
     if q.secret_fields:
         return "terminal"
-    fields = FlatSchema.of(q.requested_schema).fields
+    fields = q.form.fields
     if not fields or (len(fields) == 1 and fields[0].kind == "boolean"):
         return "confirm"
     return "question"
@@ -64,7 +63,7 @@ def permission_dialog(q: Elicitation) -> PermissionDialog:
     server, asks = plain(q.server, 100), quoted(q.message, 500)
     title = f"{server} (via mcpx) asks: {asks}" + (f" — open {plain(q.url or '', 500)}" if q.mode == "url" else "")
     pattern = f"{server}: {plain(q.message, 300)}" + (f" ({plain(q.url or '', 300)})" if q.mode == "url" else "")
-    form = FlatSchema.of(q.requested_schema)
+    form = q.form
     content = None
     if q.mode == "form" and len(form.fields) == 1 and form.fields[0].kind == "boolean":
         content = {form.fields[0].name: True}
@@ -137,7 +136,7 @@ def _prompt(q: Elicitation, f: SchemaField, many: bool) -> QuestionPrompt:
 
 def question_prompts(q: Elicitation) -> list[QuestionPrompt]:
     """The exact arguments of opencode's question tool: one prompt per field, each carrying the question's id."""
-    fields = FlatSchema.of(q.requested_schema).fields
+    fields = q.form.fields
     return [_prompt(q, f, len(fields) > 1) for f in fields]
 
 
@@ -149,7 +148,7 @@ def content_of_replies(q: Elicitation, replies: list[list[str]]) -> dict[str, An
     """The content a person gave in the question dialog: per prompt (in order), the labels they picked or the
     words they typed. A label becomes its option's value; typed words are typed by the field, and what does not
     fit is left as typed, so that validation names the field."""
-    fields = FlatSchema.of(q.requested_schema).fields
+    fields = q.form.fields
     if q.mode != "form" or len(replies) > len(fields):
         raise RepliesProblem(f"{len(replies)} replies for {q.id}, whose dialog has {len(fields)} prompt(s)")
     content: dict[str, Any] = {}

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from mcpx.broker.models import Elicitation, WireModel
 from mcpx.broker.schema import Field as SchemaField
-from mcpx.broker.schema import FlatSchema, same
+from mcpx.broker.schema import same
 from mcpx.text import clock, plain, quoted
 from mcpx.urlfacts import url_facts
 
@@ -136,7 +136,7 @@ def why(q: Elicitation) -> str:
 def dialog_form(q: Elicitation) -> DialogForm:
     """The question `q` as a dialog draws it."""
     secret = set(q.secret_fields)
-    fields = [form_field(f, f.name in secret) for f in FlatSchema.of(q.requested_schema).fields] \
+    fields = [form_field(f, f.name in secret) for f in q.form.fields] \
         if q.mode == "form" else []
     confirm: dict[str, Any] | None = None
     if q.mode == "url":
@@ -170,7 +170,7 @@ def content_of_entries(q: Elicitation, entries: Mapping[str, Entry]) -> dict[str
     """The content a dialog's entries give, typed by the question's schema. An empty text is no value (its default
     applies, or validation says it is required); a choice's token is its option's value; what does not fit the
     field is left as typed, so that validation names the field."""
-    form = FlatSchema.of(q.requested_schema)
+    form = q.form
     if q.mode != "form":
         raise EntriesProblem(f"{q.id} is a url-mode question: it takes no form")
     unknown = sorted(set(entries) - set(form.names))

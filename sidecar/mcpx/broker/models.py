@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from mcpx import wirejson
 from mcpx.broker.credentials import secret_fields
+from mcpx.broker.schema import FlatSchema
 
 Mode = Literal["form", "url"]
 Audience = Literal["agent", "human", "agent-then-human"]
@@ -91,6 +92,21 @@ class Elicitation(WireModel):
     ambiguous: bool = Field(default=False, description="the call that raised it could not be told for certain")
     secret_fields: list[str] = Field(default_factory=list, description="credential fields: their values are never "
                                      "stored or shown, only [redacted]")
+    # its requestedSchema as fields, read at most once per object (copies made with model_copy keep it): the answer's
+    # check and every renderer read the same question's form
+    _form: FlatSchema | None = PrivateAttr(default=None)
+
+    @property
+    def form(self) -> FlatSchema:
+        """The question's fields (none in url mode), as every reader of its requestedSchema should take them."""
+        if self._form is None:
+            self._form = FlatSchema.of(self.requested_schema)
+        return self._form
+
+    def read_as(self, form: FlatSchema | None) -> Elicitation:
+        """This question, its form already read (the check at its opening read it)."""
+        self._form = form
+        return self
 
     @model_validator(mode="before")
     @classmethod

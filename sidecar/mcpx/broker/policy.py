@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpx.broker.models import Action, Answerer, Elicitation
-from mcpx.broker.schema import FlatSchema, validate_content
 from mcpx.config import ElicitSettings, Rule
 
 
@@ -50,7 +49,7 @@ def _matches(rule: Rule, q: Elicitation) -> str | None:
         return f"mode is {q.mode!r}, not {m.mode!r}"
     if m.audience is not None and m.audience != q.audience:
         return f"audience is {q.audience!r}, not {m.audience!r}"
-    if m.field is not None and FlatSchema.of(q.requested_schema).get(m.field) is None:
+    if m.field is not None and q.form.get(m.field) is None:
         return f"the question has no field {m.field!r}"
     if m.message is not None and not re.search(m.message, q.message or ""):
         return f"message does not match /{m.message}/"
@@ -71,7 +70,7 @@ def check_rule(rule: Rule, q: Elicitation, environ: Any = os.environ) -> RuleChe
             "the question is for the person; a rule may accept it only when it names this server and field",
         )
     if rule.action == "accept" and q.mode == "form":
-        _, problems = validate_content(q.requested_schema, rule.content or {})
+        _, problems = q.form.check_content(rule.content or {})
         if problems:
             listed = "; ".join(f"{k} {v}" for k, v in problems.items())
             return RuleCheck(rid, False, f"its content does not fit the question: {listed}")

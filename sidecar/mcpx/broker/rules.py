@@ -16,7 +16,7 @@ from mcpx.broker import routing
 from mcpx.broker.credentials import secret_fields
 from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, Gone, InvalidContent, InvalidQuestion
 from mcpx.broker.models import REDACTED, Action, Answer, Answerer, Elicitation, OpenRequest, rfc3339
-from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema, validate_content
+from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema
 from mcpx.ids import new_id
 
 
@@ -72,7 +72,7 @@ def question_of(req: OpenRequest, now: float, ttl: float) -> tuple[Elicitation, 
         audience=decided.audience, reason=decided.reason, created=ts(now), expires_at=ts(now + ttl),
         state="pending", ambiguous=req.ambiguous,
         secret_fields=secrets,
-    )
+    ).read_as(flat)
     return q, decided
 
 
@@ -131,7 +131,7 @@ def checked_content(q: Elicitation, action: Action, content: dict[str, Any] | No
             raise InvalidContent("a url-mode question is accepted without content",
                                  {"content": "not allowed in url mode"})
         return None
-    filled, problems = validate_content(q.requested_schema, content)
+    filled, problems = q.form.check_content(content)
     if problems:
         listed = "; ".join(f"{k}: {v}" for k, v in problems.items())
         raise InvalidContent(f"the answer does not fit the question: {listed}", problems)

@@ -29,7 +29,6 @@ from mcpx.broker.models import (
     StoredTask,
     rfc3339,
 )
-from mcpx.broker.schema import validate_content
 from mcpx.broker.store import Identity, Store, Tx
 
 log = logging.getLogger("mcpx.broker")
@@ -273,7 +272,7 @@ class Writes:
             assert decision.action is not None
             content = decision.content
             if content is not None:
-                content, _ = validate_content(q.requested_schema, content)
+                content, _ = q.form.check_content(content)
             answer, answered_q = self.commit_answer(tx, records, q, decision.action, content, decision.by, None,
                                                     self.pid, decision.because, now, q.secret_fields)
             return Outcome(answered_q, answer)

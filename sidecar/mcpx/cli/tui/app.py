@@ -19,7 +19,6 @@ from textual.content import Content
 from textual.widgets import DataTable, Footer, Static
 
 from mcpx.broker.models import Action, Elicitation
-from mcpx.broker.schema import FlatSchema
 from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
 from mcpx.cli.render import field_lines
 from mcpx.cli.tui.feed import Ended, Feed, Listener, Pending
@@ -178,7 +177,7 @@ class InboxApp(App[None]):
         if p is None:
             return
         q = p.question
-        if q.mode == "form" and not FlatSchema.of(q.requested_schema).fields:
+        if q.mode == "form" and not q.form.fields:
             await self.answer(q, "accept", {})
         else:
             self.push_screen(QuestionScreen(p))  # a form to fill, or a URL to see first
