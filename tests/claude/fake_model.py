@@ -1,0 +1,242 @@
+"""A scripted model behind Anthropic's Messages API (`POST /v1/messages`, streamed), for driving real Claude Code.
+
+The same scripts as tests/opencode/fake_model.py's: a list of steps, one per model turn of a session, each
+seeing the request and returning a `Call` (a tool call) or a `Say` (text that ends the turn); sessions are
+told apart by a `[script:NAME]` marker in their first user message; every request is kept.
+
+Claude Code offers MCP tools behind its `ToolSearch` tool (the model asks for `select:mcp__SRV__TOOL` first and
+is offered the tool after). A step that calls a tool the request does not offer is preceded by that search,
+which is not one of the script's turns: a script names only the calls it means.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from opencode.fake_model import MARKER, QUESTION_ID, TASK_ID, Call, Say
+
+SEARCH = "ToolSearch"
+
+__all__ = ["Call", "Request", "Say", "ScriptedClaudeModel"]
+
+
+@dataclass
+class Request:
+    """One request Claude Code sent: its messages and the tools it offered."""
+
+    body: dict[str, Any]
+    script: str | None
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body.get("messages") or []
+
+    @property
+    def tools(self) -> list[str]:
+        return [t.get("name", "") for t in self.body.get("tools") or []]
+
+    def blocks(self, role: str, kind: str) -> list[dict[str, Any]]:
+        return [c for m in self.messages if m.get("role") == role and isinstance(m.get("content"), list)
+                for c in m["content"] if isinstance(c, dict) and c.get("type") == kind]
+
+    @property
+    def turn(self) -> int:
+        """The script's turns taken: assistant messages, less those that only searched for a tool."""
+        searches = {b.get("id") for b in self.blocks("assistant", "tool_use") if b.get("name") == SEARCH}
+        turns = 0
+        for m in self.messages:
+            if m.get("role") != "assistant":
+                continue
+            content = m.get("content")
+            uses = [c for c in content if isinstance(c, dict) and c.get("type") == "tool_use"] \
+                if isinstance(content, list) else []
+            if uses and all(u.get("id") in searches for u in uses):
+                continue
+            turns += 1
+        return turns
+
+    def tool_results(self) -> list[str]:
+        return [result_text(b) for b in self.blocks("user", "tool_result")]
+
+    def last_tool_result(self) -> str:
+        results = self.tool_results()
+        return results[-1] if results else ""
+
+    def question_ids(self) -> list[str]:
+        return list(dict.fromkeys(QUESTION_ID.findall(self.last_tool_result())))
+
+    def task_id(self) -> str | None:
+        m = TASK_ID.search(self.last_tool_result())
+        return m.group(0) if m else None
+
+
+def result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict) and c.get("type") == "text")
+    return ""
+
+
+def first_user_text(body: dict[str, Any]) -> str:
+    for m in body.get("messages") or []:
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return ""
+
+
+Step = Callable[[Request], Call | Say]
+
+
+class ScriptedClaudeModel:
+    def __init__(self, log: Path) -> None:
+        self.scripts: dict[str, list[Step]] = {}
+        self.requests: list[Request] = []
+        self.log = log
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self) -> ScriptedClaudeModel:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def script(self, name: str, steps: list[Step]) -> str:
+        """Register a session's script; returns the marker its first prompt must carry."""
+        self.scripts[name] = steps
+        return f"[script:{name}]"
+
+    def of(self, name: str) -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if r.script == name]
+
+    def wait_for(self, name: str, predicate: Callable[[list[Request]], bool], timeout: float) -> list[Request]:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                mine = [r for r in self.requests if r.script == name]
+                if predicate(mine):
+                    return mine
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    last = mine[-1].last_tool_result()[:1500] if mine else None
+                    raise AssertionError(f"script {name}: condition not met in {timeout} s; it saw {len(mine)} "
+                                         f"request(s), the last tool result: {last!r}")
+                self._changed.wait(min(left, 0.5))
+
+    # ---- serving
+
+    def _reply(self, request: Request) -> Call | Say:
+        if request.script is None or not request.tools:
+            return Say("Scripted session")  # a title, a summary, a quota probe: anything asked on the side
+        steps = self.scripts.get(request.script, [])
+        if request.turn >= len(steps):
+            return Say("done.")
+        reply = steps[request.turn](request)
+        if isinstance(reply, Call) and reply.tool not in request.tools and SEARCH in request.tools:
+            return Call(SEARCH, {"query": f"select:{reply.tool}", "max_results": 1})
+        return reply
+
+    def _record(self, body: dict[str, Any]) -> Request:
+        marker = MARKER.search(first_user_text(body))
+        request = Request(body, marker.group(1) if marker else None)
+        with self._changed:
+            self.requests.append(request)
+            with self.log.open("a") as f:
+                f.write(json.dumps({"script": request.script, "turn": request.turn, "tools": request.tools,
+                                    "last": request.messages[-2:]}, ensure_ascii=False)[:20000] + "\n")
+            self._changed.notify_all()
+        return request
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+            def _json(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._json(200, {"data": [], "has_more": False})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.startswith("/v1/messages") or self.path.startswith("/v1/messages/count_tokens"):
+                    self._json(200, {"input_tokens": 1})
+                    return
+                request = model._record(body)
+                try:
+                    reply = model._reply(request)
+                except Exception as exc:  # a broken step says so to the test, through the transcript
+                    reply = Say(f"script error: {exc!r}")
+                n = len(model.requests)
+                if isinstance(reply, Call):
+                    block: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": reply.tool,
+                                             "input": {}}
+                    delta = {"type": "input_json_delta", "partial_json": json.dumps(reply.arguments)}
+                    stop = "tool_use"
+                else:
+                    block = {"type": "text", "text": ""}
+                    delta = {"type": "text_delta", "text": reply.text}
+                    stop = "end_turn"
+                usage = {"input_tokens": 1, "output_tokens": 1}
+                message = {"id": f"msg_{n:04d}", "type": "message", "role": "assistant", "model": body.get("model"),
+                           "content": [], "stop_reason": None, "usage": usage}
+                if not body.get("stream"):
+                    whole = {**block, "input": reply.arguments} if isinstance(reply, Call) else \
+                        {"type": "text", "text": reply.text}
+                    self._json(200, {**message, "content": [whole], "stop_reason": stop})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                events = [
+                    ("message_start", {"message": message}),
+                    ("content_block_start", {"index": 0, "content_block": block}),
+                    ("content_block_delta", {"index": 0, "delta": delta}),
+                    ("content_block_stop", {"index": 0}),
+                    ("message_delta", {"delta": {"stop_reason": stop}, "usage": {"output_tokens": 1}}),
+                    ("message_stop", {}),
+                ]
+                for name, data in events:
+                    self.wfile.write(f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
+
+        return Handler
