@@ -97,8 +97,10 @@ async def test_state_only_rounds_back_off_and_are_not_counted() -> None:
 
 
 async def test_what_the_loop_cannot_read_ends_it_naming_the_server() -> None:
-    with pytest.raises(RoundsError, match=r"resultType 'task', which mcpx does not know"):
-        await Script({"resultType": "task"}).run()
+    with pytest.raises(RoundsError, match=r"resultType 'later', which mcpx does not know"):
+        await Script({"resultType": "later"}).run()
+    handle = {"resultType": "task", "taskId": "T", "status": "working"}
+    assert await Script(handle).run() == handle  # a task handle ends the rounds: mcp/tasks.py follows it
     with pytest.raises(RoundsError, match="sent inputRequests that is not an object"):
         await Script({"resultType": "input_required", "inputRequests": ["x"]}).run()
 

@@ -89,7 +89,10 @@ class HttpChannel:
         if is_modern(version) and "method" in msg:
             h[METHOD_HEADER] = msg["method"]
             name = params.get("name") if msg["method"] in ("tools/call", "prompts/get") else params.get("uri")
-            if msg["method"] in ("tools/call", "prompts/get", "resources/read") and name is not None:
+            if msg["method"] in ("tasks/get", "tasks/update", "tasks/cancel"):
+                name = params.get("taskId")  # the Tasks extension routes by task: whoever holds it answers
+            if msg["method"] in ("tools/call", "prompts/get", "resources/read", "tasks/get", "tasks/update",
+                                 "tasks/cancel") and name is not None:
                 h[NAME_HEADER] = header_value(name)
             if msg["method"] == "tools/call":
                 args = params.get("arguments") or {}

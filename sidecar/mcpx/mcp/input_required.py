@@ -119,15 +119,17 @@ Answer = Callable[[InputRequired, int], Awaitable[dict[str, Any]]]
 
 async def drive(server: str, params: dict[str, Any], send: Send, answer: Answer, max_rounds: int, round_no: int = 0,
                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> dict[str, Any]:
-    """The call's complete result. `params`: the first tools/call's (a re-driven call's retry, after a restart);
-    `send`: one tools/call with those params, its result back; `answer`: a round's inputResponses, once every
-    request in it is answered; `round_no`: the rounds that asked already (a re-driven call's)."""
+    """The call's complete result, or the task handle the server answered with instead (`resultType: "task"`, the
+    Tasks extension: the rounds before it asked synchronously, the task asks on its own; mcp/tasks.py follows
+    it). `params`: the first tools/call's (a re-driven call's retry, after a restart); `send`: one tools/call
+    with those params, its result back; `answer`: a round's inputResponses, once every request in it is
+    answered; `round_no`: the rounds that asked already (a re-driven call's)."""
     backoff: Backoff | None = None  # made when the first round carries only state: most calls never need one
     while True:
         res = await send(params)
         kind = res.get("resultType", "complete")
-        if kind == "complete":
-            return res
+        if kind in ("complete", "task"):
+            return res  # a task handle ends the rounds too: mcp/tasks.py follows it
         if kind != "input_required":
             raise RoundsError(f"server {server!r} answered tools/call with resultType {kind!r}, which mcpx does "
                               "not know")
