@@ -245,6 +245,9 @@ class CallContext:
         self._save = save
         # completions the server announced for a question still being opened (they come on their own task)
         self._completed_early: set[str] = set()
+        self._following = False  # the call became a task: its deadline stands still (following)
+        self._opening = asyncio.Lock()  # a task's questions are opened one at a time (answer_input)
+        self._withdrawn: dict[str, str] = {}  # a task's questions the server stopped asking: why they end
 
     def roots(self) -> list[dict[str, Any]]:
         return roots_for(self.task.request.cwd)
@@ -299,19 +302,21 @@ class CallContext:
             except Exception as exc:  # the caller went away; the call goes on
                 log.debug("relaying %s for %s failed: %s", method, self.task.id, exc)
 
-    def _open_request(self, params: ElicitParams) -> OpenRequest:
+    def _open_request(self, params: ElicitParams, upstream_id: str | None) -> OpenRequest:
         r = self.task.request
         mode = params.effective_mode
         return OpenRequest(
             session=r.session, session_source=r.session_source, server=r.server, tool=r.tool,
             mode=mode,
             message=params.message, requested_schema=params.requested_schema if mode == "form" else None,
-            url=params.url if mode == "url" else None, upstream_id=params.elicitation_id, trace=self.task.trace,
+            url=params.url if mode == "url" else None, upstream_id=upstream_id or params.elicitation_id,
+            trace=self.task.trace,
             parent=r.parent, task=self.task.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
         )
 
     async def open(self, params: ElicitParams, era: Era,
-                   round_record: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle:
+                   round_record: Callable[[Elicitation, bool], StoredTask] | None = None,
+                   upstream_id: str | None = None) -> Handle:
         """Open the server's question through the broker, as its era needs. Broker.open's arguments, and why:
 
         - legacy (`ask`): the call's task is stored with the question, in its commit (`task`), and the call's
@@ -322,7 +327,8 @@ class CallContext:
           which then runs while the client reads it; docs/architecture.md, "What is written when").
         - modern (`answer_round`): never eager, since a restart re-drives the call with the answer the store
           holds. The round's last question is stored with `round_record` (the task with the round's Resume); the
-          waiters are told once the whole round is open.
+          waiters are told once the whole round is open. A task's question (`answer_input`) is opened the same
+          way, its key the question's `upstream_id` and `round_record` the task's Resume with that key.
         """
         legacy = era == "legacy"
         r = self.task.request
@@ -341,7 +347,7 @@ class CallContext:
 
         # Shielded: a call that ends while its question is being stored (its server went away, its client
         # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
-        opening = asyncio.ensure_future(self.broker.open(self._open_request(params),
+        opening = asyncio.ensure_future(self.broker.open(self._open_request(params, upstream_id),
                                                          self.task.stored_with if legacy else round_record,
                                                          committing if client_first else None, eager=legacy))
         try:
@@ -408,6 +414,8 @@ class CallContext:
                 await self.task.touch("running")
 
     def abandon_reason(self, eid: str) -> str:
+        if eid in self._withdrawn:
+            return self._withdrawn[eid]
         if self.task.end_reason:
             return self.task.end_reason
         peer = self.conn.peer
@@ -444,25 +452,28 @@ class CallContext:
         log.debug("completion for elicitationId %r before its question is open: kept for it", elicitation_id)
         self._completed_early.add(elicitation_id)
 
+    def _planned(self, key: str, req: Any) -> tuple[str, Any]:
+        """One of inputRequests, checked: its method and params (an elicitation's as ElicitParams); CallFailed for
+        a request that is invalid or that mcpx did not declare (sampling, unless the calling client serves it)."""
+        method = req.get("method") if isinstance(req, dict) else None
+        if method == "elicitation/create":
+            try:
+                return method, ElicitParams.model_validate(req.get("params") or {})
+            except Exception as exc:
+                raise CallFailed(f"server {self.conn.name!r} sent an invalid elicitation in inputRequests"
+                                 f"[{key!r}]: {exc}") from None
+        if method == "roots/list" or (method == "sampling/createMessage"
+                                      and self.task.request.client_serves("sampling")):
+            return method, req.get("params") or {}
+        raise CallFailed(f"server {self.conn.name!r} asked for {method!r} in inputRequests[{key!r}], which "
+                         "mcpx did not declare to it")
+
     async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
         """One broker question per elicitation in inputRequests, roots and sampling to the client (or roots
         from mcpx); once all are answered, the retry's inputResponses, under the server's own keys."""
         requests = asked.input_requests or {}
         r = self.task.request
-        planned: list[tuple[str, str, Any]] = []
-        for key, req in requests.items():  # every entry checked before any is acted on
-            method = req.get("method") if isinstance(req, dict) else None
-            if method == "elicitation/create":
-                try:
-                    planned.append((key, method, ElicitParams.model_validate(req.get("params") or {})))
-                except Exception as exc:
-                    raise CallFailed(f"server {self.conn.name!r} sent an invalid elicitation in inputRequests"
-                                     f"[{key!r}]: {exc}") from None
-            elif method == "roots/list" or (method == "sampling/createMessage" and r.client_serves("sampling")):
-                planned.append((key, method, req.get("params") or {}))
-            else:
-                raise CallFailed(f"server {self.conn.name!r} asked for {method!r} in inputRequests[{key!r}], which "
-                                 "mcpx did not declare to it")
+        planned = [(key, *self._planned(key, req)) for key, req in requests.items()]  # all checked before any acts
         static: dict[str, Any] = {}
         handles: dict[str, Handle] = {}
         slots: dict[str, Slot] = {}
@@ -507,3 +518,78 @@ class CallContext:
             responses[key] = elicit_result(answer)
             self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "modern", "round": round_no})
         return responses
+
+    # ---- a call the server made a task (mcp/tasks.py follows it; these are its hooks)
+
+    async def following(self, task_id: str) -> None:
+        """The task's id is stored with the call at once (the spec asks clients to persist it): a restart follows
+        the task again. The call's own timeout stops here for good: the server answers each poll (each bounded on
+        its own), and the task's ttl is the server's backstop for work that runs long by design."""
+        if not self._following:
+            self._following = True
+            self.deadline.pause()
+        if self.task.resume is None or self.task.resume.task != task_id:
+            self.task.resume = Resume(round=0, task=task_id)
+            await self._save(self.task)
+
+    def keeps_going(self) -> bool:
+        return self.task.suspended
+
+    async def answer_input(self, key: str, request: Any) -> dict[str, Any]:
+        """One of the task's inputRequests: an elicitation is one broker question (the key its upstreamId; a key
+        a restart finds stored is that same question, re-attached), roots and sampling go as in a round. The
+        response, once given: what tasks/update carries under `key`."""
+        method, params = self._planned(key, request)
+        if method == "roots/list" and not self.task.request.client_serves("roots"):
+            return {"roots": self.roots()}
+        if method != "elicitation/create":
+            return await self.via_client(key, method, params)
+        resume = self.task.resume
+        assert resume is not None and resume.task is not None  # following() came first
+        stored = resume.keys.get(key)
+        if stored is not None:
+            return await self._reattached(stored)
+
+        def record(q: Elicitation, pending: bool) -> StoredTask:
+            resume.keys[key] = q.id  # in this commit and every later one: each question's commit holds them all
+            return self.task.stored_with(q, pending, resume)
+
+        async with self._opening:  # one at a time: each commit's keys include every question opened before it
+            handle = await self.open(params, "modern", record, upstream_id=key)
+        self.task.keys[handle.id] = key
+        self.task.kept = True
+        await self.task.touch()
+        answer = await self.wait(handle)
+        self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "modern", "task": resume.task})
+        return elicit_result(answer)
+
+    async def _reattached(self, eid: str) -> dict[str, Any]:
+        """A question a daemon before this one opened for the task: its answer if it has one (sent again: the
+        server ignores an answer to what it no longer asks), else it is waited for like any."""
+        q, answer = await self.broker.get(eid)
+        if answer is None and q.state == "pending":
+            handle = self.broker.handle(eid, q)
+            if handle is None:
+                raise CallFailed(f"{eid} cannot be re-attached after the restart")
+            self._opened(handle)
+            await self.task.touch()
+            answer = await self.wait(handle)
+        if answer is None:  # it ended without an answer (abandoned): the server is not left waiting for it
+            return {"action": "cancel"}
+        self.broker.mark_resumed(q, {"action": answer.action, "era": "modern", "afterRestart": True})
+        return usable(answer)
+
+    async def withdrawn(self, key: str) -> None:
+        """Said before the question's wait is cancelled: the abandonment that follows gives this reason."""
+        for eid, k in self.task.keys.items():
+            if k == key:
+                self._withdrawn[eid] = (f"server {self.conn.name!r} no longer asks it: its task went on without "
+                                        "this answer")
+
+
+def usable(answer: Answer) -> dict[str, Any]:
+    """A stored answer as the ElicitResult to send after a restart: never one whose credential was redacted."""
+    if answer.content and REDACTED in answer.content.values():
+        raise CallFailed(f"the answer to {answer.id} held a credential, which mcpx never stores; after the "
+                         "restart the call cannot be re-driven with it — run the call again")
+    return elicit_result(answer)

@@ -3,7 +3,9 @@
 Legacy: `initialize` offering 2025-11-25; the server asks mid-call with `elicitation/create`,
 `ping`, `roots/list`, and may announce `notifications/elicitation/complete`.
 Modern (2026-07-28): `server/discover` first; every request carries `_meta`; a call may come
-back `input_required` and is retried with `inputResponses` and the `requestState` verbatim.
+back `input_required` and is retried with `inputResponses` and the `requestState` verbatim, or (from a
+server that declared the Tasks extension, when mcpx declared it on the call) as a task, which is followed
+with `tasks/get` and answered with `tasks/update` (mcp/tasks.py). Which calls declare it: `follows_tasks`.
 
 A legacy instance may carry several calls at once; which of them a request of the server's belongs
 to is `attribution.py`'s rule. What a call offers its server is `hooks.ServerToCall`, implemented
@@ -12,6 +14,8 @@ by `calls.CallContext`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpx.config import START_FLOOR, HttpServer, ServerConfig, StdioServer
-from mcpx.mcp import input_required, jsonrpc
+from mcpx.mcp import input_required, jsonrpc, tasks
 from mcpx.mcp.http_client import RELATED, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.peer import Peer, PeerClosed
@@ -77,6 +81,7 @@ class UpstreamConnection:
         self.session = session
         # what mcpx tells this server it can deliver: its own default, or a transparent client's own capabilities
         self.declared = declared if declared is not None else legacy_client_capabilities()
+        self._own_caps = declared is None  # mcpx's own capabilities, not a transparent client's (follows_tasks)
         self.channel: ProcessChannel | HttpChannel | None = None
         self.peer: Peer | None = None
         self.facts: ServerFacts | None = None
@@ -92,6 +97,8 @@ class UpstreamConnection:
         self.tools: list[dict[str, Any]] | None = None
         self.notes: list[str] = []  # what the server was not given (a ${NAME} not set), told with any failure
         self._modern_meta: dict[str, Any] | None = None  # what every modern request's _meta holds; never changed
+        self._tasks_meta: dict[str, Any] | None = None  # the same, declaring the Tasks extension
+        self._task_tools: set[str] = set()  # tools this server refused to run but as a task (follows_tasks)
 
     # ---- life
 
@@ -184,15 +191,23 @@ class UpstreamConnection:
 
     # ---- requests to the server
 
-    def _params(self, params: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Modern requests carry version, capabilities and client info in _meta, every one of them."""
+    def _params(self, params: dict[str, Any], meta: dict[str, Any] | None = None, tasks_too: bool = False,
+                ) -> dict[str, Any]:
+        """Modern requests carry version, capabilities and client info in _meta, every one of them; with
+        `tasks_too`, capabilities that declare the Tasks extension (the client declares it per request)."""
         if self.era == "modern":
-            if self._modern_meta is None:
-                self._modern_meta = modern_meta(self.declared)  # the same on every request of this connection
+            if tasks_too:
+                if self._tasks_meta is None:
+                    self._tasks_meta = modern_meta(tasks.declaring(self.declared))
+                base = self._tasks_meta
+            else:
+                if self._modern_meta is None:
+                    self._modern_meta = modern_meta(self.declared)  # the same on every request of this connection
+                base = self._modern_meta
             extra = params.get("_meta")
             if extra or meta:
-                return {**params, "_meta": {**self._modern_meta, **(extra or {}), **(meta or {})}}
-            return {**params, "_meta": self._modern_meta}
+                return {**params, "_meta": {**base, **(extra or {}), **(meta or {})}}
+            return {**params, "_meta": base}
         if meta:
             return {**params, "_meta": {**(params.get("_meta") or {}), **meta}}
         return params
@@ -248,7 +263,7 @@ class UpstreamConnection:
                 result = await self._drive(params, hooks, max_rounds, meta, 0)
             answered = True
             return result
-        except (RpcError, UpstreamError, input_required.RoundsError):
+        except (RpcError, UpstreamError, input_required.RoundsError, tasks.TaskError):
             answered = True  # what the server said ended it: an error reply, or a result mcpx would not take
             raise
         finally:
@@ -275,24 +290,84 @@ class UpstreamConnection:
         finally:
             self._end(call, False)  # modern: its questions come back in its own result, none is ever held
 
+    def follows_tasks(self, tool: str) -> bool:
+        """Whether a call of `tool` declares the Tasks extension, which lets the server make it a task (mcpx then
+        follows it: declared only where followed). Never to a transparent client's server (`/mcp/SERVER`: the
+        server sees that client's own capabilities), nor in the legacy era (the extension is the modern era's).
+
+        To a modern server that declared the extension: every call over HTTP, since there a task outlives the
+        daemon (a restart finds it again, its questions and its result with it) and the server, which alone
+        decides, makes a task only of what it wants run as one. Over stdio only a tool the server refused to run
+        otherwise (the refusal names the extension; then the call is sent again declaring it, and so is every
+        later call of that tool here): a stdio server's task dies with its process, so it buys no durability, and
+        a tool that may run either way answers a plain call at once rather than after a poll interval."""
+        if self.era != "modern" or self.facts is None or not self._own_caps:
+            return False
+        if tool in self._task_tools:
+            return True
+        return isinstance(self.channel, HttpChannel) and tasks.offered(self.facts.capabilities)
+
     async def _drive(self, params: dict[str, Any], hooks: ServerToCall, max_rounds: int,
                      meta: dict[str, Any] | None, round_no: int) -> dict[str, Any]:
         """The call's rounds, through the one driver of them (mcp/input_required.py): its questions go to `hooks`.
-        A server that can only ask over a legacy back-channel says so here (NeedsLegacy)."""
+        A server that can only ask over a legacy back-channel says so here (NeedsLegacy). A task handle it answers
+        with instead is followed to the task's end (`_follow`)."""
+        tool = params["name"]
+        declare = self.follows_tasks(tool)
 
         async def send(round_params: dict[str, Any]) -> dict[str, Any]:
+            nonlocal declare
             assert self.peer is not None
             try:
-                return await self.peer.request("tools/call", self._params(round_params, meta))
+                return await self.peer.request("tools/call", self._params(round_params, meta, declare))
             except RpcError as exc:
                 if BACK_CHANNEL.search(exc.message):
                     raise NeedsLegacy(exc.message, error=exc) from None
+                if not declare and self._own_caps and tasks.requires_extension(exc):
+                    log.info("upstream %s runs %s only as a task: declaring the Tasks extension on its calls",
+                             self.name, tool)
+                    self._task_tools.add(tool)
+                    declare = True
+                    return await self.peer.request("tools/call", self._params(round_params, meta, True))
                 raise
 
         res = await input_required.drive(self.name, params, send, hooks.answer_round, max_rounds, round_no)
+        if tasks.is_task(res):
+            try:
+                handle = tasks.TaskHandle.model_validate(res)
+            except ValueError as exc:
+                raise UpstreamError(f"server {self.name!r} answered {tool} with a task handle mcpx cannot read: "
+                                    f"{exc}") from None
+            return await self._follow(handle, hooks)
         if asks_over_back_channel(res):
             raise NeedsLegacy(" ".join(c.get("text", "") for c in res.get("content") or []), result=res)
         return res
+
+    async def follow_task(self, task_id: str, tool: str, hooks: ServerToCall) -> dict[str, Any]:
+        """Follow again a task a call became before a restart: its result, once it completes."""
+        call = InFlight(hooks, tool)
+        self.attribution.begin(call)
+        try:
+            return await self._follow(tasks.TaskHandle(task_id=task_id), hooks)
+        finally:
+            self._end(call, False)
+
+    async def _follow(self, handle: tasks.TaskHandle, hooks: ServerToCall) -> dict[str, Any]:
+        """The task to its end (mcp/tasks.py's `follow`): its requests go to `hooks`, one key at a time. A call that
+        stops following for any reason but the task's own end sends `tasks/cancel`, unless the call goes on
+        without this daemon (it is stopping; the next one follows the task again)."""
+        wire = _TaskWire(self)
+        await hooks.following(handle.task_id)
+        try:
+            return await tasks.follow(self.name, handle, wire, hooks.answer_input, hooks.withdrawn)
+        except (tasks.TaskError, RpcError):
+            raise  # the server ended the task itself (or refused to say): nothing to cancel
+        except BaseException:
+            if not hooks.keeps_going() and self.alive:
+                # shielded and bounded: a cancelled call still tells its server, without waiting on it for long
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(asyncio.wait_for(wire.cancel(handle.task_id), 5))
+            raise
 
     # ---- what the server sends us
 
@@ -417,6 +492,29 @@ class UpstreamConnection:
 
     def unlisten(self, client: object) -> None:
         self._listeners.pop(client, None)
+
+
+class _TaskWire:
+    """A followed task's requests (mcp/tasks.TaskWire), each declaring the Tasks extension (the server refuses
+    them otherwise) and bounded by the server's `timeout`: each answer is the server's own, and quick."""
+
+    def __init__(self, conn: UpstreamConnection) -> None:
+        self.conn = conn
+
+    async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        conn = self.conn
+        assert conn.peer is not None
+        return await conn.peer.request(method, conn._params(params, None, True), timeout=max(conn.entry.timeout, 1))
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        return await self._request("tasks/get", {"taskId": task_id})
+
+    async def update(self, task_id: str, responses: dict[str, Any]) -> None:
+        params = tasks.UpdateParams(task_id=task_id, input_responses=responses)
+        await self._request("tasks/update", params.model_dump(by_alias=True))
+
+    async def cancel(self, task_id: str) -> None:
+        await self._request("tasks/cancel", {"taskId": task_id})
 
 
 @dataclass

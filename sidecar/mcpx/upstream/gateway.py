@@ -2,8 +2,10 @@
 
 A modern-era call waiting for answers is durable: its questions, the pending requestState and
 its arguments are in the store, so after a kill -9 the new daemon re-attaches to the questions
-and, once they are answered, sends the retry that was due. A legacy call cannot survive its
-server process; its questions are abandoned with the reason.
+and, once they are answered, sends the retry that was due. A call the server made a task is
+stored with the task's id, and the new daemon follows the task again: its open questions are
+the same ones, and its result is the call's. A legacy call cannot survive its server process;
+its questions are abandoned with the reason.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import REDACTED, Answer, Answerer, OpenRequest, TaskDoc, TaskState
+from mcpx.broker.models import Answerer, OpenRequest, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
+from mcpx.config import StdioServer
 from mcpx.configsource import ConfigSource
 from mcpx.errors import McpxError
 from mcpx.ids import is_id, new_id
@@ -26,7 +29,8 @@ from mcpx.mcp.input_required import RoundsError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
-from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result
+from mcpx.mcp.tasks import TaskError, TaskGone
+from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result, usable
 from mcpx.upstream.connection import NeedsLegacy
 from mcpx.upstream.deadline import CallTimeout, PausableDeadline
 from mcpx.upstream.errors import UpstreamError
@@ -242,7 +246,7 @@ class Gateway:
             task.error = task.end_reason or "the call was cancelled"
             await self._finish(task, task.end_state)
             return
-        except (CallFailed, CallTimeout, UpstreamError, RoundsError) as exc:
+        except (CallFailed, CallTimeout, UpstreamError, RoundsError, TaskError) as exc:
             task.error = str(exc)
         except PeerClosed as exc:
             named = task.abandoned + list(task.open)
@@ -381,13 +385,15 @@ class Gateway:
         """Wait for the answers that were due, then send the retry the old daemon never got to send."""
         r = task.request
         resume = task.resume or Resume()
+        if resume.task is not None:
+            return await self._refollow(task, resume.task)
         entry = self.pool.entry(r.server)
         responses: dict[str, Any] = dict(resume.static)
         waits: dict[str, Any] = {}
         for key, eid in resume.keys.items():
             q, answer = await self.broker.get(eid)
             if answer is not None:
-                responses[key] = self._usable(answer)
+                responses[key] = usable(answer)
             elif q.state == "pending":
                 handle = self.broker.handle(eid, q)
                 if handle is None:
@@ -413,10 +419,22 @@ class Gateway:
                 r.tool, r.arguments, responses, resume.request_state, ctx, self.settings.config.elicit.max_rounds,
                 resume.round), f"{r.server}.{r.tool}")
 
-    @staticmethod
-    def _usable(answer: Answer) -> dict[str, Any]:
-        if answer.content and REDACTED in answer.content.values():
-            raise CallFailed(f"the answer to {answer.id} held a credential, which mcpx never stores; after the "
-                             "restart the call cannot be re-driven with it — run the call again")
-        return elicit_result(answer)
+    async def _refollow(self, task: CallTask, upstream_task: str) -> dict[str, Any]:
+        """Follow again the task the server made of the call: its questions still pending are re-attached as its
+        polls list them again, their answers go with tasks/update, and its result is the call's. A task the server
+        no longer knows ends the call, its questions abandoned with the reason."""
+        r = task.request
+        entry = self.pool.entry(r.server)
+        async with self.pool.lease(r.server, r.session, era="modern", declared=r.declared, tool=r.tool) as conn:
+            task.era = conn.era
+            ctx = CallContext(self.broker, task, conn, PausableDeadline(entry.timeout), self._save)
+            try:
+                return await conn.follow_task(upstream_task, r.tool, ctx)
+            except TaskGone as exc:
+                why = ("a stdio server's task lives in its process, which ended with the daemon that started it"
+                       if isinstance(entry, StdioServer) else "it expired, or the server lost it")
+                task.end_reason = f"after the mcpx daemon restarted, {exc} ({why})"
+                for eid in (task.resume.keys.values() if task.resume else ()):
+                    await self.broker.abandon(eid, task.end_reason)
+                raise CallFailed(task.end_reason) from None
 

@@ -30,6 +30,24 @@ class ServerToCall(Protocol):
         every request is answered."""
         ...
 
+    async def following(self, task_id: str) -> None:
+        """The server made the call a task (or a restart follows it again): kept with the call, so a restart finds
+        it; from now on each of the server's answers is bounded on its own, not the call as a whole."""
+        ...
+
+    async def answer_input(self, key: str, request: Any) -> dict[str, Any]:
+        """One of a task's `inputRequests`, handed over once for the task's life (mcp/tasks.py's `follow`): the
+        response `tasks/update` carries under `key`, once answered."""
+        ...
+
+    async def withdrawn(self, key: str) -> None:
+        """The task stopped listing `key` before its answer was sent: its question is no longer the server's."""
+        ...
+
+    def keeps_going(self) -> bool:
+        """The call stops here but its work goes on (the daemon is stopping; the next one takes it up)."""
+        ...
+
     async def complete(self, elicitation_id: str) -> None:
         """`notifications/elicitation/complete`: a url-mode question's out-of-band step finished."""
         ...
