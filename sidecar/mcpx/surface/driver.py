@@ -50,7 +50,7 @@ class CallDriver:
         if started:
             task = await self._start(server, tool, arguments, session, source, state, out, meta)
         else:
-            task = await self._take_retry(params, bound, session)
+            task = await self._take_retry(params, bound, session, state.unattended)
         try:
             if started:
                 # one loop turn: the call's own task takes its first step, which sends the request upstream,
@@ -110,7 +110,8 @@ class CallDriver:
                 # a question this client was asked and could not answer (it answered badly three times, or not at
                 # all) is one it cannot ask: it gets the early result saying where it waits, not silence
                 given_up = {eid for eid, t in serving.items() if t.done() and not t.cancelled() and not t.result()}
-                askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes and eid not in given_up}
+                given_up |= task.passed_over
+                askable = {eid: q for eid, q in task.open.items() if self._can_ask(state, q) and eid not in given_up}
                 unaskable = [eid for eid in task.open if eid not in askable]
                 if state.era == "modern" and (askable or task.slots) and not unaskable:
                     return self._input_required_result(task, state, askable, bound)
@@ -152,6 +153,13 @@ class CallDriver:
             for t in serving.values():
                 t.cancel()
 
+    @staticmethod
+    def _can_ask(state: ClientState, q: Elicitation) -> bool:
+        """A question goes to this client if it can show it; to an unattended host (Claude Code's print mode) only
+        if it is the person's, which its hook hands to mcpx's other doors and waits on (docs/claude-code.md): the
+        agent's and the agent-then-human's wait for the agent's answer through mcpx_elicit_answer instead."""
+        return q.mode in state.modes and (not state.unattended or q.audience == "human")
+
     # ---- legacy clients: mid-flight requests
 
     async def _ask_client(self, q: Elicitation, task: CallTask, state: ClientState, out: Outbound) -> bool:
@@ -165,6 +173,12 @@ class CallDriver:
                 log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
                 return False
             action = reply.get("action")
+            if state.unattended:
+                # nobody is at the host: its cancel is its own (print mode's), and anything else is what its hook
+                # read back from mcpx, where the answer is already recorded; neither is recorded as an answer
+                log.info("the unattended host replied %r to %s; not an answer: it waits for the person elsewhere",
+                         action, q.id)
+                return q.id not in task.open
             if action not in ("accept", "decline", "cancel"):
                 log.info("client answered %s with %r; it stays open", q.id, action)
                 return False
@@ -214,7 +228,7 @@ class CallDriver:
         return InputRequired(input_requests=requests,
                              request_state=self.states.seal(task.id, len(task.questions), keys, bound)).wire()
 
-    async def _take_retry(self, params: dict[str, Any], bound: str, session: str) -> CallTask:
+    async def _take_retry(self, params: dict[str, Any], bound: str, session: str, unattended: bool) -> CallTask:
         try:
             retry = Retry.model_validate(params)
         except ValueError:
@@ -241,6 +255,10 @@ class CallDriver:
             if reply.get("action") not in ("accept", "decline", "cancel"):
                 continue
             q = task.open.get(target)
+            if unattended:  # as in _ask_client: not an answer; while it waits, the client is not given it again
+                if q is not None:
+                    task.passed_over.add(target)
+                continue
             formed = reply["action"] == "accept" and q is not None and q.mode == "form"
             content = reply.get("content") if formed else None
             try:
