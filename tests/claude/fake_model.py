@@ -64,7 +64,9 @@ class Request:
         return turns
 
     def tool_results(self) -> list[str]:
-        return [result_text(b) for b in self.blocks("user", "tool_result")]
+        """The texts of the tools' results, oldest first; not the searches' (which hold no text)."""
+        searches = {b.get("id") for b in self.blocks("assistant", "tool_use") if b.get("name") == SEARCH}
+        return [result_text(b) for b in self.blocks("user", "tool_result") if b.get("tool_use_id") not in searches]
 
     def last_tool_result(self) -> str:
         results = self.tool_results()

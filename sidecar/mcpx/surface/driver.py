@@ -130,9 +130,10 @@ class CallDriver:
                     left = grace - (time.monotonic() - stuck_since)
                     if left <= 0:
                         result = waiting_result(task, state.tool_prefix)
-                        if given_up & set(task.open):
-                            # this client can ask, so it was shown the tool's outputSchema: an early result must be
-                            # an error, or a strict client (the mcp SDK's) refuses it for its missing structuredContent
+                        if state.modes:
+                            # a client that can ask was shown the tool's outputSchema (surface/naming.py): an early
+                            # result must be an error, or a strict client (the mcp SDK's, Claude Code) refuses it for
+                            # its missing structuredContent, and the agent never reads where the question waits
                             result["isError"] = True
                         return result
                 else:
