@@ -106,7 +106,7 @@ class World:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    def project(self, name: str, hook: bool) -> tuple[Path, dict[str, str]]:
+    def project(self, name: str, hook: bool, hook_timeout: int = 600) -> tuple[Path, dict[str, str]]:
         """A project whose Claude Code runs `mcpx serve` (and, with `hook`, mcpx's Elicitation hook), and the
         environment Claude Code runs in there."""
         project = self.root / name
@@ -116,13 +116,14 @@ class World:
         if hook:
             command = f"{sys.executable} -m mcpx claude hook"
             settings = {"hooks": {"Elicitation": [{"matcher": SERVER, "hooks": [
-                {"type": "command", "command": command, "timeout": 600}]}]}}
+                {"type": "command", "command": command, "timeout": hook_timeout}]}]}}
             (project / ".claude" / "settings.json").write_text(json.dumps(settings))
         mcpx_env = {k: v for k, v in self.daemon.env.items() if k.startswith("MCPX_") or k == "PYTHONPATH"}
         return project, claude_env(self.root / f"{name}-home", self.model.base_url, mcpx_env)
 
-    def start(self, name: str, script: list[Any], tools: list[str], hook: bool = True) -> Run:
-        project, env = self.project(name, hook)
+    def start(self, name: str, script: list[Any], tools: list[str], hook: bool = True, hook_timeout: int = 600,
+              ) -> Run:
+        project, env = self.project(name, hook, hook_timeout)
         marker = self.model.script(name, script)
         proc = start_print(self.binary, f"{marker} go", project, env, allowed=tools,
                            mcp_config=project / "mcp.json")
@@ -281,3 +282,38 @@ def test_two_sessions_each_hold_their_own_question(world: World) -> None:
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_sign_in_page_in_print_mode_waits_for_the_person(world: World) -> None:
+    login = f"mcp__{SERVER}__sdk_login"
+    before = {q["id"] for q in world.pending()}
+    run = world.start("url", [lambda r: Call(login, {}), said], [login])
+    try:
+        q = one_pending(world, before)
+        assert q["mode"] == "url"
+        line = run.wait_line(q["id"])
+        assert "Sign in to Example" in line and "https://example.com/login?x=1" in line, line
+        assert world.cli("elicit", "answer", q["id"]).returncode == 0  # they signed in, and say so
+        code, out = run.finish()
+        assert code == 0 and "accept" in out, out
+        answers = [r for r in world.audit(q["id"]) if r["kind"] == "elicit.answered"]
+        assert [(a["data"]["action"], a["data"]["by"]) for a in answers] == [("accept", "person:cli")]
+    finally:
+        run.stop()
+
+
+def test_past_the_hooks_timeout_claude_code_goes_on_and_the_question_still_waits(world: World) -> None:
+    """Claude Code kills a hook at its timeout (install sets it from the longest TTL) and cancels by itself: mcpx
+    records no answer, the call comes back early saying where the question waits, and it stays the person's."""
+    before = {q["id"] for q in world.pending()}
+    run = world.start("timeout", [lambda r: Call(DELETE, {}), said], [DELETE], hook_timeout=2)
+    try:
+        q = one_pending(world, before)
+        run.wait_line(q["id"])  # the hook took it, then was stopped 2 s in
+        code, out = run.finish()
+        assert code == 0 and q["id"] in out and "waiting for an answer" in out, out
+        assert q["id"] in {p["id"] for p in world.pending()}
+        assert not [r for r in world.audit(q["id"]) if r["kind"] == "elicit.answered"]
+        assert world.cli("elicit", "decline", q["id"]).returncode == 0
+    finally:
+        run.stop()
