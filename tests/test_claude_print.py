@@ -37,6 +37,7 @@ DELETE = f"mcp__{SERVER}__sdk_delete_branch"
 NEED_REPO = f"mcp__{SERVER}__sdk_need_repo"
 ANSWER_TOOL = f"mcp__{SERVER}__mcpx_elicit_answer"
 RESULT_TOOL = f"mcp__{SERVER}__mcpx_task_result"
+BRIEF = 4  # s: the TTL of the questions of the server `brief`
 HELD = 3.0  # s a question is left waiting before the person answers: print mode alone cancels within ~6 ms
 
 
@@ -141,7 +142,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     binary = require_claude()
     root = tmp_path_factory.mktemp("claude-print")
     model = ScriptedClaudeModel(root / "model.log").start()
-    daemon = make_daemon(root / "mcpx-home", {"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"ttl": "10m"}})
+    servers = {"sdk": stdio("sdk_server.py"), "brief": {**stdio("sdk_server.py"), "elicit": {"ttl": f"{BRIEF}s"}}}
+    daemon = make_daemon(root / "mcpx-home", {"servers": servers, "elicit": {"ttl": "10m"}})
     try:
         daemon.start()
         yield World(daemon, model, binary, root)
@@ -315,5 +317,21 @@ def test_past_the_hooks_timeout_claude_code_goes_on_and_the_question_still_waits
         assert q["id"] in {p["id"] for p in world.pending()}
         assert not [r for r in world.audit(q["id"]) if r["kind"] == "elicit.answered"]
         assert world.cli("elicit", "decline", q["id"]).returncode == 0
+    finally:
+        run.stop()
+
+
+def test_a_question_that_expires_is_answered_cancel_never_decline(world: World) -> None:
+    brief = f"mcp__{SERVER}__brief_delete_branch"
+    before = {q["id"] for q in world.pending()}
+    run = world.start("expiry", [lambda r: Call(brief, {}), said], [brief])
+    try:
+        q = one_pending(world, before)
+        run.wait_line(q["id"])
+        code, out = run.finish()
+        assert code == 0 and "cancel" in out and "decline" not in out, out
+        run.wait_line(f"{q['id']} was answered (cancel by")
+        records = world.audit(q["id"])
+        assert [r["kind"] for r in records if r["kind"].startswith("elicit.")][:2] == ["elicit.open", "elicit.expired"]
     finally:
         run.stop()
