@@ -66,7 +66,7 @@ def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Ga
     app[BROKER] = broker
     app[GATEWAY] = gateway
     app[TCP_GUESTS] = []
-    app[PASSED_CLAIMS] = set()
+    app[PASSED_CLAIMS] = {}
     inbox_routes.install(app, inbox)
     app[SHUTDOWN] = asyncio.get_running_loop().create_future()
     api = build_api()

@@ -181,8 +181,8 @@ async def passed(call: Call) -> web.StreamResponse:
         raise RouteError(404, "not_passed", f"no pending question of session {body.session!r} was passed as that "
                          f"{body.mode} question (answered or ended already, or not one of mcpx's)")
     # two alike in one session (a tool called twice at once): each hook takes its own, the oldest not taken first
-    claims = call.app[PASSED_CLAIMS]
-    claims.intersection_update(q.id for q in pending)
+    claims = call.app[PASSED_CLAIMS].setdefault(body.session, set())
+    claims.intersection_update(q.id for q in pending)  # those that no longer wait are let go
     q = next((q for q in found if q.id not in claims), found[0])
     claims.add(q.id)
     return json_reply({"elicitation": rendered(call, q, None, ""), "answer": None})
