@@ -3,8 +3,10 @@ and what they install, used by real Claude Code (tests/claude/harness.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +15,9 @@ from typing import Any
 import pytest
 
 from claude.fake_model import Call, Request, Say, ScriptedClaudeModel
-from claude.harness import claude_env, require_claude, run_print, seed_home
-from gateway_helpers import stdio
-from harness import PATIENCE, ROOT, scratch_daemon
+from claude.harness import claude_env, require_claude, run_print, seed_home, start_print
+from gateway_helpers import answer, stdio
+from harness import PATIENCE, ROOT, scratch_daemon, stop_process
 from mcpx.config import load_config
 
 SKILL = ROOT / "skills" / "mcpx-elicitation" / "SKILL.md"
@@ -326,3 +328,51 @@ def test_real_claude_code_calls_a_server_through_the_installed_entry(tmp_path: P
     finally:
         d.cleanup()
         model.stop()
+
+
+async def test_real_claude_code_runs_the_installed_hook_with_its_long_timeout(tmp_path: Path,
+                                                                              place: dict[str, Any]) -> None:
+    """The hook install writes (timeout 3660 s, for a server whose questions wait an hour) is one Claude Code takes
+    and runs: under `claude -p`, which cancels every question by itself, the hook waits in mcpx for the person, and
+    their answer is the call's."""
+    binary = require_claude()
+    project, home = place["project"], place["home"]
+    seed_home(home, [project])
+    model = ScriptedClaudeModel(tmp_path / "model.log").start()
+    d = scratch_daemon("cch", {"servers": {"sdk": stdio("sdk_server.py", elicit={"ttl": "1h"})}})
+    claude: subprocess.Popen[str] | None = None
+    try:
+        d.start()
+        ok(mcpx(place, "install", env={"MCPX_CONFIG": str(d.config)}))
+        assert read(project / ".claude/settings.json")["hooks"]["Elicitation"] == [group(3660)]
+        env = claude_env(home, model.base_url, {"MCPX_HOME": str(d.home), "MCPX_CONFIG": str(d.config),
+                                                "PYTHONPATH": d.env["PYTHONPATH"]})
+        # a credential: the person's alone to give, so the hook waits for them
+        marker = model.script("ask", [lambda _r: Call("mcp__mcpx__sdk_use_token", {"echo": False}),
+                                      lambda r: Say("the server said: " + r.last_tool_result())])
+        claude = start_print(binary, f"{marker} use my token", project, env, allowed=["mcp__mcpx__sdk_use_token"])
+        assert claude.stderr is not None
+        told = await asyncio.wait_for(asyncio.to_thread(_line_with, claude.stderr, "mcpx elicit answer"), PATIENCE)
+        eid = re.search(r"elc-[0-9a-f]+", told)
+        assert eid is not None, told
+        async with d.session() as http:
+            status, body = await answer(http, eid.group(0), "accept", {"api_token": "t" * 24})
+            assert status == 200, body
+        out, err = await asyncio.to_thread(claude.communicate, timeout=PATIENCE)
+        assert claude.returncode == 0, out + err
+        assert out.startswith("the server said: ") and '\\"token_length\\": 24' in out, out
+    finally:
+        if claude is not None:
+            stop_process(claude)
+        d.cleanup()
+        model.stop()
+
+
+def _line_with(stream: Any, text: str) -> str:
+    """The first line of `stream` that holds `text` (what was read before it is dropped)."""
+    seen = []
+    for line in stream:
+        if text in line:
+            return str(line)
+        seen.append(line)
+    raise AssertionError(f"the stream ended with no line holding {text!r}: {''.join(seen)[-3000:]}")
