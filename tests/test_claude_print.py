@@ -49,8 +49,16 @@ class Run:
     lines: list[str] = field(default_factory=list)
     changed: threading.Condition = field(default_factory=threading.Condition)
 
+    out: list[str] = field(default_factory=list)
+
     def __post_init__(self) -> None:
         threading.Thread(target=self._read, daemon=True).start()
+        self._stdout = threading.Thread(target=self._read_out, daemon=True)
+        self._stdout.start()
+
+    def _read_out(self) -> None:
+        assert self.proc.stdout is not None
+        self.out.append(self.proc.stdout.read())
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -75,8 +83,10 @@ class Run:
         return self.proc.stderr is not None and not self.proc.stderr.closed
 
     def finish(self, timeout: float = PATIENCE) -> tuple[int, str]:
-        out, _ = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, out
+        """Its exit code and stdout, once it ends (bounded); stderr stays with the reader of `lines`."""
+        code = self.proc.wait(timeout)
+        self._stdout.join(timeout)
+        return code, "".join(self.out)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -79,18 +79,21 @@ async def answer_for(given: HookInput, env: Mapping[str, str]) -> dict[str, Any]
             "requestedSchema": given.requested_schema, "url": given.url}
     try:
         async with DaemonClient() as client:
-            found = (await client.post("/v1/elicit/passed", body))["elicitation"]
+            reply = await client.post("/v1/elicit/passed", body)
     except ApiError as exc:
         if exc.status == 404:
-            return None  # not one of mcpx's, or answered already: nothing to wait for
+            return None  # not one of mcpx's: nothing to wait for
         raise
-    if found.get("audience") != "human":
-        return None  # the agent's: it answers through mcpx_elicit_answer, never through this hook
+    found, answer = reply["elicitation"], reply.get("answer")
     eid = found["id"]
-    tell(found["render"]["line"], env)
-    answer = await wait_for_answer(eid, float(found.get("secondsLeft") or 0) + MARGIN)
+    if found.get("state") == "pending":
+        if found.get("audience") != "human":
+            return None  # the agent's: it answers through mcpx_elicit_answer, never through this hook
+        tell(found["render"]["line"], env)
+        answer = await wait_for_answer(eid, float(found.get("secondsLeft") or 0) + MARGIN)
     if answer is None:
-        tell(f"mcpx: {eid} still waits; Claude Code goes on without its answer.", env)
+        tell(f"mcpx: {eid} still waits; Claude Code goes on without its answer." if found.get("state") == "pending"
+             else f"mcpx: {eid} is {found.get('state')}, with no answer to give.", env)
         return None
     tell(f"mcpx: {eid} was answered ({answer['action']} by {plain(str(answer.get('by')), 100)}).", env)
     return hook_output(answer)

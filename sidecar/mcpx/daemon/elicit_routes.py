@@ -171,15 +171,28 @@ async def _pending(call: Call) -> Elicitation:
 
 @api.route("POST", "/v1/elicit/passed", "Which of a session's questions a host was passed, from what it was passed "
            "(a hook that is handed no id)", body=PassedBody,
-           replies={200: Reply("the question, pending, with what each party is shown of it", ElicitationWithAnswer),
-                    400: _ERR[400], 404: Reply("no pending question of that session was passed as that")})
+           replies={200: Reply("the question, with what each party is shown of it: a pending one, else (it ended "
+                               "before the hook asked) the last that ended, with its answer", ElicitationWithAnswer),
+                    400: _ERR[400], 404: Reply("no question of that session was passed as that")})
 async def passed(call: Call) -> web.StreamResponse:
     body: PassedBody = call.body
-    pending = await call.app[BROKER].questions(QuestionFilter(state="pending", session=body.session), PASSED_LIMIT)
-    found = [q for q in pending if passed_as(q, body.message, body.mode, body.requested_schema, body.url)]
+
+    def alike(questions: list[Elicitation]) -> list[Elicitation]:
+        return [q for q in questions if passed_as(q, body.message, body.mode, body.requested_schema, body.url)]
+
+    broker = call.app[BROKER]
+    pending = await broker.questions(QuestionFilter(state="pending", session=body.session), PASSED_LIMIT)
+    found = alike(pending)
     if not found:
-        raise RouteError(404, "not_passed", f"no pending question of session {body.session!r} was passed as that "
-                         f"{body.mode} question (answered or ended already, or not one of mcpx's)")
+        # answered or expired between being passed and the hook's asking (a slow start, a quick person): the hook
+        # hands the host that answer instead of a wait
+        ended = [q for q in alike(await broker.questions(QuestionFilter(session=body.session), PASSED_LIMIT))
+                 if q.state != "pending"]
+        if not ended:
+            raise RouteError(404, "not_passed", f"no question of session {body.session!r} was passed as that "
+                             f"{body.mode} question (not one of mcpx's)")
+        q, answer = await broker.get(ended[-1].id)
+        return json_reply({"elicitation": rendered(call, q, answer, ""), "answer": answer_document(answer, q)})
     # two alike in one session (a tool called twice at once): each hook takes its own, the oldest not taken first
     claims = call.app[PASSED_CLAIMS].setdefault(body.session, set())
     claims.intersection_update(q.id for q in pending)  # those that no longer wait are let go
