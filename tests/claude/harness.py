@@ -128,6 +128,14 @@ def seed_home(home: Path, projects: Sequence[Path]) -> None:
     (home / ".claude.json").write_text(json.dumps(state))
 
 
+def write_settings(home: Path, settings: dict[str, Any]) -> Path:
+    """The user's own settings (~/.claude/settings.json): hooks, say."""
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2))
+    return path
+
+
 def approve_project_servers(project: Path, names: Sequence[str]) -> None:
     """A project's .mcp.json servers wait for the person's approval in the TUI (whose default is "continue
     without"): the approval it records, in the project's local settings."""
