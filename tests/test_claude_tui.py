@@ -164,12 +164,14 @@ def ask(world: World, era: str, name: str, call: str) -> tuple[Host, dict[str, A
     Claude Code's form, once it shows it."""
     host = world.hosts[era]
     clear(host.tui)
+    before = {q["id"] for q in world.pending(host.session)}  # none, unless a test before failed half-way
     marker = world.model.script(name, [lambda r: Call(call, {}), lambda r: Say("done.")])
     prompt(host.tui, f"{marker} do the task")
     form = Form(host.tui)
-    q = wait_for_sync(lambda: world.pending(host.session), what=f"the question of {name}")
-    assert len(q) == 1, q
-    return host, q[0], form
+    new = wait_for_sync(lambda: [q for q in world.pending(host.session) if q["id"] not in before],
+                        what=f"the question of {name}")
+    assert len(new) == 1, new
+    return host, new[0], form
 
 
 def result(world: World, name: str) -> dict[str, Any]:
