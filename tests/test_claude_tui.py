@@ -21,8 +21,10 @@ Facts about Claude Code these tests pin (seen here; the report of issue 27 says 
 - modern era only: 'Fulfilling input required by 'tools/call' (round 1)' under the call while the form is up.
 - a question answered elsewhere first (`mcpx elicit answer`): in the legacy era mcpx withdraws its request
   (`notifications/cancelled`) and Claude Code takes its form down; in the modern era nothing can tell Claude Code
-  (the question went out in a result), so its form stays up, and what the person then answers there is dropped
-  by mcpx without a word: the call's result is the server's, with the first answer.
+  (the question went out in a result), so its form stays up, and what the person then answers there is not
+  recorded: the call's result is the server's, with the first answer. mcpx adds a line saying the late answer was
+  not used after the result's content (tests/test_surface.py holds it), but Claude Code gives the model only the
+  structured result of a tool that has one, so that line reaches neither the model nor the person.
 - `/clear` starts a new Claude Code session (a new transcript) but keeps its MCP servers running with the session
   id they were started with: mcpx's session of the TUI stays `claude-<the first session id>`.
 """
@@ -291,7 +293,8 @@ def test_modern_era_an_answer_given_in_mcpx_first_wins_and_claude_codes_form_sta
     screen = host.tui.screen()
     assert FORM in screen and REPO_WORDS in flat(screen), screen
     # the person answers there too, later: Claude Code retries the call with it, and gets the server's result with
-    # the first answer; theirs is recorded nowhere and they are told nothing (the result is the server's own words)
+    # the first answer; theirs is recorded nowhere, and mcpx's line saying so is not shown (Claude Code shows the
+    # structured result alone)
     form.type("Repo", "from/the-form")
     form.accept()
     text = tool_result(world, name)

@@ -25,7 +25,7 @@ from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.surface.client import ClientState, shaped
 from mcpx.surface.request_state import RequestStates, binding
-from mcpx.surface.results import task_result, waiting_on, waiting_result
+from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
 from mcpx.upstream.calls import CallRequest, CallTask, Slot
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
@@ -47,17 +47,18 @@ class CallDriver:
         """`name` is the tool as the client called it; a modern retry must name it, its arguments and session again."""
         bound = binding(name, arguments, session) if state.era == "modern" else ""  # only modern retries use it
         started = not (state.era == "modern" and "requestState" in params)
+        late: list[str] = []
         if started:
             task = await self._start(server, tool, arguments, session, source, state, out, meta)
         else:
-            task = await self._take_retry(params, bound, session, state.unattended)
+            task, late = await self._take_retry(params, bound, session, state.unattended)
         try:
             if started:
                 # one loop turn: the call's own task takes its first step, which sends the request upstream,
                 # before this sets up to wait on it; that setup then runs while the server works, not on the
                 # request's way
                 await asyncio.sleep(0)
-            return await self._drive(task, state, out, bound, meta.get("progressToken"))
+            return with_notes(await self._drive(task, state, out, bound, meta.get("progressToken")), late)
         except asyncio.CancelledError:
             if out.withdrawn():  # the client gave up on this request: notifications/cancelled
                 await self.gateway.cancel(task.id, "cancelled by the MCP client")
@@ -229,7 +230,10 @@ class CallDriver:
         return InputRequired(input_requests=requests,
                              request_state=self.states.seal(task.id, len(task.questions), keys, bound)).wire()
 
-    async def _take_retry(self, params: dict[str, Any], bound: str, session: str, unattended: bool) -> CallTask:
+    async def _take_retry(self, params: dict[str, Any], bound: str, session: str, unattended: bool,
+                          ) -> tuple[CallTask, list[str]]:
+        """The call a retry's requestState names, its answers given; and what the client is to be told of answers
+        that came too late (answered elsewhere first: nothing can withdraw a question handed out in a result)."""
         try:
             retry = Retry.model_validate(params)
         except ValueError:
@@ -243,6 +247,7 @@ class CallDriver:
             raise RpcError(jsonrpc.INVALID_PARAMS, "inputResponses must be an object")
         responses = retry.input_responses
         answered: set[str] = set()
+        late: list[str] = []
         for key, target in sealed.questions.items():
             reply = responses.get(key)
             if not isinstance(reply, dict):
@@ -267,8 +272,9 @@ class CallDriver:
                 answered.add(target)
             except InvalidContent:
                 pass  # not valid: it stays open and is asked again
-            except (AlreadyAnswered, Gone):
+            except (AlreadyAnswered, Gone) as exc:
                 answered.add(target)
+                late.append(f"mcpx: {exc}; the answer given here was not used.")
         # the call wakes on the answers a moment later; until then they still look open
         await task.wait_for(lambda: task.done or not (answered & (set(task.open) | set(task.slots))), 5.0)
-        return task
+        return task, late
