@@ -233,7 +233,7 @@ def base_env(home: Path, config: Path, sidecar: Path = SIDECAR) -> dict[str, str
     to the caller's daemon), nor the marks of an agent or of the conformance suite; mcpx from `sidecar` (another
     revision's copy, say) before the installed one, and tests/ importable (the peers)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MCPX_", "MCP_CONFORMANCE_")) and k not in ("AGENT", "OPENCODE")}
+           if not k.startswith(("MCPX_", "MCP_CONFORMANCE_")) and k not in ("AGENT", "OPENCODE", "CLAUDECODE")}
     env.update(MCPX_HOME=str(home), MCPX_CONFIG=str(config), PYTHONUNBUFFERED="1")
     if os.environ.get(SUITE_STORE):  # the suite runs this test on PostgreSQL (conftest's `store`)
         env["MCPX_STORE"] = os.environ[SUITE_STORE]

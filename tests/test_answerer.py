@@ -53,7 +53,7 @@ print(__import__("json").dumps({"parent": __import__("os").getpid()}))
 
 
 def clean_env(daemon: Daemon, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in daemon.env.items() if k not in ("AGENT", "OPENCODE")}
+    env = {k: v for k, v in daemon.env.items() if k not in ("AGENT", "OPENCODE", "CLAUDECODE")}
     return {**env, **extra}
 
 
@@ -96,6 +96,8 @@ async def test_an_agents_shell_cannot_answer_as_the_person(daemon: Daemon, http:
     assert error["pid"] == reply["pid"] and error["markedPid"] == parent
     opencode = answer_from_child(daemon, q["id"], clean_env(daemon, OPENCODE="1"))
     assert opencode["status"] == 403 and "OPENCODE=1" in opencode["body"]["error"]["message"]
+    claude = answer_from_child(daemon, q["id"], clean_env(daemon, CLAUDECODE="1"))  # Claude Code's Bash tool
+    assert claude["status"] == 403 and "CLAUDECODE=1" in claude["body"]["error"]["message"]
     assert await pending(http, q["id"])
 
     unmarked = answer_from_child(daemon, q["id"], clean_env(daemon))

@@ -347,6 +347,25 @@ async def test_raw_modern_client_input_required_and_retry(surf: Daemon) -> None:
     assert status == 400 and "already used" in replay["error"]["message"]
 
 
+async def test_an_answer_in_a_retry_after_another_won_is_told_it_was_not_used(surf: Daemon) -> None:
+    """A question handed out in an input_required result cannot be withdrawn: answered elsewhere first, the
+    client's later answer is not recorded, and the result it gets says so after the server's own words."""
+    args = {"name": "res_need_repo", "arguments": {}}
+    status, first = await raw(surf, "tools/call", args)
+    (key, _request), = first["result"]["inputRequests"].items()
+    async with surf.session() as rest:
+        (q,) = await until_pending(rest)
+        assert (await answer(rest, q["id"], "accept", {"repo": "first/wins"}))[0] == 200
+    responses = {key: {"action": "accept", "content": {"repo": "too/late"}}}
+    status, done = await raw(surf, "tools/call", {**args, "inputResponses": responses,
+                                                 "requestState": first["result"]["requestState"]}, rid=2)
+    assert status == 200 and done["result"]["resultType"] == "complete", done
+    content = done["result"]["content"]
+    assert json.loads(content[0]["text"]) == {"action": "accept", "data": {"repo": "first/wins"}}
+    assert content[-1]["text"].startswith(f"mcpx: {q['id']} is already answered (person:")
+    assert content[-1]["text"].endswith("the answer given here was not used.")
+
+
 async def test_raw_modern_client_errors(surf: Daemon) -> None:
     bad = {**META, "io.modelcontextprotocol/protocolVersion": "1900-01-01"}
     status, reply = await raw(surf, "tools/list", {}, meta=bad)

@@ -6,6 +6,9 @@ shells of its bash tool, the person's `!` commands, its MCP servers. opencode's 
 carry them in the environment it was started with, which is what /proc shows of it — so the plugin,
 which runs inside opencode, is not marked, and everything opencode runs is.
 
+Claude Code does the same with `CLAUDECODE=1` (and `CLAUDE_CODE_SESSION_ID`, `CLAUDE_CODE_ENTRYPOINT`): its Bash
+tool's shells, its hooks and its MCP servers carry it; the `claude` process a person starts does not.
+
 `AGENT` is also the name other agent hosts use for the same purpose, so any non-empty value but "0"
 counts. `MCPX_SESSION_ID` (which the plugin adds to opencode's shells) does not: a person may set it
 in their own terminal to act for a session.
@@ -33,6 +36,8 @@ def mark_of(env: Mapping[str, str]) -> str | None:
         return f"AGENT={agent}"
     if env.get("OPENCODE") == "1":
         return "OPENCODE=1"
+    if env.get("CLAUDECODE") == "1":
+        return "CLAUDECODE=1"
     return None
 
 

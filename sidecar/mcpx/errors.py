@@ -33,7 +33,8 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── HandoffError             handoff.py
      ├── ProcessUnseen            agentshell.py
      └── the CLI's: NoDaemon, ApiError (cli/client.py), Refused (cli/serve_handoff.py), Declined (cli/prompt.py),
-         OpencodeError (cli/opencode_files.py), Unimportable (cli/opencode_cmd.py)
+         Unimportable (cli/server_import.py), HostConfigError (cli/host_files.py)
+          └── OpencodeError (cli/opencode_files.py)
 
 The ValueError subclasses (JsonRefused, SchemaProblem, EntriesProblem, RepliesProblem) stay ValueErrors: they are
 a value's problem, caught where the value is parsed.

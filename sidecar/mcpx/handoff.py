@@ -50,7 +50,8 @@ class Hello(BaseModel):
     cwd: str | None = None
     tool_prefix: str = ""  # MCPX_TOOL_PREFIX
     own_tools_only: bool = False  # MCPX_SERVE_TOOLS=mcpx
-    session: str | None = None  # MCPX_SESSION_ID
+    session: str | None = None  # MCPX_SESSION_ID, else the host's own session (mcpx/hosts.py)
+    unattended: bool = False  # nobody is at the host to be asked (mcpx/hosts.py)
     initialize: dict[str, Any] | None = None  # the client's own initialize request, replayed by a new daemon
     initialized: bool = False
     unread: str = ""  # base64: what the daemon before had read of a line and not finished

@@ -16,6 +16,7 @@ SESSION_SOURCE_HEADER = "X-Mcpx-Session-Source"  # "env": the session came from 
 ANSWERER_HEADER = "X-Mcpx-Answerer"
 CWD_HEADER = "X-Mcpx-Cwd"
 TOOL_PREFIX_HEADER = "X-Mcpx-Tool-Prefix"  # how the host names mcpx's tools (opencode: "mcpx_")
+UNATTENDED_HEADER = "X-Mcpx-Unattended"  # "1": nobody is at the host to be asked (Claude Code's print mode)
 TOOLS_HEADER = "X-Mcpx-Tools"  # "mcpx": list only mcpx's own tools, the host offers the servers' (opencode's plugin)
 
 # the `_meta` keys of the tool results mcpx composes itself (surface/results.py, surface/own_tools.py); the opencode

@@ -33,7 +33,9 @@ class Request:
 
     body: dict[str, Any]
     script: str | None
-    at: float = field(default_factory=time.monotonic)
+    at: float = field(default_factory=time.monotonic)  # when it arrived
+    reply: Call | Say | None = None  # what the model answered
+    replied: float | None = None  # when the answer had been sent whole (time.monotonic())
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -64,7 +66,9 @@ class Request:
         return turns
 
     def tool_results(self) -> list[str]:
-        return [result_text(b) for b in self.blocks("user", "tool_result")]
+        """The texts of the tools' results, oldest first; not the searches' (which hold no text)."""
+        searches = {b.get("id") for b in self.blocks("assistant", "tool_use") if b.get("name") == SEARCH}
+        return [result_text(b) for b in self.blocks("user", "tool_result") if b.get("tool_use_id") not in searches]
 
     def last_tool_result(self) -> str:
         results = self.tool_results()
@@ -204,6 +208,7 @@ class ScriptedClaudeModel:
                 except Exception as exc:  # a broken step says so to the test, through the transcript
                     reply = Say(f"script error: {exc!r}")
                 n = len(model.requests)
+                request.reply = reply
                 if isinstance(reply, Call):
                     block: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": reply.tool,
                                              "input": {}}
@@ -220,6 +225,7 @@ class ScriptedClaudeModel:
                     whole = {**block, "input": reply.arguments} if isinstance(reply, Call) else \
                         {"type": "text", "text": reply.text}
                     self._json(200, {**message, "content": [whole], "stop_reason": stop})
+                    request.replied = time.monotonic()
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -237,6 +243,7 @@ class ScriptedClaudeModel:
                 for name, data in events:
                     self.wfile.write(f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode())
                 self.wfile.flush()
+                request.replied = time.monotonic()
                 self.close_connection = True
 
         return Handler

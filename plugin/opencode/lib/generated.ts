@@ -339,6 +339,20 @@ export type Opened = {
   elicitation: Elicitation
 }
 
+/**
+ * POST /v1/elicit/passed: what a host was passed of a question and handed on without its id (Claude Code's
+ * Elicitation hook: the message, mode and schema or url of one of the session's questions).
+ */
+export type PassedBody = {
+  /** the question's session (a Claude Code session is claude-<its session id>) */
+  session: string
+  /** the message as the host was passed it: 'SERVER (via mcpx) asks: ...' */
+  message: string
+  mode?: "form" | "url"
+  requestedSchema?: Record<string, unknown> | null
+  url?: string | null
+}
+
 /** opencode's permission dialog for a confirmation or a url-mode question. */
 export type PermissionDialog = {
   /** the title the person sees on the tool that asks */

@@ -6,8 +6,10 @@ and events are published.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -155,3 +157,21 @@ class DaemonClient:
                     yield event_id, event.event, payload
         except (aiohttp.ClientConnectorError, FileNotFoundError, ConnectionRefusedError) as exc:
             raise NoDaemon(self.where, str(exc)) from None
+
+
+async def wait_for_answer(eid: str, seconds: float) -> dict[str, Any] | None:
+    """The question's answer once it has one (an expiry is the answer cancel), waiting up to `seconds` through the
+    daemon's restarts: the question is durable. None if none came in time; ApiError 410 if it was abandoned."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        wait = max(1.0, min(30.0, deadline - time.monotonic()))
+        try:
+            async with DaemonClient() as client:
+                resp = await client.request("GET", f"/v1/elicit/{eid}/wait", params={"timeout": wait},
+                                            timeout=wait + 10)
+        except NoDaemon:
+            await asyncio.sleep(1)  # the daemon restarts; the question waits in its store
+            continue
+        if resp.status == 200:
+            return dict(resp.body)
+    return None

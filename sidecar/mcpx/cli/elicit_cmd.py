@@ -12,7 +12,7 @@ from typing import Any
 
 from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema, parse_assignments
 from mcpx.cli import inbox_cmd
-from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
+from mcpx.cli.client import ApiError, DaemonClient, NoDaemon, wait_for_answer
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.render import render_event, render_question, render_row
@@ -279,25 +279,13 @@ async def ask_cmd(args: argparse.Namespace) -> int:
         opened = (await client.post("/v1/elicit", body))["elicitation"]
     eid = opened["id"]
     print(render_question(opened), file=sys.stderr, flush=True)
-    deadline = time.monotonic() + opened["secondsLeft"] + 5
-    answer: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        wait = max(1.0, min(30.0, deadline - time.monotonic()))
-        try:
-            async with DaemonClient() as client:
-                resp = await client.request("GET", f"/v1/elicit/{eid}/wait", params={"timeout": wait},
-                                            timeout=wait + 10)
-        except NoDaemon:
-            await asyncio.sleep(1)  # the daemon restarted; the question is durable — keep waiting
-            continue
-        except ApiError as exc:
-            if exc.status == 410:
-                print(f"mcpx: {exc}", file=sys.stderr)
-                return EX_TEMPFAIL
-            raise
-        if resp.status == 200:
-            answer = resp.body
-            break
+    try:
+        answer = await wait_for_answer(eid, opened["secondsLeft"] + 5)
+    except ApiError as exc:
+        if exc.status == 410:
+            print(f"mcpx: {exc}", file=sys.stderr)
+            return EX_TEMPFAIL
+        raise
     if answer is None:
         print(f"mcpx: no answer to {eid} in time", file=sys.stderr)
         return EX_TEMPFAIL

@@ -18,6 +18,7 @@ def parser() -> argparse.ArgumentParser:
     from mcpx.cli import (
         audit_cmd,
         call_cmd,
+        claude_cmd,
         daemon_cmd,
         elicit_cmd,
         inbox_cmd,
@@ -33,7 +34,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"mcpx {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (daemon_cmd, serve_cmd, elicit_cmd, tui_cmd, inbox_cmd, call_cmd, audit_cmd, policy_cmd,
-                   opencode_cmd):
+                   opencode_cmd, claude_cmd):
         module.register(sub)
     demo = sub.add_parser("demo-server", help="the bundled demo MCP server, on stdio (it is in the default config)")
     demo.set_defaults(func=_demo_server)

@@ -17,16 +17,15 @@ JSON; a file with comments is refused rather than rewritten without them.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mcpx.assets import missing_hint, plugin_dir, skill_dir
 from mcpx.cli.common import emit_json
+from mcpx.cli.host_files import copied, prune, runs_mcpx, serve_command, write_if_changed
 from mcpx.cli.opencode_files import (
     SCHEMA_URL,
     OpencodeError,
@@ -95,27 +94,12 @@ def _ours(spec: str | None, want: str) -> bool:
     return spec is not None and (spec == want or spec.rstrip("/").endswith(_OLD_PLUGIN_ENDS))
 
 
-def serve_command() -> tuple[list[str], bool]:
-    """The MCP entry's command, and whether it names this machine's paths: `mcpx serve` when the mcpx on PATH is this
-    very installation, else this installation's own console script (or this Python with -m mcpx)."""
-    script = Path(sys.executable).parent / "mcpx"
-    on_path = shutil.which("mcpx")
-    if script.is_file() and on_path and Path(on_path).resolve() == script.resolve():
-        return ["mcpx", "serve"], False
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script), "serve"], True
-    return [sys.executable, "-m", "mcpx", "serve"], True
-
-
 def is_mcpx_entry(entry: Any) -> bool:
     """An MCP entry that runs `mcpx serve` (as install writes it, from any installation)."""
     if not isinstance(entry, dict) or entry.get("type", "local") != "local":
         return False
     command = entry.get("command")
-    if not isinstance(command, list) or len(command) < 2 or command[-1] != "serve":
-        return False
-    head = [str(c) for c in command[:-1]]
-    return Path(head[0]).name == "mcpx" or head[-2:] == ["-m", "mcpx"]
+    return isinstance(command, list) and runs_mcpx(command, "serve")
 
 
 @dataclass
@@ -145,7 +129,7 @@ class Wanted:
 
 
 def _with_plugin(data: dict[str, Any], item: Any, spec: str) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(json.dumps(data))  # a deep copy, keys in their order
+    out: dict[str, Any] = copied(data)  # a deep copy, keys in their order
     plugins = out.get("plugin")
     if plugins is None:
         plugins = out["plugin"] = []
@@ -158,7 +142,7 @@ def _with_plugin(data: dict[str, Any], item: Any, spec: str) -> dict[str, Any]:
 
 
 def merged(data: dict[str, Any], want: Wanted, spec: str) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(json.dumps(data))  # a deep copy, keys in their order
+    out: dict[str, Any] = copied(data)  # a deep copy, keys in their order
     if not out:
         out["$schema"] = SCHEMA_URL
     mcp = out.get("mcp")
@@ -189,7 +173,7 @@ def merged_tui(data: dict[str, Any], want: Wanted, spec: str) -> dict[str, Any]:
 
 
 def removed(data: dict[str, Any], want: Wanted, spec: str, mcp_too: bool) -> tuple[dict[str, Any], list[str]]:
-    out: dict[str, Any] = json.loads(json.dumps(data))
+    out: dict[str, Any] = copied(data)
     gone: list[str] = []
     mcp = out.get("mcp")
     if mcp_too and isinstance(mcp, dict) and is_mcpx_entry(mcp.get(want.entry)):
@@ -219,16 +203,6 @@ def removed(data: dict[str, Any], want: Wanted, spec: str, mcp_too: bool) -> tup
     return out, gone
 
 
-def _write_if_changed(path: Path, text: str) -> bool:
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return True
-
-
 def _config_changed(path: Path, before: dict[str, Any], after: dict[str, Any], schema: str) -> tuple[bool, bool]:
     """Write `after` to `path` if it differs; (changed, deleted: nothing left but what install put in a new file)."""
     if after == before:
@@ -239,13 +213,6 @@ def _config_changed(path: Path, before: dict[str, Any], after: dict[str, Any], s
         return True, True
     write_json(path, after)
     return True, False
-
-
-def _prune(folder: Path, root: Path) -> None:
-    """Remove `folder` and the folders above it, below `root`, that are left empty (install made them)."""
-    while folder != root and root in folder.parents and folder.is_dir() and not any(folder.iterdir()):
-        folder.rmdir()
-        folder = folder.parent
 
 
 def install(args: argparse.Namespace) -> int:
@@ -270,9 +237,9 @@ def install(args: argparse.Namespace) -> int:
         write_json(place.tui, tui_after)
         written.append(place.shown(place.tui))
     for name in ENTRY_POINTS:
-        if _write_if_changed(place.entry_points / name, (source / "entry" / name).read_text(encoding="utf-8")):
+        if write_if_changed(place.entry_points / name, (source / "entry" / name).read_text(encoding="utf-8")):
             written.append(place.shown(place.entry_points / name))
-    if _write_if_changed(place.skill / "SKILL.md", (skill / "SKILL.md").read_text(encoding="utf-8")):
+    if write_if_changed(place.skill / "SKILL.md", (skill / "SKILL.md").read_text(encoding="utf-8")):
         written.append(place.shown(place.skill / "SKILL.md"))
     on_path = shutil.which(os.environ.get("MCPX_BIN") or "mcpx")
     report = {"action": "install", "root": str(place.root), "config": str(place.opencode), "tui": str(place.tui),
@@ -326,7 +293,7 @@ def _uninstall(args: argparse.Namespace, place: Place, want: Wanted, oc_before: 
         skill.unlink()
         files.append(place.shown(skill))
     for folder in (place.entry_points, place.skill):
-        _prune(folder, place.root)
+        prune(folder, place.root)
     changed = oc_changed or tui_changed or bool(files)
     if args.json:
         emit_json({"action": "uninstall", "config": str(place.opencode), "tui": str(place.tui), "changed": changed,

@@ -21,7 +21,10 @@ from typing import Any
 import aiohttp
 
 from mcpx.cli import serve_handoff
+from mcpx.cli.serve_handoff import serve_session
 from mcpx.daemon.launch import LaunchError, ensure_daemon
+from mcpx.hosts import host_of
+from mcpx.keys import SESSION_HEADER, SESSION_SOURCE_HEADER, UNATTENDED_HEADER
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError
 from mcpx.paths import StatePaths
@@ -98,8 +101,11 @@ class Bridge:
         # the host offers the servers' tools itself (opencode's plugin)
         if os.environ.get("MCPX_SERVE_TOOLS") == "mcpx":
             headers["X-Mcpx-Tools"] = "mcpx"
-        if session := os.environ.get("MCPX_SESSION_ID"):
-            headers.update({"X-Mcpx-Session": session, "X-Mcpx-Session-Source": "env"})
+        host = host_of(os.environ)
+        if session := serve_session(host):
+            headers.update({SESSION_HEADER: session, SESSION_SOURCE_HEADER: "env"})
+        if host is not None and host.unattended:
+            headers[UNATTENDED_HEADER] = "1"
         return headers
 
     def _endpoint(self) -> tuple[aiohttp.BaseConnector | None, str, dict[str, str]]:

@@ -18,6 +18,7 @@ import time
 from mcpx.daemon.launch import LaunchError, ensure_daemon
 from mcpx.errors import McpxError
 from mcpx.handoff import MAX_WORD, HandoffError, Hello, Word, send_hello
+from mcpx.hosts import Host, host_of
 from mcpx.mcp import jsonrpc
 from mcpx.paths import StatePaths
 
@@ -46,9 +47,16 @@ def possible() -> bool:
 
 def hello_from_environment(server: str | None) -> Hello:
     """What serve says of itself: the same as the websocket's headers (serve_cmd.Bridge._headers)."""
+    host = host_of(os.environ)
     return Hello(server=server, cwd=os.getcwd(), tool_prefix=os.environ.get("MCPX_TOOL_PREFIX", ""),
-                 own_tools_only=os.environ.get("MCPX_SERVE_TOOLS") == "mcpx",
-                 session=os.environ.get("MCPX_SESSION_ID") or None)
+                 own_tools_only=os.environ.get("MCPX_SERVE_TOOLS") == "mcpx", session=serve_session(host),
+                 unattended=host is not None and host.unattended)
+
+
+def serve_session(host: Host | None) -> str | None:
+    """MCPX_SESSION_ID, else the session of the host that started serve (Claude Code's): the daemon's fallback
+    otherwise."""
+    return os.environ.get("MCPX_SESSION_ID") or (host.session if host is not None else None)
 
 
 class Handoff:

@@ -13,7 +13,7 @@ from mcpx.configsource import ConfigSource
 from mcpx.daemon import call_routes, elicit_routes
 from mcpx.daemon.api import Api, error_response, errors_middleware
 from mcpx.daemon.peers import is_unix
-from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, DaemonInfo
+from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS, DaemonInfo
 from mcpx.inbox import api_routes as inbox_routes
 from mcpx.inbox.api_routes import TCP_GUESTS
 from mcpx.inbox.routes import Inbox
@@ -66,6 +66,7 @@ def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Ga
     app[BROKER] = broker
     app[GATEWAY] = gateway
     app[TCP_GUESTS] = []
+    app[PASSED_CLAIMS] = {}
     inbox_routes.install(app, inbox)
     app[SHUTDOWN] = asyncio.get_running_loop().create_future()
     api = build_api()

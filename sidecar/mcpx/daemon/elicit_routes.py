@@ -31,6 +31,7 @@ from mcpx.daemon.schemas import (
     ListQuery,
     OpenApiDocument,
     Opened,
+    PassedBody,
     QuestionPath,
     QuestionRenderQuery,
     ShownBody,
@@ -38,7 +39,7 @@ from mcpx.daemon.schemas import (
     WaitQuery,
     kind_list,
 )
-from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI
+from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI, PASSED_CLAIMS
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
 from mcpx.forms import EntriesProblem, content_of_entries
@@ -46,9 +47,11 @@ from mcpx.inbox.api_routes import INBOX, NOTIFIER, page_of
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
 from mcpx.rendering import render
 from mcpx.sessions import header_source, resolve_session
+from mcpx.surface.client import passed_as
 from mcpx.urlfacts import url_facts
 
 api = Api()
+PASSED_LIMIT = 1000  # a session's pending questions read to find the one a hook was passed
 
 _ERR = {
     400: Reply("the request is malformed; the message names what"),
@@ -164,6 +167,38 @@ async def _pending(call: Call) -> Elicitation:
     if q.state != "pending":
         raise RouteError(410, "gone", f"{q.id} is {q.state}" + (f" ({answer.action} by {answer.by})" if answer else ""))
     return q
+
+
+@api.route("POST", "/v1/elicit/passed", "Which of a session's questions a host was passed, from what it was passed "
+           "(a hook that is handed no id)", body=PassedBody,
+           replies={200: Reply("the question, with what each party is shown of it: a pending one, else (it ended "
+                               "before the hook asked) the last that ended, with its answer", ElicitationWithAnswer),
+                    400: _ERR[400], 404: Reply("no question of that session was passed as that")})
+async def passed(call: Call) -> web.StreamResponse:
+    body: PassedBody = call.body
+
+    def alike(questions: list[Elicitation]) -> list[Elicitation]:
+        return [q for q in questions if passed_as(q, body.message, body.mode, body.requested_schema, body.url)]
+
+    broker = call.app[BROKER]
+    pending = await broker.questions(QuestionFilter(state="pending", session=body.session), PASSED_LIMIT)
+    found = alike(pending)
+    if not found:
+        # answered or expired between being passed and the hook's asking (a slow start, a quick person): the hook
+        # hands the host that answer instead of a wait
+        ended = [q for q in alike(await broker.questions(QuestionFilter(session=body.session), PASSED_LIMIT))
+                 if q.state != "pending"]
+        if not ended:
+            raise RouteError(404, "not_passed", f"no question of session {body.session!r} was passed as that "
+                             f"{body.mode} question (not one of mcpx's)")
+        q, answer = await broker.get(ended[-1].id)
+        return json_reply({"elicitation": rendered(call, q, answer, ""), "answer": answer_document(answer, q)})
+    # two alike in one session (a tool called twice at once): each hook takes its own, the oldest not taken first
+    claims = call.app[PASSED_CLAIMS].setdefault(body.session, set())
+    claims.intersection_update(q.id for q in pending)  # those that no longer wait are let go
+    q = next((q for q in found if q.id not in claims), found[0])
+    claims.add(q.id)
+    return json_reply({"elicitation": rendered(call, q, None, ""), "answer": None})
 
 
 # registered before the answer route, whose {action} would take these names too (and refuse them)

@@ -208,6 +208,20 @@ class AnswerBody(BaseModel):
                 "choices picked, or true/false; the daemon makes the content")
 
 
+class PassedBody(BaseModel):
+    """POST /v1/elicit/passed: what a host was passed of a question and handed on without its id (Claude Code's
+    Elicitation hook: the message, mode and schema or url of one of the session's questions)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    session: str = Field(min_length=1, max_length=200, description="the question's session (a Claude Code session "
+                         "is claude-<its session id>)")
+    message: str = Field(max_length=20000, description="the message as the host was passed it: 'SERVER (via mcpx) "
+                         "asks: ...'")
+    mode: Literal["form", "url"] = "form"
+    requested_schema: dict[str, Any] | None = Field(default=None, alias="requestedSchema")
+    url: str | None = Field(default=None, max_length=8192)
+
+
 class ShownBody(BaseModel):
     """POST /v1/elicit/{id}/shown: a client says it has put the question in front of the person."""
 

@@ -33,3 +33,5 @@ CONFIG: web.AppKey[ConfigSource] = web.AppKey("config", ConfigSource)
 BROKER: web.AppKey[Broker] = web.AppKey("broker", Broker)
 GATEWAY: web.AppKey[Gateway] = web.AppKey("gateway", Gateway)
 OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi", dict)
+# the questions a host's hook has taken by what it was passed (POST /v1/elicit/passed), by session, while they wait
+PASSED_CLAIMS: web.AppKey[dict[str, set[str]]] = web.AppKey("passed_claims", dict)

@@ -32,6 +32,7 @@ class ClientState:
     cwd: str | None = None
     tool_prefix: str = ""  # how the host names mcpx's tools (opencode: its MCP entry's name and "_")
     own_tools_only: bool = False  # the host offers the servers' tools itself (opencode's plugin, at level ask)
+    unattended: bool = False  # nobody is at the host to be asked: what it answers is nobody's answer (mcpx/hosts.py)
     initialized: bool = False
     push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
     _declared: tuple[ClientCapabilities, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
@@ -43,7 +44,7 @@ class ClientState:
                            client_info=meta.get(META_CLIENT_INFO) or {}, scope=self.scope,
                            env_session=self.env_session, env_source=self.env_source, cwd=self.cwd,
                            tool_prefix=self.tool_prefix, own_tools_only=self.own_tools_only,
-                           initialized=True, push=None)
+                           unattended=self.unattended, initialized=True, push=None)
 
     @property
     def modes(self) -> set[str]:
@@ -60,10 +61,23 @@ class ClientState:
         return self._declared[1]
 
 
+def passed_message(q: Elicitation) -> str:
+    """The message a client is passed: the asker named, its words unchanged."""
+    return f"{q.server} (via mcpx) asks: {q.message}"
+
+
+def passed_as(q: Elicitation, message: str, mode: str, schema: dict[str, Any] | None, url: str | None) -> bool:
+    """Is this what a client was passed of `q`, as its host hands it on (Claude Code's Elicitation hook: the
+    message, mode and schema or url, and no id)?"""
+    if q.mode != mode or passed_message(q) != message:
+        return False
+    return q.url == url if q.mode == "url" else schema is None or schema == q.requested_schema
+
+
 def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:
     """elicitation/create params for this client: the asker named, `mode` and `elicitationId` as its version
     has them."""
-    params: dict[str, Any] = {"message": f"{q.server} (via mcpx) asks: {q.message}"}
+    params: dict[str, Any] = {"message": passed_message(q)}
     if q.mode == "url":
         params.update(mode="url", url=q.url)
         if state.era == "legacy":

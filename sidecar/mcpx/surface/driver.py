@@ -25,7 +25,7 @@ from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.surface.client import ClientState, shaped
 from mcpx.surface.request_state import RequestStates, binding
-from mcpx.surface.results import task_result, waiting_on, waiting_result
+from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
 from mcpx.upstream.calls import CallRequest, CallTask, Slot
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
@@ -47,17 +47,18 @@ class CallDriver:
         """`name` is the tool as the client called it; a modern retry must name it, its arguments and session again."""
         bound = binding(name, arguments, session) if state.era == "modern" else ""  # only modern retries use it
         started = not (state.era == "modern" and "requestState" in params)
+        late: list[str] = []
         if started:
             task = await self._start(server, tool, arguments, session, source, state, out, meta)
         else:
-            task = await self._take_retry(params, bound, session)
+            task, late = await self._take_retry(params, bound, session, state.unattended)
         try:
             if started:
                 # one loop turn: the call's own task takes its first step, which sends the request upstream,
                 # before this sets up to wait on it; that setup then runs while the server works, not on the
                 # request's way
                 await asyncio.sleep(0)
-            return await self._drive(task, state, out, bound, meta.get("progressToken"))
+            return with_notes(await self._drive(task, state, out, bound, meta.get("progressToken")), late)
         except asyncio.CancelledError:
             if out.withdrawn():  # the client gave up on this request: notifications/cancelled
                 await self.gateway.cancel(task.id, "cancelled by the MCP client")
@@ -110,7 +111,8 @@ class CallDriver:
                 # a question this client was asked and could not answer (it answered badly three times, or not at
                 # all) is one it cannot ask: it gets the early result saying where it waits, not silence
                 given_up = {eid for eid, t in serving.items() if t.done() and not t.cancelled() and not t.result()}
-                askable = {eid: q for eid, q in task.open.items() if q.mode in state.modes and eid not in given_up}
+                given_up |= task.passed_over
+                askable = {eid: q for eid, q in task.open.items() if self._can_ask(state, q) and eid not in given_up}
                 unaskable = [eid for eid in task.open if eid not in askable]
                 if state.era == "modern" and (askable or task.slots) and not unaskable:
                     return self._input_required_result(task, state, askable, bound)
@@ -129,9 +131,10 @@ class CallDriver:
                     left = grace - (time.monotonic() - stuck_since)
                     if left <= 0:
                         result = waiting_result(task, state.tool_prefix)
-                        if given_up & set(task.open):
-                            # this client can ask, so it was shown the tool's outputSchema: an early result must be
-                            # an error, or a strict client (the mcp SDK's) refuses it for its missing structuredContent
+                        if state.modes:
+                            # a client that can ask was shown the tool's outputSchema (surface/naming.py): an early
+                            # result must be an error, or a strict client (the mcp SDK's, Claude Code) refuses it for
+                            # its missing structuredContent, and the agent never reads where the question waits
                             result["isError"] = True
                         return result
                 else:
@@ -152,6 +155,13 @@ class CallDriver:
             for t in serving.values():
                 t.cancel()
 
+    @staticmethod
+    def _can_ask(state: ClientState, q: Elicitation) -> bool:
+        """A question goes to this client if it can show it; to an unattended host (Claude Code's print mode) only
+        if it is the person's, which its hook hands to mcpx's other doors and waits on (docs/claude-code.md): the
+        agent's and the agent-then-human's wait for the agent's answer through mcpx_elicit_answer instead."""
+        return q.mode in state.modes and (not state.unattended or q.audience == "human")
+
     # ---- legacy clients: mid-flight requests
 
     async def _ask_client(self, q: Elicitation, task: CallTask, state: ClientState, out: Outbound) -> bool:
@@ -165,6 +175,12 @@ class CallDriver:
                 log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
                 return False
             action = reply.get("action")
+            if state.unattended:
+                # nobody is at the host: its cancel is its own (print mode's), and anything else is what its hook
+                # read back from mcpx, where the answer is already recorded; neither is recorded as an answer
+                log.info("the unattended host replied %r to %s; not an answer: it waits for the person elsewhere",
+                         action, q.id)
+                return q.id not in task.open
             if action not in ("accept", "decline", "cancel"):
                 log.info("client answered %s with %r; it stays open", q.id, action)
                 return False
@@ -214,7 +230,10 @@ class CallDriver:
         return InputRequired(input_requests=requests,
                              request_state=self.states.seal(task.id, len(task.questions), keys, bound)).wire()
 
-    async def _take_retry(self, params: dict[str, Any], bound: str, session: str) -> CallTask:
+    async def _take_retry(self, params: dict[str, Any], bound: str, session: str, unattended: bool,
+                          ) -> tuple[CallTask, list[str]]:
+        """The call a retry's requestState names, its answers given; and what the client is to be told of answers
+        that came too late (answered elsewhere first: nothing can withdraw a question handed out in a result)."""
         try:
             retry = Retry.model_validate(params)
         except ValueError:
@@ -228,6 +247,7 @@ class CallDriver:
             raise RpcError(jsonrpc.INVALID_PARAMS, "inputResponses must be an object")
         responses = retry.input_responses
         answered: set[str] = set()
+        late: list[str] = []
         for key, target in sealed.questions.items():
             reply = responses.get(key)
             if not isinstance(reply, dict):
@@ -241,6 +261,10 @@ class CallDriver:
             if reply.get("action") not in ("accept", "decline", "cancel"):
                 continue
             q = task.open.get(target)
+            if unattended:  # as in _ask_client: not an answer; while it waits, the client is not given it again
+                if q is not None:
+                    task.passed_over.add(target)
+                continue
             formed = reply["action"] == "accept" and q is not None and q.mode == "form"
             content = reply.get("content") if formed else None
             try:
@@ -248,8 +272,9 @@ class CallDriver:
                 answered.add(target)
             except InvalidContent:
                 pass  # not valid: it stays open and is asked again
-            except (AlreadyAnswered, Gone):
+            except (AlreadyAnswered, Gone) as exc:
                 answered.add(target)
+                late.append(f"mcpx: {exc}; the answer given here was not used.")
         # the call wakes on the answers a moment later; until then they still look open
         await task.wait_for(lambda: task.done or not (answered & (set(task.open) | set(task.slots))), 5.0)
-        return task
+        return task, late

@@ -154,7 +154,8 @@ class PipeSession:
         self.hello = hello
         self.say = say
         state = connection_state(surface, scope=hello.server, session=hello.session, source="env", cwd=hello.cwd,
-                                 tool_prefix=hello.tool_prefix, own_tools_only=hello.own_tools_only)
+                                 tool_prefix=hello.tool_prefix, own_tools_only=hello.own_tools_only,
+                                 unattended=hello.unattended)
         self.watch = WatchedPipe(pipe, say)
         self.conn = ClientConnection(surface, state, self.watch)
 

@@ -19,6 +19,13 @@ def text_result(text: str, error: bool = False, structured: dict[str, Any] | Non
     return result
 
 
+def with_notes(result: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """`result` with mcpx's notes after its own content (the server's words stay first and unchanged)."""
+    if not notes:
+        return result
+    return {**result, "content": [*result.get("content", []), *({"type": "text", "text": n} for n in notes)]}
+
+
 def finished_result(doc: TaskDoc) -> dict[str, Any]:
     """The upstream's own result, as it came; a call mcpx could not complete is a tool error that says why.
 

@@ -11,7 +11,14 @@ import logging
 from aiohttp import WSMsgType, web
 
 from mcpx import wirejson
-from mcpx.keys import CWD_HEADER, SESSION_HEADER, SESSION_SOURCE_HEADER, TOOL_PREFIX_HEADER, TOOLS_HEADER
+from mcpx.keys import (
+    CWD_HEADER,
+    SESSION_HEADER,
+    SESSION_SOURCE_HEADER,
+    TOOL_PREFIX_HEADER,
+    TOOLS_HEADER,
+    UNATTENDED_HEADER,
+)
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
 from mcpx.sessions import header_source
@@ -58,7 +65,8 @@ def client_state(request: web.Request, surface: Surface) -> ClientState:
                             source=header_source(request.headers.get(SESSION_SOURCE_HEADER)),
                             cwd=request.headers.get(CWD_HEADER),
                             tool_prefix=request.headers.get(TOOL_PREFIX_HEADER, ""),
-                            own_tools_only=request.headers.get(TOOLS_HEADER) == "mcpx")
+                            own_tools_only=request.headers.get(TOOLS_HEADER) == "mcpx",
+                            unattended=request.headers.get(UNATTENDED_HEADER) == "1")
 
 
 async def stream_endpoint(request: web.Request, surface: Surface) -> web.StreamResponse:

@@ -102,6 +102,9 @@ class CallTask:
     keys: dict[str, str] = field(default_factory=dict)  # question id -> the upstream's inputRequests key
     secrets: set[str] = field(default_factory=set)  # credential values handed to the server: never stored
     slots: dict[str, Slot] = field(default_factory=dict)  # requests for the client itself, pending
+    # open questions the calling client was given and could not answer (an unattended host's, one it refused): they
+    # wait for other surfaces, and that client is not given them again
+    passed_over: set[str] = field(default_factory=set)
     result: dict[str, Any] | None = None
     error: str | None = None
     created: float = field(default_factory=time.time)

@@ -1,0 +1,190 @@
+"""Benchmark: a server's question passed through mcpx to the real Claude Code (2.1.332), against Claude Code asked by
+the same server directly.
+
+One Claude Code TUI (in tmux, as tests/test_claude_tui.py runs it) has two MCP servers: `mcpx` (`mcpx serve`, in
+front of a daemon whose one server `up` is the peer) and `direct` (the same peer, started by Claude Code itself).
+The scripted model (tests/claude/fake_model.py) calls `need_repo` on each, alternately, in one conversation; the
+peer asks for a repository; an `Elicitation` hook answers at once (a shell command printing the hook's accept with
+{"repo": "bench/repo"}), so no person's pace is in the figure. Timed on the scripted model's clock: from the moment
+its reply naming the tool call was sent whole to the moment the next request, carrying the tool's result, arrived.
+That is the whole round trip as the model sees it: Claude Code's own work (the call, the hook's process, the
+retry or the reply, drawing) on both sides alike, and mcpx's hops, its durable question and its answer on one.
+Each result is checked to be the hook's answer as the server received it.
+
+Two eras, a TUI each, the same era on both sides of a comparison:
+- modern: Claude Code speaks 2026-07-28 to both; the peer is tests/peers/sdk_resolver.py, which asks by
+  `input_required`. mcpx serve passes the question on as an `input_required` result of its own.
+- legacy: Claude Code is told `MCP_PROTOCOL_NEGOTIATION=legacy` (its own setting: mcpx serve cannot be made to
+  refuse `server/discover`); the peer is tests/peers/sdk_legacy.py (handshake only), which asks mid-call with
+  `elicitation/create`. mcpx serve passes it on as an `elicitation/create` of its own.
+
+Why the TUI and not print mode: under `claude -p` (CLAUDE_CODE_ENTRYPOINT=sdk-cli) mcpx knows nobody is at Claude
+Code and records nothing it answers (mcpx/hosts.py), so a hook's instant answer would not reach the server through
+mcpx at all, while it would directly. In the TUI a person is at it: the hook's answer is taken as the answer Claude
+Code gave (`person:mcp-client`), as a person's at the form would be. Nothing in the environment is faked.
+
+The goal is issue 14's for the same round trip measured with the SDK's client (bench/speed.py, figure 2): p50
+through mcpx at most 1.5x direct. Claude Code's own work is on both sides here, so this is the easier form of that
+goal: missing it means mcpx's part is larger than all of Claude Code's.
+
+    .venv/bin/python bench/claude.py                  # about a minute on 2 cores
+    .venv/bin/python bench/claude.py --runs 3 --rounds 20
+
+Rounds alternate which side goes first; `--runs N` repeats everything with new processes and prints each figure's
+median over the runs with its spread (min-max). It is a benchmark, not a test: it exits 0, and says MISSED where
+the goal is missed. The machines here are noisy and shared; compare the ratios, not the milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shlex
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent / "tests"))
+from broker import say  # noqa: E402
+from claude.fake_model import Call, Say, ScriptedClaudeModel  # noqa: E402
+from claude.harness import (  # noqa: E402
+    VERSION,
+    DaemonApi,
+    claude_binary,
+    claude_env,
+    mcpx_entry,
+    prompt,
+    seed_home,
+    start_tui,
+    write_mcp_config,
+    write_settings,
+)
+from harness import PEERS, scratch_daemon  # noqa: E402
+
+GOAL = 1.5  # p50 through mcpx / p50 direct: issue 14's goal for the elicitation round trip
+ANSWER = {"repo": "bench/repo"}
+PEER = {"modern": "sdk_resolver.py", "legacy": "sdk_legacy.py"}
+SIDES = {"mcpx": "mcp__mcpx__up_need_repo", "direct": "mcp__direct__need_repo"}
+
+
+def hook_command() -> str:
+    """The Elicitation hook: reads the question (stdin) and accepts it with ANSWER, at once."""
+    out = json.dumps({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": ANSWER}})
+    return f"cat > /dev/null; printf '%s\\n' {shlex.quote(out)}"
+
+
+@dataclass
+class Figures:
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {side: [] for side in SIDES})
+    lost: list[str] = field(default_factory=list)
+
+
+def reported(text: str) -> object:
+    value = json.loads(text)
+    if isinstance(value, dict) and set(value) == {"result"}:
+        value = json.loads(value["result"])
+    return value
+
+
+def one_run(binary: Path, era: str, rounds: int, root: Path) -> Figures:
+    """A daemon, a TUI with both servers, one conversation of 2 x (rounds + 1) questions; the first of each side warms
+    it (the peer's start, the tool's search) and is not counted."""
+    order: list[str] = ["mcpx", "direct"]
+    for n in range(rounds):
+        order += ["mcpx", "direct"] if n % 2 == 0 else ["direct", "mcpx"]
+    figures = Figures()
+    with scratch_daemon("ccb-", {"servers": {"up": {"command": sys.executable, "args": [str(PEERS / PEER[era])]}}}
+                        ) as daemon:
+        model = ScriptedClaudeModel(root / f"model-{era}.jsonl").start()
+        tui = None
+        try:
+            project, home = root / era / "project", root / era / "home"
+            project.mkdir(parents=True)
+            seed_home(home, [project])
+            write_settings(home, {"hooks": {"Elicitation": [{"hooks": [{"type": "command",
+                                                                         "command": hook_command()}]}]}})
+            config = write_mcp_config(root / era / "mcp.json", {
+                "mcpx": mcpx_entry(daemon.env),
+                "direct": {"command": sys.executable, "args": [str(PEERS / PEER[era])]}})
+            extra = {"MCP_PROTOCOL_NEGOTIATION": "legacy"} if era == "legacy" else {}
+            tui = start_tui(binary, project, claude_env(home, model.base_url, extra), allowed=list(SIDES.values()),
+                            mcp_config=config)
+            steps = [(lambda r, t=SIDES[side]: Call(t, {})) for side in order] + [lambda r: Say("done.")]
+            marker = model.script(era, steps)
+            prompt(tui, f"{marker} ask away")
+            requests = model.wait_for(era, lambda rs: any(r.turn >= len(order) and r.tools for r in rs),
+                                      60 + 10 * len(order))
+            # every question through mcpx was answered by Claude Code (its hook), as the client's answer
+            answers = DaemonApi(daemon.socket).json("GET", "/v1/audit?kinds=elicit.answered")["records"]
+            by = sorted({(a["data"]["action"], a["data"]["by"]) for a in answers})
+            if len(answers) != order.count("mcpx") or by != [("accept", "person:mcp-client")]:
+                figures.lost.append(f"{era}: mcpx recorded {len(answers)} answers, {by}")
+        finally:
+            if tui is not None:
+                tui.stop()
+            model.stop()
+    turns = [r for r in requests if r.tools]  # the conversation's own requests, not a title asked on the side
+    calls = [(r, nxt) for r, nxt in itertools.pairwise(turns)
+             if isinstance(r.reply, Call) and r.reply.tool in SIDES.values()]
+    for k, (call, result) in enumerate(calls):
+        side = next(s for s, t in SIDES.items() if call.reply is not None and t == call.reply.tool)
+        got = reported(result.last_tool_result()) if result.last_tool_result() else None
+        if got != {"action": "accept", "data": ANSWER}:
+            figures.lost.append(f"{era} {side} call {k}: {result.last_tool_result()[:200]!r}")
+        elif k >= 2 and call.replied is not None:
+            figures.seconds[side].append(result.at - call.replied)
+    return figures
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    binary, why = claude_binary()
+    if binary is None:
+        say(why)
+        return
+    root = Path(tempfile.mkdtemp(prefix="ccb-"))
+    per_run: dict[str, list[tuple[float, float]]] = {era: [] for era in PEER}
+    for run in range(args.runs):
+        for era in (("modern", "legacy") if run % 2 == 0 else ("legacy", "modern")):
+            figures = one_run(binary, era, args.rounds, root / f"run{run}")
+            for what in figures.lost:
+                say(f"  lost: {what}")
+            through, direct = figures.seconds["mcpx"], figures.seconds["direct"]
+            if len(through) < 3 or len(direct) < 3:
+                say(f"  run {run + 1}, {era}: too few rounds completed to compare")
+                continue
+            per_run[era].append((statistics.median(through), statistics.median(direct)))
+            say(f"  run {run + 1}, {era}: through mcpx p50 {ms(statistics.median(through))} "
+                f"(min {ms(min(through))}), direct p50 {ms(statistics.median(direct))} (min {ms(min(direct))}), "
+                f"{len(through)} and {len(direct)} round trips")
+    say(f"Claude Code {VERSION} TUI, an Elicitation hook answering at once; from the model's tool call to its result, "
+        f"p50 of each run, {args.rounds} rounds a run; median over {args.runs} run(s) (min-max):")
+    for era, rows in per_run.items():
+        if not rows:
+            say(f"  {era}: no run completed")
+            continue
+        ratios = [t / d for t, d in rows]
+        through = [t for t, _ in rows]
+        direct = [d for _, d in rows]
+        extra = [t - d for t, d in rows]
+        flag = "" if statistics.median(ratios) <= GOAL else f"  MISSED (goal <= {GOAL:g}x)"
+        say(f"  {era:<7} through mcpx {ms(statistics.median(through))} ({ms(min(through))}-{ms(max(through))}),"
+            f" direct {ms(statistics.median(direct))} ({ms(min(direct))}-{ms(max(direct))}),"
+            f" mcpx adds {ms(statistics.median(extra))}; ratio {statistics.median(ratios):.2f}x "
+            f"({min(ratios):.2f}-{max(ratios):.2f}){flag}")
+
+
+if __name__ == "__main__":
+    main()
