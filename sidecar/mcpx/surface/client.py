@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpx.broker.models import Elicitation
+from mcpx.mcp import tasks
 from mcpx.mcp.protocol import (
     META_CAPABILITIES,
     META_CLIENT_INFO,
@@ -52,6 +53,18 @@ class ClientState:
         if self.era == "legacy" and self.version not in ("2025-11-25",):
             modes &= {"form"}  # url mode and `mode` exist from 2025-11-25 on
         return modes
+
+    def can_ask(self, q: Elicitation) -> bool:
+        """A question goes to this client if it can show it; to an unattended host (Claude Code's print mode) only
+        if it is the person's, which its hook hands to mcpx's other doors and waits on (docs/claude-code.md): the
+        agent's and the agent-then-human's wait for the agent's answer through mcpx_elicit_answer instead."""
+        return q.mode in self.modes and (not self.unattended or q.audience == "human")
+
+    @property
+    def takes_tasks(self) -> bool:
+        """A call of this request may be answered with a task (surface/tasks.py): a 2026-07-28 request on the
+        aggregate surface whose _meta declares the Tasks extension."""
+        return self.era == "modern" and self.scope is None and tasks.offered(self.declared())
 
     def declared(self) -> dict[str, Any]:
         """The capabilities it declared, as it spelt them: dumped once per declaration, not once per call (every

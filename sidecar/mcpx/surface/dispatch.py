@@ -31,12 +31,15 @@ from mcpx.mcp.protocol import (
     MODERN_VERSIONS,
     InitializeParams,
 )
+from mcpx.mcp.tasks import EXTENSION
 from mcpx.sessions import resolve_session
 from mcpx.surface.client import ClientState
 from mcpx.surface.driver import CallDriver
 from mcpx.surface.naming import ToolNames
 from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG, OwnTools, listed
 from mcpx.surface.request_state import RequestStates
+from mcpx.surface.tasks import METHODS as TASK_METHODS
+from mcpx.surface.tasks import TaskDoor, missing_extension
 from mcpx.upstream.calls import routable
 from mcpx.upstream.connection import UpstreamConnection
 from mcpx.upstream.gateway import Gateway
@@ -56,7 +59,8 @@ class Surface:
         self.gateway = gateway
         self.settings = settings  # read at each use: a reload replaces the config whole
         self.names = ToolNames(gateway, settings)
-        self.driver = CallDriver(gateway, broker, settings, states)
+        self.tasks = TaskDoor(gateway, broker)
+        self.driver = CallDriver(gateway, broker, settings, states, self.tasks)
         self.own_tools = OwnTools(broker, gateway)
         self._sinks: set[ClientState] = set()
         self._listening: dict[ClientState, set[UpstreamConnection]] = {}  # instances a client hears (/mcp/SERVER)
@@ -144,7 +148,12 @@ class Surface:
         if method == "tools/call":
             return await self._call(state, params, meta, out)
         if method == "subscriptions/listen" and state.era == "modern":
-            return await self._listen(state, params, out, request_id)
+            return await self._listen(state, params, meta, out, request_id)
+        if method in TASK_METHODS and state.era == "modern" and state.scope is None:
+            if not state.takes_tasks:
+                raise missing_extension(method)
+            session, _ = self.session_for(state, meta, None)
+            return await self.tasks.request(method, params, state, session)
         if method in FORWARDED and state.scope is not None:
             return await self._forward(state, method, params, meta)
         raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
@@ -171,6 +180,8 @@ class Surface:
 
     async def _capabilities(self, state: ClientState) -> dict[str, Any]:
         caps: dict[str, Any] = {"tools": {"listChanged": True}}
+        if state.era == "modern" and state.scope is None:
+            caps["extensions"] = {EXTENSION: {}}  # a call lives in the daemon: any connection may follow it
         if state.scope is not None:
             upstream = await self._upstream_facts(state.scope)
             caps.update({k: v for k, v in upstream.items() if k in PASSED_CAPABILITIES})
@@ -186,30 +197,47 @@ class Surface:
             text = text.replace("are named SERVER_TOOL", f"of {state.scope!r} keep their own names")
         return text
 
-    async def _listen(self, state: ClientState, params: dict[str, Any], out: Outbound,
+    async def _listen(self, state: ClientState, params: dict[str, Any], meta: dict[str, Any], out: Outbound,
                       request_id: Any) -> dict[str, Any]:
         """subscriptions/listen: a long-lived stream of the notifications asked for, that mcpx can honour.
 
-        mcpx honours toolsListChanged; what it does not support is left out of the acknowledgment.
+        mcpx honours toolsListChanged, and taskIds (notifications/tasks: surface/tasks.py) for the session's own
+        tasks from a request that declared the Tasks extension (-32021 otherwise, as the extension says); what it
+        does not support, or another session's task, is left out of the acknowledgment.
         """
         wanted: dict[str, Any] = found if isinstance(found := params.get("notifications"), dict) else {}
-        honoured = {"toolsListChanged": True} if wanted.get("toolsListChanged") else {}
+        honoured: dict[str, Any] = {"toolsListChanged": True} if wanted.get("toolsListChanged") else {}
+        followed: list[str] = []
+        session, _ = self.session_for(state, meta, None)
+        if "taskIds" in wanted:
+            if not state.takes_tasks and state.scope is None:
+                raise missing_extension("subscriptions/listen for taskIds")
+            followed = await self.tasks.owned(wanted["taskIds"], session) if state.scope is None else []
+            honoured["taskIds"] = followed
         sub_meta = {"io.modelcontextprotocol/subscriptionId": request_id}
         await out.notify("notifications/subscriptions/acknowledged", {"_meta": sub_meta, "notifications": honoured})
-        changed: asyncio.Queue[None] = asyncio.Queue()
+        outgoing: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
 
         async def push(_method: str, _params: dict[str, Any]) -> None:
-            changed.put_nowait(None)
+            outgoing.put_nowait(("notifications/tools/list_changed", {}))
+
+        async def task_changed(detail: dict[str, Any]) -> None:
+            outgoing.put_nowait(("notifications/tasks", detail))
 
         listener = ClientState(era="modern", initialized=True, push=push)
-        if honoured:
+        if honoured.get("toolsListChanged"):
             self.attach(listener)
+        followers = [asyncio.create_task(self.tasks.follow(tid, state, session, task_changed),
+                                         name=f"mcpx-follow-{tid}") for tid in followed]
         try:
             while True:
-                await changed.get()
-                await out.notify("notifications/tools/list_changed", {"_meta": sub_meta})
+                method, sent = await outgoing.get()
+                await out.notify(method, {**sent, "_meta": sub_meta})
         finally:
             self.detach(listener)
+            for follower in followers:
+                follower.cancel()
+            await asyncio.gather(*followers, return_exceptions=True)
 
     # ---- sessions
 

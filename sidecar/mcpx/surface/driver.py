@@ -4,6 +4,8 @@ Legacy clients are asked mid-flight (elicitation/create on the request's own str
 clients get `input_required` and answer on their retry, which carries a signed requestState.
 A question the client cannot ask (it declared no such mode, or it is the person's and this is
 an agent) gets, after elicit.grace, an early result it can act on while the call keeps running.
+A modern client that declares the Tasks extension gets a task instead, once the call waits on anything or
+runs past elicit.grace (surface/tasks.py): the call goes on in the daemon, and the task reports it.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.outbound import Outbound
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
+from mcpx.mcp.tasks import is_task
+from mcpx.surface.answers import SLOT, give, problems
 from mcpx.surface.client import ClientState, shaped
 from mcpx.surface.request_state import RequestStates, binding
 from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
+from mcpx.surface.tasks import TaskDoor
 from mcpx.upstream.calls import CallRequest, CallTask, Slot
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
@@ -35,11 +40,13 @@ HEARTBEAT = 10.0  # progress notifications keep a host's timeout from firing whi
 
 
 class CallDriver:
-    def __init__(self, gateway: Gateway, broker: Broker, settings: ConfigSource, states: RequestStates) -> None:
+    def __init__(self, gateway: Gateway, broker: Broker, settings: ConfigSource, states: RequestStates,
+                 tasks: TaskDoor) -> None:
         self.gateway = gateway
         self.broker = broker
         self.settings = settings
         self.states = states
+        self.tasks = tasks
 
     async def call(self, state: ClientState, name: str, server: str, tool: str, arguments: dict[str, Any],
                    session: str, source: SessionSource, params: dict[str, Any], meta: dict[str, Any],
@@ -58,7 +65,8 @@ class CallDriver:
                 # before this sets up to wait on it; that setup then runs while the server works, not on the
                 # request's way
                 await asyncio.sleep(0)
-            return with_notes(await self._drive(task, state, out, bound, meta.get("progressToken")), late)
+            result = await self._drive(task, state, out, bound, meta.get("progressToken"))
+            return result if is_task(result) else with_notes(result, late)
         except asyncio.CancelledError:
             if out.withdrawn():  # the client gave up on this request: notifications/cancelled
                 await self.gateway.cancel(task.id, "cancelled by the MCP client")
@@ -104,15 +112,24 @@ class CallDriver:
         started = time.monotonic()
         stuck_since: float | None = None
         serving: dict[str, asyncio.Task[bool]] = {}
+        as_task = state.takes_tasks
         try:
             while True:
                 if task.done:
                     return task_result(task)
+                if as_task:  # surface/tasks.py: a call that waits on anything, or runs past the grace, is a task
+                    left = grace - (time.monotonic() - started)
+                    if task.open or task.slots or left <= 0:
+                        return self.tasks.handle(task, state)
+                    if not await task.wait_for(lambda: task.done or bool(task.open or task.slots),
+                                               min(left, HEARTBEAT)):
+                        await self._heartbeat(out, token, started, task)
+                    continue
                 # a question this client was asked and could not answer (it answered badly three times, or not at
                 # all) is one it cannot ask: it gets the early result saying where it waits, not silence
                 given_up = {eid for eid, t in serving.items() if t.done() and not t.cancelled() and not t.result()}
                 given_up |= task.passed_over
-                askable = {eid: q for eid, q in task.open.items() if self._can_ask(state, q) and eid not in given_up}
+                askable = {eid: q for eid, q in task.open.items() if state.can_ask(q) and eid not in given_up}
                 unaskable = [eid for eid in task.open if eid not in askable]
                 if state.era == "modern" and (askable or task.slots) and not unaskable:
                     return self._input_required_result(task, state, askable, bound)
@@ -155,13 +172,6 @@ class CallDriver:
             for t in serving.values():
                 t.cancel()
 
-    @staticmethod
-    def _can_ask(state: ClientState, q: Elicitation) -> bool:
-        """A question goes to this client if it can show it; to an unattended host (Claude Code's print mode) only
-        if it is the person's, which its hook hands to mcpx's other doors and waits on (docs/claude-code.md): the
-        agent's and the agent-then-human's wait for the agent's answer through mcpx_elicit_answer instead."""
-        return q.mode in state.modes and (not state.unattended or q.audience == "human")
-
     # ---- legacy clients: mid-flight requests
 
     async def _ask_client(self, q: Elicitation, task: CallTask, state: ClientState, out: Outbound) -> bool:
@@ -191,9 +201,8 @@ class CallDriver:
                                          acknowledged=False)
                 return True
             except InvalidContent as exc:
-                problems = "; ".join(f"{k} {v}" for k, v in exc.fields.items())
                 params = {**shaped(q, state), "message": f"{shaped(q, state)['message']} (the last answer was not "
-                                                         f"accepted: {problems})"}
+                                                         f"accepted: {problems(exc)})"}
             except (AlreadyAnswered, Gone, NotFound):  # NotFound: asked while it committed, it could not be stored
                 return True
         log.info("client answered %s three times with content that does not fit; it stays open for other surfaces",
@@ -226,7 +235,7 @@ class CallDriver:
             keys[key] = eid
         for key, slot in task.slots.items():
             requests[key] = {"method": slot.method, "params": slot.params}
-            keys[key] = f"slot:{key}"
+            keys[key] = SLOT + key
         return InputRequired(input_requests=requests,
                              request_state=self.states.seal(task.id, len(task.questions), keys, bound)).wire()
 
@@ -245,36 +254,6 @@ class CallDriver:
                                                    "lost in a restart)")
         if retry is None:
             raise RpcError(jsonrpc.INVALID_PARAMS, "inputResponses must be an object")
-        responses = retry.input_responses
-        answered: set[str] = set()
-        late: list[str] = []
-        for key, target in sealed.questions.items():
-            reply = responses.get(key)
-            if not isinstance(reply, dict):
-                continue  # missing: asked again below
-            if target.startswith("slot:"):
-                slot = task.slots.get(target[5:])
-                if slot is not None and not slot.future.done():
-                    slot.future.set_result(reply)  # the client's own result, verbatim
-                    answered.add(target[5:])
-                continue
-            if reply.get("action") not in ("accept", "decline", "cancel"):
-                continue
-            q = task.open.get(target)
-            if unattended:  # as in _ask_client: not an answer; while it waits, the client is not given it again
-                if q is not None:
-                    task.passed_over.add(target)
-                continue
-            formed = reply["action"] == "accept" and q is not None and q.mode == "form"
-            content = reply.get("content") if formed else None
-            try:
-                await self.broker.answer(target, reply["action"], content, by="person:mcp-client", session=session)
-                answered.add(target)
-            except InvalidContent:
-                pass  # not valid: it stays open and is asked again
-            except (AlreadyAnswered, Gone) as exc:
-                answered.add(target)
-                late.append(f"mcpx: {exc}; the answer given here was not used.")
-        # the call wakes on the answers a moment later; until then they still look open
-        await task.wait_for(lambda: task.done or not (answered & (set(task.open) | set(task.slots))), 5.0)
-        return task, late
+        replies = {target: retry.input_responses.get(key) for key, target in sealed.questions.items()}
+        given = await give(self.broker, task, replies, session, unattended)
+        return task, given.late

@@ -50,6 +50,9 @@ SURFACE: web.AppKey[Surface] = web.AppKey("mcp-surface", Surface)
 LOCAL_HOSTS = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\]|mcpx)(:\d+)?$", re.IGNORECASE)
 LOCAL_ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$", re.IGNORECASE)
 SESSION_IDLE = 3600.0
+# the param a request's Mcp-Name header mirrors (the Tasks extension routes its requests on the task's id)
+NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
+            "tasks/update": "taskId", "tasks/cancel": "taskId"}
 # JSON-RPC errors that a modern HTTP reply carries with a 4xx status (the transport spec)
 STATUS_FOR_ERROR = {jsonrpc.METHOD_NOT_FOUND: 404, jsonrpc.INVALID_PARAMS: 400, jsonrpc.HEADER_MISMATCH: 400,
                     jsonrpc.MISSING_CAPABILITY: 400, jsonrpc.UNSUPPORTED_VERSION: 400,
@@ -193,8 +196,8 @@ def _check_modern_headers(request: web.Request, msg: Message) -> None:
     if method_header != msg["method"]:
         raise RpcError(jsonrpc.HEADER_MISMATCH, f"Header mismatch: Mcp-Method {method_header!r} does not match body "
                                                 f"method {msg['method']!r}")
-    if msg["method"] in ("tools/call", "prompts/get", "resources/read"):
-        body_name = params.get("uri") if msg["method"] == "resources/read" else params.get("name")
+    if msg["method"] in NAMED_BY:
+        body_name = params.get(NAMED_BY[msg["method"]])
         name_header = request.headers.get(NAME_HEADER)
         if name_header is None:
             raise RpcError(jsonrpc.HEADER_MISMATCH, "the Mcp-Name header is missing")

@@ -1,0 +1,240 @@
+"""mcpx's calls as tasks for its own clients: the Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`) with
+mcpx as the server. The wire shapes are mcp/tasks.py's; this is what mcpx answers with them.
+
+The task is the call: its id is the call's own `tsk-…` (upstream/calls.py's `CallTask`), and it lives in the
+daemon, not in the connection that started it, so any connection of the same session reads it: `/mcp` and
+`mcpx serve` alike, and after `mcpx serve` handed its client to a restarted daemon. Its rules:
+
+- The extension is declared on `server/discover` in the 2026-07-28 era on the aggregate surface, never in
+  `initialize` (the legacy era has no per-request capabilities to declare it back) nor on `/mcp/SERVER`
+  (transparent: the client sees the server as it is, its own tasks included or not).
+- A `tools/call` whose `_meta` declares the extension gets a task handle (`handle`) once its call waits on
+  anything (a question, a request for the client) or is still running after `elicit.grace`; a call done sooner
+  answers with its result, as for any client (surface/driver.py). A request that does not declare it never gets
+  a handle, whatever the same client declared before (the spec's MUST NOT).
+- `tasks/get` reports the call as a `DetailedTask`: `working`; `input_required` with the requests this
+  request's client can take (as the modern retry's input_required would carry them), keyed by mcpx's question
+  ids (`elc-…`), which are unique for the task's life as the spec wants (an upstream's own keys may repeat from
+  round to round); `completed` with the result as a plain call would have returned it; `failed` with the
+  JSON-RPC error it would have raised; `cancelled`. `statusMessage` says whom the call waits on.
+- `tasks/update` answers through surface/answers.py, as a retry's `inputResponses` are: `person:mcp-client`;
+  keys not outstanding for this client are ignored; content that does not fit leaves the question open, and the
+  next report's `statusMessage` names each field's problem (the client has seen the key, and will not show it
+  again by itself).
+- `tasks/cancel` cancels the call (the upstream call with it: an upstream's own task gets `tasks/cancel`).
+- A task is read, answered, cancelled and followed only by its own session; any other id, another session's
+  included, is unknown (-32602), so no session learns that another's task exists.
+- `follow` pushes `notifications/tasks` (a full DetailedTask) for one task on a `subscriptions/listen`: its
+  state when the subscription starts, then at each change (a status, a question opened or answered, the end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import weakref
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from mcpx.broker.broker import Broker
+from mcpx.broker.models import TaskDoc, rfc3339
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import RpcError
+from mcpx.mcp.tasks import EXTENSION, UpdateParams
+from mcpx.surface.answers import SLOT, give, problems
+from mcpx.surface.client import ClientState, shaped
+from mcpx.surface.results import finished_result, task_result, waiting_on
+from mcpx.upstream.calls import DONE_STATES, CallTask
+from mcpx.upstream.gateway import Gateway, UnknownTask
+
+METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+POLL_MS = 1000  # what a handle suggests: a read from memory, and a person answers in seconds at best
+FOLLOW_IDLE = 60.0  # a follower's wait between two looks at a quiet call (each change wakes it at once)
+REQUIRED: dict[str, Any] = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def missing_extension(what: str) -> RpcError:
+    """-32021 for a request that needs the extension and did not declare it (the spec's error, its data)."""
+    return RpcError(jsonrpc.MISSING_CAPABILITY, f"Missing required client capability: {what} needs the {EXTENSION} "
+                                                "extension declared in this request's "
+                                                "_meta['io.modelcontextprotocol/clientCapabilities'].extensions",
+                    REQUIRED)
+
+
+def _moment(seconds: float) -> str:
+    return rfc3339(datetime.fromtimestamp(seconds, UTC))
+
+
+def _ending(render: Callable[[], dict[str, Any]], state: str, error: str | None) -> dict[str, Any]:
+    """The terminal part of a DetailedTask: what the plain tools/call would have answered, as the spec maps it
+    (a result, an isError one included, is `completed`; a JSON-RPC error is `failed`)."""
+    if state == "cancelled":
+        return {"status": "cancelled", "statusMessage": error or "cancelled"}
+    try:
+        result = render()
+    except RpcError as exc:
+        return {"status": "failed", "statusMessage": exc.message, "error": exc.to_error()}
+    return {"status": "completed", "result": result, **({"statusMessage": error} if error else {})}
+
+
+class TaskDoor:
+    """The Tasks extension's side of the surface: handles, the three tasks/* requests, and followers."""
+
+    def __init__(self, gateway: Gateway, broker: Broker) -> None:
+        self.gateway = gateway
+        self.broker = broker
+        # a slot's key for the life of its task: the upstream's own may repeat, and the spec wants it unique
+        self._slot_keys: weakref.WeakKeyDictionary[asyncio.Future[dict[str, Any]], str] = \
+            weakref.WeakKeyDictionary()
+        self._serial = itertools.count(1)
+        self._refused: dict[str, dict[str, str]] = {}  # task -> question -> why its last update's content did not fit
+
+    # ---- what a task says
+
+    def handle(self, task: CallTask, state: ClientState) -> dict[str, Any]:
+        """The CreateTaskResult for a call: its status as tasks/get would say it now, nothing inlined."""
+        detail = self.detailed(task, state)
+        return {k: v for k, v in detail.items() if k not in ("inputRequests", "result", "error")} | {
+            "resultType": "task"}
+
+    def detailed(self, task: CallTask, state: ClientState) -> dict[str, Any]:
+        """A live call as a DetailedTask, for this request's client."""
+        fields: dict[str, Any] = {"taskId": task.id, "createdAt": _moment(task.created),
+                                  "lastUpdatedAt": _moment(task.updated), "ttlMs": None, "pollIntervalMs": POLL_MS}
+        if task.done:
+            self._refused.pop(task.id, None)
+            return {**fields, **_ending(lambda: task_result(task), task.state, task.error)}
+        requests = {key: request for key, (_, request) in self._outstanding(task, state).items()}
+        refused = self._refused.get(task.id, {})
+        notes = [f"the answer to {eid} was not accepted: {why}" for eid, why in refused.items() if eid in task.open]
+        message = "; ".join([waiting_on(task), *notes])
+        if requests:
+            return {**fields, "status": "input_required", "statusMessage": message, "inputRequests": requests}
+        return {**fields, "status": "working", "statusMessage": message}
+
+    @staticmethod
+    def stored(doc: TaskDoc) -> dict[str, Any]:
+        """A call the daemon no longer holds in memory, as the store has it."""
+        fields: dict[str, Any] = {"taskId": doc.id, "createdAt": rfc3339(doc.created),
+                                  "lastUpdatedAt": rfc3339(doc.updated), "ttlMs": None, "pollIntervalMs": POLL_MS}
+        if doc.state in DONE_STATES:
+            return {**fields, **_ending(lambda: finished_result(doc), doc.state, doc.error)}
+        why = f"{doc.id} is {doc.state}, but its call is not running in this daemon (it was lost in a restart)"
+        return {**fields, "status": "failed", "statusMessage": why,
+                "error": {"code": jsonrpc.INTERNAL_ERROR, "message": why}}
+
+    def _outstanding(self, task: CallTask, state: ClientState) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Each request of the call this client can take, under its key: what a response to it answers, and the
+        request as inputRequests carries it."""
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        for eid, q in task.open.items():
+            if eid not in task.passed_over and state.can_ask(q):
+                out[eid] = (eid, {"method": "elicitation/create", "params": shaped(q, state)})
+        for key, slot in task.slots.items():
+            out[self._slot_key(slot.future, slot.method)] = (SLOT + key, {"method": slot.method,
+                                                                          "params": slot.params})
+        return out
+
+    def _slot_key(self, future: asyncio.Future[dict[str, Any]], method: str) -> str:
+        key = self._slot_keys.get(future)
+        if key is None:
+            key = self._slot_keys[future] = f"{method}#{next(self._serial)}"
+        return key
+
+    # ---- the requests
+
+    async def find(self, tid: Any, session: str) -> CallTask | TaskDoc:
+        """The session's task `tid`, live or stored; -32602 naming it for any other."""
+        if not isinstance(tid, str) or not tid:
+            raise RpcError(jsonrpc.INVALID_PARAMS, "taskId is required: the task's id (tsk-…), from the task handle")
+        unknown = RpcError(jsonrpc.INVALID_PARAMS, f"Task not found: mcpx has no task {tid!r} in this session")
+        live = self.gateway.task(tid)
+        if live is not None:
+            if live.request.session != session:
+                raise unknown
+            return live
+        try:
+            doc = await self.gateway.task_doc(tid)
+        except UnknownTask:
+            raise unknown from None
+        if doc.session != session:
+            raise unknown
+        return doc
+
+    async def request(self, method: str, params: dict[str, Any], state: ClientState, session: str
+                      ) -> dict[str, Any]:
+        """One of METHODS, from a request that declared the extension."""
+        if method == "tasks/update":
+            return await self._update(params, state, session)
+        found = await self.find(params.get("taskId"), session)
+        if method == "tasks/cancel":
+            if isinstance(found, CallTask):
+                await self.gateway.cancel(found.id, "cancelled by the MCP client (tasks/cancel)")
+            return {}
+        return self.detailed(found, state) if isinstance(found, CallTask) else self.stored(found)
+
+    async def _update(self, params: dict[str, Any], state: ClientState, session: str) -> dict[str, Any]:
+        try:
+            update = UpdateParams.model_validate(params)
+        except ValidationError:
+            raise RpcError(jsonrpc.INVALID_PARAMS, "tasks/update needs taskId and inputResponses (an object of "
+                                                   "responses under the keys tasks/get gave)") from None
+        task = await self.find(update.task_id, session)
+        if not isinstance(task, CallTask) or task.done:
+            return {}  # nothing is outstanding: every key is ignored
+        keys = self._outstanding(task, state)
+        replies = {keys[key][0]: reply for key, reply in update.input_responses.items() if key in keys}
+        given = await give(self.broker, task, replies, session, state.unattended)
+        refused = self._refused.setdefault(task.id, {})
+        for eid in given.answered:
+            refused.pop(eid, None)
+        refused.update({eid: problems(exc) for eid, exc in given.refused.items()})
+        self._refused = {tid: r for tid, r in self._refused.items() if r and self.gateway.task(tid) is not None}
+        if given.refused:
+            await task.touch()  # its report changed: followers hear why
+        return {}
+
+    # ---- notifications/tasks
+
+    async def owned(self, ids: Any, session: str) -> list[str]:
+        """Of the ids a subscriptions/listen names, the session's own, each once (the others are left out of its
+        acknowledgement)."""
+        kept: list[str] = []
+        for tid in ids if isinstance(ids, list) else []:
+            if isinstance(tid, str) and tid not in kept:
+                try:
+                    await self.find(tid, session)
+                except RpcError:
+                    continue
+                kept.append(tid)
+        return kept
+
+    async def follow(self, tid: str, state: ClientState, session: str, send: Send) -> None:
+        """`send` the task as it is now, then again at each change, until it ends."""
+        found = await self.find(tid, session)
+        if not isinstance(found, CallTask):
+            await send(self.stored(found))
+            return
+        task = found
+        sent: tuple[Any, ...] | None = None
+        while True:
+            now = self._looks(task)
+            if now != sent:
+                await send(self.detailed(task, state))
+                sent = now
+            if task.done:
+                return
+            await task.wait_for(self._changed(task, sent), FOLLOW_IDLE)
+
+    def _changed(self, task: CallTask, sent: tuple[Any, ...]) -> Callable[[], bool]:
+        return lambda: self._looks(task) != sent
+
+    def _looks(self, task: CallTask) -> tuple[Any, ...]:
+        """What a report of the call is made of, but its clock: a change here is a notification."""
+        return (task.state, tuple(task.open), tuple(task.slots), frozenset(task.passed_over),
+                tuple(self._refused.get(task.id, {}).items()))
