@@ -16,6 +16,7 @@ Used by tests/test_conformance_server_mcpx.py. CLI (prints the table; --keep DIR
 `-o` output, checks.json per scenario, and the daemon's home with its logs):
 
     python tests/conformance/mcpx_behind.py [--run LABEL ...] [--keep DIR] [--scenario S --version V] [--sidecar DIR]
+    python tests/conformance/mcpx_behind.py --tasks [--keep DIR] [--scenario tasks-…]   # tasks_fixture.py behind mcpx
 """
 
 from __future__ import annotations
@@ -160,13 +161,14 @@ class Chain:
 
 
 @contextlib.contextmanager
-def mcpx_chain(home: Path | None = None, sidecar: Path | None = None) -> Iterator[Chain]:
-    """fixture_server.py behind a real `mcpx daemon --listen 127.0.0.1:D` behind a BearerProxy, the daemon in `home`
-    (kept) or in a scratch home (removed after).
+def mcpx_chain(home: Path | None = None, sidecar: Path | None = None, fixture: Path = sb.FIXTURE) -> Iterator[Chain]:
+    """fixture_server.py (or `fixture`: sb.TASKS_FIXTURE for the tasks-* scenarios) behind a real
+    `mcpx daemon --listen 127.0.0.1:D` behind a BearerProxy, the daemon in `home` (kept) or in a scratch home
+    (removed after).
 
     `sidecar`: run the daemon from this copy of sidecar/ (a snapshot, for a stable investigation) instead of the
     working tree's."""
-    with sb.fixture_server() as fixture_url:
+    with sb.fixture_server(script=fixture) as fixture_url:
         fport = fixture_url.rsplit(":", 1)[1].split("/")[0]
         dport = free_port()
         config = {"servers": {SERVER: {"url": f"http://127.0.0.1:{fport}/mcp"}}}
@@ -201,7 +203,7 @@ def expected_failures_problems(path: Path = EXPECTED_FAILURES, baseline: dict | 
     doc = json.loads(path.read_text())
     bugs = doc.get("bugs") or {}
     base = (baseline or sb.load_baseline()).get("runs") or {}
-    labels = {r[0] for r in sb.RUNS}
+    labels = {r[0] for r in sb.RUNS} | {sb.TASKS_RUN[0]}
     problems: list[str] = []
     used: set[str] = set()
     for label, entries in (doc.get("runs") or {}).items():
@@ -254,7 +256,7 @@ def judge(baseline: dict, results: dict[str, sb.RunResult],
         for s in sorted(set(listed) - set(want)):
             stale.append(f"{label} {s}: listed, but not a scenario of this run in the baseline")
     for label in sorted(set(expected) - set(results)):
-        if label not in {r[0] for r in sb.RUNS}:
+        if label not in {r[0] for r in sb.RUNS} | {sb.TASKS_RUN[0]}:
             stale.append(f"{label}: listed run label is not one of server_baseline.RUNS")
     return regressions, stale
 
@@ -282,18 +284,24 @@ def main() -> int:
     ap.add_argument("--args", default="", help="extra suite args for --scenario, space-separated")
     ap.add_argument("--keep", type=Path, help="keep the suite outputs (checks.json) and the daemon homes here")
     ap.add_argument("--sidecar", type=Path, help="run the daemon from this copy of sidecar/")
+    ap.add_argument("--tasks", action="store_true",
+                    help=f"tasks_fixture.py behind mcpx, and {sb.TASKS_RUN[0]} (or --scenario) against it")
     opts = ap.parse_args()
     keep = opts.keep
-    runs = [("single", opts.version, ["--scenario", opts.scenario, *opts.args.split()])] if opts.scenario else [
-        r for r in sb.RUNS if not opts.run or r[0] in opts.run]
+    fixture = sb.TASKS_FIXTURE if opts.tasks else sb.FIXTURE
+    runs = [("single", opts.version, ["--scenario", opts.scenario, *opts.args.split()])] if opts.scenario else (
+        [sb.TASKS_RUN] if opts.tasks else [r for r in sb.RUNS if not opts.run or r[0] in opts.run])
     results: dict[str, sb.RunResult] = {}
     for label, version, args in runs:
         where = (keep / label.replace(":", "_")) if keep else None
         # a fresh chain per run, as the test does: what one run taught mcpx does not leak into the next
-        with mcpx_chain(home=(where / "home") if where else None, sidecar=opts.sidecar) as chain:
-            print(f"{label}: suite -> {chain.url} -> mcpx {chain.daemon_url} -> fixture {chain.fixture_url}",
+        with mcpx_chain(home=(where / "home") if where else None, sidecar=opts.sidecar, fixture=fixture) as chain:
+            print(f"{label}: suite -> {chain.url} -> mcpx {chain.daemon_url} -> {fixture.name} {chain.fixture_url}",
                   flush=True)
-            results[label] = sb.run_server_suite(version, chain.url, args, label=label, keep=where)
+            if label == sb.TASKS_RUN[0]:
+                results[label] = sb.run_tasks(chain.url, keep=where)
+            else:
+                results[label] = sb.run_server_suite(version, chain.url, args, label=label, keep=where)
     if opts.scenario:
         print(results["single"].summary())
         return 0

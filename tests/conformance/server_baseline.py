@@ -9,8 +9,13 @@ The suite is `@modelcontextprotocol/conformance` under two npm aliases in /work/
 it). `-o DIR` makes it write DIR/server-<scenario>-<timestamp>/checks.json per scenario; a scenario
 passes when none of its checks is a FAILURE (WARNING and SKIPPED do not fail it, as in the suite).
 
+The suite's ten `tasks-*` scenarios (0.2.0-alpha.12, the Tasks extension) need tools and a tasks-serving
+server that fixture_server.py is not: TASKS_RUN runs them, one `--scenario` each, against tasks_fixture.py
+(FastMCP with fastmcp-tasks); its baseline is the run of the same name in server_baseline.json.
+
 CLI:
     python tests/conformance/server_baseline.py --fixture                 # start fixture_server.py, run RUNS
+    python tests/conformance/server_baseline.py --fixture --tasks         # start tasks_fixture.py, run TASKS_RUN
     python tests/conformance/server_baseline.py --url http://127.0.0.1:PORT/mcp [--run 0.1.16:all ...]
     python tests/conformance/server_baseline.py --fixture --write tests/conformance/server_baseline.json
     python tests/conformance/server_baseline.py --url ... --compare tests/conformance/server_baseline.json
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -45,6 +51,7 @@ SUITES = {
     "0.2.0-alpha.12": ROOT / "node_modules" / "conformance-020a12" / "dist" / "index.js",
 }
 FIXTURE = HERE / "fixture_server.py"
+TASKS_FIXTURE = HERE / "tasks_fixture.py"
 BASELINE = HERE / "server_baseline.json"
 
 # The runs that make the baseline: (label, version, extra arguments). ~20 s in all against the fixture.
@@ -54,6 +61,16 @@ RUNS: list[tuple[str, str, list[str]]] = [
     ("0.2.0-alpha.12:req-2025-11-25", "0.2.0-alpha.12", ["--requirements", "2025-11-25"]),  # legacy era, frozen
     ("0.2.0-alpha.12:req-2026-07-28", "0.2.0-alpha.12", ["--requirements", "2026-07-28"]),  # modern era, frozen
 ]
+
+# The suite's scenarios for the Tasks extension (SEP-2663), all server side: 0.2.0-alpha.12 has no tasks scenario
+# for clients (`conformance list --client`). `--suite all` and `--requirements 2026-07-28` run them too, against
+# fixture_server.py, where they fail (the mcp SDK serves no tasks); TASKS_RUN runs them one by one against
+# tasks_fixture.py, whose tools they name. test_conformance_server_direct.py checks that the suite lists exactly these.
+TASKS_SCENARIOS = ("tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields",
+                   "tasks-request-state-removal", "tasks-mrtr-input", "tasks-request-headers",
+                   "tasks-dispatch-and-envelope", "tasks-status-notifications", "tasks-required-task-error",
+                   "tasks-mrtr-composition")
+TASKS_RUN = ("0.2.0-alpha.12:tasks", "0.2.0-alpha.12", list(TASKS_SCENARIOS))  # (label, version, scenarios)
 
 _DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -111,6 +128,13 @@ def missing() -> str | None:
     for version, path in SUITES.items():
         if not path.exists():
             return f"{path} is missing (npm install in {ROOT}: conformance {version})"
+    return None
+
+
+def tasks_missing() -> str | None:
+    """Why TASKS_RUN cannot run here (beside `missing()`), or None."""
+    if importlib.util.find_spec("fastmcp_tasks") is None:
+        return "fastmcp-tasks is not installed (./dev installs it: tasks_peer)"
     return None
 
 
@@ -173,6 +197,46 @@ def run_server_suite(version: str, url: str, args: list[str] | None = None, *, l
                      proc.returncode, seconds, scenarios, output)
 
 
+def run_scenarios(version: str, url: str, scenarios: list[str], *, label: str, timeout: float = 60.0,
+                  keep: Path | None = None) -> RunResult:
+    """`conformance server --scenario S` for each of `scenarios` in turn against `url`, as one RunResult (the
+    suite takes one `--scenario` at a time). `keep`: as run_server_suite, one subdirectory per scenario."""
+    started = time.monotonic()
+    merged: dict[str, ScenarioResult] = {}
+    outputs: list[str] = []
+    rc = 0
+    for scenario in scenarios:
+        r = run_server_suite(version, url, ["--scenario", scenario], label=scenario, timeout=timeout,
+                             keep=keep / scenario if keep is not None else None)
+        if scenario not in r.scenarios:  # the suite wrote no checks.json: it did not run, which is a failure
+            r.scenarios[scenario] = ScenarioResult(scenario, passed=False, failure=1,
+                                                   failures=[f"no result (suite rc={r.returncode})"])
+        merged.update(r.scenarios)
+        outputs.append(r.output)
+        rc = rc or r.returncode
+    return RunResult(label, version, ["--scenario", *scenarios], url, rc, time.monotonic() - started, merged,
+                     "\n".join(outputs))
+
+
+def run_tasks(url: str, keep: Path | None = None, timeout: float = 60.0) -> RunResult:
+    label, version, scenarios = TASKS_RUN
+    return run_scenarios(version, url, scenarios, label=label, keep=keep, timeout=timeout)
+
+
+def listed_tasks_scenarios(version: str = "0.2.0-alpha.12") -> dict[str, list[str]]:
+    """{"server": [...], "client": [...]}: the `tasks-*` scenarios the suite itself lists (`conformance list`)."""
+    why = missing()
+    if why:
+        raise RuntimeError(why)
+    found: dict[str, list[str]] = {}
+    for side in ("server", "client"):
+        out = subprocess.run([str(NODE), str(SUITES[version]), "list", f"--{side}"], capture_output=True, text=True,
+                             timeout=60, cwd=ROOT, env={**os.environ, "NO_COLOR": "1"}).stdout
+        names = [m.group(1) for m in re.finditer(r"^\s*-\s+(\S+)", _ANSI.sub("", out), re.M)]
+        found[side] = [n for n in names if "task" in n.lower()]
+    return found
+
+
 def run_all(url: str, runs: list[tuple[str, str, list[str]]] | None = None) -> dict[str, RunResult]:
     return {label: run_server_suite(version, url, args, label=label) for label, version, args in (runs or RUNS)}
 
@@ -188,6 +252,15 @@ def baseline_document(results: dict[str, RunResult]) -> dict[str, Any]:
                          "scenarios": {s: res.brief() for s, res in sorted(r.scenarios.items())}}
                  for label, r in results.items()},
     }
+
+
+def write_baseline(results: dict[str, RunResult], path: Path = BASELINE) -> None:
+    """Write `results` into the baseline file, keeping the runs it holds that `results` does not (RUNS and TASKS_RUN
+    are written by different runs, against different fixtures)."""
+    doc = baseline_document(results)
+    if path.exists():
+        doc["runs"] = {**(load_baseline(path).get("runs") or {}), **doc["runs"]}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 def load_baseline(path: Path = BASELINE) -> dict[str, Any]:
@@ -220,19 +293,19 @@ def compare(baseline: dict[str, Any], results: dict[str, RunResult]) -> list[str
 
 
 @contextlib.contextmanager
-def fixture_server(python: str = sys.executable, port: int | None = None) -> Iterator[str]:
-    """tests/conformance/fixture_server.py on 127.0.0.1:<port>; yields its /mcp URL (localhost, as the suite
-    checks DNS-rebinding protection against the Host it was given)."""
+def fixture_server(python: str = sys.executable, port: int | None = None, script: Path = FIXTURE) -> Iterator[str]:
+    """tests/conformance/fixture_server.py (or `script`, e.g. TASKS_FIXTURE) on 127.0.0.1:<port>; yields its /mcp
+    URL (localhost, as the suite checks DNS-rebinding protection against the Host it was given)."""
     port = port or free_port()
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([python, str(FIXTURE), str(port)], stdout=log, stderr=log, cwd=ROOT)
+        proc = subprocess.Popen([python, str(script), str(port)], stdout=log, stderr=log, cwd=ROOT)
 
         def evidence() -> str:
             log.seek(0)
             return log.read().decode(errors="replace")[-2000:]
 
         try:
-            wait_started(proc, lambda: listening(port), f"fixture_server.py on port {port}", evidence=evidence,
+            wait_started(proc, lambda: listening(port), f"{script.name} on port {port}", evidence=evidence,
                          interval=0.05)
             yield f"http://localhost:{port}/mcp"
         finally:
@@ -243,7 +316,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="the server's MCP endpoint")
-    where.add_argument("--fixture", action="store_true", help="start tests/conformance/fixture_server.py")
+    where.add_argument("--fixture", action="store_true",
+                       help="start tests/conformance/fixture_server.py (with --tasks: tasks_fixture.py)")
+    ap.add_argument("--tasks", action="store_true", help=f"run {TASKS_RUN[0]} (the tasks-* scenarios) instead of RUNS")
     ap.add_argument("--run", action="append", metavar="LABEL",
                     help=f"which of the baseline runs ({', '.join(r[0] for r in RUNS)}); default all")
     ap.add_argument("--write", type=Path, help="write the results as a baseline JSON file")
@@ -253,15 +328,16 @@ def main() -> int:
     runs = [r for r in RUNS if not opts.run or r[0] in opts.run]
     if opts.run and len(runs) != len(opts.run):
         ap.error(f"unknown run label in {opts.run}; known: {[r[0] for r in RUNS]}")
-    with (fixture_server() if opts.fixture else contextlib.nullcontext(opts.url)) as url:
-        results = run_all(url, runs)
+    script = TASKS_FIXTURE if opts.tasks else FIXTURE
+    with (fixture_server(script=script) if opts.fixture else contextlib.nullcontext(opts.url)) as url:
+        results = {TASKS_RUN[0]: run_tasks(url)} if opts.tasks else run_all(url, runs)
     if opts.json:
         print(json.dumps({k: {**asdict(v), "output": None} for k, v in results.items()}, indent=2))
     else:
         for r in results.values():
             print(r.summary())
     if opts.write:
-        opts.write.write_text(json.dumps(baseline_document(results), indent=2) + "\n")
+        write_baseline(results, opts.write)
         print(f"wrote {opts.write}")
     if opts.compare:
         diffs = compare(load_baseline(opts.compare), results)
