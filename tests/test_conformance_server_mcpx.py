@@ -18,8 +18,9 @@ directly as well (the tasks-* extension: the mcp SDK has none) are not judged.
 
 The ten tasks-* scenarios are judged in a run of their own, "0.2.0-alpha.12:tasks" (server_baseline.TASKS_RUN),
 with tasks_fixture.py (FastMCP with fastmcp-tasks) behind /mcp/fixture instead: all ten pass against it
-directly. Through mcpx eight fail today because mcpx's surface serves no tasks yet (bug B12 in
-mcpx_expected_failures.json: issue 28 item 2, in progress); when it does, those entries go stale and must go.
+directly. Through mcpx eight fail today: mcpx serves tasks on its aggregate door, not yet on the transparent
+/mcp/SERVER these scenarios reach (bug B12 in mcpx_expected_failures.json: issue 28 item 4); when it does, those
+entries go stale and must go.
 
 Needs `npm install` at the repository root (node@22, conformance-0116, conformance-020a12); without it every
 test is skipped, loudly. The checks.json of each run are kept under the test's tmp_path.
@@ -125,6 +126,6 @@ def tasks_chain(tmp_path: Path) -> Iterator[mb.Chain]:
 
 @pytest.mark.timeout(180)  # ~65 s today: the scenarios whose 60 s slow_compute mcpx runs synchronously wait it out
 def test_tasks_scenarios_through_mcpx(tasks_chain: mb.Chain, tmp_path: Path) -> None:
-    """The tasks-* scenarios through mcpx; eight are listed today (bug B12: the surface serves no tasks yet), and
+    """The tasks-* scenarios through mcpx; eight are listed today (bug B12: no tasks on /mcp/SERVER yet), and
     their entries go stale, failing this test, once it does on /mcp/SERVER."""
     judged(sb.run_tasks(tasks_chain.url, keep=tmp_path / "suite"), tasks_chain, tmp_path / "suite")
