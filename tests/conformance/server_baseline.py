@@ -24,6 +24,7 @@ CLI:
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import importlib.util
 import json
@@ -70,6 +71,7 @@ TASKS_SCENARIOS = ("tasks-lifecycle", "tasks-capability-negotiation", "tasks-wir
                    "tasks-request-state-removal", "tasks-mrtr-input", "tasks-request-headers",
                    "tasks-dispatch-and-envelope", "tasks-status-notifications", "tasks-required-task-error",
                    "tasks-mrtr-composition")
+SCENARIOS_AT_ONCE = 4
 TASKS_RUN = ("0.2.0-alpha.12:tasks", "0.2.0-alpha.12", list(TASKS_SCENARIOS))  # (label, version, scenarios)
 
 _DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
@@ -205,9 +207,16 @@ def run_scenarios(version: str, url: str, scenarios: list[str], *, label: str, t
     merged: dict[str, ScenarioResult] = {}
     outputs: list[str] = []
     rc = 0
-    for scenario in scenarios:
-        r = run_server_suite(version, url, ["--scenario", scenario], label=scenario, timeout=timeout,
-                             keep=keep / scenario if keep is not None else None)
+
+    def one(scenario: str) -> RunResult:
+        return run_server_suite(version, url, ["--scenario", scenario], label=scenario, timeout=timeout,
+                                keep=keep / scenario if keep is not None else None)
+
+    # side by side: each is a process of the suite's that mostly waits (on a task's poll interval, or on a call
+    # that runs long), so four at once take the time of the longest rather than of all of them in turn
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SCENARIOS_AT_ONCE) as pool:
+        runs = list(pool.map(one, scenarios))
+    for scenario, r in zip(scenarios, runs, strict=True):
         if scenario not in r.scenarios:  # the suite wrote no checks.json: it did not run, which is a failure
             r.scenarios[scenario] = ScenarioResult(scenario, passed=False, failure=1,
                                                    failures=[f"no result (suite rc={r.returncode})"])
