@@ -12,6 +12,7 @@ which is not one of the script's turns: a script names only the calls it means.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,9 @@ from typing import Any
 from opencode.fake_model import MARKER, QUESTION_ID, TASK_ID, Call, Say
 
 SEARCH = "ToolSearch"
+# how Claude Code tells the model a background task ended: in a text block of a user message of its own
+NOTIFICATION = re.compile(r"<task-notification>(.*?)</task-notification>", re.S)
+NOTIFICATION_FIELD = re.compile(r"<(task-id|status|summary|result)>\n?(.*?)\n?</\1>", re.S)
 
 __all__ = ["Call", "Request", "Say", "ScriptedClaudeModel"]
 
@@ -73,6 +77,12 @@ class Request:
     def last_tool_result(self) -> str:
         results = self.tool_results()
         return results[-1] if results else ""
+
+    def task_notifications(self) -> list[dict[str, str]]:
+        """The `<task-notification>`s Claude Code gave the model (a background task's end: an MCP task's among them),
+        oldest first, each as {"task-id", "status", "summary", "result"} (those it has)."""
+        texts = [str(b.get("text", "")) for b in self.blocks("user", "text")]
+        return [dict(NOTIFICATION_FIELD.findall(body)) for text in texts for body in NOTIFICATION.findall(text)]
 
     def question_ids(self) -> list[str]:
         return list(dict.fromkeys(QUESTION_ID.findall(self.last_tool_result())))
