@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import loud_skip
-from harness import PATIENCE
+from harness import PATIENCE, child_pids, stop_pid
 
 _names = itertools.count()
 
@@ -37,6 +37,7 @@ class Tmux:
         self.socket = f"mcpx-test-{os.getpid()}-{next(_names)}"
         self.width, self.height = width, height
         self.started = False
+        self.pane_pid: int | None = None
 
     def _run(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
         done = subprocess.run([self.tmux, "-L", self.socket, *args], env=env, capture_output=True, text=True,
@@ -53,6 +54,7 @@ class Tmux:
         self.started = True
         # keep the pane on screen if the program exits, so a test sees what it said last
         self._run("set-option", "-t", "main", "remain-on-exit", "on", check=False)
+        self.pane_pid = int(self._run("display-message", "-p", "-t", "main", "#{pane_pid}").strip())
         return self
 
     def screen(self) -> str:
@@ -83,8 +85,13 @@ class Tmux:
         return self.wait(f"{text!r} gone", lambda s: text not in flat(s), timeout)
 
     def stop(self) -> None:
+        """The server killed, and the program with everything it started (an MCP server it runs, `mcpx serve`)
+        gone before this returns: one still closing could start a daemon in a home the test is done with."""
         if self.started:
+            tree = descendants(self.pane_pid) if self.pane_pid else set()
             self._run("kill-server", check=False)
+            for pid in tree:
+                stop_pid(pid)
             self.started = False
 
 
@@ -92,3 +99,14 @@ def flat(screen: str) -> str:
     """The screen's text with each line's edges trimmed and its lines joined by one space: a sentence the dialog
     wrapped reads whole (words split by a wrap come back with one space)."""
     return " ".join(line.strip() for line in screen.splitlines() if line.strip())
+
+
+def descendants(pid: int) -> set[int]:
+    """A process and every live process below it, from /proc."""
+    found, frontier = {pid}, [pid]
+    while frontier:
+        for child in child_pids(frontier.pop()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
