@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from opencode.fake_model import MARKER, QUESTION_ID, TASK_ID, Call, Say
+from opencode.fake_model import MARKER, QUESTION_ID, TASK_ID, Call, Say, ScriptedServer
 
 SEARCH = "ToolSearch"
 # how Claude Code tells the model a background task ended: in a text block of a user message of its own
@@ -116,75 +114,22 @@ def first_user_text(body: dict[str, Any]) -> str:
 Step = Callable[[Request], Call | Say]
 
 
-class ScriptedClaudeModel:
-    def __init__(self, log: Path) -> None:
-        self.scripts: dict[str, list[Step]] = {}
-        self.requests: list[Request] = []
-        self.log = log
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+class ScriptedClaudeModel(ScriptedServer[Request]):
+    """Claude Code's: Anthropic's /v1/messages, streamed."""
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return self.address
 
-    def start(self) -> ScriptedClaudeModel:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def script(self, name: str, steps: list[Step]) -> str:
-        """Register a session's script; returns the marker its first prompt must carry."""
-        self.scripts[name] = steps
-        return f"[script:{name}]"
-
-    def of(self, name: str) -> list[Request]:
-        with self._lock:
-            return [r for r in self.requests if r.script == name]
-
-    def wait_for(self, name: str, predicate: Callable[[list[Request]], bool], timeout: float) -> list[Request]:
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                mine = [r for r in self.requests if r.script == name]
-                if predicate(mine):
-                    return mine
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    last = mine[-1].last_tool_result()[:1500] if mine else None
-                    raise AssertionError(f"script {name}: condition not met in {timeout} s; it saw {len(mine)} "
-                                         f"request(s), the last tool result: {last!r}")
-                self._changed.wait(min(left, 0.5))
-
-    # ---- serving
+    def request_of(self, body: dict[str, Any]) -> Request:
+        marker = MARKER.search(first_user_text(body))
+        return Request(body, marker.group(1) if marker else None)
 
     def _reply(self, request: Request) -> Call | Say:
-        if request.script is None or not request.tools:
-            return Say("Scripted session")  # a title, a summary, a quota probe: anything asked on the side
-        steps = self.scripts.get(request.script, [])
-        if request.turn >= len(steps):
-            return Say("done.")
-        reply = steps[request.turn](request)
+        reply = super()._reply(request)
         if isinstance(reply, Call) and reply.tool not in request.tools and SEARCH in request.tools:
             return Call(SEARCH, {"query": f"select:{reply.tool}", "max_results": 1})
         return reply
-
-    def _record(self, body: dict[str, Any]) -> Request:
-        marker = MARKER.search(first_user_text(body))
-        request = Request(body, marker.group(1) if marker else None)
-        with self._changed:
-            self.requests.append(request)
-            with self.log.open("a") as f:
-                f.write(json.dumps({"script": request.script, "turn": request.turn, "tools": request.tools,
-                                    "last": request.messages[-2:]}, ensure_ascii=False)[:20000] + "\n")
-            self._changed.notify_all()
-        return request
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
@@ -212,7 +157,7 @@ class ScriptedClaudeModel:
                 if not self.path.startswith("/v1/messages") or self.path.startswith("/v1/messages/count_tokens"):
                     self._json(200, {"input_tokens": 1})
                     return
-                request = model._record(body)
+                request = model._record(model.request_of(body))
                 try:
                     reply = model._reply(request)
                 except Exception as exc:  # a broken step says so to the test, through the transcript

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 MARKER = re.compile(r"\[script:([A-Za-z0-9_-]+)\]")
 QUESTION_ID = re.compile(r"elc-[0-9a-f]{16}")
@@ -88,10 +88,30 @@ def text_of(message: dict[str, Any]) -> str:
 Step = Callable[[Request], Call | Say]
 
 
-class ScriptedModel:
+class Scripted(Protocol):
+    """What a recorded request of either host offers the scripts and the waits."""
+
+    script: str | None
+    messages: Any
+    tools: list[str]
+
+    @property
+    def turn(self) -> int: ...
+
+    def last_tool_result(self) -> str: ...
+
+
+R = TypeVar("R", bound=Scripted)
+
+
+class ScriptedServer(Generic[R]):
+    """What the scripted models of both hosts share: an HTTP server on loopback, scripts by session marker, every
+    request kept, bounded waits on them. A subclass reads its host's requests (`request_of`) and writes its API's
+    replies (`_handler`)."""
+
     def __init__(self, log: Path) -> None:
-        self.scripts: dict[str, list[Step]] = {}
-        self.requests: list[Request] = []
+        self.scripts: dict[str, list[Callable[[R], Call | Say]]] = {}
+        self.requests: list[R] = []
         self.log = log
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -100,10 +120,10 @@ class ScriptedModel:
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def address(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def start(self) -> ScriptedModel:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -111,16 +131,16 @@ class ScriptedModel:
         self.server.shutdown()
         self.server.server_close()
 
-    def script(self, name: str, steps: list[Step]) -> str:
+    def script(self, name: str, steps: list[Callable[[R], Call | Say]]) -> str:
         """Register a session's script; returns the marker its first prompt must carry."""
         self.scripts[name] = steps
         return f"[script:{name}]"
 
-    def of(self, name: str) -> list[Request]:
+    def of(self, name: str) -> list[R]:
         with self._lock:
             return [r for r in self.requests if r.script == name]
 
-    def wait_for(self, name: str, predicate: Callable[[list[Request]], bool], timeout: float) -> list[Request]:
+    def wait_for(self, name: str, predicate: Callable[[list[R]], bool], timeout: float) -> list[R]:
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
@@ -136,18 +156,15 @@ class ScriptedModel:
 
     # ---- serving
 
-    def _reply(self, request: Request) -> Call | Say:
+    def _reply(self, request: R) -> Call | Say:
         if request.script is None or not request.tools:
-            return Say("Scripted session")  # a title, a summary: anything opencode asks on the side
+            return Say("Scripted session")  # a title, a summary: anything the host asks on the side
         steps = self.scripts.get(request.script, [])
         if request.turn >= len(steps):
             return Say("done.")
         return steps[request.turn](request)
 
-    def _record(self, body: dict[str, Any]) -> Request:
-        first_user = next((text_of(m) for m in body.get("messages") or [] if m.get("role") == "user"), "")
-        marker = MARKER.search(first_user)
-        request = Request(body, marker.group(1) if marker else None)
+    def _record(self, request: R) -> R:
         with self._changed:
             self.requests.append(request)
             with self.log.open("a") as f:
@@ -155,6 +172,22 @@ class ScriptedModel:
                                     "last": request.messages[-2:]}, ensure_ascii=False)[:20000] + "\n")
             self._changed.notify_all()
         return request
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+
+class ScriptedModel(ScriptedServer[Request]):
+    """opencode's: an OpenAI-compatible /v1/chat/completions, streamed."""
+
+    @property
+    def base_url(self) -> str:
+        return self.address + "/v1"
+
+    def request_of(self, body: dict[str, Any]) -> Request:
+        first_user = next((text_of(m) for m in body.get("messages") or [] if m.get("role") == "user"), "")
+        marker = MARKER.search(first_user)
+        return Request(body, marker.group(1) if marker else None)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
@@ -175,7 +208,7 @@ class ScriptedModel:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                request = model._record(json.loads(self.rfile.read(length) or b"{}"))
+                request = model._record(model.request_of(json.loads(self.rfile.read(length) or b"{}")))
                 try:
                     reply = model._reply(request)
                 except Exception as exc:  # a broken step says so to the test, through the transcript
