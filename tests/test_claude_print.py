@@ -262,7 +262,7 @@ def test_the_agents_question_is_not_handed_to_the_hook_the_agent_answers_it(worl
 
 
 def _task_of(text: str) -> str | None:
-    from claude.fake_model import TASK_ID
+    from opencode.fake_model import TASK_ID
 
     m = TASK_ID.search(text)
     return m.group(0) if m else None

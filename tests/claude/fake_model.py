@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from opencode.fake_model import MARKER, QUESTION_ID, TASK_ID, Call, Say, ScriptedServer
+from opencode.fake_model import MARKER, Call, Say, ScriptedServer, ToolResults
 
 SEARCH = "ToolSearch"
 # how Claude Code tells the model a background task ended: in a text block of a user message of its own
@@ -30,7 +30,7 @@ __all__ = ["Call", "Request", "Say", "ScriptedClaudeModel"]
 
 
 @dataclass
-class Request:
+class Request(ToolResults):
     """One request Claude Code sent: its messages and the tools it offered."""
 
     body: dict[str, Any]
@@ -72,9 +72,6 @@ class Request:
         searches = {b.get("id") for b in self.blocks("assistant", "tool_use") if b.get("name") == SEARCH}
         return [result_text(b) for b in self.blocks("user", "tool_result") if b.get("tool_use_id") not in searches]
 
-    def last_tool_result(self) -> str:
-        results = self.tool_results()
-        return results[-1] if results else ""
 
     def task_notifications(self) -> list[dict[str, str]]:
         """The `<task-notification>`s Claude Code gave the model (a background task's end: an MCP task's among them),
@@ -82,12 +79,6 @@ class Request:
         texts = [str(b.get("text", "")) for b in self.blocks("user", "text")]
         return [dict(NOTIFICATION_FIELD.findall(body)) for text in texts for body in NOTIFICATION.findall(text)]
 
-    def question_ids(self) -> list[str]:
-        return list(dict.fromkeys(QUESTION_ID.findall(self.last_tool_result())))
-
-    def task_id(self) -> str | None:
-        m = TASK_ID.search(self.last_tool_result())
-        return m.group(0) if m else None
 
 
 def result_text(block: dict[str, Any]) -> str:

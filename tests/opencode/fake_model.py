@@ -35,8 +35,27 @@ class Say:
     text: str
 
 
+class ToolResults:
+    """What a step reads of a request's tool results, whichever host's API carried them (`tool_results`)."""
+
+    def tool_results(self) -> list[str]:
+        raise NotImplementedError
+
+    def last_tool_result(self) -> str:
+        results = self.tool_results()
+        return results[-1] if results else ""
+
+    def question_ids(self) -> list[str]:
+        """The question ids in the last tool result, in order, without repeats."""
+        return list(dict.fromkeys(QUESTION_ID.findall(self.last_tool_result())))
+
+    def task_id(self) -> str | None:
+        m = TASK_ID.search(self.last_tool_result())
+        return m.group(0) if m else None
+
+
 @dataclass
-class Request:
+class Request(ToolResults):
     """One request opencode sent: its messages, the tools it offered, the system prompt."""
 
     body: dict[str, Any]
@@ -63,17 +82,6 @@ class Request:
     def tool_results(self) -> list[str]:
         return [text_of(m) for m in self.messages if m.get("role") == "tool"]
 
-    def last_tool_result(self) -> str:
-        results = self.tool_results()
-        return results[-1] if results else ""
-
-    def question_ids(self) -> list[str]:
-        """The question ids in the last tool result, in order, without repeats."""
-        return list(dict.fromkeys(QUESTION_ID.findall(self.last_tool_result())))
-
-    def task_id(self) -> str | None:
-        m = TASK_ID.search(self.last_tool_result())
-        return m.group(0) if m else None
 
 
 def text_of(message: dict[str, Any]) -> str:
