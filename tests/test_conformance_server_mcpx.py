@@ -18,9 +18,8 @@ directly as well (the tasks-* extension: the mcp SDK has none) are not judged.
 
 The ten tasks-* scenarios are judged in a run of their own, "0.2.0-alpha.12:tasks" (server_baseline.TASKS_RUN),
 with tasks_fixture.py (FastMCP with fastmcp-tasks) behind /mcp/fixture instead: all ten pass against it
-directly. Through mcpx eight fail today: mcpx serves tasks on its aggregate door, not yet on the transparent
-/mcp/SERVER these scenarios reach (bug B12 in mcpx_expected_failures.json: issue 28 item 4); when it does, those
-entries go stale and must go.
+directly and through mcpx (there mcpx passes the client's declaration of the extension on, follows the task the
+server makes and serves it as its own, at once: surface/tasks.py).
 
 Needs `npm install` at the repository root (node@22, conformance-0116, conformance-020a12); without it every
 test is skipped, loudly. The checks.json of each run are kept under the test's tmp_path.
@@ -124,8 +123,7 @@ def tasks_chain(tmp_path: Path) -> Iterator[mb.Chain]:
         yield c
 
 
-@pytest.mark.timeout(180)  # ~65 s today: the scenarios whose 60 s slow_compute mcpx runs synchronously wait it out
+@pytest.mark.timeout(180)
 def test_tasks_scenarios_through_mcpx(tasks_chain: mb.Chain, tmp_path: Path) -> None:
-    """The tasks-* scenarios through mcpx; eight are listed today (bug B12: no tasks on /mcp/SERVER yet), and
-    their entries go stale, failing this test, once it does on /mcp/SERVER."""
+    """The tasks-* scenarios through mcpx, every one as directly."""
     judged(sb.run_tasks(tasks_chain.url, keep=tmp_path / "suite"), tasks_chain, tmp_path / "suite")

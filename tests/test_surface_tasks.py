@@ -212,7 +212,7 @@ async def test_the_extension_is_declared_in_the_modern_era_only(surf: Daemon, tr
                 "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": legacy},
                 headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}) as r:
             initialized = (await r.json())["result"]
-        # /mcp/SERVER is transparent: the client sees the server's own capabilities, and no task of mcpx's
+        # /mcp/SERVER is transparent: the client sees the server's own capabilities (this one has no tasks)
         scoped = ok(await Http(surf, "/mcp/sdk").request("server/discover", {}))
         assert "extensions" not in scoped["capabilities"]
     else:
@@ -393,3 +393,33 @@ async def test_tasks_cancel_ends_the_call_and_the_upstream_task(home: Path, task
             assert (await r.json())["elicitation"]["state"] == "abandoned"
         upstream = await peer_task(tasks_peer, upstream_task(q))
         assert upstream["status"] == "cancelled", upstream
+
+
+async def test_on_mcp_server_a_call_is_a_task_exactly_when_the_server_makes_it_one(home: Path,
+                                                                                    tasks_peer: HttpPeer) -> None:
+    """/mcp/t: the request's declaration reaches the server, which alone decides; a call it made a task is mcpx's
+    task at once, its question answerable from any other door, and the server's task gets that answer."""
+    with make_daemon(home, {"servers": {"t": {"url": tasks_peer.url}}}, listen=f"127.0.0.1:{free_port()}") as d:
+        w = Http(d, "/mcp/t")
+        assert ok(await w.request("server/discover", {}))["capabilities"]["extensions"] == {TASKS: {}}
+        plain = ok(await w.request("tools/call", {"name": "plain", "arguments": {"x": 1}}))
+        assert plain["resultType"] == "complete" and "taskId" not in plain, plain
+        # a task-optional tool the server runs as a task, declared; as a plain call, not declared
+        not_declared = declaring(tasks=False)
+        quick = ok(await w.request("tools/call", {"name": "quick", "arguments": {"x": 2}}, not_declared))
+        assert quick["resultType"] == "complete" and "taskId" not in quick, quick
+        async with d.session() as rest:
+            tid = (await handle_of(w, "confirm_only", {"what": "ship"}))["taskId"]
+            (q,) = await until_pending(rest, session="s1")
+            assert q["server"] == "t" and q["task"] == tid
+            refused = await w.request("tasks/get", {"taskId": tid}, not_declared)
+            assert refused["error"]["code"] == -32021, refused
+            got = ok(await w.request("tasks/get", {"taskId": tid}))
+            assert got["status"] == "input_required" and list(got["inputRequests"]) == [q["id"]]
+            assert (await answer(rest, q["id"], "accept", {"confirm": True}))[0] == 200
+            await result(rest, tid)
+            done = ok(await w.request("tasks/get", {"taskId": tid}))
+            assert done["status"] == "completed", done
+            assert tool_json(done["result"]) == {"ok": {"action": "accept", "content": {"confirm": True}}}
+            async with rest.get(f"/v1/elicit/{q['id']}") as r:
+                assert (await r.json())["answer"]["by"] == "person:rest"

@@ -17,6 +17,7 @@ from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent
+from mcpx.broker.models import Elicitation
 from mcpx.upstream.calls import CallTask
 
 SLOT = "slot:"  # a target that is a request for the client itself, by its key in CallTask.slots
@@ -50,9 +51,8 @@ async def give(broker: Broker, task: CallTask, replies: dict[str, Any], session:
             if q is not None:
                 task.passed_over.add(target)
             continue
-        formed = reply["action"] == "accept" and q is not None and q.mode == "form"
         try:
-            await broker.answer(target, reply["action"], reply.get("content") if formed else None,
+            await broker.answer(target, reply["action"], client_content(q, reply),
                                 by="person:mcp-client", session=session)
             given.answered.add(target)
         except InvalidContent as exc:
@@ -64,6 +64,20 @@ async def give(broker: Broker, task: CallTask, replies: dict[str, Any], session:
     answered = given.answered
     await task.wait_for(lambda: task.done or not (answered & (set(task.open) | set(task.slots))), SETTLING)
     return given
+
+
+def client_content(q: Elicitation | None, reply: dict[str, Any]) -> Any:
+    """The content of an MCP client's accept of a form, as the server asked it: a key its schema does not name is
+    left out, not refused. The client built its form from the schema, so such a key is its own addition, not a
+    person's typo (mcpx's other doors refuse those); JSON Schema allows it, and a server answered directly takes
+    it: mcpx takes it too, and hands the server only what it asked for."""
+    if reply.get("action") != "accept" or q is None or q.mode != "form":
+        return None
+    content = reply.get("content")
+    if not isinstance(content, dict):
+        return content  # not an object: refused as it is, naming the problem
+    names = set(q.form.names)
+    return {k: v for k, v in content.items() if k in names}
 
 
 def problems(refused: InvalidContent) -> str:

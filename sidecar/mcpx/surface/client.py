@@ -62,9 +62,15 @@ class ClientState:
 
     @property
     def takes_tasks(self) -> bool:
-        """A call of this request may be answered with a task (surface/tasks.py): a 2026-07-28 request on the
-        aggregate surface whose _meta declares the Tasks extension."""
-        return self.era == "modern" and self.scope is None and tasks.offered(self.declared())
+        """A call of this request may be answered with a task (surface/tasks.py): a 2026-07-28 request whose _meta
+        declares the Tasks extension. On the aggregate surface mcpx decides when; on /mcp/SERVER the server does
+        (`mirrors_tasks`)."""
+        return self.era == "modern" and tasks.offered(self.declared())
+
+    @property
+    def mirrors_tasks(self) -> bool:
+        """/mcp/SERVER: a call is a task exactly when the server made it one, as if mcpx were not there."""
+        return self.scope is not None
 
     def declared(self) -> dict[str, Any]:
         """The capabilities it declared, as it spelt them: dumped once per declaration, not once per call (every

@@ -18,7 +18,7 @@ from mcpx import __version__
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import SessionSource
 from mcpx.configsource import ConfigSource
-from mcpx.mcp import jsonrpc
+from mcpx.mcp import jsonrpc, tasks
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import Outbound
 from mcpx.mcp.protocol import (
@@ -149,7 +149,7 @@ class Surface:
             return await self._call(state, params, meta, out)
         if method == "subscriptions/listen" and state.era == "modern":
             return await self._listen(state, params, meta, out, request_id)
-        if method in TASK_METHODS and state.era == "modern" and state.scope is None:
+        if method in TASK_METHODS and state.era == "modern" and await self._serves_tasks(state):
             if not state.takes_tasks:
                 raise missing_extension(method)
             session, _ = self.session_for(state, meta, None)
@@ -180,12 +180,17 @@ class Surface:
 
     async def _capabilities(self, state: ClientState) -> dict[str, Any]:
         caps: dict[str, Any] = {"tools": {"listChanged": True}}
-        if state.era == "modern" and state.scope is None:
+        if state.era == "modern" and await self._serves_tasks(state):
             caps["extensions"] = {EXTENSION: {}}  # a call lives in the daemon: any connection may follow it
         if state.scope is not None:
             upstream = await self._upstream_facts(state.scope)
             caps.update({k: v for k, v in upstream.items() if k in PASSED_CAPABILITIES})
         return caps
+
+    async def _serves_tasks(self, state: ClientState) -> bool:
+        """The Tasks extension is mcpx's to serve on the aggregate surface, and on /mcp/SERVER where the server
+        offers it (the calls it makes tasks are mcpx's tasks there: mcpx follows the server's)."""
+        return state.scope is None or tasks.offered(await self._upstream_facts(state.scope))
 
     async def _instructions(self, state: ClientState) -> str:
         text = ("Tools of the MCP servers behind mcpx are named SERVER_TOOL. When one of them asks a question "
@@ -210,9 +215,9 @@ class Surface:
         followed: list[str] = []
         session, _ = self.session_for(state, meta, None)
         if "taskIds" in wanted:
-            if not state.takes_tasks and state.scope is None:
+            if not state.takes_tasks and await self._serves_tasks(state):
                 raise missing_extension("subscriptions/listen for taskIds")
-            followed = await self.tasks.owned(wanted["taskIds"], session) if state.scope is None else []
+            followed = await self.tasks.owned(wanted["taskIds"], session) if await self._serves_tasks(state) else []
             honoured["taskIds"] = followed
         sub_meta = {"io.modelcontextprotocol/subscriptionId": request_id}
         await out.notify("notifications/subscriptions/acknowledged", {"_meta": sub_meta, "notifications": honoured})

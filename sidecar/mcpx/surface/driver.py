@@ -5,7 +5,8 @@ clients get `input_required` and answer on their retry, which carries a signed r
 A question the client cannot ask (it declared no such mode, or it is the person's and this is
 an agent) gets, after elicit.grace, an early result it can act on while the call keeps running.
 A modern client that declares the Tasks extension gets a task instead, once the call waits on anything or
-runs past elicit.grace (surface/tasks.py): the call goes on in the daemon, and the task reports it.
+runs past elicit.grace (surface/tasks.py): the call goes on in the daemon, and the task reports it. On
+/mcp/SERVER it gets one exactly when the server made the call a task (its declaration is passed on), at once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mcpx.mcp.outbound import Outbound
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.mcp.tasks import is_task
-from mcpx.surface.answers import SLOT, give, problems
+from mcpx.surface.answers import SLOT, client_content, give, problems
 from mcpx.surface.client import ClientState, shaped
 from mcpx.surface.request_state import RequestStates, binding
 from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
@@ -112,11 +113,14 @@ class CallDriver:
         started = time.monotonic()
         stuck_since: float | None = None
         serving: dict[str, asyncio.Task[bool]] = {}
-        as_task = state.takes_tasks
+        as_task = state.takes_tasks and not state.mirrors_tasks
+        mirrored = state.takes_tasks and state.mirrors_tasks
         try:
             while True:
                 if task.done:
                     return task_result(task)
+                if mirrored and task.upstream_task is not None:
+                    return self.tasks.handle(task, state)  # the server made the call a task: so does mcpx, at once
                 if as_task:  # surface/tasks.py: a call that waits on anything, or runs past the grace, is a task
                     left = grace - (time.monotonic() - started)
                     if task.open or task.slots or left <= 0:
@@ -156,12 +160,12 @@ class CallDriver:
                         return result
                 else:
                     stuck_since, left = None, HEARTBEAT
-                snapshot = (set(task.open), set(task.slots))
+                snapshot = (set(task.open), set(task.slots), task.upstream_task)
 
-                def moved(seen: tuple[set[str], set[str]] = snapshot) -> bool:
-                    return task.done or (set(task.open), set(task.slots)) != seen
+                def moved(seen: tuple[set[str], set[str], str | None] = snapshot) -> bool:
+                    return task.done or (set(task.open), set(task.slots), task.upstream_task) != seen
 
-                def moved_or_given_up(seen: tuple[set[str], set[str]] = snapshot,
+                def moved_or_given_up(seen: tuple[set[str], set[str], str | None] = snapshot,
                                       giving: set[str] = given_up) -> bool:
                     return moved(seen) or any(t.done() and not t.cancelled() and not t.result() and k not in giving
                                               for k, t in serving.items())
@@ -194,10 +198,10 @@ class CallDriver:
             if action not in ("accept", "decline", "cancel"):
                 log.info("client answered %s with %r; it stays open", q.id, action)
                 return False
-            content = reply.get("content") if action == "accept" and q.mode == "form" else None
             try:
                 # the client's reply has no reply: nobody is told the answer was stored, so it may wait for company
-                await self.broker.answer(q.id, action, content, by="person:mcp-client", session=task.request.session,
+                await self.broker.answer(q.id, action, client_content(q, reply), by="person:mcp-client",
+                                         session=task.request.session,
                                          acknowledged=False)
                 return True
             except InvalidContent as exc:

@@ -6,8 +6,8 @@ daemon, not in the connection that started it, so any connection of the same ses
 `mcpx serve` alike, and after `mcpx serve` handed its client to a restarted daemon. Its rules:
 
 - The extension is declared on `server/discover` in the 2026-07-28 era on the aggregate surface, never in
-  `initialize` (the legacy era has no per-request capabilities to declare it back) nor on `/mcp/SERVER`
-  (transparent: the client sees the server as it is, its own tasks included or not).
+  `initialize` (the legacy era has no per-request capabilities to declare it back); on `/mcp/SERVER` where the
+  server offers it, and there a call is a task exactly when the server made it one (surface/driver.py).
 - A `tools/call` whose `_meta` declares the extension gets a task handle (`handle`) once its call waits on
   anything (a question, a request for the client) or is still running after `elicit.grace`; a call done sooner
   answers with its result, as for any client (surface/driver.py). A request that does not declare it never gets

@@ -29,7 +29,7 @@ from mcpx.broker.models import (
     TransparentCall,
 )
 from mcpx.errors import McpxError
-from mcpx.mcp import jsonrpc
+from mcpx.mcp import jsonrpc, tasks
 from mcpx.mcp.input_required import InputRequired
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import ElicitParams, Era
@@ -43,8 +43,10 @@ DONE_STATES = ("completed", "failed", "cancelled")
 
 
 def routable(client_caps: dict[str, Any] | None) -> dict[str, Any]:
-    """Of a client's capabilities, those mcpx can carry to it from an upstream."""
-    return {k: v for k, v in (client_caps or {}).items() if k in ("elicitation", "roots", "sampling")}
+    """Of a client's capabilities, those mcpx can carry to it from an upstream: its requests, and the Tasks
+    extension (mcpx follows the server's task and serves it to the client as its own: surface/tasks.py)."""
+    caps = {k: v for k, v in (client_caps or {}).items() if k in ("elicitation", "roots", "sampling")}
+    return tasks.declaring(caps) if tasks.offered(client_caps or {}) else caps
 
 
 @dataclass
@@ -123,6 +125,11 @@ class CallTask:
     @property
     def done(self) -> bool:
         return self.state in DONE_STATES
+
+    @property
+    def upstream_task(self) -> str | None:
+        """The server's own task the call became (its task handle), followed to its end."""
+        return self.resume.task if self.resume is not None else None
 
     async def touch(self, state: TaskState | None = None) -> None:
         if state is not None:
@@ -534,6 +541,7 @@ class CallContext:
         if self.task.resume is None or self.task.resume.task != task_id:
             self.task.resume = Resume(round=0, task=task_id)
             await self._save(self.task)
+            await self.task.touch()  # a transparent client's call is a task from now on (surface/driver.py)
 
     def keeps_going(self) -> bool:
         return self.task.suspended
