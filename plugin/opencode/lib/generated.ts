@@ -87,6 +87,14 @@ export type AskPerson = {
   noQuestionTool?: string | null
 }
 
+/** A call and what followed from it: the call itself, then its records in the order they were written. */
+export type AuditChain = {
+  /** the call: its tool, session, state and times */
+  task: TaskDoc
+  /** its questions, their answers (who, pid, answeredAfterMs), each elicit.resumed, the call's end: in the order they happened */
+  records: AuditRecord[]
+}
+
 export type AuditList = {
   records: AuditRecord[]
 }

@@ -14,11 +14,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from mcpx.answering import respond_with
 from mcpx.broker.broker import Broker
-from mcpx.broker.models import Elicitation, TaskDoc, TaskState, WireModel
+from mcpx.broker.models import AuditRecord, Elicitation, TaskDoc, TaskState, WireModel
+from mcpx.broker.store import AuditFilter
 from mcpx.daemon.api import Api, Call, Reply, RouteError
 from mcpx.daemon.peers import session_of
-from mcpx.daemon.schemas import ErrorDetail, TaskPath
+from mcpx.daemon.schemas import ChainPath, ErrorDetail, TaskPath
 from mcpx.daemon.state import BROKER, CONFIG, GATEWAY
+from mcpx.ids import is_id
 from mcpx.inbox.api_routes import page_of
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.sessions import header_source, resolve_session
@@ -239,6 +241,44 @@ async def cancel_task(call: Call) -> web.StreamResponse:
     if not await gw.cancel(call.path["id"], "cancelled through the REST API"):
         raise RouteError(409, "task_done", f"{call.path['id']} already finished ({doc.state})")
     return web.json_response((await gw.task_doc(call.path["id"])).wire())
+
+
+class AuditChain(WireModel):
+    """A call and what followed from it: the call itself, then its records in the order they were written."""
+
+    task: TaskDoc = Field(description="the call: its tool, session, state and times")
+    records: list[AuditRecord] = Field(description="its questions, their answers (who, pid, answeredAfterMs), each "
+                                                   "elicit.resumed, the call's end: in the order they happened")
+
+
+CHAIN_LIMIT = 10000  # a call that asked more than this is a loop: its first records tell the story
+
+
+@api.route("GET", "/v1/audit/chain/{id}", "A call and everything that followed from it, named by its task, its "
+           "trace or one of its questions", tag="call", params=ChainPath,
+           replies={200: Reply("the call and its records, oldest first", AuditChain),
+                    400: Reply("not a tsk-, cal- or elc- id"),
+                    404: Reply("no such call, or a question no call raised")})
+async def audit_chain(call: Call) -> web.StreamResponse:
+    broker = call.app[BROKER]
+    rid: str = call.path["id"]
+    tid: str | None = rid if is_id(rid, "tsk") else None
+    if is_id(rid, "elc"):
+        q, _ = await broker.get(rid)
+        tid = q.task
+        if tid is None:
+            raise RouteError(404, "no_call", f"{rid} was not raised by a call (it was asked through POST /v1/elicit): "
+                                             f"its own records are mcpx audit --elicit {rid}")
+    elif is_id(rid, "cal"):
+        tid = next((r.task for r in await broker.audit(AuditFilter(trace=rid), 50) if r.task), None)
+        if tid is None:
+            raise RouteError(404, "unknown_task", f"no call {rid} in the audit log")
+    assert tid is not None
+    task = await _task_or_404(call.app[GATEWAY], tid)
+    records = await broker.audit(AuditFilter(trace=task.trace), CHAIN_LIMIT)
+    # in time order: a record that may wait (elicit.resumed) can be committed after one that happened later
+    records.sort(key=lambda r: (r.at, r.seq))
+    return web.json_response(AuditChain(task=task, records=records).wire())
 
 
 async def _task_or_404(gw: Gateway, tid: str) -> TaskDoc:
