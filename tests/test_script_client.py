@@ -3,6 +3,7 @@ of both eras, its handler answering their questions as `script:<name>`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -15,8 +16,8 @@ from typing import Any
 import pytest
 
 import mcpx
-from conftest import this_process_talks_to, wait_for
-from gateway_helpers import stdio
+from conftest import request_in_flight, this_process_talks_to, wait_for
+from gateway_helpers import answer, call, stdio
 from harness import PATIENCE, ROOT, Daemon, scratch_daemon
 from terminal import Terminal
 
@@ -118,7 +119,6 @@ async def test_the_persons_question_is_not_the_scripts_to_accept(d: Daemon, capl
                                                                  ) -> None:
     """The second question (a lone yes/no) is the person's: the script's accept is refused, the question waits, and
     the person's answer ends the call."""
-    import asyncio
     caplog.set_level(logging.WARNING, logger="mcpx.client")
     handed: list[mcpx.Question] = []
     async with mcpx.Client(name="nightly", session="persons") as client:
@@ -181,6 +181,26 @@ def test_client_ask_puts_the_question_to_the_person_at_this_terminal(d: Daemon, 
         assert term.finish() == 0, term.out.decode(errors="replace")
     shown = term.out.decode(errors="replace")
     assert "answered as person:cli" in shown and "Branch main would be deleted now" in shown
+
+
+async def test_a_question_the_caller_knows_does_not_end_its_wait_for_the_next(d: Daemon) -> None:
+    """GET /v1/tasks/{id}/result?wake=question&known=…: the client waits on a call whose question it left to the
+    person without looking again and again; the wait ends with the result (or a question it does not know)."""
+    async with d.session() as http:
+        status, body, _ = await call(http, "legacy", "need_repo", session="known")
+        assert status == 202, body
+        eid = body["elicitation"]["id"]
+        path = f"/v1/tasks/{body['task']}/result"
+        # without `known`, the question that waits ends the wait at once
+        async with http.get(path, params={"wake": "question", "timeout": str(PATIENCE)}) as r:
+            assert r.status == 202 and (await r.json())["elicitation"]["id"] == eid
+        waiting = await request_in_flight(d, "GET", path, params={"wake": "question", "known": eid,
+                                                                  "timeout": str(PATIENCE)})
+        assert (await answer(http, eid, "accept", {"repo": "me/thing"}))[0] == 200
+        status, doc, _ = await asyncio.wait_for(waiting, PATIENCE)
+        assert status == 200 and doc["state"] == "completed", doc
+        async with http.get(path, params={"wake": "question", "known": "elc-nonsense"}) as r:
+            assert r.status == 400 and "known" in (await r.text())
 
 
 def test_a_name_that_is_none_is_refused_at_once() -> None:

@@ -34,11 +34,9 @@ from mcpx.paths import StatePaths
 
 log = logging.getLogger("mcpx.client")
 
-# how long one long poll of the call's result lasts: the daemon ends it at once when a question opens
+# how long one long poll of the call's result lasts: the daemon ends it at once when a question opens that the
+# client was not handed already
 POLL = 30.0
-# while a question the script left (or could not answer) waits for someone else, the poll cannot end on "a question
-# waits": it looks again this often for a new one
-RELOOK = 1.0
 
 
 @dataclass(frozen=True)
@@ -183,17 +181,19 @@ class Client:
                 for doc in waiting:
                     if doc["id"] not in left and not await self._hand_over(Question.of(doc)):
                         left.add(doc["id"])
-                still = {doc["id"] for doc in waiting} & left
-                resp = await self._result(task, RELOOK if still else POLL, "result" if still else "question")
+                left &= {doc["id"] for doc in waiting}  # those that no longer wait are no longer news
+                resp = await self._result(task, left)
             return self._ended(resp)
         except BaseException:
             if task is not None:
                 await self._cancel(task)
             raise
 
-    async def _result(self, task: str, timeout: float, wake: str) -> Response:
-        return await self.daemon.request("GET", f"/v1/tasks/{task}/result", params={"timeout": timeout, "wake": wake},
-                                         timeout=timeout + 30)
+    async def _result(self, task: str, left: set[str]) -> Response:
+        """The call's result, or its questions as soon as one waits that was not handed over already."""
+        # the daemon takes 23 (call_routes.KNOWN_MAX): a call that leaves more to others is no call a script makes
+        params = {"timeout": POLL, "wake": "question", "known": ",".join(sorted(left)[:23]) or None}
+        return await self.daemon.request("GET", f"/v1/tasks/{task}/result", params=params, timeout=POLL + 30)
 
     @staticmethod
     def _ended(resp: Response) -> dict[str, Any]:

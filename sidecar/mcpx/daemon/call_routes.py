@@ -20,7 +20,7 @@ from mcpx.daemon.api import Api, Call, Reply, RouteError
 from mcpx.daemon.peers import session_of
 from mcpx.daemon.schemas import ChainPath, ErrorDetail, TaskPath
 from mcpx.daemon.state import BROKER, CONFIG, GATEWAY
-from mcpx.ids import is_id
+from mcpx.ids import HEX, is_id
 from mcpx.inbox.api_routes import page_of
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.sessions import header_source, resolve_session
@@ -45,12 +45,20 @@ class CallQuery(BaseModel):
                                description="return 202 (running) after this many seconds even without a question")
 
 
+KNOWN_MAX = 23
+
+
 class ResultQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
     timeout: float = Field(default=30.0, ge=0, le=3600)
     wake: Literal["result", "question"] = Field(
         default="result", description="question: end with 202 as soon as a question of the call waits for an answer "
                                       "(one asked since, or one not answered yet), not only with the result")
+    # 23 ids at most: a request line stays inside the 8 KiB aiohttp reads even with every character percent-encoded
+    known: str | None = Field(
+        default=None, max_length=KNOWN_MAX * 21 - 1, pattern=f"^elc-{HEX}(,elc-{HEX})*$",
+        description="with wake=question: comma-separated ids of questions the caller has already and leaves to "
+                    "others; they do not end the wait while they wait")
 
 
 class CallResult(BaseModel):
@@ -224,8 +232,9 @@ async def task_result(call: Call) -> web.StreamResponse:
     if live is not None and not live.done:
         # a task's condition is notified as a question opens, so a caller that puts questions to someone (mcpx call
         # on a terminal) hears of the next one at once, not when its timeout runs out
-        wake = (lambda: live.done or bool(waiting(live, broker))) if call.query.wake == "question" else \
-            (lambda: live.done)
+        known = frozenset(call.query.known.split(",")) if call.query.known else frozenset()
+        wake = (lambda: live.done or any(q.id not in known for q in waiting(live, broker))) \
+            if call.query.wake == "question" else (lambda: live.done)
         await live.wait_for(wake, call.query.timeout)
         if not live.done:
             return waiting_response(live, broker, page_of(call.app))
