@@ -24,7 +24,7 @@ export type Answer = {
   id: string
   action: "accept" | "decline" | "cancel"
   content?: Record<string, unknown> | null
-  /** person:cli, person:opencode, person:rest, agent:mcp, policy:<rule>, expiry, upstream */
+  /** person:cli, person:opencode, person:rest, agent:mcp, script:<name>, policy:<rule>, expiry, upstream */
   by: string
   at: string
   session?: string | null

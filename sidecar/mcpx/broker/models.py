@@ -185,7 +185,8 @@ class Answer(WireModel):
     id: str
     action: Action
     content: dict[str, Any] | None = None
-    by: str = Field(description="person:cli, person:opencode, person:rest, agent:mcp, policy:<rule>, expiry, upstream")
+    by: str = Field(description="person:cli, person:opencode, person:rest, agent:mcp, script:<name>, policy:<rule>, "
+                                "expiry, upstream")
     at: datetime
     session: str | None = None
     pid: int | None = None
