@@ -174,25 +174,26 @@ class Client:
                                          ok=(502,))
         task: str | None = None
         try:
-            left: set[str] = set()  # questions handed over and still waiting for someone else
+            handed: set[str] = set()  # each question is handed over once, however long it then waits
             while resp.status == 202:
                 task = resp.body["task"]
                 waiting = resp.body.get("elicitations") or []
                 for doc in waiting:
-                    if doc["id"] not in left and not await self._hand_over(Question.of(doc)):
-                        left.add(doc["id"])
-                left &= {doc["id"] for doc in waiting}  # those that no longer wait are no longer news
-                resp = await self._result(task, left)
+                    if doc["id"] not in handed:
+                        handed.add(doc["id"])
+                        await self._hand_over(Question.of(doc))
+                # those still waiting (left to the person, say) are no news: only the result or a new question is
+                resp = await self._result(task, handed & {doc["id"] for doc in waiting})
             return self._ended(resp)
         except BaseException:
             if task is not None:
                 await self._cancel(task)
             raise
 
-    async def _result(self, task: str, left: set[str]) -> Response:
-        """The call's result, or its questions as soon as one waits that was not handed over already."""
+    async def _result(self, task: str, known: set[str]) -> Response:
+        """The call's result, or its questions as soon as one waits that is not among those `known`."""
         # the daemon takes 23 (call_routes.KNOWN_MAX): a call that leaves more to others is no call a script makes
-        params = {"timeout": POLL, "wake": "question", "known": ",".join(sorted(left)[:23]) or None}
+        params = {"timeout": POLL, "wake": "question", "known": ",".join(sorted(known)[:23]) or None}
         return await self.daemon.request("GET", f"/v1/tasks/{task}/result", params=params, timeout=POLL + 30)
 
     @staticmethod
@@ -212,15 +213,16 @@ class Client:
             if exc.status != 409:  # 409: it ended meanwhile
                 log.warning("mcpx: could not cancel %s: %s", task, exc)
 
-    async def _hand_over(self, q: Question) -> bool:
-        """The handler's answer to `q`, given; False when the question still waits for someone else (the handler
-        left it, or it was the person's to accept)."""
-        assert self._handler is not None
-        reply = self._handler(q)
+    async def _hand_over(self, q: Question) -> None:
+        """The handler's answer to `q`, given. Or none: the handler left it to the others, or it was the person's to
+        accept (the refusal is logged; it waits for them)."""
+        # without a handler the policy met every question as it opened (elicit auto); one that still comes is
+        # cancelled here rather than left to a wait nobody will end
+        reply = self._handler(q) if self._handler is not None else Cancel("the script registered no handler")
         if inspect.isawaitable(reply):
             reply = await reply
         if reply is None:
-            return False
+            return
         if not isinstance(reply, Accept | Decline | Cancel):
             raise TypeError(f"the handler answered {q.id} with {reply!r}: return mcpx.Accept, mcpx.Decline, "
                             "mcpx.Cancel or None")
@@ -235,11 +237,8 @@ class Client:
                 raise AnswerRefused(q, exc) from None
             if exc.status == 403 and q.audience == "human":
                 log.warning("mcpx: %s", exc)  # it waits for the person, as the refusal says
-                return False
-            if exc.status in (409, 410):
-                return True  # someone else answered first, or it ended: the call goes on either way
-            raise
-        return True
+            elif exc.status not in (409, 410):  # 409, 410: answered by someone else first, or ended: no matter
+                raise
 
     async def ask(self, q: Question) -> dict[str, Any]:
         """Put `q` to the person at this terminal, field by field, until they answer; recorded as theirs
