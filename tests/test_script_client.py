@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import mcpx
-from conftest import request_in_flight, this_process_talks_to, wait_for
+from conftest import ask, request_in_flight, this_process_talks_to, wait_for
 from gateway_helpers import answer, call, stdio
 from harness import PATIENCE, ROOT, Daemon, scratch_daemon
 from terminal import Terminal
@@ -203,9 +203,19 @@ async def test_a_question_the_caller_knows_does_not_end_its_wait_for_the_next(d:
             assert r.status == 400 and "known" in (await r.text())
 
 
-def test_a_name_that_is_none_is_refused_at_once() -> None:
+async def test_a_name_that_is_none_is_refused_at_once(d: Daemon) -> None:
     with pytest.raises(ValueError, match="not a script's name"):
         mcpx.Client(name="two words")
+    # and by the daemon, whoever sends it: the question is untouched
+    async with d.session() as http:
+        q = await ask(http, session="names")
+        for claimed in ("script:", "script:two words", "script:" + "x" * 65, "scripts:deploy"):
+            status, body = await answer(http, q["id"], "accept", {"repo": "me/thing"},
+                                        **{"X-Mcpx-Answerer": claimed})
+            assert status == 400 and body["error"]["code"] == "bad_answerer", (claimed, body)
+        status, body = await answer(http, q["id"], "accept", {"repo": "me/thing"},
+                                    **{"X-Mcpx-Answerer": "script:ci.v2"})
+        assert status == 200 and body["answer"]["by"] == "script:ci.v2"
 
 
 DOC = ROOT / "docs" / "scripts.md"
