@@ -271,7 +271,11 @@ class BlockingClient:
     def __init__(self, client: Client) -> None:
         self.client = client
         self._runner = asyncio.Runner()
-        self._runner.run(client.__aenter__())
+        try:
+            self._runner.run(client.__aenter__())
+        except BaseException:  # no daemon, say: nothing is left open behind the error
+            self._runner.close()
+            raise
 
     def on_elicit(self, handler: Handler) -> Handler:
         return self.client.on_elicit(handler)
