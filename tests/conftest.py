@@ -51,6 +51,14 @@ def daemon(home: Path) -> Iterator[Daemon]:
         yield d
 
 
+def this_process_talks_to(monkeypatch: pytest.MonkeyPatch, d: Daemon) -> None:
+    """An mcpx client in the test's own process (mcpx.Client) reaches `d` and nothing else: none of the caller's own
+    MCPX_* (a daemon url, a session) is seen, and MCPX_HOME is d's."""
+    for key in [k for k in os.environ if k.startswith("MCPX_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("MCPX_HOME", str(d.home))
+
+
 @pytest.fixture
 async def http(daemon: Daemon) -> AsyncIterator[aiohttp.ClientSession]:
     async with daemon.session() as s:

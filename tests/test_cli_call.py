@@ -4,16 +4,11 @@ daemon."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import pty
-import select
-import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -22,6 +17,7 @@ import pytest
 
 from conftest import events
 from harness import PATIENCE, Daemon, make_daemon, stop_process
+from terminal import Terminal
 
 # how soon the next question of a call must be on the terminal: short beside the 30 s it once took, long enough
 # for a loaded machine
@@ -73,65 +69,6 @@ def test_elicit_decline_error_and_auto(demo: Daemon) -> None:
     assert "needed an answer to elc-" in failed.stderr and "Which repository" in failed.stderr
     usage = demo.cli("call", "choose_repository")
     assert usage.returncode == 2 and "SERVER.TOOL" in usage.stderr
-
-
-class Terminal:
-    """`mcpx call` on a real pseudo-terminal, typed at like a person would; killed on leaving a `with`."""
-
-    def __init__(self, daemon: Daemon, *args: str) -> None:
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:
-            # a person's terminal: Ctrl-C and Ctrl-\ work there, even when the suite itself was started in the
-            # background of a shell script (which ignores SIGINT and SIGQUIT for all it starts, as POSIX says)
-            for sig in (signal.SIGINT, signal.SIGQUIT):
-                signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            os.chdir(daemon.home)
-            os.execve(sys.executable, [sys.executable, "-m", "mcpx", *args], daemon.env)
-        self.out = b""
-        self.code: int | None = None
-
-    def __enter__(self) -> Terminal:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self.code is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-        os.close(self.fd)
-
-    def _read(self) -> bool:
-        """What the terminal shows within a moment; False once it is closed (the program ended)."""
-        ready, _, _ = select.select([self.fd], [], [], 0.1)
-        if ready:
-            try:
-                self.out += os.read(self.fd, 4096)
-            except OSError:
-                return False
-        return True
-
-    def expect(self, text: str, timeout: float = PATIENCE) -> None:
-        deadline = time.monotonic() + timeout
-        while text.encode() not in self.out:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"never saw {text!r} in:\n{self.out.decode(errors='replace')}")
-            if not self._read():
-                break
-
-    def type(self, line: str) -> None:
-        os.write(self.fd, (line + "\n").encode())
-
-    def finish(self, timeout: float = PATIENCE) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self._read()
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.code = os.waitstatus_to_exitcode(status)
-                return self.code
-        raise AssertionError(f"mcpx call did not finish within {timeout:.0f}s; the terminal shows:\n"
-                             f"{self.out.decode(errors='replace')}")
 
 
 def test_on_a_terminal_the_form_is_asked_field_by_field(demo: Daemon) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from mcpx.broker import rules
 from mcpx.broker.errors import AlreadyAnswered, Forbidden, Gone, InvalidContent, InvalidQuestion
-from mcpx.broker.models import REDACTED, Answer, Audience, Elicitation, OpenRequest
+from mcpx.broker.models import REDACTED, Action, Answer, Audience, Elicitation, OpenRequest
 
 NOW = 1_700_000_000.0
 REPO = {"type": "object", "properties": {"repo": {"type": "string"}, "depth": {"type": "integer", "default": 3}},
@@ -49,7 +49,7 @@ def test_a_question_that_cannot_be_asked_as_given_is_refused(over: dict[str, Any
 
 
 def test_an_answer_from_another_session_is_refused() -> None:
-    refused = rules.refusal(opened(), "person:cli", "other")
+    refused = rules.refusal(opened(), "person:cli", "other", "accept")
     assert isinstance(refused, Forbidden) and "belongs to session s" in refused.message
 
 
@@ -58,7 +58,21 @@ def test_an_answer_from_another_session_is_refused() -> None:
     ("human", "human", False),  # a string that names no agent is not refused as one
 ])
 def test_an_agent_may_not_answer_the_persons_question(audience: Audience, by: str, refused: bool) -> None:
-    assert (rules.refusal(opened(audience=audience), by, "s") is not None) == refused
+    assert (rules.refusal(opened(audience=audience), by, "s", "accept") is not None) == refused
+
+
+@pytest.mark.parametrize(("audience", "action", "refused"), [
+    ("human", "accept", True), ("human", "decline", False), ("human", "cancel", False),
+    ("agent-then-human", "accept", False), ("agent", "accept", False),
+])
+def test_a_script_may_refuse_for_the_person_but_never_consent(audience: Audience, action: Action,
+                                                              refused: bool) -> None:
+    """A script is the person's delegate like a rule: it answers the agent's questions and the agent-then-person's,
+    and of the person's own it may decline or cancel, never accept."""
+    found = rules.refusal(opened(audience=audience), "script:deploy", "s", action)
+    assert (found is not None) == refused
+    if refused:
+        assert isinstance(found, Forbidden) and "script:deploy" in found.message and "client.ask" in found.message
 
 
 def test_a_credential_is_accepted_only_where_it_was_asked_on_a_shared_store() -> None:

@@ -81,6 +81,11 @@ def test_the_wheel_carries_the_web_inbox_pages(installed: Installed) -> None:
     assert shown.returncode == 0 and "/inbox/static/inbox.css" in shown.stdout, shown.stderr
 
 
+def test_the_wheel_is_typed(installed: Installed) -> None:
+    """mypy reads a script's use of mcpx.Client from the installed package (docs/scripts.md)."""
+    assert "mcpx/py.typed" in set(zipfile.ZipFile(installed.wheel).namelist())
+
+
 def site_packages(installed: Installed) -> Path:
     return next((installed.venv / "lib").glob("python3*/site-packages"))
 

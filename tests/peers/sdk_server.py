@@ -164,6 +164,14 @@ async def die_while_asking(ctx: Context) -> str:
 
 
 @app.tool()
+async def repo_then_issue(ctx: Context) -> str:
+    """Two questions one after the other, neither the person's alone: a repository, then an issue's form."""
+    first = await ctx.elicit("Which repository?", Repo)
+    second = await ctx.elicit("Describe the issue", Issue)
+    return json.dumps([json.loads(report(first)), json.loads(report(second))])
+
+
+@app.tool()
 async def roots(ctx: Context) -> str:
     listed = await ctx.request_context.session.list_roots()
     return json.dumps([str(r.uri) for r in listed.roots])

@@ -24,7 +24,7 @@ export type Answer = {
   id: string
   action: "accept" | "decline" | "cancel"
   content?: Record<string, unknown> | null
-  /** person:cli, person:opencode, person:rest, agent:mcp, policy:<rule>, expiry, upstream */
+  /** person:cli, person:opencode, person:rest, agent:mcp, script:<name>, policy:<rule>, expiry, upstream */
   by: string
   at: string
   session?: string | null
@@ -85,6 +85,14 @@ export type AskPerson = {
   questionCall?: string | null
   /** for question, where opencode offers no question tool */
   noQuestionTool?: string | null
+}
+
+/** A call and what followed from it: the call itself, then its records in the order they were written. */
+export type AuditChain = {
+  /** the call: its tool, session, state and times */
+  task: TaskDoc
+  /** its questions, their answers (who, pid, answeredAfterMs), each elicit.resumed, the call's end: in the order they happened */
+  records: AuditRecord[]
 }
 
 export type AuditList = {

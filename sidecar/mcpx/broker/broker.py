@@ -260,7 +260,7 @@ class Broker:
         never did): docs/architecture.md, "What is written when"."""
         if now >= q.expires_at.timestamp() or rules.escalates(q, action, by):
             return None
-        refusal = rules.refusal(q, by, session)
+        refusal = rules.refusal(q, by, session, action)
         if refusal is not None:
             raise refusal
         clean = rules.checked_content(q, action, content)

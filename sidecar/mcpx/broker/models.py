@@ -6,6 +6,7 @@ These models are also the wire shapes of the /v1 API and appear in openapi.json.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -132,6 +133,8 @@ class Elicitation(WireModel):
 AnswererKind = Literal["person", "agent", "script", "policy", "expiry", "upstream"]
 _BARE: frozenset[str] = frozenset(("expiry", "upstream"))  # kinds that need no surface: mcpx's own doing
 _NAMED: frozenset[str] = frozenset(("person", "agent", "script", "policy"))  # kinds that always say which
+# a script's name after `script:` (mcpx.Client(name=…), by default its file's stem): a word a log line can carry
+SCRIPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class Answerer(BaseModel):
@@ -161,6 +164,14 @@ class Answerer(BaseModel):
     def __str__(self) -> str:
         return self.kind if self.detail is None else f"{self.kind}:{self.detail}"
 
+    @staticmethod
+    def script(name: str) -> Answerer:
+        """A script's answerer (`script:<name>`); ValueError naming the name when it is not one."""
+        if not SCRIPT_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a script's name: 1 to 64 letters, digits, '.', '_' or '-', starting "
+                             "with a letter or digit")
+        return Answerer(kind="script", detail=name)
+
 
 @functools.lru_cache(maxsize=256)  # a daemon sees a handful of answerers, each on every answer it takes
 def _answerer(by: str) -> Answerer | None:
@@ -174,7 +185,8 @@ class Answer(WireModel):
     id: str
     action: Action
     content: dict[str, Any] | None = None
-    by: str = Field(description="person:cli, person:opencode, person:rest, agent:mcp, policy:<rule>, expiry, upstream")
+    by: str = Field(description="person:cli, person:opencode, person:rest, agent:mcp, script:<name>, policy:<rule>, "
+                                "expiry, upstream")
     at: datetime
     session: str | None = None
     pid: int | None = None

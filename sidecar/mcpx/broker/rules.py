@@ -95,15 +95,23 @@ def abandoned(q: Elicitation, **details: object) -> Gone:
     return Gone(f"{q.id} was abandoned: {q.state_reason or 'its asker went away'}", state="abandoned", **details)
 
 
-def refusal(q: Elicitation, by: str, session: str | None) -> BrokerError | None:
-    """Why `by` may not answer `q` from `session` at all, or None."""
+def refusal(q: Elicitation, by: str, session: str | None, action: Action) -> BrokerError | None:
+    """Why `by` may not give `q` this answer from `session`, or None."""
     if session is not None and session != q.session:
         return Forbidden(f"{q.id} belongs to session {q.session}, not {session}; a question is answered only "
                          "from the session that raised it")
-    if q.audience == "human" and Answerer.kind_of(by) == "agent":
+    if q.audience != "human":
+        return None
+    kind = Answerer.kind_of(by)
+    if kind == "agent":
         return Forbidden(
             f"{q.id} is for the person, not the agent ({q.reason}). The person has been asked; do not answer "
             "it. Wait for the call's result instead.", audience=q.audience)
+    if kind == "script" and action == "accept":
+        # a script is the person's delegate as a rule is, not the person: it may refuse for them, never consent
+        return Forbidden(
+            f"{q.id} is for the person ({q.reason}); a script ({by}) may decline or cancel it but not accept it. "
+            "It waits for the person: the inbox, the TUI, or client.ask(q) on this terminal.", audience=q.audience)
     return None
 
 

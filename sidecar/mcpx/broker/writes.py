@@ -296,7 +296,7 @@ class Writes:
                                refusal=rules.ended_error(q.model_copy(update={"state": "expired"}), None))
             if q.state != "pending":
                 return Outcome(q, refusal=rules.ended_error(q, tx.answer(q.id)))
-            refusal = (rules.refusal(q, by, session)
+            refusal = (rules.refusal(q, by, session, action)
                        or rules.elsewhere(q, action, self._me is not None, asked_here(q.id)))
             if refusal is not None:
                 return Outcome(q, refusal=refusal)

@@ -1,12 +1,15 @@
-"""`mcpx audit`: the trail of every transition, by question, session or trace."""
+"""`mcpx audit`: the trail of every transition, by question, session or trace; `--chain`: one call and everything
+that followed from it."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.common import add_json_flag, emit_json, run
 from mcpx.cli.render import render_event
+from mcpx.text import plain
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,6 +21,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--session", help="one session's records")
     p.add_argument("--trace", metavar="CALL_ID", help="one call's records (cal-…)")
     p.add_argument("--task", metavar="TASK_ID", help="one task's records (tsk-…)")
+    p.add_argument("--chain", metavar="ID", help="a call and everything that followed from it, in time order: the "
+                                                 "call, each question, its answer, elicit.resumed, the call's end "
+                                                 "(the call's tsk-, its cal- or one of its questions' elc-)")
     p.add_argument("--kinds", help="elicit, task, policy or exact kinds, comma-separated")
     p.add_argument("--after", type=int, default=0, metavar="SEQ", help="only records after this one (its seq)")
     p.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
@@ -26,6 +32,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 async def audit_cmd(args: argparse.Namespace) -> int:
+    if args.chain:
+        return await chain_cmd(args)
     params = {"elicit": args.elicit, "session": args.session, "trace": args.trace, "task": args.task,
               "kinds": args.kinds, "after": args.after, "limit": args.limit}
     async with DaemonClient() as client:
@@ -34,6 +42,31 @@ async def audit_cmd(args: argparse.Namespace) -> int:
         emit_json(body)
         return 0
     for record in body["records"]:
-        extra = f"  pid {record['pid']}" if record.get("pid") else ""
-        print(f"{record['seq']:>6}  {render_event(record['kind'], record)}{extra}")
+        print(record_line(record))
+    return 0
+
+
+def record_line(record: dict[str, Any]) -> str:
+    extra = f"  pid {record['pid']}" if record.get("pid") else ""
+    return f"{record['seq']:>6}  {render_event(record['kind'], record)}{extra}"
+
+
+def call_entry(task: dict[str, Any]) -> dict[str, Any]:
+    """The call, as the first entry of its chain: when it started, what it called, for which session."""
+    return {"kind": "call", "at": task["created"], "task": task["id"], "trace": task["trace"],
+            "session": task["session"], "server": task["server"], "tool": task["tool"], "state": task["state"]}
+
+
+async def chain_cmd(args: argparse.Namespace) -> int:
+    async with DaemonClient() as client:
+        body = await client.get(f"/v1/audit/chain/{args.chain}")
+    entries = [call_entry(body["task"]), *body["records"]]
+    if args.json:
+        emit_json(entries)
+        return 0
+    call = entries[0]
+    print(f"{'call':>6}  {call['at']}  {'call':<17} {call['task']}  {plain(call['server'])}.{plain(call['tool'])} "
+          f"· session {plain(call['session'])} · {call['trace']} · now {call['state']}")
+    for record in body["records"]:
+        print(record_line(record))
     return 0

@@ -250,25 +250,30 @@ async def _result(task: str, timeout: float, wake: str = "result") -> Response:
                                     timeout=timeout + 10)
 
 
+def read_answer(form: TerminalForm, q: dict[str, Any], content: dict[str, Any],
+                problems: dict[str, str] | None) -> tuple[str, dict[str, Any] | None, str | None]:
+    """The person's answer to `q` at this terminal (`content`: what they gave before `problems` were found in it):
+    its action, content and reason. Ctrl-C or the end of input is cancel."""
+    try:
+        if q.get("mode") == "url":
+            form.url(q)
+            return "accept", None, None
+        return "accept", {**content, **form.form(q, problems)}, None
+    except Declined as declined:
+        return "decline", None, declined.reason
+    except (KeyboardInterrupt, EOFError):
+        return "cancel", None, "cancelled at the terminal"
+
+
 def _prompt_one(form: TerminalForm, q: dict[str, Any]) -> None:
     """Put one question to the person at this terminal until it has a valid answer."""
     content: dict[str, Any] = {}
     problems: dict[str, str] | None = None
     while True:
-        reason = None
+        action, given, reason = read_answer(form, q, content, problems)
+        content = given or content
         try:
-            if q.get("mode") == "url":
-                form.url(q)
-            else:
-                content = {**content, **form.form(q, problems)}
-            action = "accept"
-        except Declined as declined:
-            action, reason = "decline", declined.reason
-        except (KeyboardInterrupt, EOFError):
-            action, reason = "cancel", "cancelled at the terminal"
-        try:
-            asyncio.run(_answer(q, action, content if action == "accept" and q.get("mode") != "url" else None,
-                                reason))
+            asyncio.run(_answer(q, action, given, reason))
             return
         except ApiError as exc:
             if exc.status == 422 and exc.fields:

@@ -14,11 +14,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from mcpx.answering import respond_with
 from mcpx.broker.broker import Broker
-from mcpx.broker.models import Elicitation, TaskDoc, TaskState, WireModel
+from mcpx.broker.models import AuditRecord, Elicitation, TaskDoc, TaskState, WireModel
+from mcpx.broker.store import AuditFilter
 from mcpx.daemon.api import Api, Call, Reply, RouteError
 from mcpx.daemon.peers import session_of
-from mcpx.daemon.schemas import ErrorDetail, TaskPath
+from mcpx.daemon.schemas import ChainPath, ErrorDetail, TaskPath
 from mcpx.daemon.state import BROKER, CONFIG, GATEWAY
+from mcpx.ids import HEX, is_id
 from mcpx.inbox.api_routes import page_of
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.sessions import header_source, resolve_session
@@ -43,12 +45,20 @@ class CallQuery(BaseModel):
                                description="return 202 (running) after this many seconds even without a question")
 
 
+KNOWN_MAX = 23
+
+
 class ResultQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
     timeout: float = Field(default=30.0, ge=0, le=3600)
     wake: Literal["result", "question"] = Field(
         default="result", description="question: end with 202 as soon as a question of the call waits for an answer "
                                       "(one asked since, or one not answered yet), not only with the result")
+    # 23 ids at most: a request line stays inside the 8 KiB aiohttp reads even with every character percent-encoded
+    known: str | None = Field(
+        default=None, max_length=KNOWN_MAX * 21 - 1, pattern=f"^elc-{HEX}(,elc-{HEX})*$",
+        description="with wake=question: comma-separated ids of questions the caller has already and leaves to "
+                    "others; they do not end the wait while they wait")
 
 
 class CallResult(BaseModel):
@@ -222,8 +232,9 @@ async def task_result(call: Call) -> web.StreamResponse:
     if live is not None and not live.done:
         # a task's condition is notified as a question opens, so a caller that puts questions to someone (mcpx call
         # on a terminal) hears of the next one at once, not when its timeout runs out
-        wake = (lambda: live.done or bool(waiting(live, broker))) if call.query.wake == "question" else \
-            (lambda: live.done)
+        known = frozenset(call.query.known.split(",")) if call.query.known else frozenset()
+        wake = (lambda: live.done or any(q.id not in known for q in waiting(live, broker))) \
+            if call.query.wake == "question" else (lambda: live.done)
         await live.wait_for(wake, call.query.timeout)
         if not live.done:
             return waiting_response(live, broker, page_of(call.app))
@@ -239,6 +250,44 @@ async def cancel_task(call: Call) -> web.StreamResponse:
     if not await gw.cancel(call.path["id"], "cancelled through the REST API"):
         raise RouteError(409, "task_done", f"{call.path['id']} already finished ({doc.state})")
     return web.json_response((await gw.task_doc(call.path["id"])).wire())
+
+
+class AuditChain(WireModel):
+    """A call and what followed from it: the call itself, then its records in the order they were written."""
+
+    task: TaskDoc = Field(description="the call: its tool, session, state and times")
+    records: list[AuditRecord] = Field(description="its questions, their answers (who, pid, answeredAfterMs), each "
+                                                   "elicit.resumed, the call's end: in the order they happened")
+
+
+CHAIN_LIMIT = 10000  # a call that asked more than this is a loop: its first records tell the story
+
+
+@api.route("GET", "/v1/audit/chain/{id}", "A call and everything that followed from it, named by its task, its "
+           "trace or one of its questions", tag="call", params=ChainPath,
+           replies={200: Reply("the call and its records, oldest first", AuditChain),
+                    400: Reply("not a tsk-, cal- or elc- id"),
+                    404: Reply("no such call, or a question no call raised")})
+async def audit_chain(call: Call) -> web.StreamResponse:
+    broker = call.app[BROKER]
+    rid: str = call.path["id"]
+    tid: str | None = rid if is_id(rid, "tsk") else None
+    if is_id(rid, "elc"):
+        q, _ = await broker.get(rid)
+        tid = q.task
+        if tid is None:
+            raise RouteError(404, "no_call", f"{rid} was not raised by a call (it was asked through POST /v1/elicit): "
+                                             f"its own records are mcpx audit --elicit {rid}")
+    elif is_id(rid, "cal"):
+        tid = next((r.task for r in await broker.audit(AuditFilter(trace=rid), 50) if r.task), None)
+        if tid is None:
+            raise RouteError(404, "unknown_task", f"no call {rid} in the audit log")
+    assert tid is not None
+    task = await _task_or_404(call.app[GATEWAY], tid)
+    records = await broker.audit(AuditFilter(trace=task.trace), CHAIN_LIMIT)
+    # in time order: a record that may wait (elicit.resumed) can be committed after one that happened later
+    records.sort(key=lambda r: (r.at, r.seq))
+    return web.json_response(AuditChain(task=task, records=records).wire())
 
 
 async def _task_or_404(gw: Gateway, tid: str) -> TaskDoc:

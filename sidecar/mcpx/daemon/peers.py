@@ -134,8 +134,14 @@ def session_of(request: web.Request) -> str | None:
 
 def answerer_of(request: web.Request) -> str:
     value = request.headers.get(ANSWERER_HEADER, "person:rest").strip()
-    if value not in CLAIMABLE:
-        raise RouteError(400, "bad_answerer",
-                       f"{ANSWERER_HEADER} {value!r} is not one of {', '.join(CLAIMABLE)} "
-                       "(policy, expiry and upstream answers are mcpx's own)")
-    return value
+    if value in CLAIMABLE:
+        return value
+    head, colon, name = value.partition(":")
+    if head == "script" and colon:  # a script names itself (mcpx.Client): any name of the right form
+        try:
+            return str(Answerer.script(name))
+        except ValueError as exc:
+            raise RouteError(400, "bad_answerer", f"{ANSWERER_HEADER} {value!r}: {exc}") from None
+    raise RouteError(400, "bad_answerer",
+                     f"{ANSWERER_HEADER} {value!r} is not one of {', '.join(CLAIMABLE)} or script:<name> "
+                     "(policy, expiry and upstream answers are mcpx's own)")

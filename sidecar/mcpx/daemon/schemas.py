@@ -75,6 +75,22 @@ TaskId = Annotated[str, AfterValidator(_id_check("tsk", "task")),
                    WithJsonSchema({"type": "string", "pattern": ids.pattern("tsk")})]
 
 
+def _chain_id(value: str) -> str:
+    if not any(ids.is_id(value, prefix) for prefix in ("tsk", "cal", "elc")):
+        raise ValueError(f"{value!r} is not the id of a call, its trace or a question (tsk-, cal- or elc- and 16 hex "
+                         "digits)")
+    return value
+
+
+# a call named by any id of its own: its task, its trace, or a question it raised
+ChainId = Annotated[str, AfterValidator(_chain_id), WithJsonSchema(
+    {"type": "string", "pattern": f"^(tsk|cal|elc)-{ids.HEX}$"})]
+
+
+class ChainPath(BaseModel):
+    id: ChainId
+
+
 class QuestionPath(BaseModel):
     id: QuestionId
 
