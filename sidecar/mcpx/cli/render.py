@@ -55,6 +55,10 @@ def render_question(q: dict[str, Any], answer: dict[str, Any] | None = None) -> 
         else:
             lines.append("  fields    (none: accept or decline)")
     lines.append(f"  session   {q.get('session')} ({q.get('sessionSource')})")
+    if isinstance(approvals := q.get("approvals"), dict):
+        waiting = f"; waiting for {', '.join(approvals.get('waiting') or [])}" if approvals.get("waiting") else ""
+        lines.append(f"  approvals {plain(str(approvals.get('status', '')))}{plain(waiting)}   (each approver answers "
+                     "through their own link)")
     if q.get("task"):
         lines.append(f"  task      {q['task']}   (its result: mcpx task result {q['task']})")
     if q.get("stateReason"):

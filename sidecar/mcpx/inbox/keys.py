@@ -45,6 +45,18 @@ class InboxKeys:
         """What opens one question, and nothing else."""
         return _derive(self.key, f"link:{eid}")
 
+    def approver_link(self, eid: str, person: str) -> str:
+        """What opens one question as one approver: their name, a dot, and a secret for that pair alone. The link
+        is the person (docs/approvals.md): it counts once, and never as anyone else."""
+        return f"{person}.{_derive(self.key, f'approver:{eid}:{person}')}"
+
+    def approver_of(self, eid: str, given: str | None) -> str | None:
+        """The approver whose link `given` is for question `eid`, or None if it is no approver's link."""
+        if not given or "." not in given:
+            return None
+        person = given.rpartition(".")[0]
+        return person if hmac.compare_digest(given.encode(), self.approver_link(eid, person).encode()) else None
+
     def token_ok(self, given: str | None) -> bool:
         return given is not None and given != "" and hmac.compare_digest(given.encode(), self.token.encode())
 
