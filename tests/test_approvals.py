@@ -11,9 +11,11 @@ Every wait is for a receiver's request or a state seen through the API, bounded;
 from __future__ import annotations
 
 import asyncio
+import getpass
 import hashlib
 import hmac
 import json
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -141,6 +143,13 @@ async def test_two_of_three_through_their_own_links_the_asker_refused_and_a_link
                 assert shown["approvals"]["status"] == "1 of 2 approved (alice)"
                 show = d.cli("elicit", "show", q["id"])
                 assert "1 of 2 approved (alice); waiting for bob" in show.stdout, show.stdout + show.stderr
+                async with http.get(f"/v1/elicit/{q['id']}", params={"render": "true"}) as r:
+                    rendering = (await r.json())["elicitation"]["render"]  # what opencode shows, as given
+                assert rendering["approvals"].startswith("1 of 2 approved (alice); waiting for bob.")
+                assert "1 of 2 approved (alice)" in rendering["toast"]["message"]
+                async with aiohttp.ClientSession() as phone, phone.get(to_bob["click"]) as page:
+                    text = await page.text()  # bob's own page: where it stands, and that he answers as himself
+                    assert page.status == 200 and "1 of 2 approved (alice)" in text and "person:bob" in text
                 status, page = await perform(to_alice["actions"][0])  # the same action again: counts once
                 assert status == 409 and "counts once" in page
 
@@ -225,7 +234,8 @@ async def test_two_daemons_on_one_store_send_each_reminder_once(postgres: Any, t
     hook, ntfy = Receiver(SECRETS), Receiver()
     async with hook.serving(), ntfy.serving():
         url = postgres.create_database("approvals_team")
-        config = {"servers": {}, "people": people(hook, ntfy)}
+        me = f"{getpass.getuser()}@{socket.gethostname()}"  # the daemons' user@host: erin's, on this team
+        config = {"servers": {}, "people": {**people(hook, ntfy), "erin": {"users": [me]}}}
         env = {"MCPX_STORE": url, "CAROL_KEY": "carol-key"}
         with running([make_daemon(tmp_path / f"d{i}", config, extra_env=env) for i in range(2)]) as (a, b):
             async with a.session() as ha, b.session() as hb:
@@ -237,6 +247,10 @@ async def test_two_daemons_on_one_store_send_each_reminder_once(postgres: Any, t
                 status, _ = await perform(reminders[-1]["actions"][0])
                 assert status == 200
                 records = await audit(ha, q["id"], "elicit.reminded")
+                # a question erin's daemon raises is erin's: her approval is not waited on, and never counts
+                mine = await ask(hb, message="Erin's change?", requestedSchema=YES_NO, ttl="10m",
+                                 approvers=["erin", "alice"])
+                assert mine["approvals"]["asker"] == "erin" and mine["approvals"]["waiting"] == ["alice"]
             # one record per reminder, each sent once: the two daemons' sweeps never both sent one (the last record
             # may have been written as alice approved, its notification then left unsent: the question had ended)
             sent = [body for path, body in hook.got if path == "/alice" and body["why"] == "reminder"]
@@ -244,3 +258,26 @@ async def test_two_daemons_on_one_store_send_each_reminder_once(postgres: Any, t
             times = [r["at"] for r in records]
             assert len(set(times)) == len(times)
         assert hook.bad == []
+
+
+def test_people_approvals_and_secrets_are_checked_at_load(home: Path) -> None:
+    cases = [
+        ({"elicit": {"approvals": [{"match": {"server": "ci"}, "approvers": ["zed"]}]}},
+         "names 'zed', not in people"),
+        ({"people": {"ann": {}}, "elicit": {"approvals": [{"match": {"server": "ci"}, "approvers": ["ann"],
+                                                            "need": 2}]}},
+         "need is 2, but only 1 people could approve"),
+        ({"people": {"ann": {"notify": [{"ntfy": "http://127.0.0.1:9/t", "secret": "k"}]}}},
+         "secret signs a webhook's POSTs"),
+        ({"people": {"ann": {"notify": [{"webhook": "http://127.0.0.1:9/h", "secret": "${NOT A NAME}"}]}}},
+         "secret must be"),
+        ({"people": {"ann": {"pager": "x"}}}, "pager"),
+    ]
+    for config, said in cases:
+        d = make_daemon(home, {"servers": {}, **config})
+        done = d.cli("config", "check")
+        assert done.returncode != 0 and said in done.stdout + done.stderr, (config, done.stdout + done.stderr)
+    fine = {"servers": {}, "people": {"ann": {}, "ben": {}},
+            "elicit": {"approvals": [{"match": {"server": "ci"}, "approvers": ["ann", "ben"], "need": 2}]}}
+    done = make_daemon(home, fine).cli("config", "check")
+    assert done.returncode == 0 and "keeps the one-answer rule" in done.stdout + done.stderr, done.stdout + done.stderr

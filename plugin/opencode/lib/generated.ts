@@ -485,6 +485,8 @@ export type Rendering = {
   questions?: QuestionPrompt[] | null
   /** the question as a dialog of its own draws it (the opencode TUI plugin's): its entries are answered with `form` */
   form: DialogForm
+  /** a question that needs named people's approvals: where they stand ("1 of 2 approved (alice)"), and that only their own links answer it */
+  approvals?: string | null
   /** one line for a terminal where the person works (opencode run's): who asks what, until when, and where to answer it */
   line: string
 }

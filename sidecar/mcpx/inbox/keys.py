@@ -28,6 +28,11 @@ def _derive(key: bytes, purpose: str) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+def person_in(link: str | None) -> str | None:
+    """The approver a link names (unchecked: `InboxKeys.approver_of` checks it), or None for a question's own link."""
+    return link.rpartition(".")[0] or None if link and "." in link else None
+
+
 @dataclass(frozen=True)
 class InboxKeys:
     key: bytes
@@ -52,9 +57,9 @@ class InboxKeys:
 
     def approver_of(self, eid: str, given: str | None) -> str | None:
         """The approver whose link `given` is for question `eid`, or None if it is no approver's link."""
-        if not given or "." not in given:
+        person = person_in(given)
+        if person is None or given is None:
             return None
-        person = given.rpartition(".")[0]
         return person if hmac.compare_digest(given.encode(), self.approver_link(eid, person).encode()) else None
 
     def token_ok(self, given: str | None) -> bool:
