@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from conftest import ask
@@ -169,6 +170,9 @@ async def test_two_of_three_through_their_own_links_the_asker_refused_and_a_link
                                               ("elicit.approval", "bob", True, False),
                                               ("elicit.answered", None, None, False)]
                 assert records[-1]["data"]["approvers"] == ["alice", "bob"]
+                said = d.cli("audit", "--elicit", q["id"]).stdout
+                assert "carol accept: refused — carol asked this question" in said, said
+                assert "alice accept: counted (1 of 2)" in said and "bob accept: counted (2 of 2)" in said
                 assert shown["approvals"]["refused"] == ["carol"]
             assert hook.bad == []
 
@@ -281,3 +285,36 @@ def test_people_approvals_and_secrets_are_checked_at_load(home: Path) -> None:
             "elicit": {"approvals": [{"match": {"server": "ci"}, "approvers": ["ann", "ben"], "need": 2}]}}
     done = make_daemon(home, fine).cli("config", "check")
     assert done.returncode == 0 and "keeps the one-answer rule" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_the_counting_rules_count_each_person_once_and_a_schedule_once() -> None:
+    from mcpx.broker import approvals as rules
+    from mcpx.broker.errors import AlreadyAnswered, Forbidden, InvalidQuestion
+    from mcpx.broker.models import ApprovalRequest, OpenRequest
+    from mcpx.broker.rules import question_of
+
+    q, _ = question_of(OpenRequest(session="s", session_source="fallback", server="mcpx", message="Ship?",
+                                   requested_schema=YES_NO), 1000.0, 3600)
+    req = ApprovalRequest(approvers=["ann", "ben", "cy"], need=2, remind=60, escalate=[(300, ["dee"])], asker="cy")
+    a = rules.start(q, req)
+    assert (a.waiting, a.next_at and a.next_at.timestamp()) == (["ann", "ben"], 1060.0)
+    first = rules.vote(q, a, "ann", "accept")
+    assert first.final is None and first.approvals.by == ["ann"] and first.approvals.status == "1 of 2 approved (ann)"
+    assert isinstance(rules.vote(q, first.approvals, "ann", "accept").refusal, AlreadyAnswered)
+    own = rules.vote(q, first.approvals, "cy", "accept")
+    assert isinstance(own.refusal, Forbidden) and own.recorded and own.approvals.refused == ["cy"]
+    assert isinstance(rules.vote(q, a, "zed", "accept").refusal, Forbidden)
+    assert rules.vote(q, first.approvals, "ben", "accept").final == "accept"
+    assert rules.vote(q, first.approvals, "ben", "decline").final == "decline"
+    # a daemon down from 1050 to 1500: one reminder, not seven; the escalation once; the next reminder ahead
+    step = rules.nudge(a, 1500.0)
+    assert step is not None and step.remind == ["ann", "ben"] and step.escalate == ["dee"]
+    assert step.approvals.waiting == ["ann", "ben", "dee"]
+    assert step.approvals.next_at is not None and step.approvals.next_at.timestamp() == 1540.0
+    assert rules.nudge(step.approvals, 1500.0) is None  # the stored schedule moved on: a second sweep does nothing
+    with pytest.raises(InvalidQuestion, match="not counting cy, who asked"):  # could never be approved
+        rules.start(q, ApprovalRequest(approvers=["cy"], need=1, asker="cy"))
+    form, _ = question_of(OpenRequest(session="s", session_source="fallback", server="mcpx", message="Which?",
+                                      requested_schema={"type": "object", "properties": {"repo": {"type": "string"}}}),
+                          1000.0, 60)
+    assert not rules.yes_no(form)

@@ -103,6 +103,14 @@ def render_event(event: str, data: dict[str, Any]) -> str:
         detail = f"rule {d.get('rule')}: {d.get('action')} — {plain(d.get('because', ''), 120)}"
     elif event == "task.done":
         detail = str(d.get("state", ""))
+    elif event == "elicit.approval":
+        detail = (f"{plain(str(d.get('person')), 64)} {d.get('action')}: "
+                  + (f"refused — {plain(str(d['refused']), 160)}" if "refused" in d
+                     else f"counted ({len(d.get('approved') or [])} of {d.get('need')})"))
+    elif event == "elicit.reminded":
+        sent = [f"reminded {', '.join(d['remind'])}"] if d.get("remind") else []
+        sent += [f"escalated to {', '.join(d['escalate'])}"] if d.get("escalate") else []
+        detail = plain("; ".join(sent), 200)
     return f"{data.get('at', '')}  {event:<17} {eid}  {detail}".rstrip()
 
 

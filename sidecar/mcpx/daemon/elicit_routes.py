@@ -55,8 +55,8 @@ PASSED_LIMIT = 1000  # a session's pending questions read to find the one a hook
 
 _ERR = {
     400: Reply("the request is malformed; the message names what"),
-    403: Reply("wrong session, an agent answering a question that is the person's, or an answer as the person "
-               "from an agent's shell"),
+    403: Reply("wrong session, an agent answering a question that is the person's, an answer as the person "
+               "from an agent's shell, or an accept or decline of a question only its approvers' own links answer"),
     404: Reply("no such question"),
     409: Reply("already answered; the first answer stands"),
     410: Reply("expired or abandoned"),
