@@ -26,7 +26,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from conftest import ask
+from conftest import ask, wait_for
 from harness import PATIENCE, make_daemon, receiving, running
 
 YES_NO = {"type": "object", "properties": {}}
@@ -262,6 +262,26 @@ async def test_two_daemons_on_one_store_send_each_reminder_once(postgres: Any, t
             times = [r["at"] for r in records]
             assert len(set(times)) == len(times)
         assert hook.bad == []
+
+
+async def test_a_secret_whose_variable_is_not_set_fails_the_send_and_never_posts_unsigned(home: Path) -> None:
+    hook = Receiver()
+    async with hook.serving():
+        notify = [{"webhook": f"{hook.base}/unsigned", "secret": "${MCPX_TEST_UNSET_KEY}"},
+                  {"webhook": f"{hook.base}/plain"}]
+        with make_daemon(home, {"servers": {}, "elicit": {"notify": notify}}) as d:
+            async with d.session() as http:
+                await ask(http, ttl="10m")
+                await hook.until(lambda path, b: path == "/plain")  # the other target is sent as usual
+
+                async def failed() -> dict[str, Any] | None:
+                    async with http.get("/v1/health") as r:
+                        stats = [s for s in (await r.json())["notify"] if s["failed"]]
+                    return stats[0] if stats else None
+                stat = await wait_for(failed, what="the failed send, after its retries")
+                assert "MCPX_TEST_UNSET_KEY" in stat["lastError"]
+                assert "is not set" in stat["lastError"]
+            assert not any(path == "/unsigned" for path, _ in hook.got)
 
 
 def test_people_approvals_and_secrets_are_checked_at_load(home: Path) -> None:

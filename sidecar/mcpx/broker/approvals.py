@@ -38,7 +38,7 @@ def content_of(q: Elicitation) -> dict[str, Any] | None:
 
 def rule_for(settings: ElicitSettings, q: Elicitation, asker: str | None) -> ApprovalRequest | None:
     """The first elicit.approvals rule that matches `q`, as a request; None when none does or it cannot apply."""
-    if not yes_no(q):
+    if not settings.approvals or not yes_no(q):
         return None
     for rule in settings.approvals:
         if matches(rule.match, q) is None:
