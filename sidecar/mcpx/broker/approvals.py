@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, InvalidQuestion
-from mcpx.broker.models import Action, ApprovalRequest, Approvals, Elicitation, EscalationStep
+from mcpx.broker.models import Action, ApprovalRequest, Approvals, Elicitation, EscalationStep, rfc3339
 from mcpx.broker.policy import matches
 from mcpx.broker.rules import ts
 from mcpx.config import ElicitSettings
@@ -120,7 +120,7 @@ class Nudge:
     def data(self) -> dict[str, Any]:
         out: dict[str, Any] = {"remind": self.remind, "escalate": self.escalate}
         if self.approvals.next_at is not None:
-            out["nextAt"] = self.approvals.next_at.isoformat()
+            out["nextAt"] = rfc3339(self.approvals.next_at)
         return out
 
 
