@@ -227,9 +227,11 @@ async def test_reminders_and_escalation_arrive_on_time_and_go_on_after_a_restart
                 shown, answer = await question(http, q["id"])
                 assert answer is not None and answer["by"] == "person:dave"
                 reminded = await audit(http, q["id"], "elicit.reminded")
-            # every reminder the log holds reached alice once, and each came from one record
-            assert len([b for p, b in hook.got if p == "/alice" and b["why"] == "reminder"]) == len(
-                [r for r in reminded if "alice" in r["data"]["remind"]])
+            # every reminder the log holds reached alice once, and each came from one record (the last one's send may
+            # still be on its way as dave approved; none is ever sent twice, across the restart too)
+            sent = len([b for p, b in hook.got if p == "/alice" and b["why"] == "reminder"])
+            logged = len([r for r in reminded if "alice" in r["data"]["remind"]])
+            assert logged - 1 <= sent <= logged and sent >= 1
             assert len([r for r in reminded if r["data"]["escalate"]]) == 1
         assert hook.bad == []
 
