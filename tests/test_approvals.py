@@ -183,11 +183,15 @@ async def test_any_approvers_decline_declines_and_elicit_ask_exits_by_it(home: P
         with make_daemon(home, {"servers": {}, "people": people(hook, ntfy)},
                          extra_env={"CAROL_KEY": "carol-key"}) as d:
             asking = d.cli_bg("elicit", "ask", "-m", "Drop the staging database?", "--schema", json.dumps(YES_NO),
-                              "--approvers", "alice,dave", "--need", "2", "--ttl", "10m",
+                              "--approvers", "alice,dave", "--need", "2", "--ttl", "10m", "--escalate", "5m:bob",
                               env={"MCPX_PERSON": "carol"})
             try:
                 [to_dave] = await hook.until(lambda path, b: path == "/dave")
                 await hook.until(lambda path, b: path == "/alice")
+                async with d.session() as http:
+                    shown, _ = await question(http, to_dave["id"])
+                a = shown["approvals"]
+                assert (a["asker"], a["need"], [s["to"] for s in a["escalate"]]) == ("carol", 2, [["bob"]])
                 status, _ = await perform(to_dave["actions"][1])  # dave declines: it is declined at once
                 assert status == 200
                 out, err = await asyncio.wait_for(asyncio.to_thread(asking.communicate), PATIENCE)

@@ -108,6 +108,8 @@ export type AskBody = {
   need?: number | null
   /** approvers who have not answered are notified again this often: seconds, or a duration like '10m' */
   remind?: number | string | null
+  /** steps: after each one's `after`, its `to` people are notified and become approvers */
+  escalate?: EscalateBody[] | null
   /** who asks (MCPX_PERSON): their own approval never counts */
   from?: string | null
 }
@@ -259,6 +261,13 @@ export type ErrorDetail = {
   /** per-field problems of an answer */
   fields?: Record<string, string> | null
   [key: string]: unknown
+}
+
+export type EscalateBody = {
+  /** how long after the question opened: seconds, or a duration like '30m' */
+  after: number | string
+  /** people notified then, who become approvers */
+  to: string[]
 }
 
 export type EscalationStep = {

@@ -84,6 +84,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                                          "their own link (docs/approvals.md)")
     p.add_argument("--need", type=int, help="how many distinct approvals accept it (default 1)")
     p.add_argument("--remind", help="notify approvers who have not answered again this often, e.g. 10m")
+    p.add_argument("--escalate", action="append", metavar="AFTER:NAME,…", help="after AFTER (e.g. 30m) from its "
+                                                                               "opening, notify these people too, "
+                                                                               "as approvers; repeatable")
     p.add_argument("--from", dest="asker", metavar="NAME", help="who asks (default $MCPX_PERSON): their own "
                                                                 "approval never counts")
     add_json_flag(p)
@@ -284,6 +287,13 @@ async def ask_cmd(args: argparse.Namespace) -> int:
             body[key] = getattr(args, key)
     if args.approvers:
         body["approvers"] = [p.strip() for p in args.approvers.split(",") if p.strip()]
+    for step in args.escalate or []:
+        after, colon, names = step.partition(":")
+        if not colon or not after.strip() or not names.strip():
+            print(f"mcpx: --escalate {step!r}: write AFTER:NAME,… (e.g. 30m:dave,erin)", file=sys.stderr)
+            return 2
+        body.setdefault("escalate", []).append(
+            {"after": after.strip(), "to": [p.strip() for p in names.split(",") if p.strip()]})
     if asker := args.asker or os.environ.get("MCPX_PERSON"):
         body["from"] = asker
     async with DaemonClient() as client:

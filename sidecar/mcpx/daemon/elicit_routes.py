@@ -154,24 +154,32 @@ def _approvals(call: Call, body: AskBody) -> ApprovalRequest | None:
     """The approvals an ask names, checked against the config's people; None when it names none (an
     elicit.approvals rule may still ask for some)."""
     if body.approvers is None:
-        if body.need is not None or body.remind is not None:
-            raise RouteError(400, "bad_body", "invalid body: need and remind go with approvers",
+        if body.need is not None or body.remind is not None or body.escalate is not None:
+            raise RouteError(400, "bad_body", "invalid body: need, remind and escalate go with approvers",
                              fields={"approvers": "missing"})
         return None
     people = call.app[CONFIG].config.people
-    unknown = [p for p in body.approvers if p not in people]
+    steps = body.escalate or []
+    unknown = [p for p in [*body.approvers, *(p for step in steps for p in step.to)] if p not in people]
     if unknown:
         raise RouteError(400, "bad_body", f"invalid body: approvers: {', '.join(unknown)} not in the config's people "
                          f"(known: {', '.join(sorted(people)) or 'nobody'}; docs/approvals.md)",
                          fields={"approvers": "unknown people"})
-    try:
-        remind = parse_duration(body.remind) if body.remind is not None else None
-    except ValueError as exc:
-        raise RouteError(400, "bad_body", f"invalid body: remind: {exc}", fields={"remind": str(exc)}) from None
-    if remind is not None and remind <= 0:
-        raise RouteError(400, "bad_body", "invalid body: remind must be more than 0", fields={"remind": "not > 0"})
-    return ApprovalRequest(approvers=body.approvers, need=body.need or 1, remind=remind,
+    remind = _positive("remind", body.remind) if body.remind is not None else None
+    escalate = [(_positive(f"escalate[{i}].after", step.after), step.to) for i, step in enumerate(steps)]
+    return ApprovalRequest(approvers=body.approvers, need=body.need or 1, remind=remind, escalate=escalate,
                            asker=body.from_ or call.app[BROKER].asker())
+
+
+def _positive(name: str, value: float | str) -> float:
+    """A duration of the body (seconds, or '10m'): more than 0, else a 400 naming it."""
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise RouteError(400, "bad_body", f"invalid body: {name}: {exc}", fields={name: str(exc)}) from None
+    if seconds <= 0:
+        raise RouteError(400, "bad_body", f"invalid body: {name} must be more than 0", fields={name: "not > 0"})
+    return seconds
 
 
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,
