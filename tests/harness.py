@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
@@ -401,6 +401,15 @@ async def serving(app: web.Application, shutdown_timeout: float = 60.0) -> Async
         yield int(server.sockets[0].getsockname()[1])
     finally:
         await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def receiving(handle: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> AsyncIterator[str]:
+    """A local receiver of POSTs to any path (a webhook, an ntfy server) for the block: its base address."""
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", handle)
+    async with serving(app, shutdown_timeout=0.5) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def make_daemon(home: Path, config: dict[str, Any] | None = None, listen: str | None = None,

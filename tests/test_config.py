@@ -139,7 +139,7 @@ def test_check_suggests_the_key_an_unknown_one_is_likely_a_misspelling_of(home: 
                  "elicit.tll: unknown key; did you mean 'ttl'?",
                  "elicit.rules[0].match.servr: unknown key; did you mean 'server'?",
                  "plugn: unknown key; did you mean 'plugin'?",
-                 "zzz: unknown key (the keys here: $schema, elicit, mcp, mcpServers, plugin, servers, store, "
+                 "zzz: unknown key (the keys here: $schema, elicit, mcp, mcpServers, people, plugin, servers, store, "
                  "storeLease)"]:
         assert f"{d.config}: {line}" in out.stderr, out.stderr
     assert "needs either" not in out.stderr and "Extra inputs" not in out.stderr  # the misspelt command says it all

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import UnionType
@@ -36,6 +36,7 @@ PluginLevel = Literal["off", "notify", "ask", "auto"]
 # However small a server's `timeout`, its start may take this long: a Python server importing the SDK
 # needs seconds on a busy 2-core machine, and a call timeout of 2 s is not meant to forbid that.
 START_FLOOR = 10.0
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class _Model(BaseModel):
@@ -209,6 +210,8 @@ class NotifyTarget(_Model):
     ntfy: str | None = Field(default=None, description="an ntfy topic's URL: ntfy's publish format, the link as its "
                              "click action")
     desktop: bool | None = Field(default=None, description="true: this machine's desktop notification")
+    secret: str | None = Field(default=None, description="a webhook's signing key, a value or ${NAME} (the daemon's "
+                               "environment): each POST carries X-Mcpx-Signature: sha256=<hex HMAC-SHA256 of the body>")
     audience: list[Audience] | None = None
     server: str | None = None
     session: str | None = None
@@ -229,7 +232,26 @@ class NotifyTarget(_Model):
         url = self.webhook or self.ntfy
         if url is not None and not re.match(r"https?://[^/\s]+", url):
             raise ValueError(f"{kinds[0]}: {shown_url(url)!r} is not an http(s) URL")
+        if self.secret is not None:
+            if self.webhook is None:
+                raise ValueError("secret signs a webhook's POSTs: it goes only with webhook")
+            if not self.secret or ("${" in self.secret and not _ENV_REF.fullmatch(self.secret)):
+                raise ValueError("secret must be a non-empty value, or ${NAME} for the daemon's variable NAME")
         return self
+
+    def signing_key(self, environ: Mapping[str, str] = os.environ) -> bytes | None:
+        """The webhook's signing key as it is now (a `${NAME}` read at each send, so a rotated variable needs only a
+        restart of nothing but the daemon); None without a secret. A `${NAME}` that is not set is an error: a POST
+        is never sent unsigned when a signature was asked for."""
+        if self.secret is None:
+            return None
+        ref = _ENV_REF.fullmatch(self.secret)
+        if ref is None:
+            return self.secret.encode()
+        value = environ.get(ref.group(1))
+        if not value:
+            raise ValueError(f"the webhook's secret ${{{ref.group(1)}}} is not set in the daemon's environment")
+        return value.encode()
 
     @property
     def kind(self) -> str:
@@ -251,6 +273,55 @@ class NotifyTarget(_Model):
                 and self.session in (None, session))
 
 
+PERSON = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+class Person(_Model):
+    """Someone who may be asked by name (an approver): where their notifications go, and which user@host they
+    are on a team's daemons (so a question their daemon raises never counts their own approval)."""
+
+    notify: list[NotifyTarget] = Field(default=[], description="where this person's notifications go")
+    users: list[str] = Field(default=[], description="user@host of this person's daemons on a shared store")
+
+    @model_validator(mode="after")
+    def _users_shape(self) -> Person:
+        for user in self.users:
+            if not re.fullmatch(r"[^@\s]+@[^@\s]+", user):
+                raise ValueError(f"users: {user!r} is not user@host")
+        return self
+
+
+class EscalateStep(_Model):
+    after: Seconds = Field(description="how long after the question opened")
+    to: list[str] = Field(min_length=1, description="people notified then, who become approvers")
+
+
+class ApprovalRule(_Model):
+    """Questions that need named people's approval (docs/approvals.md): `need` distinct accepts of `approvers`."""
+
+    id: str | None = None
+    match: RuleMatch
+    approvers: list[str] = Field(min_length=1)
+    need: int = Field(default=1, ge=1, le=100)
+    remind: Seconds | None = Field(default=None, description="approvers who have not answered are notified again "
+                                   "this often")
+    escalate: list[EscalateStep] = []
+
+    @model_validator(mode="after")
+    def _reachable(self) -> ApprovalRule:
+        if self.match.is_empty():
+            raise ValueError("has an empty match; an approval rule must name at least one of server, tool, field, "
+                             "mode, message or audience")
+        if self.remind is not None and self.remind <= 0:
+            raise ValueError("remind must be more than 0")
+        if len(set(self.approvers)) != len(self.approvers):
+            raise ValueError("approvers names someone twice")
+        everyone = set(self.approvers) | {p for step in self.escalate for p in step.to}
+        if self.need > len(everyone):
+            raise ValueError(f"need is {self.need}, but only {len(everyone)} people could approve")
+        return self
+
+
 class ElicitSettings(_Model):
     ttl: Seconds = 120.0
     mode: ElicitMode = "ask"
@@ -260,9 +331,14 @@ class ElicitSettings(_Model):
     grace: Seconds = Field(default=2.0, description="how long a tool call waits for an answer before returning early")
     max_rounds: int = Field(default=8, ge=1, le=100, description="input_required rounds before a call gives up")
     notify: list[NotifyTarget] = Field(default=[], description="where news of each question goes as it opens")
+    approvals: list[ApprovalRule] = Field(default=[], description="questions that need named people's approval, "
+                                          "N of M (docs/approvals.md)")
 
     @model_validator(mode="after")
     def _rule_ids(self) -> ElicitSettings:
+        for index, approval in enumerate(self.approvals):
+            if approval.id is None:
+                approval.id = f"approval-{index}"
         seen: set[str] = set()
         for index, rule in enumerate(self.rules):
             if rule.id is None:
@@ -282,6 +358,7 @@ class Config(_Model):
     servers: dict[str, ServerConfig] = {}
     elicit: ElicitSettings = ElicitSettings()
     plugin: PluginSettings = PluginSettings()
+    people: dict[str, Person] = Field(default={}, description="people asked by name: approvers (docs/approvals.md)")
     store: str | None = Field(default=None, description="postgresql://USER@HOST:PORT/DB: the database a team's "
                               "daemons share (docs/teams.md); unset, the SQLite file in the state directory. "
                               "MCPX_STORE wins. Read at start-up.")
@@ -295,6 +372,27 @@ class Config(_Model):
             raise ValueError(f"store must be a postgresql://USER@HOST:PORT/DB url, not {shown_url(self.store)!r} "
                              "(leave it out for the SQLite file in the state directory)")
         return self
+
+    @model_validator(mode="after")
+    def _people_known(self) -> Config:
+        for name in self.people:
+            if not PERSON.fullmatch(name):
+                raise ValueError(f"people: {name!r} is not a name mcpx takes (letters, digits, '_' or '-', "
+                                 "at most 64, starting with a letter or digit)")
+        for index, rule in enumerate(self.elicit.approvals):
+            named = [*rule.approvers, *(p for step in rule.escalate for p in step.to)]
+            unknown = sorted({p for p in named if p not in self.people})
+            if unknown:
+                raise ValueError(f"elicit.approvals[{index}] names {', '.join(map(repr, unknown))}, not in people "
+                                 f"(known: {', '.join(sorted(self.people)) or 'nobody'})")
+        return self
+
+    def person_of(self, user: str, host: str) -> str | None:
+        """The person whose `users` names user@host (a team daemon's own), if any."""
+        for name, person in self.people.items():
+            if f"{user}@{host}" in person.users:
+                return name
+        return None
 
     @model_validator(mode="before")
     @classmethod
@@ -552,6 +650,11 @@ def config_warnings(config: Config, origin: str) -> list[Problem]:
             out.append(Problem(origin, f"servers.{name}.timeout", f"{entry.timeout:g}s is under the {START_FLOOR:g}s "
                                f"minimum for a start: its calls time out after {entry.timeout:g}s, but its start "
                                f"(process and handshake) may take {START_FLOOR:g}s"))
+    for index, rule in enumerate(config.elicit.approvals):
+        if rule.match.mode != "url":
+            out.append(Problem(origin, f"elicit.approvals[{index}]", "approvals apply to yes/no confirmations (a "
+                               "form with no fields or one yes/no) and url consent: a form question with other "
+                               "fields that this rule matches keeps the one-answer rule"))
     return out
 
 

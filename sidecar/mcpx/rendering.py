@@ -117,6 +117,8 @@ class Rendering(WireModel):
                                                    "exact arguments; its replies are answered with `replies`")
     form: DialogForm = Field(description="the question as a dialog of its own draws it (the opencode TUI plugin's): "
                              "its entries are answered with `form`")
+    approvals: str | None = Field(default=None, description="a question that needs named people's approvals: where "
+                                  "they stand (\"1 of 2 approved (alice)\"), and that only their own links answer it")
     line: str = Field(description="one line for a terminal where the person works (opencode run's): who asks what, "
                       "until when, and where to answer it")
 
@@ -126,11 +128,23 @@ def where_to_answer(doc: dict[str, Any], page: str | None) -> list[str]:
     return [f"from a terminal: {respond_with(doc)}", *([f"or in the web inbox: {page}"] if page else [])]
 
 
+def approvals_text(q: Elicitation) -> str | None:
+    """Where a question's approvals stand, and who answers it: the one sentence every client shows."""
+    a = q.approvals
+    if a is None:
+        return None
+    waiting = f"; waiting for {', '.join(a.waiting)}" if a.waiting and q.state == "pending" else ""
+    return (f"{a.status}{waiting}. It needs {a.need} approval{'s' if a.need != 1 else ''} from named people, each "
+            "through their own link (sent to them)")
+
+
 def _toast(q: Elicitation, doc: dict[str, Any], waiting: int, page: str | None) -> Toast:
     count = max(1, waiting)
     asks = f"{plain(q.server, 100)} (via mcpx) asks: {quoted(q.message, 300)}"
     if q.mode == "url":
         asks += f" — open {plain(q.url or '', 300)}"
+    if (approvals := approvals_text(q)) is not None:
+        asks += f"\n{approvals}"
     # each command and address on a line of its own: a toast wraps at its width (54 columns in opencode's TUI), and
     # there a break after "from a terminal:" could fall inside the id, at its hyphen
     lines = [asks, f"answer by {clock(q.expires_at)} ({q.id})", "from a terminal:", respond_with(doc),
@@ -149,6 +163,8 @@ def _line(q: Elicitation, doc: dict[str, Any], page: str | None) -> str:
     asks = f"{plain(q.server, 100)} (via mcpx) asks you: {quoted(q.message, 300)}"
     if q.mode == "url":
         asks += f" — open {plain(q.url or '', 300)}"
+    if (approvals := approvals_text(q)) is not None:
+        return f"mcpx: {asks} — by {clock(q.expires_at)} ({q.id}): {approvals}"
     return f"mcpx: {asks} — answer by {clock(q.expires_at)} ({q.id}) {'; '.join(where_to_answer(doc, page))}"
 
 
@@ -257,6 +273,8 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
     ask_now = (f"  Put it to the person now: call {ask_call} — it opens opencode's dialog for them. "
                "Do not answer it yourself and do not guess their answer.")
     waits = f"Tell the person it waits; they answer {_answer_at(terminal, page)}"
+    if (approvals := approvals_text(q)) is not None:
+        waits = f"Tell the person it waits for approvals: {approvals}."
     collect = f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None
     prompts = question_prompts(q) if dialog == "question" else None
     r = Rendering(
@@ -282,6 +300,7 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
         form=dialog_form(q),
         line=_line(q, doc, page),
         withheld=withheld_text(q.id),
+        approvals=approvals,
     )
     if q.audience == "human":
         r.person = Texts(notify=_for_person(doc, dialog, "notify", r, shown_at, shown_in),

@@ -3,6 +3,7 @@ URL and its domain, never open it without consent)."""
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -31,3 +32,17 @@ def url_facts(url: str) -> UrlFacts:
     if not host.isascii():
         return UrlFacts(url, host, "the domain has non-ASCII letters and may imitate another")
     return UrlFacts(url, host, None)
+
+
+def reachable_elsewhere(url: str) -> bool:
+    """Whether another device could open `url`: not when its host is this machine's loopback."""
+    host = urlsplit(url).hostname or ""
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host not in ("localhost", "localhost.localdomain") and not host.endswith(".localhost")
+
+
+LOOPBACK_NOTE = ("This address is on this machine's loopback: another device (your phone) cannot open it. Serve the "
+                 "inbox where it can — `mcpx daemon restart --listen 0.0.0.0:7878` on a network you trust, or a "
+                 "tunnel to the inbox's port (ssh -R, Tailscale; docs/inbox.md) — then ask for the link again.")

@@ -151,7 +151,7 @@ export class Desk {
       if (e instanceof NoDaemon) return // the stream's (re)connect calls resync
       throw e
     }
-    for (const q of pending) if (q.session === session && q.audience === "human") this.take(q)
+    for (const q of pending) if (q.session === session && forDialog(q)) this.take(q)
     this.changed()
   }
 
@@ -159,7 +159,7 @@ export class Desk {
     const r = await this.daemon.question(id, this.prefix)
     if (r.status !== 200) return
     const q = r.body.elicitation
-    if (q.state !== "pending" || q.audience !== "human") return
+    if (q.state !== "pending" || !forDialog(q)) return
     this.take(q)
     this.screen.badge(this.waiting.size)
     if (present) await this.present(false)
@@ -314,4 +314,10 @@ export class Desk {
     if (r.status !== 200) return `Not opened: ${problem(r).message}`
     return this.screen.openUrl(url)
   }
+}
+
+/** A question this dialog can answer: the person's, unless only named approvers' own links answer it (the toast
+ * says where its approvals stand; an answer from here would be refused). */
+function forDialog(q: Question): boolean {
+  return q.audience === "human" && !q.approvals
 }

@@ -35,6 +35,8 @@ export type Answer = {
   host?: string | null
   answeredAfterMs: number
   reason?: string | null
+  /** a question that needed approvals: every approver who counted */
+  approvers?: string[] | null
 }
 
 export type AnswerBody = {
@@ -58,6 +60,33 @@ export type AnswerResult = {
   escalated?: boolean
 }
 
+/**
+ * A question that needs named people's approval: `need` distinct accepts of its approvers, each through their
+ * own link; any approver's decline declines it (docs/approvals.md). Counted in broker/approvals.py alone.
+ */
+export type Approvals = {
+  need: number
+  /** who approved, in order */
+  by?: string[]
+  /** approvers who have not answered */
+  waiting?: string[]
+  /** who tried to approve and may not (the asker) */
+  refused?: string[]
+  /** who asked: their approval never counts */
+  asker?: string | null
+  /** seconds between reminders to those waiting */
+  remind?: number | null
+  escalate?: EscalationStep[]
+  /** when the next reminder is due */
+  remindAt?: string | null
+  /** when the next reminder or escalation is due */
+  nextAt?: string | null
+  /** the elicit.approvals rule that asked for it, if one did */
+  rule?: string | null
+  /** Where they stand, in the words every client shows: "1 of 2 approved (alice)". */
+  status: string
+}
+
 /** POST /v1/elicit: the params of elicitation/create, plus who owns it and how long it lives. */
 export type AskBody = {
   message: string
@@ -73,6 +102,16 @@ export type AskBody = {
   /** who is asking; defaults to 'mcpx' */
   server?: string | null
   tool?: string | null
+  /** people of the config whose approval it needs, each through their own link (docs/approvals.md) */
+  approvers?: string[] | null
+  /** how many distinct approvals accept it (default 1) */
+  need?: number | null
+  /** approvers who have not answered are notified again this often: seconds, or a duration like '10m' */
+  remind?: number | string | null
+  /** steps: after each one's `after`, its `to` people are notified and become approvers */
+  escalate?: EscalateBody[] | null
+  /** who asks (MCPX_PERSON): their own approval never counts */
+  from?: string | null
 }
 
 /** What the opencode plugin's own tool (mcpx_ask_person) answers the agent, where the question decides it. */
@@ -103,7 +142,7 @@ export type AuditRecord = {
   /** monotonic; the SSE event id */
   seq: number
   at: string
-  kind: "elicit.open" | "elicit.answered" | "elicit.expired" | "elicit.abandoned" | "elicit.escalated" | "elicit.resumed" | "elicit.consent" | "elicit.shown" | "policy.fired" | "task.done"
+  kind: "elicit.open" | "elicit.answered" | "elicit.expired" | "elicit.abandoned" | "elicit.escalated" | "elicit.resumed" | "elicit.consent" | "elicit.shown" | "elicit.approval" | "elicit.reminded" | "policy.fired" | "task.done"
   elicit?: string | null
   session?: string | null
   trace?: string | null
@@ -197,6 +236,8 @@ export type Elicitation = {
   ambiguous?: boolean
   /** credential fields: their values are never stored or shown, only [redacted] */
   secretFields?: string[]
+  /** named people's approvals it needs, and where they stand */
+  approvals?: Approvals | null
   secondsLeft: number
 }
 
@@ -228,6 +269,20 @@ export type ErrorDetail = {
   /** per-field problems of an answer */
   fields?: Record<string, string> | null
   [key: string]: unknown
+}
+
+export type EscalateBody = {
+  /** how long after the question opened: seconds, or a duration like '30m' */
+  after: number | string
+  /** people notified then, who become approvers */
+  to: string[]
+}
+
+export type EscalationStep = {
+  /** when its people are notified and become approvers */
+  at: string
+  to: string[]
+  done?: boolean
 }
 
 export type FormField = {
@@ -447,6 +502,8 @@ export type Rendering = {
   questions?: QuestionPrompt[] | null
   /** the question as a dialog of its own draws it (the opencode TUI plugin's): its entries are answered with `form` */
   form: DialogForm
+  /** a question that needs named people's approvals: where they stand ("1 of 2 approved (alice)"), and that only their own links answer it */
+  approvals?: string | null
   /** one line for a terminal where the person works (opencode run's): who asks what, until when, and where to answer it */
   line: string
 }

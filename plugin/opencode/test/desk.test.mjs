@@ -12,7 +12,7 @@ import { SCHEMAS, eventually, startDaemon } from "./helpers.mjs"
 
 let d
 before(async () => {
-  d = await startDaemon()
+  d = await startDaemon({ servers: {}, people: { ann: {}, ben: {} } }) // approvers, for the approvals' test
 })
 after(async () => {
   stopFollowing()
@@ -105,6 +105,16 @@ test("the agent's questions and other opencodes' sessions never reach the dialog
   await d.ask({ session: "ses_d2", message: "Which color?", requestedSchema: SCHEMAS.color }) // fixed choices: the agent's
   await confirm("ses_elsewhere")
   const mine = await confirm("ses_d2")
+  await eventually(() => screen.open, "the dialog")
+  assert.deepEqual(screen.shown, [mine.id])
+  await desk.idle()
+})
+
+test("a question only its approvers' own links answer never opens the dialog (an answer from it would be refused)", async () => {
+  const { desk, screen } = desk_("ses_d9")
+  const approval = await d.ask({ session: "ses_d9", message: "Deploy?", requestedSchema: { type: "object", properties: {} }, approvers: ["ann", "ben"], need: 2 })
+  assert.equal(approval.approvals.status, "0 of 2 approved")
+  const mine = await confirm("ses_d9")
   await eventually(() => screen.open, "the dialog")
   assert.deepEqual(screen.shown, [mine.id])
   await desk.idle()

@@ -20,10 +20,11 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
 from typing import Any, Protocol
 
 from mcpx import wirejson
-from mcpx.broker import policy, rules
+from mcpx.broker import approvals, policy, rules
 from mcpx.broker.documents import task_row
 from mcpx.broker.errors import InvalidContent
 from mcpx.broker.errors import (
@@ -81,6 +82,7 @@ class Broker:
         self._writes = Writes(store, self.pid, self._me)
         self._waiters = Waiters(solo=self._me is None)
         self._sweeper = Sweeper(self._expire)
+        self._nudges = Sweeper(self._nudge)  # approvals' reminders and escalations, swept like deadlines
         self._team = Team(store, self._writes, self._waiters, self._sweeper, self._in_background)
         # questions whose own client is asked before their commit is queued (open's `committing`): an answer to one
         # waits here until it is queued, so that it commits behind it whatever the loop runs first
@@ -101,11 +103,27 @@ class Broker:
             self._waiters.future_for(eid)
         self._sweeper.fill(deadlines)
         self._sweeper.start()
+        for _, eid in deadlines:  # a restart goes on with the approvals' schedule the store holds
+            entry = self._pending.get(eid)
+            # parsed only if it has approvals: a start with thousands pending reads no more than it did
+            has = entry is not None and b'"approvals":{' in entry.head
+            due = approvals.due_at(entry.question().approvals) if entry is not None and has else None
+            if due is not None:
+                self._nudges.due(due, eid)
+
+    def start_reminders(self) -> None:
+        """Sweep the approvals' reminders and escalations: once whoever sends them (the notifier) follows the bus,
+        since a reminder due while the daemon was down is written at once."""
+        self._nudges.start()
+
+    async def stop_reminders(self) -> None:
+        await self._nudges.stop()
 
     async def stop(self) -> None:
         for task in list(self._settling):
             task.cancel()
         await self._sweeper.stop()
+        await self._nudges.stop()
 
     def _in_background(self, work: Coroutine[Any, Any, Any], name: str) -> None:
         """Work of the broker's own that nobody awaits: held until done (the loop keeps only weak references),
@@ -131,6 +149,10 @@ class Broker:
             self.bus.publish(record)
             if not ours:
                 self._team.heard(record)
+                if record.kind == "elicit.open" and record.elicit and "approvalsDue" in record.data:
+                    # a team-mate's question that needs approvals: this daemon sweeps its schedule too (the
+                    # store says which sweep does each reminder: broker/approvals.py's nudge)
+                    self._nudges.due(datetime.fromisoformat(record.data["approvalsDue"]).timestamp(), record.elicit)
 
     # ---- open
 
@@ -153,7 +175,13 @@ class Broker:
         now = time.time()
         ttl = req.ttl if req.ttl is not None else self._settings.config.ttl_for(req.server)
         q, decided = rules.question_of(req, now, ttl)
-        decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
+        wanted = req.approvals or approvals.rule_for(self._settings.config.elicit, q, req.asker or self.asker())
+        decision: policy.Decision | None = None
+        if wanted is not None:
+            # named people's approvals are the answer: no rule answers for them
+            q = q.model_copy(update={"approvals": approvals.start(q, wanted)})
+        else:
+            decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
         stored_task = task(q, decision is None) if task is not None else None
         unit = self._writes.opening(q, decided, decision, stored_task, req.pid, now)
         waiters = self._waiters
@@ -197,6 +225,8 @@ class Broker:
             fut.set_exception(ended)
         else:
             self._sweeper.due(q.expires_at.timestamp(), q.id)
+            if (due := approvals.due_at(q.approvals)) is not None:
+                self._nudges.due(due, q.id)
         # the subscribers were woken by the commit before this was (broker/commits.py): the news of a question
         # goes out before the reply to whoever opened it
         if mine is None:
@@ -260,7 +290,7 @@ class Broker:
         never did): docs/architecture.md, "What is written when"."""
         if now >= q.expires_at.timestamp() or rules.escalates(q, action, by):
             return None
-        refusal = rules.refusal(q, by, session, action)
+        refusal = rules.refusal(q, by, session, action) or rules.approvers_only(q, action)
         if refusal is not None:
             raise refusal
         clean = rules.checked_content(q, action, content)
@@ -286,6 +316,37 @@ class Broker:
         why = f"its answer reached the server but could not be stored: {exc}"
         log.error("%s: %s", eid, why)
         self._in_background(self.abandon(eid, why), f"mcpx-abandon-{eid}")
+
+    def asker(self) -> str | None:
+        """Who a question this daemon raises on its own comes from, as a person of the config: MCPX_PERSON of the
+        daemon, or on a team store the person whose `users` names this daemon's user@host."""
+        if person := os.environ.get("MCPX_PERSON"):
+            return person
+        return self._settings.config.person_of(self._me.user, self._me.host) if self._me is not None else None
+
+    async def approve(self, eid: str, person: str, action: Action,
+                      reason: str | None = None) -> tuple[Elicitation, Answer | None]:
+        """`person`'s accept or decline through their own link: counted once (broker/approvals.py). The question as
+        it now stands, and its answer if this decided it; the refusal raised (a self-approval's is recorded)."""
+        valid_id(eid)
+        unit = self._writes.approving(eid, person, action, reason, time.time())
+        try:
+            outcome = await self._writes.write((eid,), unit)
+        finally:
+            self._writes.forget(eid)
+        for reached in (outcome.expired, outcome.answer):
+            if reached is not None:
+                self._waiters.wake(eid, reached)
+        return outcome.settled(), outcome.answer
+
+    async def _nudge(self, due: list[str], now: float) -> int:
+        """The nudge sweeper's work: reminders and escalations due, written (once, whichever daemon comes first),
+        and each question's next time put back on the heap."""
+        done = await self._writes.write(due, self._writes.nudging(due, now))
+        for eid, at in done:
+            if at is not None:
+                self._nudges.due(at, eid)
+        return len(done)
 
     # ---- expiry and abandonment
 

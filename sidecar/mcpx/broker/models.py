@@ -33,6 +33,8 @@ AuditKind = Literal[
     "elicit.resumed",
     "elicit.consent",  # a person's yes or no to opening a url-mode question's page (the web inbox, a dialog)
     "elicit.shown",  # a client put the question in front of the person (the opencode TUI plugin's dialog)
+    "elicit.approval",  # an approver's accept or decline through their own link, counted or refused
+    "elicit.reminded",  # approvers who have not answered were notified again, or the question escalated to more
     "policy.fired",
     "task.done",
 ]
@@ -67,6 +69,43 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+class EscalationStep(WireModel):
+    at: datetime = Field(description="when its people are notified and become approvers")
+    to: list[str]
+    done: bool = False
+
+
+class Approvals(WireModel):
+    """A question that needs named people's approval: `need` distinct accepts of its approvers, each through their
+    own link; any approver's decline declines it (docs/approvals.md). Counted in broker/approvals.py alone."""
+
+    need: int = Field(ge=1)
+    by: list[str] = Field(default_factory=list, description="who approved, in order")
+    waiting: list[str] = Field(default_factory=list, description="approvers who have not answered")
+    refused: list[str] = Field(default_factory=list, description="who tried to approve and may not (the asker)")
+    asker: str | None = Field(default=None, description="who asked: their approval never counts")
+    remind: float | None = Field(default=None, description="seconds between reminders to those waiting")
+    escalate: list[EscalationStep] = Field(default_factory=list)
+    remind_at: datetime | None = Field(default=None, description="when the next reminder is due")
+    next_at: datetime | None = Field(default=None, description="when the next reminder or escalation is due")
+    rule: str | None = Field(default=None, description="the elicit.approvals rule that asked for it, if one did")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _status_on_read(cls, data: Any) -> Any:
+        """`status` is computed from the rest when shown; a document read back is never believed on it."""
+        if isinstance(data, dict) and "status" in data:
+            data = {k: v for k, v in data.items() if k != "status"}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def status(self) -> str:
+        """Where they stand, in the words every client shows: "1 of 2 approved (alice)"."""
+        who = f" ({', '.join(self.by)})" if self.by else ""
+        return f"{len(self.by)} of {self.need} approved{who}"
+
+
 class Elicitation(WireModel):
     """A question: who asks, what, for whom, until when, and where it stands."""
 
@@ -93,6 +132,8 @@ class Elicitation(WireModel):
     ambiguous: bool = Field(default=False, description="the call that raised it could not be told for certain")
     secret_fields: list[str] = Field(default_factory=list, description="credential fields: their values are never "
                                      "stored or shown, only [redacted]")
+    approvals: Approvals | None = Field(default=None, description="named people's approvals it needs, and where "
+                                        "they stand")
     # its requestedSchema as fields, read at most once per object (copies made with model_copy keep it): the answer's
     # check and every renderer read the same question's form
     _form: FlatSchema | None = PrivateAttr(default=None)
@@ -194,6 +235,8 @@ class Answer(WireModel):
     host: str | None = Field(default=None, description="a shared store: that daemon's host")
     answered_after_ms: int
     reason: str | None = None
+    approvers: list[str] | None = Field(default=None, description="a question that needed approvals: every "
+                                        "approver who counted")
 
 
 class AuditRecord(WireModel):
@@ -278,6 +321,17 @@ class StoredTask(TaskDoc):
         return TaskDoc.model_validate({name: getattr(self, name) for name in TaskDoc.model_fields})
 
 
+class ApprovalRequest(WireModel):
+    """What an asker (or an elicit.approvals rule) asks of approvals; durations in seconds."""
+
+    approvers: list[str] = Field(min_length=1)
+    need: int = Field(default=1, ge=1, le=100)
+    remind: float | None = Field(default=None, gt=0)
+    escalate: list[tuple[float, list[str]]] = Field(default_factory=list, description="(after, to) steps")
+    asker: str | None = None
+    rule: str | None = None
+
+
 class OpenRequest(WireModel):
     """What an asker supplies to open a question; the broker fills the rest."""
 
@@ -296,6 +350,9 @@ class OpenRequest(WireModel):
     ttl: float | None = Field(default=None, gt=0, le=7 * 86400)
     audience: Audience | None = Field(default=None, description="a floor: routing may only make it more human")
     meta: dict[str, Any] | None = Field(default=None, description="the asker's _meta, for routing hints")
+    approvals: ApprovalRequest | None = Field(default=None, description="named people's approvals it needs")
+    asker: str | None = Field(default=None, description="who asks, as a person of the config (MCPX_PERSON): their "
+                              "approval never counts")
     pid: int | None = None
     ambiguous: bool = False
     policy_mode: Literal["ask", "auto", "decline", "error"] | None = Field(

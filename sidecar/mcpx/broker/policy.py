@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpx.broker.models import Action, Answerer, Elicitation
-from mcpx.config import ElicitSettings, Rule
+from mcpx.config import ElicitSettings, Rule, RuleMatch
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,8 @@ class RuleCheck:
     why: str
 
 
-def _matches(rule: Rule, q: Elicitation) -> str | None:
-    """None when the rule matches the question, else why not."""
-    m = rule.match
+def matches(m: RuleMatch, q: Elicitation) -> str | None:
+    """None when a rule's match (a policy rule's, an approval rule's) fits the question, else why not."""
     if m.server is not None and m.server != q.server:
         return f"server is {q.server!r}, not {m.server!r}"
     if m.tool is not None and m.tool != q.tool:
@@ -58,7 +57,7 @@ def _matches(rule: Rule, q: Elicitation) -> str | None:
 
 def check_rule(rule: Rule, q: Elicitation, environ: Any = os.environ) -> RuleCheck:
     rid = rule.id or "?"
-    miss = _matches(rule, q)
+    miss = matches(rule.match, q)
     if miss:
         return RuleCheck(rid, False, miss)
     if rule.when is not None and not rule.when.holds(environ):

@@ -115,6 +115,16 @@ def refusal(q: Elicitation, by: str, session: str | None, action: Action) -> Bro
     return None
 
 
+def approvers_only(q: Elicitation, action: Action) -> BrokerError | None:
+    """A question that needs named people's approvals is accepted or declined only through their own links (the
+    link is the person); anyone may still cancel it, as its asker would."""
+    if q.approvals is None or action == "cancel":
+        return None
+    a = q.approvals
+    return Forbidden(f"{q.id} needs {a.need} approvals from named people ({len(a.by)} of {a.need} so far), each "
+                     "through their own link: it is not accepted or declined any other way (cancel still works)")
+
+
 def elsewhere(q: Elicitation, action: Action, shared: bool, asked_here: bool) -> BrokerError | None:
     """A credential accepted on another daemon than the asker's could reach the asker only as [redacted]: on a
     `shared` store, a credential question is accepted only where it was asked (`asked_here`)."""

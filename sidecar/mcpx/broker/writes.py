@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from mcpx.broker import policy, routing, rules
-from mcpx.broker.errors import AlreadyAnswered, BrokerError, InvalidContent, NotFound, QuestionEnded
+from mcpx.broker import approvals, policy, routing, rules
+from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, InvalidContent, NotFound, QuestionEnded
 from mcpx.broker.models import (
     Action,
     Answer,
@@ -209,6 +209,8 @@ class Writes:
         tx.insert_answer(stored)
         kind: AuditKind = "elicit.expired" if state == "expired" else "elicit.answered"
         data = {"action": answer.action, "by": answer.by, "answeredAfterMs": stored.answered_after_ms}
+        if answer.approvers is not None:
+            data["approvers"] = answer.approvers
         if self._me is not None:
             data.update(user=self._me.user, host=self._me.host)
         if stored.content is not None:
@@ -244,6 +246,20 @@ class Writes:
                    {"by": by, "reason": why, "from": "agent-then-human", "to": "human"}, pid, exact_pid=True)
         return q
 
+    def pending_in(self, tx: Tx, records: list[AuditRecord], eid: str, now: float) -> Elicitation | Outcome:
+        """`eid` as the store holds it, if an answer may still reach it; else the answer's refusal (no such
+        question, ended, or out of time: then expired on the way)."""
+        q = tx.question(eid)
+        if q is None:
+            return Outcome(None, refusal=NotFound(f"no question {eid}"))
+        if q.state == "pending" and now >= q.expires_at.timestamp():
+            expired = self.expire_in(tx, records, q, now)
+            return Outcome(q, expired=expired,
+                           refusal=rules.ended_error(q.model_copy(update={"state": "expired"}), None))
+        if q.state != "pending":
+            return Outcome(q, refusal=rules.ended_error(q, tx.answer(q.id)))
+        return q
+
     # ---- the units
 
     def opening(self, q: Elicitation, decided: routing.Route, decision: policy.Decision | None,
@@ -257,6 +273,12 @@ class Writes:
                 tx.put_task(stored_task)
             data: dict[str, Any] = {"server": q.server, "tool": q.tool, "mode": q.mode, "audience": q.audience,
                                     "reason": q.reason, "expiresAt": rfc3339(q.expires_at)}
+            if q.approvals is not None:
+                data["approvals"] = {"need": q.approvals.need, "waiting": q.approvals.waiting}
+                if q.approvals.next_at is not None:
+                    data["approvalsDue"] = rfc3339(q.approvals.next_at)
+                if self._me is not None:
+                    data["daemon"] = self._me.id  # which daemon of a team notifies the approvers
             if decided.hint_ignored:
                 data["hintIgnored"] = decided.hint_ignored
             if q.ambiguous:
@@ -287,16 +309,10 @@ class Writes:
 
         def unit(tx: Tx) -> Outcome:
             records: list[AuditRecord] = []
-            q = tx.question(eid)
-            if q is None:
-                return Outcome(None, refusal=NotFound(f"no question {eid}"))
-            if q.state == "pending" and now >= q.expires_at.timestamp():
-                expired = self.expire_in(tx, records, q, now)
-                return Outcome(q, expired=expired,
-                               refusal=rules.ended_error(q.model_copy(update={"state": "expired"}), None))
-            if q.state != "pending":
-                return Outcome(q, refusal=rules.ended_error(q, tx.answer(q.id)))
-            refusal = (rules.refusal(q, by, session, action)
+            q = self.pending_in(tx, records, eid, now)
+            if isinstance(q, Outcome):
+                return q
+            refusal = (rules.refusal(q, by, session, action) or rules.approvers_only(q, action)
                        or rules.elsewhere(q, action, self._me is not None, asked_here(q.id)))
             if refusal is not None:
                 return Outcome(q, refusal=refusal)
@@ -308,6 +324,65 @@ class Writes:
                 return Outcome(q, refusal=exc)
             answer = self.answer_of(q, action, clean, by, session, pid, reason, now)
             return Outcome(self.write_answered(tx, records, q, answer), answer)
+
+        return unit
+
+    def approving(self, eid: str, person: str, action: Action, reason: str | None,
+                  now: float) -> Callable[[Tx], Outcome]:
+        """The unit that counts `person`'s answer through their own link (broker/approvals.py): refused, counted,
+        or deciding the question; each one an elicit.approval record naming the person."""
+
+        def unit(tx: Tx) -> Outcome:
+            records: list[AuditRecord] = []
+            q = self.pending_in(tx, records, eid, now)
+            if isinstance(q, Outcome):
+                return q
+            if q.approvals is None:
+                return Outcome(q, refusal=Forbidden(f"{eid} needs no approvals: this link is not for it"))
+            vote = approvals.vote(q, q.approvals, person, action)
+            data: dict[str, Any] = {"person": person, "action": action}
+            if vote.refusal is not None:
+                if vote.recorded:
+                    q = q.model_copy(update={"approvals": vote.approvals})
+                    tx.update_question(q)
+                    self.audit(tx, records, "elicit.approval", now, q, {**data, "refused": str(vote.refusal)})
+                return Outcome(q, refusal=vote.refusal)
+            q = q.model_copy(update={"approvals": vote.approvals})
+            self.audit(tx, records, "elicit.approval", now, q,
+                       {**data, "counted": True, "approved": vote.approvals.by, "need": vote.approvals.need})
+            if vote.final is None:
+                tx.update_question(q)
+                return Outcome(q)
+            content = approvals.content_of(q) if vote.final == "accept" else None
+            who = vote.approvals.by if vote.final == "accept" else [person]
+            answer = self.answer_of(q, vote.final, content, str(Answerer(kind="person", detail=",".join(who))),
+                                    None, None, reason, now).model_copy(update={"approvers": who})
+            return Outcome(self.write_answered(tx, records, q, answer), answer)
+
+        return unit
+
+    def nudging(self, due: list[str], now: float) -> Callable[[Tx], list[tuple[str, float | None]]]:
+        """The unit that sends the reminders and escalations due among `due` (elicit.reminded, which the notifier
+        follows): each question's next due time as now stored. One daemon of a team writes each: the others find
+        the stored next time moved on."""
+
+        def unit(tx: Tx) -> list[tuple[str, float | None]]:
+            records: list[AuditRecord] = []
+            out: list[tuple[str, float | None]] = []
+            for eid in due:
+                q = tx.question(eid)
+                if q is None or q.state != "pending" or q.approvals is None:
+                    continue
+                step = approvals.nudge(q.approvals, now)
+                if step is not None:
+                    q = q.model_copy(update={"approvals": step.approvals})
+                    tx.update_question(q)
+                    data = step.data()
+                    if self._me is not None:
+                        data["daemon"] = self._me.id
+                    self.audit(tx, records, "elicit.reminded", now, q, data)
+                out.append((eid, approvals.due_at(q.approvals)))
+            return out
 
         return unit
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -79,6 +80,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--session")
     p.add_argument("--audience", choices=["agent", "human", "agent-then-human"],
                    help="at least this human (routing may make it more so)")
+    p.add_argument("--approvers", metavar="NAME,…", help="people of the config whose approval it needs, each through "
+                                                         "their own link (docs/approvals.md)")
+    p.add_argument("--need", type=int, help="how many distinct approvals accept it (default 1)")
+    p.add_argument("--remind", help="notify approvers who have not answered again this often, e.g. 10m")
+    p.add_argument("--escalate", action="append", metavar="AFTER:NAME,…", help="after AFTER (e.g. 30m) from its "
+                                                                               "opening, notify these people too, "
+                                                                               "as approvers; repeatable")
+    p.add_argument("--from", dest="asker", metavar="NAME", help="who asks (default $MCPX_PERSON): their own "
+                                                                "approval never counts")
     add_json_flag(p)
     p.set_defaults(func=run(ask_cmd))
 
@@ -272,9 +282,20 @@ async def ask_cmd(args: argparse.Namespace) -> int:
         body["mode"] = "url"
     else:
         body["requestedSchema"] = schema or {"type": "object", "properties": {}}
-    for key in ("ttl", "session", "audience"):
+    for key in ("ttl", "session", "audience", "need", "remind"):
         if getattr(args, key):
             body[key] = getattr(args, key)
+    if args.approvers:
+        body["approvers"] = [p.strip() for p in args.approvers.split(",") if p.strip()]
+    for step in args.escalate or []:
+        after, colon, names = step.partition(":")
+        if not colon or not after.strip() or not names.strip():
+            print(f"mcpx: --escalate {step!r}: write AFTER:NAME,… (e.g. 30m:dave,erin)", file=sys.stderr)
+            return 2
+        body.setdefault("escalate", []).append(
+            {"after": after.strip(), "to": [p.strip() for p in names.split(",") if p.strip()]})
+    if asker := args.asker or os.environ.get("MCPX_PERSON"):
+        body["from"] = asker
     async with DaemonClient() as client:
         opened = (await client.post("/v1/elicit", body))["elicitation"]
     eid = opened["id"]

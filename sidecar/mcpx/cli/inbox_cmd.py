@@ -7,13 +7,13 @@ shell: each answers as the person.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 import webbrowser
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.common import add_json_flag, emit_json, run
+from mcpx.urlfacts import LOOPBACK_NOTE, reachable_elsewhere
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,6 +34,7 @@ def register_link(esub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                                     "answer, while it is pending; on a terminal also as a QR code. Anyone with it "
                                     "can answer the question as you: send it only to yourself.")
     p.add_argument("id")
+    p.add_argument("--as", dest="person", metavar="NAME", help="an approver's own link: it answers as them, once")
     add_json_flag(p)
     p.set_defaults(func=run(link_cmd))
 
@@ -53,23 +54,9 @@ async def inbox_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def reachable_elsewhere(url: str) -> bool:
-    """Whether another device could open `url`: not when its host is this machine's loopback."""
-    host = urlsplit(url).hostname or ""
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host not in ("localhost", "localhost.localdomain") and not host.endswith(".localhost")
-
-
-LOOPBACK_NOTE = ("This address is on this machine's loopback: another device (your phone) cannot open it. Serve the "
-                 "inbox where it can — `mcpx daemon restart --listen 0.0.0.0:7878` on a network you trust, or a "
-                 "tunnel to the inbox's port (ssh -R, Tailscale; docs/inbox.md) — then ask for the link again.")
-
-
 async def link_cmd(args: argparse.Namespace) -> int:
     async with DaemonClient() as client:
-        url = (await client.get(f"/v1/elicit/{args.id}/link"))["url"]
+        url = (await client.get(f"/v1/elicit/{args.id}/link", params={"as": args.person}))["url"]
     here_only = not reachable_elsewhere(url)
     if args.json:
         emit_json({"url": url, "reachableElsewhere": not here_only})

@@ -55,6 +55,10 @@ def render_question(q: dict[str, Any], answer: dict[str, Any] | None = None) -> 
         else:
             lines.append("  fields    (none: accept or decline)")
     lines.append(f"  session   {q.get('session')} ({q.get('sessionSource')})")
+    if isinstance(approvals := q.get("approvals"), dict):
+        waiting = f"; waiting for {', '.join(approvals.get('waiting') or [])}" if approvals.get("waiting") else ""
+        lines.append(f"  approvals {plain(str(approvals.get('status', '')))}{plain(waiting)}   (each approver answers "
+                     "through their own link)")
     if q.get("task"):
         lines.append(f"  task      {q['task']}   (its result: mcpx task result {q['task']})")
     if q.get("stateReason"):
@@ -99,6 +103,14 @@ def render_event(event: str, data: dict[str, Any]) -> str:
         detail = f"rule {d.get('rule')}: {d.get('action')} — {plain(d.get('because', ''), 120)}"
     elif event == "task.done":
         detail = str(d.get("state", ""))
+    elif event == "elicit.approval":
+        detail = (f"{plain(str(d.get('person')), 64)} {d.get('action')}: "
+                  + (f"refused — {plain(str(d['refused']), 160)}" if "refused" in d
+                     else f"counted ({len(d.get('approved') or [])} of {d.get('need')})"))
+    elif event == "elicit.reminded":
+        sent = [f"reminded {', '.join(d['remind'])}"] if d.get("remind") else []
+        sent += [f"escalated to {', '.join(d['escalate'])}"] if d.get("escalate") else []
+        detail = plain("; ".join(sent), 200)
     return f"{data.get('at', '')}  {event:<17} {eid}  {detail}".rstrip()
 
 

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from mcpx import __version__, sse
 from mcpx.broker.broker import redact
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, OpenRequest, is_action
+from mcpx.broker.models import Answer, ApprovalRequest, AuditRecord, Elicitation, OpenRequest, is_action
 from mcpx.broker.store import AuditFilter, QuestionFilter
 from mcpx.daemon.api import Api, Call, Reply, RouteError, json_reply
 from mcpx.daemon.peers import answerer_of, peer_pid, refuse_agent_as_person, session_of
@@ -55,8 +55,8 @@ PASSED_LIMIT = 1000  # a session's pending questions read to find the one a hook
 
 _ERR = {
     400: Reply("the request is malformed; the message names what"),
-    403: Reply("wrong session, an agent answering a question that is the person's, or an answer as the person "
-               "from an agent's shell"),
+    403: Reply("wrong session, an agent answering a question that is the person's, an answer as the person "
+               "from an agent's shell, or an accept or decline of a question only its approvers' own links answer"),
     404: Reply("no such question"),
     409: Reply("already answered; the first answer stands"),
     410: Reply("expired or abandoned"),
@@ -143,11 +143,43 @@ async def ask(call: Call) -> web.StreamResponse:
         session=session, session_source=source, server=body.server or "mcpx", tool=body.tool, mode=mode,
         message=body.message, requested_schema=body.requested_schema, url=body.url,
         upstream_id=body.elicitation_id, ttl=ttl, audience=body.audience, meta=body.meta,
-        pid=peer_pid(call.request),
+        pid=peer_pid(call.request), approvals=_approvals(call, body), asker=body.from_,
     ))
     # the document its commit encoded (a question that opens pending is in the index by now), not encoded again
     return web.Response(body=b'{"elicitation":%s}' % call.app[BROKER].question_json(handle.elicitation), status=201,
                         headers={"Location": f"/v1/elicit/{handle.id}"}, content_type="application/json")
+
+
+def _approvals(call: Call, body: AskBody) -> ApprovalRequest | None:
+    """The approvals an ask names, checked against the config's people; None when it names none (an
+    elicit.approvals rule may still ask for some)."""
+    if body.approvers is None:
+        if body.need is not None or body.remind is not None or body.escalate is not None:
+            raise RouteError(400, "bad_body", "invalid body: need, remind and escalate go with approvers",
+                             fields={"approvers": "missing"})
+        return None
+    people = call.app[CONFIG].config.people
+    steps = body.escalate or []
+    unknown = [p for p in [*body.approvers, *(p for step in steps for p in step.to)] if p not in people]
+    if unknown:
+        raise RouteError(400, "bad_body", f"invalid body: approvers: {', '.join(unknown)} not in the config's people "
+                         f"(known: {', '.join(sorted(people)) or 'nobody'}; docs/approvals.md)",
+                         fields={"approvers": "unknown people"})
+    remind = _positive("remind", body.remind) if body.remind is not None else None
+    escalate = [(_positive(f"escalate[{i}].after", step.after), step.to) for i, step in enumerate(steps)]
+    return ApprovalRequest(approvers=body.approvers, need=body.need or 1, remind=remind, escalate=escalate,
+                           asker=body.from_ or call.app[BROKER].asker())
+
+
+def _positive(name: str, value: float | str) -> float:
+    """A duration of the body (seconds, or '10m'): more than 0, else a 400 naming it."""
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise RouteError(400, "bad_body", f"invalid body: {name}: {exc}", fields={name: str(exc)}) from None
+    if seconds <= 0:
+        raise RouteError(400, "bad_body", f"invalid body: {name} must be more than 0", fields={name: "not > 0"})
+    return seconds
 
 
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,

@@ -253,6 +253,16 @@ class ConsentBody(BaseModel):
     open: StrictBool = Field(description="true: they chose to open it; false: they chose not to")
 
 
+class EscalateBody(WireModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    after: Annotated[float | str, WithJsonSchema({"anyOf": [
+        {"type": "number", "exclusiveMinimum": 0}, {"type": "string", "pattern": DURATION}]})] = Field(
+        description="how long after the question opened: seconds, or a duration like '30m'")
+    to: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(min_length=1, max_length=100,
+                                                                         description="people notified then, who "
+                                                                         "become approvers")
+
+
 class AskBody(WireModel):
     """POST /v1/elicit: the params of elicitation/create, plus who owns it and how long it lives."""
 
@@ -271,6 +281,19 @@ class AskBody(WireModel):
     audience: Audience | None = None
     server: str | None = Field(default=None, description="who is asking; defaults to 'mcpx'")
     tool: str | None = None
+    approvers: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=100, description="people of the config whose approval it needs, each "
+        "through their own link (docs/approvals.md)")
+    need: int | None = Field(default=None, ge=1, le=100, description="how many distinct approvals accept it "
+                             "(default 1)")
+    remind: Annotated[float | str | None, WithJsonSchema({"anyOf": [
+        {"type": "number", "exclusiveMinimum": 0}, {"type": "string", "pattern": DURATION},
+        {"type": "null"}]})] = Field(default=None, description="approvers who have not answered are notified again "
+                                                               "this often: seconds, or a duration like '10m'")
+    escalate: list[EscalateBody] | None = Field(default=None, max_length=20, description="steps: after each one's "
+                                                "`after`, its `to` people are notified and become approvers")
+    from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64,
+                              description="who asks (MCPX_PERSON): their own approval never counts")
 
 
 class Opened(BaseModel):

@@ -186,8 +186,10 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         info = DaemonInfo(paths=paths, started_at=datetime.now(UTC), listen=f"{tcp[0]}:{tcp[1]}" if tcp else None,
                           token=load_or_create_token(paths) if tcp else None)
         inbox = Inbox(broker, InboxKeys.load(paths))
-        notifier = Notifier(broker, lambda: settings.config.elicit.notify, inbox.link_url)
+        notifier = Notifier(broker, lambda: settings.config.elicit.notify, inbox.link_url,
+                            people=lambda: settings.config.people, approver=inbox.approver_url)
         parts.push_async_callback(notifier.close)
+        parts.push_async_callback(broker.stop_reminders)  # before the notifier: no reminder written and left unsent
         app = make_app(info, settings, broker, gateway, surface, inbox)
         app[NOTIFIER] = notifier
 
@@ -214,6 +216,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
             "startedAt": info.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
         }).encode())
         await notifier.start()
+        broker.start_reminders()  # only now: a reminder due at start is written once its notifier listens
         log.info("mcpx daemon %s serving on %s%s, the web inbox on %s/inbox (config: %s)", __version__, paths.socket,
                  f" and http://{info.listen}" if tcp else "", inbox.base, settings.origin)
 

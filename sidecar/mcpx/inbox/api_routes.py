@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcpx.broker.errors import Gone
 from mcpx.broker.models import WireModel
@@ -28,6 +29,12 @@ _AGENT = Reply("asked from an agent's shell: these addresses answer as the perso
 
 class InboxAddress(WireModel):
     url: str
+
+
+class LinkQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    as_: str | None = Field(default=None, alias="as", min_length=1, max_length=64,
+                            description="an approver of the question: their own link, which answers as them")
 
 
 def page_of(app: web.Application) -> Callable[[str], str | None]:
@@ -53,7 +60,7 @@ async def inbox_address(call: Call) -> web.StreamResponse:
 
 
 @api.route("GET", "/v1/elicit/{id}/link", "A question's link: it opens that one question, for one answer, while "
-           "it is pending", params=QuestionPath, tag="inbox",
+           "it is pending", params=QuestionPath, query=LinkQuery, tag="inbox",
            replies={200: Reply("the link", InboxAddress), 403: _AGENT, 404: Reply("no such question"),
                     410: Reply("the question has ended: its link is dead"), 503: Reply("no web inbox on this daemon")})
 async def question_link(call: Call) -> web.StreamResponse:
@@ -62,7 +69,13 @@ async def question_link(call: Call) -> web.StreamResponse:
     q, _ = await inbox.broker.get(call.path["id"])
     if q.state != "pending":
         raise Gone(f"{q.id} is {q.state}: its link is dead, and no new one opens it", state=q.state)
-    return web.json_response({"url": inbox.link_url(q.id)})
+    person = call.query.as_
+    if person is None:
+        return web.json_response({"url": inbox.link_url(q.id)})
+    a = q.approvals
+    if a is None or person not in (*a.waiting, *a.by, *a.refused, a.asker):
+        raise RouteError(400, "bad_query", f"{person} is not an approver of {q.id}", fields={"as": "not an approver"})
+    return web.json_response({"url": inbox.approver_url(q.id, person)})
 
 
 def install(app: web.Application, inbox: Inbox) -> None:

@@ -28,6 +28,11 @@ def _derive(key: bytes, purpose: str) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+def person_in(link: str | None) -> str | None:
+    """The approver a link names (unchecked: `InboxKeys.approver_of` checks it), or None for a question's own link."""
+    return link.rpartition(".")[0] or None if link and "." in link else None
+
+
 @dataclass(frozen=True)
 class InboxKeys:
     key: bytes
@@ -44,6 +49,18 @@ class InboxKeys:
     def link_secret(self, eid: str) -> str:
         """What opens one question, and nothing else."""
         return _derive(self.key, f"link:{eid}")
+
+    def approver_link(self, eid: str, person: str) -> str:
+        """What opens one question as one approver: their name, a dot, and a secret for that pair alone. The link
+        is the person (docs/approvals.md): it counts once, and never as anyone else."""
+        return f"{person}.{_derive(self.key, f'approver:{eid}:{person}')}"
+
+    def approver_of(self, eid: str, given: str | None) -> str | None:
+        """The approver whose link `given` is for question `eid`, or None if it is no approver's link."""
+        person = person_in(given)
+        if person is None or given is None:
+            return None
+        return person if hmac.compare_digest(given.encode(), self.approver_link(eid, person).encode()) else None
 
     def token_ok(self, given: str | None) -> bool:
         return given is not None and given != "" and hmac.compare_digest(given.encode(), self.token.encode())

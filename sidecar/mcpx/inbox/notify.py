@@ -14,24 +14,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
+import json
 import logging
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from pydantic import Field
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import AuditRecord, Elicitation, WireModel
-from mcpx.config import NotifyTarget
+from mcpx.config import NotifyTarget, Person
 from mcpx.errors import McpxError
 from mcpx.text import plain
+from mcpx.urlfacts import LOOPBACK_NOTE, reachable_elsewhere
 
 log = logging.getLogger("mcpx.notify")
 
-KINDS = ("elicit.open", "elicit.escalated")
+KINDS = ("elicit.open", "elicit.escalated", "elicit.reminded")
+SIGNATURE = "X-Mcpx-Signature"  # sha256=<hex HMAC-SHA256 of the raw body, keyed by the webhook's secret>
 ATTEMPTS = 3
 TIMEOUT = 5.0  # seconds per attempt
 BACKOFF = 0.5  # seconds before the second attempt, doubling
@@ -50,8 +57,45 @@ class SendFailed(McpxError):
 
 def payload(q: Elicitation, link: str | None, event: str) -> dict[str, Any]:
     doc = q.wire()  # the deadline as the API writes it
-    return {"event": event, "id": q.id, "server": q.server, "tool": q.tool, "message": q.message, "mode": q.mode,
+    body = {"event": event, "id": q.id, "server": q.server, "tool": q.tool, "message": q.message, "mode": q.mode,
             "audience": q.audience, "deadline": doc["expiresAt"], "link": link}
+    if (why := reach(link)) is not None:
+        body["reach"] = why
+    return body
+
+
+def signature(key: bytes, body: bytes) -> str:
+    """The X-Mcpx-Signature of a webhook's POST: what a receiver recomputes over the raw body to trust it."""
+    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def reach(link: str | None) -> str | None:
+    """Why a link in a notification cannot be opened where the notification is read, or None if it can."""
+    return None if link is None or reachable_elsewhere(link) else LOOPBACK_NOTE
+
+
+@dataclass(frozen=True)
+class Approver:
+    """One approver's notification: who, why now, and their own link and actions (url, method, body)."""
+
+    person: str
+    why: str  # asked, reminder or escalation
+    link: str
+    accept: str
+    decline: str
+
+    def actions(self) -> list[dict[str, str]]:
+        return [{"label": "Approve", "action": "accept", "url": self.accept, "method": "POST", "body": ""},
+                {"label": "Decline", "action": "decline", "url": self.decline, "method": "POST", "body": ""}]
+
+
+def approver_payload(q: Elicitation, who: Approver, event: str) -> dict[str, Any]:
+    body = payload(q, who.link, event)
+    assert q.approvals is not None
+    a = q.approvals
+    body.update(person=who.person, why=who.why, approvals={"need": a.need, "by": a.by, "waiting": a.waiting},
+                status=a.status, actions=who.actions())
+    return body
 
 
 def _header(text: str) -> str:
@@ -60,11 +104,18 @@ def _header(text: str) -> str:
 
 
 class Notifier:
+    """`people`: the config's people in force; `approver(eid, person, action)`: that approver's own link (action
+    None: their page; accept, decline: the POST that answers as them), None while the inbox has no address."""
+
     def __init__(self, broker: Broker, targets: Callable[[], list[NotifyTarget]],
-                 link: Callable[[str], str | None], timeout: float = TIMEOUT) -> None:
+                 link: Callable[[str], str | None], timeout: float = TIMEOUT,
+                 people: Callable[[], dict[str, Person]] = dict,
+                 approver: Callable[[str, str, str | None], str | None] = lambda *_: None) -> None:
         self.broker = broker
         self.targets = targets
         self.link = link
+        self.people = people
+        self.approver = approver
         self.timeout = timeout
         self.stats: dict[str, NotifyStat] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -100,12 +151,24 @@ class Notifier:
             # the stream ended: the daemon is stopping, or this fell behind (then it follows on from now)
 
     async def _news(self, record: AuditRecord) -> None:
-        targets = self.targets()
-        if not targets or record.elicit is None:
+        targets = self.targets() if record.kind != "elicit.reminded" else []
+        asks = self._approvers(record)
+        if (not targets and not asks) or record.elicit is None:
             return
         q, _ = await self.broker.get(record.elicit)
         if q.state != "pending":
             return  # answered by a rule as it opened: there is nothing to ask anyone
+        people = self.people()
+        for person, why in asks:
+            urls = [self.approver(q.id, person, action) for action in (None, "accept", "decline")]
+            if None in urls or person not in people:
+                continue
+            link, accept, decline = (u or "" for u in urls)
+            who = Approver(person, why, link, accept, decline)
+            for target in people[person].notify:
+                self._spawn(target, q, approver_payload(q, who, record.kind), who)
+        if not targets:
+            return
         # who it was for when this happened, not now: a notifier that lags behind may read a question already
         # escalated, and its opening was the agent's news, not the person's
         then = record.data.get("to" if record.kind == "elicit.escalated" else "audience")
@@ -114,17 +177,33 @@ class Notifier:
         body = payload(q, self.link(q.id), record.kind)
         for target in targets:
             if target.wants(q.audience, q.server, q.session):
-                task = asyncio.create_task(self._send(target, q, body), name=f"mcpx-notify-{target.kind}")
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._spawn(target, q, body, None)
 
-    async def _send(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any]) -> None:
+    def _approvers(self, record: AuditRecord) -> list[tuple[str, str]]:
+        """The approvers a record says to notify now, and why; none for a record another daemon of a team wrote
+        (that daemon notifies them, each once)."""
+        me = self.broker.store_info.daemon
+        if record.data.get("daemon") not in (None, me.id if me is not None else None):
+            return []
+        if record.kind == "elicit.open" and isinstance(record.data.get("approvals"), dict):
+            return [(p, "asked") for p in record.data["approvals"].get("waiting", [])]
+        if record.kind == "elicit.reminded":
+            return ([(p, "reminder") for p in record.data.get("remind", [])]
+                    + [(p, "escalation") for p in record.data.get("escalate", [])])
+        return []
+
+    def _spawn(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any], who: Approver | None) -> None:
+        task = asyncio.create_task(self._send(target, q, body, who), name=f"mcpx-notify-{target.kind}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any], who: Approver | None) -> None:
         stat = self.stats.setdefault(target.shown, NotifyStat(target=target.shown))
         delay = BACKOFF
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 async with asyncio.timeout(self.timeout):
-                    await self._deliver(target, q, body)
+                    await self._deliver(target, q, body, who)
                 stat.sent += 1
                 return
             except asyncio.CancelledError:
@@ -139,20 +218,32 @@ class Notifier:
                 await asyncio.sleep(delay)
                 delay *= 2
 
-    async def _deliver(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any]) -> None:
+    async def _deliver(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any], who: Approver | None) -> None:
         title = f"mcpx: {q.server} asks" + (" you" if q.audience == "human" else "")
+        if who is not None:
+            title = f"mcpx: {q.server} asks {who.person} to approve" + (" (reminder)" if who.why == "reminder" else "")
+        message = q.message + (f"\n{body['status']}" if "status" in body else "")
+        if body.get("reach"):
+            message += f"\n{body['reach']}"
         if target.kind == "desktop":
-            await self._desktop(title, q.message)
+            await self._desktop(title, message)
             return
         assert self._http is not None
         if target.kind == "webhook":
-            request = self._http.post(target.webhook or "", json=body)
+            raw = json.dumps(body).encode()
+            headers = {"Content-Type": "application/json"}
+            if (key := target.signing_key()) is not None:
+                headers[SIGNATURE] = signature(key, raw)
+            request = self._http.post(target.webhook or "", data=raw, headers=headers)
+        elif who is not None:
+            root, raw = ntfy_json(target.ntfy or "", title, message, who)
+            request = self._http.post(root, data=raw, headers={"Content-Type": "application/json"})
         else:
             headers = {"Title": _header(title), "Tags": "question"}
             if body["link"]:
                 headers["Click"] = body["link"]
                 headers["Actions"] = f"view, Answer, {body['link']}"
-            request = self._http.post(target.ntfy or "", data=q.message.encode(), headers=headers)
+            request = self._http.post(target.ntfy or "", data=message.encode(), headers=headers)
         async with request as resp:
             if resp.status >= 300:
                 raise SendFailed(f"HTTP {resp.status}")
@@ -176,3 +267,17 @@ class Notifier:
                 await proc.wait()
         if proc.returncode != 0:
             raise SendFailed(f"{args[0]} exited {proc.returncode}: {plain(err.decode(errors='replace'), 200)}")
+
+
+def ntfy_json(topic_url: str, title: str, message: str, who: Approver) -> tuple[str, bytes]:
+    """An approver's ntfy message in ntfy's JSON publish format, with its buttons: POSTed to the server's root with
+    the topic in the body (JSON sent to the topic's own URL is shown as text, buttons and all, as a plain message).
+    Each button is an http action that answers as this approver, from the lock screen."""
+    parts = urlsplit(topic_url)
+    topic = parts.path.strip("/")
+    root = urlunsplit((parts.scheme, parts.netloc, "/", "", ""))
+    actions = [{"action": "http", "label": a["label"], "url": a["url"], "method": a["method"], "body": a["body"],
+                "clear": True} for a in who.actions()]
+    doc = {"topic": topic, "title": title, "message": message, "tags": ["question"], "click": who.link,
+           "actions": actions}
+    return root, json.dumps(doc).encode()

@@ -21,6 +21,8 @@ from mcpx.broker.models import Answer, Elicitation, rfc3339
 from mcpx.durations import format_duration
 from mcpx.forms import why
 from mcpx.inbox.form import form_fields
+from mcpx.inbox.keys import person_in
+from mcpx.rendering import approvals_text
 from mcpx.text import clock
 from mcpx.urlfacts import url_facts
 
@@ -68,8 +70,13 @@ def rows(questions: list[Elicitation]) -> str:
         out.append(f'<tr data-id="{_e(q.id)}"><td><a href="{question_href(q.id)}">{_e(q.id)}</a></td>'
                    f'<td class="left">{left(q)}</td><td>{asker(q)}</td>'
                    f"<td>{_e(AUDIENCE.get(q.audience, q.audience))}</td>"
-                   f"<td>{_e(message)}</td></tr>")
+                   f"<td>{_e(message)}{_approvals(q)}</td></tr>")
     return "".join(out)
+
+
+def _approvals(q: Elicitation) -> str:
+    text = approvals_text(q)
+    return f'<br><span class="meta approvals">{_e(text)}</span>' if text else ""
 
 
 def list_page(questions: list[Elicitation], session: str | None, server: str | None) -> str:
@@ -181,7 +188,7 @@ def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = N
     `follow`: where the audit log stood before the page read the question, for a browser signed in: the page's
     script follows the daemon's event stream from there, and should the question end by another way, it puts
     what became of it (`outcome`, elsewhere) in place of the form. A link alone does not open the stream."""
-    parts = ['<div class="card">', _head(q), "</div>"]
+    parts = ['<div class="card">', _head(q), _approvals(q), "</div>"]
     if notice:
         parts.append(f'<p class="notice" id="notice">{_e(notice)}</p>')
     if error:
@@ -196,7 +203,8 @@ def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = N
             fields = form_fields(q.requested_schema, set(q.secret_fields), values, problems, asker=q.server)
             parts.append('<div class="card">' + _buttons(q, link, fields) + "</div>")
         live = ' · <span id="live">connecting…</span>' if follow is not None else ""
-        parts.append(f'<p class="meta">Answers given here are recorded as <code>person:web</code>.{live}</p></div>')
+        who = f"person:{person}" if (person := person_in(link)) else "person:web"
+        parts.append(f'<p class="meta">Answers given here are recorded as <code>{_e(who)}</code>.{live}</p></div>')
     else:
         parts.append(outcome(q, answer))
     home = "/inbox" if link is None else question_href(q.id, link)

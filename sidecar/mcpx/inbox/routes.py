@@ -63,6 +63,7 @@ class Access:
 
     signed_in: bool
     link: str | None = None
+    person: str | None = None  # an approver's own link: who answers
 
 
 @dataclass
@@ -89,6 +90,10 @@ class Inbox:
         """A question's link: it opens that one question, with no other credential, while it is pending."""
         return self.base + pages.question_href(eid, self.keys.link_secret(eid))
 
+    def approver_url(self, eid: str, person: str, action: str | None = None) -> str:
+        """An approver's own link (their page, or with `action` the POST that answers as them)."""
+        return self.base + pages.question_href(eid, self.keys.approver_link(eid, person), action)
+
     # ---- who is asking
 
     def signed_in(self, request: web.Request) -> bool:
@@ -108,6 +113,9 @@ class Inbox:
         if link is None:
             return refusal(401, "Sign in to the inbox", "This page is for the person signed in to this inbox.",
                            SIGN_IN)
+        person = self.keys.approver_of(eid, link) if is_id(eid, "elc") else None
+        if person is not None:
+            return Access(False, link, person)
         if not is_id(eid, "elc") or not self.keys.link_ok(eid, link):
             return refusal(403, "This link does not open anything",
                            "The link is not one mcpx made for this question: it may be mistyped or cut short.",
@@ -226,12 +234,15 @@ class Inbox:
         if not is_action(action):  # open or refuse
             return await self._consent(q, answer, access, action == "open", follow)
         content: dict[str, Any] | None = None
-        if action == "accept" and q.mode == "form":
+        if action == "accept" and q.mode == "form" and access.person is None:  # an approval's content is a yes
             content = content_of_form(q.requested_schema, form)
         reason = str(form.get("reason") or "").strip() if action == "decline" else ""
+        by = BY if access.person is None else f"person:{access.person}"
         try:
-            q, answer = await self.broker.answer(eid, action, content, by=BY,
-                                                 reason=reason or None)
+            if access.person is not None:
+                q, answer = await self.broker.approve(eid, access.person, action, reason or None)
+            else:
+                q, answer = await self.broker.answer(eid, action, content, by=BY, reason=reason or None)
         except InvalidContent as exc:
             return html(pages.question_page(q, None, link=access.link, values=content, problems=exc.fields,
                                             error="The answer does not fit the question; see each field.",
@@ -239,7 +250,7 @@ class Inbox:
         except BrokerError as exc:
             now, prior = await self.broker.get(eid)
             return html(pages.question_page(now, prior, link=access.link, error=str(exc)), exc.status)
-        return html(pages.question_page(q, answer, link=access.link, notice=f"Recorded: {action} by {BY}."))
+        return html(pages.question_page(q, answer, link=access.link, notice=f"Recorded: {action} by {by}."))
 
     async def _consent(self, q: Elicitation, answer: Answer | None, access: Access, yes: bool,
                        follow: int | None) -> web.StreamResponse:

@@ -18,6 +18,7 @@ from mcpx.cli.render import AUDIENCE_WORDS
 from mcpx.cli.tui.feed import Pending
 from mcpx.cli.tui.fields import Form
 from mcpx.durations import format_duration
+from mcpx.rendering import approvals_text
 from mcpx.text import plain, quoted
 from mcpx.urlfacts import url_facts
 
@@ -82,6 +83,8 @@ class QuestionScreen(Screen[None]):
                          id="message")
             who = AUDIENCE_WORDS.get(q.audience, q.audience)
             yield Static(Content(f"for {who} — {plain(q.reason, 400)}"), classes="note")
+            if (approvals := approvals_text(q)) is not None:
+                yield Static(Content(plain(approvals, 400)), classes="note", id="approvals")
             if self.form is not None:
                 if self.form.boxes:
                     yield Static("Enter or Tab moves to the next field; a, d, c answer from outside a text field.",
