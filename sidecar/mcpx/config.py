@@ -134,6 +134,22 @@ class StdioServer(_Server):
     args: list[str] = []
     env: dict[str, str] = {}
     cwd: str | None = None
+    secrets: list[str] = Field(default=[], description="variables the server's process gets from the OS keychain "
+                               "(docs/secrets.md): a value the keychain lacks is asked of the person, once")
+
+    @model_validator(mode="after")
+    def _secret_names(self) -> StdioServer:
+        problems = []
+        for name in self.secrets:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name):
+                problems.append(f"{name!r} is not a variable name (letters, digits and '_', not first a digit)")
+            elif name in self.env:
+                problems.append(f"{name} is in env too: give it one way, from the keychain (secrets) or env")
+        if len(set(self.secrets)) != len(self.secrets):
+            problems.append("a name is listed twice")
+        if problems:
+            raise ValueError("secrets: " + "; ".join(problems))
+        return self
 
     @property
     def kind(self) -> str:

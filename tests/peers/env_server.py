@@ -4,6 +4,7 @@ Run: `python env_server.py [--api-key KEY]` (stdio). With `--fail` it prints its
 and exits before speaking MCP, as a server given a bad key would.
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -17,6 +18,14 @@ app = MCPServer("env-peer")
 async def environment() -> str:
     """Every variable this process has, as JSON."""
     return json.dumps(dict(os.environ))
+
+
+@app.tool()
+async def variable_digest(name: str) -> str:
+    """The sha256 of one variable's value ("unset" when it has none): a test sees what the server was given
+    without the value itself entering a result mcpx stores."""
+    value = os.environ.get(name)
+    return json.dumps("unset" if value is None else hashlib.sha256(value.encode()).hexdigest())
 
 
 if __name__ == "__main__":

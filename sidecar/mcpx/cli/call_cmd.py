@@ -178,9 +178,16 @@ def call_cmd(args: argparse.Namespace) -> int:
 
 
 async def _input_schema(server: str, tool: str) -> dict[str, Any]:
-    """The tool's inputSchema, to type name=value pairs by; the daemon's refusal when it has no such tool."""
+    """The tool's inputSchema, to type name=value pairs by; the daemon's refusal when it has no such tool. A server
+    that cannot list its tools yet (one waiting for its secrets) types nothing: the pairs go as text, and the call
+    says what it waits for."""
     async with DaemonClient() as client:
-        tools = (await client.get(f"/v1/tools/{server}", timeout=120))["servers"][server]
+        try:
+            tools = (await client.get(f"/v1/tools/{server}", timeout=120))["servers"][server]
+        except ApiError as exc:
+            if exc.status != 502:
+                raise
+            return {}
     found = next((t for t in tools if t.get("name") == tool), None)
     if found is None:
         raise ValueError(f"{server} has no tool {tool!r} (mcpx tools {server} lists its tools)")

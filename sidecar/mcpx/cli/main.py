@@ -24,6 +24,7 @@ def parser() -> argparse.ArgumentParser:
         inbox_cmd,
         opencode_cmd,
         policy_cmd,
+        secrets_cmd,
         serve_cmd,
         tui_cmd,
     )
@@ -36,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     for module in (daemon_cmd, serve_cmd, elicit_cmd, tui_cmd, inbox_cmd, call_cmd, audit_cmd, policy_cmd,
                    opencode_cmd, claude_cmd):
         module.register(sub)
+    secrets_cmd.register(sub)
     demo = sub.add_parser("demo-server", help="the bundled demo MCP server, on stdio (it is in the default config)")
     demo.set_defaults(func=_demo_server)
     return top

@@ -37,6 +37,7 @@ from mcpx.mcp.protocol import (
     modern_meta,
 )
 from mcpx.mcp.stdio import ProcessChannel, StartError
+from mcpx.upstream import secrets
 from mcpx.upstream.attribution import Attribution, InFlight, Untold
 from mcpx.upstream.environment import command_problem, server_environment
 from mcpx.upstream.errors import UpstreamError as UpstreamError  # where pool.py and others have read it
@@ -147,7 +148,7 @@ class UpstreamConnection:
 
     async def _connect(self) -> None:
         if isinstance(self.entry, StdioServer):
-            given = server_environment(self.entry.env, os.environ)
+            given = server_environment(self.entry.env, os.environ, await secrets.read(self.name, self.entry))
             self.notes = given.notes(self.name)
             for note in self.notes:
                 log.warning("%s", note)

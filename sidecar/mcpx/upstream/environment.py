@@ -13,6 +13,8 @@ things are and how text is read, never what the user holds:
 Everything else a server needs is named in its `env`: a literal value, or `${NAME}` to pass the
 daemon's own variable NAME through (`"GITHUB_TOKEN": "${GITHUB_TOKEN}"`); `$${` writes a literal
 `${`. A variable whose reference is not set in the daemon's environment is left out, and said so.
+Its `secrets` come from the OS keychain (mcpx/keychain.py): each is a variable of its own, and a `${NAME}` in
+its `env` may name one too (the keychain's value before the daemon's variable).
 """
 
 from __future__ import annotations
@@ -55,16 +57,20 @@ class ServerEnvironment:
                 for var, refs in self.unset.items()]
 
 
-def server_environment(env: Mapping[str, str], environ: Mapping[str, str]) -> ServerEnvironment:
-    """The whole environment of one server process: the inherited set, then its `env` with references filled."""
+def server_environment(env: Mapping[str, str], environ: Mapping[str, str],
+                       secrets: Mapping[str, str] | None = None) -> ServerEnvironment:
+    """The whole environment of one server process: the inherited set, its secrets, then its `env` with references
+    filled (from its secrets first, then the daemon's variables)."""
     out = inherited(environ)
+    known = {**environ, **secrets} if secrets else environ
+    out.update(secrets or {})
     unset: dict[str, list[str]] = {}
     for var, value in env.items():
-        missing = [ref for ref in references(value) if ref not in environ]
+        missing = [ref for ref in references(value) if ref not in known]
         if missing:
             unset[var] = missing  # never half-filled ("Bearer "): the server's own default is better
             continue
-        out[var] = _REFERENCE.sub(lambda m: m.group(1) or environ[m.group(2)], value)
+        out[var] = _REFERENCE.sub(lambda m: m.group(1) or known[m.group(2)], value)
     return ServerEnvironment(out, unset)
 
 

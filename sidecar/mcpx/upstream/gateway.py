@@ -17,11 +17,11 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import Any
 
-from mcpx.broker.broker import Broker
+from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import Answerer, OpenRequest, TaskDoc, TaskState
+from mcpx.broker.models import Answer, Answerer, OpenRequest, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
-from mcpx.config import StdioServer
+from mcpx.config import ServerConfig, StdioServer
 from mcpx.configsource import ConfigSource
 from mcpx.errors import McpxError
 from mcpx.ids import is_id, new_id
@@ -30,6 +30,7 @@ from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
 from mcpx.mcp.tasks import TaskError, TaskGone
+from mcpx.upstream import secrets
 from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result, usable
 from mcpx.upstream.connection import NeedsLegacy
 from mcpx.upstream.deadline import CallTimeout, PausableDeadline
@@ -59,6 +60,9 @@ class Gateway:
         self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
         self.tool_listeners: list[Any] = []  # callables notified when a server's tools change
+        self.secrets = secrets.SecretAsker(broker, config, self._tools_changed)
+        self._refused_secrets: set[str] = set()  # servers whose secrets the person would not give: listings stop asking
+        self._listing_waits: set[asyncio.Task[None]] = set()  # a listing's question for secrets, waited on
         self._reaper: asyncio.Task[None] | None = None
 
     # ---- lifecycle
@@ -85,6 +89,10 @@ class Gateway:
         for runner in runners:
             runner.cancel()
         await asyncio.gather(*runners, return_exceptions=True)
+        for waiting in list(self._listing_waits):
+            waiting.cancel()
+        await asyncio.gather(*self._listing_waits, return_exceptions=True)
+        await self.secrets.close()
         await self.pool.close()
 
     async def reconfigure(self) -> None:
@@ -121,11 +129,42 @@ class Gateway:
                 log.exception("a listener to the tool list failed")
 
     async def tools(self, server: str) -> list[dict[str, Any]]:
-        self.pool.entry(server)
+        entry = self.pool.entry(server)
         if server not in self._tool_cache:
+            if secrets.names(entry):
+                await self._secrets_listed(server, entry)
             async with self.pool.lease(server, "*") as conn:
                 self._tool_cache[server] = await conn.list_tools(refresh=True)
         return self._tool_cache[server]
+
+    async def _secrets_listed(self, server: str, entry: ServerConfig) -> None:
+        """A listing never waits for a person: with a secret missing it asks for it (once, not again after a refusal)
+        and fails at once naming the question; once answered the server's tools are listed again."""
+        if server in self._refused_secrets:
+            if lacking := await self.secrets.lacking(server, entry):
+                raise secrets.MissingSecrets(f"server {server!r} was not started: its secrets {', '.join(lacking)} "
+                                             f"were asked for and not given (run `mcpx secrets set {server} "
+                                             f"{lacking[0]}`, or call one of its tools to be asked again)")
+            self._refused_secrets.discard(server)
+            return
+        handle = await self.secrets.asking(server, entry, OpenRequest(
+            session=self.settings.fallback_session(), session_source="fallback", server="mcpx", message="-"))
+        if handle is None:
+            return
+        task = asyncio.create_task(self._listed_answer(server, handle), name=f"mcpx-secrets-listed-{server}")
+        self._listing_waits.add(task)
+        task.add_done_callback(self._listing_waits.discard)
+        raise secrets.MissingSecrets(f"server {server!r} waits for its secrets: mcpx asked for them in {handle.id} "
+                                     f"(answer it in the inbox or with `mcpx elicit answer {handle.id}`, or run "
+                                     f"`mcpx secrets set {server} NAME`)")
+
+    async def _listed_answer(self, server: str, handle: Handle) -> None:
+        try:
+            answer = await self.secrets.settled(server, handle)
+        except QuestionEnded:
+            return
+        if answer.action != "accept":
+            self._refused_secrets.add(server)
 
     async def all_tools(self) -> dict[str, list[dict[str, Any]] | str]:
         """Every server's tools, or the error that stopped listing them (one bad server hides no other)."""
@@ -183,6 +222,7 @@ class Gateway:
         await self._run_to_end(task, self._confirmed_call(task, entry.timeout), "running")
 
     async def _confirmed_call(self, task: CallTask, timeout: float) -> dict[str, Any]:
+        await self._secrets_for(task)
         if self.settings.config.elicit.confirm_destructive and await self._may_change_things(task):
             await self._confirm(task)
         return await self._call_with_era(task, timeout, era=None)
@@ -196,42 +236,79 @@ class Gateway:
         ann = (tool or {}).get("annotations") or {}
         return not (ann.get("readOnlyHint") is True or ann.get("destructiveHint") is False)
 
-    async def _confirm(self, task: CallTask) -> None:
-        """mcpx asks the person on its own behalf before a call that may change or delete things."""
+    def _own_request(self, task: CallTask, tool: str, message: str, schema: dict[str, Any]) -> OpenRequest:
+        """A question mcpx asks on its own behalf during `task`: the person's, the call's session and trace."""
         r = task.request
-        elicit = self.settings.config.elicit
-        handle = await self.broker.open(OpenRequest(
-            session=r.session, session_source=r.session_source, server="mcpx", tool=f"{r.server}.{r.tool}",
-            message=f"{r.server}.{r.tool} may change or delete things: let this call proceed?",
-            requested_schema={"type": "object", "properties": {"confirm": {
-                "type": "boolean", "default": False, "title": "Let it proceed",
-                "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}},
-            trace=task.trace, parent=r.parent, task=task.id, ttl=elicit.ask_timeout, audience="human",
-            policy_mode=r.policy_mode), task.stored_with)
+        return OpenRequest(session=r.session, session_source=r.session_source, server="mcpx", tool=tool,
+                           message=message, requested_schema=schema, trace=task.trace, parent=r.parent, task=task.id,
+                           ttl=self.settings.config.elicit.ask_timeout, audience="human", policy_mode=r.policy_mode)
+
+    async def _own_answer(self, task: CallTask, handle: Handle, what: str,
+                          waiting: Awaitable[Answer] | None = None) -> Answer:
+        """Wait, as the call, on a question of mcpx's own: open in the call's task meanwhile (so whoever follows the
+        call sees it), then the answer (`waiting`, or the handle's); CallFailed when it ended unanswered."""
+        r = task.request
         task.kept = True
-        task.questions.append(handle.id)
+        if handle.id not in task.questions:
+            task.questions.append(handle.id)
         if not handle.done():
             task.open[handle.id] = handle.elicitation
             task.state = "input-required"
         await task.touch()
         try:
-            answer = await handle.answer()
+            return await (waiting if waiting is not None else handle.answer())
         except QuestionEnded as ended:
-            raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx's confirmation {handle.id} ended without an "
-                             f"answer ({ended.reason})") from None
+            raise CallFailed(f"{r.server}.{r.tool} was not run: {what} {handle.id} ended without an answer "
+                             f"({ended.reason})") from None
         finally:
             task.open.pop(handle.id, None)
             task.state = "running"
             await task.touch()
+
+    def _why_not(self, answer: Answer) -> str:
+        """Why mcpx's own question did not let a call go on, in the words of who answered it."""
+        if Answerer.kind_of(answer.by) == "expiry":
+            return f"nobody answered within {self.settings.config.elicit.ask_timeout:g}s"
+        if answer.action == "accept":
+            return f"{answer.by} answered but did not confirm"
+        return f"{answer.by} said {answer.action}" + (f" ({answer.reason})" if answer.reason else "")
+
+    async def _confirm(self, task: CallTask) -> None:
+        """mcpx asks the person on its own behalf before a call that may change or delete things."""
+        r = task.request
+        handle = await self.broker.open(self._own_request(
+            task, f"{r.server}.{r.tool}", f"{r.server}.{r.tool} may change or delete things: let this call proceed?",
+            {"type": "object", "properties": {"confirm": {
+                "type": "boolean", "default": False, "title": "Let it proceed",
+                "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}}),
+            task.stored_with)
+        answer = await self._own_answer(task, handle, "mcpx's confirmation")
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return
-        if Answerer.kind_of(answer.by) == "expiry":
-            why = f"nobody answered within {elicit.ask_timeout:g}s"
-        elif answer.action == "accept":
-            why = f"{answer.by} answered but did not confirm"
-        else:
-            why = f"{answer.by} said {answer.action}" + (f" ({answer.reason})" if answer.reason else "")
-        raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and {why}")
+        raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and {self._why_not(answer)}")
+
+    async def _secrets_for(self, task: CallTask) -> None:
+        """The server's secrets are in the keychain before it starts: those missing are asked of the person (one
+        question per server, which every call needing it waits on), the call waiting like on any question."""
+        r = task.request
+        entry = self.pool.entry(r.server)
+        if not secrets.names(entry):
+            return
+        for _ in range(2):  # asked once; still missing after an accept means the keychain did not keep them
+            try:
+                handle = await self.secrets.asking(r.server, entry, self._own_request(task, r.server, "", {}),
+                                                   task.stored_with)
+            except secrets.MissingSecrets as exc:
+                raise CallFailed(str(exc)) from None
+            if handle is None:
+                return
+            answer = await self._own_answer(task, handle, "mcpx's question for its secrets",
+                                            self.secrets.settled(r.server, handle))
+            if answer.action != "accept":
+                raise CallFailed(f"{r.server}.{r.tool} was not run: its server needs secrets, mcpx asked for them "
+                                 f"({handle.id}) and {self._why_not(answer)}")
+        raise CallFailed(f"{r.server}.{r.tool} was not run: its secrets were answered but the keychain did not keep "
+                         "them (the daemon's log says why)")
 
     async def _run_to_end(self, task: CallTask, work: Awaitable[dict[str, Any]], doing: str) -> None:
         """Run a call to its end and record how it ended, in words that name the server and the question."""

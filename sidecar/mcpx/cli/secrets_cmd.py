@@ -1,0 +1,118 @@
+"""`mcpx secrets list|set|forget`: the servers' `secrets` in the OS keychain (docs/secrets.md).
+
+These talk to the keychain directly, as the user who runs the daemon: no daemon is needed, and no value ever
+passes through one, a file or the output. `set` reads the value with a hidden prompt on a terminal, else one line
+from stdin (`pass show x | mcpx secrets set github GITHUB_TOKEN`), so it is never on a command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from mcpx import keychain
+from mcpx.cli.common import add_json_flag, emit_json
+
+if TYPE_CHECKING:
+    from mcpx.config import Config
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    secrets = sub.add_parser("secrets", help="servers' secrets in the OS keychain: list, set, forget (never shown)")
+    ssub = secrets.add_subparsers(dest="secrets_cmd", required=True, metavar="COMMAND")
+    p = ssub.add_parser("list", help="each server's secrets and whether the keychain holds them (never a value)")
+    add_json_flag(p)
+    p.set_defaults(func=_guarded(secrets_list))
+    for name, what in (("set", "keep a server's secret in the keychain (prompted for, hidden)"),
+                       ("forget", "take a server's secret out of the keychain (the next start asks again)")):
+        p = ssub.add_parser(name, help=what)
+        p.add_argument("server")
+        p.add_argument("name", help="the variable, as the server's \"secrets\" lists it")
+        p.set_defaults(func=_guarded(secrets_set if name == "set" else secrets_forget))
+
+
+def _guarded(body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """No keychain, a keychain that refuses, a config that does not hold: said in a line, exit 1."""
+    def runner(args: argparse.Namespace) -> int:
+        from mcpx.config import ConfigError
+
+        try:
+            return body(args)
+        except keychain.NoKeychain as exc:
+            names = [n for s, n in _listed_or_none() if s == getattr(args, "server", s)]
+            print(f"mcpx: {exc}" + (f"; {keychain.instead(args.server, names)}" if names and hasattr(args, "server")
+                                    else ""), file=sys.stderr)
+            return 1
+        except (keychain.KeychainError, ConfigError) as exc:
+            print(f"mcpx: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+    return runner
+
+
+def _listed_or_none() -> list[tuple[str, str]]:
+    from mcpx.config import ConfigError
+
+    try:
+        return listed(_config())
+    except ConfigError:
+        return []
+
+
+def _config() -> Config:
+    from mcpx.config import load_config
+
+    return load_config().config
+
+
+def listed(config: Config) -> list[tuple[str, str]]:
+    """(server, name) of every secret the config names, sorted."""
+    from mcpx.config import StdioServer
+
+    return sorted((server, name) for server, entry in config.servers.items() if isinstance(entry, StdioServer)
+                  for name in entry.secrets)
+
+
+def secrets_list(args: argparse.Namespace) -> int:
+    rows = [{"server": server, "name": name, "inKeychain": keychain.get(server, name) is not None}
+            for server, name in listed(_config())]
+    if args.json:
+        emit_json({"secrets": rows})
+        return 0
+    if not rows:
+        print("no server lists secrets (a server entry's \"secrets\": [\"NAME\", ...], docs/secrets.md)")
+    for row in rows:
+        print(f"{row['server']:<20} {row['name']:<28} {'in the keychain' if row['inKeychain'] else 'missing'}")
+    return 0
+
+
+def secrets_set(args: argparse.Namespace) -> int:
+    wanted = dict.fromkeys(n for s, n in listed(_config()) if s == args.server)
+    if args.name not in wanted:
+        print(f"mcpx: server {args.server!r} lists no secret {args.name}"
+              + (f" (its secrets: {', '.join(wanted)})" if wanted else "")
+              + f": add it to servers.{args.server}.secrets in the config first", file=sys.stderr)
+        return 2
+    if sys.stdin.isatty():
+        value = getpass.getpass(f"{args.name} for {args.server} (kept in the keychain, not shown): ")
+    else:
+        value = sys.stdin.readline().rstrip("\r\n")
+    if not value:
+        print(f"mcpx: no value given for {args.name}: nothing was kept", file=sys.stderr)
+        return 1
+    keychain.put(args.server, args.name, value)
+    print(f"{args.name} for {args.server}: kept in the keychain; the server's next start reads it "
+          "(an instance running now keeps the value it started with)")
+    return 0
+
+
+def secrets_forget(args: argparse.Namespace) -> int:
+    if keychain.forget(args.server, args.name):
+        print(f"{args.name} for {args.server}: taken out of the keychain; the server's next start asks for it")
+    else:
+        print(f"{args.name} for {args.server}: the keychain held no value for it")
+    return 0

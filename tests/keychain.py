@@ -1,0 +1,81 @@
+"""A real Secret Service for a test: gnome-keyring-daemon on a private D-Bus session bus, with an unlocked "login"
+collection that keyring (mcpx/keychain.py) takes as the default one.
+
+`private_keychain(tmp)` starts `dbus-daemon --session` (its address read from its own output), then
+`gnome-keyring-daemon --foreground --unlock --components=secrets` on that bus, fed a known password on stdin
+(which creates and unlocks the login keyring under tmp's XDG_DATA_HOME), and waits until the service answers.
+Its `env` is what a process needs to reach it (give it to the daemon under test and to the CLI). Both processes
+are stopped in a finally. A part missing here is a loud skip (a failure under CI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import loud_skip
+from harness import PATIENCE, stop_process, wait_for_sync
+
+PASSWORD = b"mcpx-test-keyring"
+PARTS = {"dbus-daemon": "dbus-daemon (Debian: dbus-daemon)", "gnome-keyring-daemon": "gnome-keyring",
+         "secret-tool": "secret-tool (Debian: libsecret-tools)"}
+
+
+@dataclass
+class Keychain:
+    env: dict[str, str]  # DBUS_SESSION_BUS_ADDRESS and where the keyring keeps its files
+
+    def lookup(self, server: str, name: str) -> str | None:
+        """What the Secret Service holds for a server's secret, asked with secret-tool (not through mcpx)."""
+        out = subprocess.run(["secret-tool", "lookup", "service", f"mcpx:{server}", "username", name],
+                             env={**os.environ, **self.env}, capture_output=True, text=True, timeout=PATIENCE)
+        return out.stdout if out.returncode == 0 and out.stdout else None
+
+    def store(self, server: str, name: str, value: str) -> None:
+        subprocess.run(["secret-tool", "store", "--label", f"mcpx {server} {name}", "service", f"mcpx:{server}",
+                        "username", name], env={**os.environ, **self.env}, input=value, text=True, check=True,
+                       timeout=PATIENCE)
+
+
+def _ready(env: dict[str, str]) -> bool:
+    """The Secret Service answers a lookup on the bus (exit 1 is "no such item": it answered)."""
+    out = subprocess.run(["secret-tool", "lookup", "service", "mcpx:probe", "username", "probe"],
+                         env={**os.environ, **env}, capture_output=True, timeout=PATIENCE)
+    return out.returncode in (0, 1) and not out.stderr
+
+
+@contextlib.contextmanager
+def private_keychain(tmp: Path) -> Iterator[Keychain]:
+    for part, package in PARTS.items():
+        if shutil.which(part) is None:
+            loud_skip(f"no {part} here: install {package} for a real Secret Service (./dev test installs it)")
+    data, runtime = tmp / "keyring-data", tmp / "keyring-run"
+    data.mkdir(parents=True)
+    runtime.mkdir(mode=0o700, parents=True)
+    base = {"HOME": str(tmp), "XDG_DATA_HOME": str(data), "XDG_RUNTIME_DIR": str(runtime)}
+    bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
+                           env={**os.environ, **base}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    keyring: subprocess.Popen[bytes] | None = None
+    try:
+        assert bus.stdout is not None
+        address = bus.stdout.readline().strip()  # it prints its address once it listens
+        if not address:
+            raise AssertionError(f"dbus-daemon printed no address (exit {bus.poll()})")
+        env = {**base, "DBUS_SESSION_BUS_ADDRESS": address}
+        keyring = subprocess.Popen(["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
+                                   env={**os.environ, **env}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        assert keyring.stdin is not None
+        keyring.stdin.write(PASSWORD)  # the login keyring's password: it is created with it, and unlocked
+        keyring.stdin.close()
+        wait_for_sync(lambda: _ready(env), PATIENCE, 0.05)
+        yield Keychain(env)
+    finally:
+        if keyring is not None:
+            stop_process(keyring)
+        stop_process(bus)
