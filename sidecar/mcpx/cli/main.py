@@ -20,6 +20,7 @@ def parser() -> argparse.ArgumentParser:
         call_cmd,
         claude_cmd,
         daemon_cmd,
+        doctor_cmd,
         elicit_cmd,
         inbox_cmd,
         opencode_cmd,
@@ -38,6 +39,7 @@ def parser() -> argparse.ArgumentParser:
                    opencode_cmd, claude_cmd):
         module.register(sub)
     secrets_cmd.register(sub)
+    doctor_cmd.register(sub)
     demo = sub.add_parser("demo-server", help="the bundled demo MCP server, on stdio (it is in the default config)")
     demo.set_defaults(func=_demo_server)
     return top

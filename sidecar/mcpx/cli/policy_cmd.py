@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mcpx.cli.common import add_json_flag, emit_json
 
 if TYPE_CHECKING:
-    from mcpx.config import Config, Problem
+    from mcpx.config import Config, ConfigError, Problem
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -123,14 +124,26 @@ def policy_test(args: argparse.Namespace) -> int:
     return 0
 
 
-def config_check(args: argparse.Namespace) -> int:
+@dataclass
+class CheckedConfig:
+    """A config as `mcpx config check` (and `mcpx doctor`) sees it: what was read, every problem, every warning."""
+
+    origin: str
+    config: Config | None = None  # None when it does not hold
+    error: ConfigError | None = None  # every problem found, each naming its file and field
+    warnings: list[Problem] = field(default_factory=list)
+
+
+def checked_config(file: str | None = None) -> CheckedConfig:
+    """Check a file (or the config in force here: every file of it, each alone, then merged), every field, and
+    whether each stdio server's command would start."""
     from mcpx.config import ConfigError, config_warnings, load_config, read_file, validate
 
+    origin = file or "the config"
     warned: list[Problem] = []
     try:
-        if args.file:
-            config = validate(read_file(Path(args.file)), args.file)
-            origin = args.file
+        if file:
+            config = validate(read_file(Path(file)), file)
         else:
             loaded = load_config()
             config, origin = loaded.config, loaded.origin
@@ -138,6 +151,15 @@ def config_check(args: argparse.Namespace) -> int:
         if missing := _commands_missing(config, origin):
             raise ConfigError.of(missing)
     except ConfigError as exc:
+        return CheckedConfig(origin, None, exc, warned)
+    return CheckedConfig(origin, config, None, warned)
+
+
+def config_check(args: argparse.Namespace) -> int:
+    checked = checked_config(args.file)
+    config, origin, warned, exc = checked.config, checked.origin, checked.warnings, checked.error
+    if exc is not None or config is None:
+        assert exc is not None
         if args.json:
             emit_json({"ok": False, "path": exc.path, "field": exc.field, "problem": exc.problem,
                        "problems": _listed(exc.problems), "warnings": _listed(warned)})
@@ -145,10 +167,11 @@ def config_check(args: argparse.Namespace) -> int:
             _warn(warned)
             print(f"mcpx: {exc}", file=sys.stderr)
         return 1
-    summary = {"ok": True, "config": origin, "servers": sorted(config.servers), "mode": config.elicit.mode,
-               "rules": [r.id for r in config.elicit.rules], "ttl": config.elicit.ttl,
-               "confirmDestructive": config.elicit.confirm_destructive, "plugin": config.plugin.elicit,
-               "warnings": _listed(warned)}
+    summary: dict[str, Any] = {
+        "ok": True, "config": origin, "servers": sorted(config.servers), "mode": config.elicit.mode,
+        "rules": [r.id for r in config.elicit.rules], "ttl": config.elicit.ttl,
+        "confirmDestructive": config.elicit.confirm_destructive, "plugin": config.plugin.elicit,
+        "warnings": _listed(warned)}
     if args.json:
         emit_json(summary)
     else:
