@@ -19,7 +19,9 @@ Python or a library raised. Each family stays where its layer is; this module im
      │    └── TooManyRounds
      ├── UpstreamError            upstream/errors.py: something about an upstream the caller should read
      │    ├── NeedsLegacy         upstream/connection.py
-     │    └── UnknownServer       upstream/pool.py
+     │    ├── UnknownServer       upstream/pool.py
+     │    └── MissingSecrets      upstream/secrets.py: a server's secret not in the keychain, or no keychain
+     ├── NoKeychain, KeychainError  keychain.py: no OS keychain answers here; or it answered with a refusal
      ├── CallFailed               upstream/calls.py: a call that ended without a result
      ├── CallTimeout              upstream/deadline.py
      ├── UnknownTask              upstream/gateway.py
