@@ -54,7 +54,7 @@ def test_a_good_set_up_is_all_well(home: Path, tmp_path: Path, keys: Keychain) -
         out = d.cli("doctor")
         js = d.cli("doctor", "--json")
     assert out.returncode == 0, out
-    assert lines(out.stdout, "PROBLEM") == [], out.stdout
+    assert lines(out.stdout, "PROBLEM") == [] and lines(out.stdout, "warn") == [], out.stdout
     for said in ("ok      config", "ok      daemon", "ok      store    sqlite",
                  "ok      secrets  env: API_TOKEN in the keychain", "ok      server   env: started and listed 2 tools",
                  "ok      opencode this project", "ok      claude   this project",

@@ -53,8 +53,8 @@ def test_a_missing_secret_is_asked_kept_in_the_keychain_and_never_written(home: 
         assert "Server env needs API_TOKEN" in q["message"] and "keychain" in q["message"]
         assert q["requestedSchema"]["properties"]["API_TOKEN"]["format"] == "password"
         task = json.loads(asked.stdout)["inputRequired"]["task"]
-        out = d.cli("elicit", "answer", q["id"], json.dumps({"API_TOKEN": value}))
-        assert out.returncode == 0, out
+        given = d.cli("elicit", "answer", q["id"], json.dumps({"API_TOKEN": value}))
+        assert given.returncode == 0, given
         done = d.cli("task", "result", task, "--json")
         assert done.returncode == 0, done
         assert json.loads(json.loads(done.stdout)["result"]["content"][0]["text"]) == digest(value)
@@ -72,7 +72,7 @@ def test_a_missing_secret_is_asked_kept_in_the_keychain_and_never_written(home: 
     finally:
         d.stop()
     assert written(home, value) == []
-    for out in (asked, done, again):
+    for out in (asked, given, done, again):
         assert value not in out.stdout + out.stderr
 
 
@@ -89,6 +89,16 @@ async def test_a_listing_asks_without_waiting_and_the_tools_follow_the_answer(ho
             eid = said.split(" in ", 1)[1].split()[0]
             async with http.get("/v1/tools/env") as r:  # the same question, not a second one
                 assert eid in (await r.json())["error"]["message"]
+        d.stop()
+        d.start()  # its asker gone, the question ends; the next listing asks again
+        async with d.session() as http:
+            async with http.get(f"/v1/elicit/{eid}") as r:
+                orphan = (await r.json())["elicitation"]
+            assert orphan["state"] == "abandoned" and "restarted" in orphan["stateReason"], orphan
+            async with http.get("/v1/tools/env") as r:
+                said = (await r.json())["error"]["message"]
+            eid = said.split(" in ", 1)[1].split()[0]
+            assert eid != orphan["id"]
             status, _ = await answer(http, eid, "accept", {"API_TOKEN": value})
             assert status == 200
 

@@ -25,7 +25,8 @@ from mcpx import __version__, keychain
 from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
 from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.cli.doctor_findings import Finding
-from mcpx.config import Config, ServerConfig, StdioServer
+from mcpx.cli.policy_cmd import CheckedConfig, checked_config
+from mcpx.config import ServerConfig, StdioServer
 
 ASK_PATIENCE = 30.0  # s: how long doctor waits for the daemon to keep a secret it was just given
 
@@ -61,12 +62,17 @@ def doctor(args: argparse.Namespace) -> int:
 
 
 def _findings(ask: bool) -> Iterator[Finding]:
-    config = yield from _config()
+    checked = yield from _config()
+    config = checked.config
     health = yield from _daemon()
     if health is None:
         yield Finding("server", "(all)", False, "not checked: no daemon to start them",
                       "see the daemon's problem above")
     else:
+        if config is not None and checked.origin != health.get("config"):
+            yield Finding.warning("daemon", "config", f"it runs the config of {health.get('config')}, not the one "
+                                  f"here ({checked.origin}): the servers below are its",
+                                  "run `mcpx doctor` where the daemon was started, or `mcpx daemon restart` here")
         yield from asyncio.run(_store(health))
         if config is None:
             yield Finding("server", "(all)", False, "not checked: the config does not load, so their secrets are not "
@@ -83,9 +89,7 @@ def _findings(ask: bool) -> Iterator[Finding]:
 # ---- the config
 
 
-def _config() -> Generator[Finding, None, Config | None]:
-    from mcpx.cli.policy_cmd import checked_config
-
+def _config() -> Generator[Finding, None, CheckedConfig]:
     checked = checked_config()
     for warned in checked.warnings:
         yield Finding.warning("config", warned.path + (f" {warned.field}" if warned.field else ""), warned.message)
@@ -93,12 +97,12 @@ def _config() -> Generator[Finding, None, Config | None]:
         for problem in checked.error.problems:
             yield Finding("config", problem.path + (f" {problem.field}" if problem.field else ""), False,
                           problem.message, "fix it in that file (`mcpx config check` says the same)")
-        return None
+        return checked
     config = checked.config
     assert config is not None
     yield Finding("config", checked.origin, True, f"every file and field holds; servers: "
                   f"{', '.join(sorted(config.servers)) or '(none)'}")
-    return config
+    return checked
 
 
 # ---- the daemon and its store

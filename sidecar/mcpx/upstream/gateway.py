@@ -71,7 +71,9 @@ class Gateway:
         self.pool.start()
         await self._recover()
         lease = self.broker.store_info.lease
-        if lease is not None:
+        if lease is None:
+            await self.secrets.abandon_orphans()
+        else:
             self._reaper = asyncio.create_task(self._reap_lapsed(lease), name="mcpx-reap-lapsed")
 
     async def close(self) -> None:

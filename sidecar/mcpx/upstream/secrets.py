@@ -21,11 +21,14 @@ from mcpx import keychain
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Elicitation, OpenRequest, StoredTask
+from mcpx.broker.store import QuestionFilter
 from mcpx.config import ServerConfig, StdioServer
 from mcpx.configsource import ConfigSource
 from mcpx.upstream.errors import UpstreamError
 
 log = logging.getLogger("mcpx.upstream")
+
+MARK = "mcpx-secrets:"  # + the server: the upstreamId of mcpx's question for a server's secrets
 
 
 class MissingSecrets(UpstreamError):
@@ -104,6 +107,7 @@ class SecretAsker:
         message, schema = question(server, lacking)
         handle = await self.broker.open(request.model_copy(update={
             "server": "mcpx", "tool": server, "message": message, "requested_schema": schema, "mode": "form",
+            "upstream_id": MARK + server,
             "audience": "human", "ttl": self.settings.config.elicit.ask_timeout}), stored_with)
         keeper = asyncio.create_task(self._keep(server, lacking, handle), name=f"mcpx-secrets-{server}")
         self._asking[server] = (handle, keeper)
@@ -137,6 +141,15 @@ class SecretAsker:
         if found is not None and found[0] is handle:
             await asyncio.shield(found[1])
         return answer
+
+    async def abandon_orphans(self) -> None:
+        """At start: a question for secrets left open by the daemon before this one has no asker any more (an
+        answer would be stored redacted and reach no keychain), so it ends; the server's next start asks again.
+        Not on a store a team shares, where an open one may be a live daemon's."""
+        for q in await self.broker.questions(QuestionFilter(state="pending", server="mcpx")):
+            if (q.upstream_id or "").startswith(MARK):
+                await self.broker.abandon(q.id, "the mcpx daemon that asked restarted; the server's next start "
+                                                "asks again")
 
     async def close(self) -> None:
         keepers = [keeper for _h, keeper in self._asking.values()]
