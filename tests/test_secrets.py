@@ -19,6 +19,7 @@ from conftest import wait_for
 from gateway_helpers import answer, stdio
 from harness import Daemon, make_daemon
 from keychain import Keychain, private_keychain
+from test_surface import accepting, stdio_client, text
 
 
 @pytest.fixture
@@ -154,3 +155,21 @@ def test_a_bad_secrets_field_is_named(home: Path) -> None:
     http = make_daemon(home, {"servers": {"web": {"url": "http://127.0.0.1:9/mcp", "secrets": ["A"]}}})
     out = http.cli("config", "check")
     assert out.returncode == 1 and "secrets" in out.stderr
+
+
+async def test_a_hosts_call_gets_the_question_passed_through_and_its_answer_kept(home: Path, keys: Keychain) -> None:
+    """An MCP host that can ask (the SDK client through `mcpx serve`) is asked mcpx's question like any: its answer
+    is the person's, the keychain keeps it, the server sees it."""
+    value = "tok-" + secrets.token_hex(16)
+    seen: list[str] = []
+    with needing_secret(home, keys.env) as d:
+        async with stdio_client(d, "legacy", accepting({"API_TOKEN": value}, seen)) as client:
+            result = await client.call_tool("env_variable_digest", {"name": "API_TOKEN"})
+            assert json.loads(text(result)) == digest(value), text(result)
+            assert "env_variable_digest" in {t.name for t in (await client.list_tools()).tools}
+        async with d.session() as http, http.get("/v1/audit", params={"kinds": "elicit.answered"}) as r:
+            records = (await r.json())["records"]
+    assert len(seen) == 1 and "Server env needs API_TOKEN" in seen[0], seen
+    assert [rec["data"]["by"] for rec in records] == ["person:mcp-client"]
+    assert keys.lookup("env", "API_TOKEN") == value
+    assert written(home, value) == []

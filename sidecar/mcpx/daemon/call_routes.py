@@ -309,8 +309,11 @@ async def list_tools(call: Call) -> web.StreamResponse:
 async def server_tools(call: Call) -> web.StreamResponse:
     gw = call.app[GATEWAY]
     server = call.path["server"]
+    headers = call.request.headers
+    asker = resolve_session(call.app[CONFIG].fallback_session, header=session_of(call.request),
+                            source=header_source(headers.get(SESSION_SOURCE_HEADER)), cwd=headers.get(CWD_HEADER))
     try:
-        tools = await gw.tools(server)
+        tools = await gw.tools(server, asker)  # a question the listing opens (missing secrets) is the caller's
     except UnknownServer as exc:
         raise RouteError(404, "unknown_server", str(exc)) from None
     except Exception as exc:

@@ -143,7 +143,8 @@ class Surface:
             return {"supportedVersions": list(MODERN_VERSIONS), "capabilities": await self._capabilities(state),
                     "instructions": await self._instructions(state)}
         if method == "tools/list":
-            servers_tools = [] if state.own_tools_only else await self.names.listing(state)
+            servers_tools = [] if state.own_tools_only else await self.names.listing(
+                state, self.session_for(state, meta, None))  # a question a listing opens is this session's
             return {"tools": servers_tools + listed()}
         if method == "tools/call":
             return await self._call(state, params, meta, out)

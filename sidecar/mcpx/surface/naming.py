@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
+from mcpx.broker.models import SessionSource
 from mcpx.configsource import ConfigSource
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
@@ -21,12 +22,14 @@ class ToolNames:
         self.settings = settings
         self._names: dict[str, tuple[str, str]] = {}  # exposed name -> (server, the server's own name)
 
-    async def listing(self, state: ClientState) -> list[dict[str, Any]]:
-        """The upstream tools this client sees, each under its exposed name."""
+    async def listing(self, state: ClientState, asker: tuple[str, SessionSource] | None = None
+                      ) -> list[dict[str, Any]]:
+        """The upstream tools this client sees, each under its exposed name. `asker`: the session a question the
+        listing opens belongs to (a server's missing secrets, upstream/secrets.py)."""
         can_ask = bool(state.modes)
         servers = [state.scope] if state.scope is not None else sorted(self.settings.config.servers)
         out: list[dict[str, Any]] = []
-        listings = await asyncio.gather(*(self._server_tools(s) for s in servers))
+        listings = await asyncio.gather(*(self._server_tools(s, asker) for s in servers))
         for server, tools in zip(servers, listings, strict=True):
             for tool in tools:
                 name = tool["name"] if state.scope is not None else f"{server}_{tool['name']}"
@@ -39,9 +42,9 @@ class ToolNames:
                 out.append(exposed)
         return out
 
-    async def _server_tools(self, server: str) -> list[dict[str, Any]]:
+    async def _server_tools(self, server: str, asker: tuple[str, SessionSource] | None) -> list[dict[str, Any]]:
         try:
-            return await self.gateway.tools(server)
+            return await self.gateway.tools(server, asker)
         except Exception as exc:  # one broken server hides no other
             log.warning("tools of %s are left out of tools/list: %s", server, exc)
             return []

@@ -19,7 +19,7 @@ from typing import Any
 
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import Answer, Answerer, OpenRequest, TaskDoc, TaskState
+from mcpx.broker.models import Answer, Answerer, OpenRequest, SessionSource, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.config import ServerConfig, StdioServer
 from mcpx.configsource import ConfigSource
@@ -130,16 +130,18 @@ class Gateway:
             except Exception:  # one listener's trouble is not the reload's, nor the other listeners'
                 log.exception("a listener to the tool list failed")
 
-    async def tools(self, server: str) -> list[dict[str, Any]]:
+    async def tools(self, server: str, asker: tuple[str, SessionSource] | None = None) -> list[dict[str, Any]]:
+        """The server's tools (listed once, then from memory). `asker`: the session a question this listing opens
+        belongs to (a server's missing secrets); by default the config's."""
         entry = self.pool.entry(server)
         if server not in self._tool_cache:
             if secrets.names(entry):
-                await self._secrets_listed(server, entry)
+                await self._secrets_listed(server, entry, asker or (self.settings.fallback_session(), "fallback"))
             async with self.pool.lease(server, "*") as conn:
                 self._tool_cache[server] = await conn.list_tools(refresh=True)
         return self._tool_cache[server]
 
-    async def _secrets_listed(self, server: str, entry: ServerConfig) -> None:
+    async def _secrets_listed(self, server: str, entry: ServerConfig, asker: tuple[str, SessionSource]) -> None:
         """A listing never waits for a person: with a secret missing it asks for it (once, not again after a refusal)
         and fails at once naming the question; once answered the server's tools are listed again."""
         if server in self._refused_secrets:
@@ -150,7 +152,7 @@ class Gateway:
             self._refused_secrets.discard(server)
             return
         handle = await self.secrets.asking(server, entry, OpenRequest(
-            session=self.settings.fallback_session(), session_source="fallback", server="mcpx", message="-"))
+            session=asker[0], session_source=asker[1], server="mcpx", message="-"))
         if handle is None:
             return
         task = asyncio.create_task(self._listed_answer(server, handle), name=f"mcpx-secrets-listed-{server}")
