@@ -173,3 +173,12 @@ async def test_a_hosts_call_gets_the_question_passed_through_and_its_answer_kept
     assert [rec["data"]["by"] for rec in records] == ["person:mcp-client"]
     assert keys.lookup("env", "API_TOKEN") == value
     assert written(home, value) == []
+
+
+def test_a_declined_question_runs_nothing_and_keeps_nothing(home: Path, keys: Keychain) -> None:
+    with needing_secret(home, keys.env) as d:
+        out = d.cli("call", "env.variable_digest", '{"name": "API_TOKEN"}', "--elicit=decline")
+    assert out.returncode == 1, out
+    assert "env.variable_digest was not run: its server needs secrets, mcpx asked for them (elc-" in out.stderr, out
+    assert "said decline" in out.stderr
+    assert keys.lookup("env", "API_TOKEN") is None

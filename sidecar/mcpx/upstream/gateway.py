@@ -298,12 +298,9 @@ class Gateway:
         entry = self.pool.entry(r.server)
         if not secrets.names(entry):
             return
-        for _ in range(2):  # asked once; still missing after an accept means the keychain did not keep them
-            try:
-                handle = await self.secrets.asking(r.server, entry, self._own_request(task, r.server, "", {}),
-                                                   task.stored_with)
-            except secrets.MissingSecrets as exc:
-                raise CallFailed(str(exc)) from None
+        try:
+            handle = await self.secrets.asking(r.server, entry, self._own_request(task, r.server, "", {}),
+                                               task.stored_with)
             if handle is None:
                 return
             answer = await self._own_answer(task, handle, "mcpx's question for its secrets",
@@ -311,8 +308,11 @@ class Gateway:
             if answer.action != "accept":
                 raise CallFailed(f"{r.server}.{r.tool} was not run: its server needs secrets, mcpx asked for them "
                                  f"({handle.id}) and {self._why_not(answer)}")
-        raise CallFailed(f"{r.server}.{r.tool} was not run: its secrets were answered but the keychain did not keep "
-                         "them (the daemon's log says why)")
+            if lacking := await self.secrets.lacking(r.server, entry):
+                raise CallFailed(f"{r.server}.{r.tool} was not run: {', '.join(lacking)} answered in {handle.id} "
+                                 "but the keychain did not keep them (the daemon's log says why)")
+        except secrets.MissingSecrets as exc:
+            raise CallFailed(str(exc)) from None
 
     async def _run_to_end(self, task: CallTask, work: Awaitable[dict[str, Any]], doing: str) -> None:
         """Run a call to its end and record how it ended, in words that name the server and the question."""
