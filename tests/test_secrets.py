@@ -7,6 +7,7 @@ daemon's state directory (its database, log, stderr) is searched for the value.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import secrets
@@ -83,13 +84,15 @@ async def test_a_listing_asks_without_waiting_and_the_tools_follow_the_answer(ho
     d.start()
     try:
         async with d.session() as http:
-            async with http.get("/v1/tools/env") as r:
-                body = await r.json()
-            said = body["error"]["message"]
-            assert r.status == 502 and "waits for its secrets: mcpx asked for them in elc-" in said, body
+            async def listing() -> tuple[int, str]:
+                async with http.get("/v1/tools/env") as r:
+                    return r.status, (await r.json())["error"]["message"]
+
+            (status, said), (again, also) = await asyncio.gather(listing(), listing())  # at once: one question
+            assert status == again == 502 and "waits for its secrets: mcpx asked for them in elc-" in said, said
             eid = said.split(" in ", 1)[1].split()[0]
-            async with http.get("/v1/tools/env") as r:  # the same question, not a second one
-                assert eid in (await r.json())["error"]["message"]
+            assert eid in also
+            assert eid in (await listing())[1]  # and later: the same one, not a second
         d.stop()
         d.start()  # its asker gone, the question ends; the next listing asks again
         async with d.session() as http:

@@ -76,6 +76,7 @@ class SecretAsker:
         self.settings = settings
         self._tools_changed = tools_changed
         self._asking: dict[str, tuple[Handle, asyncio.Task[None]]] = {}  # server → its open question, its keeper
+        self._opening: dict[str, asyncio.Lock] = {}
 
     async def lacking(self, server: str, entry: ServerConfig) -> list[str]:
         """The server's secrets the keychain has no value for; MissingSecrets when there is no keychain."""
@@ -95,24 +96,22 @@ class SecretAsker:
                      stored_with: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle | None:
         """The open question for the server's missing secrets: the one open already, or a new one opened with
         `request`'s session and call; None when none is missing."""
-        found = self._asking.get(server)
-        if found is not None:
-            return found[0]
-        lacking = await self.lacking(server, entry)
-        if not lacking:
-            return None
-        found = self._asking.get(server)  # another asker got here while the keychain was read
-        if found is not None:
-            return found[0]
-        message, schema = question(server, lacking)
-        handle = await self.broker.open(request.model_copy(update={
-            "server": "mcpx", "tool": server, "message": message, "requested_schema": schema, "mode": "form",
-            "upstream_id": MARK + server,
-            "audience": "human", "ttl": self.settings.config.elicit.ask_timeout}), stored_with)
-        keeper = asyncio.create_task(self._keep(server, lacking, handle), name=f"mcpx-secrets-{server}")
-        self._asking[server] = (handle, keeper)
-        keeper.add_done_callback(lambda _t: self._asking.pop(server, None))
-        return handle
+        async with self._opening.setdefault(server, asyncio.Lock()):  # two askers at once open one question
+            found = self._asking.get(server)
+            if found is not None:
+                return found[0]
+            lacking = await self.lacking(server, entry)
+            if not lacking:
+                return None
+            message, schema = question(server, lacking)
+            handle = await self.broker.open(request.model_copy(update={
+                "server": "mcpx", "tool": server, "message": message, "requested_schema": schema, "mode": "form",
+                "upstream_id": MARK + server, "audience": "human",
+                "ttl": self.settings.config.elicit.ask_timeout}), stored_with)
+            keeper = asyncio.create_task(self._keep(server, lacking, handle), name=f"mcpx-secrets-{server}")
+            self._asking[server] = (handle, keeper)
+            keeper.add_done_callback(lambda _t: self._asking.pop(server, None))
+            return handle
 
     async def _keep(self, server: str, lacking: list[str], handle: Handle) -> None:
         """Wait for the answer and put its values in the keychain; a listing that failed meanwhile lists again."""
