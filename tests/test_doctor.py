@@ -103,7 +103,7 @@ def test_on_a_terminal_a_missing_secret_is_asked_and_the_server_starts(home: Pat
     with make_daemon(home, {"servers": {"env": stdio("env_server.py", secrets=["API_TOKEN"])}},
                      extra_env=isolated(tmp_path, keys)) as d:
         with Terminal(d, "doctor") as term:
-            term.expect("API_TOKEN")
+            term.expect("API_TOKEN:")  # the prompt itself, written once the echo is off (typing sooner is flushed)
             term.type(value)
             code = term.finish()
             shown = term.out.decode(errors="replace")
