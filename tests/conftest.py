@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 import aiohttp
 import pytest
+from _pytest.nodeid import coerce_node_id
 
 from harness import PATIENCE, SUITE_STORE, Daemon, make_daemon
 
@@ -200,6 +201,22 @@ async def request_in_flight(daemon: Daemon, method: str, path: str, **kw: Any
         task.cancel()
         raise AssertionError(f"{method} {path} was not sent within {PATIENCE:.0f}s")
     return task
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--dist loadgroup` (./dev test): the tests of one `xdist_group` run on one worker, one after another, so a
+    module's opencode, Claude Code or wheel is set up once, and two of them never run at once. pytest-xdist 3.8 marks
+    a test's group by a suffix it writes to `item._nodeid`, which pytest 9 no longer reads (a node's id is `_id`):
+    without this every group was spread over the workers, each setting the module up again. Written here where
+    pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run."""
+    if not getattr(config.option, "loadgroup", False):  # set on xdist's workers, for --dist loadgroup
+        return
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
