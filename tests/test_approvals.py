@@ -144,6 +144,9 @@ async def test_two_of_three_through_their_own_links_the_asker_refused_and_a_link
                 assert shown["approvals"]["status"] == "1 of 2 approved (alice)"
                 show = d.cli("elicit", "show", q["id"])
                 assert "1 of 2 approved (alice); waiting for bob" in show.stdout, show.stdout + show.stderr
+                # the commands it offers are the ones that work: bob's own link, and cancel; no answer it would refuse
+                assert f"mcpx elicit link {q['id']} --as bob" in show.stdout and "elicit answer" not in show.stdout
+                assert "--as alice" not in show.stdout and f"mcpx elicit cancel {q['id']}" in show.stdout
                 async with http.get(f"/v1/elicit/{q['id']}", params={"render": "true"}) as r:
                     rendering = (await r.json())["elicitation"]["render"]  # what opencode shows, as given
                 assert rendering["approvals"].startswith("1 of 2 approved (alice); waiting for bob.")

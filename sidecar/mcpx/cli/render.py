@@ -18,6 +18,11 @@ AUDIENCE_WORDS = {
 
 def answer_commands(q: dict[str, Any]) -> list[str]:
     eid = q["id"]
+    if isinstance(approvals := q.get("approvals"), dict):
+        # only its approvers' own links accept or decline it (any other answer is refused): hand each theirs
+        links = [f"mcpx elicit link {eid} --as {name}   # {plain(name)}'s own link: it answers only as them"
+                 for name in approvals.get("waiting") or []]
+        return [*links, f"mcpx elicit cancel {eid}                    # not now (anyone may cancel)"]
     lines = [respond_with(q)]
     fields = FlatSchema.of(q.get("requestedSchema")).fields
     if fields and q.get("mode") != "url":
