@@ -54,6 +54,12 @@ CACHEABLE = ("server/discover", "tools/list", "prompts/list", "resources/list", 
              "resources/read")
 
 
+def serves_tasks(upstream: dict[str, Any] | None) -> bool:
+    """The Tasks extension is mcpx's to serve on the aggregate surface (`upstream` None), and on /mcp/SERVER where
+    the server offers it (the calls it makes tasks are mcpx's tasks there: mcpx follows the server's)."""
+    return upstream is None or tasks.offered(upstream)
+
+
 class Surface:
     def __init__(self, gateway: Gateway, broker: Broker, settings: ConfigSource, states: RequestStates) -> None:
         self.gateway = gateway
@@ -150,7 +156,7 @@ class Surface:
             return await self._call(state, params, meta, out)
         if method == "subscriptions/listen" and state.era == "modern":
             return await self._listen(state, params, meta, out, request_id)
-        if method in TASK_METHODS and state.era == "modern" and await self._serves_tasks(state):
+        if method in TASK_METHODS and state.era == "modern" and serves_tasks(await self._scope_facts(state)):
             if not state.takes_tasks:
                 raise missing_extension(method)
             session, _ = self.session_for(state, meta, None)
@@ -179,19 +185,18 @@ class Surface:
         async with self.gateway.pool.lease(server, "*") as conn:
             return conn.facts.capabilities if conn.facts else {}
 
+    async def _scope_facts(self, state: ClientState) -> dict[str, Any] | None:
+        """The capabilities of the server behind /mcp/SERVER; None on the aggregate surface."""
+        return None if state.scope is None else await self._upstream_facts(state.scope)
+
     async def _capabilities(self, state: ClientState) -> dict[str, Any]:
         caps: dict[str, Any] = {"tools": {"listChanged": True}}
-        if state.era == "modern" and await self._serves_tasks(state):
+        upstream = await self._scope_facts(state)
+        if state.era == "modern" and serves_tasks(upstream):
             caps["extensions"] = {EXTENSION: {}}  # a call lives in the daemon: any connection may follow it
-        if state.scope is not None:
-            upstream = await self._upstream_facts(state.scope)
+        if upstream is not None:
             caps.update({k: v for k, v in upstream.items() if k in PASSED_CAPABILITIES})
         return caps
-
-    async def _serves_tasks(self, state: ClientState) -> bool:
-        """The Tasks extension is mcpx's to serve on the aggregate surface, and on /mcp/SERVER where the server
-        offers it (the calls it makes tasks are mcpx's tasks there: mcpx follows the server's)."""
-        return state.scope is None or tasks.offered(await self._upstream_facts(state.scope))
 
     async def _instructions(self, state: ClientState) -> str:
         text = ("Tools of the MCP servers behind mcpx are named SERVER_TOOL. When one of them asks a question "
@@ -216,9 +221,10 @@ class Surface:
         followed: list[str] = []
         session, _ = self.session_for(state, meta, None)
         if "taskIds" in wanted:
-            if not state.takes_tasks and await self._serves_tasks(state):
+            served = serves_tasks(await self._scope_facts(state))
+            if not state.takes_tasks and served:
                 raise missing_extension("subscriptions/listen for taskIds")
-            followed = await self.tasks.owned(wanted["taskIds"], session) if await self._serves_tasks(state) else []
+            followed = await self.tasks.owned(wanted["taskIds"], session) if served else []
             honoured["taskIds"] = followed
         sub_meta = {"io.modelcontextprotocol/subscriptionId": request_id}
         await out.notify("notifications/subscriptions/acknowledged", {"_meta": sub_meta, "notifications": honoured})
