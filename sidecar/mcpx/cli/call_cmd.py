@@ -92,7 +92,8 @@ def _exit_for_result(result: dict[str, Any]) -> int:
     return 1 if result.get("isError") or "error" in result else 0
 
 
-def _split(target: str) -> tuple[str, str]:
+def split_target(target: str) -> tuple[str, str]:
+    """SERVER.TOOL as (server, tool); ValueError naming the form for anything else (`mcpx call`, mcpx.Client)."""
     server, dot, tool = target.partition(".")
     if not dot or not server or not tool:
         raise ValueError(f"{target!r}: name the tool as SERVER.TOOL, e.g. demo.choose_repository")
@@ -159,7 +160,7 @@ def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
 
 def call_cmd(args: argparse.Namespace) -> int:
     try:
-        server, tool = _split(args.target)
+        server, tool = split_target(args.target)
         schema = asyncio.run(_input_schema(server, tool)) if args.arguments and given_as_pairs(args.arguments) \
             else None
         arguments = _arguments(args.arguments, schema)

@@ -25,7 +25,7 @@ from typing import Any, TypeAlias
 
 from mcpx.broker.models import SCRIPT_NAME, Answerer
 from mcpx.broker.schema import FlatSchema
-from mcpx.cli.call_cmd import read_answer
+from mcpx.cli.call_cmd import read_answer, split_target
 from mcpx.cli.client import ApiError, DaemonClient, Response
 from mcpx.cli.prompt import TerminalForm
 from mcpx.daemon.launch import ensure_daemon
@@ -117,13 +117,6 @@ def default_name() -> str:
     return name if SCRIPT_NAME.fullmatch(name) else "python"
 
 
-def _target(target: str) -> tuple[str, str]:
-    server, dot, tool = target.partition(".")
-    if not dot or not server or not tool:
-        raise ValueError(f"{target!r}: name the tool as SERVER.TOOL, e.g. github.create_issue")
-    return server, tool
-
-
 class Client:
     """A script's way through this MCPX_HOME's daemon (started, as `mcpx serve` starts one, if none runs)."""
 
@@ -164,7 +157,7 @@ class Client:
         """Call SERVER.TOOL with `arguments`; its CallToolResult as a dict, once the call ends. Its questions are
         handed to the handler meanwhile. CallFailed if the call fails; whatever the handler raises (AnswerRefused
         for an answer the daemon refused) ends the call, cancelled, and is raised here."""
-        server, tool = _target(target)
+        server, tool = split_target(target)
         body: dict[str, Any] = {"arguments": dict(arguments or {})}
         if self.session:
             body["session"] = self.session
