@@ -11,11 +11,14 @@ Every wait is for a receiver's request or a state seen through the API, bounded;
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import hashlib
 import hmac
 import json
+import os
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -27,7 +30,7 @@ import pytest
 from aiohttp import web
 
 from conftest import ask, wait_for
-from harness import PATIENCE, make_daemon, receiving, running
+from harness import PATIENCE, SUITE_STORE, make_daemon, receiving, running
 
 YES_NO = {"type": "object", "properties": {}}
 
@@ -241,6 +244,55 @@ async def test_reminders_and_escalation_arrive_on_time_and_go_on_after_a_restart
             assert logged - 1 <= sent <= logged and sent >= 1
             assert len([r for r in reminded if r["data"]["escalate"]]) == 1
         assert hook.bad == []
+
+
+def on_the_store(home: Path, *statements: str) -> list[tuple[Any, ...]]:
+    """Run `statements` on the store of the (stopped) daemon of `home`: its mcpx.db, or (a suite test on PostgreSQL)
+    the mcpx schema of its database; the last one's rows."""
+    url = os.environ.get(SUITE_STORE)
+    rows: list[tuple[Any, ...]] = []
+    if not url:
+        with contextlib.closing(sqlite3.connect(home / "mcpx.db", isolation_level=None)) as db:
+            for statement in statements:
+                rows = db.execute(statement).fetchall()
+        return rows
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET search_path TO mcpx")
+        for statement in statements:
+            cur = conn.execute(statement)
+            rows = cur.fetchall() if cur.description else []
+    return rows
+
+
+@pytest.mark.stores
+async def test_a_store_of_the_previous_schema_is_migrated_and_its_approvals_go_on(home: Path) -> None:
+    """A start finds the pending questions that have approvals by the row's own column, not in their documents' bytes.
+    A store of the previous schema (the column dropped and the version set back, as an mcpx before it left one) is
+    migrated at start: the column filled from each document — a form that merely has a field named "approvals" has
+    none — and the pending approvals' reminders go on."""
+    hook = Receiver(SECRETS)
+    async with hook.serving():
+        d = make_daemon(home, {"servers": {}, "people": {"alice": {"notify": [
+            {"webhook": f"{hook.base}/alice", "secret": "alice-key"}]}}})
+        with d:
+            async with d.session() as http:
+                q = await ask(http, message="Rotate the keys?", requestedSchema=YES_NO, ttl="10m",
+                              approvers=["alice"], remind="1s")
+                decoy = await ask(http, message="Which approvals?", ttl="10m", requestedSchema={
+                    "type": "object", "properties": {"approvals": {"type": "string"}}})
+        sqlite = not os.environ.get(SUITE_STORE)
+        on_the_store(home, "ALTER TABLE elicitations DROP COLUMN approvals",
+                     "PRAGMA user_version=0" if sqlite else "UPDATE schema_version SET version=1")
+        reminded = len([b for p, b in hook.got if p == "/alice" and b["why"] == "reminder"])
+        with d:  # its reminders go on: the start found the question's approvals in the migrated store
+            await hook.until(lambda path, b: path == "/alice" and b["why"] == "reminder", reminded + 1)
+        version = on_the_store(home, "PRAGMA user_version" if sqlite else "SELECT version FROM schema_version")
+        assert version == [(2,)]
+        marked = dict(on_the_store(home, "SELECT id, approvals FROM elicitations"))
+        assert {eid: bool(v) for eid, v in marked.items()} == {q["id"]: True, decoy["id"]: False}
+    assert hook.bad == []
 
 
 async def test_two_daemons_on_one_store_send_each_reminder_once(postgres: Any, tmp_path: Path) -> None:
