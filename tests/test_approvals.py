@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import socket
 import sqlite3
 import time
@@ -24,6 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import pytest
@@ -31,6 +33,9 @@ from aiohttp import web
 
 from conftest import ask, wait_for
 from harness import PATIENCE, SUITE_STORE, make_daemon, receiving, running
+from mcpx.inbox.keys import InboxKeys
+from mcpx.paths import load_key
+from test_inbox_web import chromium, page_of
 
 YES_NO = {"type": "object", "properties": {}}
 
@@ -132,10 +137,17 @@ async def test_two_of_three_through_their_own_links_the_asker_refused_and_a_link
                 # the inbox token's way (and any other) does not approve: only an approver's own link does
                 async with http.post(f"/v1/elicit/{q['id']}/accept", json={}) as r:
                     assert r.status == 403 and "own link" in (await r.json())["error"]["message"]
-                # the asker's own link: refused, saying why, and recorded as refused
-                async with http.get(f"/v1/elicit/{q['id']}/link", params={"as": "carol"}) as r:
-                    carol_link = (await r.json())["url"]
-                status, page = await perform({"method": "POST", "url": carol_link.replace(
+                # no link is made for the asker, as none is for someone who is no approver: it could only be refused
+                asker = d.cli("elicit", "link", q["id"], "--as", "carol")
+                assert asker.returncode != 0 and "carol asked this question" in asker.stderr, asker
+                assert f"mcpx elicit cancel {q['id']}" in asker.stderr and asker.stdout == ""
+                outsider = d.cli("elicit", "link", q["id"], "--as", "dave")
+                assert outsider.returncode != 0 and "dave is not an approver" in outsider.stderr, outsider
+                # one made before mcpx refused to make it still opens the page: its accept is refused, saying why,
+                # and recorded as refused
+                carol = InboxKeys(load_key(home / "inbox.key")).approver_link(q["id"], "carol")
+                carol_page = re.sub(r"link=[^&]+", "link=" + quote(carol), to_bob["click"])
+                status, page = await perform({"method": "POST", "url": carol_page.replace(
                     f"/inbox/q/{q['id']}", f"/inbox/q/{q['id']}/accept"), "body": ""})
                 assert status == 403 and "nobody approves their own request" in page
 
@@ -157,6 +169,18 @@ async def test_two_of_three_through_their_own_links_the_asker_refused_and_a_link
                 async with aiohttp.ClientSession() as phone, phone.get(to_bob["click"]) as page:
                     text = await page.text()  # bob's own page: where it stands, and that he answers as himself
                     assert page.status == 200 and "1 of 2 approved (alice)" in text and "person:bob" in text
+                # in a browser: alice's page, her vote in, shows it and where the approvals stand, and no button
+                # (pressed, it would be refused); the asker's shows why it is not theirs; bob's still asks him
+                async with chromium() as browser, page_of(browser) as tab:
+                    await tab.goto(to_alice["link"])
+                    assert await tab.locator("#vote").inner_text() == "You approved this, as alice."
+                    assert "1 of 2 approved (alice). Waiting for bob." in await tab.locator("#standing").inner_text()
+                    assert await tab.locator("button").count() == 0 and await tab.locator("form").count() == 0
+                    await tab.goto(carol_page)
+                    assert "You asked this question, as carol" in await tab.locator("#vote").inner_text()
+                    assert await tab.locator("button").count() == 0
+                    await tab.goto(to_bob["click"])
+                    assert await tab.locator("#accept").is_visible() and await tab.locator("#vote").count() == 0
                 status, page = await perform(to_alice["actions"][0])  # the same action again: counts once
                 assert status == 409 and "counts once" in page
 
