@@ -264,7 +264,7 @@ def files() -> list[Path]:
         if not name:
             continue
         path = ROOT / name
-        if path.name in SKIP_NAMES or "node_modules" in path.parts or "dist" in path.parts:
+        if path.name in SKIP_NAMES or path == Path(__file__).resolve() or {"node_modules", "dist"} & set(path.parts):
             continue
         if (path.suffix in TEXT_SUFFIXES or path.name in ("dev", "MANIFEST.in")) and path.is_file():
             found.append(path)
