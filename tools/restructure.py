@@ -468,7 +468,9 @@ def main() -> int:
             tree.write(path, new)
 
     if not args.check:
+        # what it edited, and the tests it moved (a test importing another sorts it as first-party no more)
         touched = [c.split(" ", 1)[1] for c in tree.changed if c.startswith("edit ") and c.endswith(".py")]
+        touched += [str(p.relative_to(ROOT)) for p in tests_moved]
         if touched:
             ruff = ROOT / ".venv" / "bin" / "ruff"
             command = [str(ruff)] if ruff.exists() else [sys.executable, "-m", "ruff"]
