@@ -69,7 +69,7 @@ class BuildPyWithAssets(build_py):
     def run(self) -> None:
         super().run()
         if getattr(self, "editable_mode", False):
-            return  # a checkout: mcpx finds both where they are (mcpx/assets.py)
+            return  # a checkout: mcpx finds both where they are (mcpx/system/assets.py)
         assets = Path(self.build_lib) / "mcpx" / "assets"
         if assets.exists():
             shutil.rmtree(assets)

@@ -1,13 +1,13 @@
-// The person's questions in opencode's TUI (lib/desk.ts), against a real daemon and its event stream, with a
+// The person's questions in opencode's TUI (lib/tui/queue.ts), against a real daemon and its event stream, with a
 // Screen that records what the TUI would draw: which question is in the dialog, the badge, the toasts. What the
-// dialog looks like on a real screen is tests/test_opencode_tui.py's.
+// dialog looks like on a real screen is tests/hosts/test_opencode_tui.py's.
 
 import assert from "node:assert/strict"
 import { after, before, test } from "node:test"
 
-import { Daemon } from "../dist/lib/daemon.js"
-import { Desk } from "../dist/lib/desk.js"
-import { follow, stopFollowing } from "../dist/lib/events.js"
+import { Daemon } from "../dist/lib/shared/daemon.js"
+import { Desk } from "../dist/lib/tui/queue.js"
+import { follow, stopFollowing } from "../dist/lib/shared/events.js"
 import { SCHEMAS, eventually, startDaemon } from "./helpers.mjs"
 
 let d

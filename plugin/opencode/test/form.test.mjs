@@ -1,10 +1,10 @@
-// The dialog's state (lib/form.ts), key by key, on forms as the daemon renders them (render.form): where the focus
+// The dialog's state (lib/tui/dialog_keys.ts), key by key, on forms as the daemon renders them (render.form): where the focus
 // starts, what typing, Enter, Tab, the arrows and Space do, and what goes back to the daemon.
 
 import assert from "node:assert/strict"
 import { test } from "node:test"
 
-import { FormState, Line, printable } from "../dist/lib/form.js"
+import { FormState, Line, printable } from "../dist/lib/tui/dialog_keys.js"
 
 const k = (name, extra = {}) => ({ name, ...extra })
 const ch = (c) => ({ name: c === " " ? "space" : c.length === 1 ? c.toLowerCase() : c, sequence: c })

@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, Protocol
 
-from mcpx import wirejson
 from mcpx.broker import approvals, policy, rules
 from mcpx.broker.documents import task_row
 from mcpx.broker.errors import InvalidContent
@@ -52,6 +51,7 @@ from mcpx.broker.waiters import Handle as Handle
 from mcpx.broker.waiters import Waiters, retrieved
 from mcpx.broker.writes import Outcome, Writes
 from mcpx.config import Config
+from mcpx.shared import wirejson
 
 log = logging.getLogger("mcpx.broker")
 

@@ -26,7 +26,7 @@ from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.models import StoredTask, TaskState
 from mcpx.broker.sql import SqlReads, SqlTx
 from mcpx.broker.store import Follower, Lease, StoreInfo, Tx
-from mcpx.errors import McpxError
+from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
 log = logging.getLogger("mcpx.store")

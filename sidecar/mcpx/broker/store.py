@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
-from mcpx.errors import McpxError
+from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
 

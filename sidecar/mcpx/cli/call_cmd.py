@@ -14,12 +14,12 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from mcpx.cli.client import ApiError, DaemonClient, Response
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.render import render_question
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
-from mcpx.text import clock, plain
+from mcpx.client.transport import ApiError, DaemonClient, Response
+from mcpx.presentation.text import clock, plain
 
 MODES = ("prompt", "return", "auto", "decline", "error")
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from mcpx.broker.schema import Field, FlatSchema, Option
-from mcpx.errors import McpxError
-from mcpx.text import plain, quoted
+from mcpx.presentation.text import plain, quoted
+from mcpx.shared.errors import McpxError
 
 Reader = Callable[[str], str]
 

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mcpx import keychain
 from mcpx.cli.common import add_json_flag, emit_json
+from mcpx.system import keychain
 
 if TYPE_CHECKING:
     from mcpx.config import Config

@@ -1,4 +1,4 @@
-"""The MCP surface on a client's own stdin and stdout, handed over by `mcpx serve` (mcpx/handoff.py).
+"""The MCP surface on a client's own stdin and stdout, handed over by `mcpx serve` (mcpx/shared/handoff.py).
 
 The host talks to the daemon itself: no process sits between them on a call. What `mcpx serve`
 must know to carry on if this daemon goes away, it is told as Words, off every call's path: the
@@ -15,12 +15,12 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from mcpx.handoff import WAITING_AFTER, Hello, Word, encode_unread
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import PeerOutbound
 from mcpx.mcp.stdio import Heard, PipeChannel
-from mcpx.surface.connection import ClientConnection, connection_state
+from mcpx.shared.handoff import WAITING_AFTER, Hello, Word, encode_unread
+from mcpx.surface.client_connection import ClientConnection, connection_state
 from mcpx.surface.dispatch import Surface
 
 log = logging.getLogger("mcpx.surface")

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from mcpx.broker.models import Elicitation
-from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
+from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
 
 ENDED = ("elicit.answered", "elicit.expired", "elicit.abandoned")
 CHANGED = ("elicit.open", "elicit.escalated", "elicit.resumed")

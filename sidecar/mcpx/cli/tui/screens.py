@@ -17,10 +17,10 @@ from mcpx.broker.models import Action, Elicitation
 from mcpx.cli.render import AUDIENCE_WORDS
 from mcpx.cli.tui.feed import Pending
 from mcpx.cli.tui.fields import Form
-from mcpx.durations import format_duration
-from mcpx.rendering import approvals_text
-from mcpx.text import plain, quoted
-from mcpx.urlfacts import url_facts
+from mcpx.config.durations import format_duration
+from mcpx.presentation.rendering import approvals_text
+from mcpx.presentation.text import plain, quoted
+from mcpx.presentation.urlfacts import url_facts
 
 
 class Inbox(Protocol):

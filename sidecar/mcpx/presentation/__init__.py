@@ -1,0 +1,1 @@
+"""A question as each party is shown it, rendered once: for an agent, a dialog, a page, a terminal."""
