@@ -39,7 +39,7 @@ class PluginMissing(SystemExit):
 def _sources() -> list[Path]:
     """What the built plugin is made from (plugin/opencode/build.mjs): a newer one means dist/ is stale."""
     return [ROOT / "tsconfig.json", PLUGIN / "build.mjs", PLUGIN / "index.ts", PLUGIN / "tui.tsx",
-            *sorted((PLUGIN / "lib").glob("*.ts*")), *sorted((PLUGIN / "entry").glob("*"))]
+            *sorted((PLUGIN / "lib").rglob("*.ts*")), *sorted((PLUGIN / "entry").glob("*"))]
 
 
 def built_plugin() -> Path:

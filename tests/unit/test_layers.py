@@ -148,7 +148,7 @@ def test_a_layer_imports_only_below_it(layer: str) -> None:
 # ---- the opencode plugin: one source of truth, in Python (docs/opencode.md, "Who renders what")
 
 PLUGIN = ROOT.parent / "plugin" / "opencode"
-GENERATED = PLUGIN / "lib" / "generated.ts"
+GENERATED = PLUGIN / "lib" / "shared" / "generated.ts"
 
 
 def plugin_sources() -> dict[str, str]:
