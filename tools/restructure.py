@@ -97,16 +97,17 @@ HOST_MODULES = ("host_files", "server_import", "doctor_hosts")
 SPLIT = ("mcpx.config",)
 
 NEW_PACKAGES = {
-    "mcpx.shared": "What every layer may use: mcpx's errors, ids, header names, JSON at the edge, SSE, sessions, and the\n"
-                   "words of the hand-off between `mcpx serve` and its daemon. Depends on no layer.",
+    "mcpx.shared": "What every layer may use: mcpx's errors, ids, header names, JSON at the edge, SSE, sessions, and\n"
+                   "the words of the hand-off between `mcpx serve` and its daemon. Depends on no layer.",
     "mcpx.system": "The operating system as mcpx meets it: where state lives, other processes, sockets, the keychain,\n"
                    "an agent's shell, and where the plugin and the skill are installed from.",
-    "mcpx.presentation": "A question as each party is shown it, rendered once: for an agent, a dialog, a page, a terminal.",
+    "mcpx.presentation": "A question as each party is shown it, rendered once: for an agent, a dialog, a page, a\n"
+                         "terminal.",
     "mcpx.api": "The /v1 API: one route table (handlers and openapi.json), the bodies' shapes, who is asking, and the\n"
                 "routes of the broker, the gateway and the inbox's addresses. The daemon installs it; the plugin's\n"
                 "TypeScript contract is generated from it.",
-    "mcpx.client": "The client library: `mcpx.Client` for scripts (docs/scripts.md), and the one way to the daemon it and\n"
-                   "the CLI share. Nothing the daemon or `mcpx serve` runs imports it.",
+    "mcpx.client": "The client library: `mcpx.Client` for scripts (docs/scripts.md), and the one way to the daemon it\n"
+                   "and the CLI share. Nothing the daemon or `mcpx serve` runs imports it.",
     "mcpx.cli.hosts": "mcpx in each MCP host: installing, importing a host's servers, its config files, and what\n"
                       "`mcpx doctor` checks of it.",
 }
@@ -393,7 +394,8 @@ def rel_paths(moves: dict[Path, Path]) -> tuple[re.Pattern[str], dict[str, str]]
     return re.compile(r"(?<![\w-])(" + "|".join(re.escape(o) for o in olds) + r")(?![\w])"), table
 
 
-TS_IMPORT = re.compile(r"""(?P<pre>(?:\bfrom\s+|\bimport\s*\(\s*|\bimport\s+)["'])(?P<spec>\.{1,2}/[^"']+)(?P<post>["'])""")
+TS_IMPORT = re.compile(
+    r"""(?P<pre>(?:\bfrom\s+|\bimport\s*\(\s*|\bimport\s+)["'])(?P<spec>\.{1,2}/[^"']+)(?P<post>["'])""")
 
 
 def rewrite_ts(path: Path, text: str, old_dir: Path, moves: dict[Path, Path]) -> str:

@@ -78,7 +78,8 @@ def answer_document(answer: Answer | None, q: Elicitation) -> Answer | dict[str,
 
 
 def rendered(call: Call, q: Elicitation, answer: Answer | None, prefix: str, **where: Any) -> dict[str, Any]:
-    """A question as the API shows it, with what each party is shown of it (mcpx.presentation.rendering; `where`: its keywords)."""
+    """A question as the API shows it, with what each party is shown of it (mcpx.presentation.rendering; `where`:
+    its keywords)."""
     return {**q.wire(), "render": render(q, answer, prefix, page_of(call.app)(q.id), **where).wire()}
 
 

@@ -36,7 +36,8 @@ from mcpx.presentation.dialogs import (
 )
 from mcpx.presentation.text import clock, json_text, plain, quoted
 
-# the opencode plugin's own tool, which opens the person's dialog (generated into plugin/opencode/lib/shared/generated.ts)
+# the opencode plugin's own tool, which opens the person's dialog (generated into
+# plugin/opencode/lib/shared/generated.ts)
 ASK_TOOL = "mcpx_ask_person"
 Level = Literal["notify", "ask", "dialog"]
 ShownIn = Literal["toast", "dialog"]

@@ -56,8 +56,8 @@ def loads(data: str | bytes | bytearray, what: str = "the message") -> Any:
         # pydantic's parser (jiter) first: every MCP message in and out of the daemon and every /v1 body is read
         # here, and it is the quicker of the two (docs/bench.md has by how much). It refuses NaN and Infinity as
         # well; what else it refuses (a BOM, a lone surrogate, nesting past its own limit, bytes that are not
-        # UTF-8) is read as before: the same value, or the same named refusal (tests/unit/shared/test_wirejson.py holds the
-        # two to the same values). Only keys go in its string cache: a value may be a credential, which must not
+        # UTF-8) is read as before: the same value, or the same named refusal (tests/unit/shared/test_wirejson.py holds
+        # the two to the same values). Only keys go in its string cache: a value may be a credential, which must not
         # outlive its message in the process
         value = pydantic_core.from_json(data, allow_inf_nan=False, cache_strings="keys")
     except ValueError:

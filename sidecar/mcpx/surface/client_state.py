@@ -33,7 +33,8 @@ class ClientState:
     cwd: str | None = None
     tool_prefix: str = ""  # how the host names mcpx's tools (opencode: its MCP entry's name and "_")
     own_tools_only: bool = False  # the host offers the servers' tools itself (opencode's plugin, at level ask)
-    unattended: bool = False  # nobody is at the host to be asked: what it answers is nobody's answer (mcpx/shared/hostenv.py)
+    # nobody is at the host to be asked: what it answers is nobody's answer (mcpx/shared/hostenv.py)
+    unattended: bool = False
     initialized: bool = False
     push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
     _declared: tuple[ClientCapabilities, dict[str, Any]] | None = field(default=None, repr=False, compare=False)

@@ -1,7 +1,7 @@
 """What each renderer draws of one form, exactly: the web inbox's HTML and the content a submitted page gives, the
 terminal prompt's lines, the CLI's field lines, and the hints of opencode's question dialog. The pure renderers on
-the same schema; the browser (tests/e2e/test_inbox_web.py) and the terminals (tests/e2e/test_cli_elicit.py, tests/e2e/test_tui.py)
-drive them end to end."""
+the same schema; the browser (tests/e2e/test_inbox_web.py) and the terminals (tests/e2e/test_cli_elicit.py,
+tests/e2e/test_tui.py) drive them end to end."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """One renderer: what each party is shown of a question is rendered by the daemon, and served with it.
 
-The pure rendering (mcpx.presentation.rendering, mcpx.presentation.dialogs) is checked on questions routed as the broker routes
-them; the /v1 documents that carry it (`?render=true`) and the answer made from a dialog's replies are
+The pure rendering (mcpx.presentation.rendering, mcpx.presentation.dialogs) is checked on questions routed as the broker
+routes them; the /v1 documents that carry it (`?render=true`) and the answer made from a dialog's replies are
 checked on a real daemon. The opencode plugin shows these texts as given (plugin/opencode/test).
 """
 

@@ -1,5 +1,5 @@
-"""What mcpx reads of the host that started `mcpx serve` (mcpx/shared/hostenv.py), from the environment Claude Code 2.1.332
-gives its MCP servers and hooks."""
+"""What mcpx reads of the host that started `mcpx serve` (mcpx/shared/hostenv.py), from the environment Claude Code
+2.1.332 gives its MCP servers and hooks."""
 
 from __future__ import annotations
 
