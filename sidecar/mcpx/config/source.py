@@ -13,7 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
-from mcpx.config import DEMO, Config, ConfigError, LoadedConfig, config_warnings, demo_server, validate, watch_config
+from mcpx.config.finding import DEMO, LoadedConfig, demo_server, validate
+from mcpx.config.models import Config
+from mcpx.config.problems import ConfigError, config_warnings
+from mcpx.config.watching import watch_config
 
 log = logging.getLogger("mcpx.daemon")
 
