@@ -277,7 +277,8 @@ async def test_an_idle_instance_is_stopped_after_its_idle_timeout_and_a_busy_one
 
 
 def test_idle_timeout_is_read_from_the_config_and_must_be_a_positive_duration() -> None:
-    from mcpx.config import ConfigError, validate
+    from mcpx.config.finding import validate
+    from mcpx.config.problems import ConfigError
 
     servers = validate({"servers": {"a": {"command": "x"}, "b": {"command": "x", "idleTimeout": "2m30s"}}}, "t")
     assert servers.servers["a"].idle_timeout == 600.0 and servers.servers["b"].idle_timeout == 150.0

@@ -18,7 +18,7 @@ from claude.fake_model import Call, Request, Say, ScriptedClaudeModel
 from claude.harness import claude_env, require_claude, run_print, seed_home, start_print
 from gateway_helpers import answer, stdio
 from harness import PATIENCE, ROOT, scratch_daemon, stop_process
-from mcpx.config import load_config
+from mcpx.config.finding import load_config
 
 SKILL = ROOT / "skills" / "mcpx-elicitation" / "SKILL.md"
 BIN = Path(sys.executable).parent  # this installation's console scripts: `mcpx` among them

@@ -14,7 +14,7 @@ import pytest
 from conftest import loud_skip
 from gateway_helpers import call, tool_text
 from harness import PEERS, ROOT, make_daemon
-from mcpx.config import load_config
+from mcpx.config.finding import load_config
 from opencode.harness import PLUGIN, build_plugin
 
 SKILL = ROOT / "skills" / "mcpx-elicitation"

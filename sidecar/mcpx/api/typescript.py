@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, get_args
 
-from mcpx.config import PluginLevel
+from mcpx.config.models import PluginLevel
 from mcpx.daemon.app import build_api
 from mcpx.presentation.rendering import ASK_TOOL
 from mcpx.shared import ids

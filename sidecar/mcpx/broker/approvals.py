@@ -16,7 +16,7 @@ from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, InvalidQ
 from mcpx.broker.models import Action, ApprovalRequest, Approvals, Elicitation, EscalationStep, rfc3339
 from mcpx.broker.policy import matches
 from mcpx.broker.rules import ts
-from mcpx.config import ElicitSettings
+from mcpx.config.models import ElicitSettings
 
 
 def yes_no(q: Elicitation) -> bool:

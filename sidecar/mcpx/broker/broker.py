@@ -50,7 +50,7 @@ from mcpx.broker.team import Team
 from mcpx.broker.waiters import Handle as Handle
 from mcpx.broker.waiters import Waiters, retrieved
 from mcpx.broker.writes import Outcome, Writes
-from mcpx.config import Config
+from mcpx.config.models import Config
 from mcpx.shared import wirejson
 
 log = logging.getLogger("mcpx.broker")

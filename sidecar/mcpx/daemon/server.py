@@ -29,7 +29,8 @@ from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
 from mcpx.broker.store import StoreRefused
 from mcpx.broker.stores import make_store
-from mcpx.config import ConfigError, load_config
+from mcpx.config.finding import load_config
+from mcpx.config.problems import ConfigError
 from mcpx.config.source import ConfigSource
 from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams

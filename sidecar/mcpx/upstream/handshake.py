@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mcpx.config import START_FLOOR, ServerConfig
+from mcpx.config.models import START_FLOOR, ServerConfig
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed

@@ -21,7 +21,7 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import Gone, QuestionEnded
 from mcpx.broker.models import OpenRequest
 from mcpx.broker.sqlite import SqliteStore
-from mcpx.config import Config
+from mcpx.config.models import Config
 
 PATIENCE = 10.0  # no wait here is for time: each ends with an event, this only bounds it
 REPO = {"type": "object", "properties": {"repo": {"type": "string"}}}

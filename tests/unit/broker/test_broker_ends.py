@@ -25,7 +25,7 @@ from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.writes import RecordUnit
-from mcpx.config import Config
+from mcpx.config.models import Config
 
 PATIENCE = 20.0  # bounds the waits; each ends with an event
 REPO = {"type": "object", "properties": {"repo": {"type": "string"}}}

@@ -109,7 +109,7 @@ async def test_an_answer_that_comes_before_its_questions_commit_is_queued_commit
 
     from mcpx.broker.broker import Broker, Handle
     from mcpx.broker.models import OpenRequest
-    from mcpx.config import Config
+    from mcpx.config.models import Config
 
     @dataclass
     class Fixed:

@@ -10,7 +10,9 @@ import pytest
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.store import StoreRefused
 from mcpx.broker.stores import daemon_id, make_store
-from mcpx.config import Config, ConfigError, validate
+from mcpx.config.finding import validate
+from mcpx.config.models import Config
+from mcpx.config.problems import ConfigError
 from mcpx.system.paths import StatePaths
 
 

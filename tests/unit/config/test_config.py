@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from harness import make_daemon, read_log, wait_for_sync
-from mcpx.config import ConfigError, load_config
+from mcpx.config.finding import load_config
+from mcpx.config.problems import ConfigError
 
 
 def write(path: Path, text: str) -> Path:

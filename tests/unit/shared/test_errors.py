@@ -8,7 +8,7 @@ from mcpx.api.table import RouteError
 from mcpx.broker.errors import BrokerError, Gone, QuestionEnded
 from mcpx.broker.store import StoreRefused
 from mcpx.client.transport import ApiError, NoDaemon
-from mcpx.config import ConfigError
+from mcpx.config.problems import ConfigError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.shared.errors import McpxError

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mcpx.config import HttpServer, StdioServer
+from mcpx.config.models import HttpServer, StdioServer
 from mcpx.mcp import tasks
 from mcpx.mcp.http_client import HttpChannel
 from mcpx.mcp.jsonrpc import RpcError

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from mcpx.config import StdioServer
+from mcpx.config.models import StdioServer
 from mcpx.mcp.input_required import STATE_ONLY_FIRST_PAUSE, STATE_ONLY_MAX_PAUSE, InputRequired
 from mcpx.mcp.jsonrpc import Message
 from mcpx.upstream.connection import UpstreamConnection

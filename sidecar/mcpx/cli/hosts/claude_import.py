@@ -77,7 +77,7 @@ def _servers(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
 
 
 def _target(scope: str, cwd: Path) -> Path:
-    from mcpx.config import config_places
+    from mcpx.config.finding import config_places
 
     return config_places(cwd)[0] if scope == "user" else mcpx_config(cwd)
 

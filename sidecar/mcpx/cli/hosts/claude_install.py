@@ -66,7 +66,8 @@ def is_mcpx_hook(hook: Any) -> bool:
 def hook_timeout(cwd: Path) -> int:
     """The hook's timeout (s): the longest a question can wait in mcpx's config as it loads here (its elicit.ttl,
     each server's, mcpx's own questions' askTimeout), plus HOOK_MARGIN."""
-    from mcpx.config import ConfigError, load_config
+    from mcpx.config.finding import load_config
+    from mcpx.config.problems import ConfigError
 
     try:
         config = load_config(cwd).config

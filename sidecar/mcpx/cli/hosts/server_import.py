@@ -54,7 +54,8 @@ def namesakes(name: str, env: dict[str, str], environ: Mapping[str, str]) -> tup
 
 def _unrunnable(name: str, entry: Any, origin: str) -> str | None:
     """Why mcpx could not run this entry, in the words of the shape it has."""
-    from mcpx.config import ConfigError, validate
+    from mcpx.config.finding import validate
+    from mcpx.config.problems import ConfigError
 
     try:
         validate({"servers": {name: entry}}, origin)
@@ -70,7 +71,7 @@ def move(host: str, candidates: Mapping[str, Any], convert: Convert, origin: Map
          doc: str) -> ImportReport:
     """Write the candidates mcpx can run as their host does into mcpx's config at `target`; the host's files are
     the caller's to change (after this, so that a failure leaves a server in both rather than in neither)."""
-    from mcpx.config import data_servers
+    from mcpx.config.models import data_servers
 
     config = host_files.read_json(target, doc)
     existing = data_servers(config)
