@@ -43,6 +43,7 @@ MODULES: dict[str, str] = {
     "mcpx.sessions": "mcpx.shared.sessions",
     "mcpx.handoff": "mcpx.shared.handoff",
     "mcpx.hosts": "mcpx.shared.hostenv",
+    "mcpx.masking": "mcpx.shared.masking",
     # the operating system: where state lives, processes, sockets, the keychain, an agent's shell, the assets
     "mcpx.paths": "mcpx.system.paths",
     "mcpx.processes": "mcpx.system.processes",
@@ -57,7 +58,6 @@ MODULES: dict[str, str] = {
     "mcpx.answering": "mcpx.presentation.answering",
     "mcpx.text": "mcpx.presentation.text",
     "mcpx.urlfacts": "mcpx.presentation.urlfacts",
-    "mcpx.masking": "mcpx.presentation.masking",
     # the config: config.py itself becomes the package (split by hand into its submodules)
     "mcpx.configsource": "mcpx.config.source",
     "mcpx.durations": "mcpx.config.durations",
@@ -70,7 +70,6 @@ MODULES: dict[str, str] = {
     "mcpx.daemon.call_routes": "mcpx.api.call_routes",
     "mcpx.daemon.elicit_routes": "mcpx.api.elicit_routes",
     "mcpx.inbox.api_routes": "mcpx.api.inbox_routes",
-    "mcpx.daemon.typescript": "mcpx.api.typescript",
     # the inbox's own names
     "mcpx.inbox.form": "mcpx.inbox.html_form",
     "mcpx.inbox.keys": "mcpx.inbox.signing",
@@ -83,6 +82,7 @@ MODULES: dict[str, str] = {
     # the client library: mcpx.Client for scripts, and the one way to the daemon it and the CLI share
     "mcpx.cli.script": "mcpx.client.script",
     "mcpx.cli.client": "mcpx.client.transport",
+    "mcpx.cli.prompt": "mcpx.client.prompt",
     # the CLI's own
     "mcpx.cli.tui.app": "mcpx.cli.tui.inbox_app",
     # the demo's MCP server (the daemon's is daemon/server.py)
@@ -92,6 +92,14 @@ MODULES: dict[str, str] = {
 # the hosts' installers and files: cli/<host>_*.py -> cli/hosts/<host>_*.py (hosts added later fit the pattern)
 HOST_PREFIXES = ("claude", "opencode", "codex", "gemini")
 HOST_MODULES = ("host_files", "server_import", "doctor_hosts")
+
+# names that moved out of their module: (module, as it is named now) -> the module that defines it now
+NAME_MOVES: dict[tuple[str, str], str] = {
+    ("mcpx.cli.call_cmd", "split_target"): "mcpx.client.target",
+    ("mcpx.cli.call_cmd", "read_answer"): "mcpx.client.prompt",
+    ("mcpx.surface.client_state", "passed_as"): "mcpx.presentation.passing",
+    ("mcpx.surface.client_state", "passed_message"): "mcpx.presentation.passing",
+}
 
 # packages whose old module is now the package itself, split: `from mcpx.config import X` names the submodule
 SPLIT = ("mcpx.config",)
@@ -330,6 +338,8 @@ def rewrite_from_imports(text: str, moves: dict[str, str], split: dict[str, dict
             if full in moves:
                 new_base, _, leaf = moves[full].rpartition(".")
                 moved.setdefault(new_base, []).append((leaf, alias or (name if leaf != name else None)))
+            elif (moves.get(base, base), name) in NAME_MOVES:
+                moved.setdefault(NAME_MOVES[moves.get(base, base), name], []).append((name, alias))
             elif base in split and name in split[base]:
                 moved.setdefault(split[base][name], []).append((name, alias))
             else:

@@ -167,7 +167,7 @@ def plugin_sources() -> dict[str, str]:
 
 
 def test_the_plugins_generated_file_is_current() -> None:
-    from mcpx.api.typescript import COMMAND, generate
+    from mcpx.daemon.typescript import COMMAND, generate
 
     assert GENERATED.read_text() == generate(), (
         f"{GENERATED.relative_to(ROOT.parent)} is not what /v1/openapi.json and mcpx's names give now: run "
@@ -177,7 +177,7 @@ def test_the_plugins_generated_file_is_current() -> None:
 def test_the_plugin_keeps_no_copy_of_mcpxs_names() -> None:
     """The id pattern, mcpx's tool names, the plugin's levels, the _meta keys and the headers come from
     lib/shared/generated.ts, which Python writes; a copy by hand would drift."""
-    from mcpx.api.typescript import ASK_TOOL, MCPX_TOOLS
+    from mcpx.daemon.typescript import ASK_TOOL, MCPX_TOOLS
 
     spelt = {
         "the id pattern": re.compile(r"\[0-9a-f\]"),

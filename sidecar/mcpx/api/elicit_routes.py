@@ -44,12 +44,12 @@ from mcpx.broker.store import AuditFilter, QuestionFilter
 from mcpx.config.durations import parse_duration
 from mcpx.presentation.dialog_form import EntriesProblem, content_of_entries
 from mcpx.presentation.dialogs import RepliesProblem, content_of_replies
+from mcpx.presentation.passing import passed_as
 from mcpx.presentation.rendering import render
 from mcpx.presentation.urlfacts import url_facts
 from mcpx.shared import sse
 from mcpx.shared.names import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
 from mcpx.shared.sessions import header_source, resolve_session
-from mcpx.surface.client_state import passed_as
 
 api = Api()
 PASSED_LIMIT = 1000  # a session's pending questions read to find the one a hook was passed

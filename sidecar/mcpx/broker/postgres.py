@@ -44,7 +44,7 @@ from mcpx.broker.store import (
     StoreRefused,
     Tx,
 )
-from mcpx.presentation.masking import shown_url
+from mcpx.shared.masking import shown_url
 
 T = TypeVar("T")
 log = logging.getLogger("mcpx.store")

@@ -15,8 +15,8 @@ from mcpx import __version__
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.store import Identity, Store, StoreRefused
 from mcpx.config.models import Config
-from mcpx.presentation.masking import shown_url
 from mcpx.shared.ids import is_id, new_id
+from mcpx.shared.masking import shown_url
 from mcpx.system.paths import StatePaths, write_private
 
 INSTALL = "pip install 'mcpx[postgresql]'"

@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
-from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.render import render_question
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
+from mcpx.client.prompt import Declined, TerminalForm
 from mcpx.client.transport import ApiError, DaemonClient, Response
 from mcpx.presentation.text import clock, plain
 

@@ -25,8 +25,8 @@ from typing import Any, TypeAlias
 
 from mcpx.broker.models import SCRIPT_NAME, Answerer
 from mcpx.broker.schema import FlatSchema
-from mcpx.cli.call_cmd import read_answer, split_target
-from mcpx.cli.prompt import TerminalForm
+from mcpx.client.prompt import TerminalForm, read_answer
+from mcpx.client.target import split_target
 from mcpx.client.transport import ApiError, DaemonClient, Response
 from mcpx.daemon.launch import ensure_daemon
 from mcpx.shared.errors import McpxError

@@ -12,7 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Fiel
 from pydantic.alias_generators import to_camel
 
 from mcpx.config.durations import parse_duration
-from mcpx.presentation.masking import shown_command, shown_url
+from mcpx.shared.masking import shown_command, shown_url
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 Audience = Literal["agent", "human", "agent-then-human"]

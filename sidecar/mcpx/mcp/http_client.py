@@ -28,8 +28,8 @@ from mcpx.mcp.protocol import (
     VERSION_HEADER,
     is_modern,
 )
-from mcpx.presentation.masking import mask_text, shown_url
 from mcpx.shared import sse, wirejson
+from mcpx.shared.masking import mask_text, shown_url
 
 log = logging.getLogger("mcpx.mcp")
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
-from mcpx.presentation.masking import mask_text, shown_command
 from mcpx.shared.errors import McpxError
+from mcpx.shared.masking import mask_text, shown_command
 
 log = logging.getLogger("mcpx.mcp")
 

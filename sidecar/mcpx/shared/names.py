@@ -2,7 +2,7 @@
 
 Kept in one small module (as Starlette keeps its `types.py`) so that the /v1 routes and the MCP
 surface, which must not import each other, still read the same header by the same name. The
-CLI is a client of these names; the opencode plugin gets them generated (mcpx.api.typescript).
+CLI is a client of these names; the opencode plugin gets them generated (mcpx.daemon.typescript).
 """
 
 from __future__ import annotations

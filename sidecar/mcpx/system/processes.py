@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from mcpx.presentation.masking import shown_command
+from mcpx.shared.masking import shown_command
 
 PROC = Path("/proc")
 

@@ -10,8 +10,8 @@ from typing import Any
 from multidict import MultiDict
 from test_rendering import question, schema
 
-from mcpx.cli.prompt import TerminalForm
 from mcpx.cli.render import field_lines
+from mcpx.client.prompt import TerminalForm
 from mcpx.inbox.html_form import content_of_form, form_fields
 from mcpx.presentation.dialogs import question_prompts
 
