@@ -181,3 +181,18 @@ class TerminalForm:
                 content[name] = value
                 break
         return content
+
+
+def read_answer(form: TerminalForm, q: dict[str, Any], content: dict[str, Any],
+                problems: dict[str, str] | None) -> tuple[str, dict[str, Any] | None, str | None]:
+    """The person's answer to `q` at this terminal (`content`: what they gave before `problems` were found in it):
+    its action, content and reason. Ctrl-C or the end of input is cancel."""
+    try:
+        if q.get("mode") == "url":
+            form.url(q)
+            return "accept", None, None
+        return "accept", {**content, **form.form(q, problems)}, None
+    except Declined as declined:
+        return "decline", None, declined.reason
+    except (KeyboardInterrupt, EOFError):
+        return "cancel", None, "cancelled at the terminal"

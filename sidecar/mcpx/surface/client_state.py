@@ -16,6 +16,7 @@ from mcpx.mcp.protocol import (
     Era,
     versions_with_url_mode,
 )
+from mcpx.presentation.passing import passed_message
 from mcpx.shared.sessions import HeaderSource
 
 
@@ -79,19 +80,6 @@ class ClientState:
         if self._declared is None or self._declared[0] is not self.capabilities:
             self._declared = (self.capabilities, self.capabilities.model_dump(exclude_none=True, by_alias=True))
         return self._declared[1]
-
-
-def passed_message(q: Elicitation) -> str:
-    """The message a client is passed: the asker named, its words unchanged."""
-    return f"{q.server} (via mcpx) asks: {q.message}"
-
-
-def passed_as(q: Elicitation, message: str, mode: str, schema: dict[str, Any] | None, url: str | None) -> bool:
-    """Is this what a client was passed of `q`, as its host hands it on (Claude Code's Elicitation hook: the
-    message, mode and schema or url, and no id)?"""
-    if q.mode != mode or passed_message(q) != message:
-        return False
-    return q.url == url if q.mode == "url" else schema is None or schema == q.requested_schema
 
 
 def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:
