@@ -373,8 +373,13 @@ def dotted_pattern(moves: dict[str, str]) -> re.Pattern[str]:
 def path_pattern(moves: dict[str, str]) -> tuple[re.Pattern[str], dict[str, str]]:
     """`mcpx/forms.py` (with or without sidecar/ before it) -> `mcpx/presentation/dialog_form.py`."""
     paths = {o.replace(".", "/") + ".py": n.replace(".", "/") + ".py" for o, n in moves.items()}
+    # and as the docs write a package's module, from inside mcpx: `daemon/api.py` -> `api/table.py`
+    short = {o.removeprefix("mcpx/"): n.removeprefix("mcpx/") for o, n in paths.items() if o.count("/") >= 2}
     olds = sorted(paths, key=len, reverse=True)
-    return re.compile(r"(?<![\w])(" + "|".join(re.escape(o) for o in olds) + r")(?!\w)"), paths
+    shorts = sorted(short, key=len, reverse=True)
+    pattern = (r"(?<![\w])(" + "|".join(re.escape(o) for o in olds) + r")(?!\w)"
+               r"|(?<![\w/.-])(" + "|".join(re.escape(o) for o in shorts) + r")(?!\w)")
+    return re.compile(pattern), {**paths, **short}
 
 
 def split_dotted(text: str, split: dict[str, dict[str, str]]) -> str:
@@ -469,7 +474,7 @@ def main() -> int:
             new = rewrite_from_imports(new, moves, split)
         new = dotted.sub(lambda m: moves[m.group(1)], new)
         new = split_dotted(new, split)
-        new = paths.sub(lambda m: path_table[m.group(1)], new)
+        new = paths.sub(lambda m: path_table[m.group(1) or m.group(2)], new)
         new = rel.sub(lambda m: rel_table[m.group(1)], new)
         if path.suffix in (".ts", ".tsx", ".mjs", ".js") and PLUGIN in path.parents:
             new = rewrite_ts(path, new, moved_ts.get(path, path.parent), plugin)
