@@ -1,7 +1,7 @@
 """The /v1 routes that hand out the inbox's addresses: the one that signs a browser in, and a question's link.
 
 Each is a credential to answer as the person (person:web), so each is refused, as a person's answer is, to a
-process in an agent's shell (daemon/peers.py: refuse_agent_as_person); docs/choices.md says why.
+process in an agent's shell (api/peers.py: refuse_agent_as_person); docs/choices.md says why.
 """
 
 from __future__ import annotations

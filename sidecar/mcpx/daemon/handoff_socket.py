@@ -2,7 +2,7 @@
 
 aiohttp cannot receive descriptors, so this is a listener of its own, beside daemon.sock and
 guarded as it is: born 0600 in the 0700 state directory, and a peer the kernel does not name as
-this user (SO_PEERCRED) is turned away. The agent-shell guard of daemon/peers.py concerns answers
+this user (SO_PEERCRED) is turned away. The agent-shell guard of api/peers.py concerns answers
 given as a person over /v1; it has nothing to judge here, as on the websocket `mcpx serve` used.
 The listener is opened with the daemon and closed before the rest of it: each client it serves
 is handed back to its `mcpx serve` with `grace` seconds for what runs to be answered.

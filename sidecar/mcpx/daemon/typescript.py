@@ -1,6 +1,6 @@
 """The opencode plugin's side of mcpx's contract, generated: the /v1 bodies' types and the names both sides share.
 
-`/v1/openapi.json` comes from the one route table (daemon/api.py and its pydantic models); this module turns
+`/v1/openapi.json` comes from the one route table (api/table.py and its pydantic models); this module turns
 its component schemas into TypeScript types, and writes beside them the names Python keeps (the id pattern,
 the tool names, the plugin's levels, the `_meta` keys, the headers), into one checked-in file the plugin
 imports. Regenerating must change nothing: `./dev test` and tests/unit/test_layers.py check it.

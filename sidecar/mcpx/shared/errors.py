@@ -26,7 +26,7 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── CallTimeout              upstream/deadline.py
      ├── UnknownTask              upstream/gateway.py
      ├── Refused                  surface/http_endpoint.py: a /mcp request answered before the surface
-     ├── RouteError               daemon/api.py: a /v1 route's refusal
+     ├── RouteError               api/table.py: a /v1 route's refusal
      ├── DaemonError              daemon/server.py
      ├── LaunchError              daemon/launch.py
      ├── HomeTaken                daemon/homelock.py: another daemon holds the state directory
@@ -34,9 +34,9 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── SendFailed               inbox/notify.py: a notification not delivered
      ├── HandoffError             handoff.py
      ├── ProcessUnseen            agentshell.py
-     └── the CLI's: NoDaemon, ApiError (cli/client.py), Refused (cli/serve_handoff.py), Declined (cli/prompt.py),
-         Unimportable (cli/server_import.py), HostConfigError (cli/host_files.py)
-          └── OpencodeError (cli/opencode_files.py)
+     └── the CLI's: NoDaemon, ApiError (client/transport.py), Refused (cli/serve_handoff.py), Declined (client/prompt.py),
+         Unimportable (cli/hosts/server_import.py), HostConfigError (cli/hosts/host_files.py)
+          └── OpencodeError (cli/hosts/opencode_files.py)
 
 The ValueError subclasses (JsonRefused, SchemaProblem, EntriesProblem, RepliesProblem) stay ValueErrors: they are
 a value's problem, caught where the value is parsed.

@@ -8,7 +8,7 @@
   `~/.claude/` (settings.json, skills/). `CLAUDE_CONFIG_DIR` moves both: `$CLAUDE_CONFIG_DIR/.claude.json` and
   `$CLAUDE_CONFIG_DIR/settings.json` (seen with `claude mcp add -s user` and the binary's own code).
 
-All are plain JSON, read and written as cli/host_files.py does.
+All are plain JSON, read and written as cli/hosts/host_files.py does.
 """
 
 from __future__ import annotations

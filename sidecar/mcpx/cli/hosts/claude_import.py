@@ -4,7 +4,7 @@ Project scope takes the project's `.mcp.json` servers and this person's "local" 
 (`~/.claude.json` projects[DIR].mcpServers), into $MCPX_CONFIG, else the project's `.mcpx/config.json`; user scope
 takes `~/.claude.json`'s own `mcpServers`, servers for every project, into $MCPX_CONFIG, else mcpx's user config
 (~/.config/mcpx/config.json). Each moved server leaves Claude Code's file (every other key stays), and mcpx is
-installed in the same scope (cli/claude_install.py), so its tools reach the model as mcp__mcpx__SERVER_TOOL.
+installed in the same scope (cli/hosts/claude_install.py), so its tools reach the model as mcp__mcpx__SERVER_TOOL.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """`mcpx claude install [--scope project|user] [--uninstall]`: mcpx, its hook and its skill, where Claude Code finds
 them (docs/claude-code.md).
 
-What it writes, in a project (or, with --scope user, in the user's own files: cli/claude_files.py):
+What it writes, in a project (or, with --scope user, in the user's own files: cli/hosts/claude_files.py):
 
 - .mcp.json (user: ~/.claude.json): `mcpServers.mcpx`, which runs `mcpx serve`;
 - .claude/settings.json (user: ~/.claude/settings.json): the `Elicitation` hook for the server mcpx, which runs
-  `mcpx claude hook` (cli/claude_hook.py) with a timeout of the longest question's TTL in mcpx's config plus
+  `mcpx claude hook` (cli/hosts/claude_hook.py) with a timeout of the longest question's TTL in mcpx's config plus
   HOOK_MARGIN: past it Claude Code kills the hook and answers cancel, which mcpx does not take from it;
 - .claude/settings.local.json (project only): "mcpx" in `enabledMcpjsonServers`, the approval Claude Code records
   when the person chooses to use a project's server (its dialog's default is "continue without");

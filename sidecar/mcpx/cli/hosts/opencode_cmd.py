@@ -1,6 +1,6 @@
 """`mcpx opencode install|import|plugin-dir`: mcpx in opencode (docs/opencode.md).
 
-`install` (cli/opencode_install.py) puts the MCP entry that runs `mcpx serve`, the plugin's two parts and the
+`install` (cli/hosts/opencode_install.py) puts the MCP entry that runs `mcpx serve`, the plugin's two parts and the
 skill where opencode finds them. `import` moves the MCP servers already in opencode's config behind mcpx (into
 mcpx's config), so their questions reach the right party. `plugin-dir` prints where this mcpx's plugin is: the
 entry points install writes load it from there.

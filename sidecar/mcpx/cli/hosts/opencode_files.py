@@ -1,4 +1,4 @@
-"""opencode's config files: where they are, and reading and writing them as plain JSON (cli/host_files.py: a file
+"""opencode's config files: where they are, and reading and writing them as plain JSON (cli/hosts/host_files.py: a file
 with comments is refused, never rewritten without them)."""
 
 from __future__ import annotations
