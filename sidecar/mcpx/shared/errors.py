@@ -9,7 +9,7 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── QuestionEnded            broker/errors.py: told to an asker whose question ended unanswered
      ├── StoreRefused             broker/store.py: the configured store cannot be used at all
      ├── Busy                     broker/sqlite.py: the database is locked by another process
-     ├── ConfigError              config.py: a config that does not hold, naming file and field
+     ├── ConfigError              config/problems.py: a config that does not hold, naming file and field
      ├── RpcError                 mcp/jsonrpc.py: a JSON-RPC error to answer with, or answered with
      │    └── Untold              upstream/attribution.py
      ├── FrameError               mcp/jsonrpc.py: a frame that is not JSON-RPC
@@ -21,7 +21,7 @@ Python or a library raised. Each family stays where its layer is; this module im
      │    ├── NeedsLegacy         upstream/connection.py
      │    ├── UnknownServer       upstream/pool.py
      │    └── MissingSecrets      upstream/secrets.py: a server's secret not in the keychain, or no keychain
-     ├── NoKeychain, KeychainError  keychain.py: no OS keychain answers here; or it answered with a refusal
+     ├── NoKeychain, KeychainError  system/keychain.py: no OS keychain answers here; or it answered with a refusal
      ├── CallFailed               upstream/calls.py: a call that ended without a result
      ├── CallTimeout              upstream/deadline.py
      ├── UnknownTask              upstream/gateway.py
@@ -32,10 +32,11 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── HomeTaken                daemon/homelock.py: another daemon holds the state directory
      ├── ServiceError             daemon/service.py
      ├── SendFailed               inbox/notify.py: a notification not delivered
-     ├── HandoffError             handoff.py
-     ├── ProcessUnseen            agentshell.py
-     └── the CLI's: NoDaemon, ApiError (client/transport.py), Refused (cli/serve_handoff.py), Declined (client/prompt.py),
-         Unimportable (cli/hosts/server_import.py), HostConfigError (cli/hosts/host_files.py)
+     ├── HandoffError             shared/handoff.py
+     ├── ProcessUnseen            system/agentshell.py
+     └── the CLI's and the client library's: NoDaemon, ApiError (client/transport.py), Refused (cli/serve_handoff.py),
+         Declined (client/prompt.py), Unimportable (cli/hosts/server_import.py),
+         HostConfigError (cli/hosts/host_files.py)
           └── OpencodeError (cli/hosts/opencode_files.py)
 
 The ValueError subclasses (JsonRefused, SchemaProblem, EntriesProblem, RepliesProblem) stay ValueErrors: they are

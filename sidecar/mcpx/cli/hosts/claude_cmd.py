@@ -1,8 +1,9 @@
 """`mcpx claude …`: mcpx in Claude Code (docs/claude-code.md).
 
-`install` (cli/hosts/claude_install.py) puts the MCP entry that runs `mcpx serve`, the Elicitation hook and the skill where
-Claude Code finds them, for a project or for the user. `import` (cli/hosts/claude_import.py) moves the MCP servers already
-in Claude Code's config behind mcpx. `hook` is the Elicitation hook Claude Code runs (cli/hosts/claude_hook.py).
+`install` (cli/hosts/claude_install.py) puts the MCP entry that runs `mcpx serve`, the Elicitation hook and the skill
+where Claude Code finds them, for a project or for the user. `import` (cli/hosts/claude_import.py) moves the MCP
+servers already in Claude Code's config behind mcpx. `hook` is the Elicitation hook Claude Code runs
+(cli/hosts/claude_hook.py).
 """
 
 from __future__ import annotations
