@@ -96,7 +96,7 @@ async def test_a_client_that_can_ask_gets_the_question_passed_through(surf: Daem
 
 
 async def test_a_question_asked_while_it_commits_is_stored_before_the_answer_that_wins(surf: Daemon) -> None:
-    # a legacy call's client is asked while the question's commit runs (docs/architecture.md): answered at once,
+    # a legacy call's client is asked while the question's commit runs (docs/internals.md): answered at once,
     # every time, its answer must still commit behind the question, with the task row the question carried
     seen: list[str] = []
     async with stdio_client(surf, "legacy", accepting({"repo": "at/once"}, seen)) as client:

@@ -287,7 +287,7 @@ class Broker:
         Whoever answered still hears back only after the commit. The asker's own future is set first, so the
         asker's turn (the reply written upstream) comes before the commit's. Were the daemon killed in between,
         the question would be found pending and abandoned with its call (the server had the answer, the store
-        never did): docs/architecture.md, "What is written when"."""
+        never did): docs/internals.md, "What is written when"."""
         if now >= q.expires_at.timestamp() or rules.escalates(q, action, by):
             return None
         refusal = rules.refusal(q, by, session, action) or rules.approvers_only(q, action)

@@ -5,7 +5,7 @@ must know to carry on if this daemon goes away, it is told as Words, off every c
 client's handshake (once), and a request only if it is still unanswered WAITING_AFTER after it
 was read (then again once it is answered). A request the daemon had read and not answered when
 it died is answered by serve with an error saying to send it again — if serve had been told of
-it; one younger than WAITING_AFTER at a kill -9 is not (docs/architecture.md says what is lost).
+it; one younger than WAITING_AFTER at a kill -9 is not (docs/internals.md says what is lost).
 """
 
 from __future__ import annotations
