@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import io
 import os
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,6 +101,25 @@ NAME_MOVES: dict[tuple[str, str], str] = {
     ("mcpx.cli.call_cmd", "read_answer"): "mcpx.client.prompt",
     ("mcpx.surface.client_state", "passed_as"): "mcpx.presentation.passing",
     ("mcpx.surface.client_state", "passed_message"): "mcpx.presentation.passing",
+}
+
+# one name for one thing: (the module that defines it, as it is named now, old name) -> new name. Renamed as code (a
+# Python name token, never inside a string) in the module itself and in every file that imports it from there,
+# or writes it as `module.Name`; and in the plugin, in every file that imports it from the module's path
+RENAMES: dict[tuple[str, str], str] = {
+    ("mcpx.shared.handoff", "Word"): "HandoffMessage",  # a message on the hand-off connection
+    ("mcpx.surface.pipe_endpoint", "Say"): "SendToServe",  # how the pipe endpoint sends serve a HandoffMessage
+    ("mcpx.broker.approvals", "Nudge"): "ApprovalsDue",  # the reminders and escalations that came due
+    ("mcpx.broker.store", "Lease"): "StoreLease",  # a daemon's lease on a shared store (upstream's Lease is a call's)
+    ("mcpx.cli.tui.feed", "Pending"): "ShownQuestion",  # the TUI's question on show (the broker's Pending is its index)
+    ("mcpx.cli.tui.feed", "Ended"): "ShownEnd",  # what the stream said when a question on show ended
+    ("mcpx.cli.tui.screens", "Inbox"): "ScreenHost",  # what a question's screen asks of its app (inbox's: the web's)
+    ("mcpx.api.call_routes", "InputRequired"): "CallInputRequired",  # the /v1 body (mcp's InputRequired: the wire's)
+    ("mcpx.demo.tools", "Question"): "DemoQuestion",  # a demo tool's question (mcpx.Question: a script's)
+}
+PLUGIN_NAME_RENAMES: dict[tuple[str, str], str] = {
+    ("lib/tui/queue", "Desk"): "QuestionQueue",  # the TUI's questions, which to show and when
+    ("lib/shared/generated", "InputRequired"): "CallInputRequired",  # the /v1 body's generated type
 }
 
 # packages whose old module is now the package itself, split: `from mcpx.config import X` names the submodule
@@ -441,6 +462,57 @@ def rewrite_ts(path: Path, text: str, old_dir: Path, moves: dict[Path, Path]) ->
     return TS_IMPORT.sub(one, text)
 
 
+def rename_tokens(text: str, old: str, new: str) -> str:
+    """`old` as a Python name (never in a string or a comment) -> `new`; a comment's `old` in backquotes too."""
+    lines = text.splitlines(keepends=True)
+    hits: list[tuple[int, int, int]] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.NAME and tok.string == old:
+                hits.append((tok.start[0], tok.start[1], len(old)))
+            elif tok.type == tokenize.COMMENT:
+                for m in re.finditer(rf"`{re.escape(old)}`", tok.string):
+                    hits.append((tok.start[0], tok.start[1] + m.start() + 1, len(old)))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    for row, col, size in sorted(hits, reverse=True):
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + new + line[col + size:]
+    return "".join(lines)
+
+
+def rename_python(path: Path, text: str) -> str:
+    for (module, old), new in RENAMES.items():
+        parent, _, leaf = module.rpartition(".")
+        own = path == module_path(module)
+        imports = re.search(rf"from {re.escape(module)} import (\([^)]*\)|[^\n]*)", text)
+        named = own or bool(imports and re.search(rf"\b{re.escape(old)}\b", imports.group(1)))
+        if named:
+            text = rename_tokens(text, old, new)
+        # `handoff.Word` where the module is imported whole
+        if re.search(rf"from {re.escape(parent)} import [^\n]*\b{re.escape(leaf)}\b|import {re.escape(module)}\b",
+                     text):
+            text = re.sub(rf"(?<![\w.])((?:{re.escape(parent)}\.)?{re.escape(leaf)})\.{re.escape(old)}\b",
+                          lambda m, new=new: f"{m.group(1)}.{new}", text)
+    return text
+
+
+def rename_dotted(text: str) -> str:
+    for (module, old), new in RENAMES.items():
+        text = re.sub(rf"(?<![\w.]){re.escape(module)}\.{re.escape(old)}\b", f"{module}.{new}", text)
+    return text
+
+
+def rename_plugin(path: Path, text: str) -> str:
+    for (where, old), new in PLUGIN_NAME_RENAMES.items():
+        own = path.with_suffix("").as_posix().endswith("plugin/opencode/" + where)
+        tail = re.escape(where.removeprefix("lib/"))  # "../shared/generated.js", "./lib/tui/queue.js", "../dist/lib/…"
+        imported = re.compile(rf"""import\s*(?:type\s*)?\{{([^}}]*)\}}\s*from\s*["'][^"']*\b{tail}\.js["']""")
+        if own or any(re.search(rf"\b{re.escape(old)}\b", m.group(1)) for m in imported.finditer(text)):
+            text = re.sub(rf"(?<![\w$.]){re.escape(old)}\b", new, text)
+    return text
+
+
 FILE_PARENT = re.compile(r"Path\(__file__\)(?P<resolve>\.resolve\(\))?\.parent(?!s)")
 
 
@@ -478,6 +550,11 @@ def main() -> int:
         new = rel.sub(lambda m: rel_table[m.group(1)], new)
         if path.suffix in (".ts", ".tsx", ".mjs", ".js") and PLUGIN in path.parents:
             new = rewrite_ts(path, new, moved_ts.get(path, path.parent), plugin)
+            if path.name != "generated.ts":
+                new = rename_plugin(path, new)
+        if path.suffix == ".py":
+            new = rename_python(path, new)
+        new = rename_dotted(new)
         if path in tests_moved:
             depth = tests_moved[path]
             new = FILE_PARENT.sub(lambda m, d=depth: f"Path(__file__){m.group('resolve') or ''}.parents[{d}]", new)
