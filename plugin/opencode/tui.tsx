@@ -8,7 +8,7 @@ import { createSignal } from "solid-js"
 
 import { openInBrowser } from "./lib/tui/browser.js"
 import { Daemon } from "./lib/shared/daemon.js"
-import { Desk, type Screen } from "./lib/tui/queue.js"
+import { QuestionQueue, type Screen } from "./lib/tui/queue.js"
 import { QuestionDialog } from "./lib/tui/dialog.js"
 import { follow } from "./lib/shared/events.js"
 import { LevelSource } from "./lib/shared/level.js"
@@ -68,7 +68,7 @@ const tui: TuiPlugin = async (api, options) => {
   const daemon = new Daemon(process.env)
   const level = new LevelSource(daemon, process.env, undefined, "ask")
   const [count, setCount] = createSignal(0)
-  const desk = new Desk(daemon, `${entry}_`, screenOf(api, setCount), {
+  const desk = new QuestionQueue(daemon, `${entry}_`, screenOf(api, setCount), {
     level: async () => (await level.get()).level,
     command: "ctrl+x i",
   })

@@ -6,7 +6,7 @@ import assert from "node:assert/strict"
 import { after, before, test } from "node:test"
 
 import { Daemon } from "../dist/lib/shared/daemon.js"
-import { Desk } from "../dist/lib/tui/queue.js"
+import { QuestionQueue } from "../dist/lib/tui/queue.js"
 import { follow, stopFollowing } from "../dist/lib/shared/events.js"
 import { SCHEMAS, eventually, startDaemon } from "./helpers.mjs"
 
@@ -63,7 +63,7 @@ function fakeScreen() {
 function desk(level = "ask") {
   const screen = fakeScreen()
   const daemon = new Daemon(d.env)
-  const desk = new Desk(daemon, "mcpx_", screen, { level: async () => level, command: "ctrl+x i", retryMs: 50 })
+  const desk = new QuestionQueue(daemon, "mcpx_", screen, { level: async () => level, command: "ctrl+x i", retryMs: 50 })
   follow(daemon).on((e) => desk.onEvent(e))
   return { desk, screen }
 }

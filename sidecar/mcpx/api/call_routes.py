@@ -80,7 +80,7 @@ class WaitingQuestion(Elicitation):
     page: str | None = Field(default=None, description="its page in the web inbox (it opens in a browser signed in)")
 
 
-class InputRequired(BaseModel):
+class CallInputRequired(BaseModel):
     model_config = ConfigDict(extra="forbid")
     status: Literal["input-required", "running"] = Field(description="input-required (a question waits) or running")
     task: str
@@ -109,10 +109,10 @@ def waiting(task: CallTask, broker: Broker) -> list[Elicitation]:
 
 
 def waiting_document(task: CallTask, open_questions: list[Elicitation],
-                     page: Callable[[str], str | None] = lambda _eid: None) -> InputRequired:
+                     page: Callable[[str], str | None] = lambda _eid: None) -> CallInputRequired:
     questions = [WaitingQuestion.model_validate({**q.wire(), "respondWith": respond_with(q.wire()), "page": page(q.id)})
                  for q in open_questions]
-    return InputRequired(status="input-required" if questions else "running", task=task.id, trace=task.trace,
+    return CallInputRequired(status="input-required" if questions else "running", task=task.id, trace=task.trace,
                          elicitation=questions[0] if questions else None, elicitations=questions,
                          result=f"/v1/tasks/{task.id}/result")
 
@@ -144,7 +144,7 @@ def finished_response(task: CallTask) -> web.Response:
 @api.route("POST", "/v1/call/{server}/{tool}", "Call an upstream tool; 202 while it waits for input", body=CallBody,
            query=CallQuery, tag="call",
            replies={200: Reply("the call completed", CallResult),
-                    202: Reply("the call waits for input (or is still running); it keeps running", InputRequired,
+                    202: Reply("the call waits for input (or is still running); it keeps running", CallInputRequired,
                                headers=("Location", "Retry-After")),
                     404: Reply("no such server"),
                     502: Reply("the call failed: the message names the server and what happened", CallFailed)})
@@ -222,7 +222,7 @@ async def get_task(call: Call) -> web.StreamResponse:
 @api.route("GET", "/v1/tasks/{id}/result", "Long-poll for a call's real result", query=ResultQuery, tag="call",
            params=TaskPath,
            replies={200: Reply("the call finished (its state says how)", TaskDoc),
-                    202: Reply("still running or waiting for input", InputRequired,
+                    202: Reply("still running or waiting for input", CallInputRequired,
                                headers=("Location", "Retry-After")),
                     404: Reply("no such task")})
 async def task_result(call: Call) -> web.StreamResponse:

@@ -44,7 +44,7 @@ from mcpx.broker.pending import PendingIndex
 from mcpx.broker.reads import Reads, valid_id
 from mcpx.broker.rules import as_stored
 from mcpx.broker.rules import redact as redact  # where daemon/ and inbox/ have always found it
-from mcpx.broker.store import AuditFilter, Lease, QuestionFilter, QuestionRow, Store, StoreInfo
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Store, StoreInfo, StoreLease
 from mcpx.broker.sweeper import Sweeper
 from mcpx.broker.team import Team
 from mcpx.broker.waiters import Handle as Handle
@@ -373,10 +373,10 @@ class Broker:
         pending = [q.id for q in await self.questions(QuestionFilter(task=task.id, state="pending"))]
         return await self._team.take_over(task, owner, reason, pending)
 
-    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[StoreLease, StoredTask]]:
         return await self._team.lapsed_tasks(states)
 
-    async def daemons(self) -> list[Lease]:
+    async def daemons(self) -> list[StoreLease]:
         return await self._team.daemons()
 
     @property

@@ -18,7 +18,7 @@ import time
 from mcpx.daemon.launch import LaunchError, ensure_daemon
 from mcpx.mcp import jsonrpc
 from mcpx.shared.errors import McpxError
-from mcpx.shared.handoff import MAX_WORD, HandoffError, Hello, Word, send_hello
+from mcpx.shared.handoff import MAX_WORD, HandoffError, HandoffMessage, Hello, send_hello
 from mcpx.shared.hostenv import Host, host_of
 from mcpx.system.paths import StatePaths
 
@@ -108,7 +108,7 @@ class Handoff:
             while line := words.readline(MAX_WORD):
                 if not line.endswith(b"\n"):
                     raise HandoffError(f"the daemon said a word longer than {MAX_WORD} bytes")
-                word = Word.parse(line)
+                word = HandoffMessage.parse(line)
                 if word.refused is not None:
                     if not word.fallback:
                         raise Refused(word.refused)

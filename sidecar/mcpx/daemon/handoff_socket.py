@@ -19,9 +19,9 @@ import struct
 from pathlib import Path
 
 from mcpx.mcp.stdio import PipeChannel
-from mcpx.shared.handoff import VERSION, HandoffError, Hello, Word, receive_hello
+from mcpx.shared.handoff import VERSION, HandoffError, HandoffMessage, Hello, receive_hello
 from mcpx.surface.dispatch import Surface
-from mcpx.surface.pipe_endpoint import PipeSession, Say
+from mcpx.surface.pipe_endpoint import PipeSession, SendToServe
 from mcpx.upstream.pool import UnknownServer
 
 log = logging.getLogger("mcpx.daemon")
@@ -100,7 +100,7 @@ class HandoffListener:
             conn.close()
             raise
 
-        def say(word: Word) -> None:
+        def say(word: HandoffMessage) -> None:
             if not writer.is_closing():
                 writer.write(word.line())
 
@@ -114,29 +114,29 @@ class HandoffListener:
         finally:
             writer.close()
 
-    async def _open(self, hello: Hello, fds: list[int], say: Say) -> PipeSession | None:
+    async def _open(self, hello: Hello, fds: list[int], say: SendToServe) -> PipeSession | None:
         """The session, once told `accepted`; None once told why not (the descriptors are closed then)."""
         if hello.version != VERSION:
             for fd in fds:
                 os.close(fd)
-            say(Word(refused=f"this daemon speaks hand-off {VERSION}, not {hello.version}", fallback=True))
+            say(HandoffMessage(refused=f"this daemon speaks hand-off {VERSION}, not {hello.version}", fallback=True))
             return None
         try:
             pipe = await PipeChannel.open(fds[0], fds[1], "mcp-client", answer_bad_frames=True,
                                           unread=hello.unread_bytes())
         except (ValueError, OSError) as exc:  # not a pipe or a socket (a file, a terminal): serve pumps them itself
-            say(Word(refused=f"cannot serve on these descriptors: {exc}", fallback=True))
+            say(HandoffMessage(refused=f"cannot serve on these descriptors: {exc}", fallback=True))
             return None
         try:
             session = PipeSession(self.surface, hello, pipe, say)
         except UnknownServer as exc:
             await pipe.close()
-            say(Word(refused=str(exc)))
+            say(HandoffMessage(refused=str(exc)))
             return None
-        say(Word(accepted=True))
+        say(HandoffMessage(accepted=True))
         return session
 
-    async def _run(self, session: PipeSession, reader: asyncio.StreamReader, say: Say) -> None:
+    async def _run(self, session: PipeSession, reader: asyncio.StreamReader, say: SendToServe) -> None:
         """Until the client's input ends (serve is told `ended`), serve goes away (the client's requests still
         running are ended, not cancelled: their calls go on), or the daemon stops (the client is handed back)."""
         serving = asyncio.create_task(session.serve(), name="mcpx-handoff-client")
@@ -146,7 +146,7 @@ class HandoffListener:
         try:
             done, _ = await asyncio.wait({serving, serve_gone, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if serving in done:
-                say(Word(ended=0))
+                say(HandoffMessage(ended=0))
             elif stopping in done:
                 await session.hand_back(serving, self.grace)
         finally:

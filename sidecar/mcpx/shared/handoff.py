@@ -3,7 +3,7 @@
 `mcpx serve` connects to the daemon's hand-off socket (serve.sock, beside daemon.sock), sends one
 Hello line with its stdin and stdout attached (SCM_RIGHTS), and waits. The daemon serves MCP on
 those two descriptors itself, so the host talks to the daemon with no process between them, and
-says over the connection, as Word lines, only what serve needs to carry on should the daemon go:
+says over the connection, as HandoffMessage lines, only what serve needs to carry on should the daemon go:
 
     accepted                  the daemon serves the descriptors from now on
     refused                   it will not (why); with `fallback`, serve pumps through the websocket instead
@@ -66,7 +66,7 @@ class Hello(BaseModel):
         return base64.b64decode(self.unread)
 
 
-class Word(BaseModel):
+class HandoffMessage(BaseModel):
     """One line from the daemon to `mcpx serve`; only the fields that say something are sent."""
 
     model_config = ConfigDict(extra="forbid")
@@ -85,7 +85,7 @@ class Word(BaseModel):
         return self.model_dump_json(exclude_defaults=True).encode() + b"\n"
 
     @classmethod
-    def parse(cls, line: bytes) -> Word:
+    def parse(cls, line: bytes) -> HandoffMessage:
         try:
             return cls.model_validate_json(line)
         except ValidationError as exc:

@@ -16,7 +16,7 @@ import type { ToolContext } from "@opencode-ai/plugin"
 
 import type { AskFlow } from "./ask.js"
 import { Daemon, NoDaemon, problem, type Question, type Reply, type ShownIn } from "../shared/daemon.js"
-import { MCPX_TOOL, type InputRequired, type ToolsList } from "../shared/generated.js"
+import { MCPX_TOOL, type CallInputRequired, type ToolsList } from "../shared/generated.js"
 import { clip, noDaemonText, resultText } from "./messages.js"
 
 export type UpstreamTool = { name: string; server: string; tool: string; description: string; inputSchema: Record<string, any> }
@@ -79,7 +79,7 @@ export class CallRunner {
         if (r.status === 200 && r.body?.result) return [...await told(), resultText(r.body.result)].join("\n\n")
         if (r.status === 200) return [...await told(), this.ended(r.body)].join("\n\n") // the task document: it failed, or was cancelled
         if (r.status !== 202) return [...await told(), `mcpx: ${t.server}.${t.tool} failed: ${clip(problem(r).message, 1000)}`].join("\n\n")
-        const waiting = r.body as InputRequired
+        const waiting = r.body as CallInputRequired
         const questions = await this.rendered(waiting.elicitations.map((q) => q.id))
         const dialogs = ctx.abort.aborted ? false : await this.opts.dialogs(ctx.sessionID)
         const persons = questions.filter((q) => q.audience === "human")

@@ -164,6 +164,19 @@ export type CallFailed = {
   trace: string
 }
 
+export type CallInputRequired = {
+  /** input-required (a question waits) or running */
+  status: "input-required" | "running"
+  task: string
+  trace: string
+  /** the first open question */
+  elicitation: WaitingQuestion | null
+  /** every open question */
+  elicitations: WaitingQuestion[]
+  /** where the call's real result is long-polled */
+  result: string
+}
+
 export type CallResult = {
   task: string
   trace: string
@@ -338,19 +351,6 @@ export type Health = {
 
 export type InboxAddress = {
   url: string
-}
-
-export type InputRequired = {
-  /** input-required (a question waits) or running */
-  status: "input-required" | "running"
-  task: string
-  trace: string
-  /** the first open question */
-  elicitation: WaitingQuestion | null
-  /** every open question */
-  elicitations: WaitingQuestion[]
-  /** where the call's real result is long-polled */
-  result: string
 }
 
 /** One running instance of an upstream server, as `mcpx status` shows it. */

@@ -62,7 +62,7 @@ function plural(n: number): string {
   return `${n} question${n === 1 ? "" : "s"}`
 }
 
-export class Desk {
+export class QuestionQueue {
   private sessions = new Set<string>()
   private waiting = new Map<string, Waiting>()
   private current: string | undefined

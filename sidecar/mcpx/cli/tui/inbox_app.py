@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from mcpx.broker.models import Action, Elicitation
 from mcpx.cli.render import field_lines
-from mcpx.cli.tui.feed import Ended, Feed, Listener, Pending
+from mcpx.cli.tui.feed import Feed, Listener, ShownEnd, ShownQuestion
 from mcpx.cli.tui.fields import Form
 from mcpx.cli.tui.screens import QuestionScreen, ReasonScreen, asker, time_left
 from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
@@ -62,7 +62,7 @@ class InboxApp(App[None]):
         self.client = client
         self.opener = opener
         self.warning = warning
-        self.pending: dict[str, Pending] = {}
+        self.pending: dict[str, ShownQuestion] = {}
         self.mine: set[str] = set()  # answered from here (or being): their end is not news from elsewhere
         self.feed = Feed(client, Listener(self.reset, self.upsert, self.ended, self.link), session, server)
         filters = [f"session {plain(session, 60)}" if session else "", f"server {plain(server, 60)}" if server else ""]
@@ -94,14 +94,14 @@ class InboxApp(App[None]):
 
     # ---- what the feed reports
 
-    def reset(self, shown: list[Pending]) -> None:
+    def reset(self, shown: list[ShownQuestion]) -> None:
         self.pending = {p.question.id: p for p in sorted(shown, key=lambda p: p.question.created)}
         self.table.clear()
         for p in self.pending.values():
             self.table.add_row(*self._cells(p), key=p.question.id)
         self._counted()
 
-    def upsert(self, p: Pending) -> None:
+    def upsert(self, p: ShownQuestion) -> None:
         eid = p.question.id
         known = eid in self.pending
         self.pending[eid] = p
@@ -112,7 +112,7 @@ class InboxApp(App[None]):
             self.table.add_row(*self._cells(p), key=eid)
         self._counted()
 
-    def ended(self, end: Ended) -> None:
+    def ended(self, end: ShownEnd) -> None:
         if self.pending.pop(end.id, None) is None:
             return
         self.table.remove_row(end.id)
@@ -130,7 +130,7 @@ class InboxApp(App[None]):
 
     # ---- the list
 
-    def _cells(self, p: Pending) -> list[Text]:
+    def _cells(self, p: ShownQuestion) -> list[Text]:
         q = p.question
         return [Text(q.id), Text(time_left(p)), Text(q.audience), Text(asker(p)), Text(plain(q.message, 200))]
 
@@ -145,7 +145,7 @@ class InboxApp(App[None]):
         if isinstance(self.screen, QuestionScreen):
             self.screen.refresh_head()
 
-    def highlighted(self) -> Pending | None:
+    def highlighted(self) -> ShownQuestion | None:
         if not self.pending or self.table.row_count == 0:
             return None
         key = self.table.coordinate_to_cell_key(self.table.cursor_coordinate).row_key.value
