@@ -217,6 +217,12 @@ def plugin_moves() -> dict[Path, Path]:
     return out
 
 
+def plugin_test_moves() -> dict[Path, Path]:
+    """The plugin's node tests named after the module they test, as renamed."""
+    test = PLUGIN / "test"
+    return {test / f"{old}.test.mjs": test / f"{new}.test.mjs" for old, new in PLUGIN_RENAMES.items()}
+
+
 def test_moves() -> dict[Path, Path]:
     tests = ROOT / "tests"
     return {tests / f"test_{name}.py": tests / where / f"test_{name}.py" for where, names in TESTS.items()
@@ -530,11 +536,13 @@ def main() -> int:
         if tree.move(old, new):
             moved_ts[new] = old.parent
     tests_moved = move_tests(tree)
+    for old, new in plugin_test_moves().items():
+        tree.move(old, new)
 
     split = {p: defined_in(p) for p in SPLIT}
     dotted = dotted_pattern(moves)
     paths, path_table = path_pattern(moves)
-    rel, rel_table = rel_paths({**plugin, **test_moves()})
+    rel, rel_table = rel_paths({**plugin, **test_moves(), **plugin_test_moves()})
 
     for path in files():
         try:
