@@ -24,7 +24,7 @@ from mcpx.presentation.urlfacts import url_facts
 
 
 class ScreenHost(Protocol):
-    """What a question's screen asks of the app it is shown in (tui/app.py's InboxApp), without importing it."""
+    """What a question's screen asks of the app it is shown in (tui/inbox_app.py's InboxApp), without importing it."""
 
     async def answer(self, q: Elicitation, action: Action, content: dict[str, Any] | None = None,
                      reason: str | None = None, form: Form | None = None) -> bool: ...
