@@ -126,17 +126,20 @@ PLUGIN_NAME_RENAMES: dict[tuple[str, str], str] = {
 SPLIT = ("mcpx.config",)
 
 NEW_PACKAGES = {
-    "mcpx.shared": "What every layer may use: mcpx's errors, ids, header names, JSON at the edge, SSE, sessions, and\n"
-                   "the words of the hand-off between `mcpx serve` and its daemon. Depends on no layer.",
+    "mcpx.shared": "What every layer may use: mcpx's errors, ids, header names, JSON at the edge, SSE, sessions,\n"
+                   "secrets masked, what the host says of itself, and the words of the hand-off between `mcpx serve`\n"
+                   "and its daemon. It imports no layer but the broker's models (sessions) and the wire's framing\n"
+                   "(the hand-off).",
     "mcpx.system": "The operating system as mcpx meets it: where state lives, other processes, sockets, the keychain,\n"
                    "an agent's shell, and where the plugin and the skill are installed from.",
     "mcpx.presentation": "A question as each party is shown it, rendered once: for an agent, a dialog, a page, a\n"
-                         "terminal.",
+                         "terminal; and as it is passed to an MCP client and known again.",
     "mcpx.api": "The /v1 API: one route table (handlers and openapi.json), the bodies' shapes, who is asking, and the\n"
                 "routes of the broker, the gateway and the inbox's addresses. The daemon installs it; the plugin's\n"
-                "TypeScript contract is generated from it.",
-    "mcpx.client": "The client library: `mcpx.Client` for scripts (docs/scripts.md), and the one way to the daemon it\n"
-                   "and the CLI share. Nothing the daemon or `mcpx serve` runs imports it.",
+                "TypeScript contract is generated from its openapi.json (daemon/typescript.py).",
+    "mcpx.client": "The client library: `mcpx.Client` for scripts (docs/scripts.md), and what it shares with the CLI:\n"
+                   "the way to the daemon, a question asked at a terminal, SERVER.TOOL. Only `import mcpx` loads the\n"
+                   "script client: the daemon and `mcpx serve` never do.",
     "mcpx.cli.hosts": "mcpx in each MCP host: installing, importing a host's servers, its config files, and what\n"
                       "`mcpx doctor` checks of it.",
 }
