@@ -25,6 +25,7 @@ import ast
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tokenize
@@ -578,9 +579,12 @@ def main() -> int:
         touched += [str(p.relative_to(ROOT)) for p in tests_moved]
         if touched:
             ruff = ROOT / ".venv" / "bin" / "ruff"
-            command = [str(ruff)] if ruff.exists() else [sys.executable, "-m", "ruff"]
-            subprocess.run([*command, "check", "--fix", "--select", "I", "--quiet", *touched], cwd=ROOT,
-                           check=False)
+            found = str(ruff) if ruff.exists() else shutil.which("ruff")
+            if found:
+                subprocess.run([found, "check", "--fix", "--select", "I", "--quiet", *touched], cwd=ROOT, check=False)
+            else:
+                print("no ruff (.venv/bin/ruff or on PATH): sort the imports with `ruff check --fix --select I`",
+                      file=sys.stderr)
     for line in tree.changed:
         print(line)
     if not tree.changed:
