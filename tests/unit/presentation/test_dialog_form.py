@@ -1,8 +1,8 @@
 """A question as its own dialog draws it (mcpx.presentation.dialog_form: render.form), what a dialog sends back (`form`
 entries, typed and judged by the daemon), and what a client says of it: that the person was shown it (elicit.shown)
 and said yes to opening its page (elicit.consent). The pure rendering on questions routed as the broker routes them;
-the routes on a real daemon. The opencode TUI plugin draws render.form as given (plugin/opencode/test/dialog_keys.test.mjs,
-and end to end in tests/hosts/test_opencode_tui.py)."""
+the routes on a real daemon. The opencode TUI plugin draws render.form as given
+(plugin/opencode/test/dialog_keys.test.mjs, and end to end in tests/hosts/test_opencode_tui.py)."""
 
 from __future__ import annotations
 
