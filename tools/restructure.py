@@ -166,7 +166,7 @@ TESTS = {
     "unit/config": ("config",),
     "unit/shared": ("wirejson", "errors", "hosts"),
     "unit/inbox": ("inbox_notify",),
-    "unit/api": ("typescript",),
+    "unit/daemon": ("typescript",),
     "unit": ("layers",),
     "hosts": ("claude_install", "claude_print", "claude_tui", "opencode_e2e", "opencode_install",
               "opencode_lifetime", "opencode_tui", "wheel", "dev_link"),
