@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpx.broker.models import Action, Answerer, Elicitation
-from mcpx.config import ElicitMode, ElicitSettings, Rule, RuleMatch
+from mcpx.config.models import ElicitMode, ElicitSettings, Rule, RuleMatch
 
 # the modes from the loosest to the strictest: each leaves fewer questions to be answered as they would have been
 # (ask: a person or an agent answers what no rule does; auto: rules, else cancel; decline: every question refused,
