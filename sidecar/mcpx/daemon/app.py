@@ -10,7 +10,7 @@ from aiohttp import web
 
 from mcpx.broker.broker import Broker
 from mcpx.configsource import ConfigSource
-from mcpx.daemon import call_routes, elicit_routes
+from mcpx.daemon import auth_routes, call_routes, elicit_routes
 from mcpx.daemon.api import Api, error_response, errors_middleware
 from mcpx.daemon.peers import is_unix
 from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS, DaemonInfo
@@ -48,6 +48,7 @@ def build_api() -> Api:
     api.endpoints.extend(elicit_routes.api.endpoints)
     api.endpoints.extend(call_routes.api.endpoints)
     api.endpoints.extend(inbox_routes.api.endpoints)
+    api.endpoints.extend(auth_routes.api.endpoints)
     return api
 
 
@@ -68,6 +69,7 @@ def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Ga
     app[TCP_GUESTS] = []
     app[PASSED_CLAIMS] = {}
     inbox_routes.install(app, inbox)
+    auth_routes.install(app)
     app[SHUTDOWN] = asyncio.get_running_loop().create_future()
     api = build_api()
     api.install(app)

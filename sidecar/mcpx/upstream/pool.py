@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from mcpx.config import ServerConfig
+from mcpx.config import HttpServer, ServerConfig
+from mcpx.mcp.http_client import Authorizer
 from mcpx.mcp.protocol import Era
 from mcpx.upstream import procinfo
 from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection
@@ -101,8 +102,10 @@ EraRecord = Callable[[str, str, Era], Awaitable[None]]
 
 class Pool:
     def __init__(self, entries: Callable[[], dict[str, ServerConfig]], recall: EraMemory, remember: EraRecord,
-                 on_tools_changed: Callable[[str], Awaitable[None]] | None = None) -> None:
+                 on_tools_changed: Callable[[str], Awaitable[None]] | None = None,
+                 authorizer: Callable[[str, HttpServer], Authorizer] | None = None) -> None:
         self._entries = entries
+        self._authorizer = authorizer  # an HTTP server's login (oauth/logins.py), handed to its channel
         self._recall = recall
         self._remember = remember
         self._on_tools_changed = on_tools_changed
@@ -316,7 +319,8 @@ class Pool:
             if self._on_tools_changed is not None:
                 await self._on_tools_changed(server)
 
-        conn = await open_connection(server, entry, session, hint, declared, events=Events(
+        auth = self._authorizer(server, entry) if self._authorizer and isinstance(entry, HttpServer) else None
+        conn = await open_connection(server, entry, session, hint, declared, auth=auth, events=Events(
             lambda tool, asks: self._learn(server, fp, tool, asks), self._poke, changed))
         if conn.era is not None and want is None and conn.era != hint:
             # learnt from the server's answer (a start that failed or timed out teaches nothing), and relearnt
