@@ -7,6 +7,7 @@ typed into the authorization server's own pages in headless Chromium; the tokens
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -16,13 +17,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from conftest import wait_for
 from harness import PATIENCE, Daemon, free_port, make_daemon
 from keychain import Keychain, private_keychain
 from oauth_servers import authorization_server, resource_server
-from test_inbox_web import chromium, page_of
+from test_inbox_web import CHROMIUM, chromium, page_of
 
 ACCESS_TTL = 8  # seconds: short enough that a test sees a token expire and be refreshed, long enough for a call
 
@@ -81,6 +83,23 @@ async def browser_page() -> AsyncIterator[Any]:
         yield page
 
 
+@asynccontextmanager
+async def browser_elsewhere(issuer: str) -> AsyncIterator[Any]:
+    """A browser that reaches the authorization server and nothing else (a phone, a laptop beside an SSH session):
+    whatever is not the issuer goes to a proxy nobody runs, so its way back to the daemon fails."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, timeout=PATIENCE * 1000, args=[
+            "--no-sandbox", f"--proxy-server=http://127.0.0.1:{free_port()}",
+            f"--proxy-bypass-list=<-loopback>;{issuer.removeprefix('http://')}"])
+        try:
+            async with page_of(browser) as page:
+                yield page
+        finally:
+            await browser.close()
+
+
 async def log_in(page: Any, url: str, who: str) -> None:
     """Type a login into the authorization server's own pages, and consent if it asks."""
     await page.goto(url)
@@ -92,6 +111,7 @@ async def log_in(page: Any, url: str, who: str) -> None:
         await page.click("button[type=submit]")
 
 
+@pytest.mark.timeout(300)  # two daemon starts, a browser, a token's lifetime: several minutes on a loaded machine
 async def test_a_call_asks_the_person_to_log_in_and_goes_on_kept_across_restarts_and_refreshed(
         home: Path, keys: Keychain, servers: dict[str, str]) -> None:
     d = daemon_for(home, servers, keys)
@@ -167,3 +187,96 @@ async def test_a_call_asks_the_person_to_log_in_and_goes_on_kept_across_restarts
     # no token is in a file under the state directory (database, its WAL, logs), nor in anything printed
     assert written(home, *tokens) == []
     assert not [o for o in outputs if any(t in o for t in tokens)]
+
+
+def revoke_at_server(issuer: str, token: str, client_id: str) -> None:
+    """The authorization server revokes a refresh token (as a person would from its account page)."""
+    import urllib.parse
+    import urllib.request
+
+    body = urllib.parse.urlencode({"token": token, "token_type_hint": "refresh_token", "client_id": client_id})
+    with urllib.request.urlopen(urllib.request.Request(f"{issuer}/token/revocation", data=body.encode()),
+                                timeout=PATIENCE) as resp:
+        assert resp.status == 200
+
+
+def kept_client(keys: Keychain, servers: dict[str, str], callback: str) -> dict[str, Any]:
+    out = subprocess.run(["secret-tool", "lookup", "service", f"mcpx-oauth:{servers['issuer']}", "username",
+                          f"client {callback}"], env={**keys.env, "PATH": "/usr/bin:/bin"}, capture_output=True,
+                         text=True, timeout=PATIENCE)
+    assert out.returncode == 0 and out.stdout, out
+    return dict(json.loads(out.stdout))
+
+
+@pytest.mark.timeout(300)
+async def test_paste_back_logout_revoked_refresh_declined_and_forged_returns(
+        home: Path, keys: Keychain, servers: dict[str, str]) -> None:
+    d = daemon_for(home, servers, keys)
+    d.start()
+    try:
+        callback = f"http://127.0.0.1:{(home / 'inbox.port').read_text().strip()}/oauth/callback"
+        # the headless case: the browser is elsewhere and cannot reach this daemon; the person pastes the address
+        started = d.cli("auth", "login", "notes", "--json")
+        assert started.returncode == 0, started
+        login = json.loads(started.stdout)
+        returned: list[str] = []
+        async with browser_elsewhere(servers["issuer"]) as page:
+            page.on("requestfailed", lambda request: returned.append(request.url) if request.url.startswith(
+                callback) else None)
+            with contextlib.suppress(Exception):  # the browser's last step fails: it cannot reach this machine
+                await log_in(page, login["url"], "grace")
+            await wait_for(lambda: returned, what="the browser sent back to the callback, in vain")
+        # a forged return is refused, at the callback and pasted, and leaves the login question open
+        forged = returned[0].replace("state=", "state=forged")
+        refused = d.cli("auth", "complete", forged)
+        assert refused.returncode != 0 and "not the return of a login mcpx has open" in refused.stderr
+        async with aiohttp.ClientSession() as http, http.get(forged) as resp:
+            assert resp.status == 400
+        pending = json.loads(d.cli("elicit", "show", login["question"], "--json").stdout)
+        assert pending["elicitation"]["state"] == "pending"
+        pasted = d.cli("auth", "complete", returned[0])
+        assert pasted.returncode == 0 and "logged in to notes" in pasted.stdout, pasted
+        replayed = d.cli("auth", "complete", returned[0])
+        assert replayed.returncode != 0 and "used already" in replayed.stderr
+        shown = json.loads(d.cli("elicit", "show", login["question"], "--json").stdout)
+        assert shown["answer"]["action"] == "accept" and shown["answer"]["by"] == "person:cli"
+        # asked before any call, with no challenge to go by: every scope the server lists (RFC 9728)
+        assert result_text(d.cli("call", "notes.whoami", "--json")) == "grace with notes:read notes:write"
+
+        # logout revokes at the authorization server: the refresh token no longer refreshes anything
+        kept = kept_login(keys, servers)
+        out = d.cli("auth", "logout", "notes", "--json")
+        assert json.loads(out.stdout) == {"server": "notes", "wasLoggedIn": True, "revoked": True}
+        # the next call asks again; declined, the call fails saying so
+        again = asked(d.cli("call", "notes.whoami", "--json"))
+        assert again["mode"] == "url" and again["id"] != login["question"]
+        assert d.cli("elicit", "decline", again["id"]).returncode == 0
+        failed = d.cli("task", "result", again["task"], "--json")
+        assert "login declined" in json.loads(failed.stdout)["error"]
+
+        # a refresh token the server revoked: the server needs login, status and doctor say so, the next call asks
+        third = asked(d.cli("call", "notes.whoami", "--json"))
+        async with browser_page() as page:
+            await log_in(page, third["url"], "grace")
+            await page.wait_for_selector("#title")
+        assert result_text(d.cli("task", "result", third["task"], "--json")) == "grace with notes:read"
+        fresh = kept_login(keys, servers)
+        revoke_at_server(servers["issuer"], fresh["refresh_token"], kept_client(keys, servers, callback)["client_id"])
+        await wait_for(lambda: time.time() > fresh["expires_at"] + 1, timeout=ACCESS_TTL + PATIENCE,
+                       what="the token expired")
+        fourth = asked(d.cli("call", "notes.whoami", "--json"))
+        assert "could not be refreshed" in fourth["message"]
+        status = d.cli("status")
+        assert "! login   notes: server 'notes' needs login" in status.stdout, status
+        listed = {r["server"]: r for r in json.loads(d.cli("auth", "list", "--json").stdout)["logins"]}
+        assert listed["notes"]["state"] == "asking"
+        # cancelled: nobody logged in, and the call says so
+        assert d.cli("elicit", "cancel", fourth["id"]).returncode == 0
+        failed = d.cli("task", "result", fourth["task"], "--json")
+        assert "nobody logged in" in json.loads(failed.stdout)["error"]
+        doctor = d.cli("doctor")
+        assert "needs login" in doctor.stdout and "mcpx auth login notes" in doctor.stdout, doctor
+        tokens = [kept["access_token"], kept["refresh_token"], fresh["access_token"], fresh["refresh_token"]]
+    finally:
+        d.stop()
+    assert written(home, *tokens) == []

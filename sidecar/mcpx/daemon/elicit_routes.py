@@ -39,7 +39,7 @@ from mcpx.daemon.schemas import (
     WaitQuery,
     kind_list,
 )
-from mcpx.daemon.state import BROKER, CONFIG, INFO, OPENAPI, PASSED_CLAIMS
+from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS
 from mcpx.dialogs import RepliesProblem, content_of_replies
 from mcpx.durations import parse_duration
 from mcpx.forms import EntriesProblem, content_of_entries
@@ -97,6 +97,8 @@ async def health(call: Call) -> web.StreamResponse:
         plugin_elicit=config.plugin.elicit, store=store,
         inbox=inbox.base + "/inbox" if (inbox := call.app.get(INBOX)) is not None and inbox.base else None,
         notify=notifier.summary() if (notifier := call.app.get(NOTIFIER)) is not None else [],
+        needs_login={name: why for name in sorted(config.servers)
+                     if (why := call.app[GATEWAY].logins.problem(name)) is not None},
     )
     return web.json_response(body.wire())
 

@@ -129,19 +129,25 @@ async def revoke(http: aiohttp.ClientSession, meta: ServerMetadata, client: Clie
     server offers no revocation."""
     if meta.revocation_endpoint is None:
         return False
+    revoked = False
     for token, hint in ((tokens.refresh_token, "refresh_token"), (tokens.access_token, "access_token")):
         if token is None:
             continue
-        _uri, headers, body = prepare_revoke_token_request(token, hint, headers={"Content-Type": FORM})
-        body, headers = _client_auth(client, dict(parse_qsl(body)), headers)
+        body, headers = prepare_revoke_token_request(token, hint, headers={"Content-Type": FORM})
+        form, headers = _client_auth(client, dict(parse_qsl(body)), headers)
         try:
-            async with http.post(meta.revocation_endpoint, data=body, headers=headers) as resp:
-                if resp.status != 200:
-                    raise LoginError(f"the authorization server {meta.issuer} refused to revoke the login: HTTP "
-                                     f"{resp.status} {_oauth_error(await resp.text())}")
+            async with http.post(meta.revocation_endpoint, data=form, headers=headers) as resp:
+                text = await resp.text()
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise LoginError(f"{shown_url(meta.revocation_endpoint)} could not be reached: {exc}") from None
-    return True
+        if resp.status == 200:
+            revoked = True
+        elif not _oauth_error(text).startswith("unsupported_token_type"):
+            # a token of a type it cannot revoke (a JWT access token: it just expires) is not a refusal (RFC 7009
+            # §2.2.1); anything else is
+            raise LoginError(f"the authorization server {meta.issuer} refused to revoke the login: HTTP "
+                             f"{resp.status} {_oauth_error(text)}")
+    return revoked
 
 
 def _client_auth(client: Client, form: dict[str, str], headers: dict[str, str]) -> tuple[dict[str, str],

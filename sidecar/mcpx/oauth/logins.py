@@ -62,7 +62,8 @@ class Login:
         self.meta: ServerMetadata | None = None
         self.tokens: Tokens | None = None
         self.needs_login = False
-        self.problem: str | None = None  # why it needs login, for status
+        self.problem: str | None = None  # why it needs login and what to do, for status
+        self.why: str | None = None  # why it needs login, in a few words, for its question
         self.wanted_scope: str | None = None  # what the last challenge asked for (a step-up widens it)
         self._loaded = False  # the keychain was read for the issuer kept in the store
         self._lock = asyncio.Lock()
@@ -114,7 +115,8 @@ class Login:
                 return None  # a login kept from before (a restart), or one made meanwhile: try it
             if self.tokens is not None and self.tokens.refresh_token is not None and await self._refresh():
                 return None
-            self._needs("it needs a login")
+            if not self.needs_login:  # a refresh that failed just now says more
+                self._needs("it needs a login")
             return self.problem
 
     # ---- keeping
@@ -164,6 +166,7 @@ class Login:
 
     def _needs(self, why: str) -> None:
         self.needs_login = True
+        self.why = why
         where = urlsplit(self.meta.issuer).netloc if self.meta else shown_url(self.entry.url)
         self.problem = f"server {self.server!r} needs login at {where}: {why} (a call asks for it, or run `mcpx auth " \
                        f"login {self.server}`)"
@@ -303,7 +306,7 @@ class Logins:
             scope = self._scope(login)
             pending = flow.begin(server, login.meta, client, login.resource_id, scope)
             where = urlsplit(login.meta.issuer).netloc
-            why = f" ({login.problem.split(': ', 1)[1]})" if login.problem else ""
+            why = f" ({login.why})" if login.needs_login and login.why else ""
             message = (f"Log in to {server} ({shown_url(entry.url)}) at {where} so mcpx can call it for you"
                        + (f", with scope {scope}" if scope else "") + f"{why}. The login is kept in this machine's "
                        "keychain for you alone. If the browser cannot come back to this machine, paste the address "
