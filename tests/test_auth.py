@@ -103,10 +103,11 @@ async def browser_elsewhere(issuer: str) -> AsyncIterator[Any]:
 async def log_in(page: Any, url: str, who: str) -> None:
     """Type a login into the authorization server's own pages, and consent if it asks."""
     await page.goto(url)
-    await page.fill("input[name=login]", who)
-    await page.fill("input[name=password]", "any password")
-    await page.click("button[type=submit]")
-    await page.wait_for_load_state()
+    if await page.locator("input[name=login]").count():  # a browser still signed in there goes to consent
+        await page.fill("input[name=login]", who)
+        await page.fill("input[name=password]", "any password")
+        await page.click("button[type=submit]")
+        await page.wait_for_load_state()
     if await page.locator("input[name=prompt][value=consent]").count():
         await page.click("button[type=submit]")
 
@@ -148,6 +149,16 @@ async def test_a_call_asks_the_person_to_log_in_and_goes_on_kept_across_restarts
             assert replay is not None and replay.status == 400
             assert "not the return of a login mcpx has open" in (await page.text_content("#text") or "")
 
+            # a step-up: a tool the server wants a wider scope for (403 insufficient_scope) asks again, for the
+            # scope held and the one named, and the call goes on
+            wider = asked(d.cli("call", "notes.write_note", "text=hi", "--json"))
+            assert wider["id"] != q1["id"] and "notes:read notes:write" in wider["message"]
+            assert "wants more scope" in wider["message"]
+            await log_in(page, wider["url"], "ada")
+            await page.wait_for_selector("#title")
+            stepped = d.cli("task", "result", wider["task"], "--json")
+            assert result_text(stepped) == "noted 'hi' for ada with notes:read notes:write"
+
         done = [d.cli("task", "result", q["task"], "--json") for q in (q1, q2)]
         assert result_text(done[0]) == "ada with notes:read"
         assert result_text(done[1]) == "3"
@@ -157,23 +168,23 @@ async def test_a_call_asks_the_person_to_log_in_and_goes_on_kept_across_restarts
         listed = d.cli("auth", "list", "--json")
         row = {r["server"]: r for r in json.loads(listed.stdout)["logins"]}
         assert row["notes"]["state"] == "logged-in" and row["notes"]["subject"] == "ada"
-        assert "notes:read" in row["notes"]["scopes"] and row["notes"]["issuer"] == servers["issuer"]
+        assert row["notes"]["scopes"] == ["notes:read", "notes:write"] and row["notes"]["issuer"] == servers["issuer"]
         kept = kept_login(keys, servers)
         assert kept.get("refresh_token") and kept["access_token"], {k: v for k, v in kept.items() if "token" not in k}
-        outputs += [r.stdout + r.stderr for r in (*runs, *done, listed, plain)]
+        outputs += [r.stdout + r.stderr for r in (*runs, *done, listed, plain, stepped)]
 
         # a restart asks nobody and registers nothing: the login and the client are the keychain's
         d.stop()
         d.start()
         again = d.cli("call", "notes.whoami", "--json")
-        assert result_text(again) == "ada with notes:read"
+        assert result_text(again) == "ada with notes:read notes:write"
         assert (home / "daemon.log").read_text().count("registered mcpx as client") == 1
 
         # the access token expires: the next call refreshes it, and asks nothing
         expired_at = kept["expires_at"]
         await wait_for(lambda: time.time() > expired_at + 1, timeout=ACCESS_TTL + PATIENCE, what="the token expired")
         later = d.cli("call", "notes.whoami", "--json")
-        assert result_text(later) == "ada with notes:read"
+        assert result_text(later) == "ada with notes:read notes:write"
         refreshed = kept_login(keys, servers)
         assert refreshed["access_token"] != kept["access_token"] and refreshed["expires_at"] > expired_at
         assert json.loads(d.cli("elicit", "list", "--json").stdout)["elicitations"] == []
@@ -247,9 +258,12 @@ async def test_paste_back_logout_revoked_refresh_declined_and_forged_returns(
         kept = kept_login(keys, servers)
         out = d.cli("auth", "logout", "notes", "--json")
         assert json.loads(out.stdout) == {"server": "notes", "wasLoggedIn": True, "revoked": True}
-        # the next call asks again; declined, the call fails saying so
+        # a listing does not wait for a person: it asks and says where; the next call waits on that question;
+        # declined, the call fails saying so
+        tools = json.loads(d.cli("tools", "--json").stdout)["servers"]
+        assert isinstance(tools["plain"], list) and "needs login: mcpx asked for it in elc-" in tools["notes"]
         again = asked(d.cli("call", "notes.whoami", "--json"))
-        assert again["mode"] == "url" and again["id"] != login["question"]
+        assert again["mode"] == "url" and again["id"] != login["question"] and again["id"] in tools["notes"]
         assert d.cli("elicit", "decline", again["id"]).returncode == 0
         failed = d.cli("task", "result", again["task"], "--json")
         assert "login declined" in json.loads(failed.stdout)["error"]

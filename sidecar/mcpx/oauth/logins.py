@@ -396,6 +396,7 @@ class Logins:
         login.tokens = None
         login.needs_login = False
         login.problem = None
+        await self._tools_changed(server)  # listed again when next asked: a listing now needs a login
         return tokens is not None, revoked
 
     async def abandon_orphans(self) -> None:
