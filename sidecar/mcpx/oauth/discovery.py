@@ -9,17 +9,19 @@ refused: the spec forbids a login without it.
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 from authlib.oauth2.rfc8414 import get_well_known_url
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from mcpx import wirejson
 from mcpx.masking import shown_url
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.models import Challenge, ResourceMetadata, ServerMetadata
 
+M = TypeVar("M", bound=BaseModel)
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^,\s]*)')
 
 
@@ -71,17 +73,22 @@ def resource_urls(server_url: str, given: str | None) -> list[str]:
     return urls
 
 
+def _valid(model: type[M], data: dict[str, object], url: str, what: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise LoginError(f"the {what} at {shown_url(url)} is not usable: {'.'.join(map(str, first['loc']))} "
+                         f"{first['msg']}") from None
+
+
 async def resource_metadata(http: aiohttp.ClientSession, server_url: str,
                             given: str | None) -> ResourceMetadata | None:
     for url in resource_urls(server_url, given):
         data = await _get_json(http, url)
         if data is None:
             continue
-        try:
-            found = ResourceMetadata.model_validate(data)
-        except ValidationError as exc:
-            raise LoginError(f"the protected resource metadata at {shown_url(url)} is not usable: "
-                             f"{exc.errors()[0]['msg']}") from None
+        found = _valid(ResourceMetadata, data, url, "protected resource metadata")
         if not found.authorization_servers:
             raise LoginError(f"the protected resource metadata at {shown_url(url)} names no authorization server")
         if not server_url.rstrip("/").startswith(found.resource.rstrip("/")):
@@ -106,11 +113,7 @@ async def server_metadata(http: aiohttp.ClientSession, issuer: str) -> ServerMet
         data = await _get_json(http, url)
         if data is None:
             continue
-        try:
-            found = ServerMetadata.model_validate(data)
-        except ValidationError as exc:
-            raise LoginError(f"the authorization server metadata at {shown_url(url)} is not usable: "
-                             f"{exc.errors()[0]['loc']} {exc.errors()[0]['msg']}") from None
+        found = _valid(ServerMetadata, data, url, "authorization server metadata")
         if not same_issuer(found.issuer, issuer):
             raise LoginError(f"the authorization server metadata at {shown_url(url)} names issuer {found.issuer}, "
                              f"not {issuer}")

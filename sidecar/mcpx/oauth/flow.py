@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
@@ -55,15 +56,7 @@ async def register(http: aiohttp.ClientSession, meta: ServerMetadata, redirect_u
     body = {"client_name": "mcpx", "redirect_uris": [redirect_uri], "grant_types": ["authorization_code",
             "refresh_token"], "response_types": ["code"], "token_endpoint_auth_method": "none",
             "application_type": "native" if loopback else "web"}
-    try:
-        async with http.post(meta.registration_endpoint, json=body) as resp:
-            text = await resp.text()
-            if resp.status not in (200, 201):
-                raise LoginError(f"the authorization server {meta.issuer} refused to register mcpx: HTTP "
-                                 f"{resp.status} {_oauth_error(text)}")
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise LoginError(f"{shown_url(meta.registration_endpoint)} could not be reached: {exc}") from None
-    data = _json(text, "its registration")
+    data = await _post_json(http, meta, meta.registration_endpoint, "to register mcpx", json=body)
     client_id = data.get("client_id")
     if not isinstance(client_id, str) or not client_id:
         raise LoginError(f"the authorization server {meta.issuer} registered mcpx without a client_id")
@@ -135,19 +128,34 @@ async def revoke(http: aiohttp.ClientSession, meta: ServerMetadata, client: Clie
             continue
         body, headers = prepare_revoke_token_request(token, hint, headers={"Content-Type": FORM})
         form, headers = _client_auth(client, dict(parse_qsl(body)), headers)
-        try:
-            async with http.post(meta.revocation_endpoint, data=form, headers=headers) as resp:
-                text = await resp.text()
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise LoginError(f"{shown_url(meta.revocation_endpoint)} could not be reached: {exc}") from None
-        if resp.status == 200:
+        status, text = await _post(http, meta.revocation_endpoint, data=form, headers=headers)
+        if status == 200:
             revoked = True
         elif not _oauth_error(text).startswith("unsupported_token_type"):
             # a token of a type it cannot revoke (a JWT access token: it just expires) is not a refusal (RFC 7009
             # §2.2.1); anything else is
-            raise LoginError(f"the authorization server {meta.issuer} refused to revoke the login: HTTP "
-                             f"{resp.status} {_oauth_error(text)}")
+            raise LoginError(f"the authorization server {meta.issuer} refused to revoke the login: HTTP {status} "
+                             f"{_oauth_error(text)}")
     return revoked
+
+
+async def _post(http: aiohttp.ClientSession, url: str, **request: Any) -> tuple[int, str]:
+    """POST to an endpoint of the authorization server: its status and body; LoginError when it cannot be reached."""
+    try:
+        async with http.post(url, **request) as resp:
+            return resp.status, await resp.text()
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise LoginError(f"{shown_url(url)} could not be reached: {exc}") from None
+
+
+async def _post_json(http: aiohttp.ClientSession, meta: ServerMetadata, url: str, what: str,
+                     **request: Any) -> dict[str, object]:
+    """POST to an endpoint whose answer is a JSON object (registration, token); LoginError saying `what` was
+    refused, and the server's OAuth error, otherwise."""
+    status, text = await _post(http, url, **request)
+    if status not in (200, 201):
+        raise LoginError(f"the authorization server {meta.issuer} refused {what}: HTTP {status} {_oauth_error(text)}")
+    return _json(text, f"answer to {what}")
 
 
 def _client_auth(client: Client, form: dict[str, str], headers: dict[str, str]) -> tuple[dict[str, str],
@@ -166,16 +174,8 @@ async def _token(http: aiohttp.ClientSession, meta: ServerMetadata, client: Clie
                  **params: str | None) -> Tokens:
     body = prepare_token_request(grant, **{k: v for k, v in params.items() if v is not None})
     form, headers = _client_auth(client, dict(parse_qsl(body)), {"Content-Type": FORM, "Accept": "application/json"})
-    try:
-        async with http.post(meta.token_endpoint, data=form, headers=headers) as resp:
-            text = await resp.text()
-            if resp.status != 200:
-                raise LoginError(f"the authorization server {meta.issuer} refused the "
-                                 f"{'refresh' if grant == 'refresh_token' else 'login code'}: HTTP {resp.status} "
-                                 f"{_oauth_error(text)}")
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise LoginError(f"{shown_url(meta.token_endpoint)} could not be reached: {exc}") from None
-    data = _json(text, "its token response")
+    what = "the refresh" if grant == "refresh_token" else "the login code"
+    data = await _post_json(http, meta, meta.token_endpoint, what, data=form, headers=headers)
     access = data.get("access_token")
     if not isinstance(access, str) or not access:
         raise LoginError(f"the authorization server {meta.issuer} answered with no access_token")

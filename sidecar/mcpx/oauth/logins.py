@@ -1,13 +1,10 @@
-"""The daemon's logins: one per HTTP server, the wire's Authorizer for it, and its one question for the person.
+"""The daemon's logins: one per HTTP server (login.py, the wire's Authorizer for it), and its one question.
 
-A server that answers 401 is looked up (discovery.py); a login kept in the keychain for that authorization server
-and resource is used (refreshed when it is about to expire, or when the server refuses it); without one the server
-"needs login", and the request fails saying so. A call that meets that asks the person (`asking`): one url-mode
-question from `mcpx` per server, which every call needing the login waits on; its link is the authorization server's
-login page. The browser comes back to the daemon's own `/oauth/callback` (or the person pastes the address it ended
-on: `complete`); its `state` is taken once, the code exchanged, the tokens kept (vault.py), and the question
-answered `accept` — so the calls go on. A server that never answers 401 is never touched: no keychain read, no
-discovery, no header.
+A server without a usable login "needs login" (login.py). A call that meets that asks the person (`asking`):
+one url-mode question from `mcpx` per server, which every call needing the login waits on; its link is the
+authorization server's login page. The browser comes back to the daemon's own `/oauth/callback` (or the person
+pastes the address it ended on: `complete`); its `state` is taken once, the code exchanged, the tokens kept
+(vault.py), and the question answered `accept` — so the calls go on.
 
 The tokens live in memory and the keychain only: never in the store (a question holds the login link, whose
 `state` is spent once used), a log, the audit, the event stream or an output.
@@ -18,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -32,157 +30,13 @@ from mcpx.configsource import ConfigSource
 from mcpx.masking import shown_url
 from mcpx.oauth import discovery, flow, vault
 from mcpx.oauth.errors import LoginError
-from mcpx.oauth.models import Client, LoginView, ResourceMetadata, ServerMetadata, Tokens
+from mcpx.oauth.login import ISSUER_FACT, Login, union_scopes
+from mcpx.oauth.models import Client, LoginView, Tokens
 
 log = logging.getLogger("mcpx.oauth")
 
 MARK = "mcpx-login:"  # + the server: the upstreamId of mcpx's login question for it
 CALLBACK_PATH = "/oauth/callback"
-ISSUER_FACT = "oauth-issuer:"  # + the server's url: which authorization server its login is at (not a secret)
-
-
-def _scopes(*sets: str | list[str] | None) -> str:
-    """Scopes joined once each, in the order first named."""
-    out: list[str] = []
-    for s in sets:
-        for scope in (s.split() if isinstance(s, str) else s or []):
-            if scope not in out:
-                out.append(scope)
-    return " ".join(out)
-
-
-class Login:
-    """One HTTP server's login: what discovery found, the tokens in use; the wire's Authorizer for the server."""
-
-    def __init__(self, logins: Logins, server: str, entry: HttpServer) -> None:
-        self.logins = logins
-        self.server = server
-        self.entry = entry
-        self.resource: ResourceMetadata | None = None
-        self.meta: ServerMetadata | None = None
-        self.tokens: Tokens | None = None
-        self.needs_login = False
-        self.problem: str | None = None  # why it needs login and what to do, for status
-        self.why: str | None = None  # why it needs login, in a few words, for its question
-        self.wanted_scope: str | None = None  # what the last challenge asked for (a step-up widens it)
-        self._loaded = False  # the keychain was read for the issuer kept in the store
-        self._lock = asyncio.Lock()
-
-    @property
-    def issuer(self) -> str | None:
-        return self.meta.issuer if self.meta else None
-
-    @property
-    def resource_id(self) -> str:
-        """The resource parameter (RFC 8707): the metadata's resource, else the server's URL without fragment."""
-        return self.resource.resource if self.resource else self.entry.url.split("#")[0]
-
-    # ---- the Authorizer the wire calls
-
-    async def authorization(self) -> str | None:
-        if not self._loaded:
-            async with self._lock:
-                await self._load_kept()
-        tokens = self.tokens
-        if tokens is not None and tokens.expiring() and tokens.refresh_token is not None:
-            async with self._lock:
-                if self.tokens is tokens:
-                    await self._refresh()
-            tokens = self.tokens
-        return f"Bearer {tokens.access_token}" if tokens is not None else None
-
-    async def challenged(self, status: int, www_authenticate: str | None) -> str | None:
-        sent = self.tokens
-        async with self._lock:
-            challenge = discovery.challenge(www_authenticate)
-            try:
-                if self.meta is None or status == 401:
-                    self.resource, self.meta = await discovery.discover(self.logins.http, self.entry.url,
-                                                                        challenge.resource_metadata)
-            except LoginError as exc:
-                self._needs(f"its login could not be looked up: {exc}")
-                return self.problem
-            if status == 403:  # a step-up (insufficient_scope): a login with the wider scope
-                granted = self.tokens.scope if self.tokens else None
-                self.wanted_scope = _scopes(self.wanted_scope, granted, challenge.scope)
-                self._needs(f"it wants more scope ({challenge.scope or 'unnamed'}) than the login gave")
-                return self.problem
-            self.wanted_scope = challenge.scope or self.wanted_scope
-            if self.tokens is None or self.tokens is sent:
-                self.tokens = await asyncio.to_thread(self._kept_tokens)
-            if self.tokens is not None and self.tokens is not sent and (
-                    sent is None or self.tokens.access_token != sent.access_token):
-                return None  # a login kept from before (a restart), or one made meanwhile: try it
-            if self.tokens is not None and self.tokens.refresh_token is not None and await self._refresh():
-                return None
-            if not self.needs_login:  # a refresh that failed just now says more
-                self._needs("it needs a login")
-            return self.problem
-
-    # ---- keeping
-
-    def _kept_tokens(self) -> Tokens | None:
-        if self.issuer is None:
-            return None
-        try:
-            return vault.tokens(self.issuer, self.resource_id)
-        except (keychain.NoKeychain, keychain.KeychainError) as exc:
-            log.warning("server %s: its login could not be read from the keychain: %s", self.server, exc)
-            return None
-
-    async def _load_kept(self) -> None:
-        """Once: a login kept by an earlier daemon, found by the issuer the store remembers for the server."""
-        if self._loaded:
-            return
-        self._loaded = True
-        issuer = await self.logins.broker.fact(ISSUER_FACT + self.entry.url)
-        if not isinstance(issuer, str):
-            return
-        try:
-            self.meta = await discovery.server_metadata(self.logins.http, issuer)
-            self.resource = await discovery.resource_metadata(self.logins.http, self.entry.url, None)
-        except LoginError as exc:
-            log.warning("server %s: its kept login's authorization server could not be read: %s", self.server, exc)
-            self.meta = None
-            return
-        self.tokens = await asyncio.to_thread(self._kept_tokens)
-
-    async def _refresh(self) -> bool:
-        """A new access token from the refresh token (the lock held); False, and "needs login", when refused."""
-        assert self.tokens is not None and self.meta is not None
-        try:
-            client = await self.logins.client_for(self, register=False)
-            if client is None:
-                raise LoginError("the client that logged in is no longer kept")
-            fresh = await flow.refresh(self.logins.http, self.meta, client, self.tokens, self.resource_id)
-        except LoginError as exc:
-            log.info("server %s: refreshing its login failed: %s", self.server, exc)
-            self.tokens = None
-            await self.logins.forget(self)
-            self._needs(f"its login could not be refreshed ({exc})")
-            return False
-        await self.logins.keep(self, fresh)
-        return True
-
-    def _needs(self, why: str) -> None:
-        self.needs_login = True
-        self.why = why
-        where = urlsplit(self.meta.issuer).netloc if self.meta else shown_url(self.entry.url)
-        self.problem = f"server {self.server!r} needs login at {where}: {why} (a call asks for it, or run `mcpx auth " \
-                       f"login {self.server}`)"
-
-    def logged_in(self, tokens: Tokens) -> None:
-        self.tokens = tokens
-        self.needs_login = False
-        self.problem = None
-        self.wanted_scope = None
-
-    def view(self, asking: str | None) -> LoginView:
-        t = self.tokens
-        state = "asking" if asking else "needs-login" if self.needs_login else "logged-in" if t else "none"
-        return LoginView(server=self.server, url=shown_url(self.entry.url), state=state, issuer=self.issuer,
-                         subject=t.subject if t else None, scopes=(t.scope or "").split() if t else [],
-                         expires_at=t.expires_at if t else None, question=asking, problem=self.problem)
 
 
 class Logins:
@@ -219,6 +73,9 @@ class Logins:
     def problem(self, server: str) -> str | None:
         found = self._logins.get(server)
         return found.problem if found is not None and found.needs_login else None
+
+    async def fact(self, key: str) -> Any:
+        return await self.broker.fact(key)
 
     # ---- the client mcpx is at an authorization server
 
@@ -267,7 +124,7 @@ class Logins:
         base = login.entry.auth.scopes or login.wanted_scope or (login.resource.scopes_supported
                                                                    if login.resource else [])
         extra = ["offline_access"] if "offline_access" in login.meta.scopes_supported else []
-        return _scopes(base, login.wanted_scope, extra)
+        return union_scopes(base, login.wanted_scope, extra)
 
     # ---- keeping a login
 
@@ -376,8 +233,7 @@ class Logins:
     async def load(self, server: str, entry: HttpServer) -> Login:
         """The server's login with what is kept read (for a listing of logins before any call)."""
         login = self.login(server, entry)
-        async with login._lock:
-            await login._load_kept()
+        await login.load_kept()
         return login
 
     async def logout(self, server: str, entry: HttpServer) -> tuple[bool, bool]:
