@@ -56,7 +56,7 @@ async def main() -> int:
                 async with http.post("/v1/call/notes/whoami", json={"arguments": {}}) as r:
                     body = await r.json()
                 asked_in = time.monotonic() - began
-                question = body["inputRequired"]["elicitation"]
+                question = body["elicitation"]
                 say(f"1. first call to its login question at the doors: {fmt_ms(asked_in * 1000)} "
                     f"(HTTP {r.status}, {question['mode']} mode)")
                 async with browser_page() as page:
