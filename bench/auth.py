@@ -31,11 +31,13 @@ from mcp.client.streamable_http import streamable_http_client
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests"))
+sys.path.insert(0, str(BENCH.parent / "tests" / "e2e"))  # the login tests' browser steps
+from test_auth import browser_page, kept_login, log_in  # noqa: E402
+
 from broker import fmt_ms, p50, p99, say  # noqa: E402
 from harness import free_port, make_daemon  # noqa: E402
 from keychain import private_keychain  # noqa: E402
 from oauth_servers import authorization_server, resource_server  # noqa: E402
-from test_auth import browser_page, kept_login, log_in  # noqa: E402
 
 ROUNDS = 200
 

@@ -16,10 +16,10 @@ import aiohttp
 from authlib.oauth2.rfc8414 import get_well_known_url
 from pydantic import BaseModel, ValidationError
 
-from mcpx import wirejson
-from mcpx.masking import shown_url
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.models import Challenge, ResourceMetadata, ServerMetadata
+from mcpx.shared import wirejson
+from mcpx.shared.masking import shown_url
 
 M = TypeVar("M", bound=BaseModel)
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^,\s]*)')

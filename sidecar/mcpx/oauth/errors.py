@@ -1,6 +1,6 @@
 """The login's one error: a step of it that could not be done, in words that name the server and the step."""
 
-from mcpx.errors import McpxError
+from mcpx.shared.errors import McpxError
 
 
 class LoginError(McpxError):

@@ -23,11 +23,11 @@ from authlib.oauth2.rfc7009 import prepare_revoke_token_request
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from pydantic import BaseModel
 
-from mcpx import wirejson
-from mcpx.masking import shown_url
 from mcpx.oauth.discovery import same_issuer
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.models import Client, ServerMetadata, Tokens
+from mcpx.shared import wirejson
+from mcpx.shared.masking import shown_url
 
 FORM = "application/x-www-form-urlencoded"
 

@@ -15,12 +15,12 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from mcpx import keychain
-from mcpx.config import HttpServer
-from mcpx.masking import shown_url
+from mcpx.config.models import HttpServer
 from mcpx.oauth import discovery, flow, vault
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.models import Client, LoginView, ResourceMetadata, ServerMetadata, Tokens
+from mcpx.shared.masking import shown_url
+from mcpx.system import keychain
 
 log = logging.getLogger("mcpx.oauth")
 

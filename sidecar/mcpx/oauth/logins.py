@@ -20,18 +20,18 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from mcpx import keychain
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Elicitation, OpenRequest, StoredTask
 from mcpx.broker.store import QuestionFilter
-from mcpx.config import HttpServer
-from mcpx.configsource import ConfigSource
-from mcpx.masking import shown_url
+from mcpx.config.models import HttpServer
+from mcpx.config.source import ConfigSource
 from mcpx.oauth import discovery, flow, vault
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.login import ISSUER_FACT, Login, union_scopes
 from mcpx.oauth.models import Client, LoginView, Tokens
+from mcpx.shared.masking import shown_url
+from mcpx.system import keychain
 
 log = logging.getLogger("mcpx.oauth")
 

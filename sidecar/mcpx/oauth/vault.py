@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from mcpx import keychain
 from mcpx.oauth.models import Client, Tokens
+from mcpx.system import keychain
 
 SERVICE = "mcpx-oauth:"  # + the authorization server's issuer
 

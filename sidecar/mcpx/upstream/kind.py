@@ -68,7 +68,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpx.broker.models import Answer, WireModel
-from mcpx.config import ServerConfig
+from mcpx.config.models import ServerConfig
 from mcpx.mcp.protocol import Era
 from mcpx.upstream.calls import CallFailed, CallRequest
 from mcpx.upstream.deadline import CallTimeout, PausableDeadline

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from mcpx.config import HttpServer, ServerConfig
+from mcpx.config.models import HttpServer, ServerConfig
 from mcpx.mcp.http_client import Authorizer
 from mcpx.mcp.protocol import Era
 from mcpx.upstream import procinfo
