@@ -27,7 +27,7 @@ from typing import Any
 
 from mcpx.config.models import START_FLOOR, HttpServer, ServerConfig, StdioServer
 from mcpx.mcp import input_required, jsonrpc, tasks
-from mcpx.mcp.http_client import RELATED, HttpChannel
+from mcpx.mcp.http_client import RELATED, Authorizer, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.peer import Peer, PeerClosed
 from mcpx.mcp.protocol import (
@@ -76,8 +76,9 @@ def roots_for(cwd: str | None) -> list[dict[str, Any]]:
 
 class UpstreamConnection:
     def __init__(self, name: str, entry: ServerConfig, session: str, declared: dict[str, Any] | None = None, *,
-                 events: ConnectionEvents) -> None:
+                 events: ConnectionEvents, auth: Authorizer | None = None) -> None:
         self.name = name
+        self.auth = auth  # an HTTP server's login: its channel asks it for the Authorization header
         self.entry = entry
         self.session = session
         # what mcpx tells this server it can deliver: its own default, or a transparent client's own capabilities
@@ -166,7 +167,7 @@ class UpstreamConnection:
                                    + (f"its cwd {words}" if key == "cwd" else words)) from None
         else:
             assert isinstance(self.entry, HttpServer)
-            self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers)
+            self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers, auth=self.auth)
         self.peer = Peer(self.channel, self._on_request, self._on_notification, name=f"upstream:{self.name}")
         self.peer.start()
 
@@ -559,8 +560,9 @@ class _Handshaking:
 
 
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,
-                          declared: dict[str, Any] | None = None, *, events: ConnectionEvents) -> UpstreamConnection:
-    conn = UpstreamConnection(name, entry, session, declared, events=events)
+                          declared: dict[str, Any] | None = None, *, events: ConnectionEvents,
+                          auth: Authorizer | None = None) -> UpstreamConnection:
+    conn = UpstreamConnection(name, entry, session, declared, events=events, auth=auth)
     await conn.open(era_hint)
     return conn
 
