@@ -35,6 +35,7 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── HandoffError             handoff.py
      ├── ProcessUnseen            agentshell.py
      └── the CLI's: NoDaemon, ApiError (cli/client.py), Refused (cli/serve_handoff.py), Declined (cli/prompt.py),
+         EndedMeanwhile (cli/question_watch.py),
          Unimportable (cli/server_import.py), HostConfigError (cli/host_files.py)
           └── OpencodeError (cli/opencode_files.py)
 

@@ -17,6 +17,7 @@ from typing import Any
 from mcpx.cli.client import ApiError, DaemonClient, Response
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.prompt import Declined, TerminalForm
+from mcpx.cli.question_watch import EndedMeanwhile, Watch
 from mcpx.cli.render import render_question
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
 from mcpx.text import clock, plain
@@ -207,7 +208,6 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
 
     Prompting happens outside any event loop, so Ctrl-C interrupts the prompt itself (and means cancel).
     """
-    form = TerminalForm()
     line = StatusLine()
     while True:
         body = resp.body
@@ -236,7 +236,7 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
             print_waiting(body, args.json)
             return EX_TEMPFAIL
         for q in body.get("elicitations") or []:
-            _prompt_one(form, q)
+            _prompt_one(q)
         if not body.get("elicitations") and line.on:
             # still running: say so, with what the server last reported, and look again in a second
             line.show(progress_text(asyncio.run(_task(body["task"]))))
@@ -273,8 +273,18 @@ def read_answer(form: TerminalForm, q: dict[str, Any], content: dict[str, Any],
         return "cancel", None, "cancelled at the terminal"
 
 
-def _prompt_one(form: TerminalForm, q: dict[str, Any]) -> None:
-    """Put one question to the person at this terminal until it has a valid answer."""
+def _prompt_one(q: dict[str, Any]) -> None:
+    """Put one question to the person at this terminal until it has a valid answer, or until it ends elsewhere
+    (answered from another door, expired, abandoned): then say how, and ask no more."""
+    with Watch(q["id"]) as watch:
+        form = TerminalForm.until(watch)
+        try:
+            _ask_until_answered(form, q)
+        except EndedMeanwhile as ended:
+            form.say(f"  ({ended})")
+
+
+def _ask_until_answered(form: TerminalForm, q: dict[str, Any]) -> None:
     content: dict[str, Any] = {}
     problems: dict[str, str] | None = None
     while True:

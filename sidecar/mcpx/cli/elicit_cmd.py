@@ -16,6 +16,7 @@ from mcpx.cli import inbox_cmd
 from mcpx.cli.client import ApiError, DaemonClient, NoDaemon, wait_for_answer
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.prompt import Declined, TerminalForm
+from mcpx.cli.question_watch import EndedMeanwhile, Watch
 from mcpx.cli.render import render_event, render_question, render_row
 from mcpx.text import plain
 
@@ -149,24 +150,30 @@ def answer_cmd(args: argparse.Namespace) -> int:
         return _record(args, args.action, content, getattr(args, "reason", None))
     # on a terminal: what was left out is asked for (nothing given: every field; something: the required rest),
     # and an answer that does not fit is asked again, field by field, with each field's problem
-    form = TerminalForm()
-    given = content or {}
-    missing = {f.name for f in FlatSchema.of(schema).fields if f.name not in given and (content is None or f.required)}
-    try:
-        if missing:
-            content = {**given, **form.form(question, only=missing)}
-        while True:
-            try:
-                return _record(args, "accept", content, None)
-            except ApiError as exc:
-                if exc.status != 422 or not exc.fields:
-                    raise
-                content = {**(content or {}), **form.form(question, exc.fields)}
-    except Declined as declined:
-        return _record(args, "decline", None, declined.reason)
-    except (KeyboardInterrupt, EOFError):
-        print(f"\nmcpx: nothing answered; {args.id} still waits", file=sys.stderr)
-        return 130
+    # the prompt stops as soon as the question ends elsewhere (answered, expired, abandoned), saying how
+    with Watch(args.id) as watch:
+        form = TerminalForm.until(watch)
+        given = content or {}
+        missing = {f.name for f in FlatSchema.of(schema).fields
+                   if f.name not in given and (content is None or f.required)}
+        try:
+            if missing:
+                content = {**given, **form.form(question, only=missing)}
+            while True:
+                try:
+                    return _record(args, "accept", content, None)
+                except ApiError as exc:
+                    if exc.status != 422 or not exc.fields:
+                        raise
+                    content = {**(content or {}), **form.form(question, exc.fields)}
+        except Declined as declined:
+            return _record(args, "decline", None, declined.reason)
+        except EndedMeanwhile as ended:
+            print(f"mcpx: {ended}; nothing was answered here", file=sys.stderr)
+            return 1  # as for a question answered already (409) or gone (410)
+        except (KeyboardInterrupt, EOFError):
+            print(f"\nmcpx: nothing answered; {args.id} still waits", file=sys.stderr)
+            return 130
 
 
 async def _question(eid: str) -> dict[str, Any]:
