@@ -256,7 +256,13 @@ def test_a_tools_arguments_are_shown_and_taken_as_name_value_pairs(demo: Daemon)
     assert shown.returncode == 0, shown.stderr
     assert "seconds (number; required)" in shown.stdout
     missing = demo.cli("tools", "sdk.nope")
-    assert missing.returncode == 1 and "sdk has no tool 'nope'" in missing.stderr and "need_repo" in missing.stderr
+    assert missing.returncode == 1 and "'sdk' has no tool 'nope'" in missing.stderr and "need_repo" in missing.stderr
+    # a call to a tool the server lacks: refused by the daemon before it runs, naming the tools and the nearest
+    for words in (("sdk.slepy",), ("sdk.slepy", "seconds=1")):
+        typo = demo.cli("call", *words)
+        assert typo.returncode == 1, typo
+        assert "server 'sdk' has no tool 'slepy'; did you mean 'sleepy'?" in typo.stderr, typo.stderr
+        assert "echo" in typo.stderr and "-32602" not in typo.stderr
     slept = demo.cli("call", "sdk.sleepy", "seconds=0.01")
     assert slept.returncode == 0 and "slept 0.01" in slept.stdout
     echoed = demo.cli("call", "sdk.echo", "text=3")  # a string field takes the text as it is, not the number 3

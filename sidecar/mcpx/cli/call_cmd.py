@@ -162,9 +162,7 @@ def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
 def call_cmd(args: argparse.Namespace) -> int:
     try:
         server, tool = split_target(args.target)
-        schema = asyncio.run(_input_schema(server, tool)) if args.arguments and given_as_pairs(args.arguments) \
-            else None
-        arguments = _arguments(args.arguments, schema)
+        arguments = _arguments(args.arguments, asyncio.run(_input_schema(server, tool)))
     except ValueError as exc:
         print(f"mcpx: {exc}", file=sys.stderr)
         return 2
@@ -180,9 +178,10 @@ def call_cmd(args: argparse.Namespace) -> int:
 
 
 async def _input_schema(server: str, tool: str) -> dict[str, Any]:
-    """The tool's inputSchema, to type name=value pairs by; the daemon's refusal when it has no such tool. A server
-    that cannot list its tools yet (one waiting for its secrets) types nothing: the pairs go as text, and the call
-    says what it waits for."""
+    """The tool's inputSchema, to type name=value pairs by. Listed before every call: the daemon then knows the
+    server's tools, and refuses a tool it does not have by naming its tools and the nearest (a call to a server
+    never listed would get the server's own raw error). A server that cannot list its tools yet (one waiting for
+    its secrets) types nothing: the pairs go as text, and the call says what it waits for."""
     async with DaemonClient() as client:
         try:
             tools = (await client.get(f"/v1/tools/{server}", timeout=120))["servers"][server]
@@ -191,9 +190,7 @@ async def _input_schema(server: str, tool: str) -> dict[str, Any]:
                 raise
             return {}
     found = next((t for t in tools if t.get("name") == tool), None)
-    if found is None:
-        raise ValueError(f"{server} has no tool {tool!r} (mcpx tools {server} lists its tools)")
-    schema = found.get("inputSchema")
+    schema = (found or {}).get("inputSchema")
     return schema if isinstance(schema, dict) else {}
 
 
@@ -396,11 +393,14 @@ async def tools_cmd(args: argparse.Namespace) -> int:
 def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict[str, Any]]) -> int:
     """One tool: what it does, what it takes (each argument's type, whether it is required, its default and
     description), and how to call it."""
-    found = next((t for t in tools if t.get("name") == tool), None)
-    if found is None:
-        print(f"mcpx: {server} has no tool {tool!r}; its tools: "
-              f"{', '.join(plain(t.get('name', '?')) for t in tools) or 'none'}", file=sys.stderr)
+    from mcpx.upstream.tool_check import UnknownTool, refuse_unknown_tool  # here: the pool it names is heavy
+
+    try:
+        refuse_unknown_tool(server, tool, tools)
+    except UnknownTool as exc:
+        print(f"mcpx: {plain(exc)}", file=sys.stderr)
         return 1
+    found = next(t for t in tools if t.get("name") == tool)
     if args.json:
         emit_json(found)
         return 0
