@@ -14,7 +14,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from mcpx.cli.client import ApiError, DaemonClient, Response
+from mcpx.cli.client import ApiError, DaemonClient, Response, ensure_running
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.question_watch import EndedMeanwhile, Watch
@@ -160,6 +160,7 @@ def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
 
 
 def call_cmd(args: argparse.Namespace) -> int:
+    ensure_running("mcpx call")
     try:
         server, tool = split_target(args.target)
         arguments = _arguments(args.arguments, asyncio.run(_input_schema(server, tool)))
@@ -364,14 +365,16 @@ async def task_cancel_cmd(args: argparse.Namespace) -> int:
 
 async def tools_cmd(args: argparse.Namespace) -> int:
     server, _, tool = (args.server or "").partition(".")
+    await asyncio.to_thread(ensure_running, "mcpx tools")
     async with DaemonClient() as client:
-        path = f"/v1/tools/{server}" if server else "/v1/tools"
-        # a server that is not running is started to be listed: seconds each, said on a terminal meanwhile
-        body = await while_waiting(client.get(path, timeout=120),
-                                   lambda: f"listing the tools of {server or 'every server'} (starting any that is "
-                                           "not running)")
-    if tool:
-        return _one_tool(args, server, tool, body["servers"][server])
+        servers = [server] if server else (await client.get("/v1/health"))["servers"]
+        body = {"servers": await _listings(client, servers)}
+    listing = body["servers"].get(server)
+    if isinstance(listing, str):
+        print(f"mcpx: {plain(listing)}", file=sys.stderr)  # the one server asked for could not list its tools
+        return 1
+    if tool and listing is not None:
+        return _one_tool(args, server, tool, listing)
     if args.json:
         emit_json(body)
         return 0
@@ -388,6 +391,25 @@ async def tools_cmd(args: argparse.Namespace) -> int:
                   + (f"  [{', '.join(flags)}]" if flags else ""))
     return 0
 
+
+
+async def _listings(client: DaemonClient, servers: list[str]) -> dict[str, list[dict[str, Any]] | str]:
+    """Each server's tools, or why it could not list them (one bad server hides no other). A server that is not
+    running is started to be listed, seconds each (an npx download: many): on a terminal the status line names the
+    ones still starting meanwhile."""
+    out: dict[str, list[dict[str, Any]] | str] = {}
+
+    async def one(name: str) -> None:
+        resp = await client.request("GET", f"/v1/tools/{name}", timeout=120, ok=(502,))
+        out[name] = resp.body["servers"][name] if resp.status == 200 else str(resp.body["error"]["message"])
+
+    def starting() -> str:
+        waiting = [s for s in servers if s not in out]
+        return (f"starting {', '.join(waiting)} to list their tools"
+                + (f" ({len(out)} of {len(servers)} listed)" if len(servers) > 1 else ""))
+
+    await while_waiting(asyncio.gather(*(one(s) for s in servers)), starting)
+    return dict(sorted(out.items()))
 
 
 def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict[str, Any]]) -> int:

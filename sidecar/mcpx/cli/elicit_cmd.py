@@ -13,7 +13,7 @@ from typing import Any
 
 from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema, parse_assignments
 from mcpx.cli import inbox_cmd
-from mcpx.cli.client import ApiError, DaemonClient, NoDaemon, wait_for_answer
+from mcpx.cli.client import ApiError, DaemonClient, NoDaemon, ensure_running, wait_for_answer
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.question_watch import EndedMeanwhile, Watch
@@ -95,6 +95,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 async def list_cmd(args: argparse.Namespace) -> int:
+    await asyncio.to_thread(ensure_running, "mcpx elicit list")
     async with DaemonClient() as client:
         body = await client.get("/v1/elicit", params={"session": args.session, "state": args.state,
                                                       "server": args.server, "audience": args.audience,
