@@ -227,6 +227,24 @@ def test_tools_starts_the_daemon_and_names_the_servers_still_starting(home: Path
         d.stop()
 
 
+def test_a_config_where_mcpx_does_not_read_it_is_named_by_status_and_doctor(home: Path, tmp_path: Path) -> None:
+    """A newcomer's config in $MCPX_HOME/config.json (not read: only $MCPX_CONFIG, the user's and the project's
+    are): status and doctor say the embedded default is in force, and name the unread file and where mcpx reads."""
+    d = make_daemon(home, {"servers": {"mine": DEMO}})  # written to $MCPX_HOME/config.json ...
+    del d.env["MCPX_CONFIG"]  # ... and not named
+    d.env.update(HOME=str(tmp_path / "user"), MCPX_USER_CONFIG=str(tmp_path / "user" / "none.json"))
+    try:
+        doctor = d.cli("doctor", "--no-ask")  # starts the daemon, on the embedded default
+        status = d.cli("status")
+    finally:
+        d.stop()
+    unread = f"{home / 'config.json'}: this file is not read: mcpx reads $MCPX_CONFIG"
+    assert "ok      config   (embedded default): in force;" in doctor.stdout, doctor.stdout
+    assert f"warn    config   {unread}" in doctor.stdout and f"MCPX_CONFIG={home / 'config.json'}" in doctor.stdout
+    assert status.returncode == 0, status
+    assert "config    (embedded default) (in force)" in status.stdout and f"! config  {unread}" in status.stdout
+
+
 # ---- 9. errors and exit codes
 
 

@@ -26,6 +26,7 @@ from mcpx import jsonc
 from mcpx.durations import parse_duration
 from mcpx.errors import McpxError
 from mcpx.masking import shown_command, shown_url
+from mcpx.paths import state_dir
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 Audience = Literal["agent", "human", "agent-then-human"]
@@ -518,6 +519,20 @@ def config_sources(cwd: Path) -> list[Path]:
                 sources.append(candidate)
             break
     return sources
+
+
+def unread_configs(sources: list[Path]) -> list[Problem]:
+    """Config files that sit where people put one but mcpx never reads (the state directory, ~/.mcpx/ outside the
+    directories searched), each a warning saying where mcpx reads. A newcomer's config there otherwise ends in the
+    embedded default, and a puzzling refusal of the servers it names."""
+    read = {p.resolve() for p in sources}
+    places = [state_dir() / "config.json", Path("~/.mcpx/config.json").expanduser()]
+    unread = [p for p in dict.fromkeys(places) if p.is_file() and p.resolve() not in read]
+    where = (f"MCPX_CONFIG names {sources[0]}" if os.environ.get("MCPX_CONFIG") and sources else
+             f"mcpx reads $MCPX_CONFIG, else {USER_CONFIG} under the nearest {PROJECT_CONFIG} of the working "
+             "directory and its parents")
+    return [Problem(str(p), None, f"this file is not read: {where}; move it there, or set MCPX_CONFIG={p}")
+            for p in unread]
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
