@@ -277,6 +277,12 @@ def test_errors_speak_the_command_lines_words_with_their_own_exit_codes(demo: Da
 
 
 def test_a_tools_arguments_are_shown_and_taken_as_name_value_pairs(demo: Daemon) -> None:
+    listing = demo.cli("tools").stdout
+    rows = [re.match(r"  (\S+ +)(.*)", line) for line in listing.splitlines() if line.startswith("  ")]
+    assert {m.group(1).split(".")[0] for m in rows if m} == {"demo", "sdk"}, listing
+    assert len({len(m.group(1)) for m in rows if m}) == 1, listing  # one column over both servers' tools
+    # a description in paragraphs reads as one line, not as "back. ⏎  ⏎     Nothing"
+    assert "⏎" not in listing and "Says the text back. Nothing more (a description" in listing, listing
     shown = demo.cli("tools", "sdk.sleepy")
     assert shown.returncode == 0, shown.stderr
     assert "seconds (number; required)" in shown.stdout

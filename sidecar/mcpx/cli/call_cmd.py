@@ -20,7 +20,7 @@ from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.question_watch import EndedMeanwhile, Watch
 from mcpx.cli.render import render_question
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
-from mcpx.text import clock, plain
+from mcpx.text import clock, one_line, plain
 
 MODES = ("prompt", "return", "auto", "decline", "error")
 
@@ -378,19 +378,30 @@ async def tools_cmd(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(body)
         return 0
-    for server, tools in body["servers"].items():
+    print_listing(body["servers"])
+    return 0
+
+
+NAME_WIDTH = 48  # the names' column at most: a longer name pushes its own description right, not every row's
+
+
+def print_listing(servers: dict[str, list[dict[str, Any]] | str]) -> None:
+    """Every server's tools, one line each: SERVER.TOOL, then its description (in one line) in one column aligned
+    over the whole listing, and its annotations."""
+    names = {server: [f"{plain(server)}.{plain(t.get('name', '?'), 200)}" for t in tools]
+             for server, tools in servers.items() if not isinstance(tools, str)}
+    width = min(max((len(n) for shown in names.values() for n in shown), default=0), NAME_WIDTH)
+    for server, tools in servers.items():
         if isinstance(tools, str):
-            print(f"{server}: cannot list tools: {plain(tools)}")
+            print(f"{plain(server)}: cannot list tools: {plain(tools)}")
             continue
-        print(f"{server} ({len(tools)} tools)")
-        for t in tools:
+        print(f"{plain(server)} ({len(tools)} tools)")
+        for name, t in zip(names[server], tools, strict=True):
             ann = t.get("annotations") or {}
             flags = [f for f, on in (("read-only", ann.get("readOnlyHint")),
                                      ("destructive", ann.get("destructiveHint"))) if on]
-            print(f"  {server}.{t['name']:<28} {plain(t.get('description') or '', 90)}"
-                  + (f"  [{', '.join(flags)}]" if flags else ""))
-    return 0
-
+            print((f"  {name:<{width}}  {one_line(t.get('description') or '', 90)}"
+                   + (f"  [{', '.join(flags)}]" if flags else "")).rstrip())
 
 
 async def _listings(client: DaemonClient, servers: list[str]) -> dict[str, list[dict[str, Any]] | str]:
@@ -430,8 +441,8 @@ def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict
     props = schema.get("properties") or {}
     needed = set(schema.get("required") or [])
     print(f"{server}.{plain(tool)}")
-    if found.get("description"):
-        print(f"  {plain(found['description'], 2000)}")
+    for paragraph in str(found.get("description") or "").strip().splitlines():
+        print(f"  {plain(paragraph, 2000)}".rstrip())  # its own lines, as its server wrote them
     ann = found.get("annotations") or {}
     flags = [f for f, on in (("read-only", ann.get("readOnlyHint")), ("destructive", ann.get("destructiveHint")))
              if on]
