@@ -31,6 +31,8 @@ async def test_show_renders_fields_and_the_commands_that_answer(daemon: Daemon, 
     assert '"l" (Large)' in text
     assert f"mcpx elicit answer {q['id']} " in text and f"mcpx elicit decline {q['id']}" in text
     assert "\x1b" not in text and "\\x1b" in text  # the server's words never drive the terminal
+    inbox = json.loads((daemon.home / "daemon.json").read_text())["inbox"]
+    assert f"page      {inbox}/q/{q['id']}" in text  # its page in the web inbox, as mcpx call shows it
     js = daemon.cli("elicit", "show", q["id"], "--json")
     assert json.loads(js.stdout)["elicitation"]["id"] == q["id"]
 

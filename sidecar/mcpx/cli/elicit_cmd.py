@@ -114,11 +114,13 @@ async def list_cmd(args: argparse.Namespace) -> int:
 
 async def show_cmd(args: argparse.Namespace) -> int:
     async with DaemonClient() as client:
-        body = await client.get(f"/v1/elicit/{args.id}")
+        # the text shows the question's page in the web inbox, as `mcpx call` does: the daemon's rendering has it
+        body = await client.get(f"/v1/elicit/{args.id}", params=None if args.json else {"render": "true"})
     if args.json:
         emit_json(body)
     else:
-        print(render_question(body["elicitation"], body.get("answer")))
+        q = body["elicitation"]
+        print(render_question({**q, "page": (q.get("render") or {}).get("page")}, body.get("answer")))
     return 0
 
 
