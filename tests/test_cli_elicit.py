@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,11 @@ async def test_status_list_and_audit(daemon: Daemon, http: aiohttp.ClientSession
             assert [r["kind"] for r in audit] == ["elicit.open", "elicit.answered"]
             assert audit[0]["pid"] == opened.pid and audit[1]["pid"] != opened.pid
             assert audit[1]["data"]["answeredAfterMs"] > 0
-            assert "elicit.answered" in daemon.cli("audit").stdout
+            text = daemon.cli("audit").stdout
+            assert "elicit.answered" in text
+            # every moment in one form, RFC 3339 in UTC to the millisecond: the records' own and those in their data
+            moments = re.findall(r"\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d)", json.dumps(audit) + text
+                                 + daemon.cli("elicit", "show", q["id"], "--json").stdout)
+            assert len(moments) > 4 and all(re.fullmatch(r"[\dT:-]{19}\.\d{3}Z", m) for m in moments), moments
         finally:
             stop_process(opened)

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from mcpx.broker.models import WireModel
+from mcpx.broker.models import Moment, WireModel
 from mcpx.config import ServerConfig
 from mcpx.mcp.protocol import Era
 from mcpx.upstream import procinfo
@@ -114,7 +114,7 @@ class InstanceInfo(WireModel):
     rss_kib: int | None = Field(default=None, alias="rssKiB",
                                 description="resident memory of its process and the processes it started")
     processes: int | None = None
-    started_at: datetime
+    started_at: Moment
 
 
 EraMemory = Callable[[str, str], Awaitable[Era | None]]
