@@ -20,16 +20,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mcpx import processes
-from mcpx.cli.client import EX_UNAVAILABLE, ApiError, DaemonClient, NoDaemon
 from mcpx.cli.common import add_json_flag, emit_json, run
 from mcpx.cli.render import upstream_lines
-from mcpx.config import config_sources, unread_configs
+from mcpx.client.transport import EX_UNAVAILABLE, ApiError, DaemonClient, NoDaemon
+from mcpx.config.finding import config_sources, unread_configs
 from mcpx.daemon.launch import LaunchError, detach, running_pid, start_detached, stop, wait_serving
 from mcpx.daemon.origin import Origin
 from mcpx.daemon.service import ServiceError, install, plan, platform_manager, uninstall
-from mcpx.paths import StatePaths
-from mcpx.text import plain
+from mcpx.presentation.text import plain
+from mcpx.system import processes
+from mcpx.system.paths import StatePaths
 
 LISTEN_HELP = "also serve /v1 and /mcp on loopback TCP, behind a bearer token"
 
@@ -136,7 +136,7 @@ async def status(args: argparse.Namespace) -> int:
         print(f"  notify    {stat['target']}: {stat['sent']} sent, {stat['failed']} failed"
               + (f" (last: {stat['lastError']})" if stat.get("lastError") else ""))
     print(f"  config    {health['config']} (in force)")
-    for unread in unread_configs(config_sources(Path.cwd().resolve())):
+    for unread in unread_configs(config_sources(Path.cwd().resolve()), client.paths.root):
         print(f"  ! config  {unread}")
     for line in store_lines(health.get("store")):
         print(line)
