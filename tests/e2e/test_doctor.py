@@ -56,13 +56,18 @@ def test_a_good_set_up_is_all_well(home: Path, tmp_path: Path, keys: Keychain) -
     assert out.returncode == 0, out
     assert lines(out.stdout, "PROBLEM") == [] and lines(out.stdout, "warn") == [], out.stdout
     for said in ("ok      config", "ok      daemon", "ok      store    sqlite",
-                 "ok      secrets  env: API_TOKEN in the keychain", "ok      server   env: started and listed 2 tools",
+                 "ok      secrets  env: API_TOKEN in the keychain", "ok      server   env: started (pid ",
+                 "and listed 2 tools in",
                  "ok      opencode this project", "ok      claude   this project",
                  "-       opencode your own config: mcpx is not installed"):
         assert said in out.stdout, out.stdout
     assert out.stdout.rstrip().endswith("mcpx doctor: all is well")
     doc = json.loads(js.stdout)
     assert js.returncode == 0 and doc["ok"] is True
+    # the second run finds the instance the first started: it says so, not "started … in 0.0s"
+    env = next(f for f in doc["findings"] if f["area"] == "server" and f["subject"] == "env")
+    assert env["says"].startswith("running already (pid ") and "started" not in env["says"], env
+    assert "ok      config   " in out.stdout and ": in force;" in out.stdout  # which config is in force
     assert {f["area"] for f in doc["findings"]} >= {"config", "daemon", "store", "secrets", "server", "opencode",
                                                       "claude"}
 
@@ -111,7 +116,7 @@ def test_on_a_terminal_a_missing_secret_is_asked_and_the_server_starts(home: Pat
         shown_q = d.cli("elicit", "show", asked[0]["id"], "--json").stdout
     assert code == 0, shown
     assert "ok      secrets  env: API_TOKEN given in elc-" in shown and "kept in the keychain" in shown, shown
-    assert "ok      server   env: started and listed" in shown, shown
+    assert "ok      server   env: " in shown and "2 tools: environment" in shown, shown  # started by the answer
     assert value not in shown  # typed with the echo off
     assert keys.lookup("env", "API_TOKEN") == value
     assert [(q["server"], q["tool"], q["state"]) for q in asked] == [("mcpx", "env", "answered")]

@@ -142,8 +142,12 @@ def test_no_keychain_is_a_clear_error_naming_what_to_do_instead(home: Path, tmp_
     with needing_secret(home, nobus) as d:
         out = d.cli("call", "env.variable_digest", "name=API_TOKEN")
         kept = d.cli("secrets", "set", "env", "API_TOKEN", input="x\n")
+        listing = d.cli("secrets", "list")
     assert out.returncode == 1, out
-    for said in (out.stderr, kept.stderr):
+    # the list is whole without a keychain: each configured name, marked as unreadable, and the error's advice
+    assert listing.returncode == 1, listing
+    assert "API_TOKEN" in listing.stdout and "unreadable" in listing.stdout, listing
+    for said in (out.stderr, kept.stderr, listing.stderr):
         assert "no keychain" in said and "Secret Service" in said, said
         assert '"env": {"API_TOKEN": "${API_TOKEN}"}' in said, said
     assert kept.returncode == 1

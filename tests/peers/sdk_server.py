@@ -179,6 +179,9 @@ async def roots(ctx: Context) -> str:
 
 @app.tool()
 def echo(text: str = "") -> str:
+    """Says the text back.
+
+    Nothing more (a description in two paragraphs, as many servers write them)."""
     return f"echo: {text}"
 
 

@@ -27,6 +27,7 @@ from mcpx.shared.sessions import header_source, resolve_session
 from mcpx.upstream.calls import CallRequest, CallTask
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.kind import InstanceInfo
+from mcpx.upstream.tool_check import UnknownTool
 
 api = Api()
 
@@ -146,7 +147,7 @@ def finished_response(task: CallTask) -> web.Response:
            replies={200: Reply("the call completed", CallResult),
                     202: Reply("the call waits for input (or is still running); it keeps running", CallInputRequired,
                                headers=("Location", "Retry-After")),
-                    404: Reply("no such server"),
+                    404: Reply("no such server, or no such tool on it (its tools named, and the nearest)"),
                     502: Reply("the call failed: the message names the server and what happened", CallFailed)})
 async def call_tool(call: Call) -> web.StreamResponse:
     gw = call.app[GATEWAY]
@@ -160,6 +161,8 @@ async def call_tool(call: Call) -> web.StreamResponse:
         task = await gw.start_call(CallRequest(
             server=call.path["server"], tool=call.path["tool"], arguments=body.arguments, session=session,
             session_source=source, cwd=headers.get(CWD_HEADER), surface="rest", policy_mode=body.elicit))
+    except UnknownTool as exc:
+        raise RouteError(404, "unknown_tool", str(exc)) from None
     except UnknownServer as exc:
         raise RouteError(404, "unknown_server", str(exc)) from None
     limit = call.query.wait if call.query.wait is not None else gw.pool.entry(task.request.server).timeout + 5

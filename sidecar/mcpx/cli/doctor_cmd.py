@@ -101,7 +101,7 @@ def _config() -> Generator[Finding, None, CheckedConfig]:
         return checked
     config = checked.config
     assert config is not None
-    yield Finding("config", checked.origin, True, f"every file and field holds; servers: "
+    yield Finding("config", checked.origin, True, f"in force; every file and field holds; servers: "
                   f"{', '.join(sorted(config.servers)) or '(none)'}")
     return checked
 
@@ -167,6 +167,7 @@ def _server(server: str, entry: ServerConfig | None, ask: bool) -> Iterator[Find
                           "give them (above), then run `mcpx doctor` again")
             return
     timeout = max(entry.timeout if entry is not None else 60.0, 10.0) + 15.0
+    was_running = asyncio.run(_running(server))
     began = time.monotonic()
     try:
         tools = asyncio.run(_get(f"/v1/tools/{server}", timeout=timeout))["servers"][server]
@@ -183,9 +184,30 @@ def _server(server: str, entry: ServerConfig | None, ask: bool) -> Iterator[Find
         yield Finding("server", server, False, f"no answer within {timeout:.0f}s",
                       "raise its `timeout` if its start is slow, or check its command")
         return
+    took = time.monotonic() - began
     shown = ", ".join(t.get("name", "?") for t in tools[:6]) + (", …" if len(tools) > 6 else "")
-    yield Finding("server", server, True, f"started and listed {len(tools)} tool{'s' if len(tools) != 1 else ''} "
-                  f"in {time.monotonic() - began:.1f}s" + (f": {shown}" if tools else ""))
+    count = f"{len(tools)} tool{'s' if len(tools) != 1 else ''}"
+    listed = f": {shown}" if tools else ""
+    # what was seen, not more: an instance already running was not started now, and a listing the daemon kept
+    # from before started nothing
+    if was_running:
+        yield Finding("server", server, True, f"running already{_pids(was_running)}; lists {count}{listed}")
+    elif now_running := asyncio.run(_running(server)):
+        yield Finding("server", server, True, f"started{_pids(now_running)} and listed {count} in {took:.1f}s{listed}")
+    else:
+        yield Finding("server", server, True, f"lists {count}{listed} (as the daemon listed them before; no instance "
+                      "runs now, so its start was not tried)")
+
+
+async def _running(server: str) -> list[int | None]:
+    """The server's instances running now, by their pids (None: an HTTP server's, which has none here)."""
+    instances = (await _get("/v1/upstreams"))["instances"]
+    return [i.get("pid") for i in instances if i.get("server") == server]
+
+
+def _pids(instances: list[int | None]) -> str:
+    pids = [str(pid) for pid in instances if pid]
+    return f" (pid {', '.join(pids)})" if pids else ""
 
 
 def _said(exc: ApiError) -> str:

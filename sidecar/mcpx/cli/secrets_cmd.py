@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpx.cli.common import add_json_flag, emit_json
+from mcpx.shared.errors import McpxError
 from mcpx.system import keychain
 
 if TYPE_CHECKING:
@@ -82,16 +83,31 @@ def listed(config: Config) -> list[tuple[str, str]]:
 
 
 def secrets_list(args: argparse.Namespace) -> int:
-    rows = [{"server": server, "name": name, "inKeychain": keychain.get(server, name) is not None}
-            for server, name in listed(_config())]
+    """Every secret the config names, and whether the keychain holds it. A keychain that cannot be read (none here,
+    or locked) leaves the list whole, each name marked unreadable, and its error said with what to do (exit 1)."""
+    pairs = listed(_config())
+    try:
+        held: dict[tuple[str, str], bool | None] = {pair: keychain.get(*pair) is not None for pair in pairs}
+        unread: McpxError | None = None
+    except (keychain.NoKeychain, keychain.KeychainError) as exc:
+        held, unread = dict.fromkeys(pairs), exc
     if args.json:
-        emit_json({"secrets": rows})
-        return 0
-    if not rows:
+        emit_json({"secrets": [{"server": server, "name": name, "inKeychain": held[server, name]}
+                               for server, name in pairs], **({"error": str(unread)} if unread else {})})
+    elif not pairs:
         print("no server lists secrets (a server entry's \"secrets\": [\"NAME\", ...], docs/secrets.md)")
-    for row in rows:
-        print(f"{row['server']:<20} {row['name']:<28} {'in the keychain' if row['inKeychain'] else 'missing'}")
-    return 0
+    for server, name in pairs if not args.json else []:
+        state = {True: "in the keychain", False: "missing", None: "unreadable"}[held[server, name]]
+        print(f"{server:<20} {name:<28} {state}")
+    if unread is None:
+        return 0
+    if isinstance(unread, keychain.NoKeychain):
+        servers = dict.fromkeys(server for server, _ in pairs)
+        advice = [keychain.instead(server, [n for s, n in pairs if s == server]) for server in servers]
+    else:
+        advice = ["unlock the keychain, then list again"]
+    print(f"mcpx: {unread}" + "".join(f"; {line}" for line in advice), file=sys.stderr)
+    return 1
 
 
 def secrets_set(args: argparse.Namespace) -> int:

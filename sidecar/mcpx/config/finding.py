@@ -65,6 +65,20 @@ def config_sources(cwd: Path) -> list[Path]:
     return sources
 
 
+def unread_configs(sources: list[Path], state_root: Path) -> list[Problem]:
+    """Config files that sit where people put one but mcpx never reads (the state directory `state_root`, ~/.mcpx/
+    outside the directories searched), each a warning saying where mcpx reads. A newcomer's config there otherwise
+    ends in the embedded default, and a puzzling refusal of the servers it names."""
+    read = {p.resolve() for p in sources}
+    places = [state_root / "config.json", Path("~/.mcpx/config.json").expanduser()]
+    unread = [p for p in dict.fromkeys(places) if p.is_file() and p.resolve() not in read]
+    where = (f"MCPX_CONFIG names {sources[0]}" if os.environ.get("MCPX_CONFIG") and sources else
+             f"mcpx reads $MCPX_CONFIG, else {USER_CONFIG} under the nearest {PROJECT_CONFIG} of the working "
+             "directory and its parents")
+    return [Problem(str(p), None, f"this file is not read: {where}; move it there, or set MCPX_CONFIG={p}")
+            for p in unread]
+
+
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in over.items():

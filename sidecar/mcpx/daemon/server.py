@@ -27,6 +27,7 @@ from mcpx.api.inbox_routes import NOTIFIER
 from mcpx.api.state import DaemonInfo
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
+from mcpx.broker.models import rfc3339
 from mcpx.broker.store import StoreRefused
 from mcpx.broker.stores import make_store
 from mcpx.config.finding import load_config
@@ -216,7 +217,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         write_private(paths.daemon_json, json.dumps({
             "pid": os.getpid(), "socket": str(paths.socket), "listen": info.listen, "version": __version__,
             "inbox": inbox.base + "/inbox",
-            "startedAt": info.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
+            "startedAt": rfc3339(info.started_at), "origin": started_by.model_dump(exclude_none=True),
         }).encode())
         await notifier.start()
         broker.start_reminders()  # only now: a reminder due at start is written once its notifier listens

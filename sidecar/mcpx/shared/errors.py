@@ -35,8 +35,8 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── HandoffError             shared/handoff.py
      ├── ProcessUnseen            system/agentshell.py
      └── the CLI's and the client library's: NoDaemon, ApiError (client/transport.py), Refused (cli/serve_handoff.py),
-         Declined (client/prompt.py), Unimportable (cli/hosts/server_import.py),
-         HostConfigError (cli/hosts/host_files.py)
+         Declined (client/prompt.py), EndedMeanwhile (client/question_watch.py),
+         Unimportable (cli/hosts/server_import.py), HostConfigError (cli/hosts/host_files.py)
           └── OpencodeError (cli/hosts/opencode_files.py)
 
 The ValueError subclasses (JsonRefused, SchemaProblem, EntriesProblem, RepliesProblem) stay ValueErrors: they are

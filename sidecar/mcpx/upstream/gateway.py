@@ -39,6 +39,7 @@ from mcpx.upstream.deadline import CallTimeout, PausableDeadline
 from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.pool import Pool, UnknownServer, entry_fingerprint
 from mcpx.upstream.resume import Resume
+from mcpx.upstream.tool_check import refuse_unknown_tool
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -235,6 +236,7 @@ class Gateway:
 
     async def start_call(self, request: CallRequest) -> CallTask:
         self.pool.entry(request.server)  # an unknown server is refused before anything is recorded
+        refuse_unknown_tool(request.server, request.tool, self._tool_cache.get(request.server))  # and a tool
         task = CallTask(id=new_id("tsk"), trace=new_id("cal"), request=request)
         # kept in memory until there is something to keep: the first question (which a restart must know of),
         # or the end. A call that just runs and answers costs the store one write.

@@ -62,12 +62,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpx.broker.models import Answer, WireModel
+from mcpx.broker.models import Answer, Moment, WireModel
 from mcpx.config.models import ServerConfig
 from mcpx.mcp.protocol import Era
 from mcpx.upstream.calls import CallFailed, CallRequest
@@ -97,7 +96,7 @@ class InstanceInfo(WireModel):
     rss_kib: int | None = Field(default=None, alias="rssKiB",
                                 description="resident memory of its process and the processes it started")
     processes: int | None = None
-    started_at: datetime
+    started_at: Moment
 
 
 class Question(BaseModel):

@@ -23,6 +23,7 @@ import json
 import math
 import shlex
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,6 +262,9 @@ class Installed:
         if place.approvals is not None:
             print(f"  {place.shown(place.approvals):<42} {ENTRY} approved in {APPROVED}, so Claude Code starts it "
                   "without asking (this file is yours alone: not to be committed)")
+            if git_ignores(place.approvals) is False:
+                print(f"mcpx: git does not ignore {place.shown(place.approvals)}: add it to .gitignore so it is not "
+                      f"committed (echo {shlex.quote(place.shown(place.approvals))} >> .gitignore)")
         print(f"  {place.shown(place.skill / 'SKILL.md'):<42} the mcpx-elicitation skill")
         if self.disabled:
             print(f"mcpx: {place.approvals} also lists {ENTRY} in disabledMcpjsonServers: Claude Code will not "
@@ -276,6 +280,16 @@ class Installed:
               f"tools are {TOOL_PREFIX}SERVER_TOOL. MCP servers already in Claude Code's config move behind mcpx "
               f"with `mcpx claude import{' --scope user' if place.scope == 'user' else ''}`. When you change a TTL "
               "in mcpx's config, install again: the hook's timeout follows it.")
+
+
+def git_ignores(path: Path) -> bool | None:
+    """Whether git ignores `path`; None when it is in no git work tree (or there is no git to ask)."""
+    try:
+        asked = subprocess.run(["git", "-C", str(path.parent), "check-ignore", "-q", str(path)],
+                               capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {0: True, 1: False}.get(asked.returncode)  # 128: not a work tree
 
 
 def apply(place: Place) -> Installed:
