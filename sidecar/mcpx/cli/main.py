@@ -19,9 +19,11 @@ def parser() -> argparse.ArgumentParser:
         audit_cmd,
         call_cmd,
         claude_cmd,
+        codex_cmd,
         daemon_cmd,
         doctor_cmd,
         elicit_cmd,
+        gemini_cmd,
         inbox_cmd,
         opencode_cmd,
         policy_cmd,
@@ -36,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"mcpx {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (daemon_cmd, serve_cmd, elicit_cmd, tui_cmd, inbox_cmd, call_cmd, audit_cmd, policy_cmd,
-                   opencode_cmd, claude_cmd):
+                   opencode_cmd, claude_cmd, codex_cmd, gemini_cmd):
         module.register(sub)
     secrets_cmd.register(sub)
     doctor_cmd.register(sub)
