@@ -80,6 +80,16 @@ class ClientState:
         return self._declared[1]
 
 
+# what MCP lets a form's requestedSchema hold at its top level: a strict client refuses anything else (Codex 0.169.0
+# cancels, unseen, a question whose schema has a `title`, as pydantic writes one)
+SCHEMA_KEYS = ("$schema", "type", "properties", "required")
+
+
+def passed_schema(q: Elicitation) -> dict[str, Any]:
+    """The question's schema as a client is passed it: the server's, less what MCP does not let its top level hold."""
+    return {k: v for k, v in (q.requested_schema or {}).items() if k in SCHEMA_KEYS}
+
+
 def passed_message(q: Elicitation) -> str:
     """The message a client is passed: the asker named, its words unchanged."""
     return f"{q.server} (via mcpx) asks: {q.message}"
@@ -90,7 +100,7 @@ def passed_as(q: Elicitation, message: str, mode: str, schema: dict[str, Any] | 
     message, mode and schema or url, and no id)?"""
     if q.mode != mode or passed_message(q) != message:
         return False
-    return q.url == url if q.mode == "url" else schema is None or schema == q.requested_schema
+    return q.url == url if q.mode == "url" else schema is None or schema == passed_schema(q)
 
 
 def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:
@@ -102,7 +112,7 @@ def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:
         if state.era == "legacy":
             params["elicitationId"] = q.upstream_id or q.id
     else:
-        params["requestedSchema"] = q.requested_schema
+        params["requestedSchema"] = passed_schema(q)
         if state.era == "modern" or (state.version and versions_with_url_mode(state.version)):
             params["mode"] = "form"
     return params
