@@ -18,8 +18,7 @@ from pydantic import ValidationError
 from mcpx import __version__
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import SessionSource
-from mcpx.configsource import ConfigSource
-from mcpx.hosts import call_host
+from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc, tasks
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import Outbound
@@ -34,8 +33,9 @@ from mcpx.mcp.protocol import (
     InitializeParams,
 )
 from mcpx.mcp.tasks import EXTENSION
-from mcpx.sessions import resolve_session
-from mcpx.surface.client import ClientState
+from mcpx.shared.hostenv import call_host
+from mcpx.shared.sessions import resolve_session
+from mcpx.surface.client_state import ClientState
 from mcpx.surface.driver import CallDriver
 from mcpx.surface.naming import ToolNames
 from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG, OwnTools, listed
@@ -275,7 +275,8 @@ class Surface:
         server, tool = await self.names.resolve(name, state)
         host = call_host(state.client_info, meta)
         if host is not None and host.unattended and not state.unattended:
-            # this request's host has nobody at it (`codex exec`): what it replies is nobody's answer (mcpx/hosts.py)
+            # this request's host has nobody at it (`codex exec`): what it replies is nobody's answer
+            # (mcpx/shared/hostenv.py)
             state = dataclasses.replace(state, unattended=True)
         return await self.driver.call(state, name, server, tool, arguments, session, source, params, meta, out)
 
