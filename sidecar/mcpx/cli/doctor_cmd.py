@@ -37,8 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        "name each problem and what to do (exit 1)",
                        description="Checks the config (every file, every field), the daemon (starting one if none "
                        "runs), the store, every server (it starts within its timeout and lists its tools; its "
-                       "secrets are in the keychain), and the opencode and Claude Code installs. On a terminal a "
-                       "missing secret is asked for, as a question of mcpx's own.")
+                       "secrets are in the keychain), and the opencode, Claude Code, Codex and Gemini CLI installs. On "
+                       "a terminal a missing secret is asked for, as a question of mcpx's own.")
     p.add_argument("--no-ask", action="store_true", help="report a missing secret, never ask for it")
     add_json_flag(p)
     p.set_defaults(func=doctor)
@@ -85,6 +85,8 @@ def _findings(ask: bool) -> Iterator[Finding]:
 
     yield from doctor_hosts.opencode()
     yield from doctor_hosts.claude()
+    yield from doctor_hosts.codex()
+    yield from doctor_hosts.gemini()
 
 
 # ---- the config

@@ -28,7 +28,7 @@ def parser() -> argparse.ArgumentParser:
         serve_cmd,
         tui_cmd,
     )
-    from mcpx.cli.hosts import claude_cmd, opencode_cmd
+    from mcpx.cli.hosts import claude_cmd, codex_cmd, gemini_cmd, opencode_cmd
 
     top = argparse.ArgumentParser(
         prog="mcpx", description="An MCP gateway whose questions are durable state with a deadline.",
@@ -36,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"mcpx {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (daemon_cmd, serve_cmd, elicit_cmd, tui_cmd, inbox_cmd, call_cmd, audit_cmd, policy_cmd,
-                   opencode_cmd, claude_cmd):
+                   opencode_cmd, claude_cmd, codex_cmd, gemini_cmd):
         module.register(sub)
     secrets_cmd.register(sub)
     auth_cmd.register(sub)

@@ -9,6 +9,7 @@ actionable result while the upstream call keeps running in the daemon.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -32,6 +33,7 @@ from mcpx.mcp.protocol import (
     InitializeParams,
 )
 from mcpx.mcp.tasks import EXTENSION
+from mcpx.shared.hostenv import call_host
 from mcpx.shared.sessions import resolve_session
 from mcpx.surface.client_state import ClientState
 from mcpx.surface.driver import CallDriver
@@ -254,8 +256,10 @@ class Surface:
     # ---- sessions
 
     def session_for(self, state: ClientState, meta: dict[str, Any], argument: Any) -> tuple[str, SessionSource]:
+        host = call_host(state.client_info, meta)
         return resolve_session(self.settings.fallback_session, meta=meta.get(META_SESSION), argument=argument,
-                               header=state.env_session, source=state.env_source, cwd=state.cwd)
+                               header=state.env_session, source=state.env_source, cwd=state.cwd,
+                               host=host.session if host is not None else None)
 
     # ---- calls
 
@@ -269,6 +273,11 @@ class Surface:
         if name in MCPX_TOOLS:
             return await self.own_tools.call(name, arguments, session, state)
         server, tool = await self.names.resolve(name, state)
+        host = call_host(state.client_info, meta)
+        if host is not None and host.unattended and not state.unattended:
+            # this request's host has nobody at it (`codex exec`): what it replies is nobody's answer
+            # (mcpx/shared/hostenv.py)
+            state = dataclasses.replace(state, unattended=True)
         return await self.driver.call(state, name, server, tool, arguments, session, source, params, meta, out)
 
     async def tool_def(self, name: str, state: ClientState) -> dict[str, Any] | None:
