@@ -26,6 +26,7 @@ from mcpx import jsonc
 from mcpx.durations import parse_duration
 from mcpx.errors import McpxError
 from mcpx.masking import shown_command, shown_url
+from mcpx.paths import StatePaths
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 Audience = Literal["agent", "human", "agent-then-human"]
@@ -472,15 +473,18 @@ class ConfigError(McpxError):
 
 
 DEMO = "demo"
+DEMO_KEY_FILE = "MCPX_DEMO_KEY_FILE"
 
 
 def demo_server() -> dict[str, Any]:
     """The bundled demo server's entry. Its questions wait an hour, not elicit.ttl's two minutes: the person
     answering the first one may still be reading the README."""
-    # PYTHONPATH: servers inherit no PYTHONPATH, and mcpx may be run from a checkout rather than installed
+    # PYTHONPATH: servers inherit no PYTHONPATH, and mcpx may be run from a checkout rather than installed.
+    # MCPX_DEMO_KEY_FILE: the demo signs its requestState with the key kept there, so a call waiting on it is
+    # answered after a restart (a key drawn per process would refuse every re-driven call)
     here = str(Path(__file__).resolve().parent.parent)
-    return {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"], "env": {"PYTHONPATH": here},
-            "elicit": {"ttl": "1h"}}
+    return {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"],
+            "env": {"PYTHONPATH": here, DEMO_KEY_FILE: str(StatePaths.current().demo_key)}, "elicit": {"ttl": "1h"}}
 
 
 def embedded_default() -> dict[str, Any]:

@@ -17,15 +17,19 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from mcpx import __version__
+from mcpx.config import DEMO_KEY_FILE
 from mcpx.demo.tools import TOOLS, Answers, DemoTool
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.peer import Peer
 from mcpx.mcp.protocol import LATEST_LEGACY, LEGACY_VERSIONS, META_CAPABILITIES, META_VERSION, MODERN_VERSIONS
 from mcpx.mcp.stdio import StreamChannel
+from mcpx.paths import load_key
 
 INFO = {"name": "mcpx-demo", "version": __version__}
 CAPABILITIES = {"tools": {"listChanged": False}}
@@ -64,13 +68,23 @@ class StateSeal:
         return list(data["a"])
 
 
+def _key(environ: Mapping[str, str]) -> bytes:
+    """MCPX_DEMO_KEY itself; else the key kept in MCPX_DEMO_KEY_FILE (the daemon's embedded default names one in its
+    state directory, made 0600 on first use), so a requestState signed before a restart opens after it; else one
+    drawn for this process alone."""
+    if key := environ.get("MCPX_DEMO_KEY"):
+        return key.encode()
+    if path := environ.get(DEMO_KEY_FILE):
+        return load_key(Path(path))
+    return secrets.token_bytes(32)
+
+
 class DemoServer:
     def __init__(self) -> None:
         self.peer: Peer | None = None
         self.legacy_caps: dict[str, Any] | None = None
         self.legacy_version = LATEST_LEGACY
-        key = os.environ.get("MCPX_DEMO_KEY")
-        self.seal = StateSeal(key.encode() if key else secrets.token_bytes(32))
+        self.seal = StateSeal(_key(os.environ))
 
     async def on_request(self, msg: Message) -> dict[str, Any]:
         method = msg["method"]
