@@ -181,6 +181,12 @@ class HttpServer(_Server):
         return self
 
 
+def secret_names(entry: StdioServer | HttpServer | None) -> list[str]:
+    """The variables a server gets from the keychain: a stdio server's `secrets` (an HTTP server has none). The one
+    rule of which secrets a server has: the daemon reads and asks for these, doctor and `mcpx secrets` list them."""
+    return list(entry.secrets) if isinstance(entry, StdioServer) else []
+
+
 def _server_shape(value: Any) -> str:
     """An entry with a url is HTTP, any other stdio: errors then speak of the shape that was meant."""
     if isinstance(value, dict):

@@ -21,7 +21,7 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Answerer, OpenRequest, SessionSource, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
-from mcpx.config import ServerConfig, StdioServer
+from mcpx.config import ServerConfig, StdioServer, secret_names
 from mcpx.configsource import ConfigSource
 from mcpx.errors import McpxError
 from mcpx.ids import is_id, new_id
@@ -135,7 +135,7 @@ class Gateway:
         belongs to (a server's missing secrets); by default the config's."""
         entry = self.pool.entry(server)
         if server not in self._tool_cache:
-            if secrets.names(entry):
+            if secret_names(entry):
                 await self._secrets_listed(server, entry, asker or (self.settings.fallback_session(), "fallback"))
             async with self.pool.lease(server, "*") as conn:
                 self._tool_cache[server] = await conn.list_tools(refresh=True)
@@ -296,7 +296,7 @@ class Gateway:
         question per server, which every call needing it waits on), the call waiting like on any question."""
         r = task.request
         entry = self.pool.entry(r.server)
-        if not secrets.names(entry):
+        if not secret_names(entry):
             return
         try:
             handle = await self.secrets.asking(r.server, entry, self._own_request(task, r.server, "", {}),

@@ -22,7 +22,7 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Elicitation, OpenRequest, StoredTask
 from mcpx.broker.store import QuestionFilter
-from mcpx.config import ServerConfig, StdioServer
+from mcpx.config import ServerConfig, secret_names
 from mcpx.configsource import ConfigSource
 from mcpx.upstream.errors import UpstreamError
 
@@ -35,13 +35,9 @@ class MissingSecrets(UpstreamError):
     """The keychain lacks a value a server's process needs (or there is no keychain): it is not started."""
 
 
-def names(entry: ServerConfig) -> list[str]:
-    return list(entry.secrets) if isinstance(entry, StdioServer) else []
-
-
 async def read(server: str, entry: ServerConfig) -> dict[str, str]:
     """The server's secrets from the keychain, as its process starts; MissingSecrets when one is not there."""
-    wanted = names(entry)
+    wanted = secret_names(entry)
     if not wanted:
         return {}
     try:
@@ -80,7 +76,7 @@ class SecretAsker:
 
     async def lacking(self, server: str, entry: ServerConfig) -> list[str]:
         """The server's secrets the keychain has no value for; MissingSecrets when there is no keychain."""
-        wanted = names(entry)
+        wanted = secret_names(entry)
         if not wanted:
             return []
         try:
