@@ -45,6 +45,7 @@ from mcpx.sockets import socket_alive
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.request_state import RequestStates
 from mcpx.upstream.calls import CallRequest
+from mcpx.upstream.children import Children
 from mcpx.upstream.gateway import Gateway
 
 log = logging.getLogger("mcpx.daemon")
@@ -179,7 +180,10 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         broker = Broker(store, settings)
         parts.push_async_callback(broker.stop)
         await broker.start()
-        gateway = Gateway(broker, settings)
+        children = Children(paths)  # what daemons before this one left running ends here; this one's own, if it dies
+        await children.start()
+        parts.push_async_callback(children.close)
+        gateway = Gateway(broker, settings, children)
         parts.push_async_callback(gateway.close)
         await gateway.start()
         surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))

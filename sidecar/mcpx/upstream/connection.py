@@ -36,7 +36,7 @@ from mcpx.mcp.protocol import (
     legacy_client_capabilities,
     modern_meta,
 )
-from mcpx.mcp.stdio import ProcessChannel, StartError
+from mcpx.mcp.stdio import ProcessChannel, Spawned, StartError
 from mcpx.upstream import secrets
 from mcpx.upstream.attribution import Attribution, InFlight, Untold
 from mcpx.upstream.environment import command_problem, server_environment
@@ -76,8 +76,9 @@ def roots_for(cwd: str | None) -> list[dict[str, Any]]:
 
 class UpstreamConnection:
     def __init__(self, name: str, entry: ServerConfig, session: str, declared: dict[str, Any] | None = None, *,
-                 events: ConnectionEvents) -> None:
+                 events: ConnectionEvents, spawned: Spawned | None = None) -> None:
         self.name = name
+        self.spawned = spawned  # told of its process (upstream/children.py), for a stdio server
         self.entry = entry
         self.session = session
         # what mcpx tells this server it can deliver: its own default, or a transparent client's own capabilities
@@ -155,7 +156,7 @@ class UpstreamConnection:
             log.info("upstream %s: starting %s", self.name, self.describe())
             try:
                 self.channel = await ProcessChannel.start(self.name, self.entry.command, self.entry.args, given.env,
-                                                          self.entry.cwd)
+                                                          self.entry.cwd, self.spawned)
             except StartError as exc:
                 # exec's own words are a bare "[Errno 2]" (uvloop names no file): say what is missing, as check does
                 why = command_problem(self.entry.command, given.env, self.entry.cwd)
@@ -559,8 +560,9 @@ class _Handshaking:
 
 
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,
-                          declared: dict[str, Any] | None = None, *, events: ConnectionEvents) -> UpstreamConnection:
-    conn = UpstreamConnection(name, entry, session, declared, events=events)
+                          declared: dict[str, Any] | None = None, *, events: ConnectionEvents,
+                          spawned: Spawned | None = None) -> UpstreamConnection:
+    conn = UpstreamConnection(name, entry, session, declared, events=events, spawned=spawned)
     await conn.open(era_hint)
     return conn
 

@@ -29,6 +29,7 @@ from mcpx.mcp.input_required import RoundsError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
+from mcpx.mcp.stdio import Spawned
 from mcpx.mcp.tasks import TaskError, TaskGone
 from mcpx.upstream import secrets
 from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result, usable
@@ -51,11 +52,11 @@ class UnknownTask(McpxError):
 
 
 class Gateway:
-    def __init__(self, broker: Broker, config: ConfigSource) -> None:
+    def __init__(self, broker: Broker, config: ConfigSource, spawned: Spawned | None = None) -> None:
         self.broker = broker
         self.settings = config  # read at each use: a reload replaces the config whole
         self.pool = Pool(lambda: self.settings.config.servers, self._recall_era, self._remember_era,
-                         self._tools_changed)
+                         self._tools_changed, spawned)
         self.tasks: dict[str, CallTask] = {}  # running calls, and the most recent finished ones
         self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}

@@ -34,6 +34,7 @@ from pydantic import Field
 from mcpx.broker.models import WireModel
 from mcpx.config import ServerConfig
 from mcpx.mcp.protocol import Era
+from mcpx.mcp.stdio import Spawned
 from mcpx.upstream import procinfo
 from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection
 from mcpx.upstream.hooks import Events
@@ -123,8 +124,10 @@ EraRecord = Callable[[str, str, Era], Awaitable[None]]
 
 class Pool:
     def __init__(self, entries: Callable[[], dict[str, ServerConfig]], recall: EraMemory, remember: EraRecord,
-                 on_tools_changed: Callable[[str], Awaitable[None]] | None = None) -> None:
+                 on_tools_changed: Callable[[str], Awaitable[None]] | None = None, spawned: Spawned | None = None,
+                 ) -> None:
         self._entries = entries
+        self._spawned = spawned  # told of each server process (upstream/children.py)
         self._recall = recall
         self._remember = remember
         self._on_tools_changed = on_tools_changed
@@ -339,7 +342,7 @@ class Pool:
                 await self._on_tools_changed(server)
 
         conn = await open_connection(server, entry, session, hint, declared, events=Events(
-            lambda tool, asks: self._learn(server, fp, tool, asks), self._poke, changed))
+            lambda tool, asks: self._learn(server, fp, tool, asks), self._poke, changed), spawned=self._spawned)
         if conn.era is not None and want is None and conn.era != hint:
             # learnt from the server's answer (a start that failed or timed out teaches nothing), and relearnt
             # when a server remembered as modern now answers as a legacy one
