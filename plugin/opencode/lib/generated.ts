@@ -508,6 +508,15 @@ export type Rendering = {
   line: string
 }
 
+/** What the daemon did when told a server's secrets changed in the keychain. */
+export type SecretsChanged = {
+  server: string
+  /** its idle instances, stopped: the next call starts one with the keychain's values */
+  stopped: number
+  /** its instances busy with calls: each stops once its calls are done */
+  busy: number
+}
+
 /** POST /v1/elicit/{id}/shown: a client says it has put the question in front of the person. */
 export type ShownBody = {
   /** where it was shown: opencode, say */

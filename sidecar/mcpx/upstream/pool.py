@@ -210,6 +210,22 @@ class Pool:
         if asks:
             log.info("upstream %s: %s asks mid-call; its calls run one at a time on an instance", server, tool)
 
+    def renew(self, server: str) -> tuple[int, int]:
+        """Every instance of `server` is replaced: an idle one stops at once, a busy one once its calls are done (its
+        secrets changed: a process keeps the environment it started with). (stopped, still busy)."""
+        stopped = busy = 0
+        for inst in self.instances(server):
+            if inst.busy:
+                inst.retired = True
+                busy += 1
+            else:
+                self._stop(inst)
+                stopped += 1
+        if stopped or busy:
+            log.info("upstream %s: its secrets changed; %d idle instance(s) stopped, %d to stop once free", server,
+                     stopped, busy)
+        return stopped, busy
+
     def retire(self, conn: UpstreamConnection) -> None:
         """This instance speaks the wrong era for its server: no new call gets it, and it closes when free."""
         for inst in self.instances():
