@@ -359,7 +359,7 @@ export type InstanceInfo = {
   /** its process (stdio servers) */
   pid?: number | null
   era?: "legacy" | "modern" | null
-  /** every session uses it (modern era); else it is one session's own, or (with no session) one that lists the server's tools */
+  /** every session uses it (modern era, or a server whose roots are not its caller's); else it is one session's own, or (with no session) one that lists the server's tools */
   shared: boolean
   /** the session it belongs to; for a shared one, the sessions calling now */
   sessions: string[]
