@@ -352,7 +352,7 @@ def test_a_daemon_killed_takes_its_servers_trees_with_it_and_the_next_one_ends_w
         askers.append(asking)
         trees += tree
         [watcher] = [p for p in child_pids(d.pid)
-                     if b"mcpx.upstream.children" in Path(f"/proc/{p}/cmdline").read_bytes()]
+                     if b"upstream/groups.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
         os.kill(watcher, signal.SIGKILL)
         assert wait_gone(watcher, PATIENCE)
         record = home / "children" / f"{d.pid}.json"

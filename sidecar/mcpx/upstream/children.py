@@ -7,7 +7,7 @@ cannot:
 
 - the kernel: each server process is started with a parent-death signal (SIGKILL, Linux's PR_SET_PDEATHSIG), so
   it dies with the daemon. That reaches the process the daemon started, not what that one started in turn;
-- the daemon's watcher: a small process (this module, run with -m) the daemon starts before any server, holding the
+- the daemon's watcher: a small process (groups.py, run as a script) the daemon starts before any server, holding the
   read end of a pipe whose write end only the daemon has. When the daemon is gone, by an exit or a kill, the
   pipe ends; the watcher ends the process group of every server in the daemon's record, removes the record, and
   exits. A daemon that stops cleanly has stopped its servers first, and the watcher finds nothing left to end;
@@ -31,97 +31,25 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from mcpx.paths import StatePaths, write_private
+from mcpx.upstream import groups
 
 log = logging.getLogger("mcpx.upstream")
 
-PROC = Path("/proc")
-GRACE = 3.0  # how long a group has between SIGTERM and SIGKILL
 _PR_SET_PDEATHSIG = 1
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where `mcpx` is imported from, for the watcher
-
-
-# ---- what /proc says of a process
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields after the command name (which may hold spaces and ')'): state, ppid, pgrp, …"""
-    try:
-        return (PROC / str(pid) / "stat").read_text(errors="replace").rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def start_time(pid: int) -> int | None:
-    """When the process started, in clock ticks since boot; None when there is no such live process (a zombie has
-    ended)."""
-    fields = _stat(pid)
-    if fields is None or fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
-def _group(pgid: int, since: int) -> list[int]:
-    """The live processes of process group `pgid` that started at `since` or later."""
-    members = []
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat(int(entry.name))
-        if fields is not None and fields[0] not in ("Z", "X") and int(fields[2]) == pgid and int(fields[19]) >= since:
-            members.append(int(entry.name))
-    return members
-
-
-def end_group(pid: int, started: int, grace: float = GRACE) -> list[int]:
-    """End the process group `pid` led when it started at `started`: SIGTERM, then SIGKILL to whatever is left after
-    `grace`. Nothing is signalled when `pid` is now another process (its start time differs). The pids signalled."""
-    now = start_time(pid)
-    if now is not None and now != started:
-        return []  # the pid was given to another process: not ours
-    members = _group(pid, started)
-    _signal(members, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while (left := [m for m in members if start_time(m) is not None]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    _signal(left, signal.SIGKILL)
-    return members
-
-
-def _signal(pids: list[int], sig: int) -> None:
-    for member in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(member, sig)
-
-
-# ---- the records
 
 
 def record_dir(paths: StatePaths) -> Path:
     return paths.root / "children"
 
 
-def end_recorded(record: Path) -> list[int]:
-    """End every server group in a gone daemon's record, then remove the record; the pids signalled."""
-    try:
-        data = json.loads(record.read_text())
-        children = {int(pid): int(entry[0]) for pid, entry in data["children"].items()}
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
-        children = {}
-    ended = [member for pid, started in children.items() for member in end_group(pid, started)]
-    with contextlib.suppress(FileNotFoundError):
-        record.unlink()
-    return ended
-
-
 def _daemon_gone(record: Path) -> bool:
     try:
         pid, started = json.loads(record.read_text())["daemon"]
-        return start_time(int(pid)) != int(started)
+        return groups.start_time(int(pid)) != int(started)
     except (OSError, ValueError, KeyError, TypeError):
         return True  # half a record: nobody writes it any more
 
@@ -132,7 +60,7 @@ def end_leftovers(paths: StatePaths) -> list[int]:
     with contextlib.suppress(FileNotFoundError):
         for record in sorted(record_dir(paths).glob("*.json")):
             if record.stem != str(os.getpid()) and _daemon_gone(record):
-                found = end_recorded(record)
+                found = groups.end_recorded(str(record))
                 if found:
                     log.warning("ended %d process(es) a daemon before this one left running (pids %s)", len(found),
                                 ", ".join(map(str, found)))
@@ -164,7 +92,7 @@ class Children:
     def __init__(self, paths: StatePaths) -> None:
         self.paths = paths
         self.record = record_dir(paths) / f"{os.getpid()}.json"
-        self._own = (os.getpid(), start_time(os.getpid()))
+        self._own = (os.getpid(), groups.start_time(os.getpid()))
         self._children: dict[int, tuple[int, str]] = {}  # pid -> its start time, its server
         self._watcher: subprocess.Popen[bytes] | None = None
         self._pipe: int | None = None  # the write end: the watcher reads its end, until the daemon is gone
@@ -181,15 +109,15 @@ class Children:
         read_end, self._pipe = os.pipe()  # both close-on-exec: no server inherits the write end
         try:
             # its own session: a signal to the daemon's group (a terminal's ^C) leaves it to do its work
+            # -S -E: no site, no PYTHON* variables; it imports nothing of mcpx (a few MiB, for as long as the daemon)
             self._watcher = subprocess.Popen(
-                [sys.executable, "-s", "-m", "mcpx.upstream.children", str(self.record)], stdin=read_end,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={"PYTHONPATH": _PACKAGE_ROOT},
-                start_new_session=True)
+                [sys.executable, "-S", "-E", groups.__file__, str(self.record)], stdin=read_end,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={}, start_new_session=True)
         finally:
             os.close(read_end)
 
     def started(self, pid: int, server: str) -> None:
-        started = start_time(pid)
+        started = groups.start_time(pid)
         if started is not None:
             self._children[pid] = (started, server)
             self._write()
@@ -209,25 +137,6 @@ class Children:
             self._pipe = None
         if self._watcher is not None:
             try:
-                await asyncio.to_thread(self._watcher.wait, GRACE + 5.0)
+                await asyncio.to_thread(self._watcher.wait, groups.GRACE + 5.0)
             except subprocess.TimeoutExpired:
                 log.warning("the daemon's watcher (pid %d) did not finish; it is left to", self._watcher.pid)
-
-
-def watch(record: Path) -> None:
-    """The watcher: wait until the daemon is gone (its pipe, our stdin, ends), then end what its record holds."""
-    for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    while True:
-        try:
-            if not os.read(0, 512):
-                break
-        except InterruptedError:
-            continue
-        except OSError:
-            break
-    end_recorded(record)
-
-
-if __name__ == "__main__":
-    watch(Path(sys.argv[1]))
