@@ -139,4 +139,5 @@ class Children:
             try:
                 await asyncio.to_thread(self._watcher.wait, groups.GRACE + 5.0)
             except subprocess.TimeoutExpired:
-                log.warning("the daemon's watcher (pid %d) did not finish; it is left to", self._watcher.pid)
+                log.warning("the daemon's watcher (pid %d) has not finished ending what is left; it goes on alone",
+                            self._watcher.pid)
