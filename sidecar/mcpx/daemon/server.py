@@ -23,27 +23,29 @@ from pathlib import Path
 from aiohttp import web
 
 from mcpx import __version__
+from mcpx.api.inbox_routes import NOTIFIER
+from mcpx.api.state import DaemonInfo
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
 from mcpx.broker.store import StoreRefused
 from mcpx.broker.stores import make_store
-from mcpx.config import ConfigError, load_config
-from mcpx.configsource import ConfigSource
+from mcpx.config.finding import load_config
+from mcpx.config.problems import ConfigError
+from mcpx.config.source import ConfigSource
 from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
-from mcpx.daemon.handoff import HandoffListener
+from mcpx.daemon.handoff_socket import HandoffListener
 from mcpx.daemon.homelock import HomeTaken, hold_home
-from mcpx.daemon.state import DaemonInfo
-from mcpx.errors import McpxError
 from mcpx.inbox import listener
-from mcpx.inbox.api_routes import NOTIFIER
-from mcpx.inbox.keys import InboxKeys
 from mcpx.inbox.notify import Notifier
-from mcpx.inbox.routes import Inbox
-from mcpx.paths import StatePaths, load_key, write_private
-from mcpx.sockets import socket_alive
+from mcpx.inbox.signing import InboxKeys
+from mcpx.inbox.web_routes import Inbox
+from mcpx.shared.errors import McpxError
+from mcpx.shared.names import DEMO_KEY_FILE
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.request_state import RequestStates
+from mcpx.system.paths import StatePaths, load_key, write_private
+from mcpx.system.sockets import socket_alive
 from mcpx.upstream.calls import CallRequest
 from mcpx.upstream.children import Children
 from mcpx.upstream.gateway import Gateway
@@ -180,6 +182,9 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         broker = Broker(store, settings)
         parts.push_async_callback(broker.stop)
         await broker.start()
+        # the demo's requestState key, kept here across restarts: its entry passes this variable through (${…})
+        os.environ[DEMO_KEY_FILE] = str(paths.demo_key)
+        await asyncio.to_thread(load_key, paths.demo_key)
         children = Children(paths)  # what daemons before this one left running ends here; this one's own, if it dies
         await children.start()
         parts.push_async_callback(children.close)

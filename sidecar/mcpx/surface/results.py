@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpx.answering import waiting_text, withheld_meta
 from mcpx.broker.models import TaskDoc
-from mcpx.keys import INPUT_REQUIRED_META
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import META_SERVER_INFO
+from mcpx.presentation.answering import waiting_text, withheld_meta
+from mcpx.shared.names import INPUT_REQUIRED_META
 from mcpx.upstream.calls import CallTask
 
 

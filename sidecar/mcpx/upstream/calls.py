@@ -28,11 +28,11 @@ from mcpx.broker.models import (
     TaskState,
     TransparentCall,
 )
-from mcpx.errors import McpxError
 from mcpx.mcp import jsonrpc, tasks
 from mcpx.mcp.input_required import InputRequired
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import ElicitParams, Era
+from mcpx.shared.errors import McpxError
 from mcpx.upstream.connection import UpstreamConnection
 from mcpx.upstream.deadline import PausableDeadline
 from mcpx.upstream.resume import Resume

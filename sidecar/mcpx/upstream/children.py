@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from mcpx.paths import StatePaths, write_private
+from mcpx.system.paths import StatePaths, write_private
 from mcpx.upstream import groups
 
 log = logging.getLogger("mcpx.upstream")

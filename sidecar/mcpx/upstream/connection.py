@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mcpx.config import START_FLOOR, HttpServer, ServerConfig, StdioServer
+from mcpx.config.models import START_FLOOR, HttpServer, ServerConfig, StdioServer
 from mcpx.mcp import input_required, jsonrpc, tasks
 from mcpx.mcp.http_client import RELATED, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError

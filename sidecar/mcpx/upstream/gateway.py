@@ -21,16 +21,16 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Answerer, OpenRequest, SessionSource, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
-from mcpx.config import ServerConfig, StdioServer, secret_names
-from mcpx.configsource import ConfigSource
-from mcpx.errors import McpxError
-from mcpx.ids import is_id, new_id
+from mcpx.config.models import ServerConfig, StdioServer, secret_names
+from mcpx.config.source import ConfigSource
 from mcpx.mcp.input_required import RoundsError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
 from mcpx.mcp.stdio import Spawned
 from mcpx.mcp.tasks import TaskError, TaskGone
+from mcpx.shared.errors import McpxError
+from mcpx.shared.ids import is_id, new_id
 from mcpx.upstream import secrets
 from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result, usable
 from mcpx.upstream.connection import NeedsLegacy

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from mcpx.broker.models import WireModel
-from mcpx.config import ServerConfig
+from mcpx.config.models import ServerConfig
 from mcpx.mcp.protocol import Era
 from mcpx.mcp.stdio import Spawned
 from mcpx.upstream import procinfo

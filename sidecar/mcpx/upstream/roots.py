@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mcpx.config import ROOTS_CALLER, ServerConfig
+from mcpx.config.models import ROOTS_CALLER, ServerConfig
 
 
 def roots_for(cwd: str | None) -> list[dict[str, Any]]:

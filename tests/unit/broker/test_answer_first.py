@@ -1,0 +1,152 @@
+"""An answer handed to its asker before it commits (Broker.answer's `_deliver_first`), on a real SQLite file.
+
+Issue 14: no commit sits between an answer and a legacy server. A question opened `eager` (a legacy call's,
+on a store this daemon alone writes) has its asker woken with the answer at once; whoever answered still hears
+back only once the answer is stored, and the answer the asker got is the one the store ends up holding. Another
+process holding the database's write lock keeps each commit waiting (on the store's thread, with the loop free),
+so what happens before the commit can be seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mcpx.broker.broker import Broker, Handle
+from mcpx.broker.errors import Gone, QuestionEnded
+from mcpx.broker.models import OpenRequest
+from mcpx.broker.sqlite import SqliteStore
+from mcpx.config.models import Config
+
+PATIENCE = 10.0  # no wait here is for time: each ends with an event, this only bounds it
+REPO = {"type": "object", "properties": {"repo": {"type": "string"}}}
+
+
+@dataclass
+class Fixed:
+    config: Config
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    b = Broker(store, Fixed(Config()))
+    await b.start()
+    try:
+        yield b
+    finally:
+        await b.stop()
+        await store.close()
+
+
+class Held:
+    """The database's write lock, held as another process would hold it; reads through it see what is committed."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def state(self, eid: str) -> str:
+        return str(self.db.execute("SELECT state FROM elicitations WHERE id=?", (eid,)).fetchone()[0])
+
+    def release(self) -> None:
+        self.db.execute("COMMIT")
+        self.db.close()
+
+
+async def ask(broker: Broker, eager: bool) -> Handle:
+    return await asyncio.wait_for(broker.open(OpenRequest(
+        session="s", session_source="argument", server="srv", message="which repository?",
+        requested_schema=REPO), eager=eager), PATIENCE)
+
+
+async def test_an_eager_asker_has_its_answer_before_the_store_and_the_answerer_after(
+        broker: Broker, tmp_path: Path) -> None:
+    handle = await ask(broker, eager=True)
+    held = Held(tmp_path / "mcpx.db")
+    try:
+        answering = asyncio.ensure_future(broker.answer(handle.id, "accept", {"repo": "a/b"}, by="human"))
+        got = await asyncio.wait_for(handle.answer(), PATIENCE)  # the commit cannot have happened: the lock is held
+        assert (got.action, got.content) == ("accept", {"repo": "a/b"})
+        assert held.state(handle.id) == "pending" and not answering.done()  # nobody was told it is stored
+    finally:
+        held.release()
+    q, answer = await asyncio.wait_for(answering, PATIENCE)
+    assert q.state == "answered" and answer is not None and answer.content == {"repo": "a/b"}
+    stored = await asyncio.wait_for(broker.wait(handle.id, PATIENCE), PATIENCE)  # a long poll: the stored copy
+    assert stored is not None and stored.content == {"repo": "a/b"} and stored.at == answer.at
+
+
+async def test_an_asker_not_eager_is_woken_only_by_the_commit(broker: Broker, tmp_path: Path) -> None:
+    """A modern call's question (and mcpx's own confirmation): a restart re-drives it from what the store holds."""
+    handle = await ask(broker, eager=False)
+    held = Held(tmp_path / "mcpx.db")
+    try:
+        answering = asyncio.ensure_future(broker.answer(handle.id, "accept", {"repo": "a/b"}, by="human"))
+        await asyncio.sleep(0)  # the answer's first step: it queues its unit, and hands nothing to the asker
+        assert not handle.done() and not answering.done()
+    finally:
+        held.release()
+    assert (await asyncio.wait_for(handle.answer(), PATIENCE)).content == {"repo": "a/b"}
+    await asyncio.wait_for(answering, PATIENCE)
+
+
+async def test_no_answer_is_handed_over_while_a_unit_that_may_end_the_question_is_queued(
+        broker: Broker, tmp_path: Path) -> None:
+    """The call ended (its question abandoned) a moment before the answer came: the abandon is queued, not yet
+    committed. The answer must not reach the asker: the store will say abandoned, and the answerer hears so."""
+    handle = await ask(broker, eager=True)
+    held = Held(tmp_path / "mcpx.db")
+    try:
+        abandoning = asyncio.ensure_future(broker.abandon(handle.id, "the call ended"))
+        await asyncio.sleep(0)  # the abandon's first step: its unit is queued
+        answering = asyncio.ensure_future(broker.answer(handle.id, "accept", {"repo": "a/b"}, by="human"))
+        await asyncio.sleep(0)
+        assert not handle.done()
+    finally:
+        held.release()
+    assert await asyncio.wait_for(abandoning, PATIENCE) is True
+    with pytest.raises(Gone):
+        await asyncio.wait_for(answering, PATIENCE)
+    with pytest.raises(QuestionEnded):
+        await asyncio.wait_for(handle.answer(), PATIENCE)
+
+
+async def test_a_second_answer_loses_to_the_one_handed_over(broker: Broker, tmp_path: Path) -> None:
+    handle = await ask(broker, eager=True)
+    held = Held(tmp_path / "mcpx.db")
+    try:
+        first = asyncio.ensure_future(broker.answer(handle.id, "decline", by="human"))
+        got = await asyncio.wait_for(handle.answer(), PATIENCE)
+        second = asyncio.ensure_future(broker.answer(handle.id, "accept", {"repo": "x/y"}, by="human"))
+    finally:
+        held.release()
+    assert got.action == "decline"
+    q, _ = await asyncio.wait_for(first, PATIENCE)
+    assert q.state == "answered"
+    with pytest.raises(Exception, match="already answered"):
+        await asyncio.wait_for(second, PATIENCE)
+    _, stored = await broker.get(handle.id)
+    assert stored is not None and stored.action == "decline"
+
+
+async def test_an_answer_nobody_is_told_of_still_commits_and_wakes_the_long_polls(
+        broker: Broker, tmp_path: Path) -> None:
+    """`acknowledged=False` (an MCP client's reply to elicitation/create): the commit may wait for company, and a
+    caller that stops waiting (the call's driver, as the call ends) takes nothing from it."""
+    handle = await ask(broker, eager=True)
+    polling = asyncio.ensure_future(broker.wait(handle.id, PATIENCE))
+    answering = asyncio.ensure_future(broker.answer(handle.id, "accept", {"repo": "a/b"}, by="person:mcp-client",
+                                                    acknowledged=False))
+    assert (await asyncio.wait_for(handle.answer(), PATIENCE)).content == {"repo": "a/b"}
+    answering.cancel()  # as the driver does when its call returns
+    polled = await asyncio.wait_for(polling, PATIENCE)
+    assert polled is not None and polled.content == {"repo": "a/b"}
+    q, stored = await broker.get(handle.id)
+    assert q.state == "answered" and stored is not None and stored.by == "person:mcp-client"
