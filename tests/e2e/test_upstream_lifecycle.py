@@ -32,6 +32,7 @@ from harness import (
     wait_for_sync,
     wait_gone,
 )
+from mcpx.upstream import groups
 
 # longer than the 5 s the server/discover probe used to wait, well inside the default 60 s `timeout`
 SLOW_START = 7
@@ -335,13 +336,13 @@ def test_a_daemon_killed_takes_its_servers_trees_with_it_and_the_next_one_ends_w
     d = make_daemon(home, {"servers": {"everything": npx}})
     imposter = subprocess.Popen(["sleep", "600"], start_new_session=True)  # a pid an old record names wrongly
     askers: list[subprocess.Popen[str]] = []
-    trees: list[int] = []
+    trees: list[tuple[int, int | None]] = []  # each process of the npx trees, with its start time
     try:
         # kill -9 with a question pending on a real npx tree: the whole tree goes with the daemon (its watcher)
         d.start()
         asking, _server, tree = pending_question(d)
         askers.append(asking)
-        trees += tree
+        trees += [(pid, groups.start_time(pid)) for pid in tree]
         d.kill9()
         assert all(wait_gone(pid, PATIENCE) for pid in tree), [p for p in tree if not wait_gone(p, 0)]
         wait_for_sync(lambda: not list((home / "children").glob("*.json")))  # its record went too, once ended
@@ -351,7 +352,7 @@ def test_a_daemon_killed_takes_its_servers_trees_with_it_and_the_next_one_ends_w
         d.start()
         asking, leader, tree = pending_question(d)
         askers.append(asking)
-        trees += tree
+        trees += [(pid, groups.start_time(pid)) for pid in tree]
         [watcher] = [p for p in child_pids(d.pid)
                      if b"upstream/groups.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
         os.kill(watcher, signal.SIGKILL)
@@ -374,6 +375,7 @@ def test_a_daemon_killed_takes_its_servers_trees_with_it_and_the_next_one_ends_w
         d.stop()
         for proc in [imposter, *askers]:
             stop_process(proc)
-        for pid in trees:  # what a failure left
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        for pid, started in trees:  # what a failure left: each still the process it was (a pid is soon reused)
+            if groups.start_time(pid) == started:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
