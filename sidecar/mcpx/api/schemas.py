@@ -153,6 +153,8 @@ class Health(WireModel):
     notify: list[NotifyStat] = Field(default=[], description="each notification target of elicit.notify: sent and "
                                      "failed since the daemon started")
     store: StoreStatus | None = None
+    needs_login: dict[str, str] = Field(default={}, description="HTTP servers whose login is missing or could not be "
+                                        "refreshed: why, and what to do (`mcpx auth login SERVER`, docs/auth.md)")
 
 
 def _flag(value: Any) -> Any:

@@ -105,9 +105,9 @@ class Broker:
         self._sweeper.start()
         for _, eid in deadlines:  # a restart goes on with the approvals' schedule the store holds
             entry = self._pending.get(eid)
-            # parsed only if it has approvals: a start with thousands pending reads no more than it did
-            has = entry is not None and b'"approvals":{' in entry.head
-            due = approvals.due_at(entry.question().approvals) if entry is not None and has else None
+            # parsed only if it has approvals (the row's column says so): a start with thousands pending reads no
+            # more than it did
+            due = approvals.due_at(entry.question().approvals) if entry is not None and entry.approvals else None
             if due is not None:
                 self._nudges.due(due, eid)
 

@@ -50,7 +50,7 @@ T = TypeVar("T")
 log = logging.getLogger("mcpx.store")
 
 SCHEMA = "mcpx"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CHANNEL = "mcpx_audit"
 WRITE_LOCK = 0x6D637078  # "mcpx": the advisory lock every daemon's write transaction holds
 CONNECT_TIMEOUT = 5
@@ -116,6 +116,13 @@ CREATE TABLE daemons (
     started   TIMESTAMPTZ NOT NULL,
     heartbeat TIMESTAMPTZ NOT NULL
 );
+""",
+    # whether named people's approvals decide a question, as a column (QuestionRow.approvals): a start finds the
+    # approvals' schedules by it. The rows an older mcpx wrote say it in their document
+    2: """
+ALTER TABLE elicitations ADD COLUMN approvals BOOLEAN NOT NULL DEFAULT false;
+UPDATE elicitations SET approvals = true
+ WHERE doc LIKE '%"approvals":{%' AND jsonb_typeof(doc::jsonb -> 'approvals') = 'object';
 """,
 }
 

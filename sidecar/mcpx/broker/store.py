@@ -116,6 +116,9 @@ class QuestionRow(NamedTuple):
     trace: str | None
     task: str | None
     doc: str  # the question's document: a JSON object's text, without secondsLeft (that is of the moment)
+    # whether named people's approvals decide it (Elicitation.approvals): a column of its own, so that a start finds
+    # the approvals' schedules to go on with without reading every pending question's document (SQLite gives 0/1)
+    approvals: bool
 
 
 class TaskRow(NamedTuple):

@@ -143,6 +143,8 @@ async def status(args: argparse.Namespace) -> int:
     width = max((len(name) for name in servers), default=0)
     print("  servers   " + ("\n            ".join(f"{name:<{width}}  {commands.get(name, '')}".rstrip()
                                                   for name in servers) or "(none)"))
+    for name, why in (health.get("needsLogin") or {}).items():
+        print(f"  ! login   {name}: {why}")
     print(f"  pending   {health['pending']} question(s)"
           + ("  → mcpx tui (or mcpx elicit list)" if health["pending"] else ""))
     for line in upstream_lines(upstreams) if upstreams is not None else []:

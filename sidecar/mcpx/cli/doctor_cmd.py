@@ -171,6 +171,11 @@ def _server(server: str, entry: ServerConfig | None, ask: bool) -> Iterator[Find
     try:
         tools = asyncio.run(_get(f"/v1/tools/{server}", timeout=timeout))["servers"][server]
     except ApiError as exc:
+        login = (asyncio.run(_get("/v1/health")).get("needsLogin") or {}).get(server)
+        if login is not None:  # an HTTP server that wants the person to log in (docs/auth.md)
+            yield Finding("server", server, False, login, f"run `mcpx auth login {server}`: it prints the link and "
+                          "waits until the login is done")
+            return
         yield Finding("server", server, False, _said(exc), "check its command, args, env and url in the config; "
                       "the daemon's log (daemon.log in the state directory) has its stderr")
         return

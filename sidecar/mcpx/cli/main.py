@@ -17,6 +17,7 @@ state: $MCPX_HOME (else $XDG_STATE_HOME/mcpx, else ~/.local/state/mcpx) · confi
 def parser() -> argparse.ArgumentParser:
     from mcpx.cli import (
         audit_cmd,
+        auth_cmd,
         call_cmd,
         daemon_cmd,
         doctor_cmd,
@@ -38,6 +39,7 @@ def parser() -> argparse.ArgumentParser:
                    opencode_cmd, claude_cmd):
         module.register(sub)
     secrets_cmd.register(sub)
+    auth_cmd.register(sub)
     doctor_cmd.register(sub)
     demo = sub.add_parser("demo-server", help="the bundled demo MCP server, on stdio (it is in the default config)")
     demo.set_defaults(func=_demo_server)

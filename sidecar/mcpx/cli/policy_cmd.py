@@ -95,8 +95,10 @@ def policy_test(args: argparse.Namespace) -> int:
                         server=q["server"], tool=q["tool"], mode=q["mode"], message=q["message"],
                         requested_schema=q["requestedSchema"], url=q["url"], audience=decided.audience,
                         reason=decided.reason, created=now, expires_at=now, state="pending")
-    decision, checks = policy.evaluate(loaded.config.elicit, probe, mode=args.mode)
-    mode = args.mode or loaded.config.elicit.mode
+    # --mode stands in for the config's elicit.mode (what if it were so), not for a call's own mode
+    settings = loaded.config.elicit.model_copy(update={"mode": args.mode}) if args.mode else loaded.config.elicit
+    decision, checks = policy.evaluate(settings, probe)
+    mode = settings.mode
     report = {
         "audience": decided.audience, "reason": decided.reason, "hintIgnored": decided.hint_ignored,
         "mode": mode, "config": loaded.origin,

@@ -70,10 +70,14 @@ def _config() -> Config:
 
 
 def listed(config: Config) -> list[tuple[str, str]]:
-    """(server, name) of every secret the config names, sorted."""
-    from mcpx.config.models import secret_names
+    """(server, name) of every secret the config names, sorted: a stdio server's `secrets`, an HTTP server's
+    `auth.clientSecret` (docs/auth.md)."""
+    from mcpx.config.models import HttpServer, secret_names
 
-    return sorted((server, name) for server, entry in config.servers.items() for name in secret_names(entry))
+    named = [(server, name) for server, entry in config.servers.items() for name in secret_names(entry)]
+    named += [(server, entry.auth.client_secret) for server, entry in config.servers.items()
+              if isinstance(entry, HttpServer) and entry.auth.client_secret is not None]
+    return sorted(named)
 
 
 def secrets_list(args: argparse.Namespace) -> int:

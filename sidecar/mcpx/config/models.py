@@ -172,9 +172,29 @@ class StdioServer(_Server):
         return shown_command([self.command, *self.args])
 
 
+class ServerAuth(_Model):
+    """How mcpx logs in to an HTTP server (docs/auth.md): its client at the authorization server, when the server
+    offers no dynamic registration, and the scopes to ask for beyond what the server's challenge names."""
+
+    client_id: str | None = Field(default=None, description="a client registered at the authorization server for "
+                                  "mcpx (its redirect URI: the daemon's http://127.0.0.1:PORT/oauth/callback)")
+    client_secret: str | None = Field(default=None, description="the NAME of the client's secret in the OS keychain "
+                                      "(`mcpx secrets set SERVER NAME`), never the secret itself",
+                                      pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    scopes: list[str] = Field(default=[], description="the scopes to ask for; by default the server's challenge's, "
+                              "else all it lists")
+
+    @model_validator(mode="after")
+    def _secret_needs_client(self) -> ServerAuth:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("auth: clientSecret needs clientId (the client the secret is of)")
+        return self
+
+
 class HttpServer(_Server):
     url: str
     headers: dict[str, str] = {}
+    auth: ServerAuth = ServerAuth()
 
     @property
     def kind(self) -> str:

@@ -40,6 +40,7 @@ from mcpx.inbox import listener
 from mcpx.inbox.notify import Notifier
 from mcpx.inbox.signing import InboxKeys
 from mcpx.inbox.web_routes import Inbox
+from mcpx.oauth.logins import CALLBACK_PATH
 from mcpx.shared.errors import McpxError
 from mcpx.shared.names import DEMO_KEY_FILE
 from mcpx.surface.dispatch import Surface
@@ -219,6 +220,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         except OSError as exc:
             where = f"{tcp[0]}:{tcp[1]}" if tcp else "loopback"
             raise DaemonError(f"cannot listen on {where}: {exc.strerror or exc}") from None
+        gateway.logins.callback_url = inbox.base + CALLBACK_PATH  # where a login's browser comes back
         write_private(paths.daemon_json, json.dumps({
             "pid": os.getpid(), "socket": str(paths.socket), "listen": info.listen, "version": __version__,
             "inbox": inbox.base + "/inbox",

@@ -26,7 +26,7 @@ from typing import Any
 
 from mcpx.config.models import START_FLOOR, HttpServer, ServerConfig, StdioServer
 from mcpx.mcp import input_required, jsonrpc, tasks
-from mcpx.mcp.http_client import RELATED, HttpChannel
+from mcpx.mcp.http_client import RELATED, Authorizer, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.peer import Peer, PeerClosed
 from mcpx.mcp.protocol import (
@@ -71,9 +71,11 @@ class NeedsLegacy(UpstreamError):
 
 class UpstreamConnection:
     def __init__(self, name: str, entry: ServerConfig, session: str, declared: dict[str, Any] | None = None, *,
-                 events: ConnectionEvents, spawned: Spawned | None = None) -> None:
+                 events: ConnectionEvents, spawned: Spawned | None = None, auth: Authorizer | None = None,
+                 ) -> None:
         self.name = name
         self.spawned = spawned  # told of its process (upstream/children.py), for a stdio server
+        self.auth = auth  # an HTTP server's login: its channel asks it for the Authorization header
         self.entry = entry
         self.session = session
         # what mcpx tells this server it can deliver: its own default, or a transparent client's own capabilities;
@@ -163,7 +165,7 @@ class UpstreamConnection:
                                    + (f"its cwd {words}" if key == "cwd" else words)) from None
         else:
             assert isinstance(self.entry, HttpServer)
-            self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers)
+            self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers, auth=self.auth)
         self.peer = Peer(self.channel, self._on_request, self._on_notification, name=f"upstream:{self.name}")
         self.peer.start()
 
@@ -557,8 +559,8 @@ class _Handshaking:
 
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,
                           declared: dict[str, Any] | None = None, *, events: ConnectionEvents,
-                          spawned: Spawned | None = None) -> UpstreamConnection:
-    conn = UpstreamConnection(name, entry, session, declared, events=events, spawned=spawned)
+                          spawned: Spawned | None = None, auth: Authorizer | None = None) -> UpstreamConnection:
+    conn = UpstreamConnection(name, entry, session, declared, events=events, spawned=spawned, auth=auth)
     await conn.open(era_hint)
     return conn
 

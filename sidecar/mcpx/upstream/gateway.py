@@ -14,14 +14,14 @@ import asyncio
 import json
 import logging
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Answerer, OpenRequest, SessionSource, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
-from mcpx.config.models import ServerConfig, StdioServer, secret_names
+from mcpx.config.models import HttpServer, ServerConfig, StdioServer, secret_names
 from mcpx.config.source import ConfigSource
 from mcpx.mcp.input_required import RoundsError
 from mcpx.mcp.jsonrpc import RpcError
@@ -29,6 +29,8 @@ from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
 from mcpx.mcp.stdio import Spawned
 from mcpx.mcp.tasks import TaskError, TaskGone
+from mcpx.oauth.errors import LoginError
+from mcpx.oauth.logins import Logins
 from mcpx.shared.errors import McpxError
 from mcpx.shared.ids import is_id, new_id
 from mcpx.upstream import secrets
@@ -55,8 +57,9 @@ class Gateway:
     def __init__(self, broker: Broker, config: ConfigSource, spawned: Spawned | None = None) -> None:
         self.broker = broker
         self.settings = config  # read at each use: a reload replaces the config whole
+        self.logins = Logins(broker, config, self._tools_changed)  # HTTP servers' logins (oauth/logins.py)
         self.pool = Pool(lambda: self.settings.config.servers, self._recall_era, self._remember_era,
-                         self._tools_changed, spawned)
+                         self._tools_changed, spawned=spawned, authorizer=self.logins.login)
         self.tasks: dict[str, CallTask] = {}  # running calls, and the most recent finished ones
         self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
@@ -74,6 +77,7 @@ class Gateway:
         lease = self.broker.store_info.lease
         if lease is None:
             await self.secrets.abandon_orphans()
+            await self.logins.abandon_orphans()
         else:
             self._reaper = asyncio.create_task(self._reap_lapsed(lease), name="mcpx-reap-lapsed")
 
@@ -97,6 +101,7 @@ class Gateway:
         await asyncio.gather(*self._listing_waits, return_exceptions=True)
         await self.secrets.close()
         await self.pool.close()
+        await self.logins.close()
 
     async def reconfigure(self) -> None:
         servers = self.settings.config.servers
@@ -138,9 +143,25 @@ class Gateway:
         if server not in self._tool_cache:
             if secret_names(entry):
                 await self._secrets_listed(server, entry, asker or (self.settings.fallback_session(), "fallback"))
-            async with self.pool.lease(server, "*") as conn:
-                self._tool_cache[server] = await conn.list_tools(refresh=True)
+            try:
+                async with self.pool.lease(server, "*") as conn:
+                    self._tool_cache[server] = await conn.list_tools(refresh=True)
+            except (UpstreamError, RpcError, PeerClosed) as exc:
+                if isinstance(entry, HttpServer) and self.logins.needs_login(server):
+                    await self._login_listed(server, entry, asker or (self.settings.fallback_session(), "fallback"))
+                raise exc from None
         return self._tool_cache[server]
+
+    async def _login_listed(self, server: str, entry: HttpServer, asker: tuple[str, SessionSource]) -> None:
+        """A listing never waits for a person: a server that needs a login has its login question opened (or found
+        open), and the listing fails at once naming it; once logged in, the server's tools are listed again."""
+        try:
+            handle = await self.logins.asking(server, entry, OpenRequest(
+                session=asker[0], session_source=asker[1], server="mcpx", message="-"))
+        except LoginError as exc:
+            raise UpstreamError(f"server {server!r} needs a login, and it cannot be begun: {exc}") from None
+        raise UpstreamError(f"server {server!r} needs login: mcpx asked for it in {handle.id} (open its link from the "
+                            f"inbox, `mcpx elicit show {handle.id}`, or run `mcpx auth login {server}`)")
 
     async def _secrets_listed(self, server: str, entry: ServerConfig, asker: tuple[str, SessionSource]) -> None:
         """A listing never waits for a person: with a secret missing it asks for it (once, not again after a refusal)
@@ -230,7 +251,33 @@ class Gateway:
         await self._secrets_for(task)
         if self.settings.config.elicit.confirm_destructive and await self._may_change_things(task):
             await self._confirm(task)
-        return await self._call_with_era(task, timeout, era=None)
+        return await self._logged_in(task, lambda: self._call_with_era(task, timeout, era=None))
+
+    async def _logged_in(self, task: CallTask, call: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """Run the call; when its server says it needs a login (a 401 no kept login or refresh could answer, a
+        step-up's 403), ask the person in the server's one login question, the call waiting on it like on any
+        question, then run the call again (it was refused before the server ran it)."""
+        r = task.request
+        entry = self.pool.entry(r.server)
+        for _login in range(3):
+            try:
+                return await call()
+            except (UpstreamError, RpcError, PeerClosed):
+                if not (isinstance(entry, HttpServer) and self.logins.needs_login(r.server)):
+                    raise
+            try:
+                handle = await self.logins.asking(r.server, entry, self._own_request(task, r.server, "", {}),
+                                                  task.stored_with)
+            except LoginError as exc:
+                raise CallFailed(f"{r.server}.{r.tool} was not run: its server needs a login, and it cannot be "
+                                 f"begun: {exc}") from None
+            answer = await self._own_answer(task, handle, "mcpx's login question")
+            if answer.action == "decline":
+                raise CallFailed(f"{r.server}.{r.tool} was not run: login declined ({handle.id}, by {answer.by})")
+            if answer.action != "accept":
+                raise CallFailed(f"{r.server}.{r.tool} was not run: nobody logged in ({handle.id}: "
+                                 f"{self._why_not(answer)})")
+        raise CallFailed(f"{r.server}.{r.tool} was not run: its server still refused after three logins")
 
     async def _may_change_things(self, task: CallTask) -> bool:
         """A tool changes things unless its server says otherwise (readOnlyHint, or destructiveHint false)."""

@@ -30,15 +30,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field
-
-from mcpx.broker.models import WireModel
-from mcpx.config.models import ServerConfig
+from mcpx.config.models import HttpServer, ServerConfig
+from mcpx.mcp.http_client import Authorizer
 from mcpx.mcp.protocol import Era
 from mcpx.mcp.stdio import Spawned
 from mcpx.upstream import procinfo
 from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection
 from mcpx.upstream.hooks import Events
+from mcpx.upstream.kind import InstanceInfo
 from mcpx.upstream.roots import per_caller
 
 log = logging.getLogger("mcpx.upstream")
@@ -101,27 +100,6 @@ class Instance:
         return era is None or era in (self.era, self.wanted)
 
 
-class InstanceInfo(WireModel):
-    """One running instance of an upstream server, as `mcpx status` shows it."""
-
-    server: str
-    pid: int | None = Field(default=None, description="its process (stdio servers)")
-    era: Era | None = None
-    shared: bool = Field(description="every session uses it (modern era, or a server whose roots are not its "
-                         "caller's); else it is one session's own, or (with no session) one that lists the server's "
-                         "tools")
-    sessions: list[str] = Field(description="the session it belongs to; for a shared one, the sessions calling now")
-    calls: int = Field(description="calls on it now")
-    idle_seconds: float | None = Field(default=None, description="since its last call ended; absent while busy")
-    stops_in: float | None = Field(default=None, description="seconds until it is stopped for being idle")
-    spare: bool = Field(default=False, description="an idle instance beside another of its session's (or one that "
-                        "only listed tools): it stops after 30 s rather than its server's idleTimeout")
-    rss_kib: int | None = Field(default=None, alias="rssKiB",
-                                description="resident memory of its process and the processes it started")
-    processes: int | None = None
-    started_at: datetime
-
-
 EraMemory = Callable[[str, str], Awaitable[Era | None]]
 EraRecord = Callable[[str, str, Era], Awaitable[None]]
 
@@ -129,9 +107,10 @@ EraRecord = Callable[[str, str, Era], Awaitable[None]]
 class Pool:
     def __init__(self, entries: Callable[[], dict[str, ServerConfig]], recall: EraMemory, remember: EraRecord,
                  on_tools_changed: Callable[[str], Awaitable[None]] | None = None, spawned: Spawned | None = None,
-                 ) -> None:
+                 authorizer: Callable[[str, HttpServer], Authorizer] | None = None) -> None:
         self._entries = entries
         self._spawned = spawned  # told of each server process (upstream/children.py)
+        self._authorizer = authorizer  # an HTTP server's login (oauth/logins.py), handed to its channel
         self._recall = recall
         self._remember = remember
         self._on_tools_changed = on_tools_changed
@@ -373,7 +352,8 @@ class Pool:
             if self._on_tools_changed is not None:
                 await self._on_tools_changed(server)
 
-        conn = await open_connection(server, entry, session, hint, declared, events=Events(
+        auth = self._authorizer(server, entry) if self._authorizer and isinstance(entry, HttpServer) else None
+        conn = await open_connection(server, entry, session, hint, declared, auth=auth, events=Events(
             lambda tool, asks: self._learn(server, fp, tool, asks), self._poke, changed), spawned=self._spawned)
         if conn.era is not None and want is None and conn.era != hint:
             # learnt from the server's answer (a start that failed or timed out teaches nothing), and relearnt

@@ -151,6 +151,10 @@ export type AuditRecord = {
   data?: Record<string, unknown>
 }
 
+export type AuthList = {
+  logins: LoginView[]
+}
+
 export type CallBody = {
   arguments?: Record<string, unknown>
   session?: string | null
@@ -182,6 +186,15 @@ export type CallResult = {
   trace: string
   /** the server's CallToolResult, as it sent it */
   result: Record<string, unknown>
+}
+
+export type CompleteBody = {
+  /** the address the browser ended on after the login (or its query: code=…&state=…) */
+  url: string
+}
+
+export type Completed = {
+  server: string
 }
 
 /** POST /v1/elicit/{id}/consent: the person's yes or no to opening a url-mode question's page. */
@@ -347,13 +360,15 @@ export type Health = {
   /** each notification target of elicit.notify: sent and failed since the daemon started */
   notify?: NotifyStat[]
   store?: StoreStatus | null
+  /** HTTP servers whose login is missing or could not be refreshed: why, and what to do (`mcpx auth login SERVER`, docs/auth.md) */
+  needsLogin?: Record<string, string>
 }
 
 export type InboxAddress = {
   url: string
 }
 
-/** One running instance of an upstream server, as `mcpx status` shows it. */
+/** One running instance of an upstream server (a process, a connection), as `mcpx status` shows it. */
 export type InstanceInfo = {
   server: string
   /** its process (stdio servers) */
@@ -380,6 +395,34 @@ export type InstanceInfo = {
 export type ListedTask = TaskDoc & {
   /** the daemon re-drives it after a restart (a modern call between rounds); any other call in flight ends with the daemon, its open questions abandoned */
   survivesRestart: boolean
+}
+
+export type LoggedOut = {
+  server: string
+  wasLoggedIn: boolean
+  /** the authorization server revoked the tokens (it offers RFC 7009) */
+  revoked: boolean
+}
+
+export type LoginStarted = {
+  server: string
+  /** the login question: its answer says how the login ended */
+  question: string
+  /** the authorization server's login page */
+  url: string
+}
+
+/** One server's login as `mcpx auth list` shows it: no token in it. */
+export type LoginView = {
+  server: string
+  url: string
+  state: string
+  issuer?: string | null
+  subject?: string | null
+  scopes?: string[]
+  expires_at?: number | null
+  question?: string | null
+  problem?: string | null
 }
 
 export type NotifyStat = {
