@@ -122,6 +122,29 @@ def test_stop_and_restart_refuse_while_calls_wait_unless_forced(demo: Daemon) ->
     demo.proc.wait(PATIENCE)
 
 
+def test_the_readmes_demo_call_is_answered_across_a_restart(home: Path) -> None:
+    """The README's first steps on the embedded default (no config file), with the daemon killed and started in the
+    middle: the demo signs its requestState with a key kept in the state directory, so the call re-driven after the
+    restart is the demo's own real result, not -32602 invalid requestState (issue 35 item 1)."""
+    d = make_daemon(home)
+    del d.env["MCPX_CONFIG"]
+    d.env["MCPX_USER_CONFIG"] = str(home / "no-config.json")  # nothing to read: the embedded default, as ./dev run
+    with d:
+        waiting = d.cli("call", "demo.choose_repository")  # not a terminal: the question is printed, exit 75
+        assert waiting.returncode == 75, waiting.stderr
+        task, eid = (re.search(pattern, waiting.stderr) for pattern in (r"tsk-[0-9a-z]+", r"elc-[0-9a-z]+"))
+        assert task is not None and eid is not None, waiting.stderr
+        key = home / "demo-request-state.key"
+        assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+        d.kill9()  # the demo is stopped by the restart too: a new process with the key it keeps
+        d.start()
+        answered = d.cli("elicit", "answer", eid.group(), "repo=octo/hello")
+        assert answered.returncode == 0, answered.stderr
+        result = d.cli("task", "result", task.group())
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Notes would be saved to octo/hello (demo)." in result.stdout
+
+
 # ---- 5. a phone link on loopback
 
 

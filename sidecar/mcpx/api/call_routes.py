@@ -103,6 +103,14 @@ class UpstreamList(WireModel):
     rss_kib: int = Field(alias="rssKiB", description="their resident memory, all together")
 
 
+class SecretsChanged(WireModel):
+    """What the daemon did when told a server's secrets changed in the keychain."""
+
+    server: str
+    stopped: int = Field(description="its idle instances, stopped: the next call starts one with the keychain's values")
+    busy: int = Field(description="its instances busy with calls: each stops once its calls are done")
+
+
 def waiting(task: CallTask, broker: Broker) -> list[Elicitation]:
     """The call's questions that wait for an answer. One answered a moment ago is still among task.open until the
     call wakes to its answer: it is not offered again."""
@@ -331,3 +339,18 @@ async def upstreams(call: Call) -> web.StreamResponse:
     body = UpstreamList(instances=instances, processes=sum(i.processes or 0 for i in instances),
                         rss_kib=sum(i.rss_kib or 0 for i in instances))
     return web.json_response(body.wire())
+
+
+@api.route("POST", "/v1/secrets/{server}/changed", "A server's secrets changed in the keychain (mcpx secrets set and "
+           "forget say so): what the daemon knew of them is dropped, and its instances are replaced", tag="call",
+           replies={200: Reply("what was replaced", SecretsChanged), 404: Reply("no such server")})
+async def secrets_changed(call: Call) -> web.StreamResponse:
+    gw = call.app[GATEWAY]
+    server = call.path["server"]
+    try:
+        gw.pool.entry(server)
+    except UnknownServer as exc:
+        raise RouteError(404, "unknown_server", str(exc)) from None
+    gw.secrets.forget(server)
+    stopped, busy = gw.pool.renew(server)
+    return web.json_response(SecretsChanged(server=server, stopped=stopped, busy=busy).wire())

@@ -73,10 +73,9 @@ def _config() -> Config:
 def listed(config: Config) -> list[tuple[str, str]]:
     """(server, name) of every secret the config names, sorted: a stdio server's `secrets`, an HTTP server's
     `auth.clientSecret` (docs/auth.md)."""
-    from mcpx.config.models import HttpServer, StdioServer
+    from mcpx.config.models import HttpServer, secret_names
 
-    named = [(server, name) for server, entry in config.servers.items() if isinstance(entry, StdioServer)
-             for name in entry.secrets]
+    named = [(server, name) for server, entry in config.servers.items() for name in secret_names(entry)]
     named += [(server, entry.auth.client_secret) for server, entry in config.servers.items()
               if isinstance(entry, HttpServer) and entry.auth.client_secret is not None]
     return sorted(named)
@@ -125,14 +124,41 @@ def secrets_set(args: argparse.Namespace) -> int:
         print(f"mcpx: no value given for {args.name}: nothing was kept", file=sys.stderr)
         return 1
     keychain.put(args.server, args.name, value)
-    print(f"{args.name} for {args.server}: kept in the keychain; the server's next start reads it "
-          "(an instance running now keeps the value it started with)")
+    print(f"{args.name} for {args.server}: kept in the keychain; the server's next start reads it"
+          + _tell_daemon(args.server))
     return 0
 
 
 def secrets_forget(args: argparse.Namespace) -> int:
     if keychain.forget(args.server, args.name):
-        print(f"{args.name} for {args.server}: taken out of the keychain; the server's next start asks for it")
+        print(f"{args.name} for {args.server}: taken out of the keychain; the server's next start asks for it"
+              + _tell_daemon(args.server))
     else:
         print(f"{args.name} for {args.server}: the keychain held no value for it")
     return 0
+
+
+def _tell_daemon(server: str) -> str:
+    """Tell a running daemon that the server's secrets changed (none is started for it: the next one reads the
+    keychain anyway); what it did, as the end of a sentence."""
+    import asyncio
+
+    from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
+
+    async def tell() -> dict[str, int]:
+        async with DaemonClient() as client:
+            return dict(await client.post(f"/v1/secrets/{server}/changed"))
+
+    try:
+        done = asyncio.run(tell())
+    except NoDaemon:
+        return " (no daemon is running)"
+    except ApiError as exc:
+        return f" (the daemon was not told: {exc})"
+    stopped, busy = done.get("stopped", 0), done.get("busy", 0)
+    if not stopped and not busy:
+        return " (the daemon was told; none of its instances is running)"
+    return (" (the daemon was told: " + ", ".join(
+        part for part in (f"{stopped} idle instance(s) stopped" if stopped else "",
+                          f"{busy} busy one(s) stop once their calls are done" if busy else "") if part)
+        + "; the next call starts a new one)")

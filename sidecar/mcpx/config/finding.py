@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from mcpx.config import jsonc
 from mcpx.config.models import Config, data_servers
 from mcpx.config.problems import ConfigError, Problem, problems_of
+from mcpx.shared.names import DEMO_KEY_FILE
 
 DEMO = "demo"
 
@@ -22,10 +23,12 @@ DEMO = "demo"
 def demo_server() -> dict[str, Any]:
     """The bundled demo server's entry. Its questions wait an hour, not elicit.ttl's two minutes: the person
     answering the first one may still be reading the README."""
-    # PYTHONPATH: servers inherit no PYTHONPATH, and mcpx may be run from a checkout rather than installed
+    # PYTHONPATH: servers inherit no PYTHONPATH, and mcpx may be run from a checkout rather than installed.
+    # MCPX_DEMO_KEY_FILE, the daemon's own (it makes the key there): the demo signs its requestState with that key,
+    # so a call waiting on it is answered after a restart (a key drawn per process refuses every re-driven call)
     here = str(Path(__file__).resolve().parents[2])  # sidecar/, where mcpx is
-    return {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"], "env": {"PYTHONPATH": here},
-            "elicit": {"ttl": "1h"}}
+    return {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"],
+            "env": {"PYTHONPATH": here, DEMO_KEY_FILE: "${" + DEMO_KEY_FILE + "}"}, "elicit": {"ttl": "1h"}}
 
 
 def embedded_default() -> dict[str, Any]:

@@ -3,9 +3,11 @@ section 2)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -107,7 +109,29 @@ class ServerElicit(_Model):
     ttl: Seconds | None = None
 
 
+ROOTS_CALLER: Literal["caller"] = "caller"
+Roots = Literal["caller", False] | list[str]
+ROOTS_SHAPES = ('"caller" (the calling client\'s working directory, the default), false (none: mcpx does not declare '
+                'roots to the server, which keeps its own directories) or a list of absolute directories, '
+                'e.g. ["~/notes"]')
+
+
+def _roots_value(value: Any) -> Any:
+    """`roots` as written, or a ValueError naming the three shapes it may take."""
+    if value == ROOTS_CALLER or value is False:
+        return value
+    if isinstance(value, list) and value and all(isinstance(p, str) and p for p in value):
+        relative = [p for p in value if not Path(p).expanduser().is_absolute()]
+        if relative:
+            raise ValueError(f"{', '.join(map(repr, relative))} is not an absolute directory (a fixed root is "
+                             "the same for every caller, so it cannot be relative to one)")
+        return value
+    raise ValueError(f"must be {ROOTS_SHAPES}; got {json.dumps(value)}")
+
+
 class _Server(_Model):
+    roots: Annotated[Roots, BeforeValidator(_roots_value)] = Field(
+        default=ROOTS_CALLER, description="what the server is told of roots: \"caller\", false or a fixed list")
     timeout: Seconds = Field(default=60.0, description="a call's own timeout; paused while a question waits. "
                              "Also how long the server's start may take (never less than 10 s)")
     idle_timeout: Seconds = Field(default=600.0, gt=0, description="an instance of the server with no call for this "
@@ -185,6 +209,12 @@ class HttpServer(_Server):
         if not re.match(r"^https?://", self.url):
             raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
         return self
+
+
+def secret_names(entry: StdioServer | HttpServer | None) -> list[str]:
+    """The variables a server gets from the keychain: a stdio server's `secrets` (an HTTP server has none). The one
+    rule of which secrets a server has: the daemon reads and asks for these, doctor and `mcpx secrets` list them."""
+    return list(entry.secrets) if isinstance(entry, StdioServer) else []
 
 
 def _server_shape(value: Any) -> str:

@@ -43,11 +43,13 @@ from mcpx.inbox.signing import InboxKeys
 from mcpx.inbox.web_routes import Inbox
 from mcpx.oauth.logins import CALLBACK_PATH
 from mcpx.shared.errors import McpxError
+from mcpx.shared.names import DEMO_KEY_FILE
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.request_state import RequestStates
 from mcpx.system.paths import StatePaths, load_key, write_private
 from mcpx.system.sockets import socket_alive
 from mcpx.upstream.calls import CallRequest
+from mcpx.upstream.children import Children
 from mcpx.upstream.gateway import Gateway
 
 log = logging.getLogger("mcpx.daemon")
@@ -182,7 +184,13 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         broker = Broker(store, settings)
         parts.push_async_callback(broker.stop)
         await broker.start()
-        gateway = Gateway(broker, settings)
+        # the demo's requestState key, kept here across restarts: its entry passes this variable through (${…})
+        os.environ[DEMO_KEY_FILE] = str(paths.demo_key)
+        await asyncio.to_thread(load_key, paths.demo_key)
+        children = Children(paths)  # what daemons before this one left running ends here; this one's own, if it dies
+        await children.start()
+        parts.push_async_callback(children.close)
+        gateway = Gateway(broker, settings, children)
         parts.push_async_callback(gateway.close)
         await gateway.start()
         surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))

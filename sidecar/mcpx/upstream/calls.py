@@ -33,9 +33,10 @@ from mcpx.mcp.input_required import InputRequired
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import ElicitParams, Era
 from mcpx.shared.errors import McpxError
-from mcpx.upstream.connection import UpstreamConnection, roots_for
+from mcpx.upstream.connection import UpstreamConnection
 from mcpx.upstream.deadline import PausableDeadline
 from mcpx.upstream.resume import Resume
+from mcpx.upstream.roots import per_caller, roots_of
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -260,17 +261,21 @@ class CallContext:
         self._withdrawn: dict[str, str] = {}  # a task's questions the server stopped asking: why they end
 
     def roots(self) -> list[dict[str, Any]]:
-        return roots_for(self.task.request.cwd)
+        return roots_of(self.conn.entry, self.task.request.cwd)
+
+    def client_roots(self) -> bool:
+        """Whether roots/list goes to the calling client: it declared roots, and the server's roots are its caller's."""
+        return self.task.request.client_serves("roots") and per_caller(self.conn.entry)
 
     def fixed_answer(self, method: str) -> dict[str, Any] | None:
-        if method == "roots/list" and not self.task.request.client_serves("roots"):
+        if method == "roots/list" and not self.client_roots():
             return {"roots": self.roots()}
         return None
 
     async def client_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         r = self.task.request
-        capability = "roots" if method == "roots/list" else "sampling"
-        if r.client_serves(capability):
+        serves = self.client_roots() if method == "roots/list" else r.client_serves("sampling")
+        if serves:
             return await self.via_client(f"{method}#{len(self.task.slots) + len(self.task.questions)}", method, params)
         if (fixed := self.fixed_answer(method)) is not None:
             return fixed
@@ -482,7 +487,6 @@ class CallContext:
         """One broker question per elicitation in inputRequests, roots and sampling to the client (or roots
         from mcpx); once all are answered, the retry's inputResponses, under the server's own keys."""
         requests = asked.input_requests or {}
-        r = self.task.request
         planned = [(key, *self._planned(key, req)) for key, req in requests.items()]  # all checked before any acts
         static: dict[str, Any] = {}
         handles: dict[str, Handle] = {}
@@ -491,7 +495,7 @@ class CallContext:
         for key, method, params in planned:  # all of them registered before the caller is told of any
             if method == "elicitation/create":
                 asks.append((key, params))
-            elif method == "roots/list" and not r.client_serves("roots"):
+            elif method == "roots/list" and not self.client_roots():
                 static[key] = {"roots": self.roots()}
             else:
                 slots[key] = self.add_slot(key, method, params)
@@ -551,7 +555,7 @@ class CallContext:
         a restart finds stored is that same question, re-attached), roots and sampling go as in a round. The
         response, once given: what tasks/update carries under `key`."""
         method, params = self._planned(key, request)
-        if method == "roots/list" and not self.task.request.client_serves("roots"):
+        if method == "roots/list" and not self.client_roots():
             return {"roots": self.roots()}
         if method != "elicitation/create":
             return await self.via_client(key, method, params)

@@ -22,7 +22,6 @@ import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mcpx.config.models import START_FLOOR, HttpServer, ServerConfig, StdioServer
@@ -36,7 +35,7 @@ from mcpx.mcp.protocol import (
     legacy_client_capabilities,
     modern_meta,
 )
-from mcpx.mcp.stdio import ProcessChannel, StartError
+from mcpx.mcp.stdio import ProcessChannel, Spawned, StartError
 from mcpx.upstream import secrets
 from mcpx.upstream.attribution import Attribution, InFlight, Untold
 from mcpx.upstream.environment import command_problem, server_environment
@@ -44,6 +43,7 @@ from mcpx.upstream.errors import UpstreamError as UpstreamError  # where pool.py
 from mcpx.upstream.handshake import ServerFacts, settle_era, start_bound
 from mcpx.upstream.headers import param_headers, x_mcp_header_problem
 from mcpx.upstream.hooks import ConnectionEvents, ServerToCall
+from mcpx.upstream.roots import declared_to, roots_of
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -69,20 +69,18 @@ class NeedsLegacy(UpstreamError):
         self.error, self.result = error, result  # what the server said, for a caller that wants it verbatim
 
 
-def roots_for(cwd: str | None) -> list[dict[str, Any]]:
-    path = Path(cwd or ".").resolve()
-    return [{"uri": path.as_uri(), "name": path.name or str(path)}]
-
-
 class UpstreamConnection:
     def __init__(self, name: str, entry: ServerConfig, session: str, declared: dict[str, Any] | None = None, *,
-                 events: ConnectionEvents, auth: Authorizer | None = None) -> None:
+                 events: ConnectionEvents, spawned: Spawned | None = None, auth: Authorizer | None = None,
+                 ) -> None:
         self.name = name
+        self.spawned = spawned  # told of its process (upstream/children.py), for a stdio server
         self.auth = auth  # an HTTP server's login: its channel asks it for the Authorization header
         self.entry = entry
         self.session = session
-        # what mcpx tells this server it can deliver: its own default, or a transparent client's own capabilities
-        self.declared = declared if declared is not None else legacy_client_capabilities()
+        # what mcpx tells this server it can deliver: its own default, or a transparent client's own capabilities;
+        # without roots when its config says it gets none
+        self.declared = declared_to(entry, declared if declared is not None else legacy_client_capabilities())
         self._own_caps = declared is None  # mcpx's own capabilities, not a transparent client's (follows_tasks)
         self.channel: ProcessChannel | HttpChannel | None = None
         self.peer: Peer | None = None
@@ -156,7 +154,7 @@ class UpstreamConnection:
             log.info("upstream %s: starting %s", self.name, self.describe())
             try:
                 self.channel = await ProcessChannel.start(self.name, self.entry.command, self.entry.args, given.env,
-                                                          self.entry.cwd)
+                                                          self.entry.cwd, self.spawned)
             except StartError as exc:
                 # exec's own words are a bare "[Errno 2]" (uvloop names no file): say what is missing, as check does
                 why = command_problem(self.entry.command, given.env, self.entry.cwd)
@@ -390,7 +388,7 @@ class UpstreamConnection:
         """An answer that is the same whichever call asked (mcpx's own roots for every call in flight), or None:
         then nobody need be told apart, and nobody waits."""
         if not self.calls:
-            return {"roots": roots_for(None)} if method == "roots/list" else None
+            return {"roots": roots_of(self.entry, None)} if method == "roots/list" else None
         answers = [call.hooks.fixed_answer(method) for call in self.calls]
         return answers[0] if answers[0] is not None and all(a == answers[0] for a in answers) else None
 
@@ -561,8 +559,8 @@ class _Handshaking:
 
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,
                           declared: dict[str, Any] | None = None, *, events: ConnectionEvents,
-                          auth: Authorizer | None = None) -> UpstreamConnection:
-    conn = UpstreamConnection(name, entry, session, declared, events=events, auth=auth)
+                          spawned: Spawned | None = None, auth: Authorizer | None = None) -> UpstreamConnection:
+    conn = UpstreamConnection(name, entry, session, declared, events=events, spawned=spawned, auth=auth)
     await conn.open(era_hint)
     return conn
 

@@ -21,12 +21,13 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Answerer, OpenRequest, SessionSource, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
-from mcpx.config.models import HttpServer, ServerConfig, StdioServer
+from mcpx.config.models import HttpServer, ServerConfig, StdioServer, secret_names
 from mcpx.config.source import ConfigSource
 from mcpx.mcp.input_required import RoundsError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
+from mcpx.mcp.stdio import Spawned
 from mcpx.mcp.tasks import TaskError, TaskGone
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.logins import Logins
@@ -54,12 +55,12 @@ class UnknownTask(McpxError):
 
 
 class Gateway:
-    def __init__(self, broker: Broker, config: ConfigSource) -> None:
+    def __init__(self, broker: Broker, config: ConfigSource, spawned: Spawned | None = None) -> None:
         self.broker = broker
         self.settings = config  # read at each use: a reload replaces the config whole
         self.logins = Logins(broker, config, self._tools_changed)  # HTTP servers' logins (oauth/logins.py)
         self.pool = Pool(lambda: self.settings.config.servers, self._recall_era, self._remember_era,
-                         self._tools_changed, authorizer=self.logins.login)
+                         self._tools_changed, spawned=spawned, authorizer=self.logins.login)
         self.tasks: dict[str, CallTask] = {}  # running calls, and the most recent finished ones
         self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
@@ -141,7 +142,7 @@ class Gateway:
         belongs to (a server's missing secrets); by default the config's."""
         entry = self.pool.entry(server)
         if server not in self._tool_cache:
-            if secrets.names(entry):
+            if secret_names(entry):
                 await self._secrets_listed(server, entry, asker or (self.settings.fallback_session(), "fallback"))
             try:
                 async with self.pool.lease(server, "*") as conn:
@@ -345,7 +346,7 @@ class Gateway:
         question per server, which every call needing it waits on), the call waiting like on any question."""
         r = task.request
         entry = self.pool.entry(r.server)
-        if not secrets.names(entry):
+        if not secret_names(entry):
             return
         try:
             handle = await self.secrets.asking(r.server, entry, self._own_request(task, r.server, "", {}),

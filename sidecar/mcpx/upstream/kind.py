@@ -85,8 +85,9 @@ class InstanceInfo(WireModel):
     server: str
     pid: int | None = Field(default=None, description="its process (stdio servers)")
     era: Era | None = None
-    shared: bool = Field(description="every session uses it (modern era); else it is one session's own, or "
-                         "(with no session) one that lists the server's tools")
+    shared: bool = Field(description="every session uses it (modern era, or a server whose roots are not its "
+                         "caller's); else it is one session's own, or (with no session) one that lists the server's "
+                         "tools")
     sessions: list[str] = Field(description="the session it belongs to; for a shared one, the sessions calling now")
     calls: int = Field(description="calls on it now")
     idle_seconds: float | None = Field(default=None, description="since its last call ended; absent while busy")

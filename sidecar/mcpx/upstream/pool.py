@@ -2,7 +2,8 @@
 
 Modern era: a server's questions come back in the call's own result (`input_required`), so any
 number of calls from any session share one instance. Legacy era: a legacy server keeps state per
-connection (the roots it listed, a login), so each session has its own instances; and a pushed
+connection (the roots it listed, a login), so each session has its own instances (unless the server's roots are
+not its caller's, config `roots`: then every session shares them, upstream/roots.py); and a pushed
 `elicitation/create` names no call, so the calls of a tool that asks (or has not yet been seen
 to finish without asking) run one at a time, while the calls of tools seen to finish without
 asking share an instance, as long as nothing the server asked is pending on it. A transparent
@@ -32,15 +33,18 @@ from typing import Any, Literal
 from mcpx.config.models import HttpServer, ServerConfig
 from mcpx.mcp.http_client import Authorizer
 from mcpx.mcp.protocol import Era
+from mcpx.mcp.stdio import Spawned
 from mcpx.upstream import procinfo
 from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection
 from mcpx.upstream.hooks import Events
 from mcpx.upstream.kind import InstanceInfo
+from mcpx.upstream.roots import per_caller
 
 log = logging.getLogger("mcpx.upstream")
 
 ANY = "*"              # the session of a lease that only lists a server: any idle instance will do
 SHARED = "(shared)"    # the owner of an instance every session uses
+COMMON = "(common)"    # the owner of a legacy instance every session uses: its server's roots are not its caller's
 LISTING = "(listing)"  # the owner of a legacy instance started to list a server, not for any session's call
 FIRST = "(first)"      # the gate of a server's first start, before its era is known
 PER_SESSION = 4        # legacy instances one session may have of one server
@@ -102,9 +106,10 @@ EraRecord = Callable[[str, str, Era], Awaitable[None]]
 
 class Pool:
     def __init__(self, entries: Callable[[], dict[str, ServerConfig]], recall: EraMemory, remember: EraRecord,
-                 on_tools_changed: Callable[[str], Awaitable[None]] | None = None,
+                 on_tools_changed: Callable[[str], Awaitable[None]] | None = None, spawned: Spawned | None = None,
                  authorizer: Callable[[str, HttpServer], Authorizer] | None = None) -> None:
         self._entries = entries
+        self._spawned = spawned  # told of each server process (upstream/children.py)
         self._authorizer = authorizer  # an HTTP server's login (oauth/logins.py), handed to its channel
         self._recall = recall
         self._remember = remember
@@ -188,6 +193,22 @@ class Pool:
         if asks:
             log.info("upstream %s: %s asks mid-call; its calls run one at a time on an instance", server, tool)
 
+    def renew(self, server: str) -> tuple[int, int]:
+        """Every instance of `server` is replaced: an idle one stops at once, a busy one once its calls are done (its
+        secrets changed: a process keeps the environment it started with). (stopped, still busy)."""
+        stopped = busy = 0
+        for inst in self.instances(server):
+            if inst.busy:
+                inst.retired = True
+                busy += 1
+            else:
+                self._stop(inst)
+                stopped += 1
+        if stopped or busy:
+            log.info("upstream %s: its secrets changed; %d idle instance(s) stopped, %d to stop once free", server,
+                     stopped, busy)
+        return stopped, busy
+
     def retire(self, conn: UpstreamConnection) -> None:
         """This instance speaks the wrong era for its server: no new call gets it, and it closes when free."""
         for inst in self.instances():
@@ -202,7 +223,7 @@ class Pool:
         while True:
             want = era or await self.known_era(server, fp)
             self._sweep(server, fp)
-            found = self._find(server, session, want, fp, decl, tool)
+            found = self._find(server, session, want, fp, decl, tool, self._owner(entry, session, decl))
             if found is not None:
                 return self._take(found, session, tool)
             if want != "legacy":
@@ -216,9 +237,9 @@ class Pool:
                 if failed is not None:
                     raise UpstreamError(str(failed))
                 continue
-            key = (server, LISTING if session == ANY else session, decl)
+            key = (server, self._owner(entry, session, decl), decl)
             quiet_wait = self._starting[key] and self.habit(server, fp, tool) == "quiet"  # it can join that one
-            if not quiet_wait and self._room(server, key[1], decl):
+            if not quiet_wait and self._room(server, key[1], decl, session):
                 self._starting[key] += 1
                 try:
                     inst = await self._start(server, session, entry, era, declared, decl)
@@ -233,8 +254,17 @@ class Pool:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._freed.wait(), min(left, 1.0))
 
+    @staticmethod
+    def _owner(entry: ServerConfig, session: str, decl: str) -> str:
+        """Whose legacy instances a call of `session` may use: LISTING's for a listing; every session's when the
+        server's roots are not its caller's (then nothing of its connection is one session's) and no transparent
+        client declared its own capabilities; else the session's own."""
+        if session == ANY:
+            return LISTING
+        return COMMON if not decl and not per_caller(entry) else session
+
     def _find(self, server: str, session: str, want: Era | None, fp: str, decl: str,
-              tool: str | None) -> Instance | None:
+              tool: str | None, owner: str) -> Instance | None:
         """For a quiet tool, the busiest instance it may join; else an idle one; else none.
 
         Quiet calls gather on one instance rather than spread over idle ones: a server process with many
@@ -249,23 +279,26 @@ class Pool:
                 continue
             if inst.era == "modern" and inst.owner in (SHARED, session):
                 return inst  # modern calls share an instance: each question comes back in its own call's result
-            if inst.busy == 0 and (session == ANY or inst.owner in (session, LISTING)):
-                if inst.owner == LISTING and session != ANY and not self._room(server, session, decl):
+            if inst.busy == 0 and (session == ANY or inst.owner in (owner, LISTING)):
+                if inst.owner == LISTING and session != ANY and not self._room(server, owner, decl, session):
                     continue  # adopting it would take the session past PER_SESSION: it is left to idle out
-                if idle is None or (idle.owner == LISTING and inst.owner == session):
+                if idle is None or (idle.owner == LISTING and inst.owner == owner):
                     idle = inst
-            elif joins and inst.owner == session and self._joinable(inst):
+            elif joins and inst.owner == owner and self._joinable(inst):
                 busiest = inst if busiest is None or inst.busy > busiest.busy else busiest
         if busiest is not None:
             return busiest
         if idle is not None and idle.owner == LISTING and session != ANY:
-            self._move(idle, session)  # it only listed tools: the first session to call makes it its own
+            self._move(idle, owner)  # it only listed tools: the first session to call makes it its own
         return idle
 
-    def _room(self, server: str, session: str, decl: str) -> bool:
-        """Whether `session` may have one more legacy instance of `server`."""
-        key = (server, session, decl)
-        return len(self._groups.get(key, [])) + self._starting[key] < PER_SESSION
+    def _room(self, server: str, owner: str, decl: str, session: str) -> bool:
+        """Whether `owner` (`session`, or COMMON for it) may have one more legacy instance of `server`: PER_SESSION for
+        a session's own; for COMMON's, PER_SESSION for each session calling on them, `session` included."""
+        key = (server, owner, decl)
+        group = self._groups.get(key, [])
+        sessions = len({s for inst in group for s in inst.calling} | {session}) if owner == COMMON else 1
+        return len(group) + self._starting[key] < PER_SESSION * sessions
 
     def _joinable(self, inst: Instance) -> bool:
         """A busy legacy instance takes another quiet call while every lease on it is a quiet call and nothing
@@ -321,12 +354,12 @@ class Pool:
 
         auth = self._authorizer(server, entry) if self._authorizer and isinstance(entry, HttpServer) else None
         conn = await open_connection(server, entry, session, hint, declared, auth=auth, events=Events(
-            lambda tool, asks: self._learn(server, fp, tool, asks), self._poke, changed))
+            lambda tool, asks: self._learn(server, fp, tool, asks), self._poke, changed), spawned=self._spawned)
         if conn.era is not None and want is None and conn.era != hint:
             # learnt from the server's answer (a start that failed or timed out teaches nothing), and relearnt
             # when a server remembered as modern now answers as a legacy one
             await self.learn_era(server, fp, conn.era)
-        owner = SHARED if conn.era == "modern" and not decl else LISTING if session == ANY else session
+        owner = SHARED if conn.era == "modern" and not decl else self._owner(entry, session, decl)
         inst = Instance(conn, fp, server, owner, decl, wanted=want)
         self._groups.setdefault(inst.key, []).append(inst)
         return inst
@@ -439,8 +472,8 @@ class Pool:
             idle = None if inst.busy else max(0.0, now - inst.last_used)
             entry = entries.get(inst.server)
             out.append(InstanceInfo(
-                server=inst.server, pid=inst.conn.pid, era=inst.era, shared=inst.owner == SHARED,
-                sessions=sorted(s for s in inst.calling if s != ANY) if inst.owner in (SHARED, LISTING)
+                server=inst.server, pid=inst.conn.pid, era=inst.era, shared=inst.owner in (SHARED, COMMON),
+                sessions=sorted(s for s in inst.calling if s != ANY) if inst.owner in (SHARED, COMMON, LISTING)
                 else [inst.owner], calls=inst.busy, idle_seconds=None if idle is None else round(idle, 1),
                 stops_in=None if idle is None or entry is None else round(max(0.0, self._due(inst, spares) - now), 1),
                 spare=idle is not None and id(inst) in spares,

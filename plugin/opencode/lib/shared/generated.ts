@@ -374,7 +374,7 @@ export type InstanceInfo = {
   /** its process (stdio servers) */
   pid?: number | null
   era?: "legacy" | "modern" | null
-  /** every session uses it (modern era); else it is one session's own, or (with no session) one that lists the server's tools */
+  /** every session uses it (modern era, or a server whose roots are not its caller's); else it is one session's own, or (with no session) one that lists the server's tools */
   shared: boolean
   /** the session it belongs to; for a shared one, the sessions calling now */
   sessions: string[]
@@ -549,6 +549,15 @@ export type Rendering = {
   approvals?: string | null
   /** one line for a terminal where the person works (opencode run's): who asks what, until when, and where to answer it */
   line: string
+}
+
+/** What the daemon did when told a server's secrets changed in the keychain. */
+export type SecretsChanged = {
+  server: string
+  /** its idle instances, stopped: the next call starts one with the keychain's values */
+  stopped: number
+  /** its instances busy with calls: each stops once its calls are done */
+  busy: number
 }
 
 /** POST /v1/elicit/{id}/shown: a client says it has put the question in front of the person. */
