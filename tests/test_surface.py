@@ -482,12 +482,13 @@ async def test_a_client_that_answers_badly_three_times_is_told_where_the_questio
         assert "Printer on fire" in text(done), text(done)
     # and while such a call waits, its progress names what it waits on
     from mcpx.broker.models import Elicitation
+    from mcpx.call.record import Call
+    from mcpx.call.request import CallRequest
     from mcpx.surface.results import waiting_on
-    from mcpx.upstream.calls import CallRequest, CallTask
 
     async with surf.session() as rest, rest.get(f"/v1/elicit/{eid}") as r:
         question = Elicitation.model_validate((await r.json())["elicitation"])
-    waiting = CallTask("tsk-0123456789abcdef", "trc", CallRequest("sdk", "file_issue", {}, "s", "argument"),
-                       open={eid: question})
+    waiting = Call("tsk-0123456789abcdef", "trc", CallRequest("sdk", "file_issue", {}, "s", "argument"))
+    waiting.asked(question, pending=True)
     assert waiting_on(waiting) == (f"sdk.file_issue waits for an answer to {eid} (the agent's, then the person's): "
                                    "mcpx elicit answer ID, mcpx tui, or the web inbox")

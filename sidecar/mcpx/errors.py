@@ -22,9 +22,9 @@ Python or a library raised. Each family stays where its layer is; this module im
      │    ├── UnknownServer       upstream/pool.py
      │    └── MissingSecrets      upstream/secrets.py: a server's secret not in the keychain, or no keychain
      ├── NoKeychain, KeychainError  keychain.py: no OS keychain answers here; or it answered with a refusal
-     ├── CallFailed               upstream/calls.py: a call that ended without a result
-     ├── CallTimeout              upstream/deadline.py
-     ├── UnknownTask              upstream/gateway.py
+     ├── CallFailed               call/errors.py: a call that ended without a result
+     ├── CallTimeout              call/deadline.py
+     ├── UnknownTask              call/errors.py
      ├── Refused                  surface/http_endpoint.py: a /mcp request answered before the surface
      ├── RouteError               daemon/api.py: a /v1 route's refusal
      ├── DaemonError              daemon/server.py

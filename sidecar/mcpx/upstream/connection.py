@@ -9,7 +9,7 @@ with `tasks/get` and answered with `tasks/update` (mcp/tasks.py). Which calls de
 
 A legacy instance may carry several calls at once; which of them a request of the server's belongs
 to is `attribution.py`'s rule. What a call offers its server is `hooks.ServerToCall`, implemented
-by `calls.CallContext`.
+by `mcp_call.McpCallHooks`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What an upstream connection tells the parts above it, as two Protocols.
 
 - `ServerToCall`: what a server sends about one call in flight, and asks of it (its questions, roots,
-  progress). Its one implementation is `upstream/calls.py`'s `CallContext`, which opens the questions
+  progress). Its one implementation is `upstream/mcp_call.py`'s `McpCallHooks`, which opens the questions
   through the broker; `UpstreamConnection.call_tool` is handed one per call.
 - `ConnectionEvents`: what one connection tells whoever keeps it (the pool, `upstream/pool.py`): what a
   tool's calls were seen to do, that nothing the server asked is pending any more, that its tools changed.
@@ -19,7 +19,7 @@ from mcpx.mcp.protocol import ElicitParams
 
 
 class ServerToCall(Protocol):
-    """What a call in flight offers its server: questions, roots, progress. Implemented by `calls.CallContext`."""
+    """What a call in flight offers its server: questions, roots, progress. Implemented by `mcp_call.McpCallHooks`."""
 
     async def ask(self, params: ElicitParams) -> dict[str, Any]:
         """A legacy server's `elicitation/create`: the ElicitResult, once the question is answered."""
