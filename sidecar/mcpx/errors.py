@@ -11,7 +11,7 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── Busy                     broker/sqlite.py: the database is locked by another process
      ├── ConfigError              config.py: a config that does not hold, naming file and field
      ├── RpcError                 mcp/jsonrpc.py: a JSON-RPC error to answer with, or answered with
-     │    └── Untold              upstream/attribution.py
+     │    └── UnattributedRequest              upstream/attribution.py
      ├── FrameError               mcp/jsonrpc.py: a frame that is not JSON-RPC
      ├── PeerClosed               mcp/peer.py: the other side went away
      ├── StartError               mcp/stdio.py: an upstream that could not start

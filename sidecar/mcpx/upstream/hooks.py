@@ -74,7 +74,7 @@ class ConnectionEvents(Protocol):
         """What a call of `tool` was seen to do: asked something (or may have), or finished without asking."""
         ...
 
-    def calm(self) -> None:
+    def nothing_pending(self) -> None:
         """Nothing the server asked is pending any more: a call held back from this instance may take it."""
         ...
 
@@ -89,5 +89,5 @@ class Events:
     """ConnectionEvents made of three functions (the pool's, bound to one server)."""
 
     learnt: Callable[[str, bool], None]
-    calm: Callable[[], None]
+    nothing_pending: Callable[[], None]
     tools_changed: Callable[[], Awaitable[None]]
