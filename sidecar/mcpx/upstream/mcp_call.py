@@ -58,6 +58,7 @@ class McpCallHooks:
         self._save = save
         # what a restart re-drives the call from: the round in flight, or the task the server made of it
         self.resume = Resume.model_validate(call.remembered) if call.remembered else None
+        self.rounds = 0  # rounds of questions answered through these hooks (a re-driven retry was taken)
         # completions the server announced for a question still being opened (they come on their own task)
         self._completed_early: set[str] = set()
         self._following = False  # the call became a task: its deadline stands still (following)
@@ -275,6 +276,7 @@ class McpCallHooks:
     async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
         """One broker question per elicitation in inputRequests, roots and sampling to the client (or roots
         from mcpx); once all are answered, the retry's inputResponses, under the server's own keys."""
+        self.rounds += 1
         requests = asked.input_requests or {}
         r = self.call.request
         planned = [(key, *self._planned(key, req)) for key, req in requests.items()]  # all checked before any acts

@@ -23,6 +23,7 @@ from mcpx.call.record import Call
 from mcpx.call.run import CallRun
 from mcpx.config import HttpServer, StdioServer
 from mcpx.configsource import ConfigSource
+from mcpx.mcp import jsonrpc
 from mcpx.mcp.input_required import RoundsError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
@@ -171,9 +172,14 @@ class McpKind:
             for eid in resume.keys.values():
                 q, _ = await self.broker.get(eid)
                 self.broker.mark_resumed(q, {"era": "modern", "round": resume.round, "afterRestart": True})
-            return await deadline.run(conn.resume_modern(
-                r.tool, r.arguments, responses, resume.request_state, hooks,
-                self.settings.config.elicit.max_rounds, resume.round), f"{r.server}.{r.tool}")
+            try:
+                return await deadline.run(conn.resume_modern(
+                    r.tool, r.arguments, responses, resume.request_state, hooks,
+                    self.settings.config.elicit.max_rounds, resume.round), f"{r.server}.{r.tool}")
+            except RpcError as exc:
+                if exc.code != jsonrpc.INVALID_PARAMS or hooks.rounds:
+                    raise
+                raise CallFailed(forgotten(r.server, r.tool, exc, list(resume.keys.values()))) from None
 
     async def _refollow(self, scope: CallRun, upstream_task: str) -> ToolResult:
         """Follow again the task the server made of the call: its questions still pending are re-attached as its
@@ -200,3 +206,13 @@ def _run(scope: CallScope) -> CallRun:
     """The concrete scope the gateway hands every kind: an MCP server's own questions need the call itself."""
     assert isinstance(scope, CallRun), scope
     return scope
+
+
+def forgotten(server: str, tool: str, exc: RpcError, questions: list[str]) -> str:
+    """A server that refused the retry mcpx re-drove after a restart (`invalid requestState`, -32602): in words."""
+    answered = f" (the answers to {', '.join(questions)} are kept: mcpx elicit show ID)" if questions else ""
+    return (f"server {server!r} no longer knows this call of {tool}: after the mcpx daemon restarted, mcpx sent the "
+            f"retry that was due with the state the server had given it, and the server refused it (error "
+            f"{exc.code}: {exc.message}). A server that keeps a call's state in its process, or signs it with a "
+            f"key it draws at each start, forgets its calls when it restarts. Run the call again{answered}.")
+
