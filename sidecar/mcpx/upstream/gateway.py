@@ -13,6 +13,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest, SessionSource, TaskDoc
@@ -25,6 +27,7 @@ from mcpx.config import ServerConfig
 from mcpx.configsource import ConfigSource
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
+from mcpx.mcp.protocol import ToolAnnotations
 from mcpx.upstream import secrets
 from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.kind import InstanceInfo, Kinds, UpstreamKind
@@ -211,8 +214,10 @@ class Gateway:
             tool = await self.tool(call.request.server, call.request.tool)
         except (UpstreamError, RpcError, PeerClosed, TimeoutError):
             tool = None
-        ann = (tool or {}).get("annotations") or {}
-        return not (ann.get("readOnlyHint") is True or ann.get("destructiveHint") is False)
+        try:
+            return ToolAnnotations.model_validate((tool or {}).get("annotations") or {}).may_change_things
+        except ValidationError:  # hints that are not what the protocol says they are: no hint at all
+            return True
 
     async def _secrets_for(self, scope: CallRun) -> None:
         """The server's secrets are in the keychain before it starts: those missing are asked of the person (one
