@@ -30,7 +30,7 @@ from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import ToolAnnotations
 from mcpx.upstream import secrets
 from mcpx.upstream.errors import UpstreamError
-from mcpx.upstream.kind import InstanceInfo, Kinds, UpstreamKind
+from mcpx.upstream.kind import InstanceInfo, KindFactory, Kinds, UpstreamKind
 from mcpx.upstream.mcp_kind import McpKind
 from mcpx.upstream.pool import UnknownServer
 
@@ -40,12 +40,12 @@ __all__ = ["CallRequest", "Gateway", "UnknownServer", "UnknownTask"]
 
 
 class Gateway:
-    def __init__(self, broker: Broker, config: ConfigSource, kinds: Sequence[UpstreamKind] = ()) -> None:
+    def __init__(self, broker: Broker, config: ConfigSource, kinds: Sequence[KindFactory] = ()) -> None:
         self.broker = broker
         self.settings = config  # read at each use: a reload replaces the config whole
         # MCP servers are the kind built in; the MCP surface's own routes (/mcp/SERVER) reach their instances
         self.mcp = McpKind(broker, config, self)
-        self.kinds = Kinds([self.mcp, *kinds])
+        self.kinds = Kinds([self.mcp, *(build(self) for build in kinds)])
         self.calls = Calls(broker, config, self._run, self._follow)
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
         self.tool_listeners: list[Any] = []  # callables notified when a server's tools change
