@@ -16,7 +16,7 @@ from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, InvalidQ
 from mcpx.broker.models import Action, ApprovalRequest, Approvals, Elicitation, EscalationStep, rfc3339
 from mcpx.broker.policy import matches
 from mcpx.broker.rules import ts
-from mcpx.config import ElicitSettings
+from mcpx.config.models import ElicitSettings
 
 
 def yes_no(q: Elicitation) -> bool:
@@ -110,7 +110,7 @@ def vote(q: Elicitation, a: Approvals, person: str, action: Action) -> Vote:
 
 
 @dataclass
-class Nudge:
+class ApprovalsDue:
     """What came due: who is reminded, who the question escalated to, the approvals after it."""
 
     approvals: Approvals
@@ -124,7 +124,7 @@ class Nudge:
         return out
 
 
-def nudge(a: Approvals, now: float) -> Nudge | None:
+def nudge(a: Approvals, now: float) -> ApprovalsDue | None:
     """The reminder and escalations due at `now`, or None if nothing is (another daemon did it already: the
     stored next time moved on). Missed reminders (a daemon down meanwhile) come as one, not a burst."""
     if a.next_at is None or now < a.next_at.timestamp():
@@ -147,4 +147,4 @@ def nudge(a: Approvals, now: float) -> Nudge | None:
     at = None if remind_at is None else ts(remind_at)
     out = a.model_copy(update={"waiting": waiting, "escalate": steps, "remind_at": at,
                                "next_at": _next(remind_at, steps)})
-    return Nudge(out, remind, escalate)
+    return ApprovalsDue(out, remind, escalate)

@@ -23,8 +23,8 @@ from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.call.run import CallRun
-from mcpx.config import ServerConfig
-from mcpx.configsource import ConfigSource
+from mcpx.config.models import ServerConfig
+from mcpx.config.source import ConfigSource
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import ToolAnnotations
