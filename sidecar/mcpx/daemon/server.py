@@ -30,6 +30,7 @@ from mcpx.broker.errors import BrokerError
 from mcpx.broker.models import rfc3339
 from mcpx.broker.store import StoreRefused
 from mcpx.broker.stores import make_store
+from mcpx.call.request import CallRequest
 from mcpx.config.finding import load_config
 from mcpx.config.problems import ConfigError
 from mcpx.config.source import ConfigSource
@@ -48,7 +49,6 @@ from mcpx.surface.dispatch import Surface
 from mcpx.surface.request_state import RequestStates
 from mcpx.system.paths import StatePaths, load_key, write_private
 from mcpx.system.sockets import socket_alive
-from mcpx.upstream.calls import CallRequest
 from mcpx.upstream.children import Children
 from mcpx.upstream.gateway import Gateway
 
@@ -190,7 +190,7 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         children = Children(paths)  # what daemons before this one left running ends here; this one's own, if it dies
         await children.start()
         parts.push_async_callback(children.close)
-        gateway = Gateway(broker, settings, children)
+        gateway = Gateway(broker, settings, spawned=children)
         parts.push_async_callback(gateway.close)
         await gateway.start()
         surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))

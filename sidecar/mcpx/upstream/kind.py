@@ -12,8 +12,9 @@ How a kind plugs in
    the secrets an entry names are in the keychain before the gateway asks the kind for anything
    (`upstream/secrets.py`), so a kind reads them (`secrets.values`) and never asks for them itself.
 2. **Its construction.** A kind is built once per daemon with an `UpstreamHost` (below: the config's entries of
-   its kind, and how to say a server's tools changed) and handed to the `Gateway` in the list of kinds it is made
-   with (`Gateway(broker, config, kinds=[...])`, where the daemon builds its parts: `daemon/server.py`). It keeps
+   its kind, and how to say a server's tools changed), which is the gateway: so the gateway is handed a
+   `KindFactory` per kind, which it calls with itself (`Gateway(broker, config, kinds=[lambda host: MyKind(...,
+   host)])`, where the daemon builds its parts: `daemon/server.py`). It keeps
    whatever it needs per server (processes, HTTP clients, parsed documents) and ends all of it in `stop`.
    Import everything a kind needs from this module (`CallFailed`, `CallRequest`, ...): these names stay put
    while the modules behind them move.
@@ -59,28 +60,28 @@ scope it is handed (the same object, with the MCP-only parts a generic kind does
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from mcpx.broker.models import Answer, Moment, WireModel
+from mcpx.call.deadline import CallTimeout, PausableDeadline
+from mcpx.call.errors import CallFailed
+from mcpx.call.questions import Question, digest
+from mcpx.call.request import CallRequest
 from mcpx.config.models import ServerConfig
 from mcpx.mcp.protocol import Era
-from mcpx.upstream.calls import CallFailed, CallRequest
-from mcpx.upstream.deadline import CallTimeout, PausableDeadline
 
-__all__ = ["CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "Kinds", "Question", "UpstreamHost",
-           "UpstreamKind", "digest"]
+__all__ = ["CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "KindFactory", "Kinds",
+           "PausableDeadline", "Question", "Tool", "ToolResult", "UpstreamHost", "UpstreamKind", "digest"]
 
 Tool = dict[str, Any]  # an MCP Tool, as the MCP surface serves it: name, description, inputSchema, annotations
 ToolResult = dict[str, Any]  # an MCP CallToolResult: content, structuredContent, isError
 
 
 class InstanceInfo(WireModel):
-    """One running instance of an upstream server (a process, a connection), as `mcpx status` shows it."""
+    """One running instance of an upstream server, as `mcpx status` shows it."""
 
     server: str
     pid: int | None = Field(default=None, description="its process (stdio servers)")
@@ -98,29 +99,6 @@ class InstanceInfo(WireModel):
                                 description="resident memory of its process and the processes it started")
     processes: int | None = None
     started_at: Moment
-
-
-class Question(BaseModel):
-    """A question a kind asks the person in mcpx's own name, during a call (`CallScope.ask`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    message: str = Field(description="what the person is asked, in a sentence")
-    requested_schema: dict[str, Any] = Field(description="a flat form's JSON Schema, as MCP's requestedSchema: an "
-                                             "object of primitive properties (string, number, boolean, enum)")
-    about: str | None = Field(default=None, description="what it is about, shown as its tool (default: the call's "
-                              "server.tool)")
-    url: str | None = Field(default=None, description="a URL-mode question (a login page, a consent screen): the "
-                            "person is sent there, and answers accept once done there; requested_schema is then {}")
-    audience: Literal["human", "any"] = Field(default="human", description="`human`: never answerable by an agent")
-    ttl: float | None = Field(default=None, description="seconds until it expires (as a cancel); default: the "
-                              "config's elicit.askTimeout")
-
-
-def digest(exact: Mapping[str, Any]) -> str:
-    """The digest that binds a confirmation to one exact request: sha256 of its canonical JSON."""
-    canonical = json.dumps(exact, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class CallScope(Protocol):
@@ -213,6 +191,9 @@ class UpstreamKind(Protocol):
     async def stop(self) -> None:
         """End everything the kind started; called once, as the daemon stops."""
         ...
+
+
+KindFactory = Callable[[UpstreamHost], UpstreamKind]  # how the gateway builds a kind, handing it itself
 
 
 class Kinds:
