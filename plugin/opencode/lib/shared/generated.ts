@@ -368,7 +368,7 @@ export type InboxAddress = {
   url: string
 }
 
-/** One running instance of an upstream server (a process, a connection), as `mcpx status` shows it. */
+/** One running instance of an upstream server, as `mcpx status` shows it. */
 export type InstanceInfo = {
   server: string
   /** its process (stdio servers) */
