@@ -162,7 +162,7 @@ async def call_tool(call: Call) -> web.StreamResponse:
             session_source=source, cwd=headers.get(CWD_HEADER), surface="rest", policy_mode=body.elicit))
     except UnknownServer as exc:
         raise RouteError(404, "unknown_server", str(exc)) from None
-    limit = call.query.wait if call.query.wait is not None else gw.pool.entry(task.request.server).timeout + 5
+    limit = call.query.wait if call.query.wait is not None else gw.entry(task.request.server).timeout + 5
     # a question answered the moment it opened (another surface was quicker) is not news: wait on for the
     # result, or for the next question
     await task.wait_for(lambda: task.done or bool(waiting(task, call.app[BROKER])), limit)

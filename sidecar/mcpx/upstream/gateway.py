@@ -19,9 +19,9 @@ from typing import Any
 
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import Answer, Answerer, OpenRequest, SessionSource, TaskDoc, TaskState
+from mcpx.broker.models import Answer, Answerer, Confirms, OpenRequest, SessionSource, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
-from mcpx.config import ServerConfig, StdioServer
+from mcpx.config import AnyServer, CommandsServer, OpenApiServer, ServerConfig, StdioServer
 from mcpx.configsource import ConfigSource
 from mcpx.errors import McpxError
 from mcpx.ids import is_id, new_id
@@ -30,6 +30,10 @@ from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
 from mcpx.mcp.tasks import TaskError, TaskGone
+from mcpx.services.document import DocumentError
+from mcpx.services.http import BadArguments
+from mcpx.services.kinds import Kind, Services, UnknownTool, confirmed_name
+from mcpx.services.outgoing import Outgoing, tool_outgoing
 from mcpx.upstream import secrets
 from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result, usable
 from mcpx.upstream.connection import NeedsLegacy
@@ -54,8 +58,9 @@ class Gateway:
     def __init__(self, broker: Broker, config: ConfigSource) -> None:
         self.broker = broker
         self.settings = config  # read at each use: a reload replaces the config whole
-        self.pool = Pool(lambda: self.settings.config.servers, self._recall_era, self._remember_era,
+        self.pool = Pool(lambda: self.settings.config.mcp_servers, self._recall_era, self._remember_era,
                          self._tools_changed)
+        self.services = Services()  # the config's REST services and commands (mcpx/services/)
         self.tasks: dict[str, CallTask] = {}  # running calls, and the most recent finished ones
         self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
@@ -95,6 +100,7 @@ class Gateway:
             waiting.cancel()
         await asyncio.gather(*self._listing_waits, return_exceptions=True)
         await self.secrets.close()
+        await self.services.close()
         await self.pool.close()
 
     async def reconfigure(self) -> None:
@@ -130,9 +136,32 @@ class Gateway:
             except Exception:  # one listener's trouble is not the reload's, nor the other listeners'
                 log.exception("a listener to the tool list failed")
 
+    def entry(self, server: str) -> AnyServer:
+        """The config's entry for `server`, of any kind; UnknownServer naming the known ones."""
+        entry = self.settings.config.servers.get(server)
+        if entry is None:
+            known = ", ".join(sorted(self.settings.config.servers)) or "none are configured"
+            raise UnknownServer(f"no server {server!r} behind mcpx ({known})")
+        return entry
+
+    def service(self, server: str) -> Kind | None:
+        """The kind of a service entry (an OpenAPI document, commands); None for an MCP server."""
+        entry = self.settings.config.servers.get(server)
+        if not isinstance(entry, (OpenApiServer, CommandsServer)):
+            return None
+        loaded = self.settings.loaded
+        # a relative path in an entry is the config file's: the nearest file's when several make the config
+        base = loaded.sources[-1].parent if loaded.sources else loaded.cwd
+        return self.services.kind(server, entry, base)
+
     async def tools(self, server: str, asker: tuple[str, SessionSource] | None = None) -> list[dict[str, Any]]:
         """The server's tools (listed once, then from memory). `asker`: the session a question this listing opens
         belongs to (a server's missing secrets); by default the config's."""
+        if (kind := self.service(server)) is not None:
+            try:
+                return await kind.tools()
+            except DocumentError as exc:
+                raise UpstreamError(f"server {server!r}: {exc}") from None
         entry = self.pool.entry(server)
         if server not in self._tool_cache:
             if secrets.names(entry):
@@ -213,7 +242,7 @@ class Gateway:
         return stored.shown()
 
     async def start_call(self, request: CallRequest) -> CallTask:
-        self.pool.entry(request.server)  # an unknown server is refused before anything is recorded
+        self.entry(request.server)  # an unknown server is refused before anything is recorded
         task = CallTask(id=new_id("tsk"), trace=new_id("cal"), request=request)
         # kept in memory until there is something to keep: the first question (which a restart must know of),
         # or the end. A call that just runs and answers costs the store one write.
@@ -222,14 +251,39 @@ class Gateway:
         return task
 
     async def _run(self, task: CallTask) -> None:
+        if (kind := self.service(task.request.server)) is not None:
+            await self._run_to_end(task, self._service_call(task, kind), "running")
+            return
         entry = self.pool.entry(task.request.server)
-        await self._run_to_end(task, self._confirmed_call(task, entry.timeout), "running")
+        await self._run_to_end(task, self._confirmed_call(task, entry.timeout, entry.confirm), "running")
 
-    async def _confirmed_call(self, task: CallTask, timeout: float) -> dict[str, Any]:
+    async def _confirmed_call(self, task: CallTask, timeout: float, confirm: list[str]) -> dict[str, Any]:
+        r = task.request
         await self._secrets_for(task)
-        if self.settings.config.elicit.confirm_destructive and await self._may_change_things(task):
-            await self._confirm(task)
+        if confirmed_name(r.tool, confirm):
+            await self._confirm(task, tool_outgoing(r.server, r.tool, r.arguments), "is one its server's confirm names")
+        elif self.settings.config.elicit.confirm_destructive and await self._may_change_things(task):
+            await self._confirm(task, tool_outgoing(r.server, r.tool, r.arguments), "may change or delete things")
         return await self._call_with_era(task, timeout, era=None)
+
+    async def _service_call(self, task: CallTask, kind: Kind) -> dict[str, Any]:
+        """A call to a REST service or a command: the exact request is built; one that needs a confirmation is shown
+        to the person and sent only once accepted, and only if, built again just before it goes, it is still exactly
+        what was accepted (its hash): otherwise the person is asked again about what it has become."""
+        r = task.request
+        try:
+            prepared = await kind.prepare(r.tool, r.arguments)
+            for _ in range(3):
+                if not prepared.confirm:
+                    return await kind.send(prepared)
+                await self._confirm(task, prepared.outgoing, "sends this")
+                again = await kind.prepare(r.tool, r.arguments)
+                if again.outgoing.digest == prepared.outgoing.digest:
+                    return await kind.send(again)
+                prepared = again  # what would go is not what was accepted: ask about what it is now
+        except (BadArguments, UnknownTool, DocumentError) as exc:
+            raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: {exc}") from None
+        raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: the request changed each time it was confirmed")
 
     async def _may_change_things(self, task: CallTask) -> bool:
         """A tool changes things unless its server says otherwise (readOnlyHint, or destructiveHint false)."""
@@ -240,12 +294,14 @@ class Gateway:
         ann = (tool or {}).get("annotations") or {}
         return not (ann.get("readOnlyHint") is True or ann.get("destructiveHint") is False)
 
-    def _own_request(self, task: CallTask, tool: str, message: str, schema: dict[str, Any]) -> OpenRequest:
+    def _own_request(self, task: CallTask, tool: str, message: str, schema: dict[str, Any],
+                     confirms: Confirms | None = None) -> OpenRequest:
         """A question mcpx asks on its own behalf during `task`: the person's, the call's session and trace."""
         r = task.request
         return OpenRequest(session=r.session, session_source=r.session_source, server="mcpx", tool=tool,
                            message=message, requested_schema=schema, trace=task.trace, parent=r.parent, task=task.id,
-                           ttl=self.settings.config.elicit.ask_timeout, audience="human", policy_mode=r.policy_mode)
+                           ttl=self.settings.config.elicit.ask_timeout, audience="human", policy_mode=r.policy_mode,
+                           confirms=confirms)
 
     async def _own_answer(self, task: CallTask, handle: Handle, what: str,
                           waiting: Awaitable[Answer] | None = None) -> Answer:
@@ -277,19 +333,29 @@ class Gateway:
             return f"{answer.by} answered but did not confirm"
         return f"{answer.by} said {answer.action}" + (f" ({answer.reason})" if answer.reason else "")
 
-    async def _confirm(self, task: CallTask) -> None:
-        """mcpx asks the person on its own behalf before a call that may change or delete things."""
+    async def _confirm(self, task: CallTask, outgoing: Outgoing, why: str) -> None:
+        """mcpx asks the person on its own behalf before a call goes out: an MCP tool that may change or delete things
+        or that its server's `confirm` names (`why` says which), or a service's request, shown exactly. The question
+        carries the hash of what goes (`Confirms.request`), which approval rules may match by server, tool and
+        method; CallFailed unless the person (or the approvers) accepted."""
         r = task.request
+        if outgoing.method is None:  # an MCP tool: its arguments, as they always were shown
+            message = f"{r.server}.{r.tool} {why}: let this call proceed?"
+            detail = f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"
+            failed = f"{r.server}.{r.tool} was not run"
+        else:
+            message = f"{r.server}.{r.tool} {why}, if you confirm:\n\n{outgoing.shown}"
+            detail = f"exactly this, once (request sha256 {outgoing.short}…)"
+            failed = f"{r.server}.{r.tool}: nothing was sent"
         handle = await self.broker.open(self._own_request(
-            task, f"{r.server}.{r.tool}", f"{r.server}.{r.tool} may change or delete things: let this call proceed?",
-            {"type": "object", "properties": {"confirm": {
-                "type": "boolean", "default": False, "title": "Let it proceed",
-                "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}}),
+            task, f"{r.server}.{r.tool}", message, {"type": "object", "properties": {"confirm": {
+                "type": "boolean", "default": False, "title": "Let it proceed", "description": detail}}},
+            Confirms(server=r.server, tool=r.tool, method=outgoing.method, request=outgoing.digest)),
             task.stored_with)
         answer = await self._own_answer(task, handle, "mcpx's confirmation")
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return
-        raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and {self._why_not(answer)}")
+        raise CallFailed(f"{failed}: mcpx asked first ({handle.id}) and {self._why_not(answer)}")
 
     async def _secrets_for(self, task: CallTask) -> None:
         """The server's secrets are in the keychain before it starts: those missing are asked of the person (one
@@ -431,8 +497,13 @@ class Gateway:
             if task.era == "modern" and resume and request.server in self.settings.config.servers:
                 task.runner = asyncio.create_task(self._resume(task), name=f"mcpx-resume-{task.id}")
             else:
-                task.end_reason = ("the mcpx daemon restarted during the call; a legacy-era call lives in its "
-                                   "server process and was lost with it")
+                if self.service(request.server) is not None:
+                    # a request or command is never sent from a confirmation given to a daemon that is gone
+                    task.end_reason = ("the mcpx daemon restarted during the call: whatever mcpx's confirmation had "
+                                       "not let go was not sent, and is not sent now (call again to be asked again)")
+                else:
+                    task.end_reason = ("the mcpx daemon restarted during the call; a legacy-era call lives in its "
+                                       "server process and was lost with it")
                 for eid in task.questions:
                     await self.broker.abandon(eid, task.end_reason)
                 task.error = task.end_reason

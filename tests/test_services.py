@@ -1,0 +1,251 @@
+"""REST services and commands behind mcpx (issue 38), against the real daemon: a real FastAPI service with its own
+generated OpenAPI 3.1 document that keeps every request it receives (tests/peers/notes_api.py), OpenAPI's own
+Petstore document, and git on a temporary repository. Writes are confirmed one by one, each accept bound to exactly
+the request shown; nothing the person did not accept reaches the service."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway_helpers import answer, call, result
+from harness import PEERS, free_port, listening, make_daemon, stop_process, wait_started
+
+KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"  # the service's key: sent, never shown
+DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
+
+
+@contextmanager
+def notes_service() -> Iterator[str]:
+    """The FastAPI notes service on a free loopback port, for the block: its base URL."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(PEERS / "notes_api.py"), str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        wait_started(proc, lambda: listening(port), "the notes service")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+
+
+async def received(base: str) -> list[dict[str, Any]]:
+    """What the service received, but mcpx's reading of its document."""
+    async with aiohttp.ClientSession() as client, client.get(f"{base}/_received") as r:
+        return [{**got, "body": base64.b64decode(got["body"])} for got in await r.json()
+                if got["path"] != "/openapi.json"]
+
+
+async def tools(http: aiohttp.ClientSession, server: str) -> dict[str, dict[str, Any]]:
+    async with http.get(f"/v1/tools/{server}") as r:
+        body = await r.json()
+        assert r.status == 200, body
+        return {t["name"]: t for t in body["servers"][server]}
+
+
+async def asked(http: aiohttp.ClientSession, server: str, tool: str, arguments: dict[str, Any]
+                ) -> tuple[dict[str, Any], str]:
+    """Call a tool that needs mcpx's confirmation: its question, and its task."""
+    status, body, _ = await call(http, server, tool, arguments)
+    assert status == 202 and body["elicitation"]["server"] == "mcpx", body
+    return body["elicitation"], body["task"]
+
+
+async def approve(http: aiohttp.ClientSession, eid: str, person: str) -> None:
+    """`person` approves through their own link, as their phone would."""
+    async with http.get(f"/v1/elicit/{eid}/link", params={"as": person}) as r:
+        link = (await r.json())["url"]
+    async with aiohttp.ClientSession() as phone, phone.post(
+            link.replace(f"/inbox/q/{eid}", f"/inbox/q/{eid}/accept"), data="") as r:
+        assert r.status == 200, await r.text()
+
+
+async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accepted(home: Path) -> None:
+    people = {p: {} for p in ("alice", "bob", "carol")}
+    with notes_service() as base:
+        doc = f"{base}/openapi.json"
+        headers = {"X-Api-Key": "${NOTES_KEY}"}
+        config = {"servers": {
+            "notes": {"openapi": doc, "headers": headers},
+            "notes_rw": {"openapi": doc, "headers": headers, "methods": "all", "operations": {"exclude": ["get_note"]}},
+        }, "people": people, "elicit": {"askTimeout": "10m", "approvals": [
+            {"match": {"server": "notes_rw", "method": "DELETE"}, "approvers": ["alice", "bob", "carol"], "need": 2}]}}
+        d = make_daemon(home, config, listen=f"127.0.0.1:{free_port()}", extra_env={"NOTES_KEY": KEY})
+        d.start()
+        try:
+            async with d.session() as http:
+                # read-only by default: the document's GETs are tools, its POST and DELETE are not
+                read = await tools(http, "notes")
+                assert set(read) == {"list_notes", "get_note"}
+                assert read["list_notes"]["annotations"]["readOnlyHint"] is True
+                assert read["list_notes"]["description"] == "List the notes"
+                assert set(read["list_notes"]["inputSchema"]["properties"]) == {"tag", "limit"}
+                written = await tools(http, "notes_rw")
+                assert set(written) == {"list_notes", "create_note", "delete_note"}  # get_note excluded
+                assert written["delete_note"]["annotations"]["destructiveHint"] is True
+                assert written["create_note"]["inputSchema"]["properties"]["body"]["properties"]["title"] == {
+                    "title": "Title", "type": "string"}  # FastAPI's $ref into components, resolved
+
+                # a GET is answered at once: JSON as structured content and as text; the key went with it
+                status, body, _ = await call(http, "notes", "list_notes", {"tag": "a", "limit": 5})
+                assert status == 200, body
+                got = body["result"]
+                assert got["structuredContent"]["notes"][0]["title"] == "first"
+                assert json.loads(got["content"][0]["text"]) == got["structuredContent"]
+                [listed] = await received(base)
+                assert (listed["method"], listed["path"], listed["query"]) == ("GET", "/notes", "tag=a&limit=5")
+                assert listed["headers"]["x-api-key"] == KEY
+                # an HTTP error is an error result: its status and the start of its body
+                status, body, _ = await call(http, "notes", "get_note", {"note_id": 404})
+                assert body["result"]["isError"] is True
+                assert body["result"]["content"][0]["text"] == 'HTTP 404 Not Found: {"detail":"no note 404"}'
+
+                # a POST is asked first, shown exactly (URL, headers, the body pretty-printed), the key masked
+                note = {"title": "from mcpx; rm -rf /", "tags": ["x"]}
+                q, task = await asked(http, "notes_rw", "create_note", {"body": note})
+                assert q["audience"] == "human" and q["tool"] == "notes_rw.create_note"
+                assert f"POST {base}/notes\nX-Api-Key: [redacted]\n" in q["message"]
+                assert json.dumps(note, indent=2) in q["message"]
+                assert KEY not in json.dumps(q)
+                assert q["confirms"]["method"] == "POST" and len(q["confirms"]["request"]) == 64
+                # declined: an error naming who and why, and the service received nothing
+                async with http.post(f"/v1/elicit/{q['id']}/decline", json={"reason": "not that title"}) as r:
+                    assert r.status == 200
+                failed = await result(http, task)
+                assert failed["state"] == "failed" and "nothing was sent" in failed["error"]
+                assert "said decline (not that title)" in failed["error"]
+                assert [g for g in await received(base) if g["method"] == "POST"] == []
+
+                # accepted: the service receives exactly the body that was shown, once
+                q, task = await asked(http, "notes_rw", "create_note", {"body": note})
+                await answer(http, q["id"], "accept", {"confirm": True})
+                done = await result(http, task)
+                assert done["state"] == "completed" and done["result"]["structuredContent"]["title"] == note["title"]
+                [posted] = [g for g in await received(base) if g["method"] == "POST"]
+                assert json.loads(posted["body"]) == note and posted["headers"]["x-api-key"] == KEY
+                assert json.dumps(json.loads(posted["body"]), indent=2) in q["message"]
+
+                # a different body is a different request: asked again, and cancelled, it is never sent
+                other = {"title": "another"}
+                q2, task = await asked(http, "notes_rw", "create_note", {"body": other})
+                assert q2["id"] != q["id"] and q2["confirms"]["request"] != q["confirms"]["request"]
+                await answer(http, q2["id"], "cancel")
+                cancelled = await result(http, task)
+                assert cancelled["state"] == "failed" and "nothing was sent" in cancelled["error"]
+                assert len([g for g in await received(base) if g["method"] == "POST"]) == 1
+
+                # a DELETE on this service needs two of alice, bob and carol: one approval sends nothing
+                q, task = await asked(http, "notes_rw", "delete_note", {"note_id": 1})
+                assert q["approvals"]["need"] == 2 and q["confirms"]["method"] == "DELETE"
+                assert f"DELETE {base}/notes/1" in q["message"]
+                await approve(http, q["id"], "alice")
+                async with http.get(f"/v1/elicit/{q['id']}") as r:
+                    assert (await r.json())["elicitation"]["state"] == "pending"
+                assert not [g for g in await received(base) if g["method"] == "DELETE"]
+                await approve(http, q["id"], "carol")
+                done = await result(http, task)
+                assert done["state"] == "completed", done
+                assert [g["path"] for g in await received(base) if g["method"] == "DELETE"] == ["/notes/1"]
+
+                # a confirmation open when the daemon dies lets nothing go after the restart
+                q, task = await asked(http, "notes_rw", "create_note", {"body": {"title": "never"}})
+            d.kill9()
+            d.start()
+            async with d.session() as http:
+                ended = await result(http, task)
+                assert ended["state"] == "failed" and "was not sent" in ended["error"], ended
+                async with http.get(f"/v1/elicit/{q['id']}") as r:
+                    assert (await r.json())["elicitation"]["state"] == "abandoned"
+                assert len([g for g in await received(base) if g["method"] == "POST"]) == 1
+        finally:
+            d.stop()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A new git repository."""
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    return tmp_path / "repo"
+
+
+async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_asked(home: Path, repo: Path) -> None:
+    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    config = {"servers": {
+        "git": {"commands": {
+            "log": {"argv": ["git", "log", "--format=%s", "-n", "{count}"], "cwd": str(repo), "readOnly": True,
+                    "parameters": {"count": {"type": "integer", "description": "how many"}},
+                    "description": "the last commits' subjects"},
+            "show": {"argv": ["git", "show", "--stat", "{ref}"], "cwd": str(repo), "readOnly": True},
+            "commit": {"argv": ["git", "commit", "-q", "--allow-empty", "-m", "{message}"], "cwd": str(repo),
+                       "env": git},
+        }},
+        "demo": {**DEMO, "confirm": ["delete_*"]},
+        "petstore": {"openapi": str(PEERS / "petstore-expanded.yaml"), "methods": "all"},
+    }}
+    d = make_daemon(home, config)
+    d.start()
+    try:
+        async with d.session() as http:
+            listed = await tools(http, "git")
+            assert listed["log"]["inputSchema"]["properties"]["count"] == {"type": "integer", "description": "how many"}
+            assert listed["log"]["annotations"]["readOnlyHint"] is True
+            # a command not marked read-only is confirmed: the exact argv, shell-quoted, and its directory
+            message = "x; touch pwned $(touch pwned2) `id` * 'q' \"dq\""
+            q, task = await asked(http, "git", "commit", {"message": message})
+            assert q["confirms"]["method"] == "RUN"
+            assert "$ git commit -q --allow-empty -m 'x; touch pwned $(touch pwned2) `id` * '\"'\"'q'\"'\"' \"dq\"'" \
+                in q["message"]
+            assert f"in {repo}" in q["message"]
+            await answer(http, q["id"], "accept", {"confirm": True})
+            done = await result(http, task)
+            assert done["state"] == "completed" and done["result"]["structuredContent"]["exitCode"] == 0, done
+            # the read-only command runs unasked; the message arrived as one literal argument, nothing ran in a shell
+            status, body, _ = await call(http, "git", "log", {"count": 5})
+            assert status == 200 and body["result"]["structuredContent"]["stdout"] == message + "\n"
+            assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
+            # a failing run is an error result with its exit code and stderr; a wrong type is refused, unsent
+            status, body, _ = await call(http, "git", "show", {"ref": "no-such-ref"})
+            assert body["result"]["isError"] is True and body["result"]["structuredContent"]["exitCode"] == 128
+            assert "no-such-ref" in body["result"]["structuredContent"]["stderr"]
+            status, body, _ = await call(http, "git", "log", {"count": "5; id"})
+            failed = await result(http, body["task"])
+            assert failed["state"] == "failed" and "'count' must be an integer" in failed["error"]
+
+            # an MCP server's tools named in its confirm are asked about before the call is forwarded
+            q, task = await asked(http, "demo", "delete_branch", {})
+            assert q["message"] == "demo.delete_branch is one its server's confirm names: let this call proceed?"
+            await answer(http, q["id"], "decline")
+            assert "was not run" in (await result(http, task))["error"]
+
+            # OpenAPI's Petstore document (YAML, 3.0): its operations, $refs resolved; no service is called
+            pets = await tools(http, "petstore")
+            assert set(pets) == {"findPets", "addPet", "find_pet_by_id", "deletePet"}
+            assert pets["addPet"]["inputSchema"]["properties"]["body"]["required"] == ["name"]
+    finally:
+        d.stop()
+
+
+def test_config_check_explains_a_service_entry_that_does_not_hold(home: Path, tmp_path: Path) -> None:
+    swagger = tmp_path / "old.json"
+    swagger.write_text(json.dumps({"swagger": "2.0", "info": {"title": "old"}, "paths": {}}))
+    d = make_daemon(home, {"servers": {
+        "a": {"openapi": str(swagger), "methods": ["GET", "FETCH"]},
+        "b": {"commands": {"x": {"argv": ["{prog}", "run"]}}},
+        "c": {"commands": {"y": {"argv": ["true"], "parameters": {"n": {"type": "integer"}}}}},
+    }})
+    out = d.cli("config", "check")
+    assert out.returncode != 0
+    assert "servers.a: methods: 'FETCH' is not an HTTP method" in out.stderr, out.stderr
+    assert "servers.b.commands.x: argv[0] is the program and cannot be a parameter" in out.stderr
+    assert "servers.c.commands.y: parameters 'n' appear in no {slot} of argv" in out.stderr
+    d.write_config({"servers": {"a": {"openapi": str(swagger)}}})
+    out = d.cli("config", "check")
+    assert out.returncode != 0 and "is a Swagger 2.0 document; mcpx reads OpenAPI 3.0 and 3.1" in out.stderr, out
