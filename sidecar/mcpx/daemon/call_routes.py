@@ -26,7 +26,7 @@ from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.sessions import header_source, resolve_session
 from mcpx.upstream.calls import CallRequest, CallTask
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
-from mcpx.upstream.pool import InstanceInfo
+from mcpx.upstream.kind import InstanceInfo
 
 api = Api()
 

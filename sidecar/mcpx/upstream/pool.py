@@ -29,14 +29,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field
-
-from mcpx.broker.models import WireModel
 from mcpx.config import ServerConfig
 from mcpx.mcp.protocol import Era
 from mcpx.upstream import procinfo
 from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection
 from mcpx.upstream.hooks import Events
+from mcpx.upstream.kind import InstanceInfo
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -95,26 +93,6 @@ class Instance:
 
     def serves(self, era: Era | None) -> bool:
         return era is None or era in (self.era, self.wanted)
-
-
-class InstanceInfo(WireModel):
-    """One running instance of an upstream server, as `mcpx status` shows it."""
-
-    server: str
-    pid: int | None = Field(default=None, description="its process (stdio servers)")
-    era: Era | None = None
-    shared: bool = Field(description="every session uses it (modern era); else it is one session's own, or "
-                         "(with no session) one that lists the server's tools")
-    sessions: list[str] = Field(description="the session it belongs to; for a shared one, the sessions calling now")
-    calls: int = Field(description="calls on it now")
-    idle_seconds: float | None = Field(default=None, description="since its last call ended; absent while busy")
-    stops_in: float | None = Field(default=None, description="seconds until it is stopped for being idle")
-    spare: bool = Field(default=False, description="an idle instance beside another of its session's (or one that "
-                        "only listed tools): it stops after 30 s rather than its server's idleTimeout")
-    rss_kib: int | None = Field(default=None, alias="rssKiB",
-                                description="resident memory of its process and the processes it started")
-    processes: int | None = None
-    started_at: datetime
 
 
 EraMemory = Callable[[str, str], Awaitable[Era | None]]
