@@ -59,6 +59,14 @@ async def asked(http: aiohttp.ClientSession, server: str, tool: str, arguments: 
     return body["elicitation"], body["task"]
 
 
+def shown(q: dict[str, Any]) -> dict[str, Any]:
+    """The exact request a confirmation shows, under its first line."""
+    first, _, exact = q["message"].partition("\n\n")
+    assert first == f"{q['tool']} sends this, if you confirm:"
+    document: dict[str, Any] = json.loads(exact)
+    return document
+
+
 async def approve(http: aiohttp.ClientSession, eid: str, person: str) -> None:
     """`person` approves through their own link, as their phone would."""
     async with http.get(f"/v1/elicit/{eid}/link", params={"as": person}) as r:
@@ -112,9 +120,10 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                 note = {"title": "from mcpx; rm -rf /", "tags": ["x"]}
                 q, task = await asked(http, "notes_rw", "create_note", {"body": note})
                 assert q["audience"] == "human" and q["tool"] == "notes_rw.create_note"
-                assert f"POST {base}/notes\nX-Api-Key: [redacted]\n" in q["message"]
-                assert json.dumps(note, indent=2) in q["message"]
-                assert KEY not in json.dumps(q)
+                request = shown(q)
+                assert (request["method"], request["url"], request["body"]) == ("POST", f"{base}/notes", note)
+                assert request["headers"]["X-Api-Key"] == "[redacted]" and KEY not in json.dumps(q)
+                assert request["headers"]["Content-Type"] == "application/json"
                 assert q["confirms"]["method"] == "POST" and len(q["confirms"]["request"]) == 64
                 # declined: an error naming who and why, and the service received nothing
                 async with http.post(f"/v1/elicit/{q['id']}/decline", json={"reason": "not that title"}) as r:
@@ -130,8 +139,10 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                 done = await result(http, task)
                 assert done["state"] == "completed" and done["result"]["structuredContent"]["title"] == note["title"]
                 [posted] = [g for g in await received(base) if g["method"] == "POST"]
-                assert json.loads(posted["body"]) == note and posted["headers"]["x-api-key"] == KEY
-                assert json.dumps(json.loads(posted["body"]), indent=2) in q["message"]
+                assert json.loads(posted["body"]) == shown(q)["body"] == note
+                assert posted["headers"]["x-api-key"] == KEY
+                assert {k.lower(): v for k, v in shown(q)["headers"].items() if k != "X-Api-Key"}.items() <= \
+                    posted["headers"].items()  # every header shown is the header sent
 
                 # a different body is a different request: asked again, and cancelled, it is never sent
                 other = {"title": "another"}
@@ -145,7 +156,7 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                 # a DELETE on this service needs two of alice, bob and carol: one approval sends nothing
                 q, task = await asked(http, "notes_rw", "delete_note", {"note_id": 1})
                 assert q["approvals"]["need"] == 2 and q["confirms"]["method"] == "DELETE"
-                assert f"DELETE {base}/notes/1" in q["message"]
+                assert (shown(q)["method"], shown(q)["url"]) == ("DELETE", f"{base}/notes/1")
                 await approve(http, q["id"], "alice")
                 async with http.get(f"/v1/elicit/{q['id']}") as r:
                     assert (await r.json())["elicitation"]["state"] == "pending"
@@ -201,9 +212,8 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
             message = "x; touch pwned $(touch pwned2) `id` * 'q' \"dq\""
             q, task = await asked(http, "git", "commit", {"message": message})
             assert q["confirms"]["method"] == "RUN"
-            assert "$ git commit -q --allow-empty -m 'x; touch pwned $(touch pwned2) `id` * '\"'\"'q'\"'\"' \"dq\"'" \
-                in q["message"]
-            assert f"in {repo}" in q["message"]
+            assert shown(q) == {"argv": ["git", "commit", "-q", "--allow-empty", "-m", message], "cwd": str(repo),
+                                "env": git}
             await answer(http, q["id"], "accept", {"confirm": True})
             done = await result(http, task)
             assert done["state"] == "completed" and done["result"]["structuredContent"]["exitCode"] == 0, done

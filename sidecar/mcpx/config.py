@@ -333,12 +333,12 @@ def _server_shape(value: Any) -> str:
 
 
 # an MCP server: what the pool of connections starts and talks to
-ServerConfig = Annotated[
+McpServerConfig = Annotated[
     Annotated[StdioServer, Tag("stdio")] | Annotated[HttpServer, Tag("http")], Discriminator(_server_shape)]
 # a service mcpx itself speaks to on the tools' behalf (mcpx/services/)
 ServiceConfig = OpenApiServer | CommandsServer
-# any entry of `servers`
-AnyServer = Annotated[
+# any entry of `servers`, of every kind of upstream (upstream/kind.py)
+ServerConfig = Annotated[
     Annotated[StdioServer, Tag("stdio")] | Annotated[HttpServer, Tag("http")]
     | Annotated[OpenApiServer, Tag("OpenApiServer")] | Annotated[CommandsServer, Tag("CommandsServer")],
     Discriminator(_server_shape)]
@@ -524,7 +524,7 @@ class PluginSettings(_Model):
 
 
 class Config(_Model):
-    servers: dict[str, AnyServer] = {}
+    servers: dict[str, ServerConfig] = {}
     elicit: ElicitSettings = ElicitSettings()
     plugin: PluginSettings = PluginSettings()
     people: dict[str, Person] = Field(default={}, description="people asked by name: approvers (docs/approvals.md)")
@@ -589,7 +589,7 @@ class Config(_Model):
         return data
 
     @property
-    def mcp_servers(self) -> dict[str, StdioServer | HttpServer]:
+    def mcp_servers(self) -> dict[str, ServerConfig]:
         """The entries that are MCP servers (not services mcpx speaks to itself)."""
         return {n: e for n, e in self.servers.items() if isinstance(e, (StdioServer, HttpServer))}
 

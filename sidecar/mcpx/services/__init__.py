@@ -4,6 +4,7 @@ commands. Each is a kind of upstream whose tools the gateway serves like an MCP 
 - `document.py`: an OpenAPI document read and its `$ref`s resolved (jsonschema-path), as operations;
 - `http.py`: the exact HTTP request a tool call makes, sent, and its response as a tool result;
 - `commands.py`: a command's argv filled from a call, run without a shell, and its result;
-- `outgoing.py`: what is about to be sent, as the person is shown it, and the hash an accept is bound to;
-- `kinds.py`: the two kinds as the gateway uses them: list the tools, prepare a call, send it.
+- `outgoing.py`: what is about to be sent, as the exact document the person confirms (credentials masked);
+- `kinds.py`: the two kinds of upstream (upstream/kind.py): list the tools, run a call, confirmed where it writes;
+- `check.py`: what `mcpx config check` says of an entry beyond its fields.
 """

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mcpx.config import SLOT, CommandTool
 from mcpx.services.http import BadArguments
-from mcpx.services.outgoing import Outgoing, command_outgoing
+from mcpx.services.outgoing import command_exact
 from mcpx.upstream.environment import references, server_environment
 
 OUTPUT_LIMIT = 1024 * 1024  # bytes of stdout and of stderr a result carries
@@ -31,7 +31,7 @@ class CommandRun(BaseModel):
     cwd: str
     env: dict[str, str]  # the whole environment of the process
     timeout: float
-    outgoing: Outgoing
+    exact: dict[str, Any]  # what the person confirms: argv, directory, the entry's variables (credentials masked)
 
 
 _TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
@@ -94,7 +94,7 @@ def build(server: str, name: str, command: CommandTool, arguments: dict[str, Any
     own = {k: made.env[k] for k in command.env}
     secret = {k for k, v in command.env.items() if references(v)}
     return CommandRun(argv=argv, cwd=cwd, env=made.env, timeout=command.timeout or default_timeout,
-                      outgoing=command_outgoing(server, name, argv, cwd, own, secret))
+                      exact=command_exact(argv, cwd, own, secret))
 
 
 async def run(command: CommandRun) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mcpx.errors import McpxError
 from mcpx.services.document import Operation
-from mcpx.services.outgoing import Outgoing, http_outgoing
+from mcpx.services.outgoing import http_exact
 
 ERROR_START = 500  # characters of an error response's body the result carries
 TEXT_LIMIT = 100_000  # characters of a response the tool result carries as text
@@ -35,7 +35,7 @@ class HttpRequest(BaseModel):
     url: str
     headers: list[tuple[str, str]]
     body: bytes | None
-    outgoing: Outgoing
+    exact: dict[str, Any]  # what the person confirms: all of it, credentials masked
 
 
 def _scalar(value: Any) -> str:
@@ -46,7 +46,7 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
-def build(server: str, op: Operation, arguments: dict[str, Any], base_url: str, headers: list[tuple[str, str]],
+def build(op: Operation, arguments: dict[str, Any], base_url: str, headers: list[tuple[str, str]],
           secret: set[str]) -> HttpRequest:
     """The request `arguments` make of `op` at `base_url`, with the service's own `headers` (`secret`: the lower-case
     names of those whose value is a secret)."""
@@ -90,7 +90,7 @@ def build(server: str, op: Operation, arguments: dict[str, Any], base_url: str, 
         sent.append(("Content-Type", "application/json"))
     sent += [("Accept", "application/json, */*;q=0.5"), ("User-Agent", "mcpx")]
     return HttpRequest(method=op.method, url=url, headers=sent, body=body,
-                       outgoing=http_outgoing(server, op.name, op.method, url, sent, secret, body))
+                       exact=http_exact(op.method, url, sent, secret, body))
 
 
 async def send(http: aiohttp.ClientSession, request: HttpRequest, timeout: float) -> dict[str, Any]:

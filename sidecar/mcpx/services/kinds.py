@@ -1,8 +1,10 @@
-"""The two kinds of service as the gateway uses them: list the tools, prepare a call (the exact request or run,
-and whether it must be confirmed), send what was prepared.
+"""The two kinds of service as kinds of upstream (upstream/kind.py): an OpenAPI service and a command runner. Each
+lists its servers' tools and runs a call: it builds the exact request (or run), has the person confirm it when it
+is a write, and sends exactly what was confirmed, once.
 
-A kind is built from its config entry and kept while the entry is unchanged (`Services`); an OpenAPI document is
-read once, at the first listing or call.
+The confirmation is bound to the request's exact document (`CallScope.confirm`). The request is built again once
+the person has accepted, just before it goes: if it is not the same document (the config was reloaded, a variable
+a header reads changed), the person is asked again about what it is now; it is never sent unconfirmed.
 """
 
 from __future__ import annotations
@@ -11,29 +13,23 @@ import asyncio
 import fnmatch
 import os
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
 import aiohttp
+from pydantic import BaseModel
 
-from mcpx.config import CommandsServer, OpenApiServer, ServiceConfig
-from mcpx.errors import McpxError
+from mcpx.config import CommandsServer, OpenApiServer
 from mcpx.services import commands, document, http
 from mcpx.services.http import BadArguments
-from mcpx.services.outgoing import Outgoing
 from mcpx.upstream.environment import filled, references
+from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, UpstreamHost, UpstreamKind, digest
 
-
-class UnknownTool(McpxError):
-    pass
-
-
-class Prepared:
-    """A call made ready: what will be sent (`outgoing`), whether the person confirms it first, and how to send it."""
-
-    def __init__(self, outgoing: Outgoing, confirm: bool, request: http.HttpRequest | commands.CommandRun) -> None:
-        self.outgoing, self.confirm, self.request = outgoing, confirm, request
+# how many times a call may find its request changed between the person's accept and its sending, asking again
+# each time, before it gives up
+ASKS = 3
 
 
 def confirmed_name(name: str, patterns: list[str]) -> bool:
@@ -41,128 +37,203 @@ def confirmed_name(name: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
+async def confirmed_send(scope: CallScope, prepare: Callable[[], Any], send: Callable[[Any], Any],
+                         exact: Callable[[Any], dict[str, Any]], confirm: bool) -> dict[str, Any]:
+    """Build the request (`prepare`), have the person confirm its exact document when `confirm`, build it again and
+    send it (`send`) only if it is still exactly what was confirmed."""
+    r = scope.request
+    try:
+        request = await prepare()
+        if not confirm:
+            result: dict[str, Any] = await send(request)
+            return result
+        summary = f"{r.server}.{r.tool} sends this, if you confirm"
+        for _ in range(ASKS):
+            await scope.confirm(summary, exact(request))
+            again = await prepare()
+            if digest(exact(again)) == digest(exact(request)):
+                result = await send(again)
+                return result
+            request = again  # what would go is not what was accepted: ask about what it is now
+    except (BadArguments, document.DocumentError) as exc:
+        raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: {exc}") from None
+    raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: the request changed each time it was confirmed")
+
+
+def _never_remembered(scope: CallScope) -> CallFailed:
+    # neither kind remembers anything (upstream/kind.py: `remember`), so no daemon leaves one of their calls to follow
+    return CallFailed(f"{scope.request.server}.{scope.request.tool}: a service's call is not continued after a "
+                      "restart; nothing was sent since (call it again to be asked again)")
+
+
 class OpenApiKind:
-    def __init__(self, name: str, entry: OpenApiServer, base: Path) -> None:
-        self.name, self.entry, self.base = name, entry, base
-        self._doc: document.Document | None = None
-        self._reading = asyncio.Lock()
+    """REST services from their OpenAPI documents: each document read once per entry, one HTTP client for all."""
+
+    name = "openapi"
+    entries: tuple[type[BaseModel], ...] = (OpenApiServer,)
+
+    def __init__(self, host: UpstreamHost, base: Callable[[], Path]) -> None:
+        """`base`: the directory a relative document path is read from (the config file's)."""
+        self.host, self.base = host, base
+        self._docs: dict[str, tuple[OpenApiServer, asyncio.Task[document.Document]]] = {}
         self._http: aiohttp.ClientSession | None = None
 
-    async def doc(self) -> document.Document:
-        async with self._reading:
-            if self._doc is None:
-                raw = await document.read(self.entry.openapi, self.base)
-                self._doc = document.document(raw, self.entry.openapi)
-            return self._doc
+    def start(self) -> None:
+        return None  # nothing runs between calls
 
-    async def operations(self) -> dict[str, document.Operation]:
+    def _entry(self, server: str) -> OpenApiServer:
+        entry = self.host.entries().get(server)
+        assert isinstance(entry, OpenApiServer), f"{server} is not an OpenAPI service"
+        return entry
+
+    async def doc(self, server: str, entry: OpenApiServer) -> document.Document:
+        """The entry's document, read once (every caller waits on the one read)."""
+        held = self._docs.get(server)
+        if held is None or held[0] != entry or (held[1].done() and held[1].exception() is not None):
+            base = self.base()
+            read = asyncio.create_task(self._read(entry, base), name=f"mcpx-openapi-{server}")
+            held = self._docs[server] = (entry, read)
+        return await asyncio.shield(held[1])
+
+    @staticmethod
+    async def _read(entry: OpenApiServer, base: Path) -> document.Document:
+        return document.document(await document.read(entry.openapi, base), entry.openapi)
+
+    async def operations(self, server: str, entry: OpenApiServer) -> dict[str, document.Operation]:
         """The operations that are tools: an allowed method, included (when `operations.include` names any) and not
         excluded."""
-        ops = self.entry.operations
-        return {op.name: op for op in (await self.doc()).operations
-                if op.method in self.entry.methods and (not ops.include or op.named_by(ops.include))
+        ops = entry.operations
+        return {op.name: op for op in (await self.doc(server, entry)).operations
+                if op.method in entry.methods and (not ops.include or op.named_by(ops.include))
                 and not op.named_by(ops.exclude)}
 
-    async def tools(self) -> list[dict[str, Any]]:
-        return [op.tool() for op in (await self.operations()).values()]
+    async def tools(self, server: str) -> list[dict[str, Any]]:
+        return [op.tool() for op in (await self.operations(server, self._entry(server))).values()]
 
-    async def base_url(self) -> str:
-        if self.entry.base_url:
-            return self.entry.base_url
-        doc = await self.doc()
+    async def _base_url(self, server: str, entry: OpenApiServer) -> str:
+        if entry.base_url:
+            return entry.base_url
+        doc = await self.doc(server, entry)
         if not doc.servers:
-            raise BadArguments(f"server {self.name!r}: its document names no server: give baseUrl in its entry")
+            raise BadArguments(f"server {server!r}: its document names no server: give baseUrl in its entry")
         first = doc.servers[0]
         if re.match(r"^https?://", first):
             return first
-        if re.match(r"^https?://", self.entry.openapi):
-            return urljoin(self.entry.openapi, first)
-        raise BadArguments(f"server {self.name!r}: its document's first server {first!r} is relative to a file: give "
+        if re.match(r"^https?://", entry.openapi):
+            return urljoin(entry.openapi, first)
+        raise BadArguments(f"server {server!r}: its document's first server {first!r} is relative to a file: give "
                            "baseUrl in its entry")
 
-    def headers(self) -> tuple[list[tuple[str, str]], set[str]]:
+    @staticmethod
+    def _headers(server: str, entry: OpenApiServer) -> tuple[list[tuple[str, str]], set[str]]:
         """The entry's headers with ${NAME} filled from the daemon's environment, and which of them are secret."""
         out: list[tuple[str, str]] = []
         secret: set[str] = set()
-        for key, value in self.entry.headers.items():
+        for key, value in entry.headers.items():
             refs = references(value)
-            missing = [r for r in refs if r not in os.environ]
-            if missing:
-                raise BadArguments(f"server {self.name!r}: its header {key} needs ${{{missing[0]}}}, which is not set "
+            if missing := [name for name in refs if name not in os.environ]:
+                raise BadArguments(f"server {server!r}: its header {key} needs ${{{missing[0]}}}, which is not set "
                                    "in the daemon's environment")
             out.append((key, filled(value, os.environ)))
             if refs:
-                secret.add(key.lower())
+                secret.add(key)
         return out, secret
 
-    async def prepare(self, tool: str, arguments: dict[str, Any]) -> Prepared:
-        op = (await self.operations()).get(tool)
+    async def call(self, scope: CallScope) -> dict[str, Any]:
+        r = scope.request
+        entry = scope.entry
+        assert isinstance(entry, OpenApiServer)
+        op = (await self.operations(r.server, entry)).get(r.tool)
         if op is None:
-            raise UnknownTool(f"server {self.name!r} has no tool {tool!r}")
-        headers, secret = self.headers()
-        request = http.build(self.name, op, arguments, await self.base_url(), headers, secret)
-        return Prepared(request.outgoing, op.method in self.entry.confirmed, request)
+            raise CallFailed(f"server {r.server!r} has no tool {r.tool!r} (its document, methods and operations "
+                             "decide its tools: `mcpx tools` lists them)")
 
-    async def send(self, prepared: Prepared) -> dict[str, Any]:
-        assert isinstance(prepared.request, http.HttpRequest)
-        if self._http is None:
-            self._http = aiohttp.ClientSession()
-        try:
-            return await http.send(self._http, prepared.request, self.entry.timeout)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return {"content": [{"type": "text", "text": f"{prepared.request.method} to {self.name} failed: "
-                                 f"{exc or type(exc).__name__}"}], "isError": True}
+        async def prepare() -> http.HttpRequest:
+            headers, secret = self._headers(r.server, entry)
+            for name, value in headers:
+                if name in secret:
+                    scope.secret(value)
+            return http.build(op, r.arguments, await self._base_url(r.server, entry), headers, secret)
 
-    async def close(self) -> None:
+        async def send(request: http.HttpRequest) -> dict[str, Any]:
+            if self._http is None:
+                self._http = aiohttp.ClientSession()
+            try:
+                return await scope.deadline.run(http.send(self._http, request, entry.timeout), f"{r.server}.{r.tool}")
+            except aiohttp.ClientError as exc:
+                return {"content": [{"type": "text", "text": f"{request.method} {request.url} failed: "
+                                     f"{exc or type(exc).__name__}"}], "isError": True}
+
+        return await confirmed_send(scope, prepare, send, lambda req: req.exact, op.method in entry.confirmed)
+
+    async def follow(self, scope: CallScope, state: Mapping[str, Any]) -> dict[str, Any]:
+        raise _never_remembered(scope)
+
+    async def instances(self) -> list[InstanceInfo]:
+        return []
+
+    async def reconfigure(self) -> None:
+        entries = self.host.entries()
+        for server in [s for s, (entry, _) in self._docs.items() if entries.get(s) != entry]:
+            del self._docs[server]
+
+    async def stop(self) -> None:
+        for _, read in self._docs.values():
+            read.cancel()
+        self._docs.clear()
         if self._http is not None:
             await self._http.close()
+            self._http = None
 
 
 class CommandKind:
-    def __init__(self, name: str, entry: CommandsServer, base: Path) -> None:
-        self.name, self.entry, self.base = name, entry, base
+    """Commands as tools: each call one process, started without a shell and ended with the call."""
 
-    async def tools(self) -> list[dict[str, Any]]:
-        return [commands.tool(name, c) for name, c in self.entry.commands.items()]
+    name = "command"
+    entries: tuple[type[BaseModel], ...] = (CommandsServer,)
 
-    async def prepare(self, tool: str, arguments: dict[str, Any]) -> Prepared:
-        command = self.entry.commands.get(tool)
+    def __init__(self, host: UpstreamHost, base: Callable[[], Path]) -> None:
+        """`base`: the directory a relative `cwd` is taken from (the config file's)."""
+        self.host, self.base = host, base
+
+    def start(self) -> None:
+        return None  # nothing runs between calls
+
+    async def tools(self, server: str) -> list[dict[str, Any]]:
+        entry = self.host.entries().get(server)
+        assert isinstance(entry, CommandsServer), f"{server} is not a commands entry"
+        return [commands.tool(name, c) for name, c in entry.commands.items()]
+
+    async def call(self, scope: CallScope) -> dict[str, Any]:
+        r = scope.request
+        entry = scope.entry
+        assert isinstance(entry, CommandsServer)
+        command = entry.commands.get(r.tool)
         if command is None:
-            raise UnknownTool(f"server {self.name!r} has no command {tool!r}")
-        run = commands.build(self.name, tool, command, arguments, self.base, self.entry.timeout)
-        return Prepared(run.outgoing, not command.read_only, run)
+            raise CallFailed(f"server {r.server!r} has no command {r.tool!r} (it has: "
+                             f"{', '.join(sorted(entry.commands))})")
 
-    async def send(self, prepared: Prepared) -> dict[str, Any]:
-        assert isinstance(prepared.request, commands.CommandRun)
-        return await commands.run(prepared.request)
+        async def prepare() -> commands.CommandRun:
+            return commands.build(r.server, r.tool, command, r.arguments, self.base(), entry.timeout)
 
-    async def close(self) -> None:
-        return None
+        async def send(run: commands.CommandRun) -> dict[str, Any]:
+            return await commands.run(run)
+
+        return await confirmed_send(scope, prepare, send, lambda run: run.exact, not command.read_only)
+
+    async def follow(self, scope: CallScope, state: Mapping[str, Any]) -> dict[str, Any]:
+        raise _never_remembered(scope)
+
+    async def instances(self) -> list[InstanceInfo]:
+        return []
+
+    async def reconfigure(self) -> None:
+        return None  # nothing is kept per entry
+
+    async def stop(self) -> None:
+        return None  # each run ends with its call
 
 
-Kind = OpenApiKind | CommandKind
+def service_kinds(host: UpstreamHost, base: Callable[[], Path]) -> list[UpstreamKind]:
+    return [OpenApiKind(host, base), CommandKind(host, base)]
 
-
-class Services:
-    """The kinds of the config's service entries, each built once per entry as it stands."""
-
-    def __init__(self) -> None:
-        self._kinds: dict[str, tuple[ServiceConfig, Kind]] = {}
-        self._retired: list[Kind] = []  # kinds of entries since changed: closed with the rest
-
-    def kind(self, name: str, entry: ServiceConfig, base: Path) -> Kind:
-        held = self._kinds.get(name)
-        if held is not None and held[0] == entry:
-            return held[1]
-        kind: Kind = OpenApiKind(name, entry, base) if isinstance(entry, OpenApiServer) else \
-            CommandKind(name, entry, base)
-        if held is not None:
-            self._retired.append(held[1])
-        self._kinds[name] = (entry, kind)
-        return kind
-
-    async def close(self) -> None:
-        for kind in [k for _, k in self._kinds.values()] + self._retired:
-            await kind.close()
-        self._kinds.clear()
-        self._retired.clear()

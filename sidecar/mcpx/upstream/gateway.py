@@ -14,14 +14,15 @@ import asyncio
 import json
 import logging
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from pathlib import Path
 from typing import Any
 
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Answerer, Confirms, OpenRequest, SessionSource, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
-from mcpx.config import AnyServer, CommandsServer, OpenApiServer, ServerConfig, StdioServer
+from mcpx.config import CommandsServer, HttpServer, OpenApiServer, ServerConfig, StdioServer
 from mcpx.configsource import ConfigSource
 from mcpx.errors import McpxError
 from mcpx.ids import is_id, new_id
@@ -31,14 +32,14 @@ from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
 from mcpx.mcp.tasks import TaskError, TaskGone
 from mcpx.services.document import DocumentError
-from mcpx.services.http import BadArguments
-from mcpx.services.kinds import Kind, Services, UnknownTool, confirmed_name
-from mcpx.services.outgoing import Outgoing, tool_outgoing
+from mcpx.services.kinds import confirmed_name, service_kinds
 from mcpx.upstream import secrets
 from mcpx.upstream.calls import CallContext, CallFailed, CallRequest, CallTask, elicit_result, usable
 from mcpx.upstream.connection import NeedsLegacy
 from mcpx.upstream.deadline import CallTimeout, PausableDeadline
 from mcpx.upstream.errors import UpstreamError
+from mcpx.upstream.kind import Kinds, Question, UpstreamKind, digest
+from mcpx.upstream.kind_scope import KindScope
 from mcpx.upstream.pool import Pool, UnknownServer, entry_fingerprint
 from mcpx.upstream.resume import Resume
 
@@ -60,7 +61,8 @@ class Gateway:
         self.settings = config  # read at each use: a reload replaces the config whole
         self.pool = Pool(lambda: self.settings.config.mcp_servers, self._recall_era, self._remember_era,
                          self._tools_changed)
-        self.services = Services()  # the config's REST services and commands (mcpx/services/)
+        # the kinds of upstream beside MCP servers: REST services and commands (mcpx/services/)
+        self.kinds = Kinds(service_kinds(self, self._config_dir))
         self.tasks: dict[str, CallTask] = {}  # running calls, and the most recent finished ones
         self._finished: deque[str] = deque()
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
@@ -100,7 +102,7 @@ class Gateway:
             waiting.cancel()
         await asyncio.gather(*self._listing_waits, return_exceptions=True)
         await self.secrets.close()
-        await self.services.close()
+        await self.kinds.each(lambda kind: kind.stop())
         await self.pool.close()
 
     async def reconfigure(self) -> None:
@@ -110,6 +112,7 @@ class Gateway:
                 task.fail(f"server {task.request.server!r} was removed from the config during the call", "failed")
         self._tool_cache = {k: v for k, v in self._tool_cache.items() if k in servers}
         await self.pool.reconfigure()
+        await self.kinds.each(lambda kind: kind.reconfigure())
         for server in servers:
             self._tool_cache.pop(server, None)
         await self._announce()
@@ -136,7 +139,7 @@ class Gateway:
             except Exception:  # one listener's trouble is not the reload's, nor the other listeners'
                 log.exception("a listener to the tool list failed")
 
-    def entry(self, server: str) -> AnyServer:
+    def entry(self, server: str) -> ServerConfig:
         """The config's entry for `server`, of any kind; UnknownServer naming the known ones."""
         entry = self.settings.config.servers.get(server)
         if entry is None:
@@ -144,22 +147,31 @@ class Gateway:
             raise UnknownServer(f"no server {server!r} behind mcpx ({known})")
         return entry
 
-    def service(self, server: str) -> Kind | None:
+    # ---- the kinds' host (upstream/kind.py's UpstreamHost)
+
+    def entries(self) -> dict[str, ServerConfig]:
+        return self.settings.config.servers
+
+    async def tools_changed(self, server: str) -> None:
+        await self._tools_changed(server)
+
+    def _config_dir(self) -> Path:
+        """Where a relative path in an entry is read from: the config file's directory (the nearest file's when
+        several make the config)."""
+        loaded = self.settings.loaded
+        return loaded.sources[-1].parent if loaded.sources else loaded.cwd
+
+    def service(self, server: str) -> UpstreamKind | None:
         """The kind of a service entry (an OpenAPI document, commands); None for an MCP server."""
         entry = self.settings.config.servers.get(server)
-        if not isinstance(entry, (OpenApiServer, CommandsServer)):
-            return None
-        loaded = self.settings.loaded
-        # a relative path in an entry is the config file's: the nearest file's when several make the config
-        base = loaded.sources[-1].parent if loaded.sources else loaded.cwd
-        return self.services.kind(server, entry, base)
+        return self.kinds.of(entry) if isinstance(entry, (OpenApiServer, CommandsServer)) else None
 
     async def tools(self, server: str, asker: tuple[str, SessionSource] | None = None) -> list[dict[str, Any]]:
         """The server's tools (listed once, then from memory). `asker`: the session a question this listing opens
         belongs to (a server's missing secrets); by default the config's."""
         if (kind := self.service(server)) is not None:
             try:
-                return await kind.tools()
+                return await kind.tools(server)
             except DocumentError as exc:
                 raise UpstreamError(f"server {server!r}: {exc}") from None
         entry = self.pool.entry(server)
@@ -252,38 +264,21 @@ class Gateway:
 
     async def _run(self, task: CallTask) -> None:
         if (kind := self.service(task.request.server)) is not None:
-            await self._run_to_end(task, self._service_call(task, kind), "running")
+            scope = KindScope(task, self.entry(task.request.server), self._kind_asks, self._confirm_exact)
+            await self._run_to_end(task, kind.call(scope), "running")
             return
         entry = self.pool.entry(task.request.server)
+        assert isinstance(entry, (StdioServer, HttpServer))  # the pool holds MCP servers alone
         await self._run_to_end(task, self._confirmed_call(task, entry.timeout, entry.confirm), "running")
 
     async def _confirmed_call(self, task: CallTask, timeout: float, confirm: list[str]) -> dict[str, Any]:
         r = task.request
         await self._secrets_for(task)
         if confirmed_name(r.tool, confirm):
-            await self._confirm(task, tool_outgoing(r.server, r.tool, r.arguments), "is one its server's confirm names")
+            await self._confirm_tool(task, "is one its server's confirm names")
         elif self.settings.config.elicit.confirm_destructive and await self._may_change_things(task):
-            await self._confirm(task, tool_outgoing(r.server, r.tool, r.arguments), "may change or delete things")
+            await self._confirm_tool(task, "may change or delete things")
         return await self._call_with_era(task, timeout, era=None)
-
-    async def _service_call(self, task: CallTask, kind: Kind) -> dict[str, Any]:
-        """A call to a REST service or a command: the exact request is built; one that needs a confirmation is shown
-        to the person and sent only once accepted, and only if, built again just before it goes, it is still exactly
-        what was accepted (its hash): otherwise the person is asked again about what it has become."""
-        r = task.request
-        try:
-            prepared = await kind.prepare(r.tool, r.arguments)
-            for _ in range(3):
-                if not prepared.confirm:
-                    return await kind.send(prepared)
-                await self._confirm(task, prepared.outgoing, "sends this")
-                again = await kind.prepare(r.tool, r.arguments)
-                if again.outgoing.digest == prepared.outgoing.digest:
-                    return await kind.send(again)
-                prepared = again  # what would go is not what was accepted: ask about what it is now
-        except (BadArguments, UnknownTool, DocumentError) as exc:
-            raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: {exc}") from None
-        raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: the request changed each time it was confirmed")
 
     async def _may_change_things(self, task: CallTask) -> bool:
         """A tool changes things unless its server says otherwise (readOnlyHint, or destructiveHint false)."""
@@ -333,29 +328,49 @@ class Gateway:
             return f"{answer.by} answered but did not confirm"
         return f"{answer.by} said {answer.action}" + (f" ({answer.reason})" if answer.reason else "")
 
-    async def _confirm(self, task: CallTask, outgoing: Outgoing, why: str) -> None:
-        """mcpx asks the person on its own behalf before a call goes out: an MCP tool that may change or delete things
-        or that its server's `confirm` names (`why` says which), or a service's request, shown exactly. The question
-        carries the hash of what goes (`Confirms.request`), which approval rules may match by server, tool and
-        method; CallFailed unless the person (or the approvers) accepted."""
+    async def _confirm_tool(self, task: CallTask, why: str) -> None:
+        """mcpx asks the person before it forwards a call to an MCP server's tool that may change or delete things
+        (`why` says how it knows), bound to the tool and its arguments."""
         r = task.request
-        if outgoing.method is None:  # an MCP tool: its arguments, as they always were shown
-            message = f"{r.server}.{r.tool} {why}: let this call proceed?"
-            detail = f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"
-            failed = f"{r.server}.{r.tool} was not run"
-        else:
-            message = f"{r.server}.{r.tool} {why}, if you confirm:\n\n{outgoing.shown}"
-            detail = f"exactly this, once (request sha256 {outgoing.short}…)"
-            failed = f"{r.server}.{r.tool}: nothing was sent"
+        await self._confirm(task, f"{r.server}.{r.tool} {why}: let this call proceed?",
+                            f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}",
+                            {"server": r.server, "tool": r.tool, "arguments": r.arguments},
+                            f"{r.server}.{r.tool} was not run")
+
+    async def _confirm_exact(self, task: CallTask, summary: str, exact: Mapping[str, Any]) -> None:
+        """A kind's confirmation of one exact request (upstream/kind.py: CallScope.confirm), shown verbatim."""
+        await self._confirm(task, f"{summary}:\n\n{json.dumps(exact, indent=2, ensure_ascii=False)}",
+                            f"exactly this request, once (sha256 {digest(exact)[:16]}…)", exact,
+                            f"{task.request.server}.{task.request.tool}: nothing was sent")
+
+    async def _confirm(self, task: CallTask, message: str, detail: str, exact: Mapping[str, Any], failed: str) -> None:
+        """mcpx asks the person on its own behalf before a call goes out; CallFailed unless they (or the approvers
+        an approval rule names) accepted. The question carries the digest of exactly what goes (`Confirms`), which
+        approval rules match by the call's server, tool and method (an HTTP method; RUN for a command's argv)."""
+        r = task.request
+        method = exact.get("method") if isinstance(exact.get("method"), str) else "RUN" if "argv" in exact else None
         handle = await self.broker.open(self._own_request(
             task, f"{r.server}.{r.tool}", message, {"type": "object", "properties": {"confirm": {
                 "type": "boolean", "default": False, "title": "Let it proceed", "description": detail}}},
-            Confirms(server=r.server, tool=r.tool, method=outgoing.method, request=outgoing.digest)),
-            task.stored_with)
+            Confirms(server=r.server, tool=r.tool, method=method, request=digest(exact))), task.stored_with)
         answer = await self._own_answer(task, handle, "mcpx's confirmation")
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return
         raise CallFailed(f"{failed}: mcpx asked first ({handle.id}) and {self._why_not(answer)}")
+
+    async def _kind_asks(self, task: CallTask, question: Question) -> Answer:
+        """A kind's own question in a call (upstream/kind.py: CallScope.ask)."""
+        r = task.request
+        request = self._own_request(task, question.about or f"{r.server}.{r.tool}", question.message,
+                                    question.requested_schema)
+        if question.url is not None:
+            request = request.model_copy(update={"mode": "url", "url": question.url, "requested_schema": None})
+        if question.ttl is not None:
+            request = request.model_copy(update={"ttl": question.ttl})
+        if question.audience == "any":
+            request = request.model_copy(update={"audience": None})
+        handle = await self.broker.open(request, task.stored_with)
+        return await self._own_answer(task, handle, "mcpx's question")
 
     async def _secrets_for(self, task: CallTask) -> None:
         """The server's secrets are in the keychain before it starts: those missing are asked of the person (one
