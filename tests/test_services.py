@@ -250,12 +250,16 @@ def test_config_check_explains_a_service_entry_that_does_not_hold(home: Path, tm
         "a": {"openapi": str(swagger), "methods": ["GET", "FETCH"]},
         "b": {"commands": {"x": {"argv": ["{prog}", "run"]}}},
         "c": {"commands": {"y": {"argv": ["true"], "parameters": {"n": {"type": "integer"}}}}},
-    }})
+    }, "elicit": {"rules": [{"match": {"method": "fetch"}, "action": "decline"}]}})
     out = d.cli("config", "check")
     assert out.returncode != 0
     assert "servers.a: methods: 'FETCH' is not an HTTP method" in out.stderr, out.stderr
     assert "servers.b.commands.x: argv[0] is the program and cannot be a parameter" in out.stderr
     assert "servers.c.commands.y: parameters 'n' appear in no {slot} of argv" in out.stderr
-    d.write_config({"servers": {"a": {"openapi": str(swagger)}}})
+    assert "elicit.rules[0].match: method 'fetch' is not an HTTP method" in out.stderr, out.stderr
+    d.write_config({"servers": {"a": {"openapi": str(swagger)}, "b": {"commands": {"x": {"argv": ["no-such-program"]}}},
+                                "c": {"commands": {"y": {"argv": ["true"], "cwd": "~/mcpx-no-such-directory"}}}}})
     out = d.cli("config", "check")
     assert out.returncode != 0 and "is a Swagger 2.0 document; mcpx reads OpenAPI 3.0 and 3.1" in out.stderr, out
+    assert "servers.b.commands.x.argv: command 'no-such-program' not found on its PATH" in out.stderr
+    assert "servers.c.commands.y.cwd: " in out.stderr and "mcpx-no-such-directory' is not a directory" in out.stderr

@@ -56,6 +56,15 @@ class RuleMatch(_Model):
                                "(RUN: a command); its server and tool match the call's too")
 
     @model_validator(mode="after")
+    def _method_known(self) -> RuleMatch:
+        if self.method is not None:
+            if self.method.upper() not in (*HTTP_METHODS, "RUN"):
+                raise ValueError(f"method {self.method!r} is not an HTTP method (known: "
+                                 f"{', '.join(HTTP_METHODS)}), nor RUN (a command)")
+            self.method = self.method.upper()
+        return self
+
+    @model_validator(mode="after")
     def _message_is_regex(self) -> RuleMatch:
         if self.message is not None:
             try:
@@ -828,7 +837,7 @@ def config_warnings(config: Config, origin: str) -> list[Problem]:
                                f"minimum for a start: its calls time out after {entry.timeout:g}s, but its start "
                                f"(process and handshake) may take {START_FLOOR:g}s"))
     for index, rule in enumerate(config.elicit.approvals):
-        if rule.match.mode != "url":
+        if rule.match.mode != "url" and rule.match.method is None:  # a method: only mcpx's yes/no confirmations
             out.append(Problem(origin, f"elicit.approvals[{index}]", "approvals apply to yes/no confirmations (a "
                                "form with no fields or one yes/no) and url consent: a form question with other "
                                "fields that this rule matches keeps the one-answer rule"))

@@ -29,7 +29,7 @@ def problems(entry: ServiceConfig, base: Path) -> list[tuple[str, str]]:
     assert isinstance(entry, CommandsServer)
     out = []
     for name, command in entry.commands.items():
-        cwd = str(base / command.cwd) if command.cwd else None
+        cwd = str(base / Path(command.cwd).expanduser()) if command.cwd else str(base)
         why = command_problem(command.argv[0], server_environment(command.env, os.environ).env, cwd)
         if why:
             out.append((f"commands.{name}.{'argv' if why[0] == 'command' else why[0]}", why[1]))

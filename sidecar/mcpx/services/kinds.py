@@ -89,7 +89,8 @@ class OpenApiKind:
     async def doc(self, server: str, entry: OpenApiServer) -> document.Document:
         """The entry's document, read once (every caller waits on the one read)."""
         held = self._docs.get(server)
-        if held is None or held[0] != entry or (held[1].done() and held[1].exception() is not None):
+        failed = held is not None and held[1].done() and (held[1].cancelled() or held[1].exception() is not None)
+        if held is None or held[0] != entry or failed:  # a read that failed is tried again at the next use
             base = self.base()
             read = asyncio.create_task(self._read(entry, base), name=f"mcpx-openapi-{server}")
             held = self._docs[server] = (entry, read)
