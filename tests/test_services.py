@@ -1,6 +1,7 @@
 """REST services and commands behind mcpx (issue 38), against the real daemon: a real FastAPI service with its own
 generated OpenAPI 3.1 document that keeps every request it receives (tests/peers/notes_api.py), OpenAPI's own
-Petstore document, and git on a temporary repository. Writes are confirmed one by one, each accept bound to exactly
+Petstore document served by Stoplight's Prism (a mock that checks each request against the document), and git on
+a temporary repository. Writes are confirmed one by one, each accept bound to exactly
 the request shown; nothing the person did not accept reaches the service."""
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from conftest import loud_skip
 from gateway_helpers import answer, call, result
-from harness import PEERS, free_port, listening, make_daemon, stop_process, wait_started
+from harness import PEERS, ROOT, free_port, listening, make_daemon, stop_process, wait_started
 
+PRISM = ROOT / "node_modules" / ".bin" / "prism"  # Stoplight's mock server (package.json)
 KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"  # the service's key: sent, never shown
 DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
 
@@ -199,7 +202,6 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
                        "env": git},
         }},
         "demo": {**DEMO, "confirm": ["delete_*"]},
-        "petstore": {"openapi": str(PEERS / "petstore-expanded.yaml"), "methods": "all"},
     }}
     d = make_daemon(home, config)
     d.start()
@@ -234,13 +236,55 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
             assert q["message"] == "demo.delete_branch is one its server's confirm names: let this call proceed?"
             await answer(http, q["id"], "decline")
             assert "was not run" in (await result(http, task))["error"]
-
-            # OpenAPI's Petstore document (YAML, 3.0): its operations, $refs resolved; no service is called
-            pets = await tools(http, "petstore")
-            assert set(pets) == {"findPets", "addPet", "find_pet_by_id", "deletePet"}
-            assert pets["addPet"]["inputSchema"]["properties"]["body"]["required"] == ["name"]
     finally:
         d.stop()
+
+
+@contextmanager
+def prism(document: Path) -> Iterator[str]:
+    """Stoplight's Prism mocking `document` on a free loopback port, for the block: its base URL."""
+    if not PRISM.exists():
+        loud_skip(f"{PRISM} is missing: run `npm ci` (package.json's @stoplight/prism-cli)")
+    port = free_port()
+    proc = subprocess.Popen([str(PRISM), "mock", "-h", "127.0.0.1", "-p", str(port), str(document)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_started(proc, lambda: listening(port), "prism")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+
+
+async def test_a_published_document_against_its_mock_validating_what_mcpx_sends(home: Path) -> None:
+    document = PEERS / "petstore-expanded.yaml"  # OpenAPI's own example (YAML, 3.0), $refs between its schemas
+    with prism(document) as base:
+        d = make_daemon(home, {"servers": {
+            "pets": {"openapi": str(document), "baseUrl": base, "methods": "all", "confirm": ["DELETE"]}}})
+        d.start()
+        try:
+            async with d.session() as http:
+                pets = await tools(http, "pets")
+                assert set(pets) == {"findPets", "addPet", "find_pet_by_id", "deletePet"}
+                assert pets["addPet"]["inputSchema"]["properties"]["body"]["required"] == ["name"]
+                assert pets["findPets"]["inputSchema"]["properties"]["tags"]["type"] == "array"
+                # Prism answers from the document and checks each request against it: a query array as form
+                status, body, _ = await call(http, "pets", "findPets", {"tags": ["a", "b"], "limit": 2})
+                assert status == 200 and not body["result"].get("isError"), body
+                assert isinstance(body["result"]["structuredContent"]["result"], list)
+                # confirm: ["DELETE"] alone, so a POST goes unasked; the body it fails Prism's check on is an
+                # error result with the status and the start of the body
+                status, body, _ = await call(http, "pets", "addPet", {"body": {"tag": "no name"}})
+                assert status == 200 and body["result"]["isError"] is True
+                assert body["result"]["content"][0]["text"].startswith("HTTP 422 Unprocessable Entity: ")
+                status, body, _ = await call(http, "pets", "addPet", {"body": {"name": "Rex"}})
+                assert "id" in body["result"]["structuredContent"]
+                q, task = await asked(http, "pets", "deletePet", {"id": 7})
+                assert (shown(q)["method"], shown(q)["url"]) == ("DELETE", f"{base}/pets/7")
+                await answer(http, q["id"], "accept", {"confirm": True})
+                done = await result(http, task)
+                assert done["result"]["content"][0]["text"] == "HTTP 204 No Content", done
+        finally:
+            d.stop()
 
 
 def test_config_check_explains_a_service_entry_that_does_not_hold(home: Path, tmp_path: Path) -> None:
