@@ -21,9 +21,11 @@ import pytest
 from conftest import loud_skip
 from gateway_helpers import answer, call, result
 from harness import PEERS, ROOT, free_port, listening, make_daemon, stop_process, wait_started
+from keychain import Keychain, private_keychain
 
 PRISM = ROOT / "node_modules" / ".bin" / "prism"  # Stoplight's mock server (package.json)
-KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"  # the service's key: sent, never shown
+KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"  # the service's key, from the daemon's environment: sent, never shown
+TOKEN = "tok-9b8a7c6d5e4f3a2b"  # a bearer token from the keychain: sent, never shown
 DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
 
 
@@ -79,17 +81,25 @@ async def approve(http: aiohttp.ClientSession, eid: str, person: str) -> None:
         assert r.status == 200, await r.text()
 
 
-async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accepted(home: Path) -> None:
+@pytest.fixture
+def keys(tmp_path: Path) -> Iterator[Keychain]:
+    with private_keychain(tmp_path / "kc") as k:
+        yield k
+
+
+async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accepted(home: Path, keys: Keychain) -> None:
     people = {p: {} for p in ("alice", "bob", "carol")}
+    keys.store("notes_rw", "NOTES_TOKEN", TOKEN)
     with notes_service() as base:
         doc = f"{base}/openapi.json"
         headers = {"X-Api-Key": "${NOTES_KEY}"}
         config = {"servers": {
             "notes": {"openapi": doc, "headers": headers},
-            "notes_rw": {"openapi": doc, "headers": headers, "methods": "all", "operations": {"exclude": ["get_note"]}},
+            "notes_rw": {"openapi": doc, "methods": "all", "operations": {"exclude": ["get_note"]},
+                         "secrets": ["NOTES_TOKEN"], "headers": {**headers, "Authorization": "Bearer ${NOTES_TOKEN}"}},
         }, "people": people, "elicit": {"askTimeout": "10m", "approvals": [
             {"match": {"server": "notes_rw", "method": "DELETE"}, "approvers": ["alice", "bob", "carol"], "need": 2}]}}
-        d = make_daemon(home, config, listen=f"127.0.0.1:{free_port()}", extra_env={"NOTES_KEY": KEY})
+        d = make_daemon(home, config, listen=f"127.0.0.1:{free_port()}", extra_env={"NOTES_KEY": KEY, **keys.env})
         d.start()
         try:
             async with d.session() as http:
@@ -125,7 +135,8 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                 assert q["audience"] == "human" and q["tool"] == "notes_rw.create_note"
                 request = shown(q)
                 assert (request["method"], request["url"], request["body"]) == ("POST", f"{base}/notes", note)
-                assert request["headers"]["X-Api-Key"] == "[redacted]" and KEY not in json.dumps(q)
+                assert request["headers"]["X-Api-Key"] == request["headers"]["Authorization"] == "[redacted]"
+                assert KEY not in json.dumps(q) and TOKEN not in json.dumps(q)
                 assert request["headers"]["Content-Type"] == "application/json"
                 assert q["confirms"]["method"] == "POST" and len(q["confirms"]["request"]) == 64
                 # declined: an error naming who and why, and the service received nothing
@@ -144,7 +155,8 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                 [posted] = [g for g in await received(base) if g["method"] == "POST"]
                 assert json.loads(posted["body"]) == shown(q)["body"] == note
                 assert posted["headers"]["x-api-key"] == KEY
-                assert {k.lower(): v for k, v in shown(q)["headers"].items() if k != "X-Api-Key"}.items() <= \
+                assert posted["headers"]["authorization"] == f"Bearer {TOKEN}"  # from the keychain
+                assert {k.lower(): v for k, v in shown(q)["headers"].items() if v != "[redacted]"}.items() <= \
                     posted["headers"].items()  # every header shown is the header sent
 
                 # a different body is a different request: asked again, and cancelled, it is never sent

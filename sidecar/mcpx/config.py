@@ -236,8 +236,10 @@ class OpenApiServer(_Server):
                                       "sends them, each request shown exactly; by default every allowed method but "
                                       "GET and HEAD")
     operations: OperationFilter = OperationFilter()
-    headers: dict[str, str] = Field(default={}, description="sent with every request; ${NAME} is the daemon's "
-                                    "variable NAME, and such a header is never shown")
+    headers: dict[str, str] = Field(default={}, description="sent with every request; ${NAME} is one of secrets, "
+                                    "or else the daemon's variable NAME, and such a header is never shown")
+    secrets: list[str] = Field(default=[], description="names from the OS keychain a header's ${NAME} may use "
+                               "(docs/secrets.md): a value the keychain lacks is asked of the person, once")
 
     @model_validator(mode="before")
     @classmethod
@@ -253,6 +255,7 @@ class OpenApiServer(_Server):
     def _shape(self) -> OpenApiServer:
         if self.base_url is not None and not re.match(r"^https?://", self.base_url):
             raise ValueError(f"baseUrl must start with http:// or https://, got {shown_url(self.base_url)!r}")
+        _secret_names(self.secrets, {})
         return self
 
     @property

@@ -26,7 +26,7 @@ from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
 from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.cli.doctor_findings import Finding
 from mcpx.cli.policy_cmd import CheckedConfig, checked_config
-from mcpx.config import ServerConfig, StdioServer
+from mcpx.config import OpenApiServer, ServerConfig, StdioServer
 
 ASK_PATIENCE = 30.0  # s: how long doctor waits for the daemon to keep a secret it was just given
 
@@ -158,7 +158,7 @@ async def _store(health: dict[str, Any]) -> list[Finding]:
 
 
 def _server(server: str, entry: ServerConfig | None, ask: bool) -> Iterator[Finding]:
-    names = list(entry.secrets) if isinstance(entry, StdioServer) else []
+    names = list(entry.secrets) if isinstance(entry, (StdioServer, OpenApiServer)) else []
     if names:
         settled = yield from _secrets(server, names, ask)
         if not settled:

@@ -71,10 +71,10 @@ def _config() -> Config:
 
 def listed(config: Config) -> list[tuple[str, str]]:
     """(server, name) of every secret the config names, sorted."""
-    from mcpx.config import StdioServer
+    from mcpx.config import OpenApiServer, StdioServer
 
-    return sorted((server, name) for server, entry in config.servers.items() if isinstance(entry, StdioServer)
-                  for name in entry.secrets)
+    return sorted((server, name) for server, entry in config.servers.items()
+                  if isinstance(entry, (StdioServer, OpenApiServer)) for name in entry.secrets)
 
 
 def secrets_list(args: argparse.Namespace) -> int:

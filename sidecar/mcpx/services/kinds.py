@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from mcpx.config import CommandsServer, OpenApiServer
 from mcpx.services import commands, document, http
 from mcpx.services.http import BadArguments
+from mcpx.upstream import secrets
 from mcpx.upstream.environment import filled, references
 from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, UpstreamHost, UpstreamKind, digest
 
@@ -126,16 +127,21 @@ class OpenApiKind:
                            "baseUrl in its entry")
 
     @staticmethod
-    def _headers(server: str, entry: OpenApiServer) -> tuple[list[tuple[str, str]], set[str]]:
-        """The entry's headers with ${NAME} filled from the daemon's environment, and which of them are secret."""
+    async def _headers(server: str, entry: OpenApiServer) -> tuple[list[tuple[str, str]], set[str]]:
+        """The entry's headers with ${NAME} filled from its secrets (the keychain) or else the daemon's environment,
+        and which of them are secret (every one that has a reference)."""
+        try:
+            known = {**os.environ, **await secrets.read(server, entry)}
+        except secrets.MissingSecrets as exc:
+            raise BadArguments(str(exc)) from None
         out: list[tuple[str, str]] = []
         secret: set[str] = set()
         for key, value in entry.headers.items():
             refs = references(value)
-            if missing := [name for name in refs if name not in os.environ]:
-                raise BadArguments(f"server {server!r}: its header {key} needs ${{{missing[0]}}}, which is not set "
-                                   "in the daemon's environment")
-            out.append((key, filled(value, os.environ)))
+            if missing := [name for name in refs if name not in known]:
+                raise BadArguments(f"server {server!r}: its header {key} needs ${{{missing[0]}}}, which is neither "
+                                   "one of its secrets nor set in the daemon's environment")
+            out.append((key, filled(value, known)))
             if refs:
                 secret.add(key)
         return out, secret
@@ -150,7 +156,7 @@ class OpenApiKind:
                              "decide its tools: `mcpx tools` lists them)")
 
         async def prepare() -> http.HttpRequest:
-            headers, secret = self._headers(r.server, entry)
+            headers, secret = await self._headers(r.server, entry)
             for name, value in headers:
                 if name in secret:
                     scope.secret(value)

@@ -264,12 +264,15 @@ class Gateway:
 
     async def _run(self, task: CallTask) -> None:
         if (kind := self.service(task.request.server)) is not None:
-            scope = KindScope(task, self.entry(task.request.server), self._kind_asks, self._confirm_exact)
-            await self._run_to_end(task, kind.call(scope), "running")
+            await self._run_to_end(task, self._kind_call(task, kind), "running")
             return
         entry = self.pool.entry(task.request.server)
         assert isinstance(entry, (StdioServer, HttpServer))  # the pool holds MCP servers alone
         await self._run_to_end(task, self._confirmed_call(task, entry.timeout, entry.confirm), "running")
+
+    async def _kind_call(self, task: CallTask, kind: UpstreamKind) -> dict[str, Any]:
+        await self._secrets_for(task)  # in the keychain before the kind is asked for anything (upstream/kind.py)
+        return await kind.call(KindScope(task, self.entry(task.request.server), self._kind_asks, self._confirm_exact))
 
     async def _confirmed_call(self, task: CallTask, timeout: float, confirm: list[str]) -> dict[str, Any]:
         r = task.request
@@ -376,7 +379,7 @@ class Gateway:
         """The server's secrets are in the keychain before it starts: those missing are asked of the person (one
         question per server, which every call needing it waits on), the call waiting like on any question."""
         r = task.request
-        entry = self.pool.entry(r.server)
+        entry = self.entry(r.server)
         if not secrets.names(entry):
             return
         try:

@@ -22,7 +22,7 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Elicitation, OpenRequest, StoredTask
 from mcpx.broker.store import QuestionFilter
-from mcpx.config import ServerConfig, StdioServer
+from mcpx.config import OpenApiServer, ServerConfig, StdioServer
 from mcpx.configsource import ConfigSource
 from mcpx.upstream.errors import UpstreamError
 
@@ -36,7 +36,7 @@ class MissingSecrets(UpstreamError):
 
 
 def names(entry: ServerConfig) -> list[str]:
-    return list(entry.secrets) if isinstance(entry, StdioServer) else []
+    return list(entry.secrets) if isinstance(entry, (StdioServer, OpenApiServer)) else []
 
 
 async def read(server: str, entry: ServerConfig) -> dict[str, str]:
