@@ -18,8 +18,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from conftest import loud_skip
-from gateway_helpers import answer, call, result
+from conftest import loud_skip, wait_for
+from gateway_helpers import answer, call, result, until_pending
 from harness import PEERS, ROOT, free_port, listening, make_daemon, stop_process, wait_started
 from keychain import Keychain, private_keychain
 
@@ -70,6 +70,11 @@ def shown(q: dict[str, Any]) -> dict[str, Any]:
     assert first == f"{q['tool']} sends this, if you confirm:"
     document: dict[str, Any] = json.loads(exact)
     return document
+
+
+async def reloaded(http: aiohttp.ClientSession) -> bool:
+    """The daemon took up the second config (notes_rw no longer lists list_notes)."""
+    return "list_notes" not in await tools(http, "notes_rw")
 
 
 async def approve(http: aiohttp.ClientSession, eid: str, person: str) -> None:
@@ -168,6 +173,24 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                 assert cancelled["state"] == "failed" and "nothing was sent" in cancelled["error"]
                 assert len([g for g in await received(base) if g["method"] == "POST"]) == 1
 
+                # accepted, but the config changed while the person read: what would go now is not what they
+                # accepted, so it is asked again, and only the new request is sent, once
+                q3, task = await asked(http, "notes_rw", "create_note", {"body": other})
+                rw = config["servers"]["notes_rw"]
+                d.write_config({**config, "servers": {**config["servers"], "notes_rw": {
+                    **rw, "headers": {**rw["headers"], "X-Tenant": "b"},
+                    "operations": {"exclude": ["get_note", "list_notes"]}}}})
+                await wait_for(lambda: reloaded(http), what="the reloaded config")
+                await answer(http, q3["id"], "accept", {"confirm": True})
+                [q4] = await until_pending(http, 1, trace=q3["trace"])
+                assert q4["id"] != q3["id"] and "X-Tenant" not in shown(q3)["headers"]
+                assert shown(q4)["headers"]["X-Tenant"] == "b"
+                assert len([g for g in await received(base) if g["method"] == "POST"]) == 1
+                await answer(http, q4["id"], "accept", {"confirm": True})
+                assert (await result(http, task))["state"] == "completed"
+                [_, again] = [g for g in await received(base) if g["method"] == "POST"]
+                assert json.loads(again["body"]) == other and again["headers"]["x-tenant"] == "b"
+
                 # a DELETE on this service needs two of alice, bob and carol: one approval sends nothing
                 q, task = await asked(http, "notes_rw", "delete_note", {"note_id": 1})
                 assert q["approvals"]["need"] == 2 and q["confirms"]["method"] == "DELETE"
@@ -190,7 +213,7 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                 assert ended["state"] == "failed" and "was not sent" in ended["error"], ended
                 async with http.get(f"/v1/elicit/{q['id']}") as r:
                     assert (await r.json())["elicitation"]["state"] == "abandoned"
-                assert len([g for g in await received(base) if g["method"] == "POST"]) == 1
+                assert len([g for g in await received(base) if g["method"] == "POST"]) == 2  # as before it
         finally:
             d.stop()
 

@@ -39,19 +39,20 @@ def confirmed_name(name: str, patterns: list[str]) -> bool:
 
 
 async def confirmed_send(scope: CallScope, prepare: Callable[[], Any], send: Callable[[Any], Any],
-                         exact: Callable[[Any], dict[str, Any]], confirm: bool) -> dict[str, Any]:
-    """Build the request (`prepare`), have the person confirm its exact document when `confirm`, build it again and
-    send it (`send`) only if it is still exactly what was confirmed."""
+                         exact: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """Build the request (`prepare`: it and whether it is confirmed, from the config as it stands), have the person
+    confirm its exact document when it must be, build it again and send it (`send`) only if it is still exactly
+    what was confirmed."""
     r = scope.request
     try:
-        request = await prepare()
+        request, confirm = await prepare()
         if not confirm:
             result: dict[str, Any] = await send(request)
             return result
         summary = f"{r.server}.{r.tool} sends this, if you confirm"
         for _ in range(ASKS):
             await scope.confirm(summary, exact(request))
-            again = await prepare()
+            again, _ = await prepare()
             if digest(exact(again)) == digest(exact(request)):
                 result = await send(again)
                 return result
@@ -148,30 +149,34 @@ class OpenApiKind:
 
     async def call(self, scope: CallScope) -> dict[str, Any]:
         r = scope.request
-        entry = scope.entry
-        assert isinstance(entry, OpenApiServer)
-        op = (await self.operations(r.server, entry)).get(r.tool)
-        if op is None:
-            raise CallFailed(f"server {r.server!r} has no tool {r.tool!r} (its document, methods and operations "
-                             "decide its tools: `mcpx tools` lists them)")
 
-        async def prepare() -> http.HttpRequest:
+        async def prepare() -> tuple[http.HttpRequest, bool]:
+            # the entry as it stands now: a config reloaded while the person was reading is seen before sending
+            entry = self.host.entries().get(r.server)
+            if not isinstance(entry, OpenApiServer):
+                raise BadArguments(f"server {r.server!r} is no longer an OpenAPI service of the config")
+            op = (await self.operations(r.server, entry)).get(r.tool)
+            if op is None:
+                raise BadArguments(f"server {r.server!r} has no tool {r.tool!r} (its document, methods and "
+                                   "operations decide its tools: `mcpx tools` lists them)")
             headers, secret = await self._headers(r.server, entry)
             for name, value in headers:
                 if name in secret:
                     scope.secret(value)
-            return http.build(op, r.arguments, await self._base_url(r.server, entry), headers, secret)
+            request = http.build(op, r.arguments, await self._base_url(r.server, entry), headers, secret)
+            return request, op.method in entry.confirmed
 
         async def send(request: http.HttpRequest) -> dict[str, Any]:
             if self._http is None:
                 self._http = aiohttp.ClientSession()
             try:
-                return await scope.deadline.run(http.send(self._http, request, entry.timeout), f"{r.server}.{r.tool}")
+                return await scope.deadline.run(http.send(self._http, request, scope.entry.timeout),
+                                                f"{r.server}.{r.tool}")
             except aiohttp.ClientError as exc:
                 return {"content": [{"type": "text", "text": f"{request.method} {request.url} failed: "
                                      f"{exc or type(exc).__name__}"}], "isError": True}
 
-        return await confirmed_send(scope, prepare, send, lambda req: req.exact, op.method in entry.confirmed)
+        return await confirmed_send(scope, prepare, send, lambda req: req.exact)
 
     async def follow(self, scope: CallScope, state: Mapping[str, Any]) -> dict[str, Any]:
         raise _never_remembered(scope)
@@ -213,20 +218,23 @@ class CommandKind:
 
     async def call(self, scope: CallScope) -> dict[str, Any]:
         r = scope.request
-        entry = scope.entry
-        assert isinstance(entry, CommandsServer)
-        command = entry.commands.get(r.tool)
-        if command is None:
-            raise CallFailed(f"server {r.server!r} has no command {r.tool!r} (it has: "
-                             f"{', '.join(sorted(entry.commands))})")
 
-        async def prepare() -> commands.CommandRun:
-            return commands.build(r.server, r.tool, command, r.arguments, self.base(), entry.timeout)
+        async def prepare() -> tuple[commands.CommandRun, bool]:
+            # the entry as it stands now: a config reloaded while the person was reading is seen before running
+            entry = self.host.entries().get(r.server)
+            if not isinstance(entry, CommandsServer):
+                raise BadArguments(f"server {r.server!r} is no longer a commands entry of the config")
+            command = entry.commands.get(r.tool)
+            if command is None:
+                raise BadArguments(f"server {r.server!r} has no command {r.tool!r} (it has: "
+                                   f"{', '.join(sorted(entry.commands))})")
+            run = commands.build(r.server, r.tool, command, r.arguments, self.base(), entry.timeout)
+            return run, not command.read_only
 
         async def send(run: commands.CommandRun) -> dict[str, Any]:
             return await commands.run(run)
 
-        return await confirmed_send(scope, prepare, send, lambda run: run.exact, not command.read_only)
+        return await confirmed_send(scope, prepare, send, lambda run: run.exact)
 
     async def follow(self, scope: CallScope, state: Mapping[str, Any]) -> dict[str, Any]:
         raise _never_remembered(scope)
