@@ -266,6 +266,14 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
             failed = await result(http, body["task"])
             assert failed["state"] == "failed" and "'count' must be an integer" in failed["error"]
 
+            # the service's tools are served on /mcp; /mcp/git, a door to one MCP server as it is, says why not
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+            async with http.post("/mcp/git", json=init, headers={"Accept": "application/json, text/event-stream"}) as r:
+                refused = await r.json()
+                assert r.status == 404 and "server 'git' is commands, not an MCP server: its tools are served on " \
+                    "/mcp as git_TOOL" in refused["error"]["message"], refused
+
             # an MCP server's tools named in its confirm are asked about before the call is forwarded
             q, task = await asked(http, "demo", "delete_branch", {})
             assert q["message"] == "demo.delete_branch is one its server's confirm names: let this call proceed?"

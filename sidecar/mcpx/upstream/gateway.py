@@ -161,6 +161,14 @@ class Gateway:
         loaded = self.settings.loaded
         return loaded.sources[-1].parent if loaded.sources else loaded.cwd
 
+    def proxied(self, server: str) -> None:
+        """UnknownServer unless `server` is an MCP server, which /mcp/SERVER passes through to as it is."""
+        if (kind := self.service(server)) is not None:
+            raise UnknownServer(f"server {server!r} is {'an OpenAPI service' if kind.name == 'openapi' else 'commands'}"
+                                f", not an MCP server: its tools are served on /mcp as {server}_TOOL, not on "
+                                f"/mcp/{server}")
+        self.pool.entry(server)
+
     def service(self, server: str) -> UpstreamKind | None:
         """The kind of a service entry (an OpenAPI document, commands); None for an MCP server."""
         entry = self.settings.config.servers.get(server)
