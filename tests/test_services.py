@@ -225,7 +225,17 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path / "repo"
 
 
+TREE = {"openapi": "3.1.0", "info": {"title": "tree", "version": "1"}, "paths": {"/nodes/{id}": {
+    "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+    "put": {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+        "$ref": "#/components/schemas/Node"}}}}, "responses": {"204": {"description": "kept"}}}}},
+    "components": {"schemas": {"Node": {"type": "object", "properties": {
+        "name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}}}}}
+
+
 async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_asked(home: Path, repo: Path) -> None:
+    tree = repo.parent / "tree.json"  # a document of its own: no operationId, a schema that holds itself
+    tree.write_text(json.dumps(TREE))
     git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
     config = {"servers": {
         "git": {"commands": {
@@ -237,6 +247,7 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
                        "env": git},
         }},
         "demo": {**DEMO, "confirm": ["delete_*"]},
+        "tree": {"openapi": str(tree), "methods": "all", "baseUrl": "http://127.0.0.1:9"},
     }}
     d = make_daemon(home, config)
     d.start()
@@ -279,6 +290,16 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
             assert q["message"] == "demo.delete_branch is one its server's confirm names: let this call proceed?"
             await answer(http, q["id"], "decline")
             assert "was not run" in (await result(http, task))["error"]
+
+            # a tool named by its method and path, its path-level parameter and its body's schema taken in; a schema
+            # that holds itself is taken in once, and where it meets itself again it is any value
+            [put] = (await tools(http, "tree")).values()
+            assert put["name"] == "put_nodes_id" and put["annotations"]["idempotentHint"] is True
+            node = put["inputSchema"]["properties"]["body"]
+            assert put["inputSchema"]["required"] == ["id", "body"]
+            assert node["properties"]["name"] == {"type": "string"}
+            assert node["properties"]["children"]["items"] == {"description": "(the schema #/components/schemas/Node, "
+                                                                             "again)"}
     finally:
         d.stop()
 

@@ -164,7 +164,7 @@ def _parameters(at: SchemaPath) -> dict[tuple[str, str], dict[str, Any]]:
         entry = {"name": value["name"], "in": value["in"], "required": bool(value.get("required")),
                  "description": value.get("description"), "style": value.get("style"),
                  "explode": value.get("explode"),
-                 "schema": resolved(p / "schema") if "schema" in p else {"type": "string"}}
+                 "schema": schema_at(p) or {"type": "string"}}
         out[(entry["name"], entry["in"])] = entry
     return out
 
@@ -211,7 +211,7 @@ def _operation(template: str, method: str, at: SchemaPath, shared: dict[tuple[st
         if media is not None and content is not None:
             body = True
             m = content / media
-            properties["body"] = resolved(m / "schema") if "schema" in m else {}
+            properties["body"] = schema_at(m) or {}
             if body_required:
                 required.append("body")
     inputs: dict[str, Any] = {"type": "object", "properties": properties}
@@ -222,6 +222,12 @@ def _operation(template: str, method: str, at: SchemaPath, shared: dict[tuple[st
                      operation_id=operation_id, summary=value.get("summary"), description=value.get("description"),
                      tags=[t for t in value.get("tags") or [] if isinstance(t, str)], parameters=parameters,
                      body=body, body_required=body_required, input_schema=inputs)
+
+
+def schema_at(at: SchemaPath) -> Any:
+    """The `schema` of a parameter or media type, resolved (None when it has none)."""
+    value = at.read_value()
+    return _child(at / "schema", value["schema"], frozenset()) if "schema" in value else None
 
 
 def resolved(at: SchemaPath, seen: frozenset[str] = frozenset()) -> Any:
