@@ -6,15 +6,14 @@ import pytest
 
 from mcpx.broker.errors import BrokerError, Gone, QuestionEnded
 from mcpx.broker.store import StoreRefused
+from mcpx.call.errors import CallFailed, UnknownTask
 from mcpx.cli.client import ApiError, NoDaemon
 from mcpx.config import ConfigError
 from mcpx.daemon.api import RouteError
 from mcpx.errors import McpxError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
-from mcpx.upstream.calls import CallFailed
 from mcpx.upstream.connection import UpstreamError
-from mcpx.upstream.gateway import UnknownTask
 
 
 @pytest.mark.parametrize("family", [BrokerError, Gone, QuestionEnded, StoreRefused, ConfigError, RpcError,

@@ -65,11 +65,18 @@ async def asked(http: aiohttp.ClientSession, server: str, tool: str, arguments: 
 
 
 def shown(q: dict[str, Any]) -> dict[str, Any]:
-    """The exact request a confirmation shows, under its first line."""
-    first, _, exact = q["message"].partition("\n\n")
-    assert first == f"{q['tool']} sends this, if you confirm:"
+    """The exact request a confirmation shows, between its first line and its question."""
+    first, exact, last = q["message"].split("\n\n")
+    assert (first, last) == (f"{q['tool']} would send this request:", "Let mcpx send exactly this?")
     document: dict[str, Any] = json.loads(exact)
     return document
+
+
+async def confirm(http: aiohttp.ClientSession, q: dict[str, Any]) -> None:
+    """The person accepts exactly the request shown: the digest the question carries goes back with the yes."""
+    assert q["requestedSchema"]["properties"]["digest"]["enum"] == [q["confirms"]["request"]]
+    status, body = await answer(http, q["id"], "accept", {"confirm": True, "digest": q["confirms"]["request"]})
+    assert status == 200, body
 
 
 async def reloaded(http: aiohttp.ClientSession) -> bool:
@@ -148,13 +155,13 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                 async with http.post(f"/v1/elicit/{q['id']}/decline", json={"reason": "not that title"}) as r:
                     assert r.status == 200
                 failed = await result(http, task)
-                assert failed["state"] == "failed" and "nothing was sent" in failed["error"]
+                assert failed["state"] == "failed" and "was not run: mcpx asked first" in failed["error"]
                 assert "said decline (not that title)" in failed["error"]
                 assert [g for g in await received(base) if g["method"] == "POST"] == []
 
                 # accepted: the service receives exactly the body that was shown, once
                 q, task = await asked(http, "notes_rw", "create_note", {"body": note})
-                await answer(http, q["id"], "accept", {"confirm": True})
+                await confirm(http, q)
                 done = await result(http, task)
                 assert done["state"] == "completed" and done["result"]["structuredContent"]["title"] == note["title"]
                 [posted] = [g for g in await received(base) if g["method"] == "POST"]
@@ -170,7 +177,7 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                 assert q2["id"] != q["id"] and q2["confirms"]["request"] != q["confirms"]["request"]
                 await answer(http, q2["id"], "cancel")
                 cancelled = await result(http, task)
-                assert cancelled["state"] == "failed" and "nothing was sent" in cancelled["error"]
+                assert cancelled["state"] == "failed" and "said cancel" in cancelled["error"]
                 assert len([g for g in await received(base) if g["method"] == "POST"]) == 1
 
                 # accepted, but the config changed while the person read: what would go now is not what they
@@ -181,12 +188,12 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
                     **rw, "headers": {**rw["headers"], "X-Tenant": "b"},
                     "operations": {"exclude": ["get_note", "list_notes"]}}}})
                 await wait_for(lambda: reloaded(http), what="the reloaded config")
-                await answer(http, q3["id"], "accept", {"confirm": True})
+                await confirm(http, q3)
                 [q4] = await until_pending(http, 1, trace=q3["trace"])
                 assert q4["id"] != q3["id"] and "X-Tenant" not in shown(q3)["headers"]
                 assert shown(q4)["headers"]["X-Tenant"] == "b"
                 assert len([g for g in await received(base) if g["method"] == "POST"]) == 1
-                await answer(http, q4["id"], "accept", {"confirm": True})
+                await confirm(http, q4)
                 assert (await result(http, task))["state"] == "completed"
                 [_, again] = [g for g in await received(base) if g["method"] == "POST"]
                 assert json.loads(again["body"]) == other and again["headers"]["x-tenant"] == "b"
@@ -262,7 +269,7 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
             assert q["confirms"]["method"] == "RUN"
             assert shown(q) == {"argv": ["git", "commit", "-q", "--allow-empty", "-m", message], "cwd": str(repo),
                                 "env": git}
-            await answer(http, q["id"], "accept", {"confirm": True})
+            await confirm(http, q)
             done = await result(http, task)
             assert done["state"] == "completed" and done["result"]["structuredContent"]["exitCode"] == 0, done
             # the read-only command runs unasked; the message arrived as one literal argument, nothing ran in a shell
@@ -344,7 +351,7 @@ async def test_a_published_document_against_its_mock_validating_what_mcpx_sends(
                 assert "id" in body["result"]["structuredContent"]
                 q, task = await asked(http, "pets", "deletePet", {"id": 7})
                 assert (shown(q)["method"], shown(q)["url"]) == ("DELETE", f"{base}/pets/7")
-                await answer(http, q["id"], "accept", {"confirm": True})
+                await confirm(http, q)
                 done = await result(http, task)
                 assert done["result"]["content"][0]["text"] == "HTTP 204 No Content", done
         finally:

@@ -600,11 +600,6 @@ class Config(_Model):
         }
         return data
 
-    @property
-    def mcp_servers(self) -> dict[str, ServerConfig]:
-        """The entries that are MCP servers (not services mcpx speaks to itself)."""
-        return {n: e for n, e in self.servers.items() if isinstance(e, (StdioServer, HttpServer))}
-
     def ttl_for(self, server: str | None) -> float:
         entry = self.servers.get(server or "")
         if entry is not None and entry.elicit.ttl is not None:

@@ -28,7 +28,7 @@ from mcpx.broker import approvals, policy, rules
 from mcpx.broker.documents import task_row
 from mcpx.broker.errors import InvalidContent
 from mcpx.broker.errors import (
-    InvalidQuestion as InvalidQuestion,  # where upstream/calls.py has always found it
+    InvalidQuestion as InvalidQuestion,  # where upstream/mcp_call.py has always found it
 )
 from mcpx.broker.events import EventBus
 from mcpx.broker.models import (

@@ -16,6 +16,8 @@ from mcpx.answering import respond_with
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import AuditRecord, Elicitation, TaskDoc, TaskState, WireModel
 from mcpx.broker.store import AuditFilter
+from mcpx.call import record
+from mcpx.call.request import CallRequest
 from mcpx.daemon.api import Api, Call, Reply, RouteError
 from mcpx.daemon.peers import session_of
 from mcpx.daemon.schemas import ChainPath, ErrorDetail, TaskPath
@@ -24,7 +26,6 @@ from mcpx.ids import HEX, is_id
 from mcpx.inbox.api_routes import page_of
 from mcpx.keys import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.sessions import header_source, resolve_session
-from mcpx.upstream.calls import CallRequest, CallTask
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.kind import InstanceInfo
 
@@ -102,13 +103,13 @@ class UpstreamList(WireModel):
     rss_kib: int = Field(alias="rssKiB", description="their resident memory, all together")
 
 
-def waiting(task: CallTask, broker: Broker) -> list[Elicitation]:
+def waiting(task: record.Call, broker: Broker) -> list[Elicitation]:
     """The call's questions that wait for an answer. One answered a moment ago is still among task.open until the
     call wakes to its answer: it is not offered again."""
     return [q for eid, q in task.open.items() if (h := broker.handle(eid, q)) is not None and not h.done()]
 
 
-def waiting_document(task: CallTask, open_questions: list[Elicitation],
+def waiting_document(task: record.Call, open_questions: list[Elicitation],
                      page: Callable[[str], str | None] = lambda _eid: None) -> InputRequired:
     questions = [WaitingQuestion.model_validate({**q.wire(), "respondWith": respond_with(q.wire()), "page": page(q.id)})
                  for q in open_questions]
@@ -124,7 +125,7 @@ def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = 
                              status=status, headers=headers)
 
 
-def waiting_response(task: CallTask, broker: Broker, page: Callable[[str], str | None]) -> web.Response:
+def waiting_response(task: record.Call, broker: Broker, page: Callable[[str], str | None]) -> web.Response:
     doc = waiting_document(task, waiting(task, broker), page)
     headers = {"Location": f"/v1/tasks/{task.id}", "Retry-After": "1"}
     if doc.elicitation is None:
@@ -134,7 +135,7 @@ def waiting_response(task: CallTask, broker: Broker, page: Callable[[str], str |
     return _json(doc, 202, headers)
 
 
-def finished_response(task: CallTask) -> web.Response:
+def finished_response(task: record.Call) -> web.Response:
     if task.state == "completed":
         return _json(CallResult(task=task.id, trace=task.trace, result=task.result or {}))
     return _json(CallFailed(error=ErrorDetail(code=f"call_{task.state}", message=task.error or task.state),
@@ -324,7 +325,7 @@ async def server_tools(call: Call) -> web.StreamResponse:
 @api.route("GET", "/v1/upstreams", "The upstream server instances running now: era, sessions, memory", tag="call",
            replies={200: Reply("the instances, oldest first per server", UpstreamList)})
 async def upstreams(call: Call) -> web.StreamResponse:
-    instances = await call.app[GATEWAY].pool.describe()
+    instances = await call.app[GATEWAY].instances()
     body = UpstreamList(instances=instances, processes=sum(i.processes or 0 for i in instances),
                         rss_kib=sum(i.rss_kib or 0 for i in instances))
     return web.json_response(body.wire())

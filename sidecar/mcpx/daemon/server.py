@@ -27,6 +27,7 @@ from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
 from mcpx.broker.store import StoreRefused
 from mcpx.broker.stores import make_store
+from mcpx.call.request import CallRequest
 from mcpx.config import ConfigError, load_config
 from mcpx.configsource import ConfigSource
 from mcpx.daemon import origin
@@ -44,7 +45,6 @@ from mcpx.paths import StatePaths, load_key, write_private
 from mcpx.sockets import socket_alive
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.request_state import RequestStates
-from mcpx.upstream.calls import CallRequest
 from mcpx.upstream.gateway import Gateway
 
 log = logging.getLogger("mcpx.daemon")

@@ -26,6 +26,7 @@ from mcpx.services import commands, document, http
 from mcpx.services.http import BadArguments
 from mcpx.upstream import secrets
 from mcpx.upstream.environment import filled, references
+from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, UpstreamHost, UpstreamKind, digest
 
 # how many times a call may find its request changed between the person's accept and its sending, asking again
@@ -49,7 +50,7 @@ async def confirmed_send(scope: CallScope, prepare: Callable[[], Any], send: Cal
         if not confirm:
             result: dict[str, Any] = await send(request)
             return result
-        summary = f"{r.server}.{r.tool} sends this, if you confirm"
+        summary = f"{r.server}.{r.tool} would send this request:"
         for _ in range(ASKS):
             await scope.confirm(summary, exact(request))
             again, _ = await prepare()
@@ -111,7 +112,10 @@ class OpenApiKind:
                 and not op.named_by(ops.exclude)}
 
     async def tools(self, server: str) -> list[dict[str, Any]]:
-        return [op.tool() for op in (await self.operations(server, self._entry(server))).values()]
+        try:
+            return [op.tool() for op in (await self.operations(server, self._entry(server))).values()]
+        except document.DocumentError as exc:
+            raise UpstreamError(f"server {server!r}: {exc}") from None
 
     async def _base_url(self, server: str, entry: OpenApiServer) -> str:
         if entry.base_url:

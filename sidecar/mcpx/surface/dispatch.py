@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from mcpx import __version__
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import SessionSource
+from mcpx.call.request import routable
 from mcpx.configsource import ConfigSource
 from mcpx.mcp import jsonrpc, tasks
 from mcpx.mcp.jsonrpc import Message, RpcError
@@ -39,8 +40,7 @@ from mcpx.surface.naming import ToolNames
 from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG, OwnTools, listed
 from mcpx.surface.request_state import RequestStates
 from mcpx.surface.tasks import METHODS as TASK_METHODS
-from mcpx.surface.tasks import TaskDoor, missing_extension
-from mcpx.upstream.calls import routable
+from mcpx.surface.tasks import TasksExtension, missing_extension
 from mcpx.upstream.connection import UpstreamConnection
 from mcpx.upstream.gateway import Gateway
 
@@ -65,7 +65,7 @@ class Surface:
         self.gateway = gateway
         self.settings = settings  # read at each use: a reload replaces the config whole
         self.names = ToolNames(gateway, settings)
-        self.tasks = TaskDoor(gateway, broker)
+        self.tasks = TasksExtension(gateway, broker)
         self.driver = CallDriver(gateway, broker, settings, states, self.tasks)
         self.own_tools = OwnTools(broker, gateway)
         self._sinks: set[ClientState] = set()
@@ -182,7 +182,7 @@ class Surface:
                 "serverInfo": SERVER_INFO, "instructions": await self._instructions(state)}
 
     async def _upstream_facts(self, server: str) -> dict[str, Any]:
-        async with self.gateway.pool.lease(server, "*") as conn:
+        async with self.gateway.mcp.pool.lease(server, "*") as conn:
             return conn.facts.capabilities if conn.facts else {}
 
     async def _scope_facts(self, state: ClientState) -> dict[str, Any] | None:
@@ -287,7 +287,7 @@ class Surface:
         if kept_meta:
             forwarded["_meta"] = kept_meta
         caps = routable(state.declared())
-        async with self.gateway.pool.lease(state.scope, session, era=state.era, declared=caps) as conn:
+        async with self.gateway.mcp.pool.lease(state.scope, session, era=state.era, declared=caps) as conn:
             if state.push is not None:
                 push = state.push
 

@@ -14,12 +14,12 @@ from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
 from mcpx.broker.models import Elicitation
 from mcpx.broker.store import QuestionFilter
+from mcpx.call.record import DONE_STATES
 from mcpx.ids import is_id
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.surface.client import ClientState
 from mcpx.surface.results import finished_result, task_result, text_result, waiting_result
-from mcpx.upstream.calls import DONE_STATES
 from mcpx.upstream.gateway import Gateway, UnknownTask
 
 ANSWER_WAIT = 45.0  # how long `wait: true` holds a tool call: well inside a host's 60 s MCP timeout

@@ -9,7 +9,7 @@ with `tasks/get` and answered with `tasks/update` (mcp/tasks.py). Which calls de
 
 A legacy instance may carry several calls at once; which of them a request of the server's belongs
 to is `attribution.py`'s rule. What a call offers its server is `hooks.ServerToCall`, implemented
-by `calls.CallContext`.
+by `mcp_call.McpCallHooks`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from mcpx.mcp.protocol import (
 )
 from mcpx.mcp.stdio import ProcessChannel, StartError
 from mcpx.upstream import secrets
-from mcpx.upstream.attribution import Attribution, InFlight, Untold
+from mcpx.upstream.attribution import Attribution, InFlight, UnattributedRequest
 from mcpx.upstream.environment import command_problem, server_environment
 from mcpx.upstream.errors import UpstreamError as UpstreamError  # where pool.py and others have read it
 from mcpx.upstream.handshake import ServerFacts, settle_era, start_bound
@@ -91,7 +91,7 @@ class UpstreamConnection:
         self.asking = 0  # requests of the server's that wait for someone (a person, the client) or to be told apart
         self._asked: dict[str, InFlight] = {}  # a url-mode question's elicitationId -> the call it is for
         self._completed: set[str] = set()  # completions announced before their question's owner was known
-        self.events = events  # what the pool hears of this instance: what calls did, calm, its tools changed
+        self.events = events  # what the pool hears of this instance: what calls did, nothing_pending, its tools changed
         # the clients that forwarded requests through this instance (/mcp/SERVER): who hears its other
         # notifications — resources/updated only whoever subscribed to the resource, the rest everyone listening
         self._listeners: dict[object, _Listener] = {}
@@ -421,14 +421,14 @@ class UpstreamConnection:
                     self._completed.discard(eid)
                     await call.hooks.complete(eid)
             return await call.hooks.ask(ask)
-        except Untold as exc:
+        except UnattributedRequest as exc:
             for suspect in exc.suspects:  # one of them asked: each runs alone from now on
                 self._learnt(suspect, asks=True)
             raise
         finally:
             self.asking -= 1
             if not self.asking:
-                self.events.calm()
+                self.events.nothing_pending()
 
     def _learnt(self, call: InFlight, asks: bool) -> None:
         call.asked = call.asked or asks

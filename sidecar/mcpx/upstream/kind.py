@@ -59,19 +59,19 @@ scope it is handed (the same object, with the MCP-only parts a generic kind does
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from mcpx.broker.models import Answer, WireModel
+from mcpx.call.deadline import CallTimeout, PausableDeadline
+from mcpx.call.errors import CallFailed
+from mcpx.call.questions import Question, digest
+from mcpx.call.request import CallRequest
 from mcpx.config import ServerConfig
 from mcpx.mcp.protocol import Era
-from mcpx.upstream.calls import CallFailed, CallRequest
-from mcpx.upstream.deadline import CallTimeout, PausableDeadline
 
 __all__ = ["CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "Kinds", "Question", "UpstreamHost",
            "UpstreamKind", "digest"]
@@ -98,29 +98,6 @@ class InstanceInfo(WireModel):
                                 description="resident memory of its process and the processes it started")
     processes: int | None = None
     started_at: datetime
-
-
-class Question(BaseModel):
-    """A question a kind asks the person in mcpx's own name, during a call (`CallScope.ask`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    message: str = Field(description="what the person is asked, in a sentence")
-    requested_schema: dict[str, Any] = Field(description="a flat form's JSON Schema, as MCP's requestedSchema: an "
-                                             "object of primitive properties (string, number, boolean, enum)")
-    about: str | None = Field(default=None, description="what it is about, shown as its tool (default: the call's "
-                              "server.tool)")
-    url: str | None = Field(default=None, description="a URL-mode question (a login page, a consent screen): the "
-                            "person is sent there, and answers accept once done there; requested_schema is then {}")
-    audience: Literal["human", "any"] = Field(default="human", description="`human`: never answerable by an agent")
-    ttl: float | None = Field(default=None, description="seconds until it expires (as a cancel); default: the "
-                              "config's elicit.askTimeout")
-
-
-def digest(exact: Mapping[str, Any]) -> str:
-    """The digest that binds a confirmation to one exact request: sha256 of its canonical JSON."""
-    canonical = json.dumps(exact, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class CallScope(Protocol):

@@ -65,7 +65,7 @@ def entry_fingerprint(entry: ServerConfig) -> str:
 
 
 GroupKey = tuple[str, str, str]  # server, owner (a session, SHARED or LISTING), declared capabilities as JSON
-Habit = Literal["asks", "quiet"]  # what a tool's calls were seen to do: ask something, or finish without asking
+ToolAsks = Literal["asks", "quiet"]  # what a tool's calls were seen to do: ask something, or finish without asking
 
 
 @dataclass(eq=False)
@@ -112,7 +112,8 @@ class Pool:
         self._gates: dict[GroupKey, asyncio.Future[BaseException | None]] = {}
         self._eras: dict[tuple[str, str], Era] = {}  # what each server (as configured) turned out to speak
         self._freed = asyncio.Event()  # set (and replaced) when an instance may take a call it could not before
-        self._habits: dict[tuple[str, str], dict[str, Habit]] = {}  # (server, fingerprint) -> tool -> habit
+        # (server, fingerprint) -> tool -> what its calls were seen to do
+        self._tool_asks: dict[tuple[str, str], dict[str, ToolAsks]] = {}
         self._wake = asyncio.Event()  # an instance fell idle or the config changed: the reaper looks again
         self._next_reap = 0.0  # when the reaper looks next, unless woken
         self._reaper: asyncio.Task[None] | None = None
@@ -171,17 +172,17 @@ class Pool:
         self._freed.set()
         self._freed = asyncio.Event()
 
-    def habit(self, server: str, fp: str, tool: str | None) -> Habit | None:
+    def tool_asks(self, server: str, fp: str, tool: str | None) -> ToolAsks | None:
         """What calls of `tool` were seen to do on this server (as configured now); None: not seen yet, or
         not a tool call (a listing, a forwarded prompts/get: it takes an idle instance, as it always did)."""
-        return None if tool is None else self._habits.get((server, fp), {}).get(tool)
+        return None if tool is None else self._tool_asks.get((server, fp), {}).get(tool)
 
     def _learn(self, server: str, fp: str, tool: str, asks: bool) -> None:
         """A call of `tool` asked (it runs alone from now on, for good) or finished without asking."""
-        habits = self._habits.setdefault((server, fp), {})
-        if habits.get(tool) == "asks" or (not asks and tool in habits):
+        seen = self._tool_asks.setdefault((server, fp), {})
+        if seen.get(tool) == "asks" or (not asks and tool in seen):
             return
-        habits[tool] = "asks" if asks else "quiet"
+        seen[tool] = "asks" if asks else "quiet"
         if asks:
             log.info("upstream %s: %s asks mid-call; its calls run one at a time on an instance", server, tool)
 
@@ -214,7 +215,7 @@ class Pool:
                     raise UpstreamError(str(failed))
                 continue
             key = (server, LISTING if session == ANY else session, decl)
-            quiet_wait = self._starting[key] and self.habit(server, fp, tool) == "quiet"  # it can join that one
+            quiet_wait = self._starting[key] and self.tool_asks(server, fp, tool) == "quiet"  # it can join that one
             if not quiet_wait and self._room(server, key[1], decl):
                 self._starting[key] += 1
                 try:
@@ -238,7 +239,7 @@ class Pool:
         calls in flight reads and writes them in batches, spending less CPU on each (bench/gateway.py;
         docs/bench.md has the figures), and the instances left idle are stopped after their idleTimeout.
         """
-        joins = self.habit(server, fp, tool) == "quiet"
+        joins = self.tool_asks(server, fp, tool) == "quiet"
         idle: Instance | None = None
         busiest: Instance | None = None
         for inst in self.instances(server):
@@ -269,7 +270,7 @@ class Pool:
         the server asked is pending: a question that comes then has one call to be from, or the calls on it
         finish."""
         quiet = sum(inst.tools.values()) == inst.busy and all(
-            self.habit(inst.server, inst.fingerprint, t) == "quiet" for t in inst.tools)
+            self.tool_asks(inst.server, inst.fingerprint, t) == "quiet" for t in inst.tools)
         return inst.era == "legacy" and inst.conn.alive and not inst.conn.asking and quiet
 
     def _move(self, inst: Instance, owner: str) -> None:
