@@ -20,7 +20,7 @@ import pytest
 
 from conftest import loud_skip, wait_for
 from gateway_helpers import answer, call, result, until_pending
-from harness import PEERS, ROOT, free_port, listening, make_daemon, stop_process, wait_started
+from harness import PATIENCE, PEERS, ROOT, free_port, listening, make_daemon, stop_process, wait_for_sync, wait_started
 from keychain import Keychain, private_keychain
 
 PRISM = ROOT / "node_modules" / ".bin" / "prism"  # Stoplight's mock server (package.json)
@@ -93,15 +93,25 @@ async def approve(http: aiohttp.ClientSession, eid: str, person: str) -> None:
         assert r.status == 200, await r.text()
 
 
+def kept(keys: Keychain, server: str, name: str, value: str) -> bool:
+    try:
+        keys.store(server, name, value)
+    except subprocess.CalledProcessError:
+        return False
+    return True
+
+
 @pytest.fixture
 def keys(tmp_path: Path) -> Iterator[Keychain]:
+    """A private keychain holding notes_rw's NOTES_TOKEN."""
     with private_keychain(tmp_path / "kc") as k:
+        # the login collection may take a moment after the service first answers: wait until it keeps the token
+        wait_for_sync(lambda: kept(k, "notes_rw", "NOTES_TOKEN", TOKEN), PATIENCE, 0.05)
         yield k
 
 
 async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accepted(home: Path, keys: Keychain) -> None:
     people = {p: {} for p in ("alice", "bob", "carol")}
-    keys.store("notes_rw", "NOTES_TOKEN", TOKEN)
     with notes_service() as base:
         doc = f"{base}/openapi.json"
         headers = {"X-Api-Key": "${NOTES_KEY}"}

@@ -148,7 +148,7 @@ def checked_config(file: str | None = None) -> CheckedConfig:
         else:
             loaded = load_config()
             config, origin = loaded.config, loaded.origin
-            base = loaded.sources[-1].parent if loaded.sources else loaded.cwd
+            base = loaded.directory
         warned = config_warnings(config, origin)
         if missing := _commands_missing(config, origin, base):
             raise ConfigError.of(missing)

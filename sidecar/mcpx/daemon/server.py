@@ -42,6 +42,7 @@ from mcpx.inbox.keys import InboxKeys
 from mcpx.inbox.notify import Notifier
 from mcpx.inbox.routes import Inbox
 from mcpx.paths import StatePaths, load_key, write_private
+from mcpx.services.kinds import service_kinds
 from mcpx.sockets import socket_alive
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.request_state import RequestStates
@@ -179,7 +180,8 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         broker = Broker(store, settings)
         parts.push_async_callback(broker.stop)
         await broker.start()
-        gateway = Gateway(broker, settings)
+        # beside the MCP servers: REST services and commands, mcpx speaking to them itself (docs/services.md)
+        gateway = Gateway(broker, settings, kinds=service_kinds(lambda: settings.loaded.directory))
         parts.push_async_callback(gateway.close)
         await gateway.start()
         surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))

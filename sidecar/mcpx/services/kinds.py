@@ -27,7 +27,7 @@ from mcpx.services.http import BadArguments
 from mcpx.upstream import secrets
 from mcpx.upstream.environment import filled, references
 from mcpx.upstream.errors import UpstreamError
-from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, UpstreamHost, UpstreamKind, digest
+from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, KindFactory, UpstreamHost, digest
 
 # how many times a call may find its request changed between the person's accept and its sending, asking again
 # each time, before it gives up
@@ -253,6 +253,8 @@ class CommandKind:
         return None  # each run ends with its call
 
 
-def service_kinds(host: UpstreamHost, base: Callable[[], Path]) -> list[UpstreamKind]:
-    return [OpenApiKind(host, base), CommandKind(host, base)]
+def service_kinds(base: Callable[[], Path]) -> list[KindFactory]:
+    """The two kinds, as the gateway is handed them (upstream/kind.py); `base`: the directory a relative path in an
+    entry is read from (the config file's)."""
+    return [lambda host: OpenApiKind(host, base), lambda host: CommandKind(host, base)]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,10 +28,10 @@ from mcpx.configsource import ConfigSource
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import ToolAnnotations
-from mcpx.services.kinds import confirmed_name, service_kinds
+from mcpx.services.kinds import confirmed_name
 from mcpx.upstream import secrets
 from mcpx.upstream.errors import UpstreamError
-from mcpx.upstream.kind import InstanceInfo, Kinds, UpstreamKind
+from mcpx.upstream.kind import InstanceInfo, KindFactory, Kinds, UpstreamKind
 from mcpx.upstream.mcp_kind import McpKind
 from mcpx.upstream.pool import UnknownServer
 
@@ -42,13 +41,12 @@ __all__ = ["CallRequest", "Gateway", "UnknownServer", "UnknownTask"]
 
 
 class Gateway:
-    def __init__(self, broker: Broker, config: ConfigSource, kinds: Sequence[UpstreamKind] = ()) -> None:
+    def __init__(self, broker: Broker, config: ConfigSource, kinds: Sequence[KindFactory] = ()) -> None:
         self.broker = broker
         self.settings = config  # read at each use: a reload replaces the config whole
         # MCP servers are the kind built in; the MCP surface's own routes (/mcp/SERVER) reach their instances
         self.mcp = McpKind(broker, config, self)
-        # REST services and commands (mcpx/services/) are kinds built in too: mcpx speaks to them itself
-        self.kinds = Kinds([self.mcp, *service_kinds(self, self._config_dir), *kinds])
+        self.kinds = Kinds([self.mcp, *(build(self) for build in kinds)])
         self.calls = Calls(broker, config, self._run, self._follow)
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
         self.tool_listeners: list[Any] = []  # callables notified when a server's tools change
@@ -104,11 +102,6 @@ class Gateway:
                                 f", not an MCP server: its tools are served on /mcp as {server}_TOOL, not on "
                                 f"/mcp/{server}")
 
-    def _config_dir(self) -> Path:
-        """Where a relative path in an entry is read from: the config file's directory (the nearest file's when
-        several make the config)."""
-        loaded = self.settings.loaded
-        return loaded.sources[-1].parent if loaded.sources else loaded.cwd
 
     async def instances(self) -> list[InstanceInfo]:
         """What every kind runs now, for `mcpx status`."""

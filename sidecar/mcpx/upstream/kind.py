@@ -12,8 +12,9 @@ How a kind plugs in
    the secrets an entry names are in the keychain before the gateway asks the kind for anything
    (`upstream/secrets.py`), so a kind reads them (`secrets.values`) and never asks for them itself.
 2. **Its construction.** A kind is built once per daemon with an `UpstreamHost` (below: the config's entries of
-   its kind, and how to say a server's tools changed) and handed to the `Gateway` in the list of kinds it is made
-   with (`Gateway(broker, config, kinds=[...])`, where the daemon builds its parts: `daemon/server.py`). It keeps
+   its kind, and how to say a server's tools changed), which is the gateway: so the gateway is handed a
+   `KindFactory` per kind, which it calls with itself (`Gateway(broker, config, kinds=[lambda host: MyKind(...,
+   host)])`, where the daemon builds its parts: `daemon/server.py`). It keeps
    whatever it needs per server (processes, HTTP clients, parsed documents) and ends all of it in `stop`.
    Import everything a kind needs from this module (`CallFailed`, `CallRequest`, ...): these names stay put
    while the modules behind them move.
@@ -73,8 +74,8 @@ from mcpx.call.request import CallRequest
 from mcpx.config import ServerConfig
 from mcpx.mcp.protocol import Era
 
-__all__ = ["CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "Kinds", "Question", "UpstreamHost",
-           "UpstreamKind", "digest"]
+__all__ = ["CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "KindFactory", "Kinds",
+           "PausableDeadline", "Question", "Tool", "ToolResult", "UpstreamHost", "UpstreamKind", "digest"]
 
 Tool = dict[str, Any]  # an MCP Tool, as the MCP surface serves it: name, description, inputSchema, annotations
 ToolResult = dict[str, Any]  # an MCP CallToolResult: content, structuredContent, isError
@@ -190,6 +191,9 @@ class UpstreamKind(Protocol):
     async def stop(self) -> None:
         """End everything the kind started; called once, as the daemon stops."""
         ...
+
+
+KindFactory = Callable[[UpstreamHost], UpstreamKind]  # how the gateway builds a kind, handing it itself
 
 
 class Kinds:
