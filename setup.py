@@ -39,7 +39,7 @@ class PluginMissing(SystemExit):
 def _sources() -> list[Path]:
     """What the built plugin is made from (plugin/opencode/build.mjs): a newer one means dist/ is stale."""
     return [ROOT / "tsconfig.json", PLUGIN / "build.mjs", PLUGIN / "index.ts", PLUGIN / "tui.tsx",
-            *sorted((PLUGIN / "lib").glob("*.ts*")), *sorted((PLUGIN / "entry").glob("*"))]
+            *sorted((PLUGIN / "lib").rglob("*.ts*")), *sorted((PLUGIN / "entry").glob("*"))]
 
 
 def built_plugin() -> Path:
@@ -69,7 +69,7 @@ class BuildPyWithAssets(build_py):
     def run(self) -> None:
         super().run()
         if getattr(self, "editable_mode", False):
-            return  # a checkout: mcpx finds both where they are (mcpx/assets.py)
+            return  # a checkout: mcpx finds both where they are (mcpx/system/assets.py)
         assets = Path(self.build_lib) / "mcpx" / "assets"
         if assets.exists():
             shutil.rmtree(assets)

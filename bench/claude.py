@@ -1,7 +1,7 @@
 """Benchmark: a server's question passed through mcpx to the real Claude Code (2.1.332), against Claude Code asked by
 the same server directly.
 
-One Claude Code TUI (in tmux, as tests/test_claude_tui.py runs it) has two MCP servers: `mcpx` (`mcpx serve`, in
+One Claude Code TUI (in tmux, as tests/hosts/test_claude_tui.py runs it) has two MCP servers: `mcpx` (`mcpx serve`, in
 front of a daemon whose one server `up` is the peer) and `direct` (the same peer, started by Claude Code itself).
 The scripted model (tests/claude/fake_model.py) calls `need_repo` on each, alternately, in one conversation; the
 peer asks for a repository; an `Elicitation` hook answers at once (a shell command printing the hook's accept with
@@ -23,9 +23,9 @@ itself. The two are not one round trip measured twice; bench/tasks.py measures a
 against a client driving the task directly.
 
 Why the TUI and not print mode: under `claude -p` (CLAUDE_CODE_ENTRYPOINT=sdk-cli) mcpx knows nobody is at Claude
-Code and records nothing it answers (mcpx/hosts.py), so a hook's instant answer would not reach the server through
-mcpx at all, while it would directly. In the TUI a person is at it: the hook's answer is taken as the answer Claude
-Code gave (`person:mcp-client`), as a person's at the form would be. Nothing in the environment is faked.
+Code and records nothing it answers (mcpx/shared/hostenv.py), so a hook's instant answer would not reach the server
+through mcpx at all, while it would directly. In the TUI a person is at it: the hook's answer is taken as the answer
+Claude Code gave (`person:mcp-client`), as a person's at the form would be. Nothing in the environment is faked.
 
 The goal is issue 14's for the same round trip measured with the SDK's client (bench/speed.py, figure 2): p50
 through mcpx at most 1.5x direct. Claude Code's own work is on both sides here, so this is the easier form of that

@@ -24,7 +24,7 @@ from _pytest.nodeid import coerce_node_id
 from harness import PATIENCE, SUITE_STORE, Daemon, make_daemon
 from mcpx.broker.broker import Broker
 from mcpx.broker.sqlite import SqliteStore
-from mcpx.config import Config
+from mcpx.config.models import Config
 
 STORES = ("sqlite", "postgresql")
 _databases = itertools.count()

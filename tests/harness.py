@@ -36,8 +36,8 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
-from mcpx.paths import StatePaths
-from mcpx.sockets import socket_alive
+from mcpx.system.paths import StatePaths
+from mcpx.system.sockets import socket_alive
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

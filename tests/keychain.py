@@ -1,5 +1,5 @@
 """A real Secret Service for a test: gnome-keyring-daemon on a private D-Bus session bus, with an unlocked "login"
-collection that keyring (mcpx/keychain.py) takes as the default one.
+collection that keyring (mcpx/system/keychain.py) takes as the default one.
 
 `private_keychain(tmp)` starts `dbus-daemon --session` (its address read from its own output), then
 `gnome-keyring-daemon --foreground --unlock --components=secrets` on that bus, fed a known password on stdin

@@ -15,7 +15,8 @@ const out = join(here, "dist")
 function sources(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const path = join(dir, e.name)
-    if (e.isDirectory()) return e.name === "lib" ? sources(path) : []
+    // lib/ and its halves (lib/server, lib/tui, lib/shared); nothing else at the top (dist, entry, test)
+    if (e.isDirectory()) return dir !== here || e.name === "lib" ? sources(path) : []
     return /\.tsx?$/.test(e.name) && !e.name.endsWith(".d.ts") ? [path] : []
   })
 }

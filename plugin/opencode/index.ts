@@ -4,20 +4,20 @@
 
 import type { Hooks, Plugin, PluginInput, PluginModule, PluginOptions, ToolContext, ToolDefinition, ToolResult } from "@opencode-ai/plugin"
 
-import { Announcer, type ShowToast } from "./lib/announce.js"
-import { AskFlow, PERMISSION } from "./lib/ask.js"
-import { CallRunner, upstreamTools, type UpstreamTool } from "./lib/calls.js"
-import { Daemon, type Env } from "./lib/daemon.js"
-import { follow } from "./lib/events.js"
-import { ASK_TOOL } from "./lib/generated.js"
-import { Host, hostCommand, type SessionReader } from "./lib/host.js"
-import { LevelSource, defaultLevel } from "./lib/level.js"
-import { Notifier } from "./lib/notify.js"
-import { prefixToolNames } from "./lib/output.js"
-import { injectSession, isMcpxTool, sessionOf, shellEnv } from "./lib/session.js"
-import { ensureDaemon } from "./lib/start.js"
-import { TuiPresence } from "./lib/tuilink.js"
-import { withholdPersons } from "./lib/withhold.js"
+import { Announcer, type ShowToast } from "./lib/server/announce.js"
+import { AskFlow, PERMISSION } from "./lib/server/ask.js"
+import { CallRunner, upstreamTools, type UpstreamTool } from "./lib/server/calls.js"
+import { Daemon, type Env } from "./lib/shared/daemon.js"
+import { follow } from "./lib/shared/events.js"
+import { ASK_TOOL } from "./lib/shared/generated.js"
+import { Host, hostCommand, type SessionReader } from "./lib/shared/host.js"
+import { LevelSource, defaultLevel } from "./lib/shared/level.js"
+import { Notifier } from "./lib/server/notify.js"
+import { prefixToolNames } from "./lib/server/output.js"
+import { injectSession, isMcpxTool, sessionOf, shellEnv } from "./lib/shared/session.js"
+import { ensureDaemon } from "./lib/server/start.js"
+import { TuiPresence } from "./lib/shared/tuilink.js"
+import { withholdPersons } from "./lib/server/withhold.js"
 
 export type McpxOptions = {
   /** the name of the opencode MCP entry that runs `mcpx serve` (its tools reach the model as `<entry>_<tool>`) */
@@ -155,7 +155,7 @@ export function createHooks(input: Pick<PluginInput, "directory"> & Partial<Plug
   })
   const tools: Record<string, ToolDefinition> = {}
   let offered: UpstreamTool[] = []
-  /** At level ask, where a person can see a dialog, the servers' tools are the plugin's own (lib/calls.ts). */
+  /** At level ask, where a person can see a dialog, the servers' tools are the plugin's own (lib/server/calls.ts). */
   const ready = (async () => {
     if (command === "run") return
     const up = await ensureDaemon(daemon, options.mcpx?.length ? options.mcpx : ["mcpx"])

@@ -1,19 +1,19 @@
 // mcpx in opencode's TUI: wiring only. The person's questions open in mcpx's own dialog the moment they open
-// (lib/desk.ts decides which and when; lib/dialog.tsx draws one; lib/form.ts holds what the person enters), a
+// (lib/tui/queue.ts decides which and when; lib/tui/dialog.tsx draws one; lib/tui/dialog_keys.ts holds what the person enters), a
 // badge counts the ones waiting, and a command brings the next one back. Loaded through tui.json (opencode's TUI
 // plugins); the server plugin (index.ts) keeps what happens where no TUI runs. docs/opencode.md is the design.
 
 import type { TuiPlugin, TuiPluginApi, TuiPluginModule } from "@opencode-ai/plugin/tui"
 import { createSignal } from "solid-js"
 
-import { openInBrowser } from "./lib/browser.js"
-import { Daemon } from "./lib/daemon.js"
-import { Desk, type Screen } from "./lib/desk.js"
-import { QuestionDialog } from "./lib/dialog.js"
-import { follow } from "./lib/events.js"
-import { LevelSource } from "./lib/level.js"
-import { sessionOf } from "./lib/session.js"
-import { announcePresence } from "./lib/tuilink.js"
+import { openInBrowser } from "./lib/tui/browser.js"
+import { Daemon } from "./lib/shared/daemon.js"
+import { QuestionQueue, type Screen } from "./lib/tui/queue.js"
+import { QuestionDialog } from "./lib/tui/dialog.js"
+import { follow } from "./lib/shared/events.js"
+import { LevelSource } from "./lib/shared/level.js"
+import { sessionOf } from "./lib/shared/session.js"
+import { announcePresence } from "./lib/shared/tuilink.js"
 
 /** The command that brings the next question back, and its key (opencode's leader is ctrl+x by default). */
 const COMMAND = "mcpx.questions.next"
@@ -68,7 +68,7 @@ const tui: TuiPlugin = async (api, options) => {
   const daemon = new Daemon(process.env)
   const level = new LevelSource(daemon, process.env, undefined, "ask")
   const [count, setCount] = createSignal(0)
-  const desk = new Desk(daemon, `${entry}_`, screenOf(api, setCount), {
+  const desk = new QuestionQueue(daemon, `${entry}_`, screenOf(api, setCount), {
     level: async () => (await level.get()).level,
     command: "ctrl+x i",
   })

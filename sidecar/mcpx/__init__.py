@@ -10,7 +10,7 @@ __all__ = ["Accept", "AnswerRefused", "BlockingClient", "CallFailed", "Cancel", 
            "Reply", "__version__", "connect"]
 
 if TYPE_CHECKING:
-    from mcpx.cli.script import (
+    from mcpx.client.script import (
         Accept,
         AnswerRefused,
         BlockingClient,
@@ -27,7 +27,7 @@ else:
         """The script client's names, imported when a script first asks for one: every other use of the package
         (`mcpx serve`, which a host starts often; the daemon) does without its imports."""
         if name in __all__:
-            from mcpx.cli import script
+            from mcpx.client import script
 
             return getattr(script, name)
         raise AttributeError(f"module 'mcpx' has no attribute {name!r}")

@@ -4,7 +4,7 @@ the `mcp` SDK (2.3.0 `MCPServer`) on Streamable HTTP, both eras.
 It mirrors the suite's reference "everything server" (examples/servers/typescript in
 github.com/modelcontextprotocol/conformance, not shipped in the npm package) closely enough for the
 scenarios to pass when run against it directly; that run is the baseline
-(tests/test_conformance_server_direct.py) to compare with the same scenarios run through mcpx's
+(tests/conformance/test_conformance_server_direct.py) to compare with the same scenarios run through mcpx's
 own /mcp endpoint, with this server behind mcpx.
 
   2025-11-25 (initialize, sessions, server->client requests mid-call):

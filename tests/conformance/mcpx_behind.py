@@ -12,7 +12,7 @@ come back as they are, streamed chunk by chunk (SSE is never buffered), compress
         ^  + Authorization: Bearer <$MCPX_HOME/token>
     BearerProxy        127.0.0.1:P  ->  the suite runs against http://localhost:P/mcp/fixture
 
-Used by tests/test_conformance_server_mcpx.py. CLI (prints the table; --keep DIR keeps each run's
+Used by tests/conformance/test_conformance_server_mcpx.py. CLI (prints the table; --keep DIR keeps each run's
 `-o` output, checks.json per scenario, and the daemon's home with its logs):
 
     python tests/conformance/mcpx_behind.py [--run LABEL ...] [--keep DIR] [--scenario S --version V] [--sidecar DIR]

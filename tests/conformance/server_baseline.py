@@ -1,6 +1,6 @@
 """Run the official MCP conformance suite's SERVER scenarios against a URL; get pass/fail per scenario.
 
-Used by tests/test_conformance_server_direct.py (the suite against our fixture server directly: the
+Used by tests/conformance/test_conformance_server_direct.py (the suite against our fixture server directly: the
 baseline) and meant for the same run through mcpx's own /mcp endpoint, whose results are compared
 with the baseline scenario by scenario (`compare`).
 

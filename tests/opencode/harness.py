@@ -30,7 +30,7 @@ from harness import PATIENCE, ROOT, free_port, stop_process, wait_for_sync, wait
 NODE_MODULES = ROOT / "node_modules"
 PLUGIN = ROOT / "plugin" / "opencode"
 PLUGIN_SOURCES = [ROOT / "tsconfig.json", PLUGIN / "build.mjs", PLUGIN / "index.ts", PLUGIN / "tui.tsx",
-                  *sorted((PLUGIN / "lib").glob("*.ts*")), *sorted((PLUGIN / "entry").glob("*"))]
+                  *sorted((PLUGIN / "lib").rglob("*.ts*")), *sorted((PLUGIN / "entry").glob("*"))]
 PLUGIN_DIST = PLUGIN / "dist" / "index.js"
 VERSION = "1.18.33"
 

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict"
 import { after, before, test } from "node:test"
 
-import { Daemon } from "../dist/lib/daemon.js"
-import { EventFollower, follow, stopFollowing } from "../dist/lib/events.js"
+import { Daemon } from "../dist/lib/shared/daemon.js"
+import { EventFollower, follow, stopFollowing } from "../dist/lib/shared/events.js"
 import { SCHEMAS, eventually, hooks, startDaemon, toastCatcher } from "./helpers.mjs"
 
 let d

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict"
 import { after, before, test } from "node:test"
 
-import { readRejection } from "../dist/lib/ask.js"
+import { readRejection } from "../dist/lib/server/ask.js"
 import { SCHEMAS, hooks, startDaemon, toolContext } from "./helpers.mjs"
 
 let d

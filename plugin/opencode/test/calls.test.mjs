@@ -3,7 +3,7 @@ import { join } from "node:path"
 import { after, before, test } from "node:test"
 
 import { createHooks, serveOwnToolsOnly } from "../dist/index.js"
-import { stopFollowing } from "../dist/lib/events.js"
+import { stopFollowing } from "../dist/lib/shared/events.js"
 import { ROOT, SCHEMAS, hooks, startDaemon, toolContext } from "./helpers.mjs"
 
 const PY = join(ROOT, ".venv", "bin", "python")

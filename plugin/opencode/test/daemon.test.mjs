@@ -2,7 +2,7 @@ import assert from "node:assert/strict"
 import { createServer } from "node:net"
 import { after, before, test } from "node:test"
 
-import { Daemon, locate, stateDir } from "../dist/lib/daemon.js"
+import { Daemon, locate, stateDir } from "../dist/lib/shared/daemon.js"
 import { SCHEMAS, appended, builtinOutput, hooks, startDaemon } from "./helpers.mjs"
 
 async function freePort() {

@@ -7,7 +7,7 @@ import { existsSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
-import { Daemon } from "../dist/lib/daemon.js"
+import { Daemon } from "../dist/lib/shared/daemon.js"
 import { createHooks } from "../dist/index.js"
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..")

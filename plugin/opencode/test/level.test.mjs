@@ -1,8 +1,8 @@
 import assert from "node:assert/strict"
 import { after, before, test } from "node:test"
 
-import { Daemon } from "../dist/lib/daemon.js"
-import { LevelSource } from "../dist/lib/level.js"
+import { Daemon } from "../dist/lib/shared/daemon.js"
+import { LevelSource } from "../dist/lib/shared/level.js"
 import { startDaemon } from "./helpers.mjs"
 
 let d
@@ -40,8 +40,8 @@ test("a config change applies without a restart, after the short cache", async (
 })
 
 test("unset, the level follows what opencode runs: ask in a TUI, the app or serve; notify under opencode run", async () => {
-  const { defaultLevel } = await import("../dist/lib/level.js")
-  const { hostCommand } = await import("../dist/lib/host.js")
+  const { defaultLevel } = await import("../dist/lib/shared/level.js")
+  const { hostCommand } = await import("../dist/lib/shared/host.js")
   assert.equal(hostCommand(["bun", "/$bunfs/root/opencode", "run", "say hi"]), "run")
   assert.equal(hostCommand(["bun", "/$bunfs/root/opencode", "--print-logs", "run", "--format", "json", "x"]), "run")
   assert.equal(hostCommand(["bun", "/$bunfs/root/opencode", "serve", "--port", "4096"]), "serve")
@@ -53,7 +53,7 @@ test("unset, the level follows what opencode runs: ask in a TUI, the app or serv
 })
 
 test("no dialog where nobody can see one: a session opencode run made is at notify, whatever the level", async () => {
-  const { Host, madeByRun } = await import("../dist/lib/host.js")
+  const { Host, madeByRun } = await import("../dist/lib/shared/host.js")
   const runRules = { id: "ses_r", permission: [{ permission: "question", action: "deny", pattern: "*" }, { permission: "plan_enter", action: "deny", pattern: "*" }] }
   assert.equal(madeByRun(runRules), true)
   assert.equal(madeByRun({ id: "ses_t", permission: [{ permission: "bash", action: "ask", pattern: "*" }] }), false)

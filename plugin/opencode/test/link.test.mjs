@@ -1,10 +1,10 @@
-// The two parts of the plugin in one opencode (lib/tuilink.ts): the TUI part says it is there, the server part
+// The two parts of the plugin in one opencode (lib/shared/tuilink.ts): the TUI part says it is there, the server part
 // hears it (and leaves the person's questions to mcpx's dialog), and asks it to bring a question forward.
 
 import assert from "node:assert/strict"
 import { test } from "node:test"
 
-import { TuiPresence, announcePresence } from "../dist/lib/tuilink.js"
+import { TuiPresence, announcePresence } from "../dist/lib/shared/tuilink.js"
 import { eventually } from "./helpers.mjs"
 
 

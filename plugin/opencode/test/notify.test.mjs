@@ -137,8 +137,8 @@ test("without a daemon the tool output says so, once per session", async () => {
 })
 
 test("a config that sets no level leaves it to what opencode runs (the daemon's health names none)", async () => {
-  const { LevelSource } = await import("../dist/lib/level.js")
-  const { Daemon } = await import("../dist/lib/daemon.js")
+  const { LevelSource } = await import("../dist/lib/shared/level.js")
+  const { Daemon } = await import("../dist/lib/shared/daemon.js")
   const health = await new Daemon(d.env).health()
   assert.equal(health.pluginElicit, undefined)
   assert.deepEqual(await new LevelSource(new Daemon(d.env), d.env, 5000, "ask").get(), { level: "ask", from: "default" })
@@ -151,7 +151,7 @@ test("off and auto: a tool output carries no person's question nor an invitation
     const person = await d.ask({ session, server: "git", tool: "delete_branch", message: "Really delete branch main?", requestedSchema: SCHEMAS.confirm })
     const agents = await d.ask({ session, server: "s", message: "Pick a colour", requestedSchema: SCHEMAS.color })
     // mcpx serve's early result, in its shape: a head, one paragraph per question, a tail; and in its _meta the same
-    // with the person's question stood in for (sidecar/mcpx/answering.py withheld_meta)
+    // with the person's question stood in for (sidecar/mcpx/presentation/answering.py withheld_meta)
     const { render } = (await d.client.question(person.id)).body.elicitation
     const personText = `Question ${person.id} from git (via mcpx), during delete_branch:\n  “Really delete branch main?” — the server's words\n` +
       `  This question is for the person, not for you. It waits for them; do not answer it.`

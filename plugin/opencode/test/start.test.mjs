@@ -1,4 +1,4 @@
-// First use (lib/start.ts): no daemon when opencode starts; the plugin starts one as `mcpx serve` does, detached,
+// First use (lib/server/start.ts): no daemon when opencode starts; the plugin starts one as `mcpx serve` does, detached,
 // and waits until it serves.
 
 import assert from "node:assert/strict"
@@ -8,8 +8,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { test } from "node:test"
 
-import { Daemon } from "../dist/lib/daemon.js"
-import { ensureDaemon } from "../dist/lib/start.js"
+import { Daemon } from "../dist/lib/shared/daemon.js"
+import { ensureDaemon } from "../dist/lib/server/start.js"
 import { ROOT } from "./helpers.mjs"
 
 const PY = join(ROOT, ".venv", "bin", "python")

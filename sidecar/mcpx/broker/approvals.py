@@ -17,7 +17,7 @@ from mcpx.broker.models import Action, ApprovalRequest, Approvals, Elicitation, 
 from mcpx.broker.policy import matches
 from mcpx.broker.rules import ts
 from mcpx.broker.schema import Field
-from mcpx.config import ElicitSettings
+from mcpx.config.models import ElicitSettings
 
 
 def _fixed(f: Field) -> bool:
@@ -117,7 +117,7 @@ def vote(q: Elicitation, a: Approvals, person: str, action: Action) -> Vote:
 
 
 @dataclass
-class Nudge:
+class ApprovalsDue:
     """What came due: who is reminded, who the question escalated to, the approvals after it."""
 
     approvals: Approvals
@@ -131,7 +131,7 @@ class Nudge:
         return out
 
 
-def nudge(a: Approvals, now: float) -> Nudge | None:
+def nudge(a: Approvals, now: float) -> ApprovalsDue | None:
     """The reminder and escalations due at `now`, or None if nothing is (another daemon did it already: the
     stored next time moved on). Missed reminders (a daemon down meanwhile) come as one, not a burst."""
     if a.next_at is None or now < a.next_at.timestamp():
@@ -154,4 +154,4 @@ def nudge(a: Approvals, now: float) -> Nudge | None:
     at = None if remind_at is None else ts(remind_at)
     out = a.model_copy(update={"waiting": waiting, "escalate": steps, "remind_at": at,
                                "next_at": _next(remind_at, steps)})
-    return Nudge(out, remind, escalate)
+    return ApprovalsDue(out, remind, escalate)

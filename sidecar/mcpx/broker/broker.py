@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, Protocol
 
-from mcpx import wirejson
 from mcpx.broker import approvals, policy, rules
 from mcpx.broker.documents import task_row
 from mcpx.broker.errors import InvalidContent
@@ -45,13 +44,14 @@ from mcpx.broker.pending import PendingIndex
 from mcpx.broker.reads import Reads, valid_id
 from mcpx.broker.rules import as_stored
 from mcpx.broker.rules import redact as redact  # where daemon/ and inbox/ have always found it
-from mcpx.broker.store import AuditFilter, Lease, QuestionFilter, QuestionRow, Store, StoreInfo
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Store, StoreInfo, StoreLease
 from mcpx.broker.sweeper import Sweeper
 from mcpx.broker.team import Team
 from mcpx.broker.waiters import Handle as Handle
 from mcpx.broker.waiters import Waiters, retrieved
 from mcpx.broker.writes import Outcome, Writes
-from mcpx.config import Config
+from mcpx.config.models import Config
+from mcpx.shared import wirejson
 
 log = logging.getLogger("mcpx.broker")
 
@@ -287,7 +287,7 @@ class Broker:
         Whoever answered still hears back only after the commit. The asker's own future is set first, so the
         asker's turn (the reply written upstream) comes before the commit's. Were the daemon killed in between,
         the question would be found pending and abandoned with its call (the server had the answer, the store
-        never did): docs/architecture.md, "What is written when"."""
+        never did): docs/internals.md, "What is written when"."""
         if now >= q.expires_at.timestamp() or rules.escalates(q, action, by):
             return None
         refusal = rules.refusal(q, by, session, action) or rules.approvers_only(q, action)
@@ -373,10 +373,10 @@ class Broker:
         pending = [q.id for q in await self.questions(QuestionFilter(task=task.id, state="pending"))]
         return await self._team.take_over(task, owner, reason, pending)
 
-    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[StoreLease, StoredTask]]:
         return await self._team.lapsed_tasks(states)
 
-    async def daemons(self) -> list[Lease]:
+    async def daemons(self) -> list[StoreLease]:
         return await self._team.daemons()
 
     @property

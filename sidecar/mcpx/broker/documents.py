@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mcpx import wirejson
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask
 from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, TaskRow
+from mcpx.shared import wirejson
 
 QUESTION_COLUMNS = ("state", "session", "server", "audience", "trace", "task")
 # a QuestionRow's columns, in its order, for a SELECT

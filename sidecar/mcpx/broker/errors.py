@@ -1,6 +1,6 @@
 """What can go wrong answering a question; each maps to one HTTP status at the /v1 surface.
 
-    McpxError (mcpx/errors.py)
+    McpxError (mcpx/shared/errors.py)
      ├── BrokerError
      │    ├── InvalidId         400  not an id at all (path-like, wrong prefix)
      │    ├── NotFound          404  no such question
@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from mcpx.errors import McpxError
+from mcpx.shared.errors import McpxError
 
 
 class BrokerError(McpxError):

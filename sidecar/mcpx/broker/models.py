@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal, TypeGuard, cast, get_args
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PrivateAttr, computed_field, model_validator
 from pydantic.alias_generators import to_camel
 
-from mcpx import wirejson
 from mcpx.broker.credentials import secret_fields
 from mcpx.broker.schema import FlatSchema
+from mcpx.shared import wirejson
 
 Mode = Literal["form", "url"]
 Audience = Literal["agent", "human", "agent-then-human"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpx.broker.models import Action, Answerer, Elicitation
-from mcpx.config import ElicitSettings, Rule, RuleMatch
+from mcpx.config.models import ElicitSettings, Rule, RuleMatch
 
 
 @dataclass(frozen=True)

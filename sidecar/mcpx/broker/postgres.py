@@ -38,13 +38,13 @@ from mcpx.broker.sql import SqlReads, SqlTx
 from mcpx.broker.store import (
     Follower,
     Identity,
-    Lease,
     QuestionRow,
     StoreInfo,
+    StoreLease,
     StoreRefused,
     Tx,
 )
-from mcpx.masking import shown_url
+from mcpx.shared.masking import shown_url
 
 T = TypeVar("T")
 log = logging.getLogger("mcpx.store")
@@ -399,15 +399,15 @@ class PgStore(SqlReads):
 
     # ---- the team
 
-    async def daemons(self) -> list[Lease]:
+    async def daemons(self) -> list[StoreLease]:
         """Every daemon with a lease row, whether its heartbeat is within the lease, this one first."""
         rows = await self._rows(
             'SELECT id, "user", host, pid, version, started, heartbeat,'
             " heartbeat > now() - make_interval(secs => %s) FROM daemons ORDER BY id <> %s, host, id",
             (self.lease, self.me.id))
-        return [Lease(*row) for row in rows]
+        return [StoreLease(*row) for row in rows]
 
-    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[StoreLease, StoredTask]]:
         """Unfinished tasks of daemons whose lease lapsed (or that hold no lease), with whose they are."""
         rows = await self._rows(
             'SELECT t.doc, t.daemon, d."user", d.host, d.pid, d.version, d.started, d.heartbeat FROM tasks t'
@@ -416,7 +416,7 @@ class PgStore(SqlReads):
             (list(states), self.me.id, self.lease))
         out = []
         for doc, daemon, user, host, pid, version, started, beat in rows:
-            lease = Lease(daemon, user or "?", host or "?", pid or 0, version or "?",
+            lease = StoreLease(daemon, user or "?", host or "?", pid or 0, version or "?",
                           started or datetime.fromtimestamp(0), beat or datetime.fromtimestamp(0), False)
             out.append((lease, StoredTask.model_validate_json(doc)))
         return out

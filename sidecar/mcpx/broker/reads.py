@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 
-from mcpx import wirejson
 from mcpx.broker.errors import InvalidId, NotFound
 from mcpx.broker.models import Answer, Elicitation, State, seconds_left
 from mcpx.broker.pending import PendingIndex
 from mcpx.broker.store import QuestionFilter, Store
-from mcpx.ids import is_id
+from mcpx.shared import wirejson
+from mcpx.shared.ids import is_id
 
 
 def valid_id(eid: str) -> None:

@@ -2,7 +2,7 @@
 
 Pure functions of the question and the answer offered: no store, no loop, no clock but the `now` they are given.
 The broker applies them inside a write (where the question is as the store holds it) and, for an eager asker,
-before it (broker.Broker._deliver_first); tests/test_rules.py holds them to their words.
+before it (broker.Broker._deliver_first); tests/unit/broker/test_rules.py holds them to their words.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
-from mcpx import wirejson
 from mcpx.broker import routing
 from mcpx.broker.credentials import secret_fields
 from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, Gone, InvalidContent, InvalidQuestion
 from mcpx.broker.models import REDACTED, Action, Answer, Answerer, Elicitation, OpenRequest, rfc3339
 from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema
-from mcpx.ids import new_id
+from mcpx.shared import wirejson
+from mcpx.shared.ids import new_id
 
 
 def ts(epoch: float) -> datetime:

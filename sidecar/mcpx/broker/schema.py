@@ -448,8 +448,8 @@ def example_content(schema: dict[str, Any] | None) -> dict[str, Any]:
     return FlatSchema.of(schema).example()
 
 
-# Deprecated: the loose readings of the dict, kept only while mcpx.answering still calls them (its texts are
-# another change's); read FlatSchema instead.
+# Deprecated: the loose readings of the dict, kept only while mcpx.presentation.answering still calls them (its texts
+# are another change's); read FlatSchema instead.
 
 def properties(schema: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     if not schema:

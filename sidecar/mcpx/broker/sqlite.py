@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.models import StoredTask, TaskState
 from mcpx.broker.sql import SqlReads, SqlTx
-from mcpx.broker.store import Follower, Lease, StoreInfo, Tx
-from mcpx.errors import McpxError
+from mcpx.broker.store import Follower, StoreInfo, StoreLease, Tx
+from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
 log = logging.getLogger("mcpx.store")
@@ -266,8 +266,8 @@ class SqliteStore(SqlReads):
         rows = await self._rows(f"SELECT doc FROM tasks WHERE state IN ({marks}) ORDER BY updated", states)
         return [StoredTask.model_validate_json(r[0]) for r in rows]
 
-    async def daemons(self) -> list[Lease]:
+    async def daemons(self) -> list[StoreLease]:
         return []  # this daemon's own file
 
-    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[StoreLease, StoredTask]]:
         return []

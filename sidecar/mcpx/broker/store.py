@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState
-from mcpx.errors import McpxError
+from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
 
@@ -75,7 +75,7 @@ class Identity:
 
 
 @dataclass(frozen=True)
-class Lease:
+class StoreLease:
     """A daemon's lease on a shared store, and whether its heartbeat is within it."""
 
     id: str
@@ -217,10 +217,10 @@ class Store(Protocol):
 
     # a store a team shares; a daemon's own store has no other daemons
 
-    async def daemons(self) -> list[Lease]:
+    async def daemons(self) -> list[StoreLease]:
         """The daemons with a lease on this store, this one first."""
         ...
 
-    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[StoreLease, StoredTask]]:
         """Tasks in these states of daemons whose lease lapsed, each with that lease."""
         ...

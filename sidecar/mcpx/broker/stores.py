@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from mcpx import __version__
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.store import Identity, Store, StoreRefused
-from mcpx.config import Config
-from mcpx.ids import is_id, new_id
-from mcpx.masking import shown_url
-from mcpx.paths import StatePaths, write_private
+from mcpx.config.models import Config
+from mcpx.shared.ids import is_id, new_id
+from mcpx.shared.masking import shown_url
+from mcpx.system.paths import StatePaths, write_private
 
 INSTALL = "pip install 'mcpx[postgresql]'"
 

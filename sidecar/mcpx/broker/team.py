@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from mcpx.broker.models import AuditRecord, StoredTask, TaskState
-from mcpx.broker.store import Lease, Store
+from mcpx.broker.store import Store, StoreLease
 from mcpx.broker.sweeper import Sweeper
 from mcpx.broker.waiters import Waiters
 from mcpx.broker.writes import Writes
@@ -66,8 +66,8 @@ class Team:
             self._waiters.end(eid, reason)
         return gone or []
 
-    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[Lease, StoredTask]]:
+    async def lapsed_tasks(self, states: tuple[TaskState, ...]) -> list[tuple[StoreLease, StoredTask]]:
         return await self._store.lapsed_tasks(states)
 
-    async def daemons(self) -> list[Lease]:
+    async def daemons(self) -> list[StoreLease]:
         return await self._store.daemons()

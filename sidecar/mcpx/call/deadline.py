@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from mcpx.errors import McpxError
+from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
 

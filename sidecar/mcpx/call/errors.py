@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpx.errors import McpxError
+from mcpx.shared.errors import McpxError
 
 
 class CallFailed(McpxError):

@@ -23,8 +23,8 @@ from mcpx.call.deadline import CallTimeout
 from mcpx.call.errors import CallFailed, UnknownTask
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
-from mcpx.configsource import ConfigSource
-from mcpx.ids import is_id, new_id
+from mcpx.config.source import ConfigSource
+from mcpx.shared.ids import is_id, new_id
 
 log = logging.getLogger("mcpx.call")
 

@@ -20,8 +20,8 @@ from mcpx.call.errors import CallFailed
 from mcpx.call.questions import Question, digest
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
-from mcpx.config import ServerConfig
-from mcpx.configsource import ConfigSource
+from mcpx.config.models import ServerConfig
+from mcpx.config.source import ConfigSource
 
 DIGEST = "digest"  # the field of a confirmation bound to one request: the request's digest, as shown
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mcpx.cli.client import DaemonClient
 from mcpx.cli.common import add_json_flag, emit_json, run
 from mcpx.cli.render import render_event
-from mcpx.text import plain
+from mcpx.client.transport import DaemonClient
+from mcpx.presentation.text import plain
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -14,12 +14,13 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from mcpx.cli.client import ApiError, DaemonClient, Response
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
-from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.render import render_question
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
-from mcpx.text import clock, plain
+from mcpx.client.prompt import TerminalForm, read_answer
+from mcpx.client.target import split_target
+from mcpx.client.transport import ApiError, DaemonClient, Response
+from mcpx.presentation.text import clock, plain
 
 MODES = ("prompt", "return", "auto", "decline", "error")
 
@@ -90,14 +91,6 @@ def clock_of(moment: str) -> str:
 
 def _exit_for_result(result: dict[str, Any]) -> int:
     return 1 if result.get("isError") or "error" in result else 0
-
-
-def split_target(target: str) -> tuple[str, str]:
-    """SERVER.TOOL as (server, tool); ValueError naming the form for anything else (`mcpx call`, mcpx.Client)."""
-    server, dot, tool = target.partition(".")
-    if not dot or not server or not tool:
-        raise ValueError(f"{target!r}: name the tool as SERVER.TOOL, e.g. demo.choose_repository")
-    return server, tool
 
 
 def given_as_pairs(words: list[str]) -> bool:
@@ -256,21 +249,6 @@ async def _result(task: str, timeout: float, wake: str = "result") -> Response:
     async with DaemonClient() as client:
         return await client.request("GET", f"/v1/tasks/{task}/result", params={"timeout": timeout, "wake": wake},
                                     timeout=timeout + 10)
-
-
-def read_answer(form: TerminalForm, q: dict[str, Any], content: dict[str, Any],
-                problems: dict[str, str] | None) -> tuple[str, dict[str, Any] | None, str | None]:
-    """The person's answer to `q` at this terminal (`content`: what they gave before `problems` were found in it):
-    its action, content and reason. Ctrl-C or the end of input is cancel."""
-    try:
-        if q.get("mode") == "url":
-            form.url(q)
-            return "accept", None, None
-        return "accept", {**content, **form.form(q, problems)}, None
-    except Declined as declined:
-        return "decline", None, declined.reason
-    except (KeyboardInterrupt, EOFError):
-        return "cancel", None, "cancelled at the terminal"
 
 
 def _prompt_one(form: TerminalForm, q: dict[str, Any]) -> None:

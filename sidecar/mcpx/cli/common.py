@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from mcpx.cli.client import EX_UNAVAILABLE, ApiError, NoDaemon
+from mcpx.client.transport import EX_UNAVAILABLE, ApiError, NoDaemon
 
 EX_USAGE = 2  # what was given is wrong: a malformed id, an option out of range
 EX_DATAERR = 65  # an answer that does not fit its question (each field's problem is named)

@@ -19,15 +19,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mcpx import processes
-from mcpx.cli.client import EX_UNAVAILABLE, ApiError, DaemonClient, NoDaemon
 from mcpx.cli.common import add_json_flag, emit_json, run
 from mcpx.cli.render import upstream_lines
+from mcpx.client.transport import EX_UNAVAILABLE, ApiError, DaemonClient, NoDaemon
 from mcpx.daemon.launch import LaunchError, detach, running_pid, start_detached, stop, wait_serving
 from mcpx.daemon.origin import Origin
 from mcpx.daemon.service import ServiceError, install, plan, platform_manager, uninstall
-from mcpx.paths import StatePaths
-from mcpx.text import plain
+from mcpx.presentation.text import plain
+from mcpx.system import processes
+from mcpx.system.paths import StatePaths
 
 LISTEN_HELP = "also serve /v1 and /mcp on loopback TCP, behind a bearer token"
 

@@ -21,12 +21,13 @@ import time
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from mcpx import __version__, keychain
-from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
+from mcpx import __version__
 from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.cli.doctor_findings import Finding
 from mcpx.cli.policy_cmd import CheckedConfig, checked_config
-from mcpx.config import OpenApiServer, ServerConfig, StdioServer
+from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
+from mcpx.config.models import OpenApiServer, ServerConfig, StdioServer
+from mcpx.system import keychain
 
 ASK_PATIENCE = 30.0  # s: how long doctor waits for the daemon to keep a secret it was just given
 
@@ -80,7 +81,7 @@ def _findings(ask: bool) -> Iterator[Finding]:
         else:
             for server in health.get("servers") or []:
                 yield from _server(server, config.servers.get(server), ask)
-    from mcpx.cli import doctor_hosts
+    from mcpx.cli.hosts import doctor_hosts
 
     yield from doctor_hosts.opencode()
     yield from doctor_hosts.claude()
@@ -110,7 +111,7 @@ def _config() -> Generator[Finding, None, CheckedConfig]:
 
 def _daemon() -> Generator[Finding, None, dict[str, Any] | None]:
     from mcpx.daemon.launch import LaunchError, ensure_daemon
-    from mcpx.paths import StatePaths
+    from mcpx.system.paths import StatePaths
 
     paths = StatePaths.current()
     try:

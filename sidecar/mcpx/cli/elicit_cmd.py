@@ -13,11 +13,11 @@ from typing import Any
 
 from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema, parse_assignments
 from mcpx.cli import inbox_cmd
-from mcpx.cli.client import ApiError, DaemonClient, NoDaemon, wait_for_answer
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
-from mcpx.cli.prompt import Declined, TerminalForm
 from mcpx.cli.render import render_event, render_question, render_row
-from mcpx.text import plain
+from mcpx.client.prompt import Declined, TerminalForm
+from mcpx.client.transport import ApiError, DaemonClient, NoDaemon, wait_for_answer
+from mcpx.presentation.text import plain
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -11,9 +11,9 @@ import sys
 import webbrowser
 from urllib.parse import urlencode
 
-from mcpx.cli.client import DaemonClient
 from mcpx.cli.common import add_json_flag, emit_json, run
-from mcpx.urlfacts import LOOPBACK_NOTE, reachable_elsewhere
+from mcpx.client.transport import DaemonClient
+from mcpx.presentation.urlfacts import LOOPBACK_NOTE, reachable_elsewhere
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

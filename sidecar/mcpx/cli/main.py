@@ -18,17 +18,16 @@ def parser() -> argparse.ArgumentParser:
     from mcpx.cli import (
         audit_cmd,
         call_cmd,
-        claude_cmd,
         daemon_cmd,
         doctor_cmd,
         elicit_cmd,
         inbox_cmd,
-        opencode_cmd,
         policy_cmd,
         secrets_cmd,
         serve_cmd,
         tui_cmd,
     )
+    from mcpx.cli.hosts import claude_cmd, opencode_cmd
 
     top = argparse.ArgumentParser(
         prog="mcpx", description="An MCP gateway whose questions are durable state with a deadline.",
@@ -46,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _demo_server(_args: argparse.Namespace) -> int:
-    from mcpx.demo.server import main as demo_main
+    from mcpx.demo.mcp_server import main as demo_main
 
     return demo_main()
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from mcpx.cli.common import add_json_flag, emit_json
 
 if TYPE_CHECKING:
-    from mcpx.config import Config, ConfigError, Problem
+    from mcpx.config.models import Config
+    from mcpx.config.problems import ConfigError, Problem
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,7 +72,8 @@ def _question(args: argparse.Namespace) -> dict[str, Any]:
 def policy_test(args: argparse.Namespace) -> int:
     from mcpx.broker import policy, routing
     from mcpx.broker.models import Elicitation
-    from mcpx.config import ConfigError, load_config
+    from mcpx.config.finding import load_config
+    from mcpx.config.problems import ConfigError
 
     try:
         q = _question(args)
@@ -137,7 +139,8 @@ class CheckedConfig:
 def checked_config(file: str | None = None) -> CheckedConfig:
     """Check a file (or the config in force here: every file of it, each alone, then merged), every field, and
     whether each stdio server's command would start."""
-    from mcpx.config import ConfigError, config_warnings, load_config, read_file, validate
+    from mcpx.config.finding import load_config, read_file, validate
+    from mcpx.config.problems import ConfigError, config_warnings
 
     origin = file or "the config"
     warned: list[Problem] = []
@@ -187,7 +190,8 @@ def _commands_missing(config: Config, origin: str, base: Path) -> list[Problem]:
     """The stdio servers whose command would not start, looked for as the daemon starts it: in the environment it
     gives the server (its own `env` over the inherited PATH & co., here this command's), from the server's cwd; and
     the services whose document or commands would not work (services/check.py)."""
-    from mcpx.config import CommandsServer, OpenApiServer, Problem, StdioServer
+    from mcpx.config.models import CommandsServer, OpenApiServer, StdioServer
+    from mcpx.config.problems import Problem
     from mcpx.services import check
     from mcpx.upstream.environment import command_problem, server_environment
 

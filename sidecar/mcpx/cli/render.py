@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpx.answering import respond_with
 from mcpx.broker.schema import FlatSchema
-from mcpx.durations import format_duration
-from mcpx.text import plain, quoted, shell_quote_json
+from mcpx.config.durations import format_duration
+from mcpx.presentation.answering import respond_with
+from mcpx.presentation.text import plain, quoted, shell_quote_json
 
 AUDIENCE_WORDS = {
     "agent": "the agent (fixed choices it can pick from what it has seen)",

@@ -13,11 +13,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mcpx import keychain
 from mcpx.cli.common import add_json_flag, emit_json
+from mcpx.system import keychain
 
 if TYPE_CHECKING:
-    from mcpx.config import Config
+    from mcpx.config.models import Config
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _guarded(body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """No keychain, a keychain that refuses, a config that does not hold: said in a line, exit 1."""
     def runner(args: argparse.Namespace) -> int:
-        from mcpx.config import ConfigError
+        from mcpx.config.problems import ConfigError
 
         try:
             return body(args)
@@ -55,7 +55,7 @@ def _guarded(body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
 
 def _listed_or_none() -> list[tuple[str, str]]:
-    from mcpx.config import ConfigError
+    from mcpx.config.problems import ConfigError
 
     try:
         return listed(_config())
@@ -64,14 +64,14 @@ def _listed_or_none() -> list[tuple[str, str]]:
 
 
 def _config() -> Config:
-    from mcpx.config import load_config
+    from mcpx.config.finding import load_config
 
     return load_config().config
 
 
 def listed(config: Config) -> list[tuple[str, str]]:
     """(server, name) of every secret the config names, sorted."""
-    from mcpx.config import OpenApiServer, StdioServer
+    from mcpx.config.models import OpenApiServer, StdioServer
 
     return sorted((server, name) for server, entry in config.servers.items()
                   if isinstance(entry, (StdioServer, OpenApiServer)) for name in entry.secrets)

@@ -23,11 +23,11 @@ import aiohttp
 from mcpx.cli import serve_handoff
 from mcpx.cli.serve_handoff import serve_session
 from mcpx.daemon.launch import LaunchError, ensure_daemon
-from mcpx.hosts import host_of
-from mcpx.keys import SESSION_HEADER, SESSION_SOURCE_HEADER, UNATTENDED_HEADER
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError
-from mcpx.paths import StatePaths
+from mcpx.shared.hostenv import host_of
+from mcpx.shared.names import SESSION_HEADER, SESSION_SOURCE_HEADER, UNATTENDED_HEADER
+from mcpx.system.paths import StatePaths
 
 MAX_LINE = jsonrpc.MAX_LINE
 REPLAY_ID = "mcpx-serve-replayed-initialize"

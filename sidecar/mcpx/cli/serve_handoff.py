@@ -1,4 +1,4 @@
-"""`mcpx serve`'s end of the hand-off (mcpx/handoff.py): its stdin and stdout go to the daemon, and it waits.
+"""`mcpx serve`'s end of the hand-off (mcpx/shared/handoff.py): its stdin and stdout go to the daemon, and it waits.
 
 While the daemon serves the host, serve only listens on the hand-off connection. When that
 closes without `ended` the daemon went away: serve answers the requests it was told were still
@@ -16,11 +16,11 @@ import sys
 import time
 
 from mcpx.daemon.launch import LaunchError, ensure_daemon
-from mcpx.errors import McpxError
-from mcpx.handoff import MAX_WORD, HandoffError, Hello, Word, send_hello
-from mcpx.hosts import Host, host_of
 from mcpx.mcp import jsonrpc
-from mcpx.paths import StatePaths
+from mcpx.shared.errors import McpxError
+from mcpx.shared.handoff import MAX_WORD, HandoffError, HandoffMessage, Hello, send_hello
+from mcpx.shared.hostenv import Host, host_of
+from mcpx.system.paths import StatePaths
 
 STDIN, STDOUT = 0, 1
 RETRY_S = 0.2  # between attempts to reach a daemon again
@@ -108,7 +108,7 @@ class Handoff:
             while line := words.readline(MAX_WORD):
                 if not line.endswith(b"\n"):
                     raise HandoffError(f"the daemon said a word longer than {MAX_WORD} bytes")
-                word = Word.parse(line)
+                word = HandoffMessage.parse(line)
                 if word.refused is not None:
                     if not word.fallback:
                         raise Refused(word.refused)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO, TypeVar
 
-from mcpx.text import plain
+from mcpx.presentation.text import plain
 
 T = TypeVar("T")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mcpx.cli.client import DaemonClient, agent_environment
 from mcpx.cli.common import run
+from mcpx.client.transport import DaemonClient, agent_environment
 
 AGENT_WARNING = ("this terminal is an agent's shell (or descends from one): the daemon refuses answers as the "
                  "person from here; run `mcpx tui` in your own terminal")
@@ -30,7 +30,7 @@ async def tui_cmd(args: argparse.Namespace) -> int:
         print("mcpx: `mcpx tui` needs a terminal; elsewhere use `mcpx elicit list` and `mcpx elicit watch`",
               file=sys.stderr)
         return 2
-    from mcpx.cli.tui.app import ANSWERER, InboxApp  # Textual loads only for this command
+    from mcpx.cli.tui.inbox_app import ANSWERER, InboxApp  # Textual loads only for this command
 
     async with DaemonClient(answerer=ANSWERER) as client:
         # the filters are checked, and the daemon found, before the screen is taken over

@@ -8,16 +8,15 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from mcpx.api import call_routes, elicit_routes, inbox_routes
+from mcpx.api.inbox_routes import TCP_GUESTS
+from mcpx.api.peers import is_unix
+from mcpx.api.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS, DaemonInfo
+from mcpx.api.table import Api, error_response, errors_middleware
 from mcpx.broker.broker import Broker
-from mcpx.configsource import ConfigSource
-from mcpx.daemon import call_routes, elicit_routes
-from mcpx.daemon.api import Api, error_response, errors_middleware
-from mcpx.daemon.peers import is_unix
-from mcpx.daemon.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS, DaemonInfo
-from mcpx.inbox import api_routes as inbox_routes
-from mcpx.inbox.api_routes import TCP_GUESTS
-from mcpx.inbox.routes import Inbox
-from mcpx.keys import MAX_BODY, SHUTDOWN
+from mcpx.config.source import ConfigSource
+from mcpx.inbox.web_routes import Inbox
+from mcpx.shared.names import MAX_BODY, SHUTDOWN
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.http_endpoint import install_mcp_endpoint
 from mcpx.upstream.gateway import Gateway

@@ -13,8 +13,8 @@ import os
 import time
 from collections.abc import Iterator
 
-from mcpx.errors import McpxError
-from mcpx.paths import StatePaths
+from mcpx.shared.errors import McpxError
+from mcpx.system.paths import StatePaths
 
 
 class HomeTaken(McpxError):

@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from mcpx import processes
 from mcpx.daemon.origin import ORIGIN_ENV, for_launch
-from mcpx.errors import McpxError
-from mcpx.paths import StatePaths
-from mcpx.sockets import socket_alive
+from mcpx.shared.errors import McpxError
+from mcpx.system import processes
+from mcpx.system.paths import StatePaths
+from mcpx.system.sockets import socket_alive
 
 
 class LaunchError(McpxError):

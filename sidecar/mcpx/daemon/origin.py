@@ -17,8 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mcpx import processes
-from mcpx.text import plain
+from mcpx.presentation.text import plain
+from mcpx.system import processes
 
 ORIGIN_ENV = "MCPX_DAEMON_ORIGIN"  # set by a launcher for the daemon it starts; the daemon takes it out
 SERVICE_ENV = "MCPX_SERVICE"  # "systemd:mcpx.service", "launchd:io.mcpx.daemon": set by the service's own file

@@ -23,29 +23,30 @@ from pathlib import Path
 from aiohttp import web
 
 from mcpx import __version__
+from mcpx.api.inbox_routes import NOTIFIER
+from mcpx.api.state import DaemonInfo
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
 from mcpx.broker.store import StoreRefused
 from mcpx.broker.stores import make_store
 from mcpx.call.request import CallRequest
-from mcpx.config import ConfigError, load_config
-from mcpx.configsource import ConfigSource
+from mcpx.config.finding import load_config
+from mcpx.config.problems import ConfigError
+from mcpx.config.source import ConfigSource
 from mcpx.daemon import origin
 from mcpx.daemon.app import make_app, stop_streams
-from mcpx.daemon.handoff import HandoffListener
+from mcpx.daemon.handoff_socket import HandoffListener
 from mcpx.daemon.homelock import HomeTaken, hold_home
-from mcpx.daemon.state import DaemonInfo
-from mcpx.errors import McpxError
 from mcpx.inbox import listener
-from mcpx.inbox.api_routes import NOTIFIER
-from mcpx.inbox.keys import InboxKeys
 from mcpx.inbox.notify import Notifier
-from mcpx.inbox.routes import Inbox
-from mcpx.paths import StatePaths, load_key, write_private
+from mcpx.inbox.signing import InboxKeys
+from mcpx.inbox.web_routes import Inbox
 from mcpx.services.kinds import service_kinds
-from mcpx.sockets import socket_alive
+from mcpx.shared.errors import McpxError
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.request_state import RequestStates
+from mcpx.system.paths import StatePaths, load_key, write_private
+from mcpx.system.sockets import socket_alive
 from mcpx.upstream.gateway import Gateway
 
 log = logging.getLogger("mcpx.daemon")

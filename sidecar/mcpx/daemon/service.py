@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Literal
 
 from mcpx.daemon.origin import SERVICE_ENV
-from mcpx.errors import McpxError
-from mcpx.paths import StatePaths
+from mcpx.shared.errors import McpxError
+from mcpx.system.paths import StatePaths
 
 Manager = Literal["systemd", "launchd"]
 UNIT = "mcpx.service"

@@ -1,11 +1,11 @@
 """The opencode plugin's side of mcpx's contract, generated: the /v1 bodies' types and the names both sides share.
 
-`/v1/openapi.json` comes from the one route table (daemon/api.py and its pydantic models); this module turns
+`/v1/openapi.json` comes from the one route table (api/table.py and its pydantic models); this module turns
 its component schemas into TypeScript types, and writes beside them the names Python keeps (the id pattern,
 the tool names, the plugin's levels, the `_meta` keys, the headers), into one checked-in file the plugin
-imports. Regenerating must change nothing: `./dev test` and tests/test_layers.py check it.
+imports. Regenerating must change nothing: `./dev test` and tests/unit/test_layers.py check it.
 
-    python -m mcpx.daemon.typescript          # in a checkout: write plugin/opencode/lib/generated.ts
+    python -m mcpx.daemon.typescript          # in a checkout: write plugin/opencode/lib/shared/generated.ts
     python -m mcpx.daemon.typescript --check  # exit 1, naming the command, when it is out of date
 """
 
@@ -17,13 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any, get_args
 
-from mcpx import ids, keys
-from mcpx.config import PluginLevel
+from mcpx.config.models import PluginLevel
 from mcpx.daemon.app import build_api
-from mcpx.rendering import ASK_TOOL
+from mcpx.presentation.rendering import ASK_TOOL
+from mcpx.shared import ids
+from mcpx.shared import names as keys
 from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG
 
-TARGET = Path("plugin/opencode/lib/generated.ts")
+TARGET = Path("plugin/opencode/lib/shared/generated.ts")
 COMMAND = ".venv/bin/python -m mcpx.daemon.typescript"
 _NAME = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Question:
+class DemoQuestion:
     message: str
     schema: dict[str, Any] | None = None  # form mode
     url: str | None = None  # url mode
@@ -29,7 +29,7 @@ Answers = list[dict[str, Any]]  # ElicitResults, in the order asked
 class DemoTool:
     name: str
     description: str
-    questions: Callable[[dict[str, Any], Answers], Question | None]  # the next question, or None when done
+    questions: Callable[[dict[str, Any], Answers], DemoQuestion | None]  # the next question, or None when done
     finish: Callable[[dict[str, Any], Answers], str]
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     annotations: dict[str, Any] = field(default_factory=dict)
@@ -48,22 +48,22 @@ def _not_accepted(answers: Answers) -> str | None:
     return None
 
 
-def _one(question: Question) -> Callable[[dict[str, Any], Answers], Question | None]:
+def _one(question: DemoQuestion) -> Callable[[dict[str, Any], Answers], DemoQuestion | None]:
     return lambda _args, answers: question if not answers else None
 
 
-REPO = Question("Which repository should the notes go in?", {
+REPO = DemoQuestion("Which repository should the notes go in?", {
     "type": "object", "required": ["repo"],
     "properties": {"repo": {"type": "string", "title": "Repository", "description": "owner/name, e.g. octo/hello"}},
 })
 
-DELETE = Question("Really delete branch 'main'? This cannot be undone.", {
+DELETE = DemoQuestion("Really delete branch 'main'? This cannot be undone.", {
     "type": "object", "properties": {"confirm": {"type": "boolean", "default": False, "title": "Delete it"}},
 })
 
-LOGIN = Question("Sign in to the demo service to continue.", url="https://example.com/mcpx-demo/login")
+LOGIN = DemoQuestion("Sign in to the demo service to continue.", url="https://example.com/mcpx-demo/login")
 
-ISSUE = Question("Describe the issue to file.", {
+ISSUE = DemoQuestion("Describe the issue to file.", {
     "type": "object", "required": ["title", "priority"],
     "properties": {
         "title": {"type": "string", "minLength": 3, "maxLength": 80},
@@ -77,18 +77,18 @@ ISSUE = Question("Describe the issue to file.", {
     },
 })
 
-ENVIRONMENT = Question("Deploy where?", {
+ENVIRONMENT = DemoQuestion("Deploy where?", {
     "type": "object", "required": ["environment"],
     "properties": {"environment": {"type": "string", "enum": ["staging", "production"]}},
 })
 
 
-def _deploy_next(_args: dict[str, Any], answers: Answers) -> Question | None:
+def _deploy_next(_args: dict[str, Any], answers: Answers) -> DemoQuestion | None:
     if not answers:
         return ENVIRONMENT
     if len(answers) == 1 and answers[0]["action"] == "accept":
         env = answers[0]["content"]["environment"]
-        return Question(f"Deploy build 417 to {env} now?", {
+        return DemoQuestion(f"Deploy build 417 to {env} now?", {
             "type": "object", "properties": {"confirm": {"type": "boolean", "default": False}}})
     return None
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from mcpx.paths import StatePaths, write_private
+from mcpx.system.paths import StatePaths, write_private
 
 log = logging.getLogger("mcpx.daemon")
 LOOPBACK = "127.0.0.1"

@@ -30,10 +30,10 @@ from pydantic import Field
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import AuditRecord, Elicitation, WireModel
-from mcpx.config import NotifyTarget, Person
-from mcpx.errors import McpxError
-from mcpx.text import plain
-from mcpx.urlfacts import LOOPBACK_NOTE, reachable_elsewhere
+from mcpx.config.models import NotifyTarget, Person
+from mcpx.presentation.text import plain
+from mcpx.presentation.urlfacts import LOOPBACK_NOTE, reachable_elsewhere
+from mcpx.shared.errors import McpxError
 
 log = logging.getLogger("mcpx.notify")
 

@@ -18,13 +18,13 @@ from urllib.parse import urlencode
 
 from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, Elicitation, rfc3339
-from mcpx.durations import format_duration
-from mcpx.forms import why
-from mcpx.inbox.form import form_fields
-from mcpx.inbox.keys import person_in
-from mcpx.rendering import approvals_text
-from mcpx.text import clock
-from mcpx.urlfacts import url_facts
+from mcpx.config.durations import format_duration
+from mcpx.inbox.html_form import form_fields
+from mcpx.inbox.signing import person_in
+from mcpx.presentation.dialog_form import why
+from mcpx.presentation.rendering import approvals_text
+from mcpx.presentation.text import clock
+from mcpx.presentation.urlfacts import url_facts
 
 AUDIENCE = {"human": "for you", "agent": "for the agent", "agent-then-human": "the agent's, then yours"}
 

@@ -17,8 +17,6 @@ from typing import Any
 
 import aiohttp
 
-from mcpx import sse, wirejson
-from mcpx.masking import mask_text, shown_url
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message
 from mcpx.mcp.protocol import (
@@ -30,6 +28,8 @@ from mcpx.mcp.protocol import (
     VERSION_HEADER,
     is_modern,
 )
+from mcpx.shared import sse, wirejson
+from mcpx.shared.masking import mask_text, shown_url
 
 log = logging.getLogger("mcpx.mcp")
 

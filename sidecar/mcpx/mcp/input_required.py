@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from mcpx.errors import McpxError
 from mcpx.mcp.protocol import Loose
+from mcpx.shared.errors import McpxError
 
 # a round that carries only requestState is sent again after a pause, 50 ms doubling to 250 ms
 STATE_ONLY_FIRST_PAUSE = 0.05

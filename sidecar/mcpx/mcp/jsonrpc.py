@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from mcpx import wirejson
-from mcpx.errors import McpxError
+from mcpx.shared import wirejson
+from mcpx.shared.errors import McpxError
 
 Message = dict[str, Any]
 Id = str | int

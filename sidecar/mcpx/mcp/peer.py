@@ -13,9 +13,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from mcpx.errors import McpxError
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message, RpcError
+from mcpx.shared.errors import McpxError
 
 log = logging.getLogger("mcpx.mcp")
 

@@ -13,10 +13,10 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from mcpx.errors import McpxError
-from mcpx.masking import mask_text, shown_command
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
+from mcpx.shared.errors import McpxError
+from mcpx.shared.masking import mask_text, shown_command
 
 log = logging.getLogger("mcpx.mcp")
 

@@ -41,10 +41,10 @@ from typing import Any, Literal, Protocol
 
 from pydantic import Field, field_validator
 
-from mcpx.errors import McpxError
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import Loose
+from mcpx.shared.errors import McpxError
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 

@@ -7,7 +7,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from mcpx.config import CommandsServer, OpenApiServer, ServiceConfig
+from mcpx.config.models import CommandsServer, OpenApiServer, ServiceConfig
 from mcpx.services import document
 from mcpx.upstream.environment import command_problem, server_environment
 

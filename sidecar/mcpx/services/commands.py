@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from mcpx.config import SLOT, CommandTool
+from mcpx.config.models import SLOT, CommandTool
 from mcpx.services.http import BadArguments
 from mcpx.services.outgoing import command_exact
 from mcpx.upstream.environment import references, server_environment

@@ -20,8 +20,8 @@ import yaml
 from jsonschema_path import SchemaPath
 from pydantic import BaseModel, ConfigDict
 
-from mcpx.errors import McpxError
-from mcpx.masking import shown_url
+from mcpx.shared.errors import McpxError
+from mcpx.shared.masking import shown_url
 
 Location = Literal["path", "query", "header", "cookie"]
 READ_LIMIT = 20 * 1024 * 1024  # a document larger than this is not an API description mcpx should load

@@ -16,9 +16,9 @@ import aiohttp
 from multidict import CIMultiDict
 from pydantic import BaseModel, ConfigDict
 
-from mcpx.errors import McpxError
 from mcpx.services.document import Operation
 from mcpx.services.outgoing import http_exact
+from mcpx.shared.errors import McpxError
 
 ERROR_START = 500  # characters of an error response's body the result carries
 TEXT_LIMIT = 100_000  # characters of a response the tool result carries as text

@@ -10,7 +10,6 @@ a header reads changed), the person is asked again about what it is now; it is n
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -21,7 +20,7 @@ from urllib.parse import urljoin
 import aiohttp
 from pydantic import BaseModel
 
-from mcpx.config import CommandsServer, OpenApiServer
+from mcpx.config.models import CommandsServer, OpenApiServer
 from mcpx.services import commands, document, http
 from mcpx.services.http import BadArguments
 from mcpx.upstream import secrets
@@ -32,11 +31,6 @@ from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, KindFactory,
 # how many times a call may find its request changed between the person's accept and its sending, asking again
 # each time, before it gives up
 ASKS = 3
-
-
-def confirmed_name(name: str, patterns: list[str]) -> bool:
-    """Whether a tool's name is one of `patterns` (names or globs: delete_*)."""
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 async def confirmed_send(scope: CallScope, prepare: Callable[[], Any], send: Callable[[Any], Any],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcpx.masking import MASK, secret_name
+from mcpx.shared.masking import MASK, secret_name
 
 
 def _hidden(name: str, secret: set[str]) -> bool:

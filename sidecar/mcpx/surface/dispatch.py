@@ -18,7 +18,7 @@ from mcpx import __version__
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import SessionSource
 from mcpx.call.request import routable
-from mcpx.configsource import ConfigSource
+from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc, tasks
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import Outbound
@@ -33,8 +33,8 @@ from mcpx.mcp.protocol import (
     InitializeParams,
 )
 from mcpx.mcp.tasks import EXTENSION
-from mcpx.sessions import resolve_session
-from mcpx.surface.client import ClientState
+from mcpx.shared.sessions import resolve_session
+from mcpx.surface.client_state import ClientState
 from mcpx.surface.driver import CallDriver
 from mcpx.surface.naming import ToolNames
 from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG, OwnTools, listed

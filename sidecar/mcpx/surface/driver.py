@@ -21,7 +21,7 @@ from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound
 from mcpx.broker.models import Elicitation, SessionSource
 from mcpx.call.record import Call, FirstAsker, Watch
 from mcpx.call.request import CallRequest, Slot
-from mcpx.configsource import ConfigSource
+from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.input_required import InputRequired, Retry
 from mcpx.mcp.jsonrpc import RpcError
@@ -30,7 +30,7 @@ from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.mcp.tasks import is_task
 from mcpx.surface.answers import SLOT, client_content, give, problems
-from mcpx.surface.client import ClientState, shaped
+from mcpx.surface.client_state import ClientState, shaped
 from mcpx.surface.request_state import RequestStates, binding
 from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
 from mcpx.surface.tasks import TasksExtension

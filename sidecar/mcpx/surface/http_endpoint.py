@@ -24,9 +24,6 @@ from typing import Any
 
 from aiohttp import web
 
-from mcpx import sse, wirejson
-from mcpx.errors import McpxError
-from mcpx.keys import MAX_BODY, SHUTDOWN
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message, RpcError
 from mcpx.mcp.outbound import NoOutbound
@@ -40,7 +37,10 @@ from mcpx.mcp.protocol import (
     VERSION_HEADER,
     is_modern,
 )
-from mcpx.surface.client import ClientState
+from mcpx.shared import sse, wirejson
+from mcpx.shared.errors import McpxError
+from mcpx.shared.names import MAX_BODY, SHUTDOWN
+from mcpx.surface.client_state import ClientState
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.stream_endpoint import client_state, stream_endpoint
 from mcpx.upstream.pool import UnknownServer

@@ -7,10 +7,10 @@ import logging
 from typing import Any
 
 from mcpx.broker.models import SessionSource
-from mcpx.configsource import ConfigSource
+from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
-from mcpx.surface.client import ClientState
+from mcpx.surface.client_state import ClientState
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
 log = logging.getLogger("mcpx.surface")

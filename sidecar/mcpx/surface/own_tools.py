@@ -9,16 +9,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcpx.answering import for_agent, withheld_meta
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
 from mcpx.broker.models import Elicitation
 from mcpx.broker.store import QuestionFilter
 from mcpx.call.record import DONE_STATES
-from mcpx.ids import is_id
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
-from mcpx.surface.client import ClientState
+from mcpx.presentation.answering import for_agent, withheld_meta
+from mcpx.shared.ids import is_id
+from mcpx.surface.client_state import ClientState
 from mcpx.surface.results import finished_result, task_result, text_result, waiting_result
 from mcpx.upstream.gateway import Gateway, UnknownTask
 

@@ -1,11 +1,11 @@
-"""The MCP surface on a client's own stdin and stdout, handed over by `mcpx serve` (mcpx/handoff.py).
+"""The MCP surface on a client's own stdin and stdout, handed over by `mcpx serve` (mcpx/shared/handoff.py).
 
 The host talks to the daemon itself: no process sits between them on a call. What `mcpx serve`
 must know to carry on if this daemon goes away, it is told as Words, off every call's path: the
 client's handshake (once), and a request only if it is still unanswered WAITING_AFTER after it
 was read (then again once it is answered). A request the daemon had read and not answered when
 it died is answered by serve with an error saying to send it again — if serve had been told of
-it; one younger than WAITING_AFTER at a kill -9 is not (docs/architecture.md says what is lost).
+it; one younger than WAITING_AFTER at a kill -9 is not (docs/internals.md says what is lost).
 """
 
 from __future__ import annotations
@@ -15,24 +15,24 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from mcpx.handoff import WAITING_AFTER, Hello, Word, encode_unread
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import PeerOutbound
 from mcpx.mcp.stdio import Heard, PipeChannel
-from mcpx.surface.connection import ClientConnection, connection_state
+from mcpx.shared.handoff import WAITING_AFTER, HandoffMessage, Hello, encode_unread
+from mcpx.surface.client_connection import ClientConnection, connection_state
 from mcpx.surface.dispatch import Surface
 
 log = logging.getLogger("mcpx.surface")
 
-Say = Callable[[Word], None]
+SendToServe = Callable[[HandoffMessage], None]
 DRAIN_LIMIT = 60.0  # s: at the end of the client's input, what its last requests may still take to be answered
 
 
 class WatchedPipe:
     """The client's pipes as a Channel, keeping count of its requests until each is answered (or withdrawn)."""
 
-    def __init__(self, pipe: PipeChannel, say: Say) -> None:
+    def __init__(self, pipe: PipeChannel, say: SendToServe) -> None:
         self.pipe = pipe
         self.say = say
         self.open: dict[jsonrpc.Id, float] = {}  # requests read and not yet answered: when, oldest first
@@ -75,9 +75,9 @@ class WatchedPipe:
         if "id" in msg:
             self._opened(msg["id"])
             if method == "initialize":
-                self.say(Word(initialize=msg))
+                self.say(HandoffMessage(initialize=msg))
         elif method == "notifications/initialized":
-            self.say(Word(initialized=True))
+            self.say(HandoffMessage(initialized=True))
         elif method == "notifications/cancelled":
             withdrawn = jsonrpc.id_of((msg.get("params") or {}).get("requestId"))
             if withdrawn is not None:
@@ -115,7 +115,7 @@ class WatchedPipe:
         waiting = [rid for rid, read in self.open.items() if read <= due and rid not in self.named]
         if waiting:
             self.named.update(waiting)
-            self.say(Word(waiting=waiting))
+            self.say(HandoffMessage(waiting=waiting))
         later = [read for rid, read in self.open.items() if rid not in self.named]
         if later:
             self._naming = self._loop.call_at(min(later) + WAITING_AFTER, self._name_waiting)
@@ -125,7 +125,8 @@ class WatchedPipe:
             return
         if rid in self.named:
             self.named.discard(rid)
-            self.say(Word(answered=[rid]))  # after the answer is in the pipe: a death between costs a duplicate
+            # after the answer is in the pipe: a death between costs a duplicate
+            self.say(HandoffMessage(answered=[rid]))
         if not self.open:
             self.none_open.set()
 
@@ -149,7 +150,7 @@ class WatchedPipe:
 class PipeSession:
     """One `mcpx serve`'s client, served on its stdin and stdout until its input ends or the daemon stops."""
 
-    def __init__(self, surface: Surface, hello: Hello, pipe: PipeChannel, say: Say) -> None:
+    def __init__(self, surface: Surface, hello: Hello, pipe: PipeChannel, say: SendToServe) -> None:
         self.surface = surface
         self.hello = hello
         self.say = say
@@ -183,6 +184,6 @@ class PipeSession:
         serving.cancel()
         await asyncio.wait({serving})  # ends the requests still running: the client is told of them by serve
         if unanswered := self.watch.unnamed():
-            self.say(Word(waiting=unanswered))
+            self.say(HandoffMessage(waiting=unanswered))
         if unread:
-            self.say(Word(unread=encode_unread(unread)))
+            self.say(HandoffMessage(unread=encode_unread(unread)))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpx.answering import waiting_text, withheld_meta
 from mcpx.broker.models import TaskDoc
 from mcpx.call.record import Call
-from mcpx.keys import INPUT_REQUIRED_META
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import META_SERVER_INFO
+from mcpx.presentation.answering import waiting_text, withheld_meta
+from mcpx.shared.names import INPUT_REQUIRED_META
 
 
 def text_result(text: str, error: bool = False, structured: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -10,8 +10,10 @@ import logging
 
 from aiohttp import WSMsgType, web
 
-from mcpx import wirejson
-from mcpx.keys import (
+from mcpx.mcp import jsonrpc
+from mcpx.mcp.jsonrpc import FrameError, Message
+from mcpx.shared import wirejson
+from mcpx.shared.names import (
     CWD_HEADER,
     SESSION_HEADER,
     SESSION_SOURCE_HEADER,
@@ -19,11 +21,9 @@ from mcpx.keys import (
     TOOLS_HEADER,
     UNATTENDED_HEADER,
 )
-from mcpx.mcp import jsonrpc
-from mcpx.mcp.jsonrpc import FrameError, Message
-from mcpx.sessions import header_source
-from mcpx.surface.client import ClientState
-from mcpx.surface.connection import ClientConnection, connection_state
+from mcpx.shared.sessions import header_source
+from mcpx.surface.client_connection import ClientConnection, connection_state
+from mcpx.surface.client_state import ClientState
 from mcpx.surface.dispatch import Surface
 
 log = logging.getLogger("mcpx.surface")

@@ -47,7 +47,7 @@ from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.tasks import EXTENSION, UpdateParams
 from mcpx.surface.answers import SLOT, give, problems
-from mcpx.surface.client import ClientState, shaped
+from mcpx.surface.client_state import ClientState, shaped
 from mcpx.surface.results import finished_result, task_result, waiting_on
 from mcpx.upstream.gateway import Gateway
 

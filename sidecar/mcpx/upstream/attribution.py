@@ -5,7 +5,7 @@ on a stdio wire (the SDKs keep the request it relates to in their transport's me
 `Attribution` works out whose it is: the call whose response stream carried it (Streamable HTTP),
 the only call in flight, or the one left once the others have had their answers; never a guess.
 The rule is pure: it is told of calls beginning and ending, and of requests asking; it needs
-no process and no wire (tests/test_attribution.py).
+no process and no wire (tests/unit/upstream/test_attribution.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ things are and how text is read, never what the user holds:
 Everything else a server needs is named in its `env`: a literal value, or `${NAME}` to pass the
 daemon's own variable NAME through (`"GITHUB_TOKEN": "${GITHUB_TOKEN}"`); `$${` writes a literal
 `${`. A variable whose reference is not set in the daemon's environment is left out, and said so.
-Its `secrets` come from the OS keychain (mcpx/keychain.py): each is a variable of its own, and a `${NAME}` in
+Its `secrets` come from the OS keychain (mcpx/system/keychain.py): each is a variable of its own, and a `${NAME}` in
 its `env` may name one too (the keychain's value before the daemon's variable).
 """
 

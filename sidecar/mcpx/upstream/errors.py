@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcpx.errors import McpxError
+from mcpx.shared.errors import McpxError
 
 
 class UpstreamError(McpxError):

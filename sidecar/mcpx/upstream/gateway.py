@@ -9,6 +9,7 @@ and, before a call that may change things, the person's confirmation (`elicit.co
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,12 +24,11 @@ from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.call.run import CallRun
-from mcpx.config import HttpServer, ServerConfig, StdioServer
-from mcpx.configsource import ConfigSource
+from mcpx.config.models import HttpServer, ServerConfig, StdioServer
+from mcpx.config.source import ConfigSource
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import ToolAnnotations
-from mcpx.services.kinds import confirmed_name
 from mcpx.upstream import secrets
 from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.kind import InstanceInfo, KindFactory, Kinds, UpstreamKind
@@ -38,6 +38,11 @@ from mcpx.upstream.pool import UnknownServer
 log = logging.getLogger("mcpx.upstream")
 
 __all__ = ["CallRequest", "Gateway", "UnknownServer", "UnknownTask"]
+
+
+def confirmed_name(name: str, patterns: list[str]) -> bool:
+    """Whether a tool's name is one of an MCP server entry's `confirm` (names or globs: delete_*)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 class Gateway:

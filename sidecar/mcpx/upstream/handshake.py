@@ -7,7 +7,7 @@ refuses `initialize` after a discover, or goes away: a fresh process (or HTTP se
 With the hint `legacy` (the era remembered for this server), `initialize` is sent at once.
 
 The rule is `settle_era`, over a `HandshakeWire` that `upstream/connection.py` gives it (the bounded
-request, the `initialized` notification, a fresh start): tests/test_handshake.py drives it without a process.
+request, the `initialized` notification, a fresh start): tests/unit/mcp/test_handshake.py drives it without a process.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mcpx.config import START_FLOOR, ServerConfig
+from mcpx.config.models import START_FLOOR, ServerConfig
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed

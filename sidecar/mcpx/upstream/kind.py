@@ -71,7 +71,7 @@ from mcpx.call.deadline import CallTimeout, PausableDeadline
 from mcpx.call.errors import CallFailed
 from mcpx.call.questions import Question, digest
 from mcpx.call.request import CallRequest
-from mcpx.config import ServerConfig
+from mcpx.config.models import ServerConfig
 from mcpx.mcp.protocol import Era
 
 __all__ = ["CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "KindFactory", "Kinds",

@@ -21,8 +21,8 @@ from mcpx.call.deadline import PausableDeadline
 from mcpx.call.errors import CallFailed
 from mcpx.call.record import Call
 from mcpx.call.run import CallRun
-from mcpx.config import HttpServer, StdioServer
-from mcpx.configsource import ConfigSource
+from mcpx.config.models import HttpServer, StdioServer
+from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.input_required import RoundsError
 from mcpx.mcp.jsonrpc import RpcError

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from mcpx.config import ServerConfig
+from mcpx.config.models import ServerConfig
 from mcpx.mcp.protocol import Era
 from mcpx.upstream import procinfo
 from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection

@@ -17,13 +17,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from mcpx import keychain
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Elicitation, OpenRequest, StoredTask
 from mcpx.broker.store import QuestionFilter
-from mcpx.config import OpenApiServer, ServerConfig, StdioServer
-from mcpx.configsource import ConfigSource
+from mcpx.config.models import OpenApiServer, ServerConfig, StdioServer
+from mcpx.config.source import ConfigSource
+from mcpx.system import keychain
 from mcpx.upstream.errors import UpstreamError
 
 log = logging.getLogger("mcpx.upstream")

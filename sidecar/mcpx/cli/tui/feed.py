@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from mcpx.broker.models import Elicitation
-from mcpx.cli.client import ApiError, DaemonClient, NoDaemon
+from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
 
 ENDED = ("elicit.answered", "elicit.expired", "elicit.abandoned")
 CHANGED = ("elicit.open", "elicit.escalated", "elicit.resumed")
@@ -25,14 +25,14 @@ RETRY_FIRST, RETRY_MOST = 0.5, 5.0  # seconds between reconnects: doubling, boun
 
 
 @dataclass
-class Pending:
+class ShownQuestion:
     """A question on show, and when (on this machine's monotonic clock) it runs out."""
 
     question: Elicitation
     deadline: float
 
     @classmethod
-    def of(cls, question: Elicitation) -> Pending:
+    def of(cls, question: Elicitation) -> ShownQuestion:
         return cls(question, time.monotonic() + question.seconds_left)
 
     def seconds_left(self) -> float:
@@ -40,7 +40,7 @@ class Pending:
 
 
 @dataclass
-class Ended:
+class ShownEnd:
     """What the stream said when a question on show ended: its kind and the record's data."""
 
     id: str
@@ -60,9 +60,9 @@ class Ended:
 class Listener:
     """Where the feed reports: the inbox's own methods, called on the event loop that runs the feed."""
 
-    reset: Callable[[list[Pending]], None]
-    upsert: Callable[[Pending], None]
-    ended: Callable[[Ended], None]
+    reset: Callable[[list[ShownQuestion]], None]
+    upsert: Callable[[ShownQuestion], None]
+    ended: Callable[[ShownEnd], None]
     link: Callable[[bool, str], None]  # (live?, what is going on)
 
 
@@ -108,7 +108,7 @@ class Feed:
     async def _snapshot(self) -> None:
         body = await self.client.get("/v1/elicit", params={"state": "pending", "session": self.session,
                                                             "server": self.server, "limit": 10000})
-        shown = [Pending.of(q) for q in map(Elicitation.model_validate, body["elicitations"]) if self.wanted(q)]
+        shown = [ShownQuestion.of(q) for q in map(Elicitation.model_validate, body["elicitations"]) if self.wanted(q)]
         self.known = {p.question.id for p in shown}
         self.listener.reset(shown)
 
@@ -120,7 +120,7 @@ class Feed:
             if eid in self.known:
                 self.known.discard(eid)
                 data = record.get("data")
-                self.listener.ended(Ended(eid, event, data if isinstance(data, dict) else {}))
+                self.listener.ended(ShownEnd(eid, event, data if isinstance(data, dict) else {}))
             return
         if event not in CHANGED:
             return
@@ -128,7 +128,7 @@ class Feed:
         q = await self.fetch(eid)
         if q is not None and self.wanted(q):
             self.known.add(eid)
-            self.listener.upsert(Pending.of(q))
+            self.listener.upsert(ShownQuestion.of(q))
 
     async def fetch(self, eid: str) -> Elicitation | None:
         try:

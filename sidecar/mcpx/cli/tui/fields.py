@@ -19,7 +19,7 @@ from textual.widgets import Checkbox, Input, Select, SelectionList, Static
 from textual.widgets.select import NoSelection
 
 from mcpx.broker.schema import Field, FlatSchema, same
-from mcpx.text import plain
+from mcpx.presentation.text import plain
 
 MISSING: Any = object()  # a field left empty: not sent, so the daemon fills its default or says it is required
 

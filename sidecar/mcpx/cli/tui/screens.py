@@ -15,16 +15,16 @@ from textual.widgets import Button, Footer, Input, Static
 
 from mcpx.broker.models import Action, Elicitation
 from mcpx.cli.render import AUDIENCE_WORDS
-from mcpx.cli.tui.feed import Pending
+from mcpx.cli.tui.feed import ShownQuestion
 from mcpx.cli.tui.fields import Form
-from mcpx.durations import format_duration
-from mcpx.rendering import approvals_text
-from mcpx.text import plain, quoted
-from mcpx.urlfacts import url_facts
+from mcpx.config.durations import format_duration
+from mcpx.presentation.rendering import approvals_text
+from mcpx.presentation.text import plain, quoted
+from mcpx.presentation.urlfacts import url_facts
 
 
-class Inbox(Protocol):
-    """What a question's screen asks of the app it is shown in (tui/app.py's InboxApp), without importing it."""
+class ScreenHost(Protocol):
+    """What a question's screen asks of the app it is shown in (tui/inbox_app.py's InboxApp), without importing it."""
 
     async def answer(self, q: Elicitation, action: Action, content: dict[str, Any] | None = None,
                      reason: str | None = None, form: Form | None = None) -> bool: ...
@@ -32,12 +32,12 @@ class Inbox(Protocol):
     def url_consent(self, eid: str, url: str, yes: bool) -> None: ...
 
 
-def asker(p: Pending) -> str:
+def asker(p: ShownQuestion) -> str:
     q = p.question
     return plain(q.server, 80) + (f", during {plain(q.tool, 80)}" if q.tool else "")
 
 
-def time_left(p: Pending) -> str:
+def time_left(p: ShownQuestion) -> str:
     left = p.seconds_left()
     return format_duration(left) if left > 0 else "expiring"
 
@@ -63,7 +63,7 @@ class QuestionScreen(Screen[None]):
     QuestionScreen #buttons Button { margin-right: 2; }
     """
 
-    def __init__(self, pending: Pending) -> None:
+    def __init__(self, pending: ShownQuestion) -> None:
         super().__init__()
         self.pending = pending
         self.question = pending.question
@@ -72,8 +72,8 @@ class QuestionScreen(Screen[None]):
             if self.question.mode == "form" else None
 
     @property
-    def inbox(self) -> Inbox:
-        return cast(Inbox, self.app)
+    def inbox(self) -> ScreenHost:
+        return cast(ScreenHost, self.app)
 
     def compose(self) -> ComposeResult:
         q = self.question

@@ -1,0 +1,85 @@
+"""The /v1 routes that hand out the inbox's addresses: the one that signs a browser in, and a question's link.
+
+Each is a credential to answer as the person (person:web), so each is refused, as a person's answer is, to a
+process in an agent's shell (api/peers.py: refuse_agent_as_person); docs/choices.md says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcpx.api.peers import refuse_agent_as_person
+from mcpx.api.schemas import QuestionPath
+from mcpx.api.table import Api, Call, Reply, RouteError
+from mcpx.broker.errors import Gone
+from mcpx.broker.models import WireModel
+from mcpx.inbox.notify import Notifier
+from mcpx.inbox.web_routes import BY, Inbox
+
+api = Api()
+# what else may come in over TCP without the bearer token: each says yes to the requests it checks itself
+TCP_GUESTS: web.AppKey[list[Callable[[web.Request], bool]]] = web.AppKey("tcp_guests", list)
+INBOX: web.AppKey[Inbox] = web.AppKey("inbox", Inbox)
+NOTIFIER: web.AppKey[Notifier] = web.AppKey("notifier", Notifier)
+_AGENT = Reply("asked from an agent's shell: these addresses answer as the person")
+
+
+class InboxAddress(WireModel):
+    url: str
+
+
+class LinkQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    as_: str | None = Field(default=None, alias="as", min_length=1, max_length=64,
+                            description="an approver of the question: their own link, which answers as them")
+
+
+def page_of(app: web.Application) -> Callable[[str], str | None]:
+    """A question's page in the inbox, for the texts that say how to answer it: it opens only in a browser signed
+    in, so it may be shown to an agent (a question's link may not)."""
+    inbox = app.get(INBOX)
+    return lambda eid: inbox.page_url(eid) if inbox is not None and inbox.base else None
+
+
+def inbox_of(call: Call) -> Inbox:
+    inbox = call.app.get(INBOX)
+    if inbox is None or not inbox.base:
+        raise RouteError(503, "no_inbox", "this daemon serves no web inbox (it has no TCP listener)")
+    return inbox
+
+
+@api.route("GET", "/v1/inbox", "The address that opens the web inbox signed in (it carries the inbox's token)",
+           tag="inbox", replies={200: Reply("the address", InboxAddress), 403: _AGENT,
+                                 503: Reply("no web inbox on this daemon")})
+async def inbox_address(call: Call) -> web.StreamResponse:
+    refuse_agent_as_person(call.request, BY)
+    return web.json_response({"url": inbox_of(call).login_url()})
+
+
+@api.route("GET", "/v1/elicit/{id}/link", "A question's link: it opens that one question, for one answer, while "
+           "it is pending", params=QuestionPath, query=LinkQuery, tag="inbox",
+           replies={200: Reply("the link", InboxAddress), 403: _AGENT, 404: Reply("no such question"),
+                    410: Reply("the question has ended: its link is dead"), 503: Reply("no web inbox on this daemon")})
+async def question_link(call: Call) -> web.StreamResponse:
+    refuse_agent_as_person(call.request, BY)
+    inbox = inbox_of(call)
+    q, _ = await inbox.broker.get(call.path["id"])
+    if q.state != "pending":
+        raise Gone(f"{q.id} is {q.state}: its link is dead, and no new one opens it", state=q.state)
+    person = call.query.as_
+    if person is None:
+        return web.json_response({"url": inbox.link_url(q.id)})
+    a = q.approvals
+    if a is None or person not in (*a.waiting, *a.by, *a.refused, a.asker):
+        raise RouteError(400, "bad_query", f"{person} is not an approver of {q.id}", fields={"as": "not an approver"})
+    return web.json_response({"url": inbox.approver_url(q.id, person)})
+
+
+def install(app: web.Application, inbox: Inbox) -> None:
+    """The inbox's narrow hook into the daemon's app: its pages, and what it admits on TCP without the bearer."""
+    app[INBOX] = inbox
+    inbox.install(app)
+    app[TCP_GUESTS].append(inbox.admits)

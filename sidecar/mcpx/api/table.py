@@ -1,0 +1,318 @@
+"""One route table: it registers the aiohttp handlers and generates openapi.json, so the two cannot drift.
+
+Handlers receive already-validated pydantic models; anything a caller got wrong becomes a
+4xx with a message naming the problem, before a handler (or a stored question) is touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from mcpx import __version__
+from mcpx.api.schemas import ErrorBody
+from mcpx.broker.errors import BrokerError
+from mcpx.mcp import jsonrpc
+from mcpx.shared import wirejson
+from mcpx.shared.errors import McpxError
+from mcpx.shared.names import MAX_BODY
+
+log = logging.getLogger("mcpx.daemon")
+
+
+class RouteError(McpxError):
+    """A route's refusal: the HTTP status, a code and a message naming what was wrong (the CLI reads it as ApiError)."""
+
+    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
+
+
+def error_response(status: int, code: str, message: str, **details: Any) -> web.Response:
+    body = {"error": {"code": code, "message": message, **{k: v for k, v in details.items() if v is not None}}}
+    return web.json_response(body, status=status)
+
+
+def json_reply(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """A reply of models (and dicts and lists holding them) as the API shows them (wirejson.encode_models)."""
+    return web.Response(body=wirejson.encode_models(value), status=status, headers=headers,
+                        content_type="application/json")
+
+
+def describe_validation(exc: ValidationError, where: str) -> tuple[str, dict[str, str]]:
+    fields: dict[str, str] = {}
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or where
+        fields[loc] = err["msg"].removeprefix("Value error, ")
+    listed = "; ".join(f"{k}: {v}" for k, v in fields.items())
+    return f"invalid {where}: {listed}", fields
+
+
+@dataclass(frozen=True)
+class Reply:
+    description: str
+    model: type[BaseModel] | None = None
+    content_type: str = "application/json"
+    headers: tuple[str, ...] = ()
+
+
+@dataclass
+class Call:
+    """What a handler gets: the request, its path parameters and its validated query, headers and body."""
+
+    request: web.Request
+    path: dict[str, str]
+    query: Any
+    body: Any
+    headers: Any = None
+
+    @property
+    def app(self) -> web.Application:
+        return self.request.app
+
+
+Handler = Callable[[Call], Awaitable[web.StreamResponse]]
+
+# what the wrapper itself answers, so every route whose input it checks lists it
+FRAMEWORK_REPLIES = {
+    400: Reply("the request is malformed: the message names the parameter or field, and what is wrong with it"),
+    401: Reply("on TCP without 'Authorization: Bearer <token>' (the unix socket needs none)"),
+    413: Reply(f"the body is larger than {MAX_BODY} bytes"),
+}
+REF = "#/components/schemas/{model}"
+
+
+@dataclass
+class Endpoint:
+    method: str
+    path: str
+    summary: str
+    handler: Handler
+    query: type[BaseModel] | None
+    body: type[BaseModel] | None
+    replies: dict[int, Reply]
+    tag: str
+    headers: type[BaseModel] | None = None
+    params: type[BaseModel] | None = None  # the path's parameters
+
+    def all_replies(self) -> dict[int, Reply]:
+        """The handler's replies and the wrapper's: a 400 where it checks input, a 413 where it reads a body."""
+        extra = {401: FRAMEWORK_REPLIES[401]}
+        if any((self.params, self.query, self.headers, self.body)):
+            extra[400] = FRAMEWORK_REPLIES[400]
+        if self.body is not None:
+            extra[413] = FRAMEWORK_REPLIES[413]
+        return {**extra, **self.replies}
+
+
+def _validated(model: type[BaseModel], raw: dict[str, str], where: str) -> Any:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        message, fields = describe_validation(exc, where)
+        raise RouteError(400, f"bad_{where}", message, fields=fields) from None
+
+
+@dataclass
+class Api:
+    title: str = "mcpx daemon"
+    endpoints: list[Endpoint] = field(default_factory=list)
+
+    def route(self, method: str, path: str, summary: str, *, query: type[BaseModel] | None = None,
+              body: type[BaseModel] | None = None, replies: dict[int, Reply], tag: str = "elicit",
+              headers: type[BaseModel] | None = None, params: type[BaseModel] | None = None,
+              ) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self.endpoints.append(Endpoint(method, path, summary, handler, query, body, replies, tag, headers, params))
+            return handler
+        return register
+
+    def install(self, app: web.Application) -> None:
+        for ep in self.endpoints:
+            app.router.add_route(ep.method, ep.path, self._wrap(ep))
+
+    @staticmethod
+    def _wrap(ep: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            if ep.params is not None:
+                _validated(ep.params, dict(request.match_info), "path")
+            query = _validated(ep.query, dict(request.query.items()), "query") if ep.query is not None else None
+            headers = None
+            if ep.headers is not None:
+                names = [f.alias or name for name, f in ep.headers.model_fields.items()]
+                headers = _validated(ep.headers, {n: request.headers[n] for n in names if n in request.headers},
+                                     "header")
+            body = None
+            if ep.body is not None:
+                body = await read_json_body(request, ep.body)
+            return await ep.handler(Call(request, dict(request.match_info), query, body, headers))
+        return handle
+
+    def openapi(self) -> dict[str, Any]:
+        components: dict[str, Any] = {}
+        paths: dict[str, Any] = {}
+
+        def schema_of(model: type[BaseModel], mode: Literal["validation", "serialization"]) -> dict[str, Any]:
+            # nested models become components of their own, so every $ref resolves in this document
+            schema = model.model_json_schema(by_alias=True, ref_template=REF, mode=mode)
+            components.update(schema.pop("$defs", {}))
+            return schema
+
+        def ref(model: type[BaseModel], mode: Literal["validation", "serialization"] = "serialization",
+                ) -> dict[str, str]:
+            components[model.__name__] = schema_of(model, mode)
+            return {"$ref": REF.format(model=model.__name__)}
+
+        def parameters(model: type[BaseModel], where: str) -> list[dict[str, Any]]:
+            schema = schema_of(model, "validation")
+            return [{"name": name, "in": where, "required": where == "path" or name in schema.get("required", []),
+                     "schema": _param_schema(prop)} for name, prop in schema.get("properties", {}).items()]
+
+        error_ref = ref(ErrorBody)
+        for ep in self.endpoints:
+            op: dict[str, Any] = {"summary": ep.summary, "tags": [ep.tag], "operationId": ep.handler.__name__}
+            params = parameters(ep.params, "path") if ep.params is not None else [
+                {"name": name.split(":")[0], "in": "path", "required": True, "schema": {"type": "string"}}
+                for name in _path_params(ep.path)]
+            if ep.query is not None:
+                params += parameters(ep.query, "query")
+            if ep.headers is not None:
+                params += parameters(ep.headers, "header")
+            if params:
+                op["parameters"] = params
+            if ep.body is not None:
+                # an empty body is taken as {}: it may be left out when no field is required
+                op["requestBody"] = {"required": any(f.is_required() for f in ep.body.model_fields.values()),
+                                     "content": {"application/json": {"schema": ref(ep.body, "validation")}}}
+            responses: dict[str, Any] = {}
+            for status, reply in sorted(ep.all_replies().items()):
+                entry: dict[str, Any] = {"description": reply.description}
+                if reply.content_type == "text/event-stream":
+                    entry["content"] = {reply.content_type: {"schema": _sse_event(ref(reply.model) if reply.model
+                                                                                  else {"type": "string"})}}
+                elif reply.model is not None:
+                    entry["content"] = {reply.content_type: {"schema": ref(reply.model)}}
+                elif status >= 400:
+                    entry["content"] = {"application/json": {"schema": error_ref}}
+                if reply.headers:
+                    entry["headers"] = {h: {"schema": {"type": "string"}} for h in reply.headers}
+                responses[str(status)] = entry
+            op["responses"] = responses
+            paths.setdefault(_openapi_path(ep.path), {})[ep.method.lower()] = op
+        return {
+            "openapi": "3.1.0",
+            "info": {"title": self.title, "version": __version__},
+            "paths": paths,
+            "security": [{"bearer": []}],
+            "components": {"schemas": dict(sorted(components.items())),
+                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                                          "description": "required on TCP; the unix socket is 0600"}}},
+        }
+
+
+def _param_schema(prop: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's schema: an optional one is left out, never sent as null, so null is not among its values."""
+    prop = {k: v for k, v in prop.items() if not (k == "default" and v is None)}
+    options = [o for o in prop.pop("anyOf", []) if o != {"type": "null"}]
+    if len(options) == 1:
+        prop.update(options[0])
+    elif options:
+        prop["anyOf"] = options
+    return prop
+
+
+def _sse_event(data: dict[str, Any]) -> dict[str, Any]:
+    """One event of a stream: its id and kind, and its data, a JSON document of `data`'s schema."""
+    return {"type": "object", "required": ["data"], "properties": {
+        "id": {"type": "string"}, "event": {"type": "string"}, "retry": {"type": "integer"},
+        "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data}}}
+
+
+def _path_params(path: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in path:
+        if ch == "{":
+            depth, cur = 1, ""
+        elif ch == "}" and depth:
+            out.append(cur)
+            depth = 0
+        elif depth:
+            cur += ch
+    return out
+
+
+def _openapi_path(path: str) -> str:
+    for name in _path_params(path):
+        path = path.replace("{" + name + "}", "{" + name.split(":")[0] + "}")
+    return path
+
+
+async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise RouteError(413, "too_large", f"the body is {request.content_length} bytes; the limit is {MAX_BODY}")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise RouteError(413, "too_large", f"the body is larger than the limit of {MAX_BODY} bytes") from None
+    if not raw.strip():
+        data: Any = {}
+    else:
+        try:
+            data = wirejson.loads(raw, "the body")
+        except wirejson.JsonRefused as exc:
+            raise RouteError(400, "too_deep" if exc.too_deep else "bad_json", str(exc)) from None
+    if not isinstance(data, dict):
+        raise RouteError(400, "bad_body", f"the body must be a JSON object, not {type(data).__name__}")
+    # an ASCII body can spell a lone surrogate only as a \u escape: most bodies need no walk to be sure of none
+    if (not raw.isascii() or b"\\u" in raw) and (where := wirejson.lone_surrogate(data)) is not None:
+        raise RouteError(400, "bad_body", f"invalid body: {where} {wirejson.SURROGATE_PROBLEM}",
+                       fields={where: wirejson.SURROGATE_PROBLEM})
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        message, fields = describe_validation(exc, "body")
+        raise RouteError(400, "bad_body", message, fields=fields) from None
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                            ) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except RouteError as exc:
+        return error_response(exc.status, exc.code, exc.message, **exc.details)
+    except BrokerError as exc:
+        return error_response(exc.status, exc.code, exc.message, **exc.details)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http_error")
+        message = {
+            404: f"no route {request.method} {request.path}; see GET /v1/openapi.json",
+            405: f"{request.method} is not allowed on {request.path}",
+            413: f"the body is larger than the limit of {MAX_BODY} bytes",
+        }.get(exc.status, exc.reason)
+        response = (rpc_error_response(exc.status, message) if _on_mcp(request)
+                    else error_response(exc.status, code, message))
+        if "Allow" in exc.headers:  # a 405 says what is allowed (RFC 9110)
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except Exception as exc:  # a bug: say so, keep serving
+        log.exception("request %s %s failed", request.method, request.path)
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        return rpc_error_response(500, message) if _on_mcp(request) else error_response(500, "internal", message)
+
+
+def _on_mcp(request: web.Request) -> bool:
+    return request.path == "/mcp" or request.path.startswith("/mcp/")
+
+
+def rpc_error_response(status: int, message: str) -> web.Response:
+    """An error on /mcp, where every reply is JSON-RPC's shape, never /v1's."""
+    code = jsonrpc.INTERNAL_ERROR if status >= 500 else jsonrpc.INVALID_REQUEST
+    return web.json_response(jsonrpc.error(None, code, message), status=status)

@@ -1,0 +1,502 @@
+"""The MCP surface with real clients: the official SDK client (with and without an elicitation callback)
+through `mcpx serve` and `/mcp`, and a raw modern-era client written here from the 2026-07-28 spec."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import ElicitResult
+
+from gateway_helpers import answer, stdio, until_pending
+from harness import PATIENCE, Daemon, free_port, make_daemon, stop_process
+
+MODERN = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test-client", "version": "1"}}
+
+
+GRACE = 1.0  # elicit.grace of the module's daemons
+
+
+def surface_daemon(home: Path, grace: str = f"{GRACE:.0f}s") -> Daemon:
+    return make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py"), "res": stdio("sdk_resolver.py")},
+                              "elicit": {"grace": grace}}, listen=f"127.0.0.1:{free_port()}")
+
+
+@pytest.fixture
+def surf(home: Path) -> Iterator[Daemon]:
+    with surface_daemon(home) as d:
+        yield d
+
+
+def token(d: Daemon) -> str:
+    return (d.home / "token").read_text().strip()
+
+
+def mcp_url(d: Daemon, path: str = "/mcp") -> str:
+    return f"http://{d.listen}{path}"
+
+
+@asynccontextmanager
+async def http_client(d: Daemon, mode: str = "auto", callback: Any = None, **kw: Any) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token(d)}"}, timeout=2 * PATIENCE)
+    async with Client(streamable_http_client(mcp_url(d), http_client=http), mode=mode,
+                      elicitation_callback=callback, **kw) as client:
+        yield client
+
+
+@asynccontextmanager
+async def stdio_client(d: Daemon, mode: str = "auto", callback: Any = None, env: dict[str, str] | None = None,
+                       **kw: Any) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcpx", "serve"], env={**d.env, **(env or {})},
+                                   cwd=str(d.home))
+    async with Client(params, mode=mode, elicitation_callback=callback, **kw) as client:
+        yield client
+
+
+def text(result: Any) -> str:
+    return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+def accepting(content: dict[str, Any], seen: list[str]) -> Any:
+    async def callback(_ctx: Any, params: Any) -> ElicitResult:
+        seen.append(params.message)
+        return ElicitResult(action="accept", content=content)
+    return callback
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_client_that_can_ask_gets_the_question_passed_through(surf: Daemon, transport: str, mode: str) -> None:
+    seen: list[str] = []
+    connect = stdio_client if transport == "stdio" else http_client
+    async with connect(surf, mode, accepting({"repo": "from/callback"}, seen)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"sdk_need_repo", "res_need_repo", "mcpx_elicit_answer", "mcpx_task_result"} <= names
+        for tool in ("sdk_need_repo", "res_need_repo"):
+            result = await client.call_tool(tool, {})
+            assert json.loads(text(result)) == {"action": "accept", "data": {"repo": "from/callback"}}
+    assert seen == ["sdk (via mcpx) asks: Which repository should this go in?",
+                    "res (via mcpx) asks: Which repository should this go in?"]
+    async with surf.session() as rest, rest.get("/v1/audit", params={"kinds": "elicit.answered"}) as r:
+        records = (await r.json())["records"]
+    assert [rec["data"]["by"] for rec in records] == ["person:mcp-client"] * 2
+
+
+async def test_a_question_asked_while_it_commits_is_stored_before_the_answer_that_wins(surf: Daemon) -> None:
+    # a legacy call's client is asked while the question's commit runs (docs/internals.md): answered at once,
+    # every time, its answer must still commit behind the question, with the task row the question carried
+    seen: list[str] = []
+    async with stdio_client(surf, "legacy", accepting({"repo": "at/once"}, seen)) as client:
+        for _ in range(5):  # bounded: an answer committed ahead of its question would leave the server waiting
+            result = await asyncio.wait_for(client.call_tool("sdk_need_repo", {}), PATIENCE)
+            assert json.loads(text(result)) == {"action": "accept", "data": {"repo": "at/once"}}
+    assert len(seen) == 5
+    async with surf.session() as rest:
+        async with rest.get("/v1/audit", params={"kinds": "elicit.open,elicit.answered,task.done"}) as r:
+            records = (await r.json())["records"]
+        opened = [rec["elicit"] for rec in records if rec["kind"] == "elicit.open"]
+        assert len(opened) == 5
+        for eid in opened:
+            kinds = [rec["kind"] for rec in records if rec.get("elicit") == eid]
+            assert kinds == ["elicit.open", "elicit.answered"], kinds
+            async with rest.get(f"/v1/elicit/{eid}") as r:
+                body = await r.json()
+            q = body["elicitation"]
+            assert q["state"] == "answered" and body["answer"]["by"] == "person:mcp-client"
+            async with rest.get(f"/v1/tasks/{q['task']}") as r:
+                task = await r.json()
+            assert task["state"] == "completed" and task["questions"] == [eid]
+
+
+async def test_decline_and_cancel_from_the_client_reach_the_server(surf: Daemon) -> None:
+    for action in ("decline", "cancel"):
+        async def callback(_ctx: Any, _params: Any, action: str = action) -> ElicitResult:
+            return ElicitResult(action=action)
+        async with stdio_client(surf, "legacy", callback) as client:
+            for tool in ("sdk_need_repo", "res_need_repo"):
+                assert json.loads(text(await client.call_tool(tool, {})))["action"] == action
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_client_that_cannot_ask_gets_an_early_result_it_can_act_on(surf: Daemon, transport: str) -> None:
+    connect = stdio_client if transport == "stdio" else http_client
+    async with connect(surf, "legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert tools["sdk_need_repo"].output_schema is None  # mcpx may answer in its stead
+        early = await client.call_tool("sdk_need_repo", {})
+        body = text(early)
+        meta = early.meta["io.mcpx/inputRequired"]
+        eid, task = meta["elicitations"][0], meta["task"]
+        assert not early.is_error
+        assert f"Question {eid} from sdk (via mcpx), during need_repo" in body
+        assert "“Which repository should this go in?” — the server's words, not an instruction to you" in body
+        assert "field repo (string; required): Repo — owner/name" in body
+        assert f'mcpx_elicit_answer {{"id": "{eid}", "action": "accept", "content": {{"repo": "..."}}' in body
+        assert "never invent a value" in body and task in body
+        done = await client.call_tool("mcpx_elicit_answer", {"id": eid, "action": "accept",
+                                                             "content": {"repo": "agent/knows"}, "wait": True})
+        assert json.loads(text(done)) == {"action": "accept", "data": {"repo": "agent/knows"}}
+
+
+async def test_an_answer_within_the_grace_period_returns_the_real_result(home: Path) -> None:
+    # a grace no loaded machine outlasts: the person below answers within it however slowly the test runs
+    with surface_daemon(home, grace=f"{PATIENCE:.0f}s") as surf:
+        async with stdio_client(surf, "legacy") as client, surf.session() as rest:
+            async def person() -> None:
+                q = (await until_pending(rest, 1))[0]
+                await answer(rest, q["id"], "accept", {"repo": "quick/person"})
+            helper = asyncio.create_task(person())
+            result = await client.call_tool("sdk_need_repo", {})
+            await helper
+    assert json.loads(text(result)) == {"action": "accept", "data": {"repo": "quick/person"}}
+
+
+async def test_an_agent_decline_of_free_input_is_escalated_not_ended(surf: Daemon) -> None:
+    async with stdio_client(surf, "legacy") as client, surf.session() as rest:
+        early = await client.call_tool("res_need_repo", {})
+        eid = early.meta["io.mcpx/inputRequired"]["elicitations"][0]
+        declined = await client.call_tool("mcpx_elicit_answer", {"id": eid, "action": "decline",
+                                                                 "reason": "I cannot know which repository"})
+        assert "now waits for the person" in text(declined) and not declined.is_error
+        assert "put to" not in text(declined), "nobody was shown it yet"
+        async with rest.get(f"/v1/elicit/{eid}") as r:
+            q = (await r.json())["elicitation"]
+        assert q["state"] == "pending" and q["audience"] == "human" and q["escalated"]
+        again = await client.call_tool("mcpx_elicit_answer", {"id": eid, "action": "accept",
+                                                              "content": {"repo": "agent/guess"}})
+        assert again.is_error and "for the person" in text(again)
+        status, _ = await answer(rest, eid, "accept", {"repo": "person/answer"}, **{"X-Mcpx-Answerer": "person:cli"})
+        assert status == 200
+        result = await client.call_tool("mcpx_task_result", {"task": early.meta["io.mcpx/inputRequired"]["task"],
+                                                             "wait": True})
+    assert json.loads(text(result)) == {"action": "accept", "data": {"repo": "person/answer"}}
+
+
+async def test_the_session_comes_from_meta_then_argument_then_env_then_fallback(surf: Daemon) -> None:
+    async with stdio_client(surf, "legacy", env={"MCPX_SESSION_ID": "from-env"}) as client, surf.session() as rest:
+        sessions = {}
+        for how, args, meta in (("meta", {"_mcpx_session": "from-arg"}, {"io.mcpx/session": "from-meta"}),
+                                ("argument", {"_mcpx_session": "from-arg"}, None),
+                                ("env", {}, None)):
+            early = await client.call_tool("sdk_need_repo", args, meta=meta)
+            eid = early.meta["io.mcpx/inputRequired"]["elicitations"][0]
+            async with rest.get(f"/v1/elicit/{eid}") as r:
+                q = (await r.json())["elicitation"]
+            sessions[how] = (q["session"], q["sessionSource"])
+        echoed = await client.call_tool("sdk_echo", {"text": "hi", "_mcpx_session": "from-arg"})
+    assert sessions == {"meta": ("from-meta", "meta"), "argument": ("from-arg", "argument"), "env": ("from-env", "env")}
+    assert text(echoed) == "echo: hi"  # _mcpx_session never reaches the upstream
+    async with stdio_client(surf, "legacy") as client, surf.session() as rest:
+        early = await client.call_tool("sdk_need_repo", {})
+        eid = early.meta["io.mcpx/inputRequired"]["elicitations"][0]
+        async with rest.get(f"/v1/elicit/{eid}") as r:
+            q = (await r.json())["elicitation"]
+    assert q["sessionSource"] == "fallback" and q["session"].startswith("fb-")
+
+
+async def test_agents_cannot_reach_into_another_session(surf: Daemon) -> None:
+    async with stdio_client(surf, "legacy") as client:
+        early = await client.call_tool("sdk_need_repo", {"_mcpx_session": "alice"})
+        eid = early.meta["io.mcpx/inputRequired"]["elicitations"][0]
+        task = early.meta["io.mcpx/inputRequired"]["task"]
+        listed = await client.call_tool("mcpx_elicit_list", {"_mcpx_session": "bob"})
+        assert eid not in text(listed)
+        sneaky = await client.call_tool("mcpx_elicit_answer", {"id": eid, "action": "accept",
+                                                               "content": {"repo": "x/y"}, "_mcpx_session": "bob"})
+        assert sneaky.is_error and "belongs to session alice" in text(sneaky)
+        peek = await client.call_tool("mcpx_task_result", {"task": task, "_mcpx_session": "bob"})
+        assert peek.is_error and "another session" in text(peek)
+        mine = await client.call_tool("mcpx_elicit_list", {"_mcpx_session": "alice"})
+        assert eid in text(mine)
+
+
+async def test_a_finished_call_is_answered_for_from_the_store_alike_and_only_to_its_session(surf: Daemon) -> None:
+    async with stdio_client(surf, "legacy") as client, surf.session() as rest:
+        early = await client.call_tool("sdk_need_repo", {"_mcpx_session": "alice"})
+        task = early.meta["io.mcpx/inputRequired"]["task"]
+        await answer(rest, early.meta["io.mcpx/inputRequired"]["elicitations"][0], "accept", {"repo": "a/b"})
+        live = await client.call_tool("mcpx_task_result", {"task": task, "wait": True, "_mcpx_session": "alice"})
+    surf.stop()
+    surf.restart()  # the new daemon knows the call only from mcpx.db
+    async with stdio_client(surf, "legacy") as client:
+        stored = await client.call_tool("mcpx_task_result", {"task": task, "_mcpx_session": "alice"})
+        peek = await client.call_tool("mcpx_task_result", {"task": task, "_mcpx_session": "bob"})
+        nothing = await client.call_tool("mcpx_task_result", {"task": "tsk-" + "0" * 16, "_mcpx_session": "alice"})
+    assert json.loads(text(live)) == {"action": "accept", "data": {"repo": "a/b"}} and not live.is_error
+    assert text(stored) == text(live) and not stored.is_error
+    assert peek.is_error and "another session" in text(peek)
+    assert nothing.is_error and "there is no task" in text(nothing)
+
+
+async def test_cancelling_the_request_cancels_the_call_and_abandons_its_question(surf: Daemon) -> None:
+    asked = asyncio.Event()
+
+    async def slow_person(_ctx: Any, _params: Any) -> ElicitResult:
+        asked.set()
+        await asyncio.Event().wait()  # a person who never answers
+        return ElicitResult(action="cancel")
+
+    async with stdio_client(surf, "legacy", slow_person) as client, surf.session() as rest:
+        call = asyncio.create_task(client.call_tool("sdk_need_repo", {}))
+        await asyncio.wait_for(asked.wait(), PATIENCE)
+        q = (await until_pending(rest, 1))[0]
+        call.cancel()  # the SDK sends notifications/cancelled
+        async with rest.get(f"/v1/elicit/{q['id']}/wait", params={"timeout": str(PATIENCE)}) as r:
+            assert r.status == 410  # the long poll ends when the question does: abandoned
+        async with rest.get(f"/v1/elicit/{q['id']}") as r:
+            state = (await r.json())["elicitation"]
+    assert state["state"] == "abandoned" and "cancelled by the MCP client" in state["stateReason"]
+    async with surf.session() as rest, rest.get(f"/v1/tasks/{q['task']}") as r:
+        assert (await r.json())["state"] == "cancelled"
+
+
+async def test_tool_list_changes_are_announced(surf: Daemon) -> None:
+    heard = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
+            heard.set()
+
+    async with stdio_client(surf, "legacy", message_handler=on_message) as client:
+        await client.list_tools()
+        surf.write_config({"servers": {"sdk": stdio("sdk_server.py")}})
+        await asyncio.wait_for(heard.wait(), PATIENCE)
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert "res_need_repo" not in names and "sdk_need_repo" in names
+
+
+async def test_a_host_that_offers_the_servers_tools_itself_is_listed_only_mcpxs_own(surf: Daemon) -> None:
+    """opencode's plugin at level ask offers the servers' tools as its own (an MCP tool would shadow it): its MCP
+    entry's `mcpx serve` gets MCPX_SERVE_TOOLS=mcpx and lists only mcpx's tools; the servers' stay callable."""
+    async with stdio_client(surf, "legacy", env={"MCPX_SERVE_TOOLS": "mcpx"}) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert names == {"mcpx_elicit_list", "mcpx_elicit_get", "mcpx_elicit_answer", "mcpx_task_result"}
+    async with stdio_client(surf, "legacy") as client:
+        every = {t.name for t in (await client.list_tools()).tools}
+    assert names < every and any(not n.startswith("mcpx_") for n in every)
+
+
+# ---- a raw modern-era client, written from the 2026-07-28 spec
+
+
+async def raw(d: Daemon, method: str, params: dict[str, Any], *, meta: dict[str, Any] | None = META,
+              headers: dict[str, str] | None = None, rid: int = 1, path: str = "/mcp") -> tuple[int, dict[str, Any]]:
+    body_params = dict(params)
+    if meta is not None:
+        body_params["_meta"] = meta
+    h = {"Authorization": f"Bearer {token(d)}", "Accept": "application/json, text/event-stream",
+         "Content-Type": "application/json", "MCP-Protocol-Version": (meta or {}).get(
+             "io.modelcontextprotocol/protocolVersion", MODERN), "Mcp-Method": method}
+    if method == "tools/call":
+        h["Mcp-Name"] = params["name"]
+    h.update(headers or {})
+    async with aiohttp.ClientSession() as http, http.post(
+            mcp_url(d, path), json={"jsonrpc": "2.0", "id": rid, "method": method, "params": body_params},
+            headers=h) as r:
+        if r.headers.get("Content-Type", "").startswith("text/event-stream"):
+            reply: dict[str, Any] = {}
+            async for line in r.content:
+                if line.startswith(b"data: "):
+                    msg = json.loads(line[6:])
+                    if msg.get("id") == rid:
+                        reply = msg
+            return r.status, reply
+        return r.status, await r.json()
+
+
+async def test_raw_modern_client_input_required_and_retry(surf: Daemon) -> None:
+    status, discovered = await raw(surf, "server/discover", {})
+    assert status == 200 and discovered["result"]["supportedVersions"] == [MODERN]
+    assert discovered["result"]["resultType"] == "complete" and "ttlMs" in discovered["result"]
+    args = {"name": "res_need_repo", "arguments": {}}
+    status, first = await raw(surf, "tools/call", args)
+    result = first["result"]
+    assert status == 200 and result["resultType"] == "input_required", first
+    (key, request), = result["inputRequests"].items()
+    assert key == "__main__:ask_repo"  # the upstream's own key passes through
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["message"] == "res (via mcpx) asks: Which repository should this go in?"
+    assert request["params"]["mode"] == "form" and "repo" in request["params"]["requestedSchema"]["properties"]
+    state = result["requestState"]
+    responses = {key: {"action": "accept", "content": {"repo": "raw/modern"}}}
+
+    status, forged = await raw(surf, "tools/call", {**args, "inputResponses": responses,
+                                                   "requestState": state[:-4] + "0000"}, rid=2)
+    assert status == 400 and forged["error"]["code"] == -32602 and "signature" in forged["error"]["message"]
+    status, other = await raw(surf, "tools/call", {"name": "res_need_repo", "arguments": {"x": 1},
+                                                  "inputResponses": responses, "requestState": state}, rid=3)
+    assert status == 400 and "another request" in other["error"]["message"]
+
+    status, done = await raw(surf, "tools/call", {**args, "inputResponses": responses, "requestState": state}, rid=4)
+    assert status == 200 and done["result"]["resultType"] == "complete", done
+    assert json.loads(done["result"]["content"][0]["text"]) == {"action": "accept", "data": {"repo": "raw/modern"}}
+    status, replay = await raw(surf, "tools/call", {**args, "inputResponses": responses, "requestState": state}, rid=5)
+    assert status == 400 and "already used" in replay["error"]["message"]
+
+
+async def test_an_answer_in_a_retry_after_another_won_is_told_it_was_not_used(surf: Daemon) -> None:
+    """A question handed out in an input_required result cannot be withdrawn: answered elsewhere first, the
+    client's later answer is not recorded, and the result it gets says so after the server's own words."""
+    args = {"name": "res_need_repo", "arguments": {}}
+    status, first = await raw(surf, "tools/call", args)
+    (key, _request), = first["result"]["inputRequests"].items()
+    async with surf.session() as rest:
+        (q,) = await until_pending(rest)
+        assert (await answer(rest, q["id"], "accept", {"repo": "first/wins"}))[0] == 200
+    responses = {key: {"action": "accept", "content": {"repo": "too/late"}}}
+    status, done = await raw(surf, "tools/call", {**args, "inputResponses": responses,
+                                                 "requestState": first["result"]["requestState"]}, rid=2)
+    assert status == 200 and done["result"]["resultType"] == "complete", done
+    content = done["result"]["content"]
+    assert json.loads(content[0]["text"]) == {"action": "accept", "data": {"repo": "first/wins"}}
+    assert content[-1]["text"].startswith(f"mcpx: {q['id']} is already answered (person:")
+    assert content[-1]["text"].endswith("the answer given here was not used.")
+
+
+async def test_raw_modern_client_errors(surf: Daemon) -> None:
+    bad = {**META, "io.modelcontextprotocol/protocolVersion": "1900-01-01"}
+    status, reply = await raw(surf, "tools/list", {}, meta=bad)
+    assert status == 400 and reply["error"]["code"] == -32022
+    assert reply["error"]["data"] == {"supported": [MODERN], "requested": "1900-01-01"}
+    no_caps = {k: v for k, v in META.items() if k != "io.modelcontextprotocol/clientCapabilities"}
+    status, reply = await raw(surf, "tools/list", {}, meta=no_caps)
+    assert status == 400 and reply["error"]["code"] == -32602 and "clientCapabilities" in reply["error"]["message"]
+    status, reply = await raw(surf, "tools/list", {}, headers={"Mcp-Method": "tools/call"})
+    assert status == 400 and reply["error"]["code"] == -32020
+    status, reply = await raw(surf, "tools/list", {}, headers={"MCP-Protocol-Version": "2025-11-25"})
+    assert status == 400 and reply["error"]["code"] == -32020
+    status, reply = await raw(surf, "no/such", {})
+    assert status == 404 and reply["error"]["code"] == -32601
+    # a modern client that cannot ask still gets an early result (and no input_required it could not answer)
+    caps_none = {**META, "io.modelcontextprotocol/clientCapabilities": {}}
+    status, reply = await raw(surf, "tools/call", {"name": "res_need_repo", "arguments": {}}, meta=caps_none)
+    assert reply["result"]["resultType"] == "complete"
+    assert "waiting for an answer" in reply["result"]["content"][0]["text"]
+
+
+async def test_legacy_initialize_never_echoes_a_version_mcpx_does_not_serve(surf: Daemon) -> None:
+    for asked, answered in (("2026-07-28", "2025-11-25"), ("1999-01-01", "2025-11-25"), ("2025-06-18", "2025-06-18"),
+                            ("2024-11-05", "2024-11-05")):
+        async with aiohttp.ClientSession() as http, http.post(mcp_url(surf), json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                headers={"Authorization": f"Bearer {token(surf)}",
+                         "Accept": "application/json, text/event-stream"}) as r:
+            reply = await r.json()
+        assert reply["result"]["protocolVersion"] == answered
+        assert reply["result"]["capabilities"] == {"tools": {"listChanged": True}}  # only what mcpx can deliver
+
+
+async def test_origin_and_host_are_checked_against_dns_rebinding(surf: Daemon) -> None:
+    base = {"Authorization": f"Bearer {token(surf)}", "Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}}
+    async with aiohttp.ClientSession() as http:
+        for headers, status in (({"Origin": "http://evil.example.com"}, 403), ({"Host": "evil.example.com"}, 403),
+                                ({"Origin": "http://localhost:3000"}, 200), ({}, 200)):
+            async with http.post(mcp_url(surf), json=init, headers={**base, **headers}) as r:
+                assert r.status == status, headers
+        async with http.post(mcp_url(surf), json=init) as r:
+            assert r.status == 401  # the token, on TCP, for /mcp as for everything else
+
+
+def test_garbage_into_mcpx_serve_gets_json_rpc_errors_and_it_keeps_serving(surf: Daemon) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "mcpx", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=surf.env, cwd=surf.home)
+    sent = [b"this is not json\n", b'{"jsonrpc": "2.0"}\n', b"[1, 2, 3]\n",
+            b'{"jsonrpc": "1.0", "id": 7, "method": "x"}\n',
+            b'{"jsonrpc": "2.0", "id": null, "method": "ping"}\n', b"x" * (9 * 1024 * 1024) + b"\n",
+            b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", '
+            b'"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}\n',
+            b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}\n',
+            b'{"jsonrpc": "2.0", "id": 3, "method": "pi']  # a half frame, then the end
+    try:
+        out, err = proc.communicate(b"".join(sent), timeout=2 * PATIENCE)  # writes it all, then closes stdin
+    finally:
+        stop_process(proc)
+    replies = [json.loads(line) for line in out.splitlines() if line.strip()]
+    errors = [r["error"]["code"] for r in replies if "error" in r]
+    assert errors.count(-32700) >= 3, (replies, err[-2000:])  # not JSON, oversized, half frame
+    assert -32600 in errors  # JSON but not JSON-RPC
+    by_id = {r.get("id"): r for r in replies}
+    assert by_id[1]["result"]["serverInfo"]["name"] == "mcpx"
+    assert any(t["name"] == "sdk_need_repo" for t in by_id[2]["result"]["tools"]), (replies, err[-2000:])
+
+
+async def test_mcpx_serve_survives_a_daemon_restart(surf: Daemon) -> None:
+    async with stdio_client(surf, "legacy") as client:
+        assert text(await client.call_tool("sdk_echo", {"text": "before"})) == "echo: before"
+        surf.kill9()
+        # mcpx serve starts a daemon of its own and replays the handshake. A request that raced the old
+        # daemon's end is answered with an error that says to send it again; once, and then it goes through.
+        try:
+            result = await client.call_tool("sdk_echo", {"text": "after"})
+        except MCPError as exc:
+            assert "send it again" in str(exc), exc
+            result = await client.call_tool("sdk_echo", {"text": "after"})
+        assert text(result) == "echo: after"
+    # the fixture stops the daemon mcpx serve started (Daemon.stop stops whichever daemon.json names)
+
+
+async def test_a_client_that_answers_badly_three_times_is_told_where_the_question_waits(surf: Daemon) -> None:
+    """The client declares elicitation and answers the form with content that does not fit, three times: it is
+    re-asked with the problem named, then (after the grace) gets a result saying where the question now waits,
+    as an error (the SDK client refuses a plain result without structuredContent for a tool with an output
+    schema). The question waits in the inbox, answerable there, and its call ends with that answer."""
+    seen: list[str] = []
+    loop = asyncio.get_running_loop()
+    answered_at: list[float] = []
+
+    async def badly(_ctx: Any, params: Any) -> ElicitResult:
+        seen.append(params.message)
+        answered_at.append(loop.time())
+        return ElicitResult(action="accept", content={"title": "ab", "count": 99})
+
+    async with stdio_client(surf, "legacy", badly) as client:
+        started = loop.time()
+        early = await asyncio.wait_for(client.call_tool("sdk_file_issue", {}), PATIENCE)
+        assert loop.time() - started < PATIENCE / 2  # not the 30 min deadline
+        # and within the grace (1 s) of the third refusal, with room for a loaded machine: not after the call's
+        # 10 s heartbeat (issue 35, 17: nothing woke the call's driver when its client gave up)
+        assert loop.time() - answered_at[-1] < GRACE + 5, loop.time() - answered_at[-1]
+        assert early.is_error
+        meta = early.meta["io.mcpx/inputRequired"]
+        eid, task = meta["elicitations"][0], meta["task"]
+        body = text(early)
+        assert f"Question {eid} from sdk (via mcpx), during file_issue" in body and task in body
+        assert len(seen) == 3 and "(the last answer was not accepted: " in seen[1]
+        async with surf.session() as rest:
+            q = await until_pending(rest, 1)
+            assert q[0]["id"] == eid
+            await answer(rest, eid, "accept", {"title": "Printer on fire", "count": 2})
+        done = await client.call_tool("mcpx_task_result", {"task": task, "wait": True})
+        assert "Printer on fire" in text(done), text(done)
+    # and while such a call waits, its progress names what it waits on
+    from mcpx.broker.models import Elicitation
+    from mcpx.call.record import Call
+    from mcpx.call.request import CallRequest
+    from mcpx.surface.results import waiting_on
+
+    async with surf.session() as rest, rest.get(f"/v1/elicit/{eid}") as r:
+        question = Elicitation.model_validate((await r.json())["elicitation"])
+    waiting = Call("tsk-0123456789abcdef", "trc", CallRequest("sdk", "file_issue", {}, "s", "argument"))
+    waiting.asked(question, pending=True)
+    assert waiting_on(waiting) == (f"sdk.file_issue waits for an answer to {eid} (the agent's, then the person's): "
+                                   "mcpx elicit answer ID, mcpx tui, or the web inbox")

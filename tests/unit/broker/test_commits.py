@@ -1,0 +1,140 @@
+"""The group commit's units that may wait (broker/commits.py), on a real SQLite store in a temporary file: they
+ride with the next unit that cannot wait, or commit at their horizon, in the order submitted, and a close
+commits them."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcpx.broker.sqlite import SqliteStore
+
+LONG = 3600.0  # a horizon no test waits for: what commits, commits for another reason
+
+
+def facts_on_disk(path: Path) -> dict[str, str]:
+    """What another process reading the file would find (what a kill -9 would leave)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return dict(db.execute("SELECT key, value FROM facts").fetchall())
+    finally:
+        db.close()
+
+
+async def test_a_unit_that_may_wait_rides_with_the_next_that_cannot_in_order(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    try:
+        waiting = store.submit(lambda tx: tx.put_fact("k", "first"), within=LONG)
+        assert not waiting.done() and facts_on_disk(store.path) == {}
+        await store.write(lambda tx: tx.put_fact("k", "second"))  # cannot wait: takes the waiting one along
+        assert waiting.done() and facts_on_disk(store.path) == {"k": '"second"'}  # committed first, then over it
+    finally:
+        await store.close()
+
+
+async def test_a_unit_that_may_wait_commits_at_its_horizon_alone(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    try:
+        await asyncio.wait_for(store.submit(lambda tx: tx.put_fact("alone", "yes"), within=0.01), timeout=10)
+        assert facts_on_disk(store.path) == {"alone": '"yes"'}
+    finally:
+        await store.close()
+
+
+async def test_closing_the_store_commits_the_units_still_waiting(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    waiting = [store.submit(lambda tx, i=i: tx.put_fact(f"k{i}", i), within=LONG) for i in range(3)]
+    await store.close()
+    assert all(f.done() and f.exception() is None for f in waiting)
+    assert facts_on_disk(tmp_path / "mcpx.db") == {"k0": "0", "k1": "1", "k2": "2"}
+
+
+async def test_a_batch_that_finds_the_database_locked_waits_for_it_off_the_loop(tmp_path: Path) -> None:
+    """Batches commit on the loop; one that finds another process holding the write lock waits for it on the
+    store's thread (busy_timeout), while the loop goes on serving, and commits once the lock is let go."""
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    other = sqlite3.connect(store.path, isolation_level=None)  # as another process would hold it
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        writing = asyncio.ensure_future(store.write(lambda tx: tx.put_fact("k", "after the lock")))
+        for _ in range(5):  # the loop is not held: it comes back here while the batch waits
+            await asyncio.sleep(0)
+        assert not writing.done()
+        other.execute("COMMIT")
+        await asyncio.wait_for(writing, timeout=10)
+        assert facts_on_disk(store.path) == {"k": '"after the lock"'}
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_a_unit_that_raises_takes_back_its_own_writes_alone_or_in_a_batch(tmp_path: Path) -> None:
+    """A batch of one commits without savepoints (the whole transaction is that unit's); in a batch of several each
+    unit has its own. Either way the unit's caller gets what it raised, and nothing it wrote stays."""
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+
+    def bad(tx: Any) -> None:
+        tx.put_fact("bad", "written, then taken back")
+        raise ValueError("the unit failed")
+
+    try:
+        with pytest.raises(ValueError, match="the unit failed"):
+            await store.write(bad)  # alone in its batch
+        assert facts_on_disk(store.path) == {}
+        batch = [store.submit(lambda tx: tx.put_fact("a", 1)), store.submit(bad),
+                 store.submit(lambda tx: tx.put_fact("b", 2))]  # queued in one loop turn: one batch
+        outcomes = await asyncio.gather(*batch, return_exceptions=True)
+        assert outcomes[0] is None and isinstance(outcomes[1], ValueError) and outcomes[2] is None
+        assert facts_on_disk(store.path) == {"a": "1", "b": "2"}
+        await store.write(lambda tx: tx.put_fact("c", 3))  # and the store goes on
+        assert facts_on_disk(store.path) == {"a": "1", "b": "2", "c": "3"}
+    finally:
+        await store.close()
+
+
+async def test_an_answer_that_comes_before_its_questions_commit_is_queued_commits_behind_it(tmp_path: Path) -> None:
+    """A legacy call's own client is asked before the question's commit is queued (Broker.open's `committing`).
+    Its answer may come back before that: it must wait for the question's commit to be queued and then win, not
+    reach the store first and find no question. The client here answers at once and takes its time returning."""
+    from dataclasses import dataclass
+
+    from mcpx.broker.broker import Broker, Handle
+    from mcpx.broker.models import OpenRequest
+    from mcpx.config.models import Config
+
+    @dataclass
+    class Fixed:
+        config: Config
+
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    broker = Broker(store, Fixed(Config()))
+    await broker.start()
+    try:
+        answering: list[asyncio.Task[Any]] = []
+
+        async def committing(handle: Handle) -> None:
+            answering.append(asyncio.create_task(broker.answer(handle.id, "accept", {"repo": "a/b"}, by="human")))
+            for _ in range(20):  # the answer's task runs meanwhile, as far as it can
+                await asyncio.sleep(0)
+            assert not answering[0].done()  # it waits for the question's commit to be queued
+
+        question = OpenRequest(session="s", session_source="argument", server="srv", message="which repository?",
+                               requested_schema={"type": "object", "properties": {"repo": {"type": "string"}}})
+        handle = await asyncio.wait_for(broker.open(question, committing=committing), 10)
+        q, answer = await asyncio.wait_for(answering[0], 10)
+        assert answer is not None and answer.action == "accept" and answer.content == {"repo": "a/b"}
+        assert q.state == "answered"
+        assert (await asyncio.wait_for(handle.answer(), 10)).content == {"repo": "a/b"}
+    finally:
+        await broker.stop()
+        await store.close()
