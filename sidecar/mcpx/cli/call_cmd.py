@@ -153,15 +153,19 @@ def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
 
 
 def call_cmd(args: argparse.Namespace) -> int:
-    ensure_running("mcpx call")
     mode = args.elicit or ("prompt" if sys.stdin.isatty() and sys.stderr.isatty() else "return")
     try:
         server, tool = split_target(args.target)
+        pairs = bool(args.arguments) and given_as_pairs(args.arguments)
+        # arguments that are not JSON are a usage error, said before any daemon is started or asked anything
+        arguments = None if pairs else _arguments(args.arguments, None)
+        ensure_running("mcpx call")
         # the tools are listed first (name=value pairs are typed by the tool's schema; and the daemon, knowing them,
         # refuses a tool the server lacks in words, naming the nearest), unless the call must leave no question
         # behind: a listing asks for a server's missing secrets whatever the call's --elicit says
-        listed = mode in ("prompt", "return") or (bool(args.arguments) and given_as_pairs(args.arguments))
-        arguments = _arguments(args.arguments, asyncio.run(_input_schema(server, tool)) if listed else None)
+        schema = asyncio.run(_input_schema(server, tool)) if mode in ("prompt", "return") or pairs else None
+        if arguments is None:
+            arguments = _arguments(args.arguments, schema)
     except ValueError as exc:
         print(f"mcpx: {exc}", file=sys.stderr)
         return 2
