@@ -50,7 +50,7 @@ T = TypeVar("T")
 log = logging.getLogger("mcpx.store")
 
 SCHEMA = "mcpx"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CHANNEL = "mcpx_audit"
 WRITE_LOCK = 0x6D637078  # "mcpx": the advisory lock every daemon's write transaction holds
 CONNECT_TIMEOUT = 5
@@ -115,6 +115,17 @@ CREATE TABLE daemons (
     version   TEXT NOT NULL,
     started   TIMESTAMPTZ NOT NULL,
     heartbeat TIMESTAMPTZ NOT NULL
+);
+""",
+    # people's passkeys (docs/presence.md): a team's daemons share them, with their sign counts
+    2: """
+CREATE TABLE passkeys (
+    id         TEXT PRIMARY KEY,
+    person     TEXT NOT NULL,
+    public_key TEXT NOT NULL,
+    sign_count BIGINT NOT NULL,
+    created    DOUBLE PRECISION NOT NULL,
+    last_used  DOUBLE PRECISION
 );
 """,
 }

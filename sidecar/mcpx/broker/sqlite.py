@@ -77,6 +77,14 @@ CREATE TABLE IF NOT EXISTS facts (
     value TEXT NOT NULL,
     at    REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS passkeys (
+    id         TEXT PRIMARY KEY,
+    person     TEXT NOT NULL,
+    public_key TEXT NOT NULL,
+    sign_count INTEGER NOT NULL,
+    created    REAL NOT NULL,
+    last_used  REAL
+);
 """
 
 
