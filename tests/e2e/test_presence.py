@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from mcp_types import ElicitResult
 from test_inbox_web import chromium
+from test_surface import http_client, text
 
 from conftest import ask, wait_for
-from harness import PATIENCE, Daemon, make_daemon
+from gateway_helpers import stdio
+from harness import PATIENCE, Daemon, free_port, make_daemon
 
 TIMEOUT_MS = PATIENCE * 1000
 BRANCH = {"type": "object", "properties": {"branch": {"type": "string"}}, "required": ["branch"]}
@@ -151,6 +154,14 @@ async def test_a_person_enrols_and_only_their_fresh_assertion_of_exactly_this_qu
             async with http.post(f"/v1/elicit/{q['id']}/accept", json={}) as r:  # the REST door: the same refusal
                 body = await r.json()
                 assert r.status == 403 and body["error"]["code"] == "presence_required", body
+            # every door shows it, saying that accepting it needs the person's passkey and where: the rendering
+            # every client shows (the agent's texts, the toast, a terminal's line) and `mcpx elicit show`
+            async with http.get(f"/v1/elicit/{q['id']}", params={"render": "true"}) as r:
+                render = (await r.json())["elicitation"]["render"]
+            for text in (render["line"], render["toast"]["message"], render["person"]["notify"]):
+                assert "Accepting it needs the person's passkey, on its page, http://" in text, text
+            shown = daemon.cli("elicit", "show", q["id"])
+            assert f"needs the person's passkey, on its page (mcpx elicit link {q['id']}" in shown.stdout, shown.stdout
             # a question without presence is unchanged: the CLI accepts it
             plain = await ask(http, message="Rename it?", ttl="10m")
             done = daemon.cli("elicit", "answer", plain["id"], "repo=x")
@@ -235,3 +246,25 @@ async def test_two_of_three_approvers_each_sign_with_their_own_passkey_and_the_a
             assert answered["elicitation"]["approvals"]["refused"] == ["erin"]
             trail = d.cli("audit", "--elicit", q["id"]).stdout
             assert trail.count("verified by passkey") >= 3, trail  # erin's refused try, alice's and bob's votes
+
+
+async def test_an_mcp_clients_accept_of_a_question_that_needs_presence_is_refused_and_its_decline_taken(
+        home: Path) -> None:
+    # the MCP client is one more door: its person's dialog is asked again, saying that accepting needs the passkey
+    config = {"servers": {"sdk": stdio("sdk_server.py")},
+              "elicit": {"presence": [{"match": {"server": "sdk", "tool": "need_repo"}}]}}
+    seen: list[str] = []
+
+    async def callback(_ctx: Any, params: Any) -> ElicitResult:
+        seen.append(params.message)
+        return ElicitResult(action="accept", content={"repo": "a/b"}) if len(seen) == 1 else ElicitResult(
+            action="decline")
+
+    with make_daemon(home, config, listen=f"127.0.0.1:{free_port()}") as d:
+        async with http_client(d, "legacy", callback) as client:
+            result = await client.call_tool("sdk_need_repo", {})
+        assert json.loads(text(result))["action"] == "decline"
+        assert len(seen) == 2 and "accepted only with the person's passkey" in seen[1], seen
+        async with d.session() as rest, rest.get("/v1/audit", params={"kinds": "elicit.answered"}) as r:
+            [record] = (await r.json())["records"]
+        assert (record["data"]["action"], record["data"]["by"]) == ("decline", "person:mcp-client")
