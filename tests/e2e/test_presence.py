@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from mcp_types import ElicitResult
 from test_inbox_web import chromium
 from test_surface import http_client, text
@@ -214,6 +215,7 @@ async def test_a_person_enrols_and_only_their_fresh_assertion_of_exactly_this_qu
             asker.wait()
 
 
+@pytest.mark.stores  # the passkeys table and its sign counts on either store (PostgreSQL: schema version 2)
 async def test_two_of_three_approvers_each_sign_with_their_own_passkey_and_the_askers_is_refused(home: Path) -> None:
     people = {name: {} for name in ("alice", "bob", "carol", "erin")}
     rule = {"id": "prod", "match": {"server": "mcpx", "message": "^Deploy"}, "approvers": ["alice", "bob", "carol"],
