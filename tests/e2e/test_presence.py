@@ -167,6 +167,11 @@ async def test_a_person_enrols_and_only_their_fresh_assertion_of_exactly_this_qu
             plain = await ask(http, message="Rename it?", ttl="10m")
             done = daemon.cli("elicit", "answer", plain["id"], "repo=x")
             assert done.returncode == 0, done.stderr
+            # the inbox signed in (on 127.0.0.1, where no passkey signs) sends the person to its page by name
+            async with http.get("/v1/inbox") as r:
+                await ada.goto((await r.json())["url"])
+            await ada.goto(ada.url.replace("/inbox", f"/inbox/q/{q['id']}"))
+            assert await ada.locator("#passkey-page a").get_attribute("href") == page[0]
             # on its page, ada's passkey accepts it, as ada, recording which passkey signed
             said = await sign_on_page(ada, page[0])
             assert "accept by person:ada, verified by passkey" in said, said
