@@ -370,13 +370,12 @@ class Writes:
             if voter is None:
                 return Outcome(q, refusal=Forbidden(f"{eid} is approved only through each approver's own link"))
             vote = approvals.vote(q, q.approvals, voter, action)
-            person_ = voter  # a name mypy knows is set, for the closures below
-            data: dict[str, Any] = {"person": person_, "action": action}
+            data: dict[str, Any] = {"person": voter, "action": action}
             if key is not None:
                 data["passkey"] = key.id
                 if vote.refusal is None:
                     vote = approvals.Vote(vote.approvals.model_copy(update={
-                        "passkeys": {**vote.approvals.passkeys, person_: key.id}}), vote.final)
+                        "passkeys": {**vote.approvals.passkeys, voter: key.id}}), vote.final)
             if vote.refusal is not None:
                 if vote.recorded:
                     q = q.model_copy(update={"approvals": vote.approvals})
@@ -390,7 +389,7 @@ class Writes:
                 tx.update_question(q)
                 return Outcome(q)
             content = approvals.content_of(q) if vote.final == "accept" else None
-            who = vote.approvals.by if vote.final == "accept" else [person_]
+            who = vote.approvals.by if vote.final == "accept" else [voter]
             answer = self.answer_of(q, vote.final, content, str(Answerer(kind="person", detail=",".join(who))),
                                     None, None, reason, now).model_copy(update={"approvers": who})
             if q.presence and vote.final == "accept":
