@@ -4,9 +4,10 @@ machine without Node. Everything else about the package is in pyproject.toml.
 
 The plugin is TypeScript (plugin/opencode/), built with Babel into plugin/opencode/dist/ (`npm run build`). When
 the built plugin is missing, or older than a source, the wheel's build runs `npm run build` itself; that needs
-Node.js and the repository's Node packages (`npm ci`). Without them the build fails, saying so: a wheel without
-the plugin is never made. `./dev wheel` does it all. An editable install (`pip install -e .`, as ./dev does)
-carries nothing: mcpx finds the plugin and the skill in the checkout.
+Node.js and the plugin's build tools, package.json's `dependencies` (`npm ci --omit=dev`; its devDependencies are
+the tests'). Without them the build fails, saying so: a wheel without the plugin is never made. `./dev wheel` does
+it all. An editable install (`pip install -e .`, as ./dev does) carries nothing: mcpx finds the plugin and the
+skill in the checkout.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ SKILL = ROOT / "skills" / "mcpx-elicitation"
 class PluginMissing(SystemExit):
     def __init__(self, why: str) -> None:
         super().__init__(f"\nmcpx: the wheel carries the opencode plugin, built from {PLUGIN}/*.ts, and it cannot be "
-                         f"built here: {why}.\nRun `./dev wheel` (it installs the Node packages and builds the "
-                         f"wheel), or `npm ci` in {ROOT} with Node.js 20 or newer first. No wheel is built without "
-                         "the plugin.\n")
+                         f"built here: {why}.\nRun `./dev wheel` (it installs the plugin's build tools and builds "
+                         f"the wheel), or `npm ci --omit=dev` in {ROOT} with Node.js 20 or newer first. No wheel is "
+                         "built without the plugin.\n")
 
 
 def _sources() -> list[Path]:

@@ -12,6 +12,7 @@ import json
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -21,6 +22,9 @@ import pytest
 from _pytest.nodeid import coerce_node_id
 
 from harness import PATIENCE, SUITE_STORE, Daemon, make_daemon
+from mcpx.broker.broker import Broker
+from mcpx.broker.sqlite import SqliteStore
+from mcpx.config.models import Config
 
 STORES = ("sqlite", "postgresql")
 _databases = itertools.count()
@@ -37,6 +41,27 @@ def loud_skip(reason: str) -> NoReturn:
     if in_ci():
         pytest.fail(f"LOUD SKIP under CI, so a failure: {reason}", pytrace=False)
     pytest.skip(f"LOUD SKIP: {reason}")
+
+
+@dataclass
+class FixedConfig:
+    """A config source that never changes, for a part built in the test's own process."""
+
+    config: Config
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    """A real broker on a real SQLite file, in the test's own process (no daemon)."""
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    b = Broker(store, FixedConfig(Config()))
+    await b.start()
+    try:
+        yield b
+    finally:
+        await b.stop()
+        await store.close()
 
 
 @pytest.fixture

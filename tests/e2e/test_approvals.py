@@ -11,23 +11,31 @@ Every wait is for a receiver's request or a state seen through the API, bounded;
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import hashlib
 import hmac
 import json
+import os
+import re
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import pytest
 from aiohttp import web
+from test_inbox_web import chromium, page_of
 
 from conftest import ask, wait_for
-from harness import PATIENCE, make_daemon, receiving, running
+from harness import PATIENCE, SUITE_STORE, make_daemon, receiving, running
+from mcpx.inbox.signing import InboxKeys
+from mcpx.system.paths import load_key
 
 YES_NO = {"type": "object", "properties": {}}
 
@@ -129,10 +137,17 @@ async def test_two_of_three_through_their_own_links_the_asker_refused_and_a_link
                 # the inbox token's way (and any other) does not approve: only an approver's own link does
                 async with http.post(f"/v1/elicit/{q['id']}/accept", json={}) as r:
                     assert r.status == 403 and "own link" in (await r.json())["error"]["message"]
-                # the asker's own link: refused, saying why, and recorded as refused
-                async with http.get(f"/v1/elicit/{q['id']}/link", params={"as": "carol"}) as r:
-                    carol_link = (await r.json())["url"]
-                status, page = await perform({"method": "POST", "url": carol_link.replace(
+                # no link is made for the asker, as none is for someone who is no approver: it could only be refused
+                asker = d.cli("elicit", "link", q["id"], "--as", "carol")
+                assert asker.returncode != 0 and "carol asked this question" in asker.stderr, asker
+                assert f"mcpx elicit cancel {q['id']}" in asker.stderr and asker.stdout == ""
+                outsider = d.cli("elicit", "link", q["id"], "--as", "dave")
+                assert outsider.returncode != 0 and "dave is not an approver" in outsider.stderr, outsider
+                # one made before mcpx refused to make it still opens the page: its accept is refused, saying why,
+                # and recorded as refused
+                carol = InboxKeys(load_key(home / "inbox.key")).approver_link(q["id"], "carol")
+                carol_page = re.sub(r"link=[^&]+", "link=" + quote(carol), to_bob["click"])
+                status, page = await perform({"method": "POST", "url": carol_page.replace(
                     f"/inbox/q/{q['id']}", f"/inbox/q/{q['id']}/accept"), "body": ""})
                 assert status == 403 and "nobody approves their own request" in page
 
@@ -154,6 +169,18 @@ async def test_two_of_three_through_their_own_links_the_asker_refused_and_a_link
                 async with aiohttp.ClientSession() as phone, phone.get(to_bob["click"]) as page:
                     text = await page.text()  # bob's own page: where it stands, and that he answers as himself
                     assert page.status == 200 and "1 of 2 approved (alice)" in text and "person:bob" in text
+                # in a browser: alice's page, her vote in, shows it and where the approvals stand, and no button
+                # (pressed, it would be refused); the asker's shows why it is not theirs; bob's still asks him
+                async with chromium() as browser, page_of(browser) as tab:
+                    await tab.goto(to_alice["link"])
+                    assert await tab.locator("#vote").inner_text() == "You approved this, as alice."
+                    assert "1 of 2 approved (alice). Waiting for bob." in await tab.locator("#standing").inner_text()
+                    assert await tab.locator("button").count() == 0 and await tab.locator("form").count() == 0
+                    await tab.goto(carol_page)
+                    assert "You asked this question, as carol" in await tab.locator("#vote").inner_text()
+                    assert await tab.locator("button").count() == 0
+                    await tab.goto(to_bob["click"])
+                    assert await tab.locator("#accept").is_visible() and await tab.locator("#vote").count() == 0
                 status, page = await perform(to_alice["actions"][0])  # the same action again: counts once
                 assert status == 409 and "counts once" in page
 
@@ -241,6 +268,55 @@ async def test_reminders_and_escalation_arrive_on_time_and_go_on_after_a_restart
             assert logged - 1 <= sent <= logged and sent >= 1
             assert len([r for r in reminded if r["data"]["escalate"]]) == 1
         assert hook.bad == []
+
+
+def on_the_store(home: Path, *statements: str) -> list[tuple[Any, ...]]:
+    """Run `statements` on the store of the (stopped) daemon of `home`: its mcpx.db, or (a suite test on PostgreSQL)
+    the mcpx schema of its database; the last one's rows."""
+    url = os.environ.get(SUITE_STORE)
+    rows: list[tuple[Any, ...]] = []
+    if not url:
+        with contextlib.closing(sqlite3.connect(home / "mcpx.db", isolation_level=None)) as db:
+            for statement in statements:
+                rows = db.execute(statement).fetchall()
+        return rows
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET search_path TO mcpx")
+        for statement in statements:
+            cur = conn.execute(statement)
+            rows = cur.fetchall() if cur.description else []
+    return rows
+
+
+@pytest.mark.stores
+async def test_a_store_of_the_previous_schema_is_migrated_and_its_approvals_go_on(home: Path) -> None:
+    """A start finds the pending questions that have approvals by the row's own column, not in their documents' bytes.
+    A store of the previous schema (the column dropped and the version set back, as an mcpx before it left one) is
+    migrated at start: the column filled from each document — a form that merely has a field named "approvals" has
+    none — and the pending approvals' reminders go on."""
+    hook = Receiver(SECRETS)
+    async with hook.serving():
+        d = make_daemon(home, {"servers": {}, "people": {"alice": {"notify": [
+            {"webhook": f"{hook.base}/alice", "secret": "alice-key"}]}}})
+        with d:
+            async with d.session() as http:
+                q = await ask(http, message="Rotate the keys?", requestedSchema=YES_NO, ttl="10m",
+                              approvers=["alice"], remind="1s")
+                decoy = await ask(http, message="Which approvals?", ttl="10m", requestedSchema={
+                    "type": "object", "properties": {"approvals": {"type": "string"}}})
+        sqlite = not os.environ.get(SUITE_STORE)
+        on_the_store(home, "ALTER TABLE elicitations DROP COLUMN approvals",
+                     "PRAGMA user_version=0" if sqlite else "UPDATE schema_version SET version=1")
+        reminded = len([b for p, b in hook.got if p == "/alice" and b["why"] == "reminder"])
+        with d:  # its reminders go on: the start found the question's approvals in the migrated store
+            await hook.until(lambda path, b: path == "/alice" and b["why"] == "reminder", reminded + 1)
+        version = on_the_store(home, "PRAGMA user_version" if sqlite else "SELECT version FROM schema_version")
+        assert version == [(2,)]
+        marked = dict(on_the_store(home, "SELECT id, approvals FROM elicitations"))
+        assert {eid: bool(v) for eid, v in marked.items()} == {q["id"]: True, decoy["id"]: False}
+    assert hook.bad == []
 
 
 async def test_two_daemons_on_one_store_send_each_reminder_once(postgres: Any, tmp_path: Path) -> None:

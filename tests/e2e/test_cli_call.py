@@ -132,6 +132,33 @@ async def test_on_a_terminal_the_next_question_shows_as_soon_as_it_opens(demo: D
     assert (answer["by"], answer["content"]) == ("person:cli", {"confirm": True})
 
 
+async def test_on_a_terminal_a_question_that_ends_elsewhere_ends_its_prompt(demo: Daemon) -> None:
+    """The prompt watches its question: answered from another door (REST here), it stops at the field it was at,
+    says how the question ended, and the call goes on to its result; abandoned (its call cancelled elsewhere), it
+    says so and the cancelled call exits 1. Once every field was asked before it said anything."""
+    async with demo.session() as http, events(http, kinds="elicit.open") as stream:
+        with Terminal(demo, "call", "demo.create_issue") as term:
+            opened = await stream.until(lambda r: r["kind"] == "elicit.open", what="create_issue's question")
+            await asyncio.to_thread(term.expect, "title (string; min length 3")
+            content = {"title": "Filed from elsewhere", "priority": "p2"}
+            async with http.post(f"/v1/elicit/{opened['elicit']}/accept", json={"content": content}) as resp:
+                assert resp.status == 200, await resp.text()
+            await asyncio.to_thread(term.expect, f"{opened['elicit']} was answered elsewhere: accept by person:rest")
+            assert await asyncio.to_thread(term.finish) == 0, term.out.decode(errors="replace")
+        text = term.out.decode(errors="replace")
+        assert "'title': 'Filed from elsewhere'" in text  # the call's result, from the answer given elsewhere
+        assert "Priority" not in text  # the next field was never asked
+
+        with Terminal(demo, "call", "demo.create_issue") as term:
+            opened = await stream.until(lambda r: r["kind"] == "elicit.open", what="the second call's question")
+            await asyncio.to_thread(term.expect, "title (string; min length 3")
+            async with http.post(f"/v1/tasks/{opened['task']}/cancel") as resp:
+                assert resp.status == 200, await resp.text()
+            await asyncio.to_thread(term.expect, f"{opened['elicit']} was abandoned")
+            assert await asyncio.to_thread(term.finish) == 1
+    assert "Priority" not in term.out.decode(errors="replace")
+
+
 def test_the_main_command_gives_a_new_user_a_real_question_at_once(home: Path) -> None:
     """`./dev run` is `mcpx daemon --demo` on the embedded default: no config file at all."""
     d = make_daemon(home)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ async def test_show_renders_fields_and_the_commands_that_answer(daemon: Daemon, 
     assert '"l" (Large)' in text
     assert f"mcpx elicit answer {q['id']} " in text and f"mcpx elicit decline {q['id']}" in text
     assert "\x1b" not in text and "\\x1b" in text  # the server's words never drive the terminal
+    inbox = json.loads((daemon.home / "daemon.json").read_text())["inbox"]
+    assert f"page      {inbox}/q/{q['id']}" in text  # its page in the web inbox, as mcpx call shows it
     js = daemon.cli("elicit", "show", q["id"], "--json")
     assert json.loads(js.stdout)["elicitation"]["id"] == q["id"]
 
@@ -100,7 +103,7 @@ async def test_ask_exits_0_on_accept_1_on_decline_75_on_cancel_and_expiry(daemon
 
 def test_no_daemon_is_said_clearly(home: Path) -> None:
     d = make_daemon(home)
-    for args in (["status"], ["elicit", "list"], ["elicit", "answer", "elc-0123456789abcdef", "x=1"]):
+    for args in (["status"], ["elicit", "answer", "elc-0123456789abcdef", "x=1"]):  # `elicit list` starts one
         out = d.cli(*args)
         assert out.returncode == 69, out
         assert "no mcpx daemon answers" in out.stderr and "mcpx daemon" in out.stderr
@@ -125,6 +128,11 @@ async def test_status_list_and_audit(daemon: Daemon, http: aiohttp.ClientSession
             assert [r["kind"] for r in audit] == ["elicit.open", "elicit.answered"]
             assert audit[0]["pid"] == opened.pid and audit[1]["pid"] != opened.pid
             assert audit[1]["data"]["answeredAfterMs"] > 0
-            assert "elicit.answered" in daemon.cli("audit").stdout
+            text = daemon.cli("audit").stdout
+            assert "elicit.answered" in text
+            # every moment in one form, RFC 3339 in UTC to the millisecond: the records' own and those in their data
+            moments = re.findall(r"\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d)", json.dumps(audit) + text
+                                 + daemon.cli("elicit", "show", q["id"], "--json").stdout)
+            assert len(moments) > 4 and all(re.fullmatch(r"[\dT:-]{19}\.\d{3}Z", m) for m in moments), moments
         finally:
             stop_process(opened)

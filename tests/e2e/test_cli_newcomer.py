@@ -122,6 +122,29 @@ def test_stop_and_restart_refuse_while_calls_wait_unless_forced(demo: Daemon) ->
     demo.proc.wait(PATIENCE)
 
 
+def test_the_readmes_demo_call_is_answered_across_a_restart(home: Path) -> None:
+    """The README's first steps on the embedded default (no config file), with the daemon killed and started in the
+    middle: the demo signs its requestState with a key kept in the state directory, so the call re-driven after the
+    restart is the demo's own real result, not -32602 invalid requestState (issue 35 item 1)."""
+    d = make_daemon(home)
+    del d.env["MCPX_CONFIG"]
+    d.env["MCPX_USER_CONFIG"] = str(home / "no-config.json")  # nothing to read: the embedded default, as ./dev run
+    with d:
+        waiting = d.cli("call", "demo.choose_repository")  # not a terminal: the question is printed, exit 75
+        assert waiting.returncode == 75, waiting.stderr
+        task, eid = (re.search(pattern, waiting.stderr) for pattern in (r"tsk-[0-9a-z]+", r"elc-[0-9a-z]+"))
+        assert task is not None and eid is not None, waiting.stderr
+        key = home / "demo-request-state.key"
+        assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+        d.kill9()  # the demo is stopped by the restart too: a new process with the key it keeps
+        d.start()
+        answered = d.cli("elicit", "answer", eid.group(), "repo=octo/hello")
+        assert answered.returncode == 0, answered.stderr
+        result = d.cli("task", "result", task.group())
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Notes would be saved to octo/hello (demo)." in result.stdout
+
+
 # ---- 5. a phone link on loopback
 
 
@@ -205,19 +228,44 @@ def test_a_call_shows_the_servers_progress_on_a_terminal(demo: Daemon) -> None:
     assert out.returncode == 0 and out.stderr == "" and "echo: hi" in out.stdout
 
 
-def test_tools_says_it_is_starting_slow_servers(home: Path) -> None:
+def test_tools_starts_the_daemon_and_names_the_servers_still_starting(home: Path) -> None:
     slow = home / "slow.py"
     gate = home / "gate"
     # a server that starts once the test lets it: the listing waits on it, and says so meanwhile
     slow.write_text(f"import os, runpy, sys, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)\n"
                     f"sys.argv = [{str(Path(__file__).parents[1] / 'peers' / 'sdk_server.py')!r}]\n"
                     "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-    with make_daemon(home, {"servers": {"slow": {"command": sys.executable, "args": [str(slow)]}}}) as d:
+    d = make_daemon(home, {"servers": {"slow": {"command": sys.executable, "args": [str(slow)]}, "demo": DEMO}})
+    try:
+        # no daemon runs (after a wheel install, say): these commands start one, as serve and doctor do
+        listed = d.cli("elicit", "list")
+        assert listed.returncode == 0 and "no pending questions" in listed.stdout, listed
+        assert "no daemon was running; started one" in listed.stderr
         with Terminal(d, "tools") as term:
-            term.expect("listing the tools of every server (starting any that is not running)")
+            term.expect("starting slow to list their tools (1 of 2 listed)")  # which one it still waits for
             gate.touch()
             assert term.finish() == 0
         assert "slow.need_repo" in term.out.decode(errors="replace")
+    finally:
+        d.stop()
+
+
+def test_a_config_where_mcpx_does_not_read_it_is_named_by_status_and_doctor(home: Path, tmp_path: Path) -> None:
+    """A newcomer's config in $MCPX_HOME/config.json (not read: only $MCPX_CONFIG, the user's and the project's
+    are): status and doctor say the embedded default is in force, and name the unread file and where mcpx reads."""
+    d = make_daemon(home, {"servers": {"mine": DEMO}})  # written to $MCPX_HOME/config.json ...
+    del d.env["MCPX_CONFIG"]  # ... and not named
+    d.env.update(HOME=str(tmp_path / "user"), MCPX_USER_CONFIG=str(tmp_path / "user" / "none.json"))
+    try:
+        doctor = d.cli("doctor", "--no-ask")  # starts the daemon, on the embedded default
+        status = d.cli("status")
+    finally:
+        d.stop()
+    unread = f"{home / 'config.json'}: this file is not read: mcpx reads $MCPX_CONFIG"
+    assert "ok      config   (embedded default): in force;" in doctor.stdout, doctor.stdout
+    assert f"warn    config   {unread}" in doctor.stdout and f"MCPX_CONFIG={home / 'config.json'}" in doctor.stdout
+    assert status.returncode == 0, status
+    assert "config    (embedded default) (in force)" in status.stdout and f"! config  {unread}" in status.stdout
 
 
 # ---- 9. errors and exit codes
@@ -252,11 +300,23 @@ def test_errors_speak_the_command_lines_words_with_their_own_exit_codes(demo: Da
 
 
 def test_a_tools_arguments_are_shown_and_taken_as_name_value_pairs(demo: Daemon) -> None:
+    listing = demo.cli("tools").stdout
+    rows = [re.match(r"  (\S+ +)(.*)", line) for line in listing.splitlines() if line.startswith("  ")]
+    assert {m.group(1).split(".")[0] for m in rows if m} == {"demo", "sdk"}, listing
+    assert len({len(m.group(1)) for m in rows if m}) == 1, listing  # one column over both servers' tools
+    # a description in paragraphs reads as one line, not as "back. ⏎  ⏎     Nothing"
+    assert "⏎" not in listing and "Says the text back. Nothing more (a description" in listing, listing
     shown = demo.cli("tools", "sdk.sleepy")
     assert shown.returncode == 0, shown.stderr
     assert "seconds (number; required)" in shown.stdout
     missing = demo.cli("tools", "sdk.nope")
-    assert missing.returncode == 1 and "sdk has no tool 'nope'" in missing.stderr and "need_repo" in missing.stderr
+    assert missing.returncode == 1 and "'sdk' has no tool 'nope'" in missing.stderr and "need_repo" in missing.stderr
+    # a call to a tool the server lacks: refused by the daemon before it runs, naming the tools and the nearest
+    for words in (("sdk.slepy",), ("sdk.slepy", "seconds=1")):
+        typo = demo.cli("call", *words)
+        assert typo.returncode == 1, typo
+        assert "server 'sdk' has no tool 'slepy'; did you mean 'sleepy'?" in typo.stderr, typo.stderr
+        assert "echo" in typo.stderr and "-32602" not in typo.stderr
     slept = demo.cli("call", "sdk.sleepy", "seconds=0.01")
     assert slept.returncode == 0 and "slept 0.01" in slept.stdout
     echoed = demo.cli("call", "sdk.echo", "text=3")  # a string field takes the text as it is, not the number 3

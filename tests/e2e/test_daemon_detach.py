@@ -23,7 +23,7 @@ from harness import (
     stop_process,
     wait_for_sync,
 )
-from mcpx.system import processes
+from mcpx.system import agentshell, processes
 
 PY = sys.executable
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -85,7 +85,9 @@ def recorded_pid(home: Path) -> int | None:
 
 def test_the_daemon_mcpx_serve_starts_is_nobodys_descendant_and_outlives_its_host(home: Path) -> None:
     d = make_daemon(home)  # not started: `mcpx serve` starts one, as it does under opencode
-    serve = subprocess.Popen([PY, "-m", "mcpx", "serve"], env=d.env, cwd=home, stdin=subprocess.PIPE,
+    # started as opencode and Claude Code start it: marked as an agent's (issue 35 item 11)
+    marked = {**d.env, "OPENCODE": "1", "CLAUDECODE": "1", "AGENT": "1"}
+    serve = subprocess.Popen([PY, "-m", "mcpx", "serve"], env=marked, cwd=home, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         send(serve, INITIALIZE)
@@ -100,6 +102,11 @@ def test_the_daemon_mcpx_serve_starts_is_nobodys_descendant_and_outlives_its_hos
         assert origin["kind"] == "serve"
         assert origin["launcher"] == {"pid": serve.pid, "command": "mcpx serve"}
         assert origin["host"]["pid"] == os.getpid()
+        # the daemon carries none of its launcher's marks, so what its servers start (a child running `mcpx elicit
+        # answer`) descends from no agent's process and is not refused as one
+        started_with = agentshell.environment(pid)
+        assert started_with is not None and not set(agentshell.MARKS) & set(started_with), started_with
+        assert agentshell.marked_lineage(pid) is None
         # what opencode does as `opencode run` ends: SIGTERM to its MCP server's descendants, then the server
         for child in descendants(serve.pid):
             os.kill(child, signal.SIGTERM)

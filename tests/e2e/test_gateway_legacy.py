@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -251,6 +252,44 @@ async def test_roots_are_the_callers_directory(http: aiohttp.ClientSession, tmp_
     async with http.post("/v1/call/sdk/roots", json={"arguments": {}}, headers={"X-Mcpx-Cwd": str(tmp_path)}) as r:
         body = await r.json()
     assert json.loads(body["result"]["content"][0]["text"]) == [tmp_path.as_uri()]
+
+
+async def test_a_servers_roots_are_its_callers_a_fixed_list_or_none_and_only_the_callers_split_instances(
+        home: Path, tmp_path: Path) -> None:
+    notes, here, there = (tmp_path / name for name in ("notes", "here", "there"))
+    for directory in (notes, here, there):
+        directory.mkdir()
+    servers = {"mine": stdio("sdk_legacy.py"), "notes": stdio("sdk_legacy.py", roots=[str(notes)]),
+               "none": stdio("sdk_legacy.py", roots=False)}
+    with make_daemon(home, {"servers": servers}) as d:
+        async with d.session() as http:
+            async def roots(server: str, cwd: Path, session: str, tool: str = "roots") -> Any:
+                async with http.post(f"/v1/call/{server}/{tool}", json={"arguments": {}, "session": session},
+                                     headers={"X-Mcpx-Cwd": str(cwd)}) as r:
+                    body = await r.json()
+                    assert r.status == 200, body
+                return body["result"]
+
+            for cwd, session in ((here, "in-here"), (there, "in-there")):  # two sessions in two directories
+                assert json.loads((await roots("mine", cwd, session))["content"][0]["text"]) == [cwd.as_uri()]
+                assert json.loads((await roots("notes", cwd, session))["content"][0]["text"]) == [notes.as_uri()]
+                # none: roots are not declared to it (and a server that asks anyway hears of none)
+                assert json.loads((await roots("none", cwd, session))["content"][0]["text"]) == []
+                declared = [json.loads((await roots(server, cwd, session, "declared"))["content"][0]["text"])
+                            for server in ("mine", "none")]
+                assert "roots" in declared[0] and "roots" not in declared[1] and "elicitation" in declared[1], declared
+            async with http.get("/v1/upstreams") as r:
+                running = (await r.json())["instances"]
+        by_server = {name: [i for i in running if i["server"] == name] for name in servers}
+        # the caller's roots: each session has its own; a fixed list or none: one instance every session shares
+        assert len(by_server["mine"]) == 2 and not any(i["shared"] for i in by_server["mine"]), running
+        assert [i["shared"] for i in by_server["notes"] + by_server["none"]] == [True, True], running
+        d.write_config({"servers": {**servers, "notes": {**servers["notes"], "roots": "cwd"},
+                                    "none": {**servers["none"], "roots": ["relative/dir"]}}})
+        checked = d.cli("config", "check")
+        assert checked.returncode != 0, checked
+        assert 'servers.notes.roots: must be "caller"' in checked.stdout + checked.stderr, checked
+        assert "servers.none.roots: 'relative/dir' is not an absolute directory" in checked.stdout + checked.stderr
 
 
 async def test_legacy_over_streamable_http(home: Path) -> None:

@@ -100,11 +100,15 @@ async def test_modern_over_streamable_http(home: Path) -> None:
 
 @pytest.mark.parametrize("how", ["kill9", "sigterm"])
 async def test_a_modern_question_survives_a_daemon_restart(home: Path, how: str) -> None:
-    with make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py"), "sdk": stdio("sdk_server.py")}}) as d:
+    forgetful = stdio("sdk_resolver.py", env={"RESOLVER_KEY": "ephemeral"})  # its key is drawn at each start
+    with make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py"), "sdk": stdio("sdk_server.py"),
+                                        "forgetful": forgetful}}) as d:
         async with d.session() as http:
             status, modern, _ = await call(http, "res", "need_repo", session="r1")
             assert status == 202
             status, legacy, _ = await call(http, "sdk", "need_repo", session="r1")
+            assert status == 202
+            status, forgotten, _ = await call(http, "forgetful", "need_repo", session="r1")
             assert status == 202
         if how == "kill9":
             d.kill9()
@@ -125,6 +129,15 @@ async def test_a_modern_question_survives_a_daemon_restart(home: Path, how: str)
             assert lost["state"] == "failed" and ("restarted" in lost["error"] or "stopped" in lost["error"])
             status, _ = await answer(http, legacy["elicitation"]["id"], "accept", {"repo": "x/y"})
             assert status == 410
+            # a server that forgot the call across the restart refuses its re-driven requestState: the task says
+            # so in words, and what to do, not as a bare -32602 (issue 35, 1)
+            status, _ = await answer(http, forgotten["elicitation"]["id"], "accept", {"repo": "x/y"})
+            assert status == 200
+            refused = await result(http, forgotten["task"])
+            assert refused["state"] == "failed", refused
+            error = refused["error"]
+            assert error.startswith("server 'forgetful' no longer knows this call of need_repo"), error
+            assert "Run the call again" in error and forgotten["elicitation"]["id"] in error, error
 
 
 async def test_calls_that_never_ask_are_recorded_behind_their_results_and_a_stop_keeps_every_record(

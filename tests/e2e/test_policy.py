@@ -13,7 +13,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from conftest import ask, events, store_contents, wait_for
+import mcpx
+from conftest import ask, events, store_contents, this_process_talks_to, wait_for
 from gateway_helpers import answer, call, result, stdio, tool_text, until_health, until_pending
 from harness import make_daemon
 
@@ -50,25 +51,43 @@ async def test_a_rule_answers_and_is_audited_with_its_id(home: Path) -> None:
         d.stop()
 
 
-async def test_modes_auto_decline_and_error(home: Path) -> None:
+async def test_modes_auto_decline_and_error(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """And a call's own mode never loosens elicit.mode: a script client without a handler (which calls with `auto`)
+    and `mcpx call --elicit=auto` are declined, then failed, where the config says so, though a rule would have
+    answered under `auto`."""
     d = make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"mode": "auto"}})
     d.start()
+    this_process_talks_to(monkeypatch, d)
+    rule = {"id": "our-repo", "match": {"server": "sdk", "field": "repo"}, "answer": "acme/notes"}
     try:
         async with d.session() as http:
             status, body, _ = await call(http, "sdk", "need_repo")
             assert status == 200 and json.loads(body["result"]["content"][0]["text"])["action"] == "cancel"
-            d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"mode": "decline"}})
+            d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"mode": "decline", "rules": [rule]}})
             await until_mode(http, home, "decline")
             status, body, _ = await call(http, "sdk", "need_repo")
             assert json.loads(body["result"]["content"][0]["text"])["action"] == "decline"
             declined = next(r for r in await audit(http, trace=body["trace"]) if r["kind"] == "elicit.answered")
             assert declined["data"]["by"] == "policy:decline" and "refuses every question" in declined["data"]["reason"]
-            d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"mode": "error"}})
+            async with mcpx.Client(name="nightly") as client:
+                scripted = await client.call("sdk.need_repo")
+            assert json.loads(scripted["content"][0]["text"]) == {"action": "decline", "data": None}
+            cli = await asyncio.to_thread(d.cli, "call", "sdk.need_repo", "--elicit=auto")
+            assert cli.returncode == 0 and '"action": "decline"' in cli.stdout, cli
+            d.write_config({"servers": {"sdk": stdio("sdk_server.py")}, "elicit": {"mode": "error", "rules": [rule]}})
             await until_mode(http, home, "error")
             status, body, _ = await call(http, "sdk", "need_repo")
             assert status == 502
             message = body["error"]["message"]
             assert "needed an answer to elc-" in message and "Which repository should this go in?" in message
+            async with mcpx.Client(name="nightly") as client:
+                with pytest.raises(mcpx.CallFailed, match="needed an answer to elc-"):
+                    await client.call("sdk.need_repo")
+            cli = await asyncio.to_thread(d.cli, "call", "sdk.need_repo", "--elicit=auto")
+            assert cli.returncode == 1 and "needed an answer to elc-" in cli.stderr, cli
+            # a call may be stricter than the config, never looser
+            status, body, _ = await call(http, "sdk", "need_repo", elicit="decline")
+            assert status == 502 and "needed an answer to elc-" in body["error"]["message"]
     finally:
         d.stop()
 

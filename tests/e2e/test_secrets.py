@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import secrets
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,13 +138,59 @@ def test_secrets_list_set_and_forget(home: Path, keys: Keychain) -> None:
     assert "missing" in d.cli("secrets", "list").stdout
 
 
+def test_a_running_server_keeps_calls_off_the_keychain_and_a_changed_secret_takes_effect(home: Path,
+                                                                                          tmp_path: Path) -> None:
+    first, second, third = ("tok-" + secrets.token_hex(16) for _ in range(3))
+    d: Daemon | None = None
+
+    def call() -> subprocess.CompletedProcess[str]:
+        assert d is not None
+        return d.cli("call", "env.variable_digest", "name=API_TOKEN", "--json")
+
+    def given(done: subprocess.CompletedProcess[str]) -> str:
+        assert done.returncode == 0, done
+        return str(json.loads(json.loads(done.stdout)["result"]["content"][0]["text"]))
+
+    try:
+        with private_keychain(tmp_path / "kc") as keys:
+            d = needing_secret(home, keys.env)
+            d.start()
+            told = d.cli("secrets", "set", "env", "API_TOKEN", input=first + "\n")
+            assert "the daemon was told; none of its instances is running" in told.stdout, told
+            assert given(call()) == digest(first)
+            # a running instance keeps the value it started with: `set` tells the daemon, which stops it
+            told = d.cli("secrets", "set", "env", "API_TOKEN", input=second + "\n")
+            assert "the daemon was told: 1 idle instance(s) stopped" in told.stdout, told
+            assert given(call()) == digest(second)
+            # `forget` too: the daemon does not trust what it knew, and the next call asks again
+            told = d.cli("secrets", "forget", "env", "API_TOKEN")
+            assert "the daemon was told: 1 idle instance(s) stopped" in told.stdout, told
+            asked = call()
+            assert asked.returncode == 75, asked
+            q = json.loads(asked.stdout)["inputRequired"]
+            assert d.cli("elicit", "answer", q["elicitation"]["id"], json.dumps({"API_TOKEN": third})).returncode == 0
+            assert given(d.cli("task", "result", q["task"], "--json")) == digest(third)
+        # the keychain is gone (its bus and daemon stopped): a call to the instance running with its secrets does
+        # not ask the keychain again, and goes through
+        assert given(call()) == digest(third)
+        assert [i["server"] for i in json.loads(d.cli("status", "--json").stdout)["upstreams"]["instances"]] == ["env"]
+    finally:
+        if d is not None:
+            d.stop()
+    assert not any(written(home, value) for value in (first, second, third))
+
+
 def test_no_keychain_is_a_clear_error_naming_what_to_do_instead(home: Path, tmp_path: Path) -> None:
     nobus = {"DBUS_SESSION_BUS_ADDRESS": f"unix:path={tmp_path}/no-bus-here"}
     with needing_secret(home, nobus) as d:
         out = d.cli("call", "env.variable_digest", "name=API_TOKEN")
         kept = d.cli("secrets", "set", "env", "API_TOKEN", input="x\n")
+        listing = d.cli("secrets", "list")
     assert out.returncode == 1, out
-    for said in (out.stderr, kept.stderr):
+    # the list is whole without a keychain: each configured name, marked as unreadable, and the error's advice
+    assert listing.returncode == 1, listing
+    assert "API_TOKEN" in listing.stdout and "unreadable" in listing.stdout, listing
+    for said in (out.stderr, kept.stderr, listing.stderr):
         assert "no keychain" in said and "Secret Service" in said, said
         assert '"env": {"API_TOKEN": "${API_TOKEN}"}' in said, said
     assert kept.returncode == 1

@@ -30,7 +30,10 @@ META = {"io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientInfo": {"name": "raw-test-client", "version": "1"}}
 
 
-def surface_daemon(home: Path, grace: str = "1s") -> Daemon:
+GRACE = 1.0  # elicit.grace of the module's daemons
+
+
+def surface_daemon(home: Path, grace: str = f"{GRACE:.0f}s") -> Daemon:
     return make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py"), "res": stdio("sdk_resolver.py")},
                               "elicit": {"grace": grace}}, listen=f"127.0.0.1:{free_port()}")
 
@@ -458,16 +461,21 @@ async def test_a_client_that_answers_badly_three_times_is_told_where_the_questio
     as an error (the SDK client refuses a plain result without structuredContent for a tool with an output
     schema). The question waits in the inbox, answerable there, and its call ends with that answer."""
     seen: list[str] = []
+    loop = asyncio.get_running_loop()
+    answered_at: list[float] = []
 
     async def badly(_ctx: Any, params: Any) -> ElicitResult:
         seen.append(params.message)
+        answered_at.append(loop.time())
         return ElicitResult(action="accept", content={"title": "ab", "count": 99})
 
-    loop = asyncio.get_running_loop()
     async with stdio_client(surf, "legacy", badly) as client:
         started = loop.time()
         early = await asyncio.wait_for(client.call_tool("sdk_file_issue", {}), PATIENCE)
         assert loop.time() - started < PATIENCE / 2  # not the 30 min deadline
+        # and within the grace (1 s) of the third refusal, with room for a loaded machine: not after the call's
+        # 10 s heartbeat (issue 35, 17: nothing woke the call's driver when its client gave up)
+        assert loop.time() - answered_at[-1] < GRACE + 5, loop.time() - answered_at[-1]
         assert early.is_error
         meta = early.meta["io.mcpx/inputRequired"]
         eid, task = meta["elicitations"][0], meta["task"]
@@ -482,12 +490,13 @@ async def test_a_client_that_answers_badly_three_times_is_told_where_the_questio
         assert "Printer on fire" in text(done), text(done)
     # and while such a call waits, its progress names what it waits on
     from mcpx.broker.models import Elicitation
+    from mcpx.call.record import Call
+    from mcpx.call.request import CallRequest
     from mcpx.surface.results import waiting_on
-    from mcpx.upstream.calls import CallRequest, CallTask
 
     async with surf.session() as rest, rest.get(f"/v1/elicit/{eid}") as r:
         question = Elicitation.model_validate((await r.json())["elicitation"])
-    waiting = CallTask("tsk-0123456789abcdef", "trc", CallRequest("sdk", "file_issue", {}, "s", "argument"),
-                       open={eid: question})
+    waiting = Call("tsk-0123456789abcdef", "trc", CallRequest("sdk", "file_issue", {}, "s", "argument"))
+    waiting.asked(question, pending=True)
     assert waiting_on(waiting) == (f"sdk.file_issue waits for an answer to {eid} (the agent's, then the person's): "
                                    "mcpx elicit answer ID, mcpx tui, or the web inbox")

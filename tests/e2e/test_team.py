@@ -14,6 +14,7 @@ import contextlib
 import getpass
 import itertools
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
@@ -25,6 +26,8 @@ import aiohttp
 from conftest import ask, audited, events, request_in_flight
 from gateway_helpers import answer, call, result, stdio, tool_text
 from harness import Daemon, make_daemon, running
+from mcpx.broker import postgres as postgres_schema
+from mcpx.broker import sqlite as sqlite_schema
 
 _names = itertools.count()
 SERVERS = {"sdk": stdio("sdk_server.py"), "res": stdio("sdk_resolver.py")}
@@ -237,10 +240,27 @@ def test_a_database_from_a_newer_mcpx_is_refused_before_it_is_used(postgres: Any
             d.start()
         assert d.proc is not None and d.proc.wait(60) != 0
         log = d.tail()
-        assert "schema version 99, newer than this mcpx understands (1)" in log, log
+        assert f"schema version 99, newer than this mcpx understands ({postgres_schema.SCHEMA_VERSION})" in log, log
         assert "upgrade mcpx" in log
     finally:
         d.stop()
     with psycopg.connect(url, autocommit=True) as conn:  # nothing was created beside it
         tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='mcpx'")]
     assert tables == ["schema_version"]
+    # and mcpx.db, whose version is its PRAGMA user_version
+    home = tmp_path / "solo"
+    home.mkdir()
+    with contextlib.closing(sqlite3.connect(home / "mcpx.db", isolation_level=None)) as db:
+        db.execute("PRAGMA user_version=99")
+    d = make_daemon(home)
+    try:
+        with contextlib.suppress(RuntimeError):
+            d.start()
+        assert d.proc is not None and d.proc.wait(60) != 0
+        log = d.tail()
+        newer = f"newer than this mcpx understands ({sqlite_schema.SCHEMA_VERSION})"
+        assert f"mcpx.db holds mcpx schema version 99, {newer}" in log, log
+    finally:
+        d.stop()
+    with contextlib.closing(sqlite3.connect(home / "mcpx.db")) as db:
+        assert db.execute("SELECT name FROM sqlite_master").fetchall() == []

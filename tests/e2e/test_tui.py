@@ -206,6 +206,10 @@ async def test_a_bad_value_shows_the_field_error_and_the_question_stays_pending(
         box(screen, "email").control.value = ""
         await pilot.click("#accept")
         assert "✗ email is required" in screen_text(app)
+        box(screen, "email").control.focus()
+        await pilot.press(*"a@b.co")  # a value given: "is required" goes, not only at the next accept
+        await until(pilot, lambda: "email is required" not in screen_text(app), "the field's problem to go")
+        assert not box(screen, "email").has_class("-invalid") and "✗ count must be at most 10" in screen_text(app)
 
         await pilot.click("#decline")  # declining never needs the form filled in
         assert isinstance(app.screen, ReasonScreen)

@@ -4,9 +4,12 @@ era, and an idle one is stopped. Real daemon, real SDK servers; every wait is fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +18,21 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import wait_for
-from gateway_helpers import PY, answer, call, result, stdio, tool_text
-from harness import PEERS, make_daemon, read_log
+from conftest import loud_skip, wait_for
+from gateway_helpers import EVERYTHING, PY, answer, call, node_available, result, stdio, tool_text
+from harness import (
+    PATIENCE,
+    PEERS,
+    ROOT,
+    Daemon,
+    child_pids,
+    make_daemon,
+    read_log,
+    stop_process,
+    wait_for_sync,
+    wait_gone,
+)
+from mcpx.upstream import groups
 
 # longer than the 5 s the server/discover probe used to wait, well inside the default 60 s `timeout`
 SLOW_START = 7
@@ -286,3 +301,81 @@ def test_idle_timeout_is_read_from_the_config_and_must_be_a_positive_duration() 
         with pytest.raises(ConfigError) as caught:
             validate({"servers": {"a": {"command": "x", "idleTimeout": bad}}}, "t")
         assert "servers.a.idleTimeout" in str(caught.value)
+
+
+# ---- nothing a daemon started outlives it (issue 35 item 2)
+
+
+def group_of(pgid: int) -> list[int]:
+    """The live processes of a process group, from /proc (a server's: its process leads one)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if entry.name.isdigit() and int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def pending_question(d: Daemon) -> tuple[subprocess.Popen[str], int, list[int]]:
+    """`mcpx call everything.trigger-elicitation-request` left waiting on its question (in the background); the
+    server's process (npm, as `mcpx status` shows it) and the npx tree it leads (npm, sh, node)."""
+    asking = d.cli_bg("call", "everything.trigger-elicitation-request")
+    wait_for_sync(lambda: json.loads(d.cli("elicit", "list", "--json").stdout)["elicitations"])
+    status = json.loads(d.cli("status", "--json").stdout)
+    [server] = [i["pid"] for i in status["upstreams"]["instances"] if i["server"] == "everything"]
+    tree = group_of(server)
+    assert len(tree) >= 3 and server in tree, tree  # npm exec, sh -c, node: npx's tree
+    return asking, server, tree
+
+
+def test_a_daemon_killed_takes_its_servers_trees_with_it_and_the_next_one_ends_what_escaped(home: Path) -> None:
+    if not node_available():
+        loud_skip(f"{EVERYTHING} or node is missing; run ./dev test")
+    npx = {"command": "npx", "args": ["@modelcontextprotocol/server-everything", "stdio"], "cwd": str(ROOT)}
+    d = make_daemon(home, {"servers": {"everything": npx}})
+    imposter = subprocess.Popen(["sleep", "600"], start_new_session=True)  # a pid an old record names wrongly
+    askers: list[subprocess.Popen[str]] = []
+    trees: list[tuple[int, int | None]] = []  # each process of the npx trees, with its start time
+    try:
+        # kill -9 with a question pending on a real npx tree: the whole tree goes with the daemon (its watcher)
+        d.start()
+        asking, _server, tree = pending_question(d)
+        askers.append(asking)
+        trees += [(pid, groups.start_time(pid)) for pid in tree]
+        d.kill9()
+        assert all(wait_gone(pid, PATIENCE) for pid in tree), [p for p in tree if not wait_gone(p, 0)]
+        wait_for_sync(lambda: not list((home / "children").glob("*.json")))  # its record went too, once ended
+
+        # the watcher killed too: the kernel's death signal reaches the daemon's child (npm) alone, and npm's own
+        # children (sh, node) escape it, recorded in the daemon's record; the next daemon ends them as it starts
+        d.start()
+        asking, leader, tree = pending_question(d)
+        askers.append(asking)
+        trees += [(pid, groups.start_time(pid)) for pid in tree]
+        [watcher] = [p for p in child_pids(d.pid)
+                     if b"upstream/groups.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        os.kill(watcher, signal.SIGKILL)
+        assert wait_gone(watcher, PATIENCE)
+        record = home / "children" / f"{d.pid}.json"
+        started = int(Path(f"/proc/{imposter.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        kept = json.loads(record.read_text())
+        kept["children"][str(imposter.pid)] = [started + 1, "reused"]  # its pid, another process's start time
+        record.write_text(json.dumps(kept))
+        d.kill9()
+        assert wait_gone(leader, PATIENCE)  # npm, by the kernel's signal
+        escaped = group_of(leader)
+        assert escaped, "nothing escaped the death signal: this part tests nothing"
+        d.start()
+        assert all(wait_gone(pid, PATIENCE) for pid in escaped)
+        assert imposter.poll() is None, "a process whose pid a record named, started since, was signalled"
+        assert not record.exists()
+        assert "a daemon before this one left running" in read_log(home)
+    finally:
+        d.stop()
+        for proc in [imposter, *askers]:
+            stop_process(proc)
+        for pid, started in trees:  # what a failure left: each still the process it was (a pid is soon reused)
+            if groups.start_time(pid) == started:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)

@@ -71,8 +71,11 @@ def write(path: Path, data: Any) -> None:
 
 def test_install_into_a_new_project_writes_what_anyone_can_commit(place: dict[str, Any]) -> None:
     project = place["project"]
+    subprocess.run(["git", "init", "-q", str(place["tmp"])], check=True, timeout=30)  # the project is in a work tree
     done = ok(mcpx(place, "install"))
     assert f"installed for Claude Code (project scope, {project})" in done.stdout and "can be committed" in done.stdout
+    # the approval file is this machine's alone, and git would take it: said, with the line that keeps it out
+    assert "git does not ignore .claude/settings.local.json: add it to .gitignore" in done.stdout, done.stdout
     assert read(project / ".mcp.json") == {"mcpServers": {"mcpx": ENTRY}}
     # no config file: the embedded default's demo server, whose questions wait an hour
     assert read(project / ".claude" / "settings.json") == {"hooks": {"Elicitation": [group(3660)]}}

@@ -28,7 +28,8 @@ import pytest
 from claude.fake_model import Call, Request, Say, ScriptedClaudeModel
 from claude.harness import claude_env, require_claude, start_print
 from gateway_helpers import stdio
-from harness import PATIENCE, Daemon, make_daemon, wait_for_sync
+from harness import PATIENCE, make_daemon, wait_for_sync
+from host_world import Person
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("claude-print")]
 
@@ -101,21 +102,11 @@ class Run:
 
 
 @dataclass
-class World:
-    daemon: Daemon
+class World(Person):
     model: ScriptedClaudeModel
     binary: Path
     root: Path
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """`mcpx …` from the person's own terminal: the daemon's environment, outside Claude Code's process tree."""
-        return subprocess.run([sys.executable, "-m", "mcpx", *args], env=self.daemon.env, capture_output=True,
-                              text=True, timeout=PATIENCE)
-
-    def cli_json(self, *args: str) -> Any:
-        done = self.cli(*args, "--json")
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
 
     def project(self, name: str, hook: bool, hook_timeout: int = 600) -> tuple[Path, dict[str, str]]:
         """A project whose Claude Code runs `mcpx serve` (and, with `hook`, mcpx's Elicitation hook), and the
@@ -139,12 +130,6 @@ class World:
         proc = start_print(self.binary, f"{marker} go", project, env, allowed=tools,
                            mcp_config=project / "mcp.json")
         return Run(proc)
-
-    def pending(self) -> list[dict[str, Any]]:
-        return list(self.cli_json("elicit", "list")["elicitations"])
-
-    def audit(self, eid: str) -> list[dict[str, Any]]:
-        return list(self.cli_json("audit", "--elicit", eid)["records"])
 
 
 @pytest.fixture(scope="module")

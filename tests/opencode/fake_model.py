@@ -55,12 +55,17 @@ class ToolResults:
 
 
 @dataclass
-class Request(ToolResults):
-    """One request opencode sent: its messages, the tools it offered, the system prompt."""
+class Recorded(ToolResults):
+    """One request a host sent its model: its body, the script it belongs to, when it came."""
 
     body: dict[str, Any]
     script: str | None
     at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Request(Recorded):
+    """One request opencode sent: its messages, the tools it offered, the system prompt."""
     wall: float = field(default_factory=time.time)  # to set beside what other processes stamp (the daemon, opencode)
 
     @property
@@ -164,6 +169,14 @@ class ScriptedServer(Generic[R]):
 
     # ---- serving
 
+    def answer(self, request: R) -> Call | Say:
+        """The script's reply to a request, recorded; a step that breaks says so through the transcript."""
+        self._record(request)
+        try:
+            return self._reply(request)
+        except Exception as exc:
+            return Say(f"script error: {exc!r}")
+
     def _reply(self, request: R) -> Call | Say:
         if request.script is None or not request.tools:
             return Say("Scripted session")  # a title, a summary: anything the host asks on the side
@@ -183,6 +196,41 @@ class ScriptedServer(Generic[R]):
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         raise NotImplementedError
+
+
+class ModelHandler(BaseHTTPRequestHandler):
+    """What the scripted models' HTTP handlers share: quiet, JSON in and out, a stream of server-sent events."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+    def read_json(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        return body if isinstance(body, dict) else {}
+
+    def send_json(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_events(self, events: list[str]) -> None:
+        """A whole event stream (each event's text, `data: …` with its `event: …` if any), then the connection
+        closed."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for event in events:
+            self.wfile.write(f"{event}\n\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
 
 
 class ScriptedModel(ScriptedServer[Request]):

@@ -1,11 +1,14 @@
 """A modern-era (2026-07-28) upstream with the SDK's resolver pattern: it asks by input_required.
 
-The requestState key is fixed, so a restarted instance can still open a retry sealed by the first one.
+The requestState key is fixed, so a restarted instance can still open a retry sealed by the first one; with
+RESOLVER_KEY=ephemeral in its environment it draws a key per process, as the SDK's default does, and a restarted
+instance refuses the retries its predecessor sealed.
 Run: `python sdk_resolver.py` (stdio) or `python sdk_resolver.py --http PORT`.
 """
 
 import asyncio
 import json
+import os
 import sys
 from typing import Annotated
 
@@ -16,7 +19,9 @@ from mcp.server.request_state import RequestStateSecurity
 from pydantic import BaseModel, Field
 
 KEY = "mcpx-tests-fixed-request-state-key-0123456789abcdef"
-app = MCPServer("resolver-peer", request_state_security=RequestStateSecurity(keys=[KEY]))
+SECURITY = (RequestStateSecurity.ephemeral() if os.environ.get("RESOLVER_KEY") == "ephemeral"
+            else RequestStateSecurity(keys=[KEY]))
+app = MCPServer("resolver-peer", request_state_security=SECURITY)
 
 
 class Repo(BaseModel):

@@ -178,7 +178,17 @@ async def roots(ctx: Context) -> str:
 
 
 @app.tool()
+async def declared(ctx: Context) -> str:
+    """The capabilities the client declared to this server (their names)."""
+    caps = ctx.client_capabilities
+    return json.dumps(sorted(k for k, v in (caps.model_dump() if caps else {}).items() if v is not None))
+
+
+@app.tool()
 def echo(text: str = "") -> str:
+    """Says the text back.
+
+    Nothing more (a description in two paragraphs, as many servers write them)."""
     return f"echo: {text}"
 
 

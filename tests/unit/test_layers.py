@@ -31,16 +31,19 @@ ONLY = {
 }
 # what a layer must not import: a door knows nothing of the doors beside it, nothing below the daemon imports it
 FORBIDDEN = {
+    # the call knows no kind of upstream and no door: the kinds and the doors know it
+    "mcpx.call": ("mcpx.upstream", "mcpx.surface", "mcpx.api", "mcpx.inbox", "mcpx.daemon", "mcpx.cli", "mcpx.client"),
     "mcpx.upstream": ("mcpx.surface", "mcpx.api", "mcpx.inbox", "mcpx.daemon", "mcpx.cli", "mcpx.client"),
     "mcpx.surface": ("mcpx.api", "mcpx.inbox", "mcpx.daemon", "mcpx.cli", "mcpx.client"),
     "mcpx.api": ("mcpx.surface", "mcpx.daemon", "mcpx.cli", "mcpx.client"),
-    "mcpx.inbox": ("mcpx.api", "mcpx.daemon", "mcpx.surface", "mcpx.upstream", "mcpx.mcp", "mcpx.cli", "mcpx.client"),
+    "mcpx.inbox": ("mcpx.api", "mcpx.daemon", "mcpx.surface", "mcpx.upstream", "mcpx.call", "mcpx.mcp", "mcpx.cli",
+                   "mcpx.client"),
     "mcpx.daemon": ("mcpx.cli", "mcpx.client"),
     # the CLI talks to the daemon: of the broker it reads the models, the schema and the pure routing rules; of the
     # daemon it starts it (launch, service, server for `mcpx daemon`); of upstreams, a host's environment
     "mcpx.cli": ("mcpx.surface", "mcpx.api", "mcpx.inbox", "mcpx.mcp.peer", "mcpx.mcp.stdio", "mcpx.mcp.outbound",
                  "mcpx.broker.broker", "mcpx.broker.store", "mcpx.broker.stores", "mcpx.broker.sqlite",
-                 "mcpx.broker.postgres", "mcpx.upstream.gateway", "mcpx.upstream.pool", "mcpx.upstream.calls",
+                 "mcpx.broker.postgres", "mcpx.upstream.gateway", "mcpx.upstream.pool", "mcpx.call",
                  "mcpx.daemon.app"),
 }
 # only the broker holds the store: nothing else reaches the SQL (the daemon picks a store through stores.py)

@@ -20,13 +20,15 @@ from mcpx.api.table import Api, Call, Reply, RouteError
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import AuditRecord, Elicitation, TaskDoc, TaskState, WireModel
 from mcpx.broker.store import AuditFilter
+from mcpx.call import record
+from mcpx.call.request import CallRequest
 from mcpx.presentation.answering import respond_with
 from mcpx.shared.ids import HEX, is_id
 from mcpx.shared.names import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.shared.sessions import header_source, resolve_session
-from mcpx.upstream.calls import CallRequest, CallTask
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
-from mcpx.upstream.pool import InstanceInfo
+from mcpx.upstream.kind import InstanceInfo
+from mcpx.upstream.tool_check import UnknownTool
 
 api = Api()
 
@@ -102,13 +104,21 @@ class UpstreamList(WireModel):
     rss_kib: int = Field(alias="rssKiB", description="their resident memory, all together")
 
 
-def waiting(task: CallTask, broker: Broker) -> list[Elicitation]:
+class SecretsChanged(WireModel):
+    """What the daemon did when told a server's secrets changed in the keychain."""
+
+    server: str
+    stopped: int = Field(description="its idle instances, stopped: the next call starts one with the keychain's values")
+    busy: int = Field(description="its instances busy with calls: each stops once its calls are done")
+
+
+def waiting(task: record.Call, broker: Broker) -> list[Elicitation]:
     """The call's questions that wait for an answer. One answered a moment ago is still among task.open until the
     call wakes to its answer: it is not offered again."""
     return [q for eid, q in task.open.items() if (h := broker.handle(eid, q)) is not None and not h.done()]
 
 
-def waiting_document(task: CallTask, open_questions: list[Elicitation],
+def waiting_document(task: record.Call, open_questions: list[Elicitation],
                      page: Callable[[str], str | None] = lambda _eid: None) -> CallInputRequired:
     questions = [WaitingQuestion.model_validate({**q.wire(), "respondWith": respond_with(q.wire()), "page": page(q.id)})
                  for q in open_questions]
@@ -124,7 +134,7 @@ def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = 
                              status=status, headers=headers)
 
 
-def waiting_response(task: CallTask, broker: Broker, page: Callable[[str], str | None]) -> web.Response:
+def waiting_response(task: record.Call, broker: Broker, page: Callable[[str], str | None]) -> web.Response:
     doc = waiting_document(task, waiting(task, broker), page)
     headers = {"Location": f"/v1/tasks/{task.id}", "Retry-After": "1"}
     if doc.elicitation is None:
@@ -134,7 +144,7 @@ def waiting_response(task: CallTask, broker: Broker, page: Callable[[str], str |
     return _json(doc, 202, headers)
 
 
-def finished_response(task: CallTask) -> web.Response:
+def finished_response(task: record.Call) -> web.Response:
     if task.state == "completed":
         return _json(CallResult(task=task.id, trace=task.trace, result=task.result or {}))
     return _json(CallFailed(error=ErrorDetail(code=f"call_{task.state}", message=task.error or task.state),
@@ -146,7 +156,7 @@ def finished_response(task: CallTask) -> web.Response:
            replies={200: Reply("the call completed", CallResult),
                     202: Reply("the call waits for input (or is still running); it keeps running", CallInputRequired,
                                headers=("Location", "Retry-After")),
-                    404: Reply("no such server"),
+                    404: Reply("no such server, or no such tool on it (its tools named, and the nearest)"),
                     502: Reply("the call failed: the message names the server and what happened", CallFailed)})
 async def call_tool(call: Call) -> web.StreamResponse:
     gw = call.app[GATEWAY]
@@ -160,9 +170,11 @@ async def call_tool(call: Call) -> web.StreamResponse:
         task = await gw.start_call(CallRequest(
             server=call.path["server"], tool=call.path["tool"], arguments=body.arguments, session=session,
             session_source=source, cwd=headers.get(CWD_HEADER), surface="rest", policy_mode=body.elicit))
+    except UnknownTool as exc:
+        raise RouteError(404, "unknown_tool", str(exc)) from None
     except UnknownServer as exc:
         raise RouteError(404, "unknown_server", str(exc)) from None
-    limit = call.query.wait if call.query.wait is not None else gw.pool.entry(task.request.server).timeout + 5
+    limit = call.query.wait if call.query.wait is not None else gw.entry(task.request.server).timeout + 5
     # a question answered the moment it opened (another surface was quicker) is not news: wait on for the
     # result, or for the next question
     await task.wait_for(lambda: task.done or bool(waiting(task, call.app[BROKER])), limit)
@@ -324,7 +336,22 @@ async def server_tools(call: Call) -> web.StreamResponse:
 @api.route("GET", "/v1/upstreams", "The upstream server instances running now: era, sessions, memory", tag="call",
            replies={200: Reply("the instances, oldest first per server", UpstreamList)})
 async def upstreams(call: Call) -> web.StreamResponse:
-    instances = await call.app[GATEWAY].pool.describe()
+    instances = await call.app[GATEWAY].instances()
     body = UpstreamList(instances=instances, processes=sum(i.processes or 0 for i in instances),
                         rss_kib=sum(i.rss_kib or 0 for i in instances))
     return web.json_response(body.wire())
+
+
+@api.route("POST", "/v1/secrets/{server}/changed", "A server's secrets changed in the keychain (mcpx secrets set and "
+           "forget say so): what the daemon knew of them is dropped, and its instances are replaced", tag="call",
+           replies={200: Reply("what was replaced", SecretsChanged), 404: Reply("no such server")})
+async def secrets_changed(call: Call) -> web.StreamResponse:
+    gw = call.app[GATEWAY]
+    server = call.path["server"]
+    try:
+        gw.entry(server)
+    except UnknownServer as exc:
+        raise RouteError(404, "unknown_server", str(exc)) from None
+    gw.secrets.forget(server)
+    stopped, busy = gw.mcp.pool.renew(server)
+    return web.json_response(SecretsChanged(server=server, stopped=stopped, busy=busy).wire())

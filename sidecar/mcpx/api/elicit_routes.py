@@ -36,7 +36,7 @@ from mcpx.api.schemas import (
     WaitQuery,
     kind_list,
 )
-from mcpx.api.state import BROKER, CONFIG, INFO, OPENAPI, PASSED_CLAIMS
+from mcpx.api.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS
 from mcpx.api.table import Api, Call, Reply, RouteError, json_reply
 from mcpx.broker.broker import redact
 from mcpx.broker.errors import PresenceNeeded
@@ -108,6 +108,8 @@ async def health(call: Call) -> web.StreamResponse:
         plugin_elicit=config.plugin.elicit, store=store,
         inbox=inbox.base + "/inbox" if (inbox := call.app.get(INBOX)) is not None and inbox.base else None,
         notify=notifier.summary() if (notifier := call.app.get(NOTIFIER)) is not None else [],
+        needs_login={name: why for name in sorted(config.servers)
+                     if (why := call.app[GATEWAY].logins.problem(name)) is not None},
     )
     return web.json_response(body.wire())
 

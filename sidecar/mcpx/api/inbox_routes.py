@@ -15,6 +15,7 @@ from mcpx.api.peers import refuse_agent_as_person
 from mcpx.api.schemas import QuestionPath
 from mcpx.api.state import BROKER
 from mcpx.api.table import Api, Call, Reply, RouteError
+from mcpx.broker import approvals
 from mcpx.broker.errors import Gone
 from mcpx.broker.models import Passkey, WireModel
 from mcpx.inbox.notify import Notifier
@@ -74,8 +75,13 @@ async def question_link(call: Call) -> web.StreamResponse:
     if person is None:
         return web.json_response({"url": inbox.presence_url(q.id) if q.presence else inbox.link_url(q.id)})
     a = q.approvals
-    if a is None or person not in (*a.waiting, *a.by, *a.refused, a.asker):
+    # a link for someone whose approval would be refused is not made: the asker's never counts, as an outsider's
+    where = approvals.standing(a, person) if a is not None else "outsider"
+    if a is None or where == "outsider":
         raise RouteError(400, "bad_query", f"{person} is not an approver of {q.id}", fields={"as": "not an approver"})
+    if where == "asker":
+        raise RouteError(400, "bad_query", f"{approvals.own_request(a, person)}; no link is made for them "
+                         f"(mcpx elicit cancel {q.id} withdraws the question)", fields={"as": "the asker"})
     return web.json_response({"url": inbox.approver_url(q.id, person, by_name=q.presence)})
 
 

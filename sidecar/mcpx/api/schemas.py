@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -28,6 +27,7 @@ from mcpx.broker.models import (
     AuditRecord,
     Elicitation,
     Mode,
+    Moment,
     State,
     WireModel,
 )
@@ -137,7 +137,7 @@ class Health(WireModel):
     ok: bool
     version: str
     pid: int
-    started_at: datetime
+    started_at: Moment
     socket: str
     listen: str | None = None
     config: str = Field(description="where the config in force came from")
@@ -153,6 +153,8 @@ class Health(WireModel):
     notify: list[NotifyStat] = Field(default=[], description="each notification target of elicit.notify: sent and "
                                      "failed since the daemon started")
     store: StoreStatus | None = None
+    needs_login: dict[str, str] = Field(default={}, description="HTTP servers whose login is missing or could not be "
+                                        "refreshed: why, and what to do (`mcpx auth login SERVER`, docs/auth.md)")
 
 
 def _flag(value: Any) -> Any:

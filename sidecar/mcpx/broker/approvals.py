@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, InvalidQuestion
 from mcpx.broker.models import Action, ApprovalRequest, Approvals, Elicitation, EscalationStep, rfc3339
@@ -87,19 +87,43 @@ class Vote:
     recorded: bool = False
 
 
+# where a person stands on a question's approvals: waited on (their vote is asked for), approved already, the asker
+# (whose approval never counts), or none of these (not an approver)
+Standing = Literal["waiting", "approved", "asker", "outsider"]
+
+
+def standing(a: Approvals, person: str) -> Standing:
+    """Where `person` stands: what a vote of theirs would meet (`vote`), whether a link is made for them (the asker's
+    and an outsider's are refused), and whether their page offers buttons (only while they are waited on)."""
+    if person in a.by:
+        return "approved"
+    if person == a.asker:
+        return "asker"
+    return "waiting" if person in a.waiting else "outsider"
+
+
+def own_request(a: Approvals, person: str) -> str:
+    """Why the asker's approval is refused, in the words each door says it."""
+    return (f"{person} asked this question, and nobody approves their own request: it needs {a.need} approvals "
+            "from others")
+
+
+def not_an_approver(q: Elicitation, a: Approvals, person: str) -> str:
+    return f"{person} is not an approver of {q.id} (approvers waited on: {', '.join(a.waiting) or 'none'})"
+
+
 def vote(q: Elicitation, a: Approvals, person: str, action: Action) -> Vote:
     if action == "cancel":
         return Vote(a, refusal=Forbidden("an approver accepts or declines; cancel is the asker's (mcpx elicit cancel)"))
-    if person in a.by:
+    where = standing(a, person)
+    if where == "approved":
         return Vote(a, refusal=AlreadyAnswered(f"{person} already approved {q.id}; each approver's link counts once"))
-    if person == a.asker and action == "accept":
-        why = (f"{person} asked this question, and nobody approves their own request: it needs {a.need} approvals "
-               "from others")
+    if where == "asker" and action == "accept":  # a link minted for the asker before mcpx refused to mint one
         refused = a.refused if person in a.refused else [*a.refused, person]
-        return Vote(a.model_copy(update={"refused": refused}), refusal=Forbidden(why), recorded=True)
-    if person not in a.waiting and person != a.asker:
-        return Vote(a, refusal=Forbidden(f"{person} is not an approver of {q.id} (approvers waited on: "
-                                         f"{', '.join(a.waiting) or 'none'})"))
+        return Vote(a.model_copy(update={"refused": refused}), refusal=Forbidden(own_request(a, person)),
+                    recorded=True)
+    if where == "outsider":
+        return Vote(a, refusal=Forbidden(not_an_approver(q, a, person)))
     waiting = [p for p in a.waiting if p != person]
     if action == "decline":
         return Vote(a.model_copy(update={"waiting": waiting, "next_at": None}), final="decline")

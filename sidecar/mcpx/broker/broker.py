@@ -27,7 +27,7 @@ from mcpx.broker import approvals, passkeys, policy, rules
 from mcpx.broker.documents import task_row
 from mcpx.broker.errors import Forbidden, InvalidContent, NotFound
 from mcpx.broker.errors import (
-    InvalidQuestion as InvalidQuestion,  # where upstream/calls.py has always found it
+    InvalidQuestion as InvalidQuestion,  # where upstream/mcp_call.py has always found it
 )
 from mcpx.broker.events import EventBus
 from mcpx.broker.models import (
@@ -107,9 +107,9 @@ class Broker:
         self._sweeper.start()
         for _, eid in deadlines:  # a restart goes on with the approvals' schedule the store holds
             entry = self._pending.get(eid)
-            # parsed only if it has approvals: a start with thousands pending reads no more than it did
-            has = entry is not None and b'"approvals":{' in entry.head
-            due = approvals.due_at(entry.question().approvals) if entry is not None and has else None
+            # parsed only if it has approvals (the row's column says so): a start with thousands pending reads no
+            # more than it did
+            due = approvals.due_at(entry.question().approvals) if entry is not None and entry.approvals else None
             if due is not None:
                 self._nudges.due(due, eid)
 

@@ -40,15 +40,16 @@ def stored_question(q: Elicitation) -> str:
 def row_of(q: Elicitation) -> QuestionRow:
     """A question as a store keeps it: encoded here, once per write."""
     return QuestionRow(q.id, q.session, q.server, q.audience, q.state, q.created.timestamp(), q.expires_at.timestamp(),
-                       q.trace, q.task, stored_question(q))
+                       q.trace, q.task, stored_question(q), q.approvals is not None)
 
 
 def update_row(execute: Callable[[str, tuple[Any, ...]], Any], q: Elicitation, expect_state: State,
                mark: str = "?") -> QuestionRow | None:
     """Store `q` over its row if that is still in `expect_state`: the row as stored, or None if it was not."""
     row = row_of(q)
-    cur = execute(f"UPDATE elicitations SET state={mark}, audience={mark}, doc={mark} WHERE id={mark} AND state={mark}",
-                  (row.state, row.audience, row.doc, row.id, expect_state))
+    cur = execute(f"UPDATE elicitations SET state={mark}, audience={mark}, doc={mark}, approvals={mark}"
+                  f" WHERE id={mark} AND state={mark}",
+                  (row.state, row.audience, row.doc, row.approvals, row.id, expect_state))
     return row if cur.rowcount == 1 else None
 
 

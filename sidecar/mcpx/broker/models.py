@@ -52,7 +52,13 @@ REDACTED = "[redacted]"
 
 
 def rfc3339(moment: datetime) -> str:
+    """The one form of a moment mcpx writes anywhere (the API, the store, the audit, messages): RFC 3339 in UTC,
+    to the millisecond, e.g. 2026-12-06T14:52:53.912Z."""
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# a moment of a model, as rfc3339 writes it (pydantic's own would write 53.912000Z, or 53Z at a whole second)
+Moment = Annotated[datetime, PlainSerializer(lambda moment: rfc3339(moment), return_type=str, when_used="json")]
 
 
 def seconds_left(expires: float, now: float, state: str) -> int:
@@ -72,7 +78,7 @@ class WireModel(BaseModel):
 
 
 class EscalationStep(WireModel):
-    at: datetime = Field(description="when its people are notified and become approvers")
+    at: Moment = Field(description="when its people are notified and become approvers")
     to: list[str]
     done: bool = False
 
@@ -88,8 +94,8 @@ class Approvals(WireModel):
     asker: str | None = Field(default=None, description="who asked: their approval never counts")
     remind: float | None = Field(default=None, description="seconds between reminders to those waiting")
     escalate: list[EscalationStep] = Field(default_factory=list)
-    remind_at: datetime | None = Field(default=None, description="when the next reminder is due")
-    next_at: datetime | None = Field(default=None, description="when the next reminder or escalation is due")
+    remind_at: Moment | None = Field(default=None, description="when the next reminder is due")
+    next_at: Moment | None = Field(default=None, description="when the next reminder or escalation is due")
     rule: str | None = Field(default=None, description="the elicit.approvals rule that asked for it, if one did")
     passkeys: dict[str, str] = Field(default_factory=dict, description="with presence: the credential id of the "
                                      "passkey each counted approver signed with")
@@ -128,8 +134,8 @@ class Elicitation(WireModel):
     upstream_id: str | None = Field(default=None, description="the upstream's elicitationId, if it gave one")
     audience: Audience
     reason: str = Field(description="why this audience, in words a person can read")
-    created: datetime
-    expires_at: datetime
+    created: Moment
+    expires_at: Moment
     state: State
     state_reason: str | None = Field(default=None, description="why it was abandoned or escalated")
     escalated: bool = False
@@ -234,7 +240,7 @@ class Answer(WireModel):
     content: dict[str, Any] | None = None
     by: str = Field(description="person:cli, person:opencode, person:rest, agent:mcp, script:<name>, policy:<rule>, "
                                 "expiry, upstream")
-    at: datetime
+    at: Moment
     session: str | None = None
     pid: int | None = None
     user: str | None = Field(default=None, description="a shared store: the user of the daemon the answer came through")
@@ -249,7 +255,7 @@ class Answer(WireModel):
 
 class AuditRecord(WireModel):
     seq: int = Field(description="monotonic; the SSE event id")
-    at: datetime
+    at: Moment
     kind: AuditKind
     elicit: str | None = None
     session: str | None = None
@@ -281,8 +287,6 @@ class AuditRecord(WireModel):
 
 
 TaskState = Literal["running", "input-required", "completed", "failed", "cancelled"]
-# a task's times go out as they always have: RFC 3339 to the millisecond, in UTC
-Moment = Annotated[datetime, PlainSerializer(lambda moment: rfc3339(moment), return_type=str, when_used="json")]
 
 
 class TaskDoc(WireModel):

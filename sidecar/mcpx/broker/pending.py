@@ -24,7 +24,8 @@ from mcpx.broker.store import QuestionFilter, QuestionRow
 class Pending:
     """One pending question: what a listing filters on, and its document's bytes up to the closing brace."""
 
-    __slots__ = ("audience", "created", "expires", "head", "id", "order", "server", "session", "task", "trace")
+    __slots__ = ("approvals", "audience", "created", "expires", "head", "id", "order", "server", "session", "task",
+                 "trace")
 
     def __init__(self, row: QuestionRow, order: int) -> None:
         self.id = row.id
@@ -38,6 +39,7 @@ class Pending:
         self.expires = row.expires
         self.order = order  # the store's tie-break after `created`: the order rows were inserted
         self.head = row.doc.encode()[:-1]  # the document without its closing brace: secondsLeft goes there
+        self.approvals = bool(row.approvals)  # named people's approvals decide it: it has a schedule
 
     def question(self) -> Elicitation:
         return Elicitation.model_validate_json(self.head + b"}")

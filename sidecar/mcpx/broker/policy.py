@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpx.broker.models import Action, Answerer, Elicitation
-from mcpx.config.models import ElicitSettings, Rule, RuleMatch
+from mcpx.config.models import ElicitMode, ElicitSettings, Rule, RuleMatch
+
+# the modes from the loosest to the strictest: each leaves fewer questions to be answered as they would have been
+# (ask: a person or an agent answers what no rule does; auto: rules, else cancel; decline: every question refused,
+# rules too; error: the call fails)
+STRICTNESS: tuple[ElicitMode, ...] = ("ask", "auto", "decline", "error")
 
 
 @dataclass(frozen=True)
@@ -76,20 +81,29 @@ def check_rule(rule: Rule, q: Elicitation, environ: Any = os.environ) -> RuleChe
     return RuleCheck(rid, True, rule.because or f"rule {rid} matched")
 
 
+def call_mode(configured: ElicitMode, asked: ElicitMode | None) -> tuple[ElicitMode, str]:
+    """The mode a call's questions are decided under, and how to name it: a caller's own for its call (`mcpx call
+    --elicit=…`, a script client without a handler: `auto`) where it is stricter than elicit.mode, else elicit.mode.
+    A caller may refuse more than the config does, never less: a config that declines or fails every question is
+    not overridden by a call that would let rules answer."""
+    if asked is not None and STRICTNESS.index(asked) > STRICTNESS.index(configured):
+        return asked, f"the call's elicit mode is {asked!r}"
+    return configured, f"elicit.mode is {configured!r}"
+
+
 def evaluate(settings: ElicitSettings, q: Elicitation, environ: Any = os.environ,
-             mode: str | None = None) -> tuple[Decision | None, list[RuleCheck]]:
+             mode: ElicitMode | None = None) -> tuple[Decision | None, list[RuleCheck]]:
     """The decision for a question, and how each rule fared (for `mcpx policy test`).
 
-    `mode` is a caller's own choice for its call (`mcpx call --elicit=…`), standing in for elicit.mode.
+    `mode` is a caller's own choice for its call (`mcpx call --elicit=…`), which applies where it is stricter than
+    elicit.mode (call_mode).
     """
     checks: list[RuleCheck] = []
-    mode = mode or settings.mode
+    mode, named = call_mode(settings.mode, mode)
     if mode == "decline":
-        return Decision("decline", "decline", None,
-                        "elicit.mode is 'decline': mcpx refuses every question here"), checks
+        return Decision("decline", "decline", None, f"{named}: mcpx refuses every question here"), checks
     if mode == "error":
-        return Decision("error", None, None, "elicit.mode is 'error': a call that asks a question fails",
-                        fail=True), checks
+        return Decision("error", None, None, f"{named}: a call that asks a question fails", fail=True), checks
     for rule in settings.rules:
         check = check_rule(rule, q, environ)
         checks.append(check)
@@ -97,7 +111,7 @@ def evaluate(settings: ElicitSettings, q: Elicitation, environ: Any = os.environ
             content = (rule.content or {}) if rule.action == "accept" and q.mode == "form" else None
             return Decision(rule.id or "?", rule.action, content, check.why), checks
     if mode == "auto":
-        return Decision("auto", "cancel", None, "elicit.mode is 'auto' and no rule matched: nobody chose"), checks
+        return Decision("auto", "cancel", None, f"{named} and no rule matched: nobody chose"), checks
     return None, checks
 
 

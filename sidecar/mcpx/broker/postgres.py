@@ -50,7 +50,7 @@ T = TypeVar("T")
 log = logging.getLogger("mcpx.store")
 
 SCHEMA = "mcpx"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CHANNEL = "mcpx_audit"
 WRITE_LOCK = 0x6D637078  # "mcpx": the advisory lock every daemon's write transaction holds
 CONNECT_TIMEOUT = 5
@@ -117,8 +117,15 @@ CREATE TABLE daemons (
     heartbeat TIMESTAMPTZ NOT NULL
 );
 """,
-    # people's passkeys (docs/presence.md): a team's daemons share them, with their sign counts
+    # whether named people's approvals decide a question, as a column (QuestionRow.approvals): a start finds the
+    # approvals' schedules by it. The rows an older mcpx wrote say it in their document
     2: """
+ALTER TABLE elicitations ADD COLUMN approvals BOOLEAN NOT NULL DEFAULT false;
+UPDATE elicitations SET approvals = true
+ WHERE doc LIKE '%"approvals":{%' AND jsonb_typeof(doc::jsonb -> 'approvals') = 'object';
+""",
+    # people's passkeys (docs/presence.md): a team's daemons share them, with their sign counts
+    3: """
 CREATE TABLE passkeys (
     id         TEXT PRIMARY KEY,
     person     TEXT NOT NULL,

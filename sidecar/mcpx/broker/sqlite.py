@@ -25,13 +25,18 @@ from typing import Any, TypeVar
 from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.models import StoredTask, TaskState
 from mcpx.broker.sql import SqlReads, SqlTx
-from mcpx.broker.store import Follower, StoreInfo, StoreLease, Tx
+from mcpx.broker.store import Follower, StoreInfo, StoreLease, StoreRefused, Tx
 from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
 log = logging.getLogger("mcpx.store")
 
-SCHEMA = """
+# the schema's version, in the database's PRAGMA user_version: a store made before mcpx kept one reads 0, and has
+# version 1's tables (which is why version 1 creates only what is missing)
+SCHEMA_VERSION = 3
+# each version's statements, applied in order to bring a database from the one before
+MIGRATIONS: dict[int, str] = {
+    1: """
 CREATE TABLE IF NOT EXISTS elicitations (
     id       TEXT PRIMARY KEY,
     session  TEXT NOT NULL,
@@ -77,6 +82,15 @@ CREATE TABLE IF NOT EXISTS facts (
     value TEXT NOT NULL,
     at    REAL NOT NULL
 );
+""",
+    # whether named people's approvals decide a question, as a column (QuestionRow.approvals): a start finds the
+    # approvals' schedules by it. The rows an older mcpx wrote say it in their document
+    2: """
+ALTER TABLE elicitations ADD COLUMN approvals INTEGER NOT NULL DEFAULT 0;
+UPDATE elicitations SET approvals = 1 WHERE doc LIKE '%"approvals":{%' AND json_type(doc, '$.approvals') = 'object';
+""",
+    # people's passkeys (docs/presence.md), with their sign counts
+    3: """
 CREATE TABLE IF NOT EXISTS passkeys (
     id         TEXT PRIMARY KEY,
     person     TEXT NOT NULL,
@@ -85,7 +99,8 @@ CREATE TABLE IF NOT EXISTS passkeys (
     created    REAL NOT NULL,
     last_used  REAL
 );
-"""
+""",
+}
 
 
 # units committed between two checkpoints: a few pages each, so the -wal file stays around SQLite's own default
@@ -108,6 +123,31 @@ def _log_checkpoint(fut: asyncio.Future[None]) -> None:
     """A failed checkpoint loses nothing (the pages stay in the -wal file, the next one copies them): say so."""
     if not fut.cancelled() and fut.exception() is not None:
         log.warning("checkpointing mcpx.db failed (the next one retries): %r", fut.exception())
+
+
+def migrate(db: sqlite3.Connection, path: Path) -> None:
+    """Create mcpx.db's tables, or bring them to this mcpx's version; refuse a newer one. In one write transaction:
+    a second process opening the file at the same moment waits for it (busy_timeout), then finds it done."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        existing = db.execute("SELECT 1 FROM sqlite_master WHERE name='elicitations'").fetchone() is not None
+        if version > SCHEMA_VERSION:
+            raise StoreRefused(f"{path} holds mcpx schema version {version}, newer than this mcpx understands "
+                               f"({SCHEMA_VERSION}): upgrade mcpx here (pip install -U mcpx); nothing was read or "
+                               "written")
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            # one statement at a time: executescript would commit the transaction first
+            for statement in filter(str.strip, MIGRATIONS[step].split(";")):
+                db.execute(statement)
+            if existing:  # a new file is made, not migrated: nothing to say
+                log.info("store %s: schema migrated to version %d", path, step)
+        if version < SCHEMA_VERSION:
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 class SqliteStore(SqlReads):
@@ -169,7 +209,7 @@ class SqliteStore(SqlReads):
         db.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a committed transaction survives the process being killed
         db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(SCHEMA)
+        migrate(db, self.path)
         # on the loop a lock held elsewhere is not waited for (Busy: the batch waits on the store's thread),
         # and no commit checkpoints (the checkpointer does, on that thread)
         db.execute("PRAGMA busy_timeout=0")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, Passkey, State, StoredTask, TaskState
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, Passkey, State, StoredTask, TaskState, rfc3339
 from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
@@ -89,7 +89,7 @@ class StoreLease:
 
     def wire(self) -> dict[str, Any]:
         return {"id": self.id, "user": self.user, "host": self.host, "pid": self.pid, "version": self.version,
-                "startedAt": self.started.isoformat(), "heartbeat": self.heartbeat.isoformat(), "alive": self.alive}
+                "startedAt": rfc3339(self.started), "heartbeat": rfc3339(self.heartbeat), "alive": self.alive}
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,9 @@ class QuestionRow(NamedTuple):
     trace: str | None
     task: str | None
     doc: str  # the question's document: a JSON object's text, without secondsLeft (that is of the moment)
+    # whether named people's approvals decide it (Elicitation.approvals): a column of its own, so that a start finds
+    # the approvals' schedules to go on with without reading every pending question's document (SQLite gives 0/1)
+    approvals: bool
 
 
 class TaskRow(NamedTuple):

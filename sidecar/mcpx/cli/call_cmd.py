@@ -18,9 +18,10 @@ from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.render import render_question
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
 from mcpx.client.prompt import TerminalForm, read_answer
+from mcpx.client.question_watch import EndedMeanwhile, Watch
 from mcpx.client.target import split_target
-from mcpx.client.transport import ApiError, DaemonClient, Response
-from mcpx.presentation.text import clock, plain
+from mcpx.client.transport import ApiError, DaemonClient, Response, ensure_running
+from mcpx.presentation.text import clock, one_line, plain
 
 MODES = ("prompt", "return", "auto", "decline", "error")
 
@@ -152,15 +153,18 @@ def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
 
 
 def call_cmd(args: argparse.Namespace) -> int:
+    ensure_running("mcpx call")
+    mode = args.elicit or ("prompt" if sys.stdin.isatty() and sys.stderr.isatty() else "return")
     try:
         server, tool = split_target(args.target)
-        schema = asyncio.run(_input_schema(server, tool)) if args.arguments and given_as_pairs(args.arguments) \
-            else None
-        arguments = _arguments(args.arguments, schema)
+        # the tools are listed first (name=value pairs are typed by the tool's schema; and the daemon, knowing them,
+        # refuses a tool the server lacks in words, naming the nearest), unless the call must leave no question
+        # behind: a listing asks for a server's missing secrets whatever the call's --elicit says
+        listed = mode in ("prompt", "return") or (bool(args.arguments) and given_as_pairs(args.arguments))
+        arguments = _arguments(args.arguments, asyncio.run(_input_schema(server, tool)) if listed else None)
     except ValueError as exc:
         print(f"mcpx: {exc}", file=sys.stderr)
         return 2
-    mode = args.elicit or ("prompt" if sys.stdin.isatty() and sys.stderr.isatty() else "return")
     body: dict[str, Any] = {"arguments": arguments}
     if args.session:
         body["session"] = args.session
@@ -172,9 +176,10 @@ def call_cmd(args: argparse.Namespace) -> int:
 
 
 async def _input_schema(server: str, tool: str) -> dict[str, Any]:
-    """The tool's inputSchema, to type name=value pairs by; the daemon's refusal when it has no such tool. A server
-    that cannot list its tools yet (one waiting for its secrets) types nothing: the pairs go as text, and the call
-    says what it waits for."""
+    """The tool's inputSchema, to type name=value pairs by. Listed before every call: the daemon then knows the
+    server's tools, and refuses a tool it does not have by naming its tools and the nearest (a call to a server
+    never listed would get the server's own raw error). A server that cannot list its tools yet (one waiting for
+    its secrets) types nothing: the pairs go as text, and the call says what it waits for."""
     async with DaemonClient() as client:
         try:
             tools = (await client.get(f"/v1/tools/{server}", timeout=120))["servers"][server]
@@ -183,9 +188,7 @@ async def _input_schema(server: str, tool: str) -> dict[str, Any]:
                 raise
             return {}
     found = next((t for t in tools if t.get("name") == tool), None)
-    if found is None:
-        raise ValueError(f"{server} has no tool {tool!r} (mcpx tools {server} lists its tools)")
-    schema = found.get("inputSchema")
+    schema = (found or {}).get("inputSchema")
     return schema if isinstance(schema, dict) else {}
 
 
@@ -200,7 +203,6 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
 
     Prompting happens outside any event loop, so Ctrl-C interrupts the prompt itself (and means cancel).
     """
-    form = TerminalForm()
     line = StatusLine()
     while True:
         body = resp.body
@@ -229,7 +231,7 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
             print_waiting(body, args.json)
             return EX_TEMPFAIL
         for q in body.get("elicitations") or []:
-            _prompt_one(form, q)
+            _prompt_one(q)
         if not body.get("elicitations") and line.on:
             # still running: say so, with what the server last reported, and look again in a second
             line.show(progress_text(asyncio.run(_task(body["task"]))))
@@ -251,8 +253,18 @@ async def _result(task: str, timeout: float, wake: str = "result") -> Response:
                                     timeout=timeout + 10)
 
 
-def _prompt_one(form: TerminalForm, q: dict[str, Any]) -> None:
-    """Put one question to the person at this terminal until it has a valid answer."""
+def _prompt_one(q: dict[str, Any]) -> None:
+    """Put one question to the person at this terminal until it has a valid answer, or until it ends elsewhere
+    (answered from another door, expired, abandoned): then say how, and ask no more."""
+    with Watch(q["id"]) as watch:
+        form = TerminalForm.until(watch)
+        try:
+            _ask_until_answered(form, q)
+        except EndedMeanwhile as ended:
+            form.say(f"  ({ended})")
+
+
+def _ask_until_answered(form: TerminalForm, q: dict[str, Any]) -> None:
     content: dict[str, Any] = {}
     problems: dict[str, str] | None = None
     while True:
@@ -335,40 +347,75 @@ async def task_cancel_cmd(args: argparse.Namespace) -> int:
 
 async def tools_cmd(args: argparse.Namespace) -> int:
     server, _, tool = (args.server or "").partition(".")
+    await asyncio.to_thread(ensure_running, "mcpx tools")
     async with DaemonClient() as client:
-        path = f"/v1/tools/{server}" if server else "/v1/tools"
-        # a server that is not running is started to be listed: seconds each, said on a terminal meanwhile
-        body = await while_waiting(client.get(path, timeout=120),
-                                   lambda: f"listing the tools of {server or 'every server'} (starting any that is "
-                                           "not running)")
-    if tool:
-        return _one_tool(args, server, tool, body["servers"][server])
+        servers = [server] if server else (await client.get("/v1/health"))["servers"]
+        body = {"servers": await _listings(client, servers)}
+    listing = body["servers"].get(server)
+    if isinstance(listing, str):
+        print(f"mcpx: {plain(listing)}", file=sys.stderr)  # the one server asked for could not list its tools
+        return 1
+    if tool and listing is not None:
+        return _one_tool(args, server, tool, listing)
     if args.json:
         emit_json(body)
         return 0
-    for server, tools in body["servers"].items():
+    print_listing(body["servers"])
+    return 0
+
+
+NAME_WIDTH = 48  # the names' column at most: a longer name pushes its own description right, not every row's
+
+
+def print_listing(servers: dict[str, list[dict[str, Any]] | str]) -> None:
+    """Every server's tools, one line each: SERVER.TOOL, then its description (in one line) in one column aligned
+    over the whole listing, and its annotations."""
+    names = {server: [f"{plain(server)}.{plain(t.get('name', '?'), 200)}" for t in tools]
+             for server, tools in servers.items() if not isinstance(tools, str)}
+    width = min(max((len(n) for shown in names.values() for n in shown), default=0), NAME_WIDTH)
+    for server, tools in servers.items():
         if isinstance(tools, str):
-            print(f"{server}: cannot list tools: {plain(tools)}")
+            print(f"{plain(server)}: cannot list tools: {plain(tools)}")
             continue
-        print(f"{server} ({len(tools)} tools)")
-        for t in tools:
+        print(f"{plain(server)} ({len(tools)} tools)")
+        for name, t in zip(names[server], tools, strict=True):
             ann = t.get("annotations") or {}
             flags = [f for f, on in (("read-only", ann.get("readOnlyHint")),
                                      ("destructive", ann.get("destructiveHint"))) if on]
-            print(f"  {server}.{t['name']:<28} {plain(t.get('description') or '', 90)}"
-                  + (f"  [{', '.join(flags)}]" if flags else ""))
-    return 0
+            print((f"  {name:<{width}}  {one_line(t.get('description') or '', 90)}"
+                   + (f"  [{', '.join(flags)}]" if flags else "")).rstrip())
 
+
+async def _listings(client: DaemonClient, servers: list[str]) -> dict[str, list[dict[str, Any]] | str]:
+    """Each server's tools, or why it could not list them (one bad server hides no other). A server that is not
+    running is started to be listed, seconds each (an npx download: many): on a terminal the status line names the
+    ones still starting meanwhile."""
+    out: dict[str, list[dict[str, Any]] | str] = {}
+
+    async def one(name: str) -> None:
+        resp = await client.request("GET", f"/v1/tools/{name}", timeout=120, ok=(502,))
+        out[name] = resp.body["servers"][name] if resp.status == 200 else str(resp.body["error"]["message"])
+
+    def starting() -> str:
+        waiting = [s for s in servers if s not in out]
+        return (f"starting {', '.join(waiting)} to list their tools"
+                + (f" ({len(out)} of {len(servers)} listed)" if len(servers) > 1 else ""))
+
+    await while_waiting(asyncio.gather(*(one(s) for s in servers)), starting)
+    return dict(sorted(out.items()))
 
 
 def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict[str, Any]]) -> int:
     """One tool: what it does, what it takes (each argument's type, whether it is required, its default and
     description), and how to call it."""
-    found = next((t for t in tools if t.get("name") == tool), None)
-    if found is None:
-        print(f"mcpx: {server} has no tool {tool!r}; its tools: "
-              f"{', '.join(plain(t.get('name', '?')) for t in tools) or 'none'}", file=sys.stderr)
+    from mcpx.upstream.tool_check import UnknownTool, refuse_unknown_tool  # here: the pool it names is heavy
+
+    try:
+        refuse_unknown_tool(server, tool, tools)
+    except UnknownTool as exc:
+        print(f"mcpx: {plain(exc)}", file=sys.stderr)
         return 1
+    found = next(t for t in tools if t.get("name") == tool)
     if args.json:
         emit_json(found)
         return 0
@@ -376,8 +423,8 @@ def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict
     props = schema.get("properties") or {}
     needed = set(schema.get("required") or [])
     print(f"{server}.{plain(tool)}")
-    if found.get("description"):
-        print(f"  {plain(found['description'], 2000)}")
+    for paragraph in str(found.get("description") or "").strip().splitlines():
+        print(f"  {plain(paragraph, 2000)}".rstrip())  # its own lines, as its server wrote them
     ann = found.get("annotations") or {}
     flags = [f for f, on in (("read-only", ann.get("readOnlyHint")), ("destructive", ann.get("destructiveHint")))
              if on]

@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 from mcpx.cli.common import add_json_flag, emit_json, run
 from mcpx.cli.render import upstream_lines
 from mcpx.client.transport import EX_UNAVAILABLE, ApiError, DaemonClient, NoDaemon
+from mcpx.config.finding import config_sources, unread_configs
 from mcpx.daemon.launch import LaunchError, detach, running_pid, start_detached, stop, wait_serving
 from mcpx.daemon.origin import Origin
 from mcpx.daemon.service import ServiceError, install, plan, platform_manager, uninstall
@@ -133,7 +135,9 @@ async def status(args: argparse.Namespace) -> int:
     for stat in health.get("notify") or []:
         print(f"  notify    {stat['target']}: {stat['sent']} sent, {stat['failed']} failed"
               + (f" (last: {stat['lastError']})" if stat.get("lastError") else ""))
-    print(f"  config    {health['config']}")
+    print(f"  config    {health['config']} (in force)")
+    for unread in unread_configs(config_sources(Path.cwd().resolve()), client.paths.root):
+        print(f"  ! config  {unread}")
     for line in store_lines(health.get("store")):
         print(line)
     if health.get("configError"):
@@ -143,6 +147,8 @@ async def status(args: argparse.Namespace) -> int:
     width = max((len(name) for name in servers), default=0)
     print("  servers   " + ("\n            ".join(f"{name:<{width}}  {commands.get(name, '')}".rstrip()
                                                   for name in servers) or "(none)"))
+    for name, why in (health.get("needsLogin") or {}).items():
+        print(f"  ! login   {name}: {why}")
     print(f"  pending   {health['pending']} question(s)"
           + ("  → mcpx tui (or mcpx elicit list)" if health["pending"] else ""))
     for line in upstream_lines(upstreams) if upstreams is not None else []:

@@ -26,7 +26,7 @@ from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.cli.doctor_findings import Finding
 from mcpx.cli.policy_cmd import CheckedConfig, checked_config
 from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
-from mcpx.config.models import ServerConfig, StdioServer
+from mcpx.config.models import ServerConfig, secret_names
 from mcpx.system import keychain
 
 ASK_PATIENCE = 30.0  # s: how long doctor waits for the daemon to keep a secret it was just given
@@ -37,8 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        "name each problem and what to do (exit 1)",
                        description="Checks the config (every file, every field), the daemon (starting one if none "
                        "runs), the store, every server (it starts within its timeout and lists its tools; its "
-                       "secrets are in the keychain), and the opencode and Claude Code installs. On a terminal a "
-                       "missing secret is asked for, as a question of mcpx's own.")
+                       "secrets are in the keychain), and the opencode, Claude Code, Codex and Gemini CLI installs. On "
+                       "a terminal a missing secret is asked for, as a question of mcpx's own.")
     p.add_argument("--no-ask", action="store_true", help="report a missing secret, never ask for it")
     add_json_flag(p)
     p.set_defaults(func=doctor)
@@ -85,6 +85,8 @@ def _findings(ask: bool) -> Iterator[Finding]:
 
     yield from doctor_hosts.opencode()
     yield from doctor_hosts.claude()
+    yield from doctor_hosts.codex()
+    yield from doctor_hosts.gemini()
 
 
 # ---- the config
@@ -101,7 +103,7 @@ def _config() -> Generator[Finding, None, CheckedConfig]:
         return checked
     config = checked.config
     assert config is not None
-    yield Finding("config", checked.origin, True, f"every file and field holds; servers: "
+    yield Finding("config", checked.origin, True, f"in force; every file and field holds; servers: "
                   f"{', '.join(sorted(config.servers)) or '(none)'}")
     return checked
 
@@ -159,7 +161,7 @@ async def _store(health: dict[str, Any]) -> list[Finding]:
 
 
 def _server(server: str, entry: ServerConfig | None, ask: bool) -> Iterator[Finding]:
-    names = list(entry.secrets) if isinstance(entry, StdioServer) else []
+    names = secret_names(entry)
     if names:
         settled = yield from _secrets(server, names, ask)
         if not settled:
@@ -167,10 +169,16 @@ def _server(server: str, entry: ServerConfig | None, ask: bool) -> Iterator[Find
                           "give them (above), then run `mcpx doctor` again")
             return
     timeout = max(entry.timeout if entry is not None else 60.0, 10.0) + 15.0
+    was_running = asyncio.run(_running(server))
     began = time.monotonic()
     try:
         tools = asyncio.run(_get(f"/v1/tools/{server}", timeout=timeout))["servers"][server]
     except ApiError as exc:
+        login = (asyncio.run(_get("/v1/health")).get("needsLogin") or {}).get(server)
+        if login is not None:  # an HTTP server that wants the person to log in (docs/auth.md)
+            yield Finding("server", server, False, login, f"run `mcpx auth login {server}`: it prints the link and "
+                          "waits until the login is done")
+            return
         yield Finding("server", server, False, _said(exc), "check its command, args, env and url in the config; "
                       "the daemon's log (daemon.log in the state directory) has its stderr")
         return
@@ -178,9 +186,30 @@ def _server(server: str, entry: ServerConfig | None, ask: bool) -> Iterator[Find
         yield Finding("server", server, False, f"no answer within {timeout:.0f}s",
                       "raise its `timeout` if its start is slow, or check its command")
         return
+    took = time.monotonic() - began
     shown = ", ".join(t.get("name", "?") for t in tools[:6]) + (", …" if len(tools) > 6 else "")
-    yield Finding("server", server, True, f"started and listed {len(tools)} tool{'s' if len(tools) != 1 else ''} "
-                  f"in {time.monotonic() - began:.1f}s" + (f": {shown}" if tools else ""))
+    count = f"{len(tools)} tool{'s' if len(tools) != 1 else ''}"
+    listed = f": {shown}" if tools else ""
+    # what was seen, not more: an instance already running was not started now, and a listing the daemon kept
+    # from before started nothing
+    if was_running:
+        yield Finding("server", server, True, f"running already{_pids(was_running)}; lists {count}{listed}")
+    elif now_running := asyncio.run(_running(server)):
+        yield Finding("server", server, True, f"started{_pids(now_running)} and listed {count} in {took:.1f}s{listed}")
+    else:
+        yield Finding("server", server, True, f"lists {count}{listed} (as the daemon listed them before; no instance "
+                      "runs now, so its start was not tried)")
+
+
+async def _running(server: str) -> list[int | None]:
+    """The server's instances running now, by their pids (None: an HTTP server's, which has none here)."""
+    instances = (await _get("/v1/upstreams"))["instances"]
+    return [i.get("pid") for i in instances if i.get("server") == server]
+
+
+def _pids(instances: list[int | None]) -> str:
+    pids = [str(pid) for pid in instances if pid]
+    return f" (pid {', '.join(pids)})" if pids else ""
 
 
 def _said(exc: ApiError) -> str:

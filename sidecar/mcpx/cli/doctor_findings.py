@@ -10,7 +10,7 @@ Level = Literal["ok", "note", "warn", "problem"]
 
 @dataclass
 class Finding:
-    area: str  # daemon, config, store, server, opencode, claude
+    area: str  # daemon, config, store, server, opencode, claude, codex, gemini
     subject: str  # what in it: a file, a server's name, a place
     ok: bool
     says: str

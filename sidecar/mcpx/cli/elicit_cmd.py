@@ -16,7 +16,8 @@ from mcpx.cli import inbox_cmd
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.render import render_event, render_question, render_row
 from mcpx.client.prompt import Declined, TerminalForm
-from mcpx.client.transport import ApiError, DaemonClient, NoDaemon, wait_for_answer
+from mcpx.client.question_watch import EndedMeanwhile, Watch
+from mcpx.client.transport import ApiError, DaemonClient, NoDaemon, ensure_running, wait_for_answer
 from mcpx.presentation.text import plain
 
 
@@ -96,6 +97,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 async def list_cmd(args: argparse.Namespace) -> int:
+    await asyncio.to_thread(ensure_running, "mcpx elicit list")
     async with DaemonClient() as client:
         body = await client.get("/v1/elicit", params={"session": args.session, "state": args.state,
                                                       "server": args.server, "audience": args.audience,
@@ -114,11 +116,13 @@ async def list_cmd(args: argparse.Namespace) -> int:
 
 async def show_cmd(args: argparse.Namespace) -> int:
     async with DaemonClient() as client:
-        body = await client.get(f"/v1/elicit/{args.id}")
+        # the text shows the question's page in the web inbox, as `mcpx call` does: the daemon's rendering has it
+        body = await client.get(f"/v1/elicit/{args.id}", params=None if args.json else {"render": "true"})
     if args.json:
         emit_json(body)
     else:
-        print(render_question(body["elicitation"], body.get("answer")))
+        q = body["elicitation"]
+        print(render_question({**q, "page": (q.get("render") or {}).get("page")}, body.get("answer")))
     return 0
 
 
@@ -151,24 +155,30 @@ def answer_cmd(args: argparse.Namespace) -> int:
         return _record(args, args.action, content, getattr(args, "reason", None))
     # on a terminal: what was left out is asked for (nothing given: every field; something: the required rest),
     # and an answer that does not fit is asked again, field by field, with each field's problem
-    form = TerminalForm()
-    given = content or {}
-    missing = {f.name for f in FlatSchema.of(schema).fields if f.name not in given and (content is None or f.required)}
-    try:
-        if missing:
-            content = {**given, **form.form(question, only=missing)}
-        while True:
-            try:
-                return _record(args, "accept", content, None)
-            except ApiError as exc:
-                if exc.status != 422 or not exc.fields:
-                    raise
-                content = {**(content or {}), **form.form(question, exc.fields)}
-    except Declined as declined:
-        return _record(args, "decline", None, declined.reason)
-    except (KeyboardInterrupt, EOFError):
-        print(f"\nmcpx: nothing answered; {args.id} still waits", file=sys.stderr)
-        return 130
+    # the prompt stops as soon as the question ends elsewhere (answered, expired, abandoned), saying how
+    with Watch(args.id) as watch:
+        form = TerminalForm.until(watch)
+        given = content or {}
+        missing = {f.name for f in FlatSchema.of(schema).fields
+                   if f.name not in given and (content is None or f.required)}
+        try:
+            if missing:
+                content = {**given, **form.form(question, only=missing)}
+            while True:
+                try:
+                    return _record(args, "accept", content, None)
+                except ApiError as exc:
+                    if exc.status != 422 or not exc.fields:
+                        raise
+                    content = {**(content or {}), **form.form(question, exc.fields)}
+        except Declined as declined:
+            return _record(args, "decline", None, declined.reason)
+        except EndedMeanwhile as ended:
+            print(f"mcpx: {ended}; nothing was answered here", file=sys.stderr)
+            return 1  # as for a question answered already (409) or gone (410)
+        except (KeyboardInterrupt, EOFError):
+            print(f"\nmcpx: nothing answered; {args.id} still waits", file=sys.stderr)
+            return 130
 
 
 async def _question(eid: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ state: $MCPX_HOME (else $XDG_STATE_HOME/mcpx, else ~/.local/state/mcpx) · confi
 def parser() -> argparse.ArgumentParser:
     from mcpx.cli import (
         audit_cmd,
+        auth_cmd,
         call_cmd,
         daemon_cmd,
         doctor_cmd,
@@ -28,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
         serve_cmd,
         tui_cmd,
     )
-    from mcpx.cli.hosts import claude_cmd, opencode_cmd
+    from mcpx.cli.hosts import claude_cmd, codex_cmd, gemini_cmd, opencode_cmd
 
     top = argparse.ArgumentParser(
         prog="mcpx", description="An MCP gateway whose questions are durable state with a deadline.",
@@ -36,9 +37,10 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"mcpx {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (daemon_cmd, serve_cmd, elicit_cmd, tui_cmd, inbox_cmd, person_cmd, call_cmd, audit_cmd,
-                   policy_cmd, opencode_cmd, claude_cmd):
+                   policy_cmd, opencode_cmd, claude_cmd, codex_cmd, gemini_cmd):
         module.register(sub)
     secrets_cmd.register(sub)
+    auth_cmd.register(sub)
     doctor_cmd.register(sub)
     demo = sub.add_parser("demo-server", help="the bundled demo MCP server, on stdio (it is in the default config)")
     demo.set_defaults(func=_demo_server)

@@ -95,8 +95,10 @@ def policy_test(args: argparse.Namespace) -> int:
                         server=q["server"], tool=q["tool"], mode=q["mode"], message=q["message"],
                         requested_schema=q["requestedSchema"], url=q["url"], audience=decided.audience,
                         reason=decided.reason, created=now, expires_at=now, state="pending")
-    decision, checks = policy.evaluate(loaded.config.elicit, probe, mode=args.mode)
-    mode = args.mode or loaded.config.elicit.mode
+    # --mode stands in for the config's elicit.mode (what if it were so), not for a call's own mode
+    settings = loaded.config.elicit.model_copy(update={"mode": args.mode}) if args.mode else loaded.config.elicit
+    decision, checks = policy.evaluate(settings, probe)
+    mode = settings.mode
     report = {
         "audience": decided.audience, "reason": decided.reason, "hintIgnored": decided.hint_ignored,
         "mode": mode, "config": loaded.origin,
@@ -139,18 +141,21 @@ class CheckedConfig:
 def checked_config(file: str | None = None) -> CheckedConfig:
     """Check a file (or the config in force here: every file of it, each alone, then merged), every field, and
     whether each stdio server's command would start."""
-    from mcpx.config.finding import load_config, read_file, validate
+    from mcpx.config.finding import config_sources, load_config, read_file, unread_configs, validate
     from mcpx.config.problems import ConfigError, config_warnings
+    from mcpx.system.paths import StatePaths
 
     origin = file or "the config"
-    warned: list[Problem] = []
+    # a file where people put a config that mcpx never reads: said even when the config in force does not hold
+    unread = [] if file else unread_configs(config_sources(Path.cwd().resolve()), StatePaths.current().root)
+    warned: list[Problem] = unread
     try:
         if file:
             config = validate(read_file(Path(file)), file)
         else:
             loaded = load_config()
             config, origin = loaded.config, loaded.origin
-        warned = config_warnings(config, origin)
+        warned = unread + config_warnings(config, origin)
         if missing := _commands_missing(config, origin):
             raise ConfigError.of(missing)
     except ConfigError as exc:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpx.cli.common import add_json_flag, emit_json
+from mcpx.shared.errors import McpxError
 from mcpx.system import keychain
 
 if TYPE_CHECKING:
@@ -70,24 +71,42 @@ def _config() -> Config:
 
 
 def listed(config: Config) -> list[tuple[str, str]]:
-    """(server, name) of every secret the config names, sorted."""
-    from mcpx.config.models import StdioServer
+    """(server, name) of every secret the config names, sorted: a stdio server's `secrets`, an HTTP server's
+    `auth.clientSecret` (docs/auth.md)."""
+    from mcpx.config.models import HttpServer, secret_names
 
-    return sorted((server, name) for server, entry in config.servers.items() if isinstance(entry, StdioServer)
-                  for name in entry.secrets)
+    named = [(server, name) for server, entry in config.servers.items() for name in secret_names(entry)]
+    named += [(server, entry.auth.client_secret) for server, entry in config.servers.items()
+              if isinstance(entry, HttpServer) and entry.auth.client_secret is not None]
+    return sorted(named)
 
 
 def secrets_list(args: argparse.Namespace) -> int:
-    rows = [{"server": server, "name": name, "inKeychain": keychain.get(server, name) is not None}
-            for server, name in listed(_config())]
+    """Every secret the config names, and whether the keychain holds it. A keychain that cannot be read (none here,
+    or locked) leaves the list whole, each name marked unreadable, and its error said with what to do (exit 1)."""
+    pairs = listed(_config())
+    try:
+        held: dict[tuple[str, str], bool | None] = {pair: keychain.get(*pair) is not None for pair in pairs}
+        unread: McpxError | None = None
+    except (keychain.NoKeychain, keychain.KeychainError) as exc:
+        held, unread = dict.fromkeys(pairs), exc
     if args.json:
-        emit_json({"secrets": rows})
-        return 0
-    if not rows:
+        emit_json({"secrets": [{"server": server, "name": name, "inKeychain": held[server, name]}
+                               for server, name in pairs], **({"error": str(unread)} if unread else {})})
+    elif not pairs:
         print("no server lists secrets (a server entry's \"secrets\": [\"NAME\", ...], docs/secrets.md)")
-    for row in rows:
-        print(f"{row['server']:<20} {row['name']:<28} {'in the keychain' if row['inKeychain'] else 'missing'}")
-    return 0
+    for server, name in pairs if not args.json else []:
+        state = {True: "in the keychain", False: "missing", None: "unreadable"}[held[server, name]]
+        print(f"{server:<20} {name:<28} {state}")
+    if unread is None:
+        return 0
+    if isinstance(unread, keychain.NoKeychain):
+        servers = dict.fromkeys(server for server, _ in pairs)
+        advice = [keychain.instead(server, [n for s, n in pairs if s == server]) for server in servers]
+    else:
+        advice = ["unlock the keychain, then list again"]
+    print(f"mcpx: {unread}" + "".join(f"; {line}" for line in advice), file=sys.stderr)
+    return 1
 
 
 def secrets_set(args: argparse.Namespace) -> int:
@@ -105,14 +124,41 @@ def secrets_set(args: argparse.Namespace) -> int:
         print(f"mcpx: no value given for {args.name}: nothing was kept", file=sys.stderr)
         return 1
     keychain.put(args.server, args.name, value)
-    print(f"{args.name} for {args.server}: kept in the keychain; the server's next start reads it "
-          "(an instance running now keeps the value it started with)")
+    print(f"{args.name} for {args.server}: kept in the keychain; the server's next start reads it"
+          + _tell_daemon(args.server))
     return 0
 
 
 def secrets_forget(args: argparse.Namespace) -> int:
     if keychain.forget(args.server, args.name):
-        print(f"{args.name} for {args.server}: taken out of the keychain; the server's next start asks for it")
+        print(f"{args.name} for {args.server}: taken out of the keychain; the server's next start asks for it"
+              + _tell_daemon(args.server))
     else:
         print(f"{args.name} for {args.server}: the keychain held no value for it")
     return 0
+
+
+def _tell_daemon(server: str) -> str:
+    """Tell a running daemon that the server's secrets changed (none is started for it: the next one reads the
+    keychain anyway); what it did, as the end of a sentence."""
+    import asyncio
+
+    from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
+
+    async def tell() -> dict[str, int]:
+        async with DaemonClient() as client:
+            return dict(await client.post(f"/v1/secrets/{server}/changed"))
+
+    try:
+        done = asyncio.run(tell())
+    except NoDaemon:
+        return " (no daemon is running)"
+    except ApiError as exc:
+        return f" (the daemon was not told: {exc})"
+    stopped, busy = done.get("stopped", 0), done.get("busy", 0)
+    if not stopped and not busy:
+        return " (the daemon was told; none of its instances is running)"
+    return (" (the daemon was told: " + ", ".join(
+        part for part in (f"{stopped} idle instance(s) stopped" if stopped else "",
+                          f"{busy} busy one(s) stop once their calls are done" if busy else "") if part)
+        + "; the next call starts a new one)")

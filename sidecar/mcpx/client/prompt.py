@@ -5,6 +5,7 @@ Typing `decline` at any prompt declines (with an optional reason); Ctrl-C cancel
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -14,17 +15,20 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from mcpx.broker.schema import Field, FlatSchema, Option
+from mcpx.client.question_watch import Watch
 from mcpx.presentation.text import plain, quoted
 from mcpx.shared.errors import McpxError
 
 Reader = Callable[[str], str]
 
 
-def read_line(prompt: str) -> str:
+def read_line(prompt: str, until: Watch | None = None) -> str:
     """input() for a terminal, except that Ctrl-C cancels whenever it is pressed. CPython's input() misses a
     SIGINT that lands after the prompt is written and before its read() blocks (no EINTR comes then) until the
     person types a line; seen as a Ctrl-C that did nothing on a loaded machine. Here the signal also writes to
-    a wakeup pipe, so the wait ends however it lands, and the KeyboardInterrupt follows at once."""
+    a wakeup pipe, so the wait ends however it lands, and the KeyboardInterrupt follows at once.
+
+    `until`: the question being asked; once it ends elsewhere the read stops with its EndedMeanwhile."""
     sys.stderr.write(prompt)
     sys.stderr.flush()
     fd = sys.stdin.fileno()
@@ -33,7 +37,10 @@ def read_line(prompt: str) -> str:
     previous = signal.set_wakeup_fd(wake_w)
     try:
         while True:
-            ready, _, _ = select.select([fd, wake_r], [], [])
+            ready, _, _ = select.select([fd, wake_r] + ([until.fileno()] if until is not None else []), [], [])
+            if until is not None and until.fileno() in ready:
+                sys.stderr.write("\n")  # off the prompt's line, to say how the question ended
+                raise until.ended()
             if wake_r in ready:
                 os.read(wake_r, 512)  # a signal: its handler (KeyboardInterrupt for Ctrl-C) has run or runs now
                 continue
@@ -47,12 +54,12 @@ def read_line(prompt: str) -> str:
         os.close(wake_w)
 
 
-def read_secret(prompt: str) -> str:
+def read_secret(prompt: str, until: Watch | None = None) -> str:
     """read_line with the terminal's echo off: a credential typed here is never shown (nor left on the screen for
     the scrollback); the line ends with the person's Enter. Not a terminal: read as any line."""
     fd = sys.stdin.fileno()
     if not os.isatty(fd):
-        return read_line(prompt)
+        return read_line(prompt, until)
     import termios  # POSIX terminals only; imported where it is used
 
     before = termios.tcgetattr(fd)
@@ -60,7 +67,7 @@ def read_secret(prompt: str) -> str:
     hidden[3] &= ~termios.ECHO
     termios.tcsetattr(fd, termios.TCSAFLUSH, hidden)
     try:
-        return read_line(prompt)
+        return read_line(prompt, until)
     finally:
         termios.tcsetattr(fd, termios.TCSAFLUSH, before)
         sys.stderr.write("\n")  # the Enter the terminal did not echo
@@ -108,6 +115,12 @@ class TerminalForm:
         self.read = read
         self.read_hidden = read_hidden  # for a credential: nothing typed is shown
         self.out = out
+
+    @classmethod
+    def until(cls, watch: Watch) -> TerminalForm:
+        """A form at this terminal that stops asking once `watch`'s question ends elsewhere (EndedMeanwhile)."""
+        return cls(read=functools.partial(read_line, until=watch), read_hidden=functools.partial(read_secret,
+                                                                                                until=watch))
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)

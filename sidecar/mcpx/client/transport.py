@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from mcpx.daemon.launch import LaunchError, ensure_daemon
 from mcpx.shared import sse
 from mcpx.shared.errors import McpxError
 from mcpx.system import agentshell
@@ -69,6 +71,21 @@ def default_headers() -> dict[str, str]:
         headers["X-Mcpx-Session"] = session
         headers["X-Mcpx-Session-Source"] = "env"
     return headers
+
+
+def ensure_running(what: str) -> None:
+    """Start a detached daemon for this state directory, as `mcpx serve`, doctor and scripts do, unless one answers
+    already or MCPX_DAEMON_URL names one elsewhere (not ours to start); said on stderr when one was started.
+    NoDaemon when none would start, with why."""
+    if os.environ.get("MCPX_DAEMON_URL"):
+        return
+    paths = StatePaths.current()
+    try:
+        started = ensure_daemon(paths, what=what)
+    except LaunchError as exc:
+        raise NoDaemon(str(paths.socket), f"none ran, and one would not start: {exc}") from None
+    if started:
+        print("mcpx: no daemon was running; started one (`mcpx daemon stop` stops it)", file=sys.stderr, flush=True)
 
 
 class DaemonClient:

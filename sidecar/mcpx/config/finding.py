@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from mcpx.config import jsonc
 from mcpx.config.models import Config, data_servers
 from mcpx.config.problems import ConfigError, Problem, problems_of
+from mcpx.shared.names import DEMO_KEY_FILE
 
 DEMO = "demo"
 
@@ -22,10 +23,12 @@ DEMO = "demo"
 def demo_server() -> dict[str, Any]:
     """The bundled demo server's entry. Its questions wait an hour, not elicit.ttl's two minutes: the person
     answering the first one may still be reading the README."""
-    # PYTHONPATH: servers inherit no PYTHONPATH, and mcpx may be run from a checkout rather than installed
+    # PYTHONPATH: servers inherit no PYTHONPATH, and mcpx may be run from a checkout rather than installed.
+    # MCPX_DEMO_KEY_FILE, the daemon's own (it makes the key there): the demo signs its requestState with that key,
+    # so a call waiting on it is answered after a restart (a key drawn per process refuses every re-driven call)
     here = str(Path(__file__).resolve().parents[2])  # sidecar/, where mcpx is
-    return {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"], "env": {"PYTHONPATH": here},
-            "elicit": {"ttl": "1h"}}
+    return {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"],
+            "env": {"PYTHONPATH": here, DEMO_KEY_FILE: "${" + DEMO_KEY_FILE + "}"}, "elicit": {"ttl": "1h"}}
 
 
 def embedded_default() -> dict[str, Any]:
@@ -63,6 +66,20 @@ def config_sources(cwd: Path) -> list[Path]:
                 sources.append(candidate)
             break
     return sources
+
+
+def unread_configs(sources: list[Path], state_root: Path) -> list[Problem]:
+    """Config files that sit where people put one but mcpx never reads (the state directory `state_root`, ~/.mcpx/
+    outside the directories searched), each a warning saying where mcpx reads. A newcomer's config there otherwise
+    ends in the embedded default, and a puzzling refusal of the servers it names."""
+    read = {p.resolve() for p in sources}
+    places = [state_root / "config.json", Path("~/.mcpx/config.json").expanduser()]
+    unread = [p for p in dict.fromkeys(places) if p.is_file() and p.resolve() not in read]
+    where = (f"MCPX_CONFIG names {sources[0]}" if os.environ.get("MCPX_CONFIG") and sources else
+             f"mcpx reads $MCPX_CONFIG, else {USER_CONFIG} under the nearest {PROJECT_CONFIG} of the working "
+             "directory and its parents")
+    return [Problem(str(p), None, f"this file is not read: {where}; move it there, or set MCPX_CONFIG={p}")
+            for p in unread]
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -3,9 +3,11 @@ section 2)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -107,7 +109,29 @@ class ServerElicit(_Model):
     ttl: Seconds | None = None
 
 
+ROOTS_CALLER: Literal["caller"] = "caller"
+Roots = Literal["caller", False] | list[str]
+ROOTS_SHAPES = ('"caller" (the calling client\'s working directory, the default), false (none: mcpx does not declare '
+                'roots to the server, which keeps its own directories) or a list of absolute directories, '
+                'e.g. ["~/notes"]')
+
+
+def _roots_value(value: Any) -> Any:
+    """`roots` as written, or a ValueError naming the three shapes it may take."""
+    if value == ROOTS_CALLER or value is False:
+        return value
+    if isinstance(value, list) and value and all(isinstance(p, str) and p for p in value):
+        relative = [p for p in value if not Path(p).expanduser().is_absolute()]
+        if relative:
+            raise ValueError(f"{', '.join(map(repr, relative))} is not an absolute directory (a fixed root is "
+                             "the same for every caller, so it cannot be relative to one)")
+        return value
+    raise ValueError(f"must be {ROOTS_SHAPES}; got {json.dumps(value)}")
+
+
 class _Server(_Model):
+    roots: Annotated[Roots, BeforeValidator(_roots_value)] = Field(
+        default=ROOTS_CALLER, description="what the server is told of roots: \"caller\", false or a fixed list")
     timeout: Seconds = Field(default=60.0, description="a call's own timeout; paused while a question waits. "
                              "Also how long the server's start may take (never less than 10 s)")
     idle_timeout: Seconds = Field(default=600.0, gt=0, description="an instance of the server with no call for this "
@@ -148,9 +172,29 @@ class StdioServer(_Server):
         return shown_command([self.command, *self.args])
 
 
+class ServerAuth(_Model):
+    """How mcpx logs in to an HTTP server (docs/auth.md): its client at the authorization server, when the server
+    offers no dynamic registration, and the scopes to ask for beyond what the server's challenge names."""
+
+    client_id: str | None = Field(default=None, description="a client registered at the authorization server for "
+                                  "mcpx (its redirect URI: the daemon's http://127.0.0.1:PORT/oauth/callback)")
+    client_secret: str | None = Field(default=None, description="the NAME of the client's secret in the OS keychain "
+                                      "(`mcpx secrets set SERVER NAME`), never the secret itself",
+                                      pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    scopes: list[str] = Field(default=[], description="the scopes to ask for; by default the server's challenge's, "
+                              "else all it lists")
+
+    @model_validator(mode="after")
+    def _secret_needs_client(self) -> ServerAuth:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("auth: clientSecret needs clientId (the client the secret is of)")
+        return self
+
+
 class HttpServer(_Server):
     url: str
     headers: dict[str, str] = {}
+    auth: ServerAuth = ServerAuth()
 
     @property
     def kind(self) -> str:
@@ -165,6 +209,12 @@ class HttpServer(_Server):
         if not re.match(r"^https?://", self.url):
             raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
         return self
+
+
+def secret_names(entry: StdioServer | HttpServer | None) -> list[str]:
+    """The variables a server gets from the keychain: a stdio server's `secrets` (an HTTP server has none). The one
+    rule of which secrets a server has: the daemon reads and asks for these, doctor and `mcpx secrets` list them."""
+    return list(entry.secrets) if isinstance(entry, StdioServer) else []
 
 
 def _server_shape(value: Any) -> str:

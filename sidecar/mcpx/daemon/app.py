@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from mcpx.api import call_routes, elicit_routes, inbox_routes
+from mcpx.api import auth_routes, call_routes, elicit_routes, inbox_routes
 from mcpx.api.inbox_routes import TCP_GUESTS
 from mcpx.api.peers import is_unix
 from mcpx.api.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS, DaemonInfo
@@ -47,6 +47,7 @@ def build_api() -> Api:
     api.endpoints.extend(elicit_routes.api.endpoints)
     api.endpoints.extend(call_routes.api.endpoints)
     api.endpoints.extend(inbox_routes.api.endpoints)
+    api.endpoints.extend(auth_routes.api.endpoints)
     return api
 
 
@@ -67,6 +68,7 @@ def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Ga
     app[TCP_GUESTS] = []
     app[PASSED_CLAIMS] = {}
     inbox_routes.install(app, inbox)
+    auth_routes.install(app)
     app[SHUTDOWN] = asyncio.get_running_loop().create_future()
     api = build_api()
     api.install(app)

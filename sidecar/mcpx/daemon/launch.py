@@ -25,6 +25,7 @@ from typing import Literal
 from mcpx.daemon.origin import ORIGIN_ENV, for_launch
 from mcpx.shared.errors import McpxError
 from mcpx.system import processes
+from mcpx.system.agentshell import unmarked
 from mcpx.system.paths import StatePaths
 from mcpx.system.sockets import socket_alive
 
@@ -75,7 +76,10 @@ def start_detached(paths: StatePaths, by: Literal["serve", "command"], what: str
                    timeout: float = 15.0) -> int:
     """Start a detached daemon (`mcpx daemon --detach ARGS`), told it was started by `what`; its pid."""
     paths.ensure()
-    env = {**os.environ, ORIGIN_ENV: for_launch(by, what)}
+    # the daemon is nobody's agent: a server's child that runs `mcpx elicit answer` descends from it, and would be
+    # refused as an agent's if the daemon carried the marks of the shell that started it (/proc shows what it was
+    # started with, so they are dropped here, not later)
+    env = {**unmarked(os.environ), ORIGIN_ENV: for_launch(by, what)}
     with open(out_file(paths), "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "mcpx", "daemon", "--detach", *args], env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=out)

@@ -27,8 +27,10 @@ from mcpx.api.inbox_routes import NOTIFIER
 from mcpx.api.state import DaemonInfo
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
+from mcpx.broker.models import rfc3339
 from mcpx.broker.store import StoreRefused
 from mcpx.broker.stores import make_store
+from mcpx.call.request import CallRequest
 from mcpx.config.finding import load_config
 from mcpx.config.problems import ConfigError
 from mcpx.config.source import ConfigSource
@@ -40,12 +42,14 @@ from mcpx.inbox import listener
 from mcpx.inbox.notify import Notifier
 from mcpx.inbox.signing import InboxKeys
 from mcpx.inbox.web_routes import Inbox
+from mcpx.oauth.logins import CALLBACK_PATH
 from mcpx.shared.errors import McpxError
+from mcpx.shared.names import DEMO_KEY_FILE
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.request_state import RequestStates
 from mcpx.system.paths import StatePaths, load_key, write_private
 from mcpx.system.sockets import socket_alive
-from mcpx.upstream.calls import CallRequest
+from mcpx.upstream.children import Children
 from mcpx.upstream.gateway import Gateway
 
 log = logging.getLogger("mcpx.daemon")
@@ -180,7 +184,13 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         broker = Broker(store, settings)
         parts.push_async_callback(broker.stop)
         await broker.start()
-        gateway = Gateway(broker, settings)
+        # the demo's requestState key, kept here across restarts: its entry passes this variable through (${…})
+        os.environ[DEMO_KEY_FILE] = str(paths.demo_key)
+        await asyncio.to_thread(load_key, paths.demo_key)
+        children = Children(paths)  # what daemons before this one left running ends here; this one's own, if it dies
+        await children.start()
+        parts.push_async_callback(children.close)
+        gateway = Gateway(broker, settings, spawned=children)
         parts.push_async_callback(gateway.close)
         await gateway.start()
         surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))
@@ -211,10 +221,11 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         except OSError as exc:
             where = f"{tcp[0]}:{tcp[1]}" if tcp else "loopback"
             raise DaemonError(f"cannot listen on {where}: {exc.strerror or exc}") from None
+        gateway.logins.callback_url = inbox.base + CALLBACK_PATH  # where a login's browser comes back
         write_private(paths.daemon_json, json.dumps({
             "pid": os.getpid(), "socket": str(paths.socket), "listen": info.listen, "version": __version__,
             "inbox": inbox.base + "/inbox",
-            "startedAt": info.started_at.isoformat(), "origin": started_by.model_dump(exclude_none=True),
+            "startedAt": rfc3339(info.started_at), "origin": started_by.model_dump(exclude_none=True),
         }).encode())
         await notifier.start()
         broker.start_reminders()  # only now: a reminder due at start is written once its notifier listens

@@ -17,6 +17,8 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from mcpx import __version__
@@ -26,6 +28,7 @@ from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.peer import Peer
 from mcpx.mcp.protocol import LATEST_LEGACY, LEGACY_VERSIONS, META_CAPABILITIES, META_VERSION, MODERN_VERSIONS
 from mcpx.mcp.stdio import StreamChannel
+from mcpx.shared.names import DEMO_KEY_FILE
 
 INFO = {"name": "mcpx-demo", "version": __version__}
 CAPABILITIES = {"tools": {"listChanged": False}}
@@ -64,13 +67,26 @@ class StateSeal:
         return list(data["a"])
 
 
+def _key(environ: Mapping[str, str]) -> bytes:
+    """MCPX_DEMO_KEY itself; else the key in the file MCPX_DEMO_KEY_FILE names (the daemon makes it in its state
+    directory and passes its name to the embedded default's demo), so a requestState signed before a restart opens
+    after it; else one drawn for this process alone."""
+    if key := environ.get("MCPX_DEMO_KEY"):
+        return key.encode()
+    if path := environ.get(DEMO_KEY_FILE):
+        with contextlib.suppress(OSError):
+            kept = Path(path).read_bytes()
+            if len(kept) >= 32:
+                return kept
+    return secrets.token_bytes(32)
+
+
 class DemoServer:
     def __init__(self) -> None:
         self.peer: Peer | None = None
         self.legacy_caps: dict[str, Any] | None = None
         self.legacy_version = LATEST_LEGACY
-        key = os.environ.get("MCPX_DEMO_KEY")
-        self.seal = StateSeal(key.encode() if key else secrets.token_bytes(32))
+        self.seal = StateSeal(_key(os.environ))
 
     async def on_request(self, msg: Message) -> dict[str, Any]:
         method = msg["method"]

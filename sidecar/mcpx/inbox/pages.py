@@ -16,6 +16,7 @@ from string import Template
 from typing import Any
 from urllib.parse import urlencode
 
+from mcpx.broker import approvals
 from mcpx.broker.broker import redact
 from mcpx.broker.models import Answer, Elicitation, rfc3339
 from mcpx.config.durations import format_duration
@@ -188,6 +189,24 @@ def outcome(q: Elicitation, answer: Answer | None, *, elsewhere: bool = False) -
             "<p>It cannot be answered.</p></div>")
 
 
+def _no_vote(q: Elicitation, person: str, where: approvals.Standing | None) -> str:
+    """An approver's page once their vote is in (or the asker's, or an outsider's, from a link made before mcpx
+    refused to make one): what they did, where the approvals stand, and nothing to press."""
+    a = q.approvals
+    assert a is not None
+    if where == "approved":
+        said = f"You approved this, as {person}."
+    elif where == "asker":
+        said = (f"You asked this question, as {person}: nobody approves their own request. To withdraw it: "
+                f"mcpx elicit cancel {q.id}")
+    else:
+        said = f"{person} is not an approver of this question."
+    waiting = f" Waiting for {', '.join(a.waiting)}." if a.waiting else ""
+    return (f'<div class="card" id="your-vote"><h2 id="vote">{_e(said)}</h2>'
+            f'<p id="standing">{_e(a.status)}.{_e(waiting)}</p>'
+            "<p>There is nothing more to answer here; this page shows the outcome once the question ends.</p></div>")
+
+
 def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = None,
                   values: Mapping[str, Any] | None = None, problems: Mapping[str, str] | None = None,
                   error: str | None = None, notice: str | None = None, consent: bool | None = None,
@@ -207,7 +226,12 @@ def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = N
     if passkey_page is not None:
         parts.append(f'<p class="notice" id="passkey-page">Accepting this needs your passkey, which your browser '
                      f'offers only on <a href="{_e(passkey_page)}">its page on localhost</a>.</p>')
-    if q.state == "pending":
+    person = person_in(link)
+    where = approvals.standing(q.approvals, person) if q.approvals is not None and person is not None else None
+    if q.state == "pending" and where not in (None, "waiting"):
+        # this person's vote is in, or was never theirs to give: where it stands, and no button that would be refused
+        parts.append(_no_vote(q, person or "", where))
+    elif q.state == "pending":
         followed = f' data-follow="{follow}"' if follow is not None else ""
         parts.append(f'<div id="now" data-id="{_e(q.id)}"{followed} aria-live="polite">')
         if q.mode == "url":
@@ -217,7 +241,7 @@ def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = N
             fields = form_fields(q.requested_schema, set(q.secret_fields), values, problems, asker=q.server)
             parts.append('<div class="card">' + _buttons(q, link, fields) + "</div>")
         live = ' · <span id="live">connecting…</span>' if follow is not None else ""
-        who = f"person:{person}" if (person := person_in(link)) else "person:web"
+        who = f"person:{person}" if person else "person:web"
         parts.append(f'<p class="meta">Answers given here are recorded as <code>{_e(who)}</code>.{live}</p></div>')
     else:
         parts.append(outcome(q, answer))

@@ -12,8 +12,9 @@ import base64
 import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -47,6 +48,38 @@ class SseState:
     retry_ms: int = 1000
 
 
+AUTH_NEEDED = "authNeeded"  # in the data of the error a request fails with when the server wants a login
+
+
+class AuthNeeded(ConnectionError):
+    """The server wants credentials its authorizer cannot give without the person (a login)."""
+
+
+class Authorizer(Protocol):
+    """What a channel asks about authorization (MCP's, OAuth 2.1), knowing nothing of who provides it.
+
+    `authorization()`: the Authorization header for the next request, or None to send none (it may refresh a
+    token about to expire first). `challenged(status, www_authenticate)`: the server answered 401, or 403 with
+    insufficient_scope; None to send the request once more (with what `authorization()` gives now), else the
+    words the request fails with (a login is needed: the provider knows, and says so).
+    """
+
+    async def authorization(self) -> str | None: ...
+
+    async def challenged(self, status: int, www_authenticate: str | None) -> str | None: ...
+
+
+def challenge_of(status: int, headers: Any) -> str | None:
+    """The WWW-Authenticate of a response that asks for (other) credentials: a 401, or a 403 whose error is
+    insufficient_scope (a step-up, RFC 6750 §3.1); None for any other response."""
+    www = headers.get("WWW-Authenticate")
+    if status == 401:
+        return str(www or "")
+    if status == 403 and www and "insufficient_scope" in www:
+        return str(www)
+    return None
+
+
 def header_value(value: Any) -> str:
     """A value for Mcp-Name / Mcp-Param-*: plain when header-safe, else the spec's base64 sentinel."""
     if isinstance(value, bool):
@@ -60,10 +93,12 @@ def header_value(value: Any) -> str:
 
 
 class HttpChannel:
-    def __init__(self, name: str, url: str, headers: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, name: str, url: str, headers: dict[str, str] | None = None, timeout: float = 30.0,
+                 auth: Authorizer | None = None) -> None:
         self.name = name
         self.url = url
         self.headers = dict(headers or {})
+        self.auth = auth
         self.protocol_version: str | None = None  # set once negotiated; modern requests carry it per request
         self.session_id: str | None = None
         self.param_headers: dict[str, dict[str, str]] = {}  # tool -> {argument: header name} (x-mcp-header)
@@ -114,16 +149,38 @@ class HttpChannel:
         if jsonrpc.kind(msg) == "request":
             self._posts[msg["id"]] = asyncio.create_task(self._post_request(msg))
             return
-        async with self._http.post(self.url, data=json.dumps(msg), headers=self._headers_for(msg)) as resp:
+        async with self._post(msg) as resp:
             if resp.status not in (200, 202, 204):
                 body = await resp.text()
                 raise ConnectionError(f"{self.name}: POST of a {jsonrpc.kind(msg)} got HTTP {resp.status}: "
                                       f"{body[:300]}")
 
+    @contextlib.asynccontextmanager
+    async def _post(self, msg: Message) -> AsyncIterator[aiohttp.ClientResponse]:
+        """POST one message, with the authorizer's header. Asked for credentials (a 401, a step-up's 403), the
+        authorizer gets them and the message goes once more; when it cannot (a login is needed), or the server
+        refuses what it got, the request fails with its words (AuthNeeded)."""
+        body = json.dumps(msg)
+        for _attempt in range(2):
+            headers = self._headers_for(msg)
+            if self.auth is not None and (authorization := await self.auth.authorization()) is not None:
+                headers["Authorization"] = authorization
+            async with self._http.post(self.url, data=body, headers=headers) as resp:
+                www = challenge_of(resp.status, resp.headers) if self.auth is not None else None
+                if www is None:
+                    yield resp
+                    return
+            assert self.auth is not None
+            refused = await self.auth.challenged(resp.status, www)
+            if refused is not None:
+                raise AuthNeeded(f"{self.name}: {refused}")
+        raise AuthNeeded(f"{self.name}: {shown_url(self.url)} refused the credentials it asked for (HTTP "
+                         f"{resp.status})")
+
     async def _post_request(self, msg: Message) -> None:
         rid = msg["id"]
         try:
-            async with self._http.post(self.url, data=json.dumps(msg), headers=self._headers_for(msg)) as resp:
+            async with self._post(msg) as resp:
                 if sid := resp.headers.get(SESSION_ID_HEADER):
                     self.session_id = sid
                 ctype = resp.headers.get("Content-Type", "")
@@ -153,6 +210,8 @@ class HttpChannel:
                 else:
                     self._incoming.put_nowait(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"{self.name}: {problem}",
                                                             {"httpStatus": resp.status}))
+        except AuthNeeded as exc:
+            self._incoming.put_nowait(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, str(exc), {AUTH_NEEDED: True}))
         except asyncio.CancelledError:
             raise  # withdrawn (modern HTTP: closing the stream is the cancel), or the channel closes
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -169,7 +228,7 @@ class HttpChannel:
             if stream.last_id is None or self._closed or is_modern(self.protocol_version):
                 break
             await asyncio.sleep(min(stream.retry_ms, 5000) / 1000)
-            headers = {**self._get_headers(), "Last-Event-ID": stream.last_id}
+            headers = {**await self._get_headers(), "Last-Event-ID": stream.last_id}
             try:
                 async with self._http.get(self.url, headers=headers) as resp:
                     if resp.status != 200 or not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
@@ -181,8 +240,10 @@ class HttpChannel:
         self._incoming.put_nowait(jsonrpc.error(
             rid, jsonrpc.INTERNAL_ERROR, f"{self.name}: the server closed the response stream before answering"))
 
-    def _get_headers(self) -> dict[str, str]:
+    async def _get_headers(self) -> dict[str, str]:
         h = {"Accept": "text/event-stream", **self.headers}
+        if self.auth is not None and (authorization := await self.auth.authorization()) is not None:
+            h["Authorization"] = authorization
         if self.protocol_version:
             h[VERSION_HEADER] = self.protocol_version
         if self.session_id:
@@ -202,7 +263,7 @@ class HttpChannel:
         stream = SseState()
         failures = 0
         while not self._closed and failures < 5:
-            headers = self._get_headers()
+            headers = await self._get_headers()
             if stream.last_id is not None:
                 headers["Last-Event-ID"] = stream.last_id
             try:

@@ -8,7 +8,7 @@ keys and the `requestState` byte for byte, until the result is `complete`.
 
 `drive` is that loop and nothing else. It sends through a function it is given and gets a round's answers
 from another, so it knows no connection, broker or deadline: `upstream/connection.py` gives it the wire, and
-`upstream/calls.py`'s `CallContext` the answers (the broker's questions). Its rules:
+`upstream/mcp_call.py`'s `McpCallHooks` the answers (the broker's questions). Its rules:
 
 - a round that asks counts towards `max_rounds`; one more is `TooManyRounds`;
 - a round that carries only `requestState` (the server is still at it) is sent again after a pause that grows

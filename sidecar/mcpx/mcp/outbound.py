@@ -6,14 +6,16 @@ request's notifications and the server's own requests go on that request's SSE s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from mcpx.mcp.peer import Peer
 
 
 class Outbound(Protocol):
-    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        """A request to the client, tied to the request being handled."""
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None,
+                      sent: Callable[[], object] | None = None) -> dict[str, Any]:
+        """A request to the client, tied to the request being handled; `sent` hears when it is written."""
         ...
 
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
@@ -34,8 +36,9 @@ class PeerOutbound:
         self.peer = peer
         self.request_id = request_id
 
-    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        return await self.peer.request(method, params, timeout=timeout)
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None,
+                      sent: Callable[[], object] | None = None) -> dict[str, Any]:
+        return await self.peer.request(method, params, timeout=timeout, sent=sent)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.peer.notify(method, params)
@@ -53,7 +56,8 @@ class NoOutbound:
     def __init__(self, notify_to: Any = None) -> None:
         self._notify_to = notify_to
 
-    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None,
+                      sent: Callable[[], object] | None = None) -> dict[str, Any]:
         raise RuntimeError("a 2026-07-28 request cannot carry server-initiated requests")
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:

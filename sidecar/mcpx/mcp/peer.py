@@ -92,9 +92,9 @@ class Peer:
 
     async def request(self, method: str, params: dict[str, Any] | None = None,
                       timeout: float | None = None, numbered: Callable[[jsonrpc.Id], None] | None = None,
-                      ) -> dict[str, Any]:
+                      sent: Callable[[], object] | None = None) -> dict[str, Any]:
         """Send a request and return its result; RpcError for an error reply, PeerClosed if the peer dies.
-        `numbered` hears the request's id before it is sent."""
+        `numbered` hears the request's id before it is sent, `sent` that it was written."""
         if self.closed.is_set():
             raise PeerClosed(self.close_reason or f"{self.name} is closed")
         rid = next(self._ids)
@@ -104,6 +104,8 @@ class Peer:
         self._pending[rid] = fut
         try:
             await self._send(jsonrpc.request(rid, method, params), method)
+            if sent is not None:
+                sent()
             if timeout:
                 # the reply's future is ours alone, so a timeout may cancel it: no shield, no wait_for's extra
                 # future, and the caller resumes in the loop turn the reply is read in

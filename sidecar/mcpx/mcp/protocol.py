@@ -67,6 +67,18 @@ class ClientCapabilities(Loose):
         return self.elicitation.modes() if self.elicitation is not None else set()
 
 
+class ToolAnnotations(Loose):
+    """What a server says of a tool's effects (a Tool's `annotations`): the hints mcpx reads."""
+
+    read_only_hint: bool | None = Field(default=None, alias="readOnlyHint")
+    destructive_hint: bool | None = Field(default=None, alias="destructiveHint")
+
+    @property
+    def may_change_things(self) -> bool:
+        """A tool changes things unless its server says otherwise (read-only, or not destructive)."""
+        return not (self.read_only_hint is True or self.destructive_hint is False)
+
+
 class InitializeParams(Loose):
     protocol_version: str = Field(alias="protocolVersion")
     capabilities: ClientCapabilities = ClientCapabilities()

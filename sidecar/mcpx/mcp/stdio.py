@@ -11,7 +11,7 @@ import os
 import signal
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
@@ -23,6 +23,17 @@ log = logging.getLogger("mcpx.mcp")
 
 class StartError(McpxError):
     """An upstream that could not start: says which command and what it printed."""
+
+
+class Spawned(Protocol):
+    """Who is told of each server process as it starts and once it is gone (upstream/children.py: the record a dead
+    daemon's servers are ended by), and what each runs before its command (the kernel's parent-death signal)."""
+
+    preexec: Callable[[], None] | None
+
+    def started(self, pid: int, server: str) -> None: ...
+
+    def ended(self, pid: int) -> None: ...
 
 
 class _Sending:
@@ -337,17 +348,19 @@ class ProcessChannel(PipeChannel):
     """
 
     def __init__(self, proc: asyncio.subprocess.Process, writer: asyncio.StreamWriter, output_gone: asyncio.Event,
-                 command: list[str], name: str) -> None:
+                 command: list[str], name: str, spawned: Spawned | None = None) -> None:
         super().__init__(writer, output_gone, name, answer_bad_frames=False)
         self.proc = proc
+        self.spawned = spawned
         self.command = command
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
         self._stderr_task = asyncio.create_task(self._drain_stderr())
 
     @classmethod
     async def start(cls, name: str, command: str, args: list[str], env: dict[str, str],
-                    cwd: str | None = None) -> ProcessChannel:
-        """Start the server with exactly `env` as its environment: nothing of the daemon's is added here."""
+                    cwd: str | None = None, spawned: Spawned | None = None) -> ProcessChannel:
+        """Start the server with exactly `env` as its environment: nothing of the daemon's is added here. `spawned`
+        hears of its process, and gives what it runs before its command."""
         argv = [command, *args]
         # socket pairs, as uvloop's subprocess transport gave a server (it sees what it saw), not inheritable: only
         # the child's ends reach the child, as its 0 and 1
@@ -358,7 +371,7 @@ class ProcessChannel(PipeChannel):
                 *argv, stdin=stdin_r, stdout=stdout_w, stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
                 limit=jsonrpc.MAX_LINE,
                 # its own process group: stopping it stops what it started too (npx runs node under npm)
-                start_new_session=True)
+                start_new_session=True, preexec_fn=spawned.preexec if spawned is not None else None)
         except (OSError, ValueError) as exc:
             os.close(stdin_w)
             os.close(stdout_r)
@@ -371,13 +384,17 @@ class ProcessChannel(PipeChannel):
         finally:
             os.close(stdin_r)
             os.close(stdout_w)
+        if spawned is not None:
+            spawned.started(proc.pid, name)
         try:
             writer, gone, rfile = await _pipes(stdout_r, stdin_w)
-            channel = cls(proc, writer, gone, argv, name)
+            channel = cls(proc, writer, gone, argv, name, spawned)
             await channel._read_from(rfile)
         except BaseException:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            if spawned is not None:
+                spawned.ended(proc.pid)
             raise
         return channel
 
@@ -433,6 +450,8 @@ class ProcessChannel(PipeChannel):
                     self._signal_group(signal.SIGKILL)
                     await self.wait_exit(2.0)
         self._signal_group(signal.SIGTERM)
+        if self.spawned is not None:
+            self.spawned.ended(self.proc.pid)
         self._stderr_task.cancel()
         self.writer.close()
         if self.read_transport is not None:

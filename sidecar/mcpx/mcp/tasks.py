@@ -13,7 +13,7 @@ carries the extension's declaration too (a server refuses it otherwise).
 
 `follow` is that loop and nothing else, like `input_required.drive` beside it: it reaches the server through a
 `TaskWire` and gets each request's answer from a function it is given, so it knows no connection, broker or
-deadline (`upstream/connection.py` gives it the wire, `upstream/calls.py`'s `CallContext` the answers). Its
+deadline (`upstream/connection.py` gives it the wire, `upstream/mcp_call.py`'s `McpCallHooks` the answers). Its
 rules:
 
 - poll at the server's `pollIntervalMs` (its latest word: the value may change), never under `POLL_FLOOR`

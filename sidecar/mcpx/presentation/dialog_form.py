@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
-from mcpx.broker.models import Elicitation, WireModel
+from mcpx.broker.models import Elicitation, Moment, WireModel
 from mcpx.broker.schema import Field as SchemaField
 from mcpx.broker.schema import same
 from mcpx.presentation.text import clock, plain, quoted
@@ -64,7 +63,7 @@ class DialogForm(WireModel):
     asker: str = Field(description="the server and the tool whose call asks")
     message: list[str] = Field(description="the server's words, line by line, as safe text")
     why: str = Field(description="why it is the person's to answer")
-    expires_at: datetime
+    expires_at: Moment
     clock: str = Field(description="the deadline on the person's clock: 14:02")
     url: UrlBlock | None = Field(default=None, description="url mode: the page the person may open")
     fields: list[FormField]

@@ -15,6 +15,12 @@ def plain(text: object, limit: int = 4000) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def one_line(text: object, limit: int = 4000) -> str:
+    """Untrusted text shown in one line of a listing: its line breaks and runs of spaces as one space (a tool's
+    description in paragraphs reads as one sentence after another, not as ⏎  ⏎), then as plain() shows it."""
+    return plain(" ".join(str(text).split()), limit)
+
+
 def quoted(text: object, limit: int = 4000) -> str:
     """Untrusted text in quotes, so it reads as someone else's words."""
     return "“" + plain(text, limit) + "”"

@@ -11,7 +11,7 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── Busy                     broker/sqlite.py: the database is locked by another process
      ├── ConfigError              config/problems.py: a config that does not hold, naming file and field
      ├── RpcError                 mcp/jsonrpc.py: a JSON-RPC error to answer with, or answered with
-     │    └── Untold              upstream/attribution.py
+     │    └── UnattributedRequest              upstream/attribution.py
      ├── FrameError               mcp/jsonrpc.py: a frame that is not JSON-RPC
      ├── PeerClosed               mcp/peer.py: the other side went away
      ├── StartError               mcp/stdio.py: an upstream that could not start
@@ -22,9 +22,9 @@ Python or a library raised. Each family stays where its layer is; this module im
      │    ├── UnknownServer       upstream/pool.py
      │    └── MissingSecrets      upstream/secrets.py: a server's secret not in the keychain, or no keychain
      ├── NoKeychain, KeychainError  system/keychain.py: no OS keychain answers here; or it answered with a refusal
-     ├── CallFailed               upstream/calls.py: a call that ended without a result
-     ├── CallTimeout              upstream/deadline.py
-     ├── UnknownTask              upstream/gateway.py
+     ├── CallFailed               call/errors.py: a call that ended without a result
+     ├── CallTimeout              call/deadline.py
+     ├── UnknownTask              call/errors.py
      ├── Refused                  surface/http_endpoint.py: a /mcp request answered before the surface
      ├── RouteError               api/table.py: a /v1 route's refusal
      ├── DaemonError              daemon/server.py
@@ -35,8 +35,8 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── HandoffError             shared/handoff.py
      ├── ProcessUnseen            system/agentshell.py
      └── the CLI's and the client library's: NoDaemon, ApiError (client/transport.py), Refused (cli/serve_handoff.py),
-         Declined (client/prompt.py), Unimportable (cli/hosts/server_import.py),
-         HostConfigError (cli/hosts/host_files.py)
+         Declined (client/prompt.py), EndedMeanwhile (client/question_watch.py),
+         Unimportable (cli/hosts/server_import.py), HostConfigError (cli/hosts/host_files.py)
           └── OpencodeError (cli/hosts/opencode_files.py)
 
 The ValueError subclasses (JsonRefused, SchemaProblem, EntriesProblem, RepliesProblem) stay ValueErrors: they are

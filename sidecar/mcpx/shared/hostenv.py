@@ -7,15 +7,25 @@ which cancels every question by itself about 6 ms after it arrives; `sdk-ts` and
 which answer decline when nobody was shown the question (Claude Code issue #89858). Seen in 2.1.332; the facts are in
 ../shared/opencode-e2e/README.md. What an unattended host answers is nobody's answer, so mcpx never records it
 (surface/driver.py): the question waits for a person elsewhere (docs/claude-code.md).
+
+Codex CLI (0.169.0) gives its MCP servers a fixed few variables and none of its own, so its environment says nothing;
+each request does instead (`call_host`): its client is `codex-mcp-client`, and every tools/call's `_meta` carries
+Codex's session (`sessionId`, the same as `threadId`: the conversation `codex resume` goes on with) and
+`x-codex-turn-metadata`, whose `turn_trigger` is "exec" for `codex exec`, which answers every question `decline`
+within milliseconds, shown to nobody (../shared/host-facts/codex-gemini.md; docs/codex.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 SESSION_PREFIX = "claude-"  # an mcpx session named after Claude Code's own, so both name it alike
+CODEX_CLIENT = "codex-mcp-client"  # Codex's clientInfo.name
+CODEX_PREFIX = "codex-"
+CODEX_TURN = "x-codex-turn-metadata"
 
 
 class Host(BaseModel):
@@ -43,3 +53,14 @@ def host_of(env: Mapping[str, str]) -> Host | None:
     session = env.get("CLAUDE_CODE_SESSION_ID") or None
     return Host(name="claude-code", session=claude_session(session) if session else None,
                 unattended=unattended_entrypoint(env.get("CLAUDE_CODE_ENTRYPOINT")))
+
+
+def call_host(client_info: Mapping[str, Any], meta: Mapping[str, Any]) -> Host | None:
+    """The host of one request, when the request says which (Codex, in each tools/call's _meta); None otherwise."""
+    if client_info.get("name") != CODEX_CLIENT:
+        return None
+    found = meta.get(CODEX_TURN)
+    turn: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    session = meta.get("sessionId") or turn.get("session_id")
+    return Host(name="codex", session=CODEX_PREFIX + session if isinstance(session, str) and session else None,
+                unattended=turn.get("turn_trigger") == "exec")

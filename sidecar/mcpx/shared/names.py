@@ -25,6 +25,9 @@ INPUT_REQUIRED_META = "io.mcpx/inputRequired"  # a call that waits: its task, tr
 WITHHELD_META = "io.mcpx/withheld"  # the same result with each of the person's questions stood in for
 RESULT_META = {"inputRequired": INPUT_REQUIRED_META, "withheld": WITHHELD_META}
 
+# the daemon's variable that names the file of the demo server's requestState key: the daemon sets it and makes
+# the key (demo-request-state.key in the state directory), the demo's entry passes it through as ${…}, the demo reads it
+DEMO_KEY_FILE = "MCPX_DEMO_KEY_FILE"
 MAX_BODY = 1024 * 1024  # the largest request body the daemon reads, on /v1 and /mcp alike
 
 # resolved when the daemon starts to stop: long polls and streams end at once instead of holding the drain open.

@@ -3,7 +3,8 @@
 A question is offered only to the session that caused it, so every door must name sessions
 alike. The first of these that is given wins: the MCP request's own `_meta` (io.mcpx/session),
 an explicit argument, the X-Mcpx-Session header (or MCPX_SESSION_ID that `mcpx serve` passes
-in it), and last the fallback: one session per config and working directory.
+in it), the host's own session as its request names it (Codex's: mcpx/shared/hostenv.py), and last the fallback: one
+session per config and working directory.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def header_source(value: str | None) -> HeaderSource:
 
 def resolve_session(fallback: Callable[[str | Path | None], str], *, meta: object = None, argument: object = None,
                     header: str | None = None, source: HeaderSource = "header", cwd: str | None = None,
-                    ) -> tuple[str, SessionSource]:
+                    host: str | None = None) -> tuple[str, SessionSource]:
     """(session, where it came from). `fallback` is the config's (ConfigSource.fallback_session)."""
     if isinstance(meta, str) and meta:
         return meta, "meta"
@@ -32,4 +33,6 @@ def resolve_session(fallback: Callable[[str | Path | None], str], *, meta: objec
         return argument, "argument"
     if header:
         return header, source
+    if host:
+        return host, "meta"
     return fallback(cwd), "fallback"

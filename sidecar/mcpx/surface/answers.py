@@ -18,9 +18,9 @@ from typing import Any
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent
 from mcpx.broker.models import Elicitation
-from mcpx.upstream.calls import CallTask
+from mcpx.call.record import Call
 
-SLOT = "slot:"  # a target that is a request for the client itself, by its key in CallTask.slots
+SLOT = "slot:"  # a target that is a request for the client itself, by its key in Call.slots
 SETTLING = 5.0  # how long the answers may take to reach the call before the reply goes anyway
 
 
@@ -31,7 +31,7 @@ class Given:
     refused: dict[str, InvalidContent] = field(default_factory=dict)  # question id -> why its content did not fit
 
 
-async def give(broker: Broker, task: CallTask, replies: dict[str, Any], session: str, unattended: bool) -> Given:
+async def give(broker: Broker, call: Call, replies: dict[str, Any], session: str, unattended: bool) -> Given:
     """`replies`: a question id (or SLOT and a slot's key) -> the client's response to it. Once given, waits (a
     moment, at most SETTLING) for the call to wake on them, so whoever reads the call next sees it moved on."""
     given = Given()
@@ -39,17 +39,17 @@ async def give(broker: Broker, task: CallTask, replies: dict[str, Any], session:
         if not isinstance(reply, dict):
             continue  # not a response: as if missing
         if target.startswith(SLOT):
-            slot = task.slots.get(target[len(SLOT):])
+            slot = call.slots.get(target[len(SLOT):])
             if slot is not None and not slot.future.done():
                 slot.future.set_result(reply)  # the client's own result, verbatim
                 given.answered.add(target[len(SLOT):])
             continue
         if reply.get("action") not in ("accept", "decline", "cancel"):
             continue
-        q = task.open.get(target)
+        q = call.open.get(target)
         if unattended:  # not an answer (surface/driver.py, _ask_client): while it waits, not given to it again
             if q is not None:
-                task.passed_over.add(target)
+                call.pass_over(target)
             continue
         try:
             await broker.answer(target, reply["action"], client_content(q, reply),
@@ -62,7 +62,7 @@ async def give(broker: Broker, task: CallTask, replies: dict[str, Any], session:
             given.late.append(f"mcpx: {exc}; the answer given here was not used.")
     # the call wakes on the answers a moment later; until then they still look open
     answered = given.answered
-    await task.wait_for(lambda: task.done or not (answered & (set(task.open) | set(task.slots))), SETTLING)
+    await call.wait_for(lambda: call.done or not (answered & (set(call.open) | set(call.slots))), SETTLING)
     return given
 
 

@@ -16,7 +16,7 @@ from mcpx.mcp.protocol import (
     Era,
     versions_with_url_mode,
 )
-from mcpx.presentation.passing import passed_message
+from mcpx.presentation.passing import passed_message, passed_schema
 from mcpx.shared.sessions import HeaderSource
 
 
@@ -91,7 +91,7 @@ def shaped(q: Elicitation, state: ClientState) -> dict[str, Any]:
         if state.era == "legacy":
             params["elicitationId"] = q.upstream_id or q.id
     else:
-        params["requestedSchema"] = q.requested_schema
+        params["requestedSchema"] = passed_schema(q)
         if state.era == "modern" or (state.version and versions_with_url_mode(state.version)):
             params["mode"] = "form"
     return params

@@ -9,6 +9,7 @@ actionable result while the upstream call keeps running in the daemon.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from mcpx import __version__
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import SessionSource
+from mcpx.call.request import routable
 from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc, tasks
 from mcpx.mcp.jsonrpc import Message, RpcError
@@ -32,6 +34,7 @@ from mcpx.mcp.protocol import (
     InitializeParams,
 )
 from mcpx.mcp.tasks import EXTENSION
+from mcpx.shared.hostenv import call_host
 from mcpx.shared.sessions import resolve_session
 from mcpx.surface.client_state import ClientState
 from mcpx.surface.driver import CallDriver
@@ -39,8 +42,7 @@ from mcpx.surface.naming import ToolNames
 from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG, OwnTools, listed
 from mcpx.surface.request_state import RequestStates
 from mcpx.surface.tasks import METHODS as TASK_METHODS
-from mcpx.surface.tasks import TaskDoor, missing_extension
-from mcpx.upstream.calls import routable
+from mcpx.surface.tasks import TasksExtension, missing_extension
 from mcpx.upstream.connection import UpstreamConnection
 from mcpx.upstream.gateway import Gateway
 
@@ -65,7 +67,7 @@ class Surface:
         self.gateway = gateway
         self.settings = settings  # read at each use: a reload replaces the config whole
         self.names = ToolNames(gateway, settings)
-        self.tasks = TaskDoor(gateway, broker)
+        self.tasks = TasksExtension(gateway, broker)
         self.driver = CallDriver(gateway, broker, settings, states, self.tasks)
         self.own_tools = OwnTools(broker, gateway)
         self._sinks: set[ClientState] = set()
@@ -182,7 +184,7 @@ class Surface:
                 "serverInfo": SERVER_INFO, "instructions": await self._instructions(state)}
 
     async def _upstream_facts(self, server: str) -> dict[str, Any]:
-        async with self.gateway.pool.lease(server, "*") as conn:
+        async with self.gateway.mcp.pool.lease(server, "*") as conn:
             return conn.facts.capabilities if conn.facts else {}
 
     async def _scope_facts(self, state: ClientState) -> dict[str, Any] | None:
@@ -254,8 +256,10 @@ class Surface:
     # ---- sessions
 
     def session_for(self, state: ClientState, meta: dict[str, Any], argument: Any) -> tuple[str, SessionSource]:
+        host = call_host(state.client_info, meta)
         return resolve_session(self.settings.fallback_session, meta=meta.get(META_SESSION), argument=argument,
-                               header=state.env_session, source=state.env_source, cwd=state.cwd)
+                               header=state.env_session, source=state.env_source, cwd=state.cwd,
+                               host=host.session if host is not None else None)
 
     # ---- calls
 
@@ -269,6 +273,11 @@ class Surface:
         if name in MCPX_TOOLS:
             return await self.own_tools.call(name, arguments, session, state)
         server, tool = await self.names.resolve(name, state)
+        host = call_host(state.client_info, meta)
+        if host is not None and host.unattended and not state.unattended:
+            # this request's host has nobody at it (`codex exec`): what it replies is nobody's answer
+            # (mcpx/shared/hostenv.py)
+            state = dataclasses.replace(state, unattended=True)
         return await self.driver.call(state, name, server, tool, arguments, session, source, params, meta, out)
 
     async def tool_def(self, name: str, state: ClientState) -> dict[str, Any] | None:
@@ -287,7 +296,7 @@ class Surface:
         if kept_meta:
             forwarded["_meta"] = kept_meta
         caps = routable(state.declared())
-        async with self.gateway.pool.lease(state.scope, session, era=state.era, declared=caps) as conn:
+        async with self.gateway.mcp.pool.lease(state.scope, session, era=state.era, declared=caps) as conn:
             if state.push is not None:
                 push = state.push
 

@@ -19,6 +19,8 @@ from typing import Any
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound, PresenceNeeded
 from mcpx.broker.models import Elicitation, SessionSource
+from mcpx.call.record import Call, FirstAsker, Watch
+from mcpx.call.request import CallRequest, Slot
 from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.input_required import InputRequired, Retry
@@ -31,8 +33,7 @@ from mcpx.surface.answers import SLOT, client_content, give, problems
 from mcpx.surface.client_state import ClientState, shaped
 from mcpx.surface.request_state import RequestStates, binding
 from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
-from mcpx.surface.tasks import TaskDoor
-from mcpx.upstream.calls import CallRequest, CallTask, Slot
+from mcpx.surface.tasks import TasksExtension
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
 log = logging.getLogger("mcpx.surface")
@@ -42,7 +43,7 @@ HEARTBEAT = 10.0  # progress notifications keep a host's timeout from firing whi
 
 class CallDriver:
     def __init__(self, gateway: Gateway, broker: Broker, settings: ConfigSource, states: RequestStates,
-                 tasks: TaskDoor) -> None:
+                 tasks: TasksExtension) -> None:
         self.gateway = gateway
         self.broker = broker
         self.settings = settings
@@ -60,13 +61,18 @@ class CallDriver:
             task = await self._start(server, tool, arguments, session, source, state, out, meta)
         else:
             task, late = await self._take_retry(params, bound, session, state.unattended)
+        serving: dict[str, asyncio.Task[bool]] = {}  # what this client is being asked, by question or slot
+        watch = task.watch()
+        asks_first = state.era == "legacy"
+        if asks_first:  # it may be asked mid-call: a question it can answer is put to it before its commit
+            task.first_asker(self._first_asker(task, state, out, serving, watch))
         try:
             if started:
                 # one loop turn: the call's own task takes its first step, which sends the request upstream,
                 # before this sets up to wait on it; that setup then runs while the server works, not on the
                 # request's way
                 await asyncio.sleep(0)
-            result = await self._drive(task, state, out, bound, meta.get("progressToken"))
+            result = await self._drive(task, state, out, bound, meta.get("progressToken"), serving, watch)
             return result if is_task(result) else with_notes(result, late)
         except asyncio.CancelledError:
             if out.withdrawn():  # the client gave up on this request: notifications/cancelled
@@ -79,9 +85,15 @@ class CallDriver:
                 log.info("the client of %s (%s.%s) went away; the call goes on: mcpx task result %s", task.trace,
                          task.request.server, task.request.tool, task.id)
             raise
+        finally:
+            if asks_first:
+                task.first_asker(None)
+            watch.close()
+            for t in serving.values():
+                t.cancel()
 
     async def _start(self, server: str, tool: str, arguments: dict[str, Any], session: str, source: SessionSource,
-                     state: ClientState, out: Outbound, meta: dict[str, Any]) -> CallTask:
+                     state: ClientState, out: Outbound, meta: dict[str, Any]) -> Call:
         token = meta.get("progressToken")
 
         async def relay(method: str, params: dict[str, Any]) -> None:
@@ -99,92 +111,109 @@ class CallDriver:
         except UnknownServer as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
 
-    async def _heartbeat(self, out: Outbound, token: Any, started: float, task: CallTask) -> None:
+    async def _heartbeat(self, out: Outbound, token: Any, started: float, task: Call) -> None:
         if token is not None:
             await out.notify("notifications/progress", {"progressToken": token, "progress": time.monotonic() - started,
                                                         "message": waiting_on(task)})
 
-    async def _drive(self, task: CallTask, state: ClientState, out: Outbound, bound: str,
-                     token: Any) -> dict[str, Any]:
+    async def _drive(self, task: Call, state: ClientState, out: Outbound, bound: str, token: Any,
+                     serving: dict[str, asyncio.Task[bool]], watch: Watch) -> dict[str, Any]:
         """Carry a call to where this client can take it: its result; the questions and requests this client
         can answer (mid-flight for legacy, input_required for modern); or, for what it cannot, after
         elicit.grace, an early result it can act on while the call keeps running."""
         grace = self.settings.config.elicit.grace
         started = time.monotonic()
         stuck_since: float | None = None
-        serving: dict[str, asyncio.Task[bool]] = {}
         as_task = state.takes_tasks and not state.mirrors_tasks
         mirrored = state.takes_tasks and state.mirrors_tasks
-        try:
-            while True:
-                if task.done:
-                    return task_result(task)
-                if mirrored and task.upstream_task is not None:
-                    return self.tasks.handle(task, state)  # the server made the call a task: so does mcpx, at once
-                if as_task:  # surface/tasks.py: a call that waits on anything, or runs past the grace, is a task
-                    left = grace - (time.monotonic() - started)
-                    if task.open or task.slots or left <= 0:
-                        return self.tasks.handle(task, state)
-                    if not await task.wait_for(lambda: task.done or bool(task.open or task.slots),
-                                               min(left, HEARTBEAT)):
-                        await self._heartbeat(out, token, started, task)
-                    continue
-                # a question this client was asked and could not answer (it answered badly three times, or not at
-                # all) is one it cannot ask: it gets the early result saying where it waits, not silence
-                given_up = {eid for eid, t in serving.items() if t.done() and not t.cancelled() and not t.result()}
-                given_up |= task.passed_over
-                askable = {eid: q for eid, q in task.open.items() if state.can_ask(q) and eid not in given_up}
-                unaskable = [eid for eid in task.open if eid not in askable]
-                if state.era == "modern" and (askable or task.slots) and not unaskable:
-                    return self._input_required_result(task, state, askable, bound)
-                if state.era == "legacy":
-                    for eid, q in askable.items():
-                        if eid not in serving:
-                            serving[eid] = asyncio.create_task(self._ask_client(q, task, state, out))
-                    for key, slot in list(task.slots.items()):
-                        if key not in serving:
-                            serving[key] = asyncio.create_task(self._serve_slot(slot, out))
-                    for key in [k for k, t in serving.items() if k not in task.open and k not in task.slots]:
-                        if not serving[key].done():
-                            serving[key].cancel()  # answered elsewhere: withdraw the client's dialog
-                if unaskable:
-                    stuck_since = stuck_since or time.monotonic()
-                    left = grace - (time.monotonic() - stuck_since)
-                    if left <= 0:
-                        result = waiting_result(task, state.tool_prefix)
-                        if state.modes:
-                            # a client that can ask was shown the tool's outputSchema (surface/naming.py): an early
-                            # result must be an error, or a strict client (the mcp SDK's, Claude Code) refuses it for
-                            # its missing structuredContent, and the agent never reads where the question waits
-                            result["isError"] = True
-                        return result
-                else:
-                    stuck_since, left = None, HEARTBEAT
-                snapshot = (set(task.open), set(task.slots), task.upstream_task)
-
-                def moved(seen: tuple[set[str], set[str], str | None] = snapshot) -> bool:
-                    return task.done or (set(task.open), set(task.slots), task.upstream_task) != seen
-
-                def moved_or_given_up(seen: tuple[set[str], set[str], str | None] = snapshot,
-                                      giving: set[str] = given_up) -> bool:
-                    return moved(seen) or any(t.done() and not t.cancelled() and not t.result() and k not in giving
-                                              for k, t in serving.items())
-
-                if not await task.wait_for(moved_or_given_up, min(left, HEARTBEAT)):
+        while True:
+            if task.done:
+                return task_result(task)
+            if mirrored and task.upstream_task is not None:
+                return self.tasks.handle(task, state)  # the server made the call a task: so does mcpx, at once
+            if as_task:  # surface/tasks.py: a call that waits on anything, or runs past the grace, is a task
+                left = grace - (time.monotonic() - started)
+                if task.open or task.slots or left <= 0:
+                    return self.tasks.handle(task, state)
+                if not await watch.until(lambda: task.done or bool(task.open or task.slots),
+                                         min(left, HEARTBEAT)):
                     await self._heartbeat(out, token, started, task)
-        finally:
-            for t in serving.values():
-                t.cancel()
+                continue
+            # a question this client was asked and could not answer (it answered badly three times, or not at
+            # all) is one it cannot ask: it gets the early result saying where it waits, not silence
+            given_up = {eid for eid, t in serving.items() if t.done() and not t.cancelled() and not t.result()}
+            given_up |= task.passed_over
+            askable = {eid: q for eid, q in task.open.items() if state.can_ask(q) and eid not in given_up}
+            unaskable = [eid for eid in task.open if eid not in askable]
+            if state.era == "modern" and (askable or task.slots) and not unaskable:
+                return self._input_required_result(task, state, askable, bound)
+            if state.era == "legacy":
+                for eid, q in askable.items():
+                    if eid not in serving:
+                        self._serve(serving, eid, self._ask_client(q, task, state, out), watch)
+                for key, slot in list(task.slots.items()):
+                    if key not in serving:
+                        self._serve(serving, key, self._serve_slot(slot, out), watch)
+                for key in [k for k, t in serving.items() if k not in task.open and k not in task.slots]:
+                    if not serving[key].done():
+                        serving[key].cancel()  # answered elsewhere: withdraw the client's dialog
+            if unaskable:
+                stuck_since = stuck_since or time.monotonic()
+                left = grace - (time.monotonic() - stuck_since)
+                if left <= 0:
+                    result = waiting_result(task, state.tool_prefix)
+                    if state.modes:
+                        # a client that can ask was shown the tool's outputSchema (surface/naming.py): an early
+                        # result must be an error, or a strict client (the mcp SDK's, Claude Code) refuses it for
+                        # its missing structuredContent, and the agent never reads where the question waits
+                        result["isError"] = True
+                    return result
+            else:
+                stuck_since, left = None, HEARTBEAT
+            snapshot = (set(task.open), set(task.slots), task.upstream_task)
+
+            def moved(seen: tuple[set[str], set[str], str | None] = snapshot) -> bool:
+                return task.done or (set(task.open), set(task.slots), task.upstream_task) != seen
+
+            def moved_or_given_up(seen: tuple[set[str], set[str], str | None] = snapshot,
+                                  giving: set[str] = given_up) -> bool:
+                return moved(seen) or any(t.done() and not t.cancelled() and not t.result() and k not in giving
+                                          for k, t in serving.items())
+
+            if not await watch.until(moved_or_given_up, min(left, HEARTBEAT)):
+                await self._heartbeat(out, token, started, task)
+
+    @staticmethod
+    def _serve(serving: dict[str, asyncio.Task[bool]], key: str, asking: Any, watch: Watch) -> asyncio.Task[bool]:
+        """Ask the client (a question, or a request for it); its end wakes the drive, as the call's events do: a
+        client that could not answer leaves the question to other doors, and its early result is due at once."""
+        serving[key] = asyncio.create_task(asking)
+        serving[key].add_done_callback(lambda _done: watch.poke())
+        return serving[key]
+
+    def _first_asker(self, task: Call, state: ClientState, out: Outbound, serving: dict[str, asyncio.Task[bool]],
+                     watch: Watch) -> FirstAsker:
+        """The call's step of asking this client first (Call.ask_first): a question it can take is put to it, and
+        the step returns once the request is written, or could not be."""
+        async def first(q: Elicitation) -> None:
+            if q.id in serving or not state.can_ask(q):
+                return
+            sent = asyncio.get_running_loop().create_future()
+            asking = self._serve(serving, q.id, self._ask_client(q, task, state, out, sent), watch)
+            await asyncio.wait((sent, asking), return_when=asyncio.FIRST_COMPLETED)
+        return first
 
     # ---- legacy clients: mid-flight requests
 
-    async def _ask_client(self, q: Elicitation, task: CallTask, state: ClientState, out: Outbound) -> bool:
+    async def _ask_client(self, q: Elicitation, task: Call, state: ClientState, out: Outbound,
+                          sent: asyncio.Future[None] | None = None) -> bool:
         """Put `q` to this client; True once it is answered (here or elsewhere), False if the client could not
         answer it (an error, a timeout, three answers that did not fit): it then waits for other surfaces."""
         params = shaped(q, state)
         for _attempt in range(3):
             try:
-                reply = await out.request("elicitation/create", params, timeout=q.seconds_left + 5)
+                reply = await out.request("elicitation/create", params, timeout=q.seconds_left + 5,
+                                          sent=None if sent is None else lambda: _settle(sent))
             except (RpcError, TimeoutError, PeerClosed) as exc:
                 log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
                 return False
@@ -232,7 +261,7 @@ class CallDriver:
 
     # ---- modern clients: input_required, answered by the client's retry
 
-    def _input_required_result(self, task: CallTask, state: ClientState, askable: dict[str, Elicitation],
+    def _input_required_result(self, task: Call, state: ClientState, askable: dict[str, Elicitation],
                         bound: str) -> dict[str, Any]:
         requests: dict[str, Any] = {}
         keys: dict[str, str] = {}
@@ -247,7 +276,7 @@ class CallDriver:
                              request_state=self.states.seal(task.id, len(task.questions), keys, bound)).wire()
 
     async def _take_retry(self, params: dict[str, Any], bound: str, session: str, unattended: bool,
-                          ) -> tuple[CallTask, list[str]]:
+                          ) -> tuple[Call, list[str]]:
         """The call a retry's requestState names, its answers given; and what the client is to be told of answers
         that came too late (answered elsewhere first: nothing can withdraw a question handed out in a result)."""
         try:
@@ -264,3 +293,8 @@ class CallDriver:
         replies = {target: retry.input_responses.get(key) for key, target in sealed.questions.items()}
         given = await give(self.broker, task, replies, session, unattended)
         return task, given.late
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

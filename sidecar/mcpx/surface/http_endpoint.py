@@ -18,6 +18,7 @@ import logging
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,12 +109,15 @@ class SseOutbound:
         self.writer = writer
         self.request_id = request_id
 
-    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None,
+                      sent: Callable[[], object] | None = None) -> dict[str, Any]:
         rid = next(self.session.ids)
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self.session.pending[rid] = fut
         try:
             await self.writer.send(jsonrpc.request(rid, method, params))
+            if sent is not None:
+                sent()
             reply = await (asyncio.wait_for(fut, timeout) if timeout else fut)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):

@@ -13,13 +13,13 @@ from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError
 from mcpx.broker.models import Elicitation
 from mcpx.broker.store import QuestionFilter
+from mcpx.call.record import DONE_STATES
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.presentation.answering import for_agent, withheld_meta
 from mcpx.shared.ids import is_id
 from mcpx.surface.client_state import ClientState
 from mcpx.surface.results import finished_result, task_result, text_result, waiting_result
-from mcpx.upstream.calls import DONE_STATES
 from mcpx.upstream.gateway import Gateway, UnknownTask
 
 ANSWER_WAIT = 45.0  # how long `wait: true` holds a tool call: well inside a host's 60 s MCP timeout

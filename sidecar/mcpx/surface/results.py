@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from mcpx.broker.models import TaskDoc
+from mcpx.call.record import Call
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import META_SERVER_INFO
 from mcpx.presentation.answering import waiting_text, withheld_meta
 from mcpx.shared.names import INPUT_REQUIRED_META
-from mcpx.upstream.calls import CallTask
 
 
 def text_result(text: str, error: bool = False, structured: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def finished_result(doc: TaskDoc) -> dict[str, Any]:
     return _ended(doc.state, doc.result, doc.error, doc.server, doc.tool)
 
 
-def task_result(task: CallTask) -> dict[str, Any]:
+def task_result(task: Call) -> dict[str, Any]:
     """finished_result of a live finished call, read off the task itself: no document is built on the reply's path."""
     return _ended(task.state, task.result, task.error, task.request.server, task.request.tool)
 
@@ -54,7 +54,7 @@ def _ended(state: str, value: dict[str, Any] | None, error: str | None, server: 
     return text_result(f"mcpx: {server}.{tool} {state}: {error or ''}", error=True)
 
 
-def waiting_result(task: CallTask, prefix: str = "") -> dict[str, Any]:
+def waiting_result(task: Call, prefix: str = "") -> dict[str, Any]:
     """A call still waiting on questions this client cannot ask: what they are, and how to answer them."""
     questions = [q.wire() for q in task.open.values()]
     r = task.request
@@ -68,7 +68,7 @@ def waiting_result(task: CallTask, prefix: str = "") -> dict[str, Any]:
 _WHOSE = {"human": "the person's", "agent": "the agent's", "agent-then-human": "the agent's, then the person's"}
 
 
-def waiting_on(task: CallTask) -> str:
+def waiting_on(task: Call) -> str:
     """Whom a call waits on, in a line: its progress notifications say it while it is honestly busy."""
     r = task.request
     if not task.open:

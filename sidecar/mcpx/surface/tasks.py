@@ -1,7 +1,7 @@
 """mcpx's calls as tasks for its own clients: the Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`) with
 mcpx as the server. The wire shapes are mcp/tasks.py's; this is what mcpx answers with them.
 
-The task is the call: its id is the call's own `tsk-…` (upstream/calls.py's `CallTask`), and it lives in the
+The task is the call: its id is the call's own `tsk-…` (call/record.py's `Call`), and it lives in the
 daemon, not in the connection that started it, so any connection of the same session reads it: `/mcp` and
 `mcpx serve` alike, and after `mcpx serve` handed its client to a restarted daemon. Its rules:
 
@@ -41,14 +41,15 @@ from pydantic import ValidationError
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import TaskDoc, rfc3339
+from mcpx.call.errors import UnknownTask
+from mcpx.call.record import DONE_STATES, Call
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.tasks import EXTENSION, UpdateParams
 from mcpx.surface.answers import SLOT, give, problems
 from mcpx.surface.client_state import ClientState, shaped
 from mcpx.surface.results import finished_result, task_result, waiting_on
-from mcpx.upstream.calls import DONE_STATES, CallTask
-from mcpx.upstream.gateway import Gateway, UnknownTask
+from mcpx.upstream.gateway import Gateway
 
 METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 POLL_MS = 1000  # what a handle suggests: a read from memory, and a person answers in seconds at best
@@ -82,7 +83,7 @@ def _ending(render: Callable[[], dict[str, Any]], state: str, error: str | None)
     return {"status": "completed", "result": result, **({"statusMessage": error} if error else {})}
 
 
-class TaskDoor:
+class TasksExtension:
     """The Tasks extension's side of the surface: handles, the three tasks/* requests, and followers."""
 
     def __init__(self, gateway: Gateway, broker: Broker) -> None:
@@ -96,13 +97,13 @@ class TaskDoor:
 
     # ---- what a task says
 
-    def handle(self, task: CallTask, state: ClientState) -> dict[str, Any]:
+    def handle(self, task: Call, state: ClientState) -> dict[str, Any]:
         """The CreateTaskResult for a call: its status as tasks/get would say it now, nothing inlined."""
         detail = self.detailed(task, state)
         return {k: v for k, v in detail.items() if k not in ("inputRequests", "result", "error")} | {
             "resultType": "task"}
 
-    def detailed(self, task: CallTask, state: ClientState) -> dict[str, Any]:
+    def detailed(self, task: Call, state: ClientState) -> dict[str, Any]:
         """A live call as a DetailedTask, for this request's client."""
         fields: dict[str, Any] = {"taskId": task.id, "createdAt": _moment(task.created),
                                   "lastUpdatedAt": _moment(task.updated), "ttlMs": None, "pollIntervalMs": POLL_MS}
@@ -128,7 +129,7 @@ class TaskDoor:
         return {**fields, "status": "failed", "statusMessage": why,
                 "error": {"code": jsonrpc.INTERNAL_ERROR, "message": why}}
 
-    def _outstanding(self, task: CallTask, state: ClientState) -> dict[str, tuple[str, dict[str, Any]]]:
+    def _outstanding(self, task: Call, state: ClientState) -> dict[str, tuple[str, dict[str, Any]]]:
         """Each request of the call this client can take, under its key: what a response to it answers, and the
         request as inputRequests carries it."""
         out: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -148,7 +149,7 @@ class TaskDoor:
 
     # ---- the requests
 
-    async def find(self, tid: Any, session: str) -> CallTask | TaskDoc:
+    async def find(self, tid: Any, session: str) -> Call | TaskDoc:
         """The session's task `tid`, live or stored; -32602 naming it for any other."""
         if not isinstance(tid, str) or not tid:
             raise RpcError(jsonrpc.INVALID_PARAMS, "taskId is required: the task's id (tsk-…), from the task handle")
@@ -173,10 +174,10 @@ class TaskDoor:
             return await self._update(params, state, session)
         found = await self.find(params.get("taskId"), session)
         if method == "tasks/cancel":
-            if isinstance(found, CallTask):
+            if isinstance(found, Call):
                 await self.gateway.cancel(found.id, "cancelled by the MCP client (tasks/cancel)")
             return {}
-        return self.detailed(found, state) if isinstance(found, CallTask) else self.stored(found)
+        return self.detailed(found, state) if isinstance(found, Call) else self.stored(found)
 
     async def _update(self, params: dict[str, Any], state: ClientState, session: str) -> dict[str, Any]:
         try:
@@ -185,7 +186,7 @@ class TaskDoor:
             raise RpcError(jsonrpc.INVALID_PARAMS, "tasks/update needs taskId and inputResponses (an object of "
                                                    "responses under the keys tasks/get gave)") from None
         task = await self.find(update.task_id, session)
-        if not isinstance(task, CallTask) or task.done:
+        if not isinstance(task, Call) or task.done:
             return {}  # nothing is outstanding: every key is ignored
         keys = self._outstanding(task, state)
         replies = {keys[key][0]: reply for key, reply in update.input_responses.items() if key in keys}
@@ -196,7 +197,7 @@ class TaskDoor:
         refused.update({eid: problems(exc) for eid, exc in given.refused.items()})
         self._refused = {tid: r for tid, r in self._refused.items() if r and self.gateway.task(tid) is not None}
         if given.refused:
-            await task.touch()  # its report changed: followers hear why
+            task.report_changed()  # followers hear why
         return {}
 
     # ---- notifications/tasks
@@ -217,24 +218,25 @@ class TaskDoor:
     async def follow(self, tid: str, state: ClientState, session: str, send: Send) -> None:
         """`send` the task as it is now, then again at each change, until it ends."""
         found = await self.find(tid, session)
-        if not isinstance(found, CallTask):
+        if not isinstance(found, Call):
             await send(self.stored(found))
             return
         task = found
         sent: tuple[Any, ...] | None = None
-        while True:
-            now = self._looks(task)
-            if now != sent:
-                await send(self.detailed(task, state))
-                sent = now
-            if task.done:
-                return
-            await task.wait_for(self._changed(task, sent), FOLLOW_IDLE)
+        with task.watch() as watch:
+            while True:
+                now = self._looks(task)
+                if now != sent:
+                    await send(self.detailed(task, state))
+                    sent = now
+                if task.done:
+                    return
+                await watch.until(self._changed(task, sent), FOLLOW_IDLE)
 
-    def _changed(self, task: CallTask, sent: tuple[Any, ...]) -> Callable[[], bool]:
+    def _changed(self, task: Call, sent: tuple[Any, ...]) -> Callable[[], bool]:
         return lambda: self._looks(task) != sent
 
-    def _looks(self, task: CallTask) -> tuple[Any, ...]:
+    def _looks(self, task: Call) -> tuple[Any, ...]:
         """What a report of the call is made of, but its clock: a change here is a notification."""
         return (task.state, tuple(task.open), tuple(task.slots), frozenset(task.passed_over),
                 tuple(self._refused.get(task.id, {}).items()))

@@ -29,6 +29,15 @@ PROC = Path("/proc")
 MAX_DEPTH = 128  # a parent chain is a few dozen processes; a longer one is not walked further
 
 
+MARKS = ("AGENT", "OPENCODE", "CLAUDECODE")  # the variables mark_of reads
+
+
+def unmarked(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the variables that mark an agent's environment: for a process that is nobody's agent though an
+    agent's shell started it (the daemon: what its servers start would otherwise descend from a marked process)."""
+    return {name: value for name, value in env.items() if name not in MARKS}
+
+
 def mark_of(env: Mapping[str, str]) -> str | None:
     """The variable that marks this environment as an agent's (`AGENT=1`), or None."""
     agent = env.get("AGENT")

@@ -72,23 +72,37 @@ def _keyring_call(action: str, fn: Any, *args: str) -> Any:
         raise KeychainError(f"the keychain refused to {action}: {type(exc).__name__}: {exc}") from None
 
 
-def get(server: str, name: str) -> str | None:
-    value = _keyring_call(f"read {name} for server {server!r}", "get_password", SERVICE + server, name)
+def read(service: str, name: str) -> str | None:
+    """The value kept as `service`, `name` (a server's secret, or mcpx's own: oauth/vault.py's tokens)."""
+    value = _keyring_call(f"read {name} of {service}", "get_password", service, name)
     return value if isinstance(value, str) and value else None
 
 
-def put(server: str, name: str, value: str) -> None:
+def write(service: str, name: str, value: str) -> None:
     if not value:
-        raise KeychainError(f"an empty value for {name} is not kept (server {server!r})")
-    _keyring_call(f"keep {name} for server {server!r}", "set_password", SERVICE + server, name, value)
+        raise KeychainError(f"an empty value for {name} of {service} is not kept")
+    _keyring_call(f"keep {name} of {service}", "set_password", service, name, value)
+
+
+def delete(service: str, name: str) -> bool:
+    """Whether there was a value to forget."""
+    if read(service, name) is None:
+        return False
+    _keyring_call(f"forget {name} of {service}", "delete_password", service, name)
+    return True
+
+
+def get(server: str, name: str) -> str | None:
+    return read(SERVICE + server, name)
+
+
+def put(server: str, name: str, value: str) -> None:
+    write(SERVICE + server, name, value)
 
 
 def forget(server: str, name: str) -> bool:
     """Whether there was a value to forget."""
-    if get(server, name) is None:
-        return False
-    _keyring_call(f"forget {name} for server {server!r}", "delete_password", SERVICE + server, name)
-    return True
+    return delete(SERVICE + server, name)
 
 
 def missing(server: str, names: list[str]) -> list[str]:

@@ -1,5 +1,6 @@
 """Where mcpx keeps its state (SPEC section 2)."""
 
+import contextlib
 import os
 import secrets
 from dataclasses import dataclass
@@ -60,6 +61,12 @@ class StatePaths:
     def request_state_key(self) -> Path:
         return self.root / "request-state.key"
 
+    @property
+    def demo_key(self) -> Path:
+        """What the bundled demo server signs its requestState with (mcpx/demo/mcp_server.py), so that a call waiting on
+        it is answered after a restart of the daemon and of the demo."""
+        return self.root / "demo-request-state.key"
+
     def ensure(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
 
@@ -77,11 +84,23 @@ def write_private(path: Path, data: bytes) -> None:
 
 def load_key(path: Path) -> bytes:
     """A secret key kept in the state directory (32 random bytes, 0600), made on first use, so what was sealed or
-    signed with it before a daemon restart still opens after it."""
-    if path.exists():
+    signed with it before a daemon restart still opens after it. Processes that make it at once all end with the
+    one that was made first (each reads back what is there), never each with its own."""
+    try:
         key = path.read_bytes()
-        if len(key) >= 32:
-            return key
-    key = secrets.token_bytes(32)
-    write_private(path, key)
-    return key
+    except FileNotFoundError:
+        key = None
+    if key is not None and len(key) >= 32:
+        return key
+    made = path.with_name(f".{path.name}.{os.getpid()}.new")
+    write_private(made, secrets.token_bytes(32))
+    try:
+        if key is None:
+            with contextlib.suppress(FileExistsError):  # another process made it first: theirs is the key
+                os.link(made, path)
+        else:
+            os.replace(made, path)  # too short to be one of ours: replaced
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            made.unlink()
+    return path.read_bytes()

@@ -44,7 +44,7 @@ class InFlight:
 
 
 @dataclass(eq=False)
-class Held:
+class HeldRequest:
     """A request of the server's that came while several calls were in flight: whose it is, once that is known."""
 
     suspects: list[InFlight]
@@ -57,7 +57,7 @@ class Held:
             self.owner.set_result(call)
 
 
-class Untold(RpcError):
+class UnattributedRequest(RpcError):
     """A request of the server's whose call cannot be told: refused, naming the calls it may have come from."""
 
     def __init__(self, message: str, suspects: list[InFlight]) -> None:
@@ -82,7 +82,7 @@ class Attribution:
         self.server = server
         self.limit = limit
         self.calls: list[InFlight] = []
-        self.held: list[Held] = []
+        self.held: list[HeldRequest] = []
 
     def begin(self, call: InFlight) -> None:
         self.calls.append(call)
@@ -104,13 +104,13 @@ class Attribution:
 
     async def owner(self, method: str, related: jsonrpc.Id | None = None) -> InFlight | None:
         """The call the request in hand belongs to: the one it came related to (Streamable HTTP: on that call's
-        response stream), else worked out; None with no call in flight; Untold if it cannot be told."""
+        response stream), else worked out; None with no call in flight; UnattributedRequest if it cannot be told."""
         for call in self.calls:
             if related is not None and call.wire_id == related:
                 return call
         if len(self.calls) <= 1:
             return self.calls[0] if self.calls else None
-        held = Held(list(self.calls), asyncio.get_running_loop().create_future())
+        held = HeldRequest(list(self.calls), asyncio.get_running_loop().create_future())
         self.held.append(held)
         log.info("upstream %s sent %s while %d calls were in flight on one instance: held until it is known "
                  "whose it is", self.server, method, len(held.suspects))
@@ -124,9 +124,10 @@ class Attribution:
         owner = held.owner.result()
         if owner is None:
             tools = ", ".join(sorted({c.tool for c in held.suspects}))
-            raise Untold(f"mcpx cannot tell which of the calls in flight on this instance ({tools}) sent this "
-                         f"{method}: nothing on the wire says, and {held.why}; it runs these tools one call at a "
-                         "time from now on, so calling again works", held.suspects)
+            raise UnattributedRequest(
+                f"mcpx cannot tell which of the calls in flight on this instance ({tools}) sent this {method}: "
+                f"nothing on the wire says, and {held.why}; it runs these tools one call at a time from now on, so "
+                "calling again works", held.suspects)
         return owner
 
     def _unstick(self) -> None:

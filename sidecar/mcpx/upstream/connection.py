@@ -9,7 +9,7 @@ with `tasks/get` and answered with `tasks/update` (mcp/tasks.py). Which calls de
 
 A legacy instance may carry several calls at once; which of them a request of the server's belongs
 to is `attribution.py`'s rule. What a call offers its server is `hooks.ServerToCall`, implemented
-by `calls.CallContext`.
+by `mcp_call.McpCallHooks`.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mcpx.config.models import START_FLOOR, HttpServer, ServerConfig, StdioServer
 from mcpx.mcp import input_required, jsonrpc, tasks
-from mcpx.mcp.http_client import RELATED, HttpChannel
+from mcpx.mcp.http_client import RELATED, Authorizer, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.peer import Peer, PeerClosed
 from mcpx.mcp.protocol import (
@@ -36,14 +35,15 @@ from mcpx.mcp.protocol import (
     legacy_client_capabilities,
     modern_meta,
 )
-from mcpx.mcp.stdio import ProcessChannel, StartError
+from mcpx.mcp.stdio import ProcessChannel, Spawned, StartError
 from mcpx.upstream import secrets
-from mcpx.upstream.attribution import Attribution, InFlight, Untold
+from mcpx.upstream.attribution import Attribution, InFlight, UnattributedRequest
 from mcpx.upstream.environment import command_problem, server_environment
 from mcpx.upstream.errors import UpstreamError as UpstreamError  # where pool.py and others have read it
 from mcpx.upstream.handshake import ServerFacts, settle_era, start_bound
 from mcpx.upstream.headers import param_headers, x_mcp_header_problem
 from mcpx.upstream.hooks import ConnectionEvents, ServerToCall
+from mcpx.upstream.roots import declared_to, roots_of
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -69,19 +69,18 @@ class NeedsLegacy(UpstreamError):
         self.error, self.result = error, result  # what the server said, for a caller that wants it verbatim
 
 
-def roots_for(cwd: str | None) -> list[dict[str, Any]]:
-    path = Path(cwd or ".").resolve()
-    return [{"uri": path.as_uri(), "name": path.name or str(path)}]
-
-
 class UpstreamConnection:
     def __init__(self, name: str, entry: ServerConfig, session: str, declared: dict[str, Any] | None = None, *,
-                 events: ConnectionEvents) -> None:
+                 events: ConnectionEvents, spawned: Spawned | None = None, auth: Authorizer | None = None,
+                 ) -> None:
         self.name = name
+        self.spawned = spawned  # told of its process (upstream/children.py), for a stdio server
+        self.auth = auth  # an HTTP server's login: its channel asks it for the Authorization header
         self.entry = entry
         self.session = session
-        # what mcpx tells this server it can deliver: its own default, or a transparent client's own capabilities
-        self.declared = declared if declared is not None else legacy_client_capabilities()
+        # what mcpx tells this server it can deliver: its own default, or a transparent client's own capabilities;
+        # without roots when its config says it gets none
+        self.declared = declared_to(entry, declared if declared is not None else legacy_client_capabilities())
         self._own_caps = declared is None  # mcpx's own capabilities, not a transparent client's (follows_tasks)
         self.channel: ProcessChannel | HttpChannel | None = None
         self.peer: Peer | None = None
@@ -91,7 +90,7 @@ class UpstreamConnection:
         self.asking = 0  # requests of the server's that wait for someone (a person, the client) or to be told apart
         self._asked: dict[str, InFlight] = {}  # a url-mode question's elicitationId -> the call it is for
         self._completed: set[str] = set()  # completions announced before their question's owner was known
-        self.events = events  # what the pool hears of this instance: what calls did, calm, its tools changed
+        self.events = events  # what the pool hears of this instance: what calls did, nothing_pending, its tools changed
         # the clients that forwarded requests through this instance (/mcp/SERVER): who hears its other
         # notifications — resources/updated only whoever subscribed to the resource, the rest everyone listening
         self._listeners: dict[object, _Listener] = {}
@@ -155,7 +154,7 @@ class UpstreamConnection:
             log.info("upstream %s: starting %s", self.name, self.describe())
             try:
                 self.channel = await ProcessChannel.start(self.name, self.entry.command, self.entry.args, given.env,
-                                                          self.entry.cwd)
+                                                          self.entry.cwd, self.spawned)
             except StartError as exc:
                 # exec's own words are a bare "[Errno 2]" (uvloop names no file): say what is missing, as check does
                 why = command_problem(self.entry.command, given.env, self.entry.cwd)
@@ -166,7 +165,7 @@ class UpstreamConnection:
                                    + (f"its cwd {words}" if key == "cwd" else words)) from None
         else:
             assert isinstance(self.entry, HttpServer)
-            self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers)
+            self.channel = HttpChannel(self.name, self.entry.url, self.entry.headers, auth=self.auth)
         self.peer = Peer(self.channel, self._on_request, self._on_notification, name=f"upstream:{self.name}")
         self.peer.start()
 
@@ -389,7 +388,7 @@ class UpstreamConnection:
         """An answer that is the same whichever call asked (mcpx's own roots for every call in flight), or None:
         then nobody need be told apart, and nobody waits."""
         if not self.calls:
-            return {"roots": roots_for(None)} if method == "roots/list" else None
+            return {"roots": roots_of(self.entry, None)} if method == "roots/list" else None
         answers = [call.hooks.fixed_answer(method) for call in self.calls]
         return answers[0] if answers[0] is not None and all(a == answers[0] for a in answers) else None
 
@@ -421,14 +420,14 @@ class UpstreamConnection:
                     self._completed.discard(eid)
                     await call.hooks.complete(eid)
             return await call.hooks.ask(ask)
-        except Untold as exc:
+        except UnattributedRequest as exc:
             for suspect in exc.suspects:  # one of them asked: each runs alone from now on
                 self._learnt(suspect, asks=True)
             raise
         finally:
             self.asking -= 1
             if not self.asking:
-                self.events.calm()
+                self.events.nothing_pending()
 
     def _learnt(self, call: InFlight, asks: bool) -> None:
         call.asked = call.asked or asks
@@ -559,8 +558,9 @@ class _Handshaking:
 
 
 async def open_connection(name: str, entry: ServerConfig, session: str, era_hint: Era | None,
-                          declared: dict[str, Any] | None = None, *, events: ConnectionEvents) -> UpstreamConnection:
-    conn = UpstreamConnection(name, entry, session, declared, events=events)
+                          declared: dict[str, Any] | None = None, *, events: ConnectionEvents,
+                          spawned: Spawned | None = None, auth: Authorizer | None = None) -> UpstreamConnection:
+    conn = UpstreamConnection(name, entry, session, declared, events=events, spawned=spawned, auth=auth)
     await conn.open(era_hint)
     return conn
 

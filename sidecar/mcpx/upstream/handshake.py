@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from mcpx.config.models import START_FLOOR, ServerConfig
 from mcpx.mcp import jsonrpc
+from mcpx.mcp.http_client import AUTH_NEEDED
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import CLIENT_INFO, LATEST_LEGACY, LEGACY_VERSIONS, MODERN_VERSIONS, Era, modern_meta
@@ -78,6 +79,8 @@ async def probe_modern(wire: HandshakeWire, declared: dict[str, Any]) -> ServerF
     try:
         res = await wire.request("server/discover", {"_meta": modern_meta(declared)})
     except RpcError as exc:
+        if isinstance(exc.data, dict) and exc.data.get(AUTH_NEEDED):
+            raise UpstreamError(exc.message) from None  # it wants a login: that says nothing of its era
         if exc.code == jsonrpc.UNSUPPORTED_VERSION and isinstance(exc.data, dict):
             ours = [v for v in exc.data.get("supported", []) if v in MODERN_VERSIONS]
             if ours:

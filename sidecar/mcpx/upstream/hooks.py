@@ -1,7 +1,7 @@
 """What an upstream connection tells the parts above it, as two Protocols.
 
 - `ServerToCall`: what a server sends about one call in flight, and asks of it (its questions, roots,
-  progress). Its one implementation is `upstream/calls.py`'s `CallContext`, which opens the questions
+  progress). Its one implementation is `upstream/mcp_call.py`'s `McpCallHooks`, which opens the questions
   through the broker; `UpstreamConnection.call_tool` is handed one per call.
 - `ConnectionEvents`: what one connection tells whoever keeps it (the pool, `upstream/pool.py`): what a
   tool's calls were seen to do, that nothing the server asked is pending any more, that its tools changed.
@@ -19,7 +19,7 @@ from mcpx.mcp.protocol import ElicitParams
 
 
 class ServerToCall(Protocol):
-    """What a call in flight offers its server: questions, roots, progress. Implemented by `calls.CallContext`."""
+    """What a call in flight offers its server: questions, roots, progress. Implemented by `mcp_call.McpCallHooks`."""
 
     async def ask(self, params: ElicitParams) -> dict[str, Any]:
         """A legacy server's `elicitation/create`: the ElicitResult, once the question is answered."""
@@ -74,7 +74,7 @@ class ConnectionEvents(Protocol):
         """What a call of `tool` was seen to do: asked something (or may have), or finished without asking."""
         ...
 
-    def calm(self) -> None:
+    def nothing_pending(self) -> None:
         """Nothing the server asked is pending any more: a call held back from this instance may take it."""
         ...
 
@@ -89,5 +89,5 @@ class Events:
     """ConnectionEvents made of three functions (the pool's, bound to one server)."""
 
     learnt: Callable[[str, bool], None]
-    calm: Callable[[], None]
+    nothing_pending: Callable[[], None]
     tools_changed: Callable[[], Awaitable[None]]

@@ -2,7 +2,8 @@
 
 Modern era: a server's questions come back in the call's own result (`input_required`), so any
 number of calls from any session share one instance. Legacy era: a legacy server keeps state per
-connection (the roots it listed, a login), so each session has its own instances; and a pushed
+connection (the roots it listed, a login), so each session has its own instances (unless the server's roots are
+not its caller's, config `roots`: then every session shares them, upstream/roots.py); and a pushed
 `elicitation/create` names no call, so the calls of a tool that asks (or has not yet been seen
 to finish without asking) run one at a time, while the calls of tools seen to finish without
 asking share an instance, as long as nothing the server asked is pending on it. A transparent
@@ -29,19 +30,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field
-
-from mcpx.broker.models import WireModel
-from mcpx.config.models import ServerConfig
+from mcpx.config.models import HttpServer, ServerConfig
+from mcpx.mcp.http_client import Authorizer
 from mcpx.mcp.protocol import Era
+from mcpx.mcp.stdio import Spawned
 from mcpx.upstream import procinfo
 from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection
 from mcpx.upstream.hooks import Events
+from mcpx.upstream.kind import InstanceInfo
+from mcpx.upstream.roots import per_caller
 
 log = logging.getLogger("mcpx.upstream")
 
 ANY = "*"              # the session of a lease that only lists a server: any idle instance will do
 SHARED = "(shared)"    # the owner of an instance every session uses
+COMMON = "(common)"    # the owner of a legacy instance every session uses: its server's roots are not its caller's
 LISTING = "(listing)"  # the owner of a legacy instance started to list a server, not for any session's call
 FIRST = "(first)"      # the gate of a server's first start, before its era is known
 PER_SESSION = 4        # legacy instances one session may have of one server
@@ -67,7 +70,7 @@ def entry_fingerprint(entry: ServerConfig) -> str:
 
 
 GroupKey = tuple[str, str, str]  # server, owner (a session, SHARED or LISTING), declared capabilities as JSON
-Habit = Literal["asks", "quiet"]  # what a tool's calls were seen to do: ask something, or finish without asking
+ToolAsks = Literal["asks", "quiet"]  # what a tool's calls were seen to do: ask something, or finish without asking
 
 
 @dataclass(eq=False)
@@ -97,34 +100,17 @@ class Instance:
         return era is None or era in (self.era, self.wanted)
 
 
-class InstanceInfo(WireModel):
-    """One running instance of an upstream server, as `mcpx status` shows it."""
-
-    server: str
-    pid: int | None = Field(default=None, description="its process (stdio servers)")
-    era: Era | None = None
-    shared: bool = Field(description="every session uses it (modern era); else it is one session's own, or "
-                         "(with no session) one that lists the server's tools")
-    sessions: list[str] = Field(description="the session it belongs to; for a shared one, the sessions calling now")
-    calls: int = Field(description="calls on it now")
-    idle_seconds: float | None = Field(default=None, description="since its last call ended; absent while busy")
-    stops_in: float | None = Field(default=None, description="seconds until it is stopped for being idle")
-    spare: bool = Field(default=False, description="an idle instance beside another of its session's (or one that "
-                        "only listed tools): it stops after 30 s rather than its server's idleTimeout")
-    rss_kib: int | None = Field(default=None, alias="rssKiB",
-                                description="resident memory of its process and the processes it started")
-    processes: int | None = None
-    started_at: datetime
-
-
 EraMemory = Callable[[str, str], Awaitable[Era | None]]
 EraRecord = Callable[[str, str, Era], Awaitable[None]]
 
 
 class Pool:
     def __init__(self, entries: Callable[[], dict[str, ServerConfig]], recall: EraMemory, remember: EraRecord,
-                 on_tools_changed: Callable[[str], Awaitable[None]] | None = None) -> None:
+                 on_tools_changed: Callable[[str], Awaitable[None]] | None = None, spawned: Spawned | None = None,
+                 authorizer: Callable[[str, HttpServer], Authorizer] | None = None) -> None:
         self._entries = entries
+        self._spawned = spawned  # told of each server process (upstream/children.py)
+        self._authorizer = authorizer  # an HTTP server's login (oauth/logins.py), handed to its channel
         self._recall = recall
         self._remember = remember
         self._on_tools_changed = on_tools_changed
@@ -134,7 +120,8 @@ class Pool:
         self._gates: dict[GroupKey, asyncio.Future[BaseException | None]] = {}
         self._eras: dict[tuple[str, str], Era] = {}  # what each server (as configured) turned out to speak
         self._freed = asyncio.Event()  # set (and replaced) when an instance may take a call it could not before
-        self._habits: dict[tuple[str, str], dict[str, Habit]] = {}  # (server, fingerprint) -> tool -> habit
+        # (server, fingerprint) -> tool -> what its calls were seen to do
+        self._tool_asks: dict[tuple[str, str], dict[str, ToolAsks]] = {}
         self._wake = asyncio.Event()  # an instance fell idle or the config changed: the reaper looks again
         self._next_reap = 0.0  # when the reaper looks next, unless woken
         self._reaper: asyncio.Task[None] | None = None
@@ -193,19 +180,35 @@ class Pool:
         self._freed.set()
         self._freed = asyncio.Event()
 
-    def habit(self, server: str, fp: str, tool: str | None) -> Habit | None:
+    def tool_asks(self, server: str, fp: str, tool: str | None) -> ToolAsks | None:
         """What calls of `tool` were seen to do on this server (as configured now); None: not seen yet, or
         not a tool call (a listing, a forwarded prompts/get: it takes an idle instance, as it always did)."""
-        return None if tool is None else self._habits.get((server, fp), {}).get(tool)
+        return None if tool is None else self._tool_asks.get((server, fp), {}).get(tool)
 
     def _learn(self, server: str, fp: str, tool: str, asks: bool) -> None:
         """A call of `tool` asked (it runs alone from now on, for good) or finished without asking."""
-        habits = self._habits.setdefault((server, fp), {})
-        if habits.get(tool) == "asks" or (not asks and tool in habits):
+        seen = self._tool_asks.setdefault((server, fp), {})
+        if seen.get(tool) == "asks" or (not asks and tool in seen):
             return
-        habits[tool] = "asks" if asks else "quiet"
+        seen[tool] = "asks" if asks else "quiet"
         if asks:
             log.info("upstream %s: %s asks mid-call; its calls run one at a time on an instance", server, tool)
+
+    def renew(self, server: str) -> tuple[int, int]:
+        """Every instance of `server` is replaced: an idle one stops at once, a busy one once its calls are done (its
+        secrets changed: a process keeps the environment it started with). (stopped, still busy)."""
+        stopped = busy = 0
+        for inst in self.instances(server):
+            if inst.busy:
+                inst.retired = True
+                busy += 1
+            else:
+                self._stop(inst)
+                stopped += 1
+        if stopped or busy:
+            log.info("upstream %s: its secrets changed; %d idle instance(s) stopped, %d to stop once free", server,
+                     stopped, busy)
+        return stopped, busy
 
     def retire(self, conn: UpstreamConnection) -> None:
         """This instance speaks the wrong era for its server: no new call gets it, and it closes when free."""
@@ -221,7 +224,7 @@ class Pool:
         while True:
             want = era or await self.known_era(server, fp)
             self._sweep(server, fp)
-            found = self._find(server, session, want, fp, decl, tool)
+            found = self._find(server, session, want, fp, decl, tool, self._owner(entry, session, decl))
             if found is not None:
                 return self._take(found, session, tool)
             if want != "legacy":
@@ -235,9 +238,9 @@ class Pool:
                 if failed is not None:
                     raise UpstreamError(str(failed))
                 continue
-            key = (server, LISTING if session == ANY else session, decl)
-            quiet_wait = self._starting[key] and self.habit(server, fp, tool) == "quiet"  # it can join that one
-            if not quiet_wait and self._room(server, key[1], decl):
+            key = (server, self._owner(entry, session, decl), decl)
+            quiet_wait = self._starting[key] and self.tool_asks(server, fp, tool) == "quiet"  # it can join that one
+            if not quiet_wait and self._room(server, key[1], decl, session):
                 self._starting[key] += 1
                 try:
                     inst = await self._start(server, session, entry, era, declared, decl)
@@ -252,15 +255,24 @@ class Pool:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._freed.wait(), min(left, 1.0))
 
+    @staticmethod
+    def _owner(entry: ServerConfig, session: str, decl: str) -> str:
+        """Whose legacy instances a call of `session` may use: LISTING's for a listing; every session's when the
+        server's roots are not its caller's (then nothing of its connection is one session's) and no transparent
+        client declared its own capabilities; else the session's own."""
+        if session == ANY:
+            return LISTING
+        return COMMON if not decl and not per_caller(entry) else session
+
     def _find(self, server: str, session: str, want: Era | None, fp: str, decl: str,
-              tool: str | None) -> Instance | None:
+              tool: str | None, owner: str) -> Instance | None:
         """For a quiet tool, the busiest instance it may join; else an idle one; else none.
 
         Quiet calls gather on one instance rather than spread over idle ones: a server process with many
         calls in flight reads and writes them in batches, spending less CPU on each (bench/gateway.py;
         docs/bench.md has the figures), and the instances left idle are stopped after their idleTimeout.
         """
-        joins = self.habit(server, fp, tool) == "quiet"
+        joins = self.tool_asks(server, fp, tool) == "quiet"
         idle: Instance | None = None
         busiest: Instance | None = None
         for inst in self.instances(server):
@@ -268,30 +280,33 @@ class Pool:
                 continue
             if inst.era == "modern" and inst.owner in (SHARED, session):
                 return inst  # modern calls share an instance: each question comes back in its own call's result
-            if inst.busy == 0 and (session == ANY or inst.owner in (session, LISTING)):
-                if inst.owner == LISTING and session != ANY and not self._room(server, session, decl):
+            if inst.busy == 0 and (session == ANY or inst.owner in (owner, LISTING)):
+                if inst.owner == LISTING and session != ANY and not self._room(server, owner, decl, session):
                     continue  # adopting it would take the session past PER_SESSION: it is left to idle out
-                if idle is None or (idle.owner == LISTING and inst.owner == session):
+                if idle is None or (idle.owner == LISTING and inst.owner == owner):
                     idle = inst
-            elif joins and inst.owner == session and self._joinable(inst):
+            elif joins and inst.owner == owner and self._joinable(inst):
                 busiest = inst if busiest is None or inst.busy > busiest.busy else busiest
         if busiest is not None:
             return busiest
         if idle is not None and idle.owner == LISTING and session != ANY:
-            self._move(idle, session)  # it only listed tools: the first session to call makes it its own
+            self._move(idle, owner)  # it only listed tools: the first session to call makes it its own
         return idle
 
-    def _room(self, server: str, session: str, decl: str) -> bool:
-        """Whether `session` may have one more legacy instance of `server`."""
-        key = (server, session, decl)
-        return len(self._groups.get(key, [])) + self._starting[key] < PER_SESSION
+    def _room(self, server: str, owner: str, decl: str, session: str) -> bool:
+        """Whether `owner` (`session`, or COMMON for it) may have one more legacy instance of `server`: PER_SESSION for
+        a session's own; for COMMON's, PER_SESSION for each session calling on them, `session` included."""
+        key = (server, owner, decl)
+        group = self._groups.get(key, [])
+        sessions = len({s for inst in group for s in inst.calling} | {session}) if owner == COMMON else 1
+        return len(group) + self._starting[key] < PER_SESSION * sessions
 
     def _joinable(self, inst: Instance) -> bool:
         """A busy legacy instance takes another quiet call while every lease on it is a quiet call and nothing
         the server asked is pending: a question that comes then has one call to be from, or the calls on it
         finish."""
         quiet = sum(inst.tools.values()) == inst.busy and all(
-            self.habit(inst.server, inst.fingerprint, t) == "quiet" for t in inst.tools)
+            self.tool_asks(inst.server, inst.fingerprint, t) == "quiet" for t in inst.tools)
         return inst.era == "legacy" and inst.conn.alive and not inst.conn.asking and quiet
 
     def _move(self, inst: Instance, owner: str) -> None:
@@ -338,13 +353,14 @@ class Pool:
             if self._on_tools_changed is not None:
                 await self._on_tools_changed(server)
 
-        conn = await open_connection(server, entry, session, hint, declared, events=Events(
-            lambda tool, asks: self._learn(server, fp, tool, asks), self._poke, changed))
+        auth = self._authorizer(server, entry) if self._authorizer and isinstance(entry, HttpServer) else None
+        conn = await open_connection(server, entry, session, hint, declared, auth=auth, events=Events(
+            lambda tool, asks: self._learn(server, fp, tool, asks), self._poke, changed), spawned=self._spawned)
         if conn.era is not None and want is None and conn.era != hint:
             # learnt from the server's answer (a start that failed or timed out teaches nothing), and relearnt
             # when a server remembered as modern now answers as a legacy one
             await self.learn_era(server, fp, conn.era)
-        owner = SHARED if conn.era == "modern" and not decl else LISTING if session == ANY else session
+        owner = SHARED if conn.era == "modern" and not decl else self._owner(entry, session, decl)
         inst = Instance(conn, fp, server, owner, decl, wanted=want)
         self._groups.setdefault(inst.key, []).append(inst)
         return inst
@@ -457,8 +473,8 @@ class Pool:
             idle = None if inst.busy else max(0.0, now - inst.last_used)
             entry = entries.get(inst.server)
             out.append(InstanceInfo(
-                server=inst.server, pid=inst.conn.pid, era=inst.era, shared=inst.owner == SHARED,
-                sessions=sorted(s for s in inst.calling if s != ANY) if inst.owner in (SHARED, LISTING)
+                server=inst.server, pid=inst.conn.pid, era=inst.era, shared=inst.owner in (SHARED, COMMON),
+                sessions=sorted(s for s in inst.calling if s != ANY) if inst.owner in (SHARED, COMMON, LISTING)
                 else [inst.owner], calls=inst.busy, idle_seconds=None if idle is None else round(idle, 1),
                 stops_in=None if idle is None or entry is None else round(max(0.0, self._due(inst, spares) - now), 1),
                 spare=idle is not None and id(inst) in spares,

@@ -1,14 +1,15 @@
 """What a restart needs to re-drive a modern call: the round it was in when its questions were asked, or the
 task the server made of it.
 
-Kept on the call's task (`CallTask.resume`) and stored with the round's last question, in that question's
-commit (`StoredTask.resume`, a plain document in the store); `Gateway._redrive` reads it back after a restart,
-waits for the answers still due, and sends the retry the old daemon never got to send.
+Kept by the call's hooks (`McpCallHooks.resume`), handed to the call as what its kind remembers
+(`Call.remember`), and stored with the round's last question, in that question's commit (`StoredTask.resume`, a
+plain document in the store); `McpKind._redrive` reads it back after a restart, waits for the answers still due,
+and sends the retry the old daemon never got to send.
 
 A call the server made a task (mcp/tasks.py) is stored with the task's id as soon as the handle comes, and
 with each question the task asks, in that question's commit, its key beside the question's id (`keys`: every
 key of the task's life, so a restart neither asks one again nor loses one). After a restart the task is
-followed again (`Gateway._refollow`); no retry is due.
+followed again (`McpKind._refollow`); no retry is due.
 """
 
 from __future__ import annotations

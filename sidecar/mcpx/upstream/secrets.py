@@ -21,7 +21,7 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Elicitation, OpenRequest, StoredTask
 from mcpx.broker.store import QuestionFilter
-from mcpx.config.models import ServerConfig, StdioServer
+from mcpx.config.models import ServerConfig, secret_names
 from mcpx.config.source import ConfigSource
 from mcpx.system import keychain
 from mcpx.upstream.errors import UpstreamError
@@ -35,13 +35,9 @@ class MissingSecrets(UpstreamError):
     """The keychain lacks a value a server's process needs (or there is no keychain): it is not started."""
 
 
-def names(entry: ServerConfig) -> list[str]:
-    return list(entry.secrets) if isinstance(entry, StdioServer) else []
-
-
 async def read(server: str, entry: ServerConfig) -> dict[str, str]:
     """The server's secrets from the keychain, as its process starts; MissingSecrets when one is not there."""
-    wanted = names(entry)
+    wanted = secret_names(entry)
     if not wanted:
         return {}
     try:
@@ -77,20 +73,30 @@ class SecretAsker:
         self._tools_changed = tools_changed
         self._asking: dict[str, tuple[Handle, asyncio.Task[None]]] = {}  # server → its open question, its keeper
         self._opening: dict[str, asyncio.Lock] = {}
+        # server → the names the keychain was seen to hold: a call does not ask the keychain again (a D-Bus round
+        # trip) for what it held, until `forget` (mcpx secrets set and forget tell the daemon). A server's process
+        # reads the values themselves as it starts, once per start (read above)
+        self._held: dict[str, frozenset[str]] = {}
+
+    def forget(self, server: str) -> None:
+        """The keychain's values for `server` changed: what was known of them is not trusted any more."""
+        self._held.pop(server, None)
 
     async def lacking(self, server: str, entry: ServerConfig) -> list[str]:
         """The server's secrets the keychain has no value for; MissingSecrets when there is no keychain."""
-        wanted = names(entry)
-        if not wanted:
+        wanted = secret_names(entry)
+        if not wanted or self._held.get(server, frozenset()).issuperset(wanted):
             return []
         try:
-            return await asyncio.to_thread(keychain.missing, server, wanted)
+            lacking = await asyncio.to_thread(keychain.missing, server, wanted)
         except keychain.NoKeychain as exc:
             raise MissingSecrets(f"server {server!r} needs {', '.join(wanted)} and mcpx cannot ask for "
                                  f"{'it' if len(wanted) == 1 else 'them'}: {exc}; "
                                  f"{keychain.instead(server, wanted)}") from None
         except keychain.KeychainError as exc:
             raise MissingSecrets(f"server {server!r} could not read its secrets: {exc}") from None
+        self._held[server] = frozenset(wanted).difference(lacking)
+        return lacking
 
     async def asking(self, server: str, entry: ServerConfig, request: OpenRequest,
                      stored_with: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle | None:

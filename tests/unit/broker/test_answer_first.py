@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,29 +18,9 @@ import pytest
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import Gone, QuestionEnded
 from mcpx.broker.models import OpenRequest
-from mcpx.broker.sqlite import SqliteStore
-from mcpx.config.models import Config
 
 PATIENCE = 10.0  # no wait here is for time: each ends with an event, this only bounds it
 REPO = {"type": "object", "properties": {"repo": {"type": "string"}}}
-
-
-@dataclass
-class Fixed:
-    config: Config
-
-
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    store = SqliteStore(tmp_path / "mcpx.db")
-    await store.open()
-    b = Broker(store, Fixed(Config()))
-    await b.start()
-    try:
-        yield b
-    finally:
-        await b.stop()
-        await store.close()
 
 
 class Held:

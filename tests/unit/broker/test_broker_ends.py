@@ -14,8 +14,6 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,30 +21,10 @@ import pytest
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest
-from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.writes import RecordUnit
-from mcpx.config.models import Config
 
 PATIENCE = 20.0  # bounds the waits; each ends with an event
 REPO = {"type": "object", "properties": {"repo": {"type": "string"}}}
-
-
-@dataclass
-class Fixed:
-    config: Config
-
-
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    store = SqliteStore(tmp_path / "mcpx.db")
-    await store.open()
-    b = Broker(store, Fixed(Config()))
-    await b.start()
-    try:
-        yield b
-    finally:
-        await b.stop()
-        await store.close()
 
 
 async def test_an_expiry_whose_write_failed_is_retried_once_the_database_is_free(

@@ -15,7 +15,7 @@ NOW = 1_800_000_000.0
 def row(eid: str, created: float, state: State = "pending", session: str = "s", audience: str = "human",
         expires: float = NOW + 60) -> QuestionRow:
     doc = json.dumps({"id": eid, "session": session, "audience": audience, "state": state}, separators=(",", ":"))
-    return QuestionRow(eid, session, "srv", audience, state, created, expires, None, None, doc)
+    return QuestionRow(eid, session, "srv", audience, state, created, expires, None, None, doc, False)
 
 
 def ids(index: PendingIndex, **where: str) -> list[str]:

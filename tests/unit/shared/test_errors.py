@@ -7,14 +7,13 @@ import pytest
 from mcpx.api.table import RouteError
 from mcpx.broker.errors import BrokerError, Gone, QuestionEnded
 from mcpx.broker.store import StoreRefused
+from mcpx.call.errors import CallFailed, UnknownTask
 from mcpx.client.transport import ApiError, NoDaemon
 from mcpx.config.problems import ConfigError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.shared.errors import McpxError
-from mcpx.upstream.calls import CallFailed
 from mcpx.upstream.connection import UpstreamError
-from mcpx.upstream.gateway import UnknownTask
 
 
 @pytest.mark.parametrize("family", [BrokerError, Gone, QuestionEnded, StoreRefused, ConfigError, RpcError,

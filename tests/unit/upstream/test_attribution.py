@@ -2,7 +2,7 @@
 
 The rule: the call whose response stream carried it; else the only call in flight; else held until every
 other suspect has had its server's answer. A suspect that ends without one, suspects that all wait on held
-requests of their own, or a hold past its limit: refused (Untold), naming the calls it may have come from.
+requests of their own, or a hold past its limit: refused (UnattributedRequest), naming the calls it may have come from.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import cast
 
 import pytest
 
-from mcpx.upstream.attribution import Attribution, InFlight, Untold
+from mcpx.upstream.attribution import Attribution, InFlight, UnattributedRequest
 from mcpx.upstream.hooks import ServerToCall
 
 NOBODY = cast(ServerToCall, object())
@@ -70,7 +70,7 @@ async def test_a_suspect_that_ends_without_its_answer_makes_it_untold() -> None:
     asking = asyncio.create_task(rule.owner("roots/list"))
     await held(rule, 1)
     rule.end(a, answered=False)  # cancelled or timed out: it may have been the one asking
-    with pytest.raises(Untold) as told:
+    with pytest.raises(UnattributedRequest) as told:
         await asking
     assert told.value.suspects == [a, b]
     assert "ended without its server's answer" in told.value.message
@@ -83,13 +83,13 @@ async def test_as_many_held_requests_as_suspects_are_all_refused() -> None:
     await held(rule, 1)
     second = asyncio.create_task(rule.owner("elicitation/create"))
     results = await asyncio.gather(first, second, return_exceptions=True)
-    assert all(isinstance(r, Untold) for r in results), results
+    assert all(isinstance(r, UnattributedRequest) for r in results), results
     assert "may be waiting for a request like it" in str(results[0])
 
 
 async def test_a_hold_past_its_limit_is_refused() -> None:
     rule = Attribution("srv", limit=0.01)
     calls(rule, "a", "b")
-    with pytest.raises(Untold, match=r"did not all finish within 0\.01 s"):
+    with pytest.raises(UnattributedRequest, match=r"did not all finish within 0\.01 s"):
         await rule.owner("elicitation/create")
     assert rule.held == []

@@ -157,6 +157,10 @@ export type AuditRecord = {
   data?: Record<string, unknown>
 }
 
+export type AuthList = {
+  logins: LoginView[]
+}
+
 export type CallBody = {
   arguments?: Record<string, unknown>
   session?: string | null
@@ -188,6 +192,15 @@ export type CallResult = {
   trace: string
   /** the server's CallToolResult, as it sent it */
   result: Record<string, unknown>
+}
+
+export type CompleteBody = {
+  /** the address the browser ended on after the login (or its query: code=…&state=…) */
+  url: string
+}
+
+export type Completed = {
+  server: string
 }
 
 /** POST /v1/elicit/{id}/consent: the person's yes or no to opening a url-mode question's page. */
@@ -355,6 +368,8 @@ export type Health = {
   /** each notification target of elicit.notify: sent and failed since the daemon started */
   notify?: NotifyStat[]
   store?: StoreStatus | null
+  /** HTTP servers whose login is missing or could not be refreshed: why, and what to do (`mcpx auth login SERVER`, docs/auth.md) */
+  needsLogin?: Record<string, string>
 }
 
 export type InboxAddress = {
@@ -367,7 +382,7 @@ export type InstanceInfo = {
   /** its process (stdio servers) */
   pid?: number | null
   era?: "legacy" | "modern" | null
-  /** every session uses it (modern era); else it is one session's own, or (with no session) one that lists the server's tools */
+  /** every session uses it (modern era, or a server whose roots are not its caller's); else it is one session's own, or (with no session) one that lists the server's tools */
   shared: boolean
   /** the session it belongs to; for a shared one, the sessions calling now */
   sessions: string[]
@@ -388,6 +403,34 @@ export type InstanceInfo = {
 export type ListedTask = TaskDoc & {
   /** the daemon re-drives it after a restart (a modern call between rounds); any other call in flight ends with the daemon, its open questions abandoned */
   survivesRestart: boolean
+}
+
+export type LoggedOut = {
+  server: string
+  wasLoggedIn: boolean
+  /** the authorization server revoked the tokens (it offers RFC 7009) */
+  revoked: boolean
+}
+
+export type LoginStarted = {
+  server: string
+  /** the login question: its answer says how the login ended */
+  question: string
+  /** the authorization server's login page */
+  url: string
+}
+
+/** One server's login as `mcpx auth list` shows it: no token in it. */
+export type LoginView = {
+  server: string
+  url: string
+  state: string
+  issuer?: string | null
+  subject?: string | null
+  scopes?: string[]
+  expires_at?: number | null
+  question?: string | null
+  problem?: string | null
 }
 
 export type NotifyStat = {
@@ -530,6 +573,15 @@ export type Rendering = {
   approvals?: string | null
   /** one line for a terminal where the person works (opencode run's): who asks what, until when, and where to answer it */
   line: string
+}
+
+/** What the daemon did when told a server's secrets changed in the keychain. */
+export type SecretsChanged = {
+  server: string
+  /** its idle instances, stopped: the next call starts one with the keychain's values */
+  stopped: number
+  /** its instances busy with calls: each stops once its calls are done */
+  busy: number
 }
 
 /** POST /v1/elicit/{id}/shown: a client says it has put the question in front of the person. */

@@ -21,7 +21,7 @@ from typing import Any
 from mcpx.cli.common import emit_json
 from mcpx.cli.hosts.claude_files import DOC, MCP_KEY, Place, project_key, read_json, user_file
 from mcpx.cli.hosts.claude_install import ENTRY, TOOL_PREFIX, apply, is_mcpx_entry
-from mcpx.cli.hosts.host_files import mcpx_config, write_json
+from mcpx.cli.hosts.host_files import import_target, write_json
 from mcpx.cli.hosts.server_import import Unimportable, move, namesakes, tell
 
 # Claude Code fills ${NAME} and ${NAME:-default} in an entry's command, args, env, url and headers; mcpx fills
@@ -76,18 +76,12 @@ def _servers(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     return node if isinstance(node, dict) else {}
 
 
-def _target(scope: str, cwd: Path) -> Path:
-    from mcpx.config.finding import config_places
-
-    return config_places(cwd)[0] if scope == "user" else mcpx_config(cwd)
-
-
 def import_servers(args: argparse.Namespace) -> int:
     cwd = Path.cwd().resolve()
     place = Place.of(args.scope, cwd)
     sources = _sources(place, cwd)
     data = {path: read_json(path) for path, _ in sources}  # every file read first: one refused, none written
-    target = _target(args.scope, cwd)
+    target = import_target(args.scope, cwd)
     candidates: dict[str, Any] = {}
     origin: dict[str, Path] = {}
     shadowed: dict[str, tuple[Path, str]] = {}  # a server of the same name as one Claude Code prefers

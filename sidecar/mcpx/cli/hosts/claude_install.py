@@ -19,10 +19,9 @@ before is kept: install notes what it created in mcpx's state directory (`Create
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import shlex
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +29,12 @@ from typing import Any
 
 from mcpx.cli.common import emit_json
 from mcpx.cli.hosts.claude_files import MCP_KEY, Place, read_json
+from mcpx.cli.hosts.host_cmd import installer
 from mcpx.cli.hosts.host_files import (
+    Created,
     HostConfigError,
     copied,
+    longest_wait,
     prune,
     runs_mcpx,
     serve_command,
@@ -41,7 +43,6 @@ from mcpx.cli.hosts.host_files import (
     write_json,
 )
 from mcpx.system.assets import missing_hint, skill_dir
-from mcpx.system.paths import state_dir
 
 ENTRY = "mcpx"  # the MCP entry's name, and the hook's matcher (Claude Code matches the server's name)
 TOOL_PREFIX = f"mcp__{ENTRY}__"  # how Claude Code names the entry's tools; mcpx's texts name them so
@@ -64,18 +65,9 @@ def is_mcpx_hook(hook: Any) -> bool:
 
 
 def hook_timeout(cwd: Path) -> int:
-    """The hook's timeout (s): the longest a question can wait in mcpx's config as it loads here (its elicit.ttl,
-    each server's, mcpx's own questions' askTimeout), plus HOOK_MARGIN."""
-    from mcpx.config.finding import load_config
-    from mcpx.config.problems import ConfigError
-
-    try:
-        config = load_config(cwd).config
-    except ConfigError as exc:
-        raise HostConfigError(f"mcpx's config does not load, and the hook's timeout is read from it: {exc}") from None
-    ttls = [config.elicit.ttl, config.elicit.ask_timeout,
-            *(s.elicit.ttl for s in config.servers.values() if s.elicit.ttl is not None)]
-    return math.ceil(max(ttls)) + HOOK_MARGIN
+    """The hook's timeout (s): the longest a question can wait in mcpx's config as it loads here, plus
+    HOOK_MARGIN."""
+    return longest_wait(cwd, "the hook's timeout") + HOOK_MARGIN
 
 
 @dataclass(frozen=True)
@@ -96,39 +88,6 @@ class Wanted:
     def group(self) -> dict[str, Any]:
         return {"matcher": ENTRY, "hooks": [{"type": "command", "command": self.hook_command,
                                              "timeout": self.timeout}]}
-
-
-class Created:
-    """What install created in each file (the file itself as "", an object or list as its keys joined by "/"):
-    uninstall removes those once empty, and never an empty one the person had. Kept in mcpx's state directory;
-    where it is lost, uninstall keeps every empty one."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or state_dir() / "claude-install.json"
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = {}
-        self.data: dict[str, list[str]] = data if isinstance(data, dict) else {}
-        self.before = copied(self.data)
-
-    def of(self, file: Path) -> set[str]:
-        return set(self.data.get(str(file), []))
-
-    def note(self, file: Path, created: list[str]) -> None:
-        if created:
-            self.data[str(file)] = sorted(self.of(file) | set(created))
-
-    def forget(self, file: Path) -> None:
-        self.data.pop(str(file), None)
-
-    def save(self) -> None:
-        if self.data == self.before:
-            return
-        if self.data:
-            write_json(self.path, self.data)
-        elif self.path.exists():
-            self.path.unlink()
 
 
 # ---- the changes, each on a copy of one file's data
@@ -261,6 +220,9 @@ class Installed:
         if place.approvals is not None:
             print(f"  {place.shown(place.approvals):<42} {ENTRY} approved in {APPROVED}, so Claude Code starts it "
                   "without asking (this file is yours alone: not to be committed)")
+            if git_ignores(place.approvals) is False:
+                print(f"mcpx: git does not ignore {place.shown(place.approvals)}: add it to .gitignore so it is not "
+                      f"committed (echo {shlex.quote(place.shown(place.approvals))} >> .gitignore)")
         print(f"  {place.shown(place.skill / 'SKILL.md'):<42} the mcpx-elicitation skill")
         if self.disabled:
             print(f"mcpx: {place.approvals} also lists {ENTRY} in disabledMcpjsonServers: Claude Code will not "
@@ -278,6 +240,16 @@ class Installed:
               "in mcpx's config, install again: the hook's timeout follows it.")
 
 
+def git_ignores(path: Path) -> bool | None:
+    """Whether git ignores `path`; None when it is in no git work tree (or there is no git to ask)."""
+    try:
+        asked = subprocess.run(["git", "-C", str(path.parent), "check-ignore", "-q", str(path)],
+                               capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {0: True, 1: False}.get(asked.returncode)  # 128: not a work tree
+
+
 def apply(place: Place) -> Installed:
     """Install into `place`: every file read first (one refused, none written), each written only if it changes."""
     files = _files(place)
@@ -287,7 +259,7 @@ def apply(place: Place) -> Installed:
         raise HostConfigError(f"{skill} not found: {missing_hint()}")
     command, machine = serve_command()
     want = Wanted(command, hook_timeout(Path.cwd()))
-    record = Created()
+    record = Created("claude")
     written: list[str] = []
     for path, change in files:
         created = [] if path.exists() else [""]
@@ -303,21 +275,9 @@ def apply(place: Place) -> Installed:
     return Installed(place, want, machine, written, disabled)
 
 
-def install(args: argparse.Namespace) -> int:
-    place = Place.of(args.scope)
-    if args.uninstall:
-        return _uninstall(args, place)
-    done = apply(place)
-    if args.json:
-        emit_json(done.report())
-    else:
-        done.tell()
-    return 0
-
-
 def _uninstall(args: argparse.Namespace, place: Place) -> int:
     before = {path: read_json(path) for path, _ in _files(place)}
-    record = Created()
+    record = Created("claude")
     removed: dict[str, list[str]] = {}
     deleted: list[str] = []
     for path, _ in _files(place):
@@ -354,3 +314,6 @@ def _uninstall(args: argparse.Namespace, place: Place) -> int:
     if files:
         print(f"mcpx: removed {', '.join(files)}")
     return 0
+
+
+install = installer(Place.of, apply, _uninstall)

@@ -1,7 +1,8 @@
-"""What `mcpx doctor` checks of the hosts mcpx is installed in: opencode and Claude Code, each in this project and
-for the user. A host where mcpx is not installed is said so, not counted a problem. Where it is, its entry must
-run an mcpx that exists, and the files install wrote (the plugin's entry points, the hook, the skill) must be there;
-each thing missing is named with the command that puts it back."""
+"""What `mcpx doctor` checks of the hosts mcpx is installed in: opencode, Claude Code, Codex CLI and Gemini CLI, each
+in this project and for the user. A host where mcpx is not installed is said so, not counted a problem. Where it is,
+its entry must run an mcpx that exists, and the files install wrote (the plugin's entry points, the hook, the skill)
+must be there; each thing missing is named with the command that puts it back. What holds but will not work as meant
+is a warning: a Codex tool timeout shorter than a question's wait, a project Codex or Gemini CLI is not trusted in."""
 
 from __future__ import annotations
 
@@ -89,6 +90,80 @@ def claude() -> Iterator[Finding]:
             problems.append(f"{place.shown(place.skill / 'SKILL.md')} is missing")
         yield _outcome("claude", where, problems, install,
                        f"installed in {place.root}: {MCP_KEY}.{', '.join(entries)}, the {EVENT} hook, the skill")
+
+
+def codex() -> Iterator[Finding]:
+    from mcpx.cli.hosts.codex_files import MCP_KEY, Place, plain, read_toml
+    from mcpx.cli.hosts.codex_install import TIMEOUT_MARGIN, is_mcpx_entry
+    from mcpx.cli.hosts.host_files import longest_wait
+
+    for scope, where in (("project", "this project"), ("user", "your own config")):
+        place = Place.of(scope)  # type: ignore[arg-type]
+        command = "mcpx codex install" + (" --scope user" if scope == "user" else "")
+        try:
+            servers = plain(read_toml(place.config).get(MCP_KEY)) or {}
+        except HostConfigError as exc:
+            yield Finding("codex", where, False, str(exc), "fix the file, then run `mcpx doctor` again")
+            continue
+        entries = {name: e for name, e in servers.items() if is_mcpx_entry(e)} if isinstance(servers, dict) else {}
+        if not entries:
+            yield Finding.note("codex", where, f"mcpx is not installed ({place.shown(place.config)} has no "
+                               f"[{MCP_KEY}.NAME] running `mcpx serve`; `{command}` adds it)")
+            continue
+        problems = [f"[{MCP_KEY}.{name}] runs {e['command']!r}, which is not there" for name, e in entries.items()
+                    if not runnable(str(e["command"]))]
+        if not (place.skill / "SKILL.md").is_file():
+            problems.append(f"{place.shown(place.skill / 'SKILL.md')} is missing")
+        finding = _outcome("codex", where, problems, f"run `{command}` again",
+                           f"installed in {place.root}: [{MCP_KEY}.{', '.join(entries)}], the skill")
+        if problems:
+            yield finding
+            continue
+        try:
+            wait = longest_wait(Path.cwd(), "the tool timeout")
+        except HostConfigError:
+            wait = 0  # the config's own finding says why
+        short = [f"{name} gives up after {e.get('tool_timeout_sec', 60)} s" for name, e in entries.items()
+                 if e.get("tool_timeout_sec", 60) < wait]
+        if short:
+            yield Finding.warning("codex", where, f"a question can wait {wait} s in mcpx's config, and Codex's "
+                                  f"{', '.join(short)} (while its form is open)",
+                                  f"run `{command}` again: it sets {wait + TIMEOUT_MARGIN} s")
+        elif not place.trusted():
+            yield Finding.warning("codex", where, f"{place.shown(place.config)} has mcpx, and Codex reads it only "
+                                  "in a project you trust", f"trust {place.root} when Codex asks there")
+        else:
+            yield finding
+
+
+def gemini() -> Iterator[Finding]:
+    from mcpx.cli.hosts.gemini_files import MCP_KEY, Place, read_json, trusted
+    from mcpx.cli.hosts.gemini_install import is_mcpx_entry
+
+    for scope, where in (("project", "this project"), ("user", "your own config")):
+        place = Place.of(scope)  # type: ignore[arg-type]
+        command = "mcpx gemini install" + (" --scope user" if scope == "user" else "")
+        try:
+            settings = read_json(place.settings)
+        except HostConfigError as exc:
+            yield Finding("gemini", where, False, str(exc), "fix the file, then run `mcpx doctor` again")
+            continue
+        servers = settings.get(MCP_KEY)
+        entries = {n: e for n, e in servers.items() if is_mcpx_entry(e)} if isinstance(servers, dict) else {}
+        if not entries:
+            yield Finding.note("gemini", where, f"mcpx is not installed ({place.shown(place.settings)} has no entry "
+                               f"running `mcpx serve`; `{command}` adds it)")
+            continue
+        problems = [f"{MCP_KEY}.{name} runs {e['command']!r}, which is not there" for name, e in entries.items()
+                    if not runnable(str(e["command"]))]
+        if not (place.skill / "SKILL.md").is_file():
+            problems.append(f"{place.shown(place.skill / 'SKILL.md')} is missing")
+        if not problems and not trusted(Path.cwd().resolve()):
+            yield Finding.warning("gemini", where, f"mcpx is installed, and Gemini CLI runs no MCP server in "
+                                  f"{Path.cwd()}: you have not trusted it", "trust it when Gemini CLI asks there")
+            continue
+        yield _outcome("gemini", where, problems, f"run `{command}` again",
+                       f"installed in {place.root}: {MCP_KEY}.{', '.join(entries)}, the skill")
 
 
 def _groups(settings: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import shutil
@@ -17,6 +18,7 @@ from typing import Any
 from mcpx.cli.common import emit_json
 from mcpx.config import jsonc
 from mcpx.shared.errors import McpxError
+from mcpx.system.paths import state_dir
 
 
 class HostConfigError(McpxError):
@@ -30,9 +32,65 @@ def mcpx_config(cwd: Path | None = None) -> Path:
     return (cwd or Path.cwd()).resolve() / ".mcpx" / "config.json"
 
 
+def import_target(scope: str, cwd: Path) -> Path:
+    """Where `import` puts the servers it moves: $MCPX_CONFIG, else the project's .mcpx/config.json, or with
+    --scope user the user's own mcpx config."""
+    from mcpx.config.finding import config_places
+
+    return config_places(cwd)[0] if scope == "user" else mcpx_config(cwd)
+
+
+def longest_wait(cwd: Path, what: str) -> int:
+    """The longest a question can wait (s) in mcpx's config as it loads in `cwd`: its elicit.ttl, each server's,
+    mcpx's own questions' askTimeout. A host's timeout for mcpx (`what`) is read from it."""
+    from mcpx.config.finding import load_config
+    from mcpx.config.problems import ConfigError
+
+    try:
+        config = load_config(cwd).config
+    except ConfigError as exc:
+        raise HostConfigError(f"mcpx's config does not load, and {what} is read from it: {exc}") from None
+    ttls = [config.elicit.ttl, config.elicit.ask_timeout,
+            *(s.elicit.ttl for s in config.servers.values() if s.elicit.ttl is not None)]
+    return math.ceil(max(ttls))
+
+
 def copied(data: Any) -> Any:
     """A deep copy of JSON data, keys in their order."""
     return json.loads(json.dumps(data))
+
+
+class Created:
+    """What a host's install created in each file (the file itself as "", an object or list as its keys joined by "/"):
+    uninstall removes those once empty, and never an empty one the person had. Kept in mcpx's state directory;
+    where it is lost, uninstall keeps every empty one."""
+
+    def __init__(self, host: str) -> None:
+        self.path = state_dir() / f"{host}-install.json"
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        self.data: dict[str, list[str]] = data if isinstance(data, dict) else {}
+        self.before = copied(self.data)
+
+    def of(self, file: Path) -> set[str]:
+        return set(self.data.get(str(file), []))
+
+    def note(self, file: Path, created: list[str]) -> None:
+        if created:
+            self.data[str(file)] = sorted(self.of(file) | set(created))
+
+    def forget(self, file: Path) -> None:
+        self.data.pop(str(file), None)
+
+    def save(self) -> None:
+        if self.data == self.before:
+            return
+        if self.data:
+            write_json(self.path, self.data)
+        elif self.path.exists():
+            self.path.unlink()
 
 
 # ---- reading and writing comment-free JSON
@@ -129,3 +187,27 @@ def guarded(host: str, body: Callable[[argparse.Namespace], int]) -> Callable[[a
                 print(f"mcpx {host}: {exc}", file=sys.stderr)
             return 1
     return runner
+
+
+# ---- the mcpx-elicitation skill, where a host reads skills
+
+
+def put_skill(folder: Path) -> bool:
+    """The skill's SKILL.md in `folder` (a host's skills/mcpx-elicitation/); whether it was written."""
+    from mcpx.system.assets import missing_hint, skill_dir
+
+    skill = skill_dir() / "SKILL.md"
+    if not skill.is_file():
+        raise HostConfigError(f"{skill} not found: {missing_hint()}")
+    return write_if_changed(folder / "SKILL.md", skill.read_text(encoding="utf-8"))
+
+
+def take_skill(folder: Path, root: Path) -> bool:
+    """Remove the skill from `folder`, and the folders it leaves empty below `root`; whether it was there (a
+    SKILL.md of another skill is not mcpx's)."""
+    skill = folder / "SKILL.md"
+    if not (skill.is_file() and "\nname: mcpx-elicitation\n" in skill.read_text(encoding="utf-8")):
+        return False
+    skill.unlink()
+    prune(folder, root)
+    return True

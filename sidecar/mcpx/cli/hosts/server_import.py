@@ -102,15 +102,16 @@ def move(host: str, candidates: Mapping[str, Any], convert: Convert, origin: Map
 
 
 def tell(host: str, report: ImportReport, origin: Mapping[str, Path], target: Path,
-         tool_name: Callable[[str], str]) -> None:
-    """The report, for a person: what moved where (and what each server now gets), what stayed and why."""
+         tool_name: Callable[[str], str], saw: str = "all of yours") -> None:
+    """The report, for a person: what moved where (and what each server now gets, against what it saw of the
+    environment under its host), what stayed and why."""
     for name in report.moved:
         print(f"mcpx: moved {name!r} from {origin[name]} into {target}; its tools now reach the model as "
               f"{tool_name(name)}")
         if name in report.passed:
             names = ", ".join(report.passed[name]) or "nothing else"
             print(f"  it gets {', '.join(INHERITED[:6])}, the locale and its environment entries, passing through "
-                  f"{names} from the daemon's environment; under {host} it saw all of yours — if it needs "
+                  f"{names} from the daemon's environment; under {host} it saw {saw} — if it needs "
                   f'another variable, add "NAME": "${{NAME}}" to its env in {target}')
     for name, why in report.skipped.items():
         print(f"mcpx: left {name!r} in {origin[name]}: {why}", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
@@ -129,6 +130,20 @@ class Form(Vertical):
         _filled, problems = self.schema.check_content(content)
         self.show_problems(problems)
         return None if problems else content
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    @on(SelectionList.SelectedChanged)
+    @on(Checkbox.Changed)
+    def _recheck(self) -> None:
+        """The problems shown are checked again as the person changes the form, by the same rules: a value given
+        after "is required" clears it, one that still does not fit says why now. No new problem is shown on a field
+        the person has not been told about yet."""
+        shown = [box for box in self.boxes if box.has_class("-invalid")]
+        if shown:
+            _filled, problems = self.schema.check_content(self.content())
+            for box in shown:
+                box.show_problem(problems.get(box.field_name))
 
     def show_problems(self, problems: dict[str, str], message: str | None = None) -> None:
         """Problems per field (ours, or the daemon's from a 422); any other is shown under the form."""

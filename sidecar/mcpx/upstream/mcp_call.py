@@ -1,7 +1,9 @@
-"""A call to an upstream tool, as a task with an id, and the way its server's questions reach the broker.
+"""One MCP call's side of its server's requests (hooks.ServerToCall): the questions its server asks reach the
+broker as the call's, its requests for the calling client reach that client, its progress reaches whoever called.
 
-Every question a call raises carries the call's session, trace and task, so it is offered to
-the session that caused it and to nobody else.
+Every question a call raises carries the call's session, trace and task, so it is offered to the session that
+caused it and to nobody else. What a restart re-drives a modern call from (`Resume`) is kept here and handed to
+the call (`Call.remember`) each time it changes.
 """
 
 from __future__ import annotations
@@ -9,223 +11,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from mcpx.broker.broker import Broker, Handle, InvalidQuestion
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import (
-    REDACTED,
-    Answer,
-    Elicitation,
-    OpenRequest,
-    SessionSource,
-    StoredTask,
-    TaskDoc,
-    TaskState,
-    TransparentCall,
-)
-from mcpx.mcp import jsonrpc, tasks
+from mcpx.broker.models import REDACTED, Answer, Elicitation, OpenRequest, StoredTask
+from mcpx.call.deadline import PausableDeadline
+from mcpx.call.errors import CallFailed
+from mcpx.call.record import Call
+from mcpx.call.request import Slot
+from mcpx.mcp import jsonrpc
 from mcpx.mcp.input_required import InputRequired
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.protocol import ElicitParams, Era
-from mcpx.shared.errors import McpxError
-from mcpx.upstream.connection import UpstreamConnection, roots_for
-from mcpx.upstream.deadline import PausableDeadline
+from mcpx.upstream.connection import UpstreamConnection
 from mcpx.upstream.resume import Resume
+from mcpx.upstream.roots import per_caller, roots_of
 
 log = logging.getLogger("mcpx.upstream")
-
-DONE_STATES = ("completed", "failed", "cancelled")
-
-
-def routable(client_caps: dict[str, Any] | None) -> dict[str, Any]:
-    """Of a client's capabilities, those mcpx can carry to it from an upstream: its requests, and the Tasks
-    extension (mcpx follows the server's task and serves it to the client as its own: surface/tasks.py)."""
-    caps = {k: v for k, v in (client_caps or {}).items() if k in ("elicitation", "roots", "sampling")}
-    return tasks.declaring(caps) if tasks.offered(client_caps or {}) else caps
-
-
-@dataclass
-class CallRequest:
-    server: str
-    tool: str
-    arguments: dict[str, Any]
-    session: str
-    session_source: SessionSource
-    parent: str | None = None
-    cwd: str | None = None
-    surface: str = "rest"
-    policy_mode: Literal["ask", "auto", "decline", "error"] | None = None
-    meta: dict[str, Any] | None = None  # forwarded to the upstream's tools/call (progressToken, logLevel)
-    relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = field(default=None, repr=False)
-    # what the calling MCP client declared: it may be asked for roots and sampling itself
-    client_caps: dict[str, Any] | None = None
-    # /mcp/{server}: the upstream sees the client's own era and capabilities, as if mcpx were not there
-    transparent: bool = False
-    era: Literal["legacy", "modern"] | None = None
-
-    @property
-    def declared(self) -> dict[str, Any] | None:
-        """The capabilities to declare upstream: a transparent client's own (what mcpx can route), else mcpx's."""
-        return routable(self.client_caps) if self.transparent else None
-
-    def client_serves(self, capability: str) -> bool:
-        return isinstance((self.client_caps or {}).get(capability), dict)
-
-
-@dataclass
-class Slot:
-    """A request the upstream makes of the calling client itself (roots, sampling): served by the surface."""
-
-    key: str
-    method: str
-    params: dict[str, Any]
-    future: asyncio.Future[dict[str, Any]]
-
-
-class CallFailed(McpxError):
-    """A call that ended without a result; the message names the server and, where one was open, the question."""
-
-
-@dataclass
-class CallTask:
-    id: str
-    trace: str
-    request: CallRequest
-    state: TaskState = "running"
-    era: str | None = None
-    questions: list[str] = field(default_factory=list)
-    open: dict[str, Elicitation] = field(default_factory=dict)
-    abandoned: list[str] = field(default_factory=list)
-    keys: dict[str, str] = field(default_factory=dict)  # question id -> the upstream's inputRequests key
-    secrets: set[str] = field(default_factory=set)  # credential values handed to the server: never stored
-    slots: dict[str, Slot] = field(default_factory=dict)  # requests for the client itself, pending
-    # open questions the calling client was given and could not answer (an unattended host's, one it refused): they
-    # wait for other surfaces, and that client is not given them again
-    passed_over: set[str] = field(default_factory=set)
-    result: dict[str, Any] | None = None
-    error: str | None = None
-    created: float = field(default_factory=time.time)
-    updated: float = field(default_factory=time.time)
-    resume: Resume | None = None  # a modern call's round in flight: what a restart re-drives
-    progress: dict[str, Any] | None = None  # the server's last progress report (progress, total, message)
-    end_reason: str | None = None
-    end_state: TaskState = "cancelled"
-    suspended: bool = False  # the daemon is stopping; a modern call stays resumable after the restart
-    kept: bool = False  # the store holds a row of it (it asked, or a restart found it): its end must follow soon
-    runner: asyncio.Task[None] | None = None
-    # who waits for the call to change (wait_for): a future each, woken by touch (False) or its timeout (True).
-    # Not a Condition: its lock costs every call a few microseconds on its reply's path and guards nothing
-    _waiters: list[asyncio.Future[bool]] = field(default_factory=list, repr=False)
-
-    @property
-    def done(self) -> bool:
-        return self.state in DONE_STATES
-
-    @property
-    def upstream_task(self) -> str | None:
-        """The server's own task the call became (its task handle), followed to its end."""
-        return self.resume.task if self.resume is not None else None
-
-    async def touch(self, state: TaskState | None = None) -> None:
-        if state is not None:
-            self.state = state
-        self.updated = time.time()
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(False)
-
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """True once `predicate` holds, False if it still does not after `timeout` seconds."""
-        if predicate():
-            return True
-        loop = asyncio.get_running_loop()
-        until = loop.time() + timeout
-        while True:
-            waiter: asyncio.Future[bool] = loop.create_future()
-            self._waiters.append(waiter)
-            # the timeout wakes the waiter as a touch does: a timer handle, not asyncio.timeout's cancel and
-            # uncancel of the waiting task (every call's driver waits here once, for its reply)
-            timer = loop.call_at(until, self._expire, waiter)
-            try:
-                expired = await waiter
-            finally:
-                timer.cancel()
-                if not waiter.done() or waiter.cancelled():  # cancelled: no touch will take it out
-                    with contextlib.suppress(ValueError):
-                        self._waiters.remove(waiter)
-            if predicate():
-                return True
-            if expired:
-                return False
-
-    def _expire(self, waiter: asyncio.Future[bool]) -> None:
-        if not waiter.done():
-            with contextlib.suppress(ValueError):
-                self._waiters.remove(waiter)
-            waiter.set_result(True)
-
-    def _shown(self) -> dict[str, Any]:
-        r = self.request
-        return {"id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server, "tool": r.tool,
-                "session": r.session, "session_source": r.session_source, "state": self.state, "era": self.era,
-                "questions": list(self.questions), "open": list(self.open),
-                "created": datetime.fromtimestamp(self.created, UTC),
-                "updated": datetime.fromtimestamp(self.updated, UTC)}
-
-    def doc(self) -> TaskDoc:
-        return TaskDoc(**self._shown(), result=self.result, error=self.error,
-                       progress=None if self.done else self.progress)
-
-    def scrub(self, value: Any) -> Any:
-        """`value` with every credential this call handed its server replaced by [redacted] (a server may echo it)."""
-        if not self.secrets:
-            return value
-        if isinstance(value, str):
-            for secret in self.secrets:
-                value = value.replace(secret, REDACTED)
-            return value
-        if isinstance(value, dict):
-            return {k: self.scrub(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.scrub(v) for v in value]
-        return value
-
-    def stored(self) -> StoredTask:
-        """What the tasks table keeps: enough to answer for the task, and to re-drive a modern call.
-
-        What the server said or was given (its result, the error, the arguments, the client's
-        capabilities) is kept without the credentials this call handed it.
-        """
-        r = self.request
-        return StoredTask(
-            **self._shown(), result=self.scrub(self.result), error=self.scrub(self.error),
-            arguments=self.scrub(r.arguments), cwd=r.cwd, surface=r.surface, policy_mode=r.policy_mode,
-            transparent=TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
-            resume=self.resume.stored() if self.resume is not None else None)
-
-    def stored_with(self, q: Elicitation, pending: bool, resume: Resume | None = None) -> StoredTask:
-        """What the tasks table keeps once `q` is open (pending, or settled at once), and with `resume` the
-        round it belongs to: stored in q's own commit."""
-        stored = self.stored()
-        update: dict[str, Any] = {"questions": [*stored.questions, q.id]}
-        if pending:
-            update.update({"open": [*stored.open, q.id], "state": "input-required"})
-        if resume is not None:
-            update["resume"] = resume.stored()
-        return stored.model_copy(update=update)
-
-    def fail(self, reason: str, state: TaskState = "failed") -> None:
-        """End the call now: `failed` loudly (policy `error`, server removed) or `cancelled` (by the client)."""
-        self.end_reason = reason
-        self.end_state = state
-        if self.runner is not None and not self.runner.done():
-            self.runner.cancel()
 
 
 REASON_META = "io.mcpx/reason"
@@ -243,43 +47,52 @@ def elicit_result(answer: Answer) -> dict[str, Any]:
     return out
 
 
-class CallContext:
-    """The hooks a call offers its server (hooks.ServerToCall): questions go to the broker."""
+class McpCallHooks:
+    """The hooks one MCP call offers its server (hooks.ServerToCall) on one connection: questions go to the broker."""
 
-    def __init__(self, broker: Broker, task: CallTask, conn: UpstreamConnection, deadline: PausableDeadline,
-                 save: Callable[[CallTask], Any]) -> None:
+    def __init__(self, broker: Broker, call: Call, conn: UpstreamConnection, deadline: PausableDeadline,
+                 save: Callable[[Call], Awaitable[None]]) -> None:
         self.broker = broker
-        self.task = task
+        self.call = call
         self.conn = conn
         self.deadline = deadline
         self._save = save
+        # what a restart re-drives the call from: the round in flight, or the task the server made of it
+        self.resume = Resume.model_validate(call.remembered) if call.remembered else None
+        self.rounds = 0  # rounds of questions answered through these hooks (a re-driven retry was taken)
         # completions the server announced for a question still being opened (they come on their own task)
         self._completed_early: set[str] = set()
         self._following = False  # the call became a task: its deadline stands still (following)
         self._opening = asyncio.Lock()  # a task's questions are opened one at a time (answer_input)
         self._withdrawn: dict[str, str] = {}  # a task's questions the server stopped asking: why they end
 
+    def _remember(self, resume: Resume | None) -> None:
+        self.resume = resume
+        self.call.remember(resume.stored() if resume is not None else None)
+
     def roots(self) -> list[dict[str, Any]]:
-        return roots_for(self.task.request.cwd)
+        return roots_of(self.conn.entry, self.call.request.cwd)
+
+    def client_roots(self) -> bool:
+        """Whether roots/list goes to the calling client: it declared roots, and the server's roots are its caller's."""
+        return self.call.request.client_serves("roots") and per_caller(self.conn.entry)
 
     def fixed_answer(self, method: str) -> dict[str, Any] | None:
-        if method == "roots/list" and not self.task.request.client_serves("roots"):
+        if method == "roots/list" and not self.client_roots():
             return {"roots": self.roots()}
         return None
 
     async def client_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        r = self.task.request
-        capability = "roots" if method == "roots/list" else "sampling"
-        if r.client_serves(capability):
-            return await self.via_client(f"{method}#{len(self.task.slots) + len(self.task.questions)}", method, params)
+        r = self.call.request
+        serves = self.client_roots() if method == "roots/list" else r.client_serves("sampling")
+        if serves:
+            return await self.via_client(f"{method}#{len(self.call.slots) + len(self.call.questions)}", method, params)
         if (fixed := self.fixed_answer(method)) is not None:
             return fixed
         raise RpcError(jsonrpc.METHOD_NOT_FOUND, "mcpx offers no sampling to this call (its caller did not declare it)")
 
-    def add_slot(self, key: str, method: str, params: dict[str, Any]) -> Slot:
-        slot = Slot(key, method, params, asyncio.get_running_loop().create_future())
-        self.task.slots[key] = slot
-        return slot
+    def _slot(self, key: str, method: str, params: dict[str, Any]) -> Slot:
+        return Slot(key, method, params, asyncio.get_running_loop().create_future())
 
     async def await_slot(self, slot: Slot) -> dict[str, Any]:
         self.deadline.pause()  # the client may be asking a model or a person: that time is not the server's
@@ -287,41 +100,41 @@ class CallContext:
             return await slot.future
         finally:
             self.deadline.resume()
-            self.task.slots.pop(slot.key, None)
+            self.call.slot_closed(slot.key)
 
     async def via_client(self, key: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Hand a request to the calling client (the surface serves task.slots) and wait for its answer."""
-        slot = self.add_slot(key, method, params)
-        await self.task.touch()
+        """Hand a request to the calling client (the surface serves the call's slots) and wait for its answer."""
+        slot = self._slot(key, method, params)
+        self.call.slot_opened(slot)
         return await self.await_slot(slot)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """A notification the server sent about this call (progress, log messages): relayed to whoever called.
 
         Progress does not move our deadline: it only proves the server is alive. The last report is kept on the
-        task, for whoever follows the call without a relay (`mcpx call` on a terminal, GET /v1/tasks/{id}).
+        call, for whoever follows it without a relay (`mcpx call` on a terminal, GET /v1/tasks/{id}).
         """
         if method == "notifications/progress":
-            self.task.progress = {k: params[k] for k in ("progress", "total", "message") if k in params}
+            self.call.progressed({k: params[k] for k in ("progress", "total", "message") if k in params})
             if params.get("progressToken") is None:
-                return  # the caller asked for no progress: kept on the task only
-        relay = self.task.request.relay
+                return  # the caller asked for no progress: kept on the call only
+        relay = self.call.request.relay
         if relay is not None:
             try:
                 await relay(method, params)
             except Exception as exc:  # the caller went away; the call goes on
-                log.debug("relaying %s for %s failed: %s", method, self.task.id, exc)
+                log.debug("relaying %s for %s failed: %s", method, self.call.id, exc)
 
     def _open_request(self, params: ElicitParams, upstream_id: str | None) -> OpenRequest:
-        r = self.task.request
+        r = self.call.request
         mode = params.effective_mode
         return OpenRequest(
             session=r.session, session_source=r.session_source, server=r.server, tool=r.tool,
             mode=mode,
             message=params.message, requested_schema=params.requested_schema if mode == "form" else None,
             url=params.url if mode == "url" else None, upstream_id=upstream_id or params.elicitation_id,
-            trace=self.task.trace,
-            parent=r.parent, task=self.task.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
+            trace=self.call.trace,
+            parent=r.parent, task=self.call.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
         )
 
     async def open(self, params: ElicitParams, era: Era,
@@ -329,72 +142,61 @@ class CallContext:
                    upstream_id: str | None = None) -> Handle:
         """Open the server's question through the broker, as its era needs. Broker.open's arguments, and why:
 
-        - legacy (`ask`): the call's task is stored with the question, in its commit (`task`), and the call's
-          waiters are told at once, so a restart knows what was promised before anyone is told. The answer may
+        - legacy (`ask`): the call is stored with the question, in its commit (`task`), and the call's
+          watchers are told at once, so a restart knows what was promised before anyone is told. The answer may
           reach the server before it commits (`eager`): nothing re-drives a legacy call, so nothing could re-send
           what its server was told. When the call's own MCP client can answer questions, that client is asked
-          first (`committing`: the call's driver is given two loop turns before the question's commit is queued,
-          which then runs while the client reads it; docs/architecture.md, "What is written when").
+          first: `committing` is the call's own step (`Call.ask_first`), which returns once the client's request
+          is written; the commit is queued then, and runs while the client reads it (docs/architecture.md, "What
+          is written when").
         - modern (`answer_round`): never eager, since a restart re-drives the call with the answer the store
-          holds. The round's last question is stored with `round_record` (the task with the round's Resume); the
-          waiters are told once the whole round is open. A task's question (`answer_input`) is opened the same
+          holds. The round's last question is stored with `round_record` (the call with the round's Resume); the
+          watchers are told once the whole round is open. A task's question (`answer_input`) is opened the same
           way, its key the question's `upstream_id` and `round_record` the task's Resume with that key.
         """
         legacy = era == "legacy"
-        r = self.task.request
+        r = self.call.request
         client_first = legacy and r.surface == "mcp" and r.client_serves("elicitation")
         told: Handle | None = None
 
         async def committing(handle: Handle) -> None:
             nonlocal told
             told = handle
-            self._opened(handle)
-            await self.task.touch()
-            # the call's driver (surface/driver.py) wakes on the next loop turn and asks its client on the one after:
-            # both before broker.open queues the question's commit, which then runs while the client reads it
-            for _turn in range(2):
-                await asyncio.sleep(0)
+            await self.call.ask_first(handle.elicitation)
 
         # Shielded: a call that ends while its question is being stored (its server went away, its client
         # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
         opening = asyncio.ensure_future(self.broker.open(self._open_request(params, upstream_id),
-                                                         self.task.stored_with if legacy else round_record,
+                                                         self.call.stored_with if legacy else round_record,
                                                          committing if client_first else None, eager=legacy))
         try:
             handle = await asyncio.shield(opening)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 handle = await opening
-                if told is None:
-                    self.task.questions.append(handle.id)
-                self.task.open.pop(handle.id, None)
-                if not handle.done() and not self.task.suspended:
-                    self.task.abandoned.append(handle.id)
+                self.call.raised(handle.id)
+                if not handle.done() and not self.call.suspended:
+                    self.call.abandoning(handle.id)
                     await self.broker.abandon(handle.id, self.abandon_reason(handle.id))
             raise
         except InvalidQuestion as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, f"mcpx refused this elicitation: {exc.message}") from None
         except Exception:
             if told is not None:  # it could not be stored: the client asked meanwhile has that request withdrawn
-                self.task.questions.remove(told.id)
-                self.task.open.pop(told.id, None)
-                await self.task.touch("running" if not self.task.open else None)
+                self.call.withdrawn(told.id)
             raise
         if told is None:
-            self._opened(handle)
+            self._opened(handle, tell=legacy)
         if legacy:
-            self.task.kept = True
-            if told is None:
-                await self.task.touch()
+            self.call.keep()
         if params.elicitation_id is not None and params.elicitation_id in self._completed_early:
             await self.complete(params.elicitation_id)
         return handle
 
-    def _opened(self, handle: Handle) -> None:
-        self.task.questions.append(handle.id)
-        if not handle.done():
-            self.task.open[handle.id] = handle.elicitation
-            self.task.state = "input-required"
+    def _opened(self, handle: Handle, tell: bool = True) -> None:
+        """The question is the call's (open if it waits). A modern round's questions are told once the whole round
+        is open (`tell` False: they are the call's now, and its watchers hear the round's last change)."""
+        self.call.asked(handle.elicitation, pending=not handle.done(), tell=tell)
 
     async def wait(self, handle: Handle) -> Answer:
         """Wait for a person (the deadline stands still meanwhile); abandon the question if the call ends first."""
@@ -404,34 +206,32 @@ class CallContext:
             for name in handle.elicitation.secret_fields:
                 value = (answer.content or {}).get(name)
                 if isinstance(value, str) and len(value) >= 4:
-                    self.task.secrets.add(value)
+                    self.call.handed_secret(value)
             return answer
         except QuestionEnded as ended:
             # policy `error`: the call fails loudly, naming the question (and the other questions it leaves)
-            reason = (f"{self.task.request.server}.{self.task.request.tool} needed an answer to {handle.id} "
+            reason = (f"{self.call.request.server}.{self.call.request.tool} needed an answer to {handle.id} "
                       f"({handle.elicitation.message!r}) and none may be given: {ended.reason}")
-            self.task.end_reason = reason
+            self.call.note_end_reason(reason)
             raise CallFailed(reason) from None
         except asyncio.CancelledError:
-            if not self.task.suspended:
-                self.task.abandoned.append(handle.id)
+            if not self.call.suspended:
+                self.call.abandoning(handle.id)
                 await self.broker.abandon(handle.id, self.abandon_reason(handle.id))
             raise
         finally:
             self.deadline.resume()
-            self.task.open.pop(handle.id, None)
-            if not self.task.open and self.task.state == "input-required":
-                await self.task.touch("running")
+            self.call.settled(handle.id)
 
     def abandon_reason(self, eid: str) -> str:
         if eid in self._withdrawn:
             return self._withdrawn[eid]
-        if self.task.end_reason:
-            return self.task.end_reason
+        if self.call.end_reason:
+            return self.call.end_reason
         peer = self.conn.peer
         if peer is not None and not peer.alive:
             return f"server {self.conn.name!r} went away while {eid} was open: {peer.close_reason}"
-        return f"the call {self.task.trace} ended before {eid} was answered"
+        return f"the call {self.call.trace} ended before {eid} was answered"
 
     async def ask(self, params: ElicitParams) -> dict[str, Any]:
         """A legacy server's elicitation/create, on its own request: the call itself runs on in the runner.
@@ -443,14 +243,14 @@ class CallContext:
         try:
             answer = await self.wait(handle)
         except CallFailed as exc:
-            self.task.fail(str(exc))  # the runner waits for the server's result: the call ends there, failed
+            self.call.fail(str(exc))  # the runner waits for the server's result: the call ends there, failed
             raise RpcError(jsonrpc.INTERNAL_ERROR, str(exc)) from None
         self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "legacy"})
         return elicit_result(answer)
 
     async def complete(self, elicitation_id: str) -> None:
         """notifications/elicitation/complete: the server saw the out-of-band step finish."""
-        for eid, q in list(self.task.open.items()):
+        for eid, q in list(self.call.open.items()):
             if q.mode == "url" and q.upstream_id == elicitation_id:
                 try:
                     await self.broker.answer(eid, "accept", by="upstream", reason="the server reported completion")
@@ -473,7 +273,7 @@ class CallContext:
                 raise CallFailed(f"server {self.conn.name!r} sent an invalid elicitation in inputRequests"
                                  f"[{key!r}]: {exc}") from None
         if method == "roots/list" or (method == "sampling/createMessage"
-                                      and self.task.request.client_serves("sampling")):
+                                      and self.call.request.client_serves("sampling")):
             return method, req.get("params") or {}
         raise CallFailed(f"server {self.conn.name!r} asked for {method!r} in inputRequests[{key!r}], which "
                          "mcpx did not declare to it")
@@ -481,8 +281,8 @@ class CallContext:
     async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
         """One broker question per elicitation in inputRequests, roots and sampling to the client (or roots
         from mcpx); once all are answered, the retry's inputResponses, under the server's own keys."""
+        self.rounds += 1
         requests = asked.input_requests or {}
-        r = self.task.request
         planned = [(key, *self._planned(key, req)) for key, req in requests.items()]  # all checked before any acts
         static: dict[str, Any] = {}
         handles: dict[str, Handle] = {}
@@ -491,10 +291,10 @@ class CallContext:
         for key, method, params in planned:  # all of them registered before the caller is told of any
             if method == "elicitation/create":
                 asks.append((key, params))
-            elif method == "roots/list" and not r.client_serves("roots"):
+            elif method == "roots/list" and not self.client_roots():
                 static[key] = {"roots": self.roots()}
             else:
-                slots[key] = self.add_slot(key, method, params)
+                slots[key] = self._slot(key, method, params)
 
         def resume(last: tuple[str, str] | None = None) -> Resume:
             """The round so far; `last`: the key and id of the question being opened, which has no handle yet."""
@@ -504,16 +304,18 @@ class CallContext:
         for i, (key, params) in enumerate(asks):
             # the last question carries the round's resume state in its own commit: what a restart re-drives
             # from is stored exactly when the last question is
-            with_round = (lambda q, pending, k=key: self.task.stored_with(q, pending, resume((k, q.id)))
+            with_round = (lambda q, pending, k=key: self.call.stored_with(q, pending, resume((k, q.id)).stored())
                           ) if i == len(asks) - 1 else None
             handles[key] = await self.open(params, "modern", with_round)
-            self.task.keys[handles[key].id] = key
-        self.task.resume = resume()
+            self.call.keyed(handles[key].id, key)
+        self._remember(resume())
         if asks:
-            self.task.kept = True
+            self.call.keep()
         else:
-            await self._save(self.task)
-        await self.task.touch()
+            await self._save(self.call)
+        for slot in slots.values():
+            self.call.slot_opened(slot)
+        self.call.round_opened()  # the whole round is open: the watchers are told
         waits = [asyncio.ensure_future(self.wait(h)) for h in handles.values()]
         try:
             answers = await asyncio.gather(*waits)
@@ -538,24 +340,24 @@ class CallContext:
         if not self._following:
             self._following = True
             self.deadline.pause()
-        if self.task.resume is None or self.task.resume.task != task_id:
-            self.task.resume = Resume(round=0, task=task_id)
-            await self._save(self.task)
-            await self.task.touch()  # a transparent client's call is a task from now on (surface/driver.py)
+        if self.resume is None or self.resume.task != task_id:
+            self._remember(Resume(round=0, task=task_id))
+            await self._save(self.call)
+            self.call.became_task(task_id)  # a transparent client's call is a task from now on (surface/driver.py)
 
     def keeps_going(self) -> bool:
-        return self.task.suspended
+        return self.call.suspended
 
     async def answer_input(self, key: str, request: Any) -> dict[str, Any]:
         """One of the task's inputRequests: an elicitation is one broker question (the key its upstreamId; a key
         a restart finds stored is that same question, re-attached), roots and sampling go as in a round. The
         response, once given: what tasks/update carries under `key`."""
         method, params = self._planned(key, request)
-        if method == "roots/list" and not self.task.request.client_serves("roots"):
+        if method == "roots/list" and not self.client_roots():
             return {"roots": self.roots()}
         if method != "elicitation/create":
             return await self.via_client(key, method, params)
-        resume = self.task.resume
+        resume = self.resume
         assert resume is not None and resume.task is not None  # following() came first
         stored = resume.keys.get(key)
         if stored is not None:
@@ -563,13 +365,14 @@ class CallContext:
 
         def record(q: Elicitation, pending: bool) -> StoredTask:
             resume.keys[key] = q.id  # in this commit and every later one: each question's commit holds them all
-            return self.task.stored_with(q, pending, resume)
+            self._remember(resume)
+            return self.call.stored_with(q, pending, resume.stored())
 
         async with self._opening:  # one at a time: each commit's keys include every question opened before it
             handle = await self.open(params, "modern", record, upstream_id=key)
-        self.task.keys[handle.id] = key
-        self.task.kept = True
-        await self.task.touch()
+        self.call.keyed(handle.id, key)
+        self.call.keep()
+        self.call.round_opened()
         answer = await self.wait(handle)
         self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "modern", "task": resume.task})
         return elicit_result(answer)
@@ -583,7 +386,6 @@ class CallContext:
             if handle is None:
                 raise CallFailed(f"{eid} cannot be re-attached after the restart")
             self._opened(handle)
-            await self.task.touch()
             answer = await self.wait(handle)
         if answer is None:  # it ended without an answer (abandoned): the server is not left waiting for it
             return {"action": "cancel"}
@@ -592,7 +394,7 @@ class CallContext:
 
     async def withdrawn(self, key: str) -> None:
         """Said before the question's wait is cancelled: the abandonment that follows gives this reason."""
-        for eid, k in self.task.keys.items():
+        for eid, k in self.call.keys.items():
             if k == key:
                 self._withdrawn[eid] = (f"server {self.conn.name!r} no longer asks it: its task went on without "
                                         "this answer")

@@ -1,0 +1,218 @@
+"""The daemon's calls: started, run to their end and recorded, cancelled, and taken up again after a restart.
+
+A call is kept in memory until there is something to keep: the first question (which a restart must know of), or
+its end. A call that just runs and answers costs the store one write, which rides with the next commit.
+
+After a restart, a call its kind remembered something for (upstream/kind.py, `CallScope.remember`: a modern MCP
+call's round in flight, or the task its server made of it) is continued by its kind from that; any other call
+that was running is failed with the reason, its questions abandoned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcpx.broker.broker import Broker
+from mcpx.broker.models import TaskDoc, TaskState
+from mcpx.broker.store import QuestionFilter
+from mcpx.call.deadline import CallTimeout
+from mcpx.call.errors import CallFailed, UnknownTask
+from mcpx.call.record import Call
+from mcpx.call.request import CallRequest
+from mcpx.config.source import ConfigSource
+from mcpx.shared.ids import is_id, new_id
+
+log = logging.getLogger("mcpx.call")
+
+# finished calls kept in memory for mcpx_task_result and /v1/tasks; older ones are read from mcpx.db
+KEEP_FINISHED = 256
+
+Work = Callable[[Call], Awaitable[dict[str, Any]]]
+
+
+class Calls:
+    """Every call this daemon runs, and the most recent finished ones.
+
+    `run`: what runs a new call to its result; `follow`: what continues, after a restart, a call whose kind
+    remembered how (both the gateway's: they pick the call's kind)."""
+
+    def __init__(self, broker: Broker, settings: ConfigSource, run: Work, follow: Work) -> None:
+        self.broker = broker
+        self.settings = settings
+        self._run = run
+        self._follow = follow
+        self.live: dict[str, Call] = {}  # running calls, and the most recent finished ones
+        self._finished: deque[str] = deque()
+        self._reaper: asyncio.Task[None] | None = None
+
+    # ---- reading
+
+    def get(self, tid: str) -> Call | None:
+        return self.live.get(tid)
+
+    async def doc(self, tid: str) -> TaskDoc:
+        if not is_id(tid, "tsk"):
+            raise UnknownTask(f"{tid!r} is not a task id (they look like tsk- and 16 hex digits)")
+        live = self.live.get(tid)
+        if live is not None:
+            return live.doc()
+        stored = await self.broker.task(tid)
+        if stored is None:
+            raise UnknownTask(f"no task {tid}")
+        return stored.shown()
+
+    async def save(self, call: Call) -> None:
+        call.keep()
+        await self.broker.save_task(call.stored())
+
+    # ---- running
+
+    def start(self, request: CallRequest) -> Call:
+        call = Call(id=new_id("tsk"), trace=new_id("cal"), request=request)
+        self.live[call.id] = call
+        call.started(asyncio.create_task(self._run_to_end(call, self._run(call), "running"),
+                                         name=f"mcpx-call-{call.id}"))
+        return call
+
+    async def _run_to_end(self, call: Call, work: Awaitable[dict[str, Any]], doing: str) -> None:
+        """Run a call to its end and record how it ended, in words that name the server and the question."""
+        r = call.request
+        try:
+            result = await work
+        except asyncio.CancelledError:
+            if call.suspended:
+                return  # the daemon is stopping: the stored state is what the next daemon resumes from
+            await self._finish(call, call.end_state, error=call.end_reason or "the call was cancelled")
+            return
+        except CallFailed as exc:
+            await self._finish(call, "failed", result=exc.result, error=str(exc))
+            return
+        except CallTimeout as exc:
+            await self._finish(call, "failed", error=str(exc))
+            return
+        except Exception as exc:
+            log.exception("call %s failed", call.id)
+            await self._finish(call, "failed", error=f"mcpx failed {doing} {r.server}.{r.tool}: "
+                                                     f"{type(exc).__name__}: {exc}")
+            return
+        await self._finish(call, "completed", result=result)
+
+    async def _finish(self, call: Call, state: TaskState, result: dict[str, Any] | None = None,
+                      error: str | None = None) -> None:
+        for eid in list(call.open):
+            await self.broker.abandon(eid, call.end_reason or error or "the call ended")
+        call.ended(state, result, error)
+        data: dict[str, Any] = {"state": state, "server": call.request.server, "tool": call.request.tool}
+        if error:
+            data["error"] = call.scrub(error)
+        # whoever waits for the result heard first (call.ended told them; it is in memory); the final state and
+        # its call.done commit together one loop turn behind, so neither building the record nor the database
+        # thread is in the reply's way. A call the store never heard of (it never asked) has its end ride with the
+        # next commit, within a short horizon: a stream of plain calls costs the store a commit per horizon, not
+        # one each. A callback, not another step of the call's task: queued behind the watchers' wake-ups.
+        asyncio.get_running_loop().call_soon(self._record_end, call, data)
+
+    def _record_end(self, call: Call, data: dict[str, Any]) -> None:
+        committed = self.broker.finish_task(call.stored(), data, behind=not call.kept)
+        committed.add_done_callback(lambda f: self._forget_finished(call.id, f))
+
+    def _forget_finished(self, tid: str, committed: asyncio.Future[Any]) -> None:
+        """Keep the last few finished calls in memory, the rest in the store alone (which answers for them)."""
+        if committed.cancelled() or committed.exception() is not None:
+            return  # the store does not hold its end: memory stays the only record of it
+        self._finished.append(tid)
+        while len(self._finished) > KEEP_FINISHED:
+            self.live.pop(self._finished.popleft(), None)
+
+    async def cancel(self, tid: str, reason: str) -> bool:
+        call = self.live.get(tid)
+        if call is None or call.done:
+            return False
+        call.fail(reason, "cancelled")
+        if call.runner is not None:
+            # the call records its own end (_run_to_end); a cancel of this caller is its own, and goes on up
+            done, _ = await asyncio.wait({call.runner}, timeout=5)
+            if not done:
+                log.warning("call %s is still ending 5 s after it was cancelled", tid)
+        return True
+
+    def servers_gone(self, servers: set[str]) -> None:
+        """The config no longer has these servers: their calls fail, saying so."""
+        for call in self.live.values():
+            if not call.done and call.request.server in servers:
+                call.fail(f"server {call.request.server!r} was removed from the config during the call", "failed")
+
+    async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
+        for call in list(self.live.values()):
+            if call.done:
+                continue
+            if call.remembered is not None:
+                call.suspend()  # left as stored; the next daemon takes it up
+            else:
+                call.fail("the mcpx daemon stopped during the call", "failed")
+        runners = [c.runner for c in self.live.values() if c.runner is not None and not c.runner.done()]
+        for runner in runners:
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+
+    # ---- after a restart
+
+    async def recover(self) -> None:
+        """Take up the calls a daemon before this one left running."""
+        for stored in await self.broker.tasks_in(("running", "input-required")):
+            calling = stored.transparent
+            request = CallRequest(server=stored.server, tool=stored.tool, arguments=stored.arguments,
+                                  session=stored.session, session_source=stored.session_source,
+                                  parent=stored.parent, cwd=stored.cwd, surface=stored.surface,
+                                  policy_mode=stored.policy_mode, transparent=calling is not None,
+                                  era=calling.era if calling else None,
+                                  client_caps=calling.client_caps if calling else None)
+            # the questions table is the truth about which questions the call raised
+            raised = [q.id for q in await self.broker.questions(QuestionFilter(task=stored.id))]
+            call = Call(id=stored.id, trace=stored.trace, request=request, state=stored.state, era=stored.era,
+                        questions=raised, remembered=stored.resume or None, created=stored.created.timestamp(),
+                        kept=True)
+            self.live[call.id] = call
+            if call.remembered and request.server in self.settings.config.servers:
+                call.started(asyncio.create_task(
+                    self._run_to_end(call, self._follow(call), "re-driving after the restart"),
+                    name=f"mcpx-resume-{call.id}"))
+            else:
+                reason = ("the mcpx daemon restarted during the call; a legacy-era call lives in its server "
+                          "process and was lost with it")
+                call.note_end_reason(reason)
+                for eid in call.questions:
+                    await self.broker.abandon(eid, reason)
+                await self._finish(call, "failed", error=reason)
+
+    def reap_lapsed(self, lease: float) -> None:
+        """A shared store: end the calls of lapsed daemons that nothing can continue."""
+        self._reaper = asyncio.create_task(self._reap_lapsed(lease), name="mcpx-reap-lapsed")
+
+    async def _reap_lapsed(self, lease: float) -> None:
+        """End the legacy-era calls of daemons whose lease lapsed (their questions can never be delivered), once
+        the lease has lapsed and not before; a call its kind can continue waits for its own daemon, which
+        continues it when it comes back."""
+        while True:
+            await asyncio.sleep(max(0.2, lease / 3))
+            try:
+                for owner, task in await self.broker.lapsed_tasks(("running", "input-required")):
+                    if task.resume:
+                        continue
+                    reason = (f"the mcpx daemon {owner.id} on {owner.host} (user {owner.user}, pid {owner.pid}) "
+                              f"stopped answering: its lease lapsed {lease:g}s after its last heartbeat at "
+                              f"{owner.heartbeat.isoformat(timespec='seconds')}; a legacy-era call lives in its "
+                              "server process and was lost with it")
+                    gone = await self.broker.take_over(task, owner.id, reason)
+                    if gone:
+                        log.info("took over call %s of lapsed daemon %s (%s): abandoned %s", task.id, owner.id,
+                                 owner.host, ", ".join(gone))
+            except Exception as exc:  # the store away for a while: the next round tries again
+                log.warning("looking for the calls of lapsed daemons failed: %s", exc)

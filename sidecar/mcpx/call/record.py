@@ -1,0 +1,440 @@
+"""A call as one owned object: its state, changed only by its own methods, each of which tells its observers.
+
+Who changes a call: whatever runs it (call/lifecycle.py: its start and end), the kind of upstream that serves it
+(the questions its server asks, the requests for the calling client, a task the server made of it), and the doors
+its client answers through (a question passed over, a report that changed). Who watches it: the surface's driver
+(surface/driver.py), the task door's followers (surface/tasks.py) and the REST routes' long polls
+(api/call_routes.py), each with a `Watch` (`Call.watch`), which wakes on the call's next event, or when its
+owner pokes it (the driver, when a request it made of its client ends).
+
+A plain call (one nothing asks about) costs one `Call`: no task of its own but its runner, no record until it
+ends (`kept`: the store holds a row of it only once it asked or a restart found it).
+
+One step is the call's own because two layers meet in it: a legacy call's question that its own MCP client can
+answer is asked of that client before its commit is queued (`ask_first`, which the question's opener hands the
+broker as `committing`): the client reads the question while it commits. Whoever serves the client (the driver)
+says how it asks first (`first_asker`), and returns once the request is written; nothing counts loop turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Literal
+
+from mcpx.broker.models import REDACTED, Elicitation, StoredTask, TaskDoc, TaskState, TransparentCall
+from mcpx.call.request import CallRequest, Slot
+
+DONE_STATES = ("completed", "failed", "cancelled")
+
+Change = Literal["connected", "asked", "settled", "withdrawn", "slot", "passed-over", "report", "became-task",
+                 "progress", "running", "ended"]
+
+
+@dataclass(frozen=True)
+class CallEvent:
+    """What changed in a call: `change`, and the question, slot or task it concerns (`subject`)."""
+
+    call: str
+    change: Change
+    subject: str | None = None
+
+
+FirstAsker = Callable[[Elicitation], Awaitable[None]]
+
+
+class Call:
+    """One call of an upstream tool (`tsk-…`, the same id at every door and after a restart)."""
+
+    def __init__(self, id: str, trace: str, request: CallRequest, *, state: TaskState = "running",
+                 era: str | None = None, questions: list[str] | None = None,
+                 remembered: Mapping[str, Any] | None = None, created: float | None = None,
+                 kept: bool = False) -> None:
+        self.id = id
+        self.trace = trace
+        self.request = request
+        self._state: TaskState = state
+        self._era = era
+        self._questions: list[str] = list(questions or ())
+        self._open: dict[str, Elicitation] = {}
+        self._abandoned: list[str] = []
+        self._keys: dict[str, str] = {}  # question id -> the upstream's own key for it (inputRequests)
+        self._secrets: set[str] = set()  # credential values handed to the server: never stored
+        self._slots: dict[str, Slot] = {}  # requests for the client itself, pending
+        # open questions the calling client was given and could not answer (an unattended host's, one it refused):
+        # they wait for other doors, and that client is not given them again
+        self._passed_over: set[str] = set()
+        self._result: dict[str, Any] | None = None
+        self._error: str | None = None
+        self.created = created if created is not None else time.time()
+        self._updated = self.created
+        # what the call's kind can continue it from after a restart (upstream/kind.py, `CallScope.remember`)
+        self._remembered = dict(remembered) if remembered is not None else None
+        self._upstream_task: str | None = (remembered or {}).get("task")
+        self._progress: dict[str, Any] | None = None  # the server's last report (progress, total, message)
+        self._end_reason: str | None = None
+        self._end_state: TaskState = "cancelled"
+        self._suspended = False
+        self._kept = kept
+        self._runner: asyncio.Task[None] | None = None
+        self._first_asker: FirstAsker | None = None
+        self._watches: list[Watch] = []
+
+    # ---- what it is now (read-only)
+
+    @property
+    def state(self) -> TaskState:
+        return self._state
+
+    @property
+    def done(self) -> bool:
+        return self._state in DONE_STATES
+
+    @property
+    def era(self) -> str | None:
+        return self._era
+
+    @property
+    def questions(self) -> tuple[str, ...]:
+        """Every question the call raised, in order."""
+        return tuple(self._questions)
+
+    @property
+    def open(self) -> Mapping[str, Elicitation]:
+        """Its questions that wait for an answer."""
+        return MappingProxyType(self._open)
+
+    @property
+    def abandoned(self) -> tuple[str, ...]:
+        return tuple(self._abandoned)
+
+    @property
+    def keys(self) -> Mapping[str, str]:
+        return MappingProxyType(self._keys)
+
+    @property
+    def slots(self) -> Mapping[str, Slot]:
+        return MappingProxyType(self._slots)
+
+    @property
+    def passed_over(self) -> frozenset[str]:
+        return frozenset(self._passed_over)
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        return self._result
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    @property
+    def updated(self) -> float:
+        return self._updated
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        return self._progress
+
+    @property
+    def remembered(self) -> Mapping[str, Any] | None:
+        return self._remembered
+
+    @property
+    def upstream_task(self) -> str | None:
+        """The server's own task the call became (its task handle), followed to its end."""
+        return self._upstream_task
+
+    @property
+    def end_reason(self) -> str | None:
+        """Why the call was ended from outside (failed or cancelled), once it was."""
+        return self._end_reason
+
+    @property
+    def end_state(self) -> TaskState:
+        return self._end_state
+
+    @property
+    def suspended(self) -> bool:
+        """The daemon is stopping: the call stays as stored, for the next daemon to take up."""
+        return self._suspended
+
+    @property
+    def kept(self) -> bool:
+        """The store holds a row of it (it asked, or a restart found it): its end must follow soon."""
+        return self._kept
+
+    @property
+    def runner(self) -> asyncio.Task[None] | None:
+        return self._runner
+
+    # ---- observers
+
+    def watch(self) -> Watch:
+        """A watch on the call's events, until it is closed (`with call.watch() as watch:`)."""
+        watch = Watch(self)
+        self._watches.append(watch)
+        return watch
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """True once `predicate` holds, False if it still does not after `timeout` seconds."""
+        if predicate():
+            return True
+        with self.watch() as watch:
+            return await watch.until(predicate, timeout)
+
+    def _tell(self, change: Change, subject: str | None = None) -> None:
+        self._updated = time.time()
+        if self._watches:
+            event = CallEvent(self.id, change, subject)
+            for watch in list(self._watches):
+                watch.hear(event)
+
+    # ---- asking the calling client first
+
+    def first_asker(self, asker: FirstAsker | None) -> None:
+        """Who asks the call's own client a question before its commit is queued (the driver of a client that can
+        answer questions mid-call); None when that client is gone."""
+        self._first_asker = asker
+
+    async def ask_first(self, q: Elicitation) -> None:
+        """The question opens (broker.open's `committing`): it is the call's now, and its own client, if one can be
+        asked, is asked before this returns."""
+        self.asked(q, pending=True)
+        if self._first_asker is not None:
+            await self._first_asker(q)
+
+    # ---- changes, each told
+
+    def connected(self, era: str | None) -> None:
+        self._era = era
+        self._tell("connected")
+
+    def started(self, runner: asyncio.Task[None]) -> None:
+        self._runner = runner
+
+    def asked(self, q: Elicitation, pending: bool, tell: bool = True) -> None:
+        """A question of the call's opened (`pending`: it waits for an answer; else settled at once). `tell`
+        False: one of several opened together, told at once when the last is (`round_opened`)."""
+        if q.id not in self._questions:
+            self._questions.append(q.id)
+        if pending:
+            self._open[q.id] = q
+            self._state = "input-required"
+        if tell:
+            self._tell("asked", q.id)
+
+    def round_opened(self) -> None:
+        """The questions and requests opened together (a modern server's round) are all open: told at once, so that
+        nobody reads the round half open."""
+        self._tell("asked")
+
+    def raised(self, eid: str) -> None:
+        """A question the call raised and no longer waits for (it opened as the call was ending)."""
+        if eid not in self._questions:
+            self._questions.append(eid)
+        self._open.pop(eid, None)
+        self._tell("settled", eid)
+
+    def settled(self, eid: str) -> None:
+        """A question no longer waits for the call (answered, or ended): the call runs on once none does."""
+        self._open.pop(eid, None)
+        if not self._open and self._state == "input-required":
+            self._state = "running"
+        self._tell("settled", eid)
+
+    def withdrawn(self, eid: str) -> None:
+        """A question that could not be stored: it was never the call's."""
+        with contextlib.suppress(ValueError):
+            self._questions.remove(eid)
+        self._open.pop(eid, None)
+        if not self._open and self._state == "input-required":
+            self._state = "running"
+        self._tell("withdrawn", eid)
+
+    def abandoning(self, eid: str) -> None:
+        """A question of the call's is abandoned as the call ends (it names it in the call's error)."""
+        self._abandoned.append(eid)
+
+    def keyed(self, eid: str, key: str) -> None:
+        """The upstream's own key for question `eid` (a modern server's inputRequests key)."""
+        self._keys[eid] = key
+
+    def slot_opened(self, slot: Slot) -> None:
+        self._slots[slot.key] = slot
+        self._tell("slot", slot.key)
+
+    def slot_closed(self, key: str) -> None:
+        if self._slots.pop(key, None) is not None:
+            self._tell("slot", key)
+
+    def pass_over(self, eid: str) -> None:
+        """The calling client could not answer `eid`: it waits for other doors, and is not given to it again."""
+        self._passed_over.add(eid)
+        self._tell("passed-over", eid)
+
+    def report_changed(self) -> None:
+        """What a report of the call says changed though its state did not (a door's note on a refused answer)."""
+        self._tell("report")
+
+    def progressed(self, report: dict[str, Any]) -> None:
+        self._progress = report
+        self._tell("progress")
+
+    def remember(self, state: Mapping[str, Any] | None) -> None:
+        """What the call's kind can continue it from after a restart (stored with the next write of the call)."""
+        self._remembered = dict(state) if state is not None else None
+
+    def became_task(self, upstream_task: str) -> None:
+        """The server made the call a task of its own: followed to its end."""
+        self._upstream_task = upstream_task
+        self._tell("became-task", upstream_task)
+
+    def handed_secret(self, value: str) -> None:
+        self._secrets.add(value)
+
+    def keep(self) -> None:
+        """The store holds a row of the call from now on."""
+        self._kept = True
+
+    def running(self, state: TaskState | None = None) -> None:
+        """The call's state is `state` (running, or input-required while mcpx's own question waits)."""
+        if state is not None:
+            self._state = state
+        self._tell("running")
+
+    def fail(self, reason: str, state: TaskState = "failed") -> None:
+        """End the call now: `failed` loudly (policy `error`, server removed) or `cancelled` (by the client)."""
+        self._end_reason = reason
+        self._end_state = state
+        if self._runner is not None and not self._runner.done():
+            self._runner.cancel()
+
+    def note_end_reason(self, reason: str) -> None:
+        """Why the call is ending, said before it ends (its questions are abandoned with it)."""
+        self._end_reason = reason
+
+    def suspend(self) -> None:
+        """The daemon is stopping: the call stays as stored; the next daemon takes it up."""
+        self._suspended = True
+
+    def ended(self, state: TaskState, result: dict[str, Any] | None = None, error: str | None = None) -> None:
+        """The call's end: its result, or its error (a result too, for a server's own protocol error)."""
+        self._result = result
+        self._error = error
+        self._open.clear()
+        self._remembered = None
+        self._state = state
+        self._tell("ended")
+
+    # ---- as shown and stored
+
+    def _shown(self) -> dict[str, Any]:
+        r = self.request
+        return {"id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server, "tool": r.tool,
+                "session": r.session, "session_source": r.session_source, "state": self._state, "era": self._era,
+                "questions": list(self._questions), "open": list(self._open),
+                "created": datetime.fromtimestamp(self.created, UTC),
+                "updated": datetime.fromtimestamp(self._updated, UTC)}
+
+    def doc(self) -> TaskDoc:
+        return TaskDoc(**self._shown(), result=self._result, error=self._error,
+                       progress=None if self.done else self._progress)
+
+    def scrub(self, value: Any) -> Any:
+        """`value` with every credential this call handed its server replaced by [redacted] (a server may echo it)."""
+        if not self._secrets:
+            return value
+        if isinstance(value, str):
+            for secret in self._secrets:
+                value = value.replace(secret, REDACTED)
+            return value
+        if isinstance(value, dict):
+            return {k: self.scrub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.scrub(v) for v in value]
+        return value
+
+    def stored(self) -> StoredTask:
+        """What the tasks table keeps: enough to answer for the call, and for its kind to continue it.
+
+        What the server said or was given (its result, the error, the arguments, the client's
+        capabilities) is kept without the credentials this call handed it.
+        """
+        r = self.request
+        return StoredTask(
+            **self._shown(), result=self.scrub(self._result), error=self.scrub(self._error),
+            arguments=self.scrub(r.arguments), cwd=r.cwd, surface=r.surface, policy_mode=r.policy_mode,
+            transparent=TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
+            resume=dict(self._remembered) if self._remembered is not None else None)
+
+    def stored_with(self, q: Elicitation, pending: bool, remembered: Mapping[str, Any] | None = None) -> StoredTask:
+        """What the tasks table keeps once `q` is open (pending, or settled at once), and with `remembered` what
+        its kind continues from: stored in q's own commit."""
+        stored = self.stored()
+        update: dict[str, Any] = {"questions": [*(e for e in stored.questions if e != q.id), q.id]}
+        if pending:
+            update.update({"open": [*(e for e in stored.open if e != q.id), q.id], "state": "input-required"})
+        if remembered is not None:
+            update["resume"] = dict(remembered)
+        return stored.model_copy(update=update)
+
+
+class Watch:
+    """One observer's watch on a call: woken by the call's events, or by its owner (`poke`)."""
+
+    def __init__(self, call: Call) -> None:
+        self._call = call
+        self._waiter: asyncio.Future[bool] | None = None
+        self.last: CallEvent | None = None  # the last event heard
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self._call._watches.remove(self)
+
+    def hear(self, event: CallEvent) -> None:
+        self.last = event
+        self.poke()
+
+    def poke(self) -> None:
+        """Wake whoever waits on this watch (its owner has news of its own)."""
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(False)
+
+    async def until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """True once `predicate` holds (looked at on each wake), False if it still does not after `timeout`."""
+        if predicate():
+            return True
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout
+        while True:
+            waiter = self._waiter = loop.create_future()
+            # the timeout wakes the waiter as an event does: a timer handle, not asyncio.timeout's cancel and
+            # uncancel of the waiting task (every call's driver waits here once, for its reply)
+            timer = loop.call_at(until, _expire, waiter)
+            try:
+                expired = await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+            if predicate():
+                return True
+            if expired:
+                return False
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(True)
+

@@ -1,0 +1,186 @@
+"""`mcpx codex install [--scope project|user] [--uninstall]`: mcpx and its skill, where Codex CLI finds them
+(docs/codex.md).
+
+What it writes, in a project (or, with --scope user, in `$CODEX_HOME`: cli/hosts/codex_files.py):
+
+- .codex/config.toml (user: ~/.codex/config.toml): the table `[mcp_servers.mcpx]`, which runs `mcpx serve`, with
+  `tool_timeout_sec` the longest question's TTL in mcpx's config plus TIMEOUT_MARGIN (Codex shows a question in its
+  own form, and gives up on the call when its tool timeout, 60 s by default, runs out while the form is open),
+  `env_vars` naming the variables that say where mcpx's daemon and config are (Codex gives a server a fixed few of
+  its own and no others), and `env.MCPX_TOOL_PREFIX`, how Codex names mcpx's tools;
+- .codex/skills/mcpx-elicitation/SKILL.md (user: ~/.codex/skills/): the skill.
+
+The file is edited in place with tomlkit: every comment, table and key of the person's stays as it was, and a key
+the person added to mcpx's table (`default_tools_approval_mode`, say) stays too. Running it twice changes nothing;
+`--uninstall` removes exactly what it adds; a file that is not valid TOML is refused, untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.items import Table
+
+from mcpx.cli.hosts.codex_files import MCP_KEY, Place, plain, read_toml, write_toml
+from mcpx.cli.hosts.host_cmd import installer, undone
+from mcpx.cli.hosts.host_files import (
+    Created,
+    HostConfigError,
+    longest_wait,
+    prune,
+    put_skill,
+    runs_mcpx,
+    serve_command,
+    take_skill,
+)
+
+ENTRY = "mcpx"
+ENTRY_SHOWN = f"[mcp_servers.{ENTRY}]"
+TOOL_PREFIX = f"mcp__{ENTRY}__"  # how Codex names the entry's tools (its namespace mcp__mcpx, then the tool)
+TIMEOUT_MARGIN = 60  # s past the longest TTL: a question's end reaches the call a moment after its deadline
+# what locates mcpx's daemon, state and config: passed through from Codex's environment when set there
+PASSED = ("MCPX_HOME", "MCPX_CONFIG", "MCPX_USER_CONFIG", "MCPX_DAEMON_URL", "MCPX_TOKEN", "MCPX_SESSION_ID",
+          "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+OURS = ("command", "args", "env", "env_vars", "tool_timeout_sec")  # the keys of mcpx's table that install writes
+
+
+def is_mcpx_entry(entry: Any) -> bool:
+    """A `[mcp_servers.NAME]` table that runs `mcpx serve` (as install writes it, from any installation)."""
+    if not isinstance(entry, dict):
+        return False
+    command, args = entry.get("command"), entry.get("args", [])
+    return isinstance(command, str) and isinstance(args, list) and runs_mcpx([command, *map(str, args)], "serve")
+
+
+@dataclass(frozen=True)
+class Wanted:
+    command: list[str]  # `mcpx serve`, as serve_command() resolves it
+    timeout: int
+
+    @property
+    def entry(self) -> dict[str, Any]:
+        return {"command": self.command[0], "args": self.command[1:], "env": {"MCPX_TOOL_PREFIX": TOOL_PREFIX},
+                "env_vars": list(PASSED), "tool_timeout_sec": self.timeout}
+
+
+def with_entry(doc: tomlkit.TOMLDocument, want: Wanted, created: list[str]) -> None:
+    """mcpx's table in `doc`, as wanted; the person's other keys in it kept."""
+    servers = doc.get(MCP_KEY)
+    if servers is None:
+        servers = tomlkit.table(is_super_table=True)
+        doc[MCP_KEY] = servers
+        created.append(MCP_KEY)
+    elif not isinstance(servers, dict):
+        raise HostConfigError(f"{MCP_KEY} is not a table; fix it first")
+    entry = servers.get(ENTRY)
+    if entry is None:
+        entry = tomlkit.table()
+        servers[ENTRY] = entry
+    elif not isinstance(entry, Table):
+        raise HostConfigError(f"{MCP_KEY}.{ENTRY} is not a table; fix it first")
+    for key, value in want.entry.items():
+        current = entry.get(key)
+        if current is None or plain(current) != value:
+            entry[key] = tomlkit.inline_table() if key == "env" else value
+            if key == "env":
+                entry[key].update(value)
+
+
+def without(doc: tomlkit.TOMLDocument, created: set[str]) -> bool:
+    """`doc` less mcpx's table (when it runs `mcpx serve`), and `mcp_servers` when install made it and it is empty
+    now; whether anything went."""
+    servers = doc.get(MCP_KEY)
+    if not isinstance(servers, dict) or not is_mcpx_entry(servers.get(ENTRY)):
+        return False
+    del servers[ENTRY]
+    if not servers and MCP_KEY in created:
+        del doc[MCP_KEY]
+    return True
+
+
+@dataclass
+class Installed:
+    place: Place
+    want: Wanted
+    machine: bool  # the entry names this machine's mcpx, not the one on PATH
+    written: list[str]
+
+    def report(self) -> dict[str, Any]:
+        place = self.place
+        return {"action": "install", "scope": place.scope, "root": str(place.root), "config": str(place.config),
+                "skill": str(place.skill), "changed": bool(self.written), "written": self.written,
+                "entry": {ENTRY: self.want.entry}, "toolTimeoutSec": self.want.timeout,
+                "machineSpecific": self.machine, "trusted": place.trusted()}
+
+    def tell(self) -> None:
+        place, want = self.place, self.want
+        where = f"{place.scope} scope, {place.root}"
+        if not self.written:
+            print(f"mcpx: already installed for Codex ({where}); nothing changed")
+        else:
+            print(f"mcpx: installed for Codex ({where})")
+            print(f"  {place.shown(place.config):<36} [{MCP_KEY}.{ENTRY}] runs `{shlex.join(want.command)}`, "
+                  f"tool_timeout_sec = {want.timeout} (the longest question's TTL in mcpx's config + "
+                  f"{TIMEOUT_MARGIN} s)")
+            print(f"  {place.shown(place.skill / 'SKILL.md'):<36} the mcpx-elicitation skill")
+        if self.machine:
+            print(f"mcpx: the entry names this machine's mcpx ({want.command[0]}), not one on PATH. Put this one on "
+                  "PATH and install again to get a file anyone can commit.")
+        if not place.trusted():
+            print(f"mcpx: Codex reads {place.shown(place.config)} only in a project you trust: answer its question "
+                  f"when it first starts here, or add [projects.\"{place.root}\"] trust_level = \"trusted\" to your "
+                  "~/.codex/config.toml")
+        if self.written:
+            print("Next: start (or restart) Codex; its tools are mcp__mcpx__SERVER_TOOL. `codex exec` runs no MCP "
+                  f"tool that needs approval: add default_tools_approval_mode = \"approve\" to [{MCP_KEY}.{ENTRY}] "
+                  "if you want it to. When you change a TTL in mcpx's config, install again: the timeout follows it.")
+
+
+def apply(place: Place) -> Installed:
+    """Install into `place`: the config read first (refused, nothing written), each file written only if it
+    changes."""
+    doc = read_toml(place.config)
+    command, machine = serve_command()
+    want = Wanted(command, longest_wait(Path.cwd(), "the tool timeout") + TIMEOUT_MARGIN)
+    record = Created("codex")
+    created = [] if place.config.exists() else [""]
+    with_entry(doc, want, created)
+    written: list[str] = []
+    if write_toml(place.config, doc):
+        record.note(place.config, created)
+        written.append(place.shown(place.config))
+    if put_skill(place.skill):
+        written.append(place.shown(place.skill / "SKILL.md"))
+    record.save()
+    return Installed(place, want, machine, written)
+
+
+def _uninstall(args: argparse.Namespace, place: Place) -> int:
+    doc = read_toml(place.config)
+    record = Created("codex")
+    created = record.of(place.config)
+    files: list[str] = []
+    deleted = False
+    if without(doc, created):
+        files.append(place.shown(place.config))
+        if not tomlkit.dumps(doc).strip() and "" in created:
+            place.config.unlink()
+            deleted = True
+        else:
+            write_toml(place.config, doc)
+        record.forget(place.config)
+    if take_skill(place.skill, place.root):
+        files.append(place.shown(place.skill / "SKILL.md"))
+    if place.scope == "project":
+        prune(place.config.parent, place.root)
+    record.save()
+    return undone(args, "Codex", place.scope, place.root, ENTRY_SHOWN, files,
+                  [place.shown(place.config)] if deleted else [])
+
+
+install = installer(Place.of, apply, _uninstall)

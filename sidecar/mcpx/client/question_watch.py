@@ -1,0 +1,82 @@
+"""Watching a question while a terminal asks it, so the prompt stops as soon as the question ends elsewhere.
+
+A question put to a person here can end without them: answered from another door (the inbox, REST, another
+terminal), expired, or abandoned (its call ended; the daemon restarted). A prompt that went on asking field after
+field for a question that is gone wastes the person's time and then refuses what they typed. So while it asks, a
+thread of its own long-polls the question's end (`wait_for_answer`, through the daemon's restarts: the question is
+durable) and, once it has ended, makes `fileno()` readable: `read_line` waits on it beside the keyboard and raises
+EndedMeanwhile, which says how it ended.
+
+The prompt runs outside any event loop (Ctrl-C must reach the read itself), so the watch has its own loop in its own
+thread, stopped when the prompt is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from typing import Any
+
+from mcpx.client.transport import ApiError, wait_for_answer
+from mcpx.presentation.text import plain
+from mcpx.shared.errors import McpxError
+
+STOP_PATIENCE = 5.0  # s: how long leaving the watch waits for its thread (its poll is cancelled at once)
+
+
+class EndedMeanwhile(McpxError):
+    """The question a prompt was asking ended elsewhere; the message says how."""
+
+
+def how_it_ended(eid: str, answer: dict[str, Any]) -> str:
+    """A question's end in words, from its answer as stored."""
+    if answer.get("by") == "expiry":
+        return f"{eid} expired: nobody answered it in time"
+    return f"{eid} was answered elsewhere: {plain(answer.get('action', '?'))} by {plain(answer.get('by', '?'))}"
+
+
+class Watch:
+    """`with Watch(eid) as watch:` — `watch.fileno()` turns readable once the question has ended, and
+    `watch.ended()` is the EndedMeanwhile that says how."""
+
+    def __init__(self, eid: str) -> None:
+        self.eid = eid
+        self.how: str | None = None
+        self._read_end, self._write_end = os.pipe()
+        self._loop = asyncio.new_event_loop()
+        self._task = self._loop.create_task(self._watch())
+        self._thread = threading.Thread(target=self._run, name=f"watch {eid}", daemon=True)
+
+    def __enter__(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        # the loop is closed here, not in its thread: a watch that ended by itself (the prompt's own answer ends the
+        # question too) leaves a loop that still takes the cancel, harmlessly
+        self._loop.call_soon_threadsafe(self._task.cancel)
+        self._thread.join(STOP_PATIENCE)
+        if not self._thread.is_alive():
+            self._loop.close()
+        os.close(self._read_end)
+        os.close(self._write_end)
+
+    def fileno(self) -> int:
+        return self._read_end
+
+    def ended(self) -> EndedMeanwhile:
+        return EndedMeanwhile(self.how or f"{self.eid} ended")
+
+    def _run(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # cancelled: the prompt is done, nothing more to watch
+            self._loop.run_until_complete(self._task)
+
+    async def _watch(self) -> None:
+        try:
+            answer = await wait_for_answer(self.eid, float("inf"))
+            self.how = how_it_ended(self.eid, answer or {})
+        except ApiError as exc:  # 410: abandoned (its reason said); 404: no longer in the store
+            self.how = plain(exc)
+        os.write(self._write_end, b"!")

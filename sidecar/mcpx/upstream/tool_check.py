@@ -1,0 +1,33 @@
+"""The rule for a call to a tool its server does not have: refused before anything runs, naming the server's tools
+and the nearest match, in place of the server's own raw error (`MCP error -32602: Tool nosuch not found`).
+
+Kept apart so that the gateway calls it from one place (before a call starts, when the server's tools are known) and
+`mcpx tools SERVER.TOOL` says the same words.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from mcpx.upstream.pool import UnknownServer
+
+SHOWN = 40  # tool names listed at most: a server with hundreds is named by its nearest match and a count
+
+
+class UnknownTool(UnknownServer):
+    """No such tool on a known server. An UnknownServer too: every door that refuses an unknown SERVER.TOOL by its
+    server refuses it by its tool the same way (a /v1 404, an MCP invalid-params error)."""
+
+
+def refuse_unknown_tool(server: str, tool: str, tools: list[dict[str, Any]] | None) -> None:
+    """UnknownTool when `tools` (the server's listing; None while it is not known) has no `tool`."""
+    if tools is None:
+        return
+    names = sorted({t["name"] for t in tools if isinstance(t.get("name"), str)})
+    if tool in names:
+        return
+    near = difflib.get_close_matches(tool, names, n=1)
+    listed = ", ".join(names[:SHOWN]) + (f", … ({len(names)} in all)" if len(names) > SHOWN else "")
+    raise UnknownTool(f"server {server!r} has no tool {tool!r}" + (f"; did you mean {near[0]!r}?" if near else "")
+                      + f" (its tools: {listed or 'none'})")

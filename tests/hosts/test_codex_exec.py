@@ -1,0 +1,118 @@
+"""`codex exec` (Codex CLI with nobody at its screen) with mcpx: nothing it replies for a person's question is recorded
+as the person's; the question waits for the person at mcpx's doors, and the agent answers only its own.
+
+The real Codex 0.169.0 binary, headless, against the scripted Responses API of tests/codex/fake_model.py, with mcpx
+installed by `mcpx codex install --scope user` in a private CODEX_HOME; the upstream is the mcp SDK peer that elicits
+(tests/peers/sdk_server.py); the test plays the person from a terminal (`mcpx elicit answer`). `codex exec` answers
+every question `decline` within milliseconds, shown to nobody: mcpx knows it is `codex exec` from the call's own
+`_meta` (mcpx/shared/hostenv.py). docs/codex.md is what this checks.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codex.fake_model import Call, ScriptedCodexModel
+from codex.harness import codex_env, exec_args, install, provider, require_codex
+from harness import PATIENCE, read_log, stop_process, wait_for_sync
+from host_world import Person, agent_answers, elicit_daemon, finish, said, two_sessions_one_expiring
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("codex")]
+
+NS = "mcp__mcpx__"  # Codex's namespace for the entry mcpx, as its logs name the tools
+DELETE, BRIEF_DELETE = f"{NS}sdk_delete_branch", f"{NS}brief_delete_branch"
+
+SESSION = re.compile(r"session id: ([0-9a-f-]{36})")
+
+
+@dataclass
+class World(Person):
+    model: ScriptedCodexModel
+    binary: Path
+    root: Path
+
+    def start(self, name: str, script: list[Any]) -> subprocess.Popen[str]:
+        """`codex exec` in a project of its own, mcpx installed as a person installs it; stop it with stop_process."""
+        project, home = self.root / name, self.root / f"{name}-home"
+        project.mkdir()
+        (home / ".codex").mkdir(parents=True)
+        mcpx_env = {k: v for k, v in self.daemon.env.items() if k.startswith("MCPX_")}
+        env = codex_env(home, mcpx_env)
+        (home / ".codex" / "config.toml").write_text(provider(self.model.base_url, project))
+        install(home, project, env, approve=True)
+        marker = self.model.script(name, script)
+        return subprocess.Popen(exec_args(self.binary, f"{marker} go"), cwd=project, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    binary = require_codex()
+    root = tmp_path_factory.mktemp("codex-exec")
+    model = ScriptedCodexModel(root / "model.log").start()
+    daemon = elicit_daemon(root)
+    try:
+        daemon.start()
+        yield World(daemon, model, binary, root)
+    finally:
+        daemon.stop()
+        model.stop()
+
+
+
+def test_the_persons_question_waits_for_the_person_and_codexs_own_decline_is_nobodys(world: World) -> None:
+    before = {q["id"] for q in world.pending()}
+    proc = world.start("person", [lambda r: Call(DELETE, {}), said])
+    try:
+        code, out, err = finish(proc)
+        assert code == 0, err[-3000:]
+        q = next(q for q in world.pending() if q["id"] not in before)
+        assert q["audience"] == "human" and q["message"] == "Really delete branch main?"
+        # the session is Codex's own: the one `codex exec` names on its stderr (and `codex resume` takes)
+        session = SESSION.search(err)
+        assert session is not None and q["session"] == f"codex-{session.group(1)}", (q["session"], err[:600])
+        # Codex was asked, answered decline unseen, and mcpx recorded none of it: the call came back early saying
+        # where the question waits, and the model read that
+        wait_for_sync(lambda: "the unattended host replied 'decline' to " + q["id"] in read_log(world.daemon.home),
+                      what="the daemon's note of codex exec's decline")
+        assert world.answered(q["id"]) == []
+        assert q["id"] in out and "waiting for an answer" in out, out
+        # the skill `mcpx codex install` put in CODEX_HOME was listed to the model
+        assert "mcpx-elicitation" in world.model.of("person")[0].instructions
+        # the person answers later, from a terminal; the call, which went on in the daemon, ends with it
+        assert world.cli("elicit", "answer", q["id"], '{"confirm": true}').returncode == 0
+        result = world.cli("task", "result", q["task"], "--timeout", str(PATIENCE))
+        assert result.returncode == 0 and '"confirm": true' in result.stdout, result
+        assert world.answered(q["id"]) == [("accept", "person:cli")]
+    finally:
+        stop_process(proc)
+
+
+def test_the_agents_question_is_the_agents_to_answer(world: World) -> None:
+    seen: list[str] = []
+    proc = world.start("agent", agent_answers(NS, seen))
+    try:
+        code, out, err = finish(proc)
+        assert code == 0 and "acme/widgets" in out, (out, err[-2000:])
+        assert [(a, by.split(":")[0]) for a, by in world.answered(seen[0])] == [("accept", "agent")]
+    finally:
+        stop_process(proc)
+
+
+def test_two_runs_are_two_sessions_and_an_unanswered_question_expires_as_cancel(world: World) -> None:
+    first = world.start("one", [lambda r: Call(DELETE, {}), said])
+    second = world.start("two", [lambda r: Call(BRIEF_DELETE, {}), said])
+    try:
+        sessions = two_sessions_one_expiring(world, world.model, first, second)
+        assert all(s.startswith("codex-") for s in sessions)  # each Codex's own session
+    finally:
+        stop_process(first)
+        stop_process(second)
