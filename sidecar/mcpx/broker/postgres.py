@@ -126,7 +126,7 @@ UPDATE elicitations SET approvals = true
 """,
     # people's passkeys (docs/presence.md): a team's daemons share them, with their sign counts
     3: """
-CREATE TABLE passkeys (
+CREATE TABLE IF NOT EXISTS passkeys (
     id         TEXT PRIMARY KEY,
     person     TEXT NOT NULL,
     public_key TEXT NOT NULL,
