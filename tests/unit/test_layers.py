@@ -32,8 +32,12 @@ ONLY = {
 # what a layer must not import: a door knows nothing of the doors beside it, nothing below the daemon imports it
 FORBIDDEN = {
     # the call knows no kind of upstream and no door: the kinds and the doors know it
-    "mcpx.call": ("mcpx.upstream", "mcpx.surface", "mcpx.api", "mcpx.inbox", "mcpx.daemon", "mcpx.cli", "mcpx.client"),
-    "mcpx.upstream": ("mcpx.surface", "mcpx.api", "mcpx.inbox", "mcpx.daemon", "mcpx.cli", "mcpx.client"),
+    "mcpx.call": ("mcpx.upstream", "mcpx.services", "mcpx.surface", "mcpx.api", "mcpx.inbox", "mcpx.daemon",
+                  "mcpx.cli", "mcpx.client"),
+    # the gateway knows no kind of upstream but MCP's, built in: the services' kinds are handed to it
+    "mcpx.upstream": ("mcpx.services", "mcpx.surface", "mcpx.api", "mcpx.inbox", "mcpx.daemon", "mcpx.cli",
+                      "mcpx.client"),
+    "mcpx.services": ("mcpx.surface", "mcpx.api", "mcpx.inbox", "mcpx.daemon", "mcpx.cli", "mcpx.client"),
     "mcpx.surface": ("mcpx.api", "mcpx.inbox", "mcpx.daemon", "mcpx.cli", "mcpx.client"),
     "mcpx.api": ("mcpx.surface", "mcpx.daemon", "mcpx.cli", "mcpx.client"),
     "mcpx.inbox": ("mcpx.api", "mcpx.daemon", "mcpx.surface", "mcpx.upstream", "mcpx.call", "mcpx.mcp", "mcpx.cli",

@@ -16,24 +16,31 @@ from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, InvalidQ
 from mcpx.broker.models import Action, ApprovalRequest, Approvals, Elicitation, EscalationStep, rfc3339
 from mcpx.broker.policy import matches
 from mcpx.broker.rules import ts
+from mcpx.broker.schema import Field
 from mcpx.config.models import ElicitSettings
 
 
+def _fixed(f: Field) -> bool:
+    """A field with one possible value (an enum of one: a confirmation's request digest): it asks nobody anything."""
+    return f.kind == "enum" and len(f.options) == 1
+
+
 def yes_no(q: Elicitation) -> bool:
-    """Whether approvals can apply: url consent, or a yes/no confirmation (a form with no fields, or one yes/no).
-    A form with other fields is answered by what someone types, which N people cannot each give once."""
+    """Whether approvals can apply: url consent, or a yes/no confirmation (a form with no fields, or one yes/no,
+    beside fields that have one possible value). A form with other fields is answered by what someone types,
+    which N people cannot each give once."""
     if q.mode == "url":
         return True
-    fields = q.form.fields
-    return not fields or (len(fields) == 1 and fields[0].kind == "boolean")
+    asked = [f for f in q.form.fields if not _fixed(f)]
+    return not asked or (len(asked) == 1 and asked[0].kind == "boolean")
 
 
 def content_of(q: Elicitation) -> dict[str, Any] | None:
-    """What an approval accepts the question with: url consent carries none, a confirmation says yes."""
+    """What an approval accepts the question with: url consent carries none, a confirmation says yes (and its
+    fixed fields their one value)."""
     if q.mode == "url":
         return None
-    fields = q.form.fields
-    return {fields[0].name: True} if fields else {}
+    return {f.name: f.options[0][0] if _fixed(f) else True for f in q.form.fields}  # an option: (value, title)
 
 
 def rule_for(settings: ElicitSettings, q: Elicitation, asker: str | None) -> ApprovalRequest | None:

@@ -77,6 +77,16 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+class Confirms(WireModel):
+    """The call mcpx's own confirmation asks about: an approval rule matches it by server, tool and method, and the
+    accept is bound to `request`, the hash of exactly what is sent (mcpx/services/outgoing.py)."""
+
+    server: str
+    tool: str
+    method: str | None = Field(default=None, description="the HTTP method; RUN for a command; none for an MCP tool")
+    request: str = Field(description="sha256 of exactly the request or command run the accept lets go")
+
+
 class EscalationStep(WireModel):
     at: Moment = Field(description="when its people are notified and become approvers")
     to: list[str]
@@ -144,6 +154,7 @@ class Elicitation(WireModel):
                                      "stored or shown, only [redacted]")
     approvals: Approvals | None = Field(default=None, description="named people's approvals it needs, and where "
                                         "they stand")
+    confirms: Confirms | None = Field(default=None, description="mcpx's own confirmation: the call it is about")
     presence: bool = Field(default=False, description="accepted only with a passkey of a person allowed to answer "
                            "it, signing exactly this question and what is accepted (docs/presence.md)")
     # its requestedSchema as fields, read at most once per object (copies made with model_copy keep it): the answer's
@@ -364,6 +375,7 @@ class OpenRequest(WireModel):
     audience: Audience | None = Field(default=None, description="a floor: routing may only make it more human")
     meta: dict[str, Any] | None = Field(default=None, description="the asker's _meta, for routing hints")
     approvals: ApprovalRequest | None = Field(default=None, description="named people's approvals it needs")
+    confirms: Confirms | None = Field(default=None, description="mcpx's own confirmation: the call it is about")
     asker: str | None = Field(default=None, description="who asks, as a person of the config (MCPX_PERSON): their "
                               "approval never counts")
     presence: bool = Field(default=False, description="accepted only with a person's passkey (docs/presence.md)")

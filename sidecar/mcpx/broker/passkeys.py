@@ -44,10 +44,13 @@ PERSON = r"^[A-Za-z0-9_-]{1,64}$"  # a person's name, as the config's `people` n
 
 
 def shown_hash(q: Elicitation, content: dict[str, Any] | None) -> str:
-    """A hash of exactly what the person was shown and is accepting: the question's words, its schema or url, and
-    the content accepted. Canonical JSON, so the same question and content hash alike wherever they are hashed."""
+    """A hash of exactly what the person was shown and is accepting: the question's words, its schema or url, the
+    content accepted, and for a confirmed write the exact request. Canonical JSON, so the same question and content
+    hash alike wherever they are hashed."""
     what = {"id": q.id, "server": q.server, "tool": q.tool, "mode": q.mode, "message": q.message,
-            "requestedSchema": q.requested_schema, "url": q.url, "action": "accept", "content": content}
+            "requestedSchema": q.requested_schema, "url": q.url, "action": "accept", "content": content,
+            # mcpx's own confirmation of a write: the hash of exactly the request the accept lets go
+            "confirms": q.confirms.wire() if q.confirms is not None else None}
     return hashlib.sha256(json.dumps(what, sort_keys=True, separators=(",", ":"),
                                      ensure_ascii=False).encode()).hexdigest()
 

@@ -45,10 +45,14 @@ class RuleCheck:
 
 def matches(m: RuleMatch, q: Elicitation) -> str | None:
     """None when a rule's match (a policy rule's, an approval rule's) fits the question, else why not."""
-    if m.server is not None and m.server != q.server:
+    # mcpx's own confirmation of a call is matched by the call's server, tool and method as well as its own
+    about = q.confirms
+    if m.server is not None and m.server != q.server and (about is None or m.server != about.server):
         return f"server is {q.server!r}, not {m.server!r}"
-    if m.tool is not None and m.tool != q.tool:
+    if m.tool is not None and m.tool != q.tool and (about is None or m.tool != about.tool):
         return f"tool is {q.tool!r}, not {m.tool!r}"
+    if m.method is not None and (about is None or (about.method or "").upper() != m.method.upper()):
+        return f"it confirms no {m.method.upper()} request" if about else "it is not mcpx's confirmation of a request"
     if m.mode is not None and m.mode != q.mode:
         return f"mode is {q.mode!r}, not {m.mode!r}"
     if m.audience is not None and m.audience != q.audience:

@@ -79,7 +79,7 @@ def question_of(req: OpenRequest, now: float, ttl: float) -> tuple[Elicitation, 
         message=req.message, requested_schema=schema, url=req.url, upstream_id=req.upstream_id,
         audience=decided.audience, reason=decided.reason, created=ts(now), expires_at=ts(now + ttl),
         state="pending", ambiguous=req.ambiguous,
-        secret_fields=secrets,
+        secret_fields=secrets, confirms=req.confirms,
     ).read_as(flat)
     return q, decided
 

@@ -186,7 +186,9 @@ class Calls:
                     name=f"mcpx-resume-{call.id}"))
             else:
                 reason = ("the mcpx daemon restarted during the call; a legacy-era call lives in its server "
-                          "process and was lost with it")
+                          "process and was lost with it") if call.era == "legacy" else (
+                          "the mcpx daemon restarted during the call, which nothing can continue: what it had not "
+                          "sent was not sent, and is not sent now (call it again to be asked again)")
                 call.note_end_reason(reason)
                 for eid in call.questions:
                     await self.broker.abandon(eid, reason)

@@ -14,7 +14,7 @@ from typing import Any
 
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import Answer, Answerer, Audience, OpenRequest
+from mcpx.broker.models import Answer, Answerer, Audience, Confirms, OpenRequest
 from mcpx.call.deadline import PausableDeadline
 from mcpx.call.errors import CallFailed
 from mcpx.call.questions import Question, digest
@@ -24,6 +24,12 @@ from mcpx.config.models import ServerConfig
 from mcpx.config.source import ConfigSource
 
 DIGEST = "digest"  # the field of a confirmation bound to one request: the request's digest, as shown
+
+
+def method_of(exact: Mapping[str, Any]) -> str | None:
+    """What an approval rule's `method` matches of a confirmed request: its HTTP method, or RUN for a command."""
+    method = exact.get("method")
+    return method.upper() if isinstance(method, str) else "RUN" if "argv" in exact else None
 
 
 class CallRun:
@@ -77,7 +83,8 @@ class CallRun:
             {"type": "object", "properties": {
                 "confirm": {"type": "boolean", "default": False, "title": "Send exactly this request"},
                 DIGEST: {"type": "string", "enum": [bound], "default": bound, "title": "Request digest (sha256)"}},
-             "required": ["confirm", DIGEST]}), self.call.stored_with)
+             "required": ["confirm", DIGEST]}, confirms=Confirms(server=r.server, tool=r.tool, method=method_of(exact),
+                                                                request=bound)), self.call.stored_with)
         answer = await self.own_answer(handle, "mcpx's confirmation")
         content = answer.content or {}
         if answer.action == "accept" and content.get("confirm") is True and content.get(DIGEST) == bound:
@@ -106,14 +113,15 @@ class CallRun:
     # ---- mcpx's own questions
 
     def own_request(self, tool: str, message: str, schema: dict[str, Any], *, ttl: float | None = None,
-                    audience: Audience = "human", url: str | None = None) -> OpenRequest:
+                    audience: Audience = "human", url: str | None = None, confirms: Confirms | None = None
+                    ) -> OpenRequest:
         """A question mcpx asks on its own behalf during the call: the person's, the call's session and trace."""
         r = self.request
         return OpenRequest(session=r.session, session_source=r.session_source, server="mcpx", tool=tool,
                            message=message, requested_schema=None if url else schema,
                            mode="url" if url else "form", url=url, trace=self.call.trace, parent=r.parent,
                            task=self.call.id, ttl=ttl if ttl is not None else self.settings.config.elicit.ask_timeout,
-                           audience=audience, policy_mode=r.policy_mode)
+                           audience=audience, policy_mode=r.policy_mode, confirms=confirms)
 
     async def own_answer(self, handle: Handle, what: str, waiting: Awaitable[Answer] | None = None) -> Answer:
         """Wait, as the call, on a question of mcpx's own: open in the call meanwhile, then the answer (`waiting`,
@@ -143,15 +151,17 @@ class CallRun:
             return f"{answer.by} answered but did not confirm"
         return f"{answer.by} said {answer.action}" + (f" ({answer.reason})" if answer.reason else "")
 
-    async def confirm_destructive(self) -> None:
-        """mcpx asks the person on its own behalf before a call that may change or delete things."""
+    async def confirm_destructive(self, why: str) -> None:
+        """mcpx asks the person on its own behalf before a call to an MCP server's tool that may change or delete
+        things (`why` says how it knows: the server's hints, or its entry's `confirm`)."""
         r = self.request
+        called = {"server": r.server, "tool": r.tool, "arguments": r.arguments}
         handle = await self.broker.open(self.own_request(
-            f"{r.server}.{r.tool}", f"{r.server}.{r.tool} may change or delete things: let this call proceed?",
+            f"{r.server}.{r.tool}", f"{r.server}.{r.tool} {why}: let this call proceed?",
             {"type": "object", "properties": {"confirm": {
                 "type": "boolean", "default": False, "title": "Let it proceed",
-                "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}}),
-            self.call.stored_with)
+                "description": f"arguments: {json.dumps(r.arguments, ensure_ascii=False)[:500]}"}}},
+            confirms=Confirms(server=r.server, tool=r.tool, request=digest(called))), self.call.stored_with)
         answer = await self.own_answer(handle, "mcpx's confirmation")
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return

@@ -152,11 +152,13 @@ def checked_config(file: str | None = None) -> CheckedConfig:
     try:
         if file:
             config = validate(read_file(Path(file)), file)
+            base = Path(file).parent
         else:
             loaded = load_config()
             config, origin = loaded.config, loaded.origin
+            base = loaded.directory
         warned = unread + config_warnings(config, origin)
-        if missing := _commands_missing(config, origin):
+        if missing := _commands_missing(config, origin, base):
             raise ConfigError.of(missing)
     except ConfigError as exc:
         return CheckedConfig(origin, None, exc, warned)
@@ -189,16 +191,20 @@ def config_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _commands_missing(config: Config, origin: str) -> list[Problem]:
+def _commands_missing(config: Config, origin: str, base: Path) -> list[Problem]:
     """The stdio servers whose command would not start, looked for as the daemon starts it: in the environment it
-    gives the server (its own `env` over the inherited PATH & co., here this command's), from the server's cwd."""
-    from mcpx.config.models import StdioServer
+    gives the server (its own `env` over the inherited PATH & co., here this command's), from the server's cwd; and
+    the services whose document or commands would not work (services/check.py)."""
+    from mcpx.config.models import CommandsServer, OpenApiServer, StdioServer
     from mcpx.config.problems import Problem
+    from mcpx.services import check
     from mcpx.upstream.environment import command_problem, server_environment
 
     out: list[Problem] = []
     for name, entry in sorted(config.servers.items()):
-        if isinstance(entry, StdioServer):
+        if isinstance(entry, (OpenApiServer, CommandsServer)):
+            out += [Problem(origin, f"servers.{name}.{key}", why) for key, why in check.problems(entry, base)]
+        elif isinstance(entry, StdioServer):
             why = command_problem(entry.command, server_environment(entry.env, os.environ).env, entry.cwd)
             if why:
                 out.append(Problem(origin, f"servers.{name}.{why[0]}", why[1]))

@@ -146,6 +146,12 @@ class LoadedConfig:
     def origin(self) -> str:
         return " + ".join(str(p) for p in self.sources) if self.sources else "(embedded default)"
 
+    @property
+    def directory(self) -> Path:
+        """Where a relative path in an entry is read from: the config file's directory (the nearest file's when
+        several make the config; the working directory for the embedded default)."""
+        return self.sources[-1].parent if self.sources else self.cwd
+
 
 def load_config(cwd: Path | None = None) -> LoadedConfig:
     cwd = (cwd or Path.cwd()).resolve()

@@ -41,6 +41,17 @@ class RuleMatch(_Model):
     mode: Literal["form", "url"] | None = None
     message: str | None = Field(default=None, description="a regular expression searched in the question's message")
     audience: Audience | None = None
+    method: str | None = Field(default=None, description="mcpx's confirmation of a request with this HTTP method "
+                               "(RUN: a command); its server and tool match the call's too")
+
+    @model_validator(mode="after")
+    def _method_known(self) -> RuleMatch:
+        if self.method is not None:
+            if self.method.upper() not in (*HTTP_METHODS, "RUN"):
+                raise ValueError(f"method {self.method!r} is not an HTTP method (known: "
+                                 f"{', '.join(HTTP_METHODS)}), nor RUN (a command)")
+            self.method = self.method.upper()
+        return self
 
     @model_validator(mode="after")
     def _message_is_regex(self) -> RuleMatch:
@@ -140,7 +151,26 @@ class _Server(_Model):
     enabled: bool = True
 
 
-class StdioServer(_Server):
+def _secret_names(secrets: list[str], env: Mapping[str, str]) -> None:
+    """`secrets` are variable names from the keychain (docs/secrets.md), each given one way only."""
+    problems = []
+    for name in secrets:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name):
+            problems.append(f"{name!r} is not a variable name (letters, digits and '_', not first a digit)")
+        elif name in env:
+            problems.append(f"{name} is in env too: give it one way, from the keychain (secrets) or env")
+    if len(set(secrets)) != len(secrets):
+        problems.append("a name is listed twice")
+    if problems:
+        raise ValueError("secrets: " + "; ".join(problems))
+
+
+class _McpServer(_Server):
+    confirm: list[str] = Field(default=[], description="tools mcpx asks the person about before it forwards a call "
+                               "to them, by name or glob (delete_*); beside elicit.confirmDestructive")
+
+
+class StdioServer(_McpServer):
     command: str
     args: list[str] = []
     env: dict[str, str] = {}
@@ -150,16 +180,7 @@ class StdioServer(_Server):
 
     @model_validator(mode="after")
     def _secret_names(self) -> StdioServer:
-        problems = []
-        for name in self.secrets:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name):
-                problems.append(f"{name!r} is not a variable name (letters, digits and '_', not first a digit)")
-            elif name in self.env:
-                problems.append(f"{name} is in env too: give it one way, from the keychain (secrets) or env")
-        if len(set(self.secrets)) != len(self.secrets):
-            problems.append("a name is listed twice")
-        if problems:
-            raise ValueError("secrets: " + "; ".join(problems))
+        _secret_names(self.secrets, self.env)
         return self
 
     @property
@@ -191,7 +212,7 @@ class ServerAuth(_Model):
         return self
 
 
-class HttpServer(_Server):
+class HttpServer(_McpServer):
     url: str
     headers: dict[str, str] = {}
     auth: ServerAuth = ServerAuth()
@@ -211,21 +232,166 @@ class HttpServer(_Server):
         return self
 
 
-def secret_names(entry: StdioServer | HttpServer | None) -> list[str]:
-    """The variables a server gets from the keychain: a stdio server's `secrets` (an HTTP server has none). The one
+HTTP_METHODS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE")
+SAFE_METHODS = ("GET", "HEAD")
+
+
+def _methods(value: Any, key: str) -> list[str]:
+    """["GET", "post"], "all" or ["all"]: the HTTP methods, upper-case, each known."""
+    if value == "all" or value == ["all"]:
+        return list(HTTP_METHODS)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f'{key} is a list of HTTP methods (["GET", "POST"]) or "all"')
+    unknown = [v for v in value if v.upper() not in HTTP_METHODS]
+    if unknown:
+        raise ValueError(f"{key}: {', '.join(map(repr, unknown))} is not an HTTP method (known: "
+                         f"{', '.join(HTTP_METHODS)}, or \"all\")")
+    return [v.upper() for v in value]
+
+
+class OperationFilter(_Model):
+    include: list[str] = Field(default=[], description="only these operations: operationIds, tool names or tags")
+    exclude: list[str] = Field(default=[], description="never these: operationIds, tool names or tags")
+
+
+class OpenApiServer(_Server):
+    """A REST service described by an OpenAPI document: each allowed operation is a tool (docs/services.md)."""
+
+    openapi: str = Field(description="the OpenAPI 3.0 or 3.1 document (JSON or YAML): a path (relative to the "
+                         "daemon's directory) or an http(s) URL")
+    base_url: str | None = Field(default=None, description="where requests go; by default the document's first "
+                                 "server")
+    methods: list[str] = Field(default=list(SAFE_METHODS), description='the methods whose operations are tools: '
+                               'by default GET and HEAD only (read-only); "all" for every one')
+    confirm: list[str] | None = Field(default=None, description="the methods mcpx asks the person about before it "
+                                      "sends them, each request shown exactly; by default every allowed method but "
+                                      "GET and HEAD")
+    operations: OperationFilter = OperationFilter()
+    headers: dict[str, str] = Field(default={}, description="sent with every request; ${NAME} is one of secrets, "
+                                    "or else the daemon's variable NAME, and such a header is never shown")
+    secrets: list[str] = Field(default=[], description="names from the OS keychain a header's ${NAME} may use "
+                               "(docs/secrets.md): a value the keychain lacks is asked of the person, once")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _method_lists(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for key in ("methods", "confirm"):
+                if key in data and data[key] is not None:
+                    data[key] = _methods(data[key], key)
+        return data
+
+    @model_validator(mode="after")
+    def _shape(self) -> OpenApiServer:
+        if self.base_url is not None and not re.match(r"^https?://", self.base_url):
+            raise ValueError(f"baseUrl must start with http:// or https://, got {shown_url(self.base_url)!r}")
+        _secret_names(self.secrets, {})
+        return self
+
+    @property
+    def confirmed(self) -> list[str]:
+        """The methods asked about before they are sent."""
+        if self.confirm is not None:
+            return self.confirm
+        return [m for m in self.methods if m not in SAFE_METHODS]
+
+    @property
+    def kind(self) -> str:
+        return "openapi"
+
+    @property
+    def shown(self) -> str:
+        return f"OpenAPI {shown_url(self.openapi)}"
+
+
+SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class CommandParameter(_Model):
+    type: Literal["string", "integer", "number", "boolean"] = "string"
+    description: str | None = None
+    enum: list[str | int | float] | None = None
+
+
+class CommandTool(_Model):
+    """One command as a tool: argv's {name} slots are its parameters, each filled as (part of) one argument, never
+    through a shell."""
+
+    argv: list[str] = Field(min_length=1, description="the program and its arguments; {name} is a parameter")
+    description: str | None = None
+    parameters: dict[str, CommandParameter] = Field(default={}, description="the slots' types (string by default)")
+    cwd: str | None = None
+    env: dict[str, str] = Field(default={}, description="added to the small inherited set; ${NAME} passes the "
+                                "daemon's variable NAME")
+    timeout: Seconds | None = Field(default=None, gt=0, description="the run's limit; by default the server's")
+    read_only: bool = Field(default=False, description="true: runs without asking; otherwise each run is confirmed")
+
+    @property
+    def slots(self) -> list[str]:
+        return list(dict.fromkeys(m.group(1) for word in self.argv for m in SLOT.finditer(word)))
+
+    @model_validator(mode="after")
+    def _slots_declared(self) -> CommandTool:
+        if SLOT.search(self.argv[0]):
+            raise ValueError(f"argv[0] is the program and cannot be a parameter: {self.argv[0]!r}")
+        unused = sorted(set(self.parameters) - set(self.slots))
+        if unused:
+            raise ValueError(f"parameters {', '.join(map(repr, unused))} appear in no {{slot}} of argv")
+        return self
+
+
+class CommandsServer(_Server):
+    """Commands as tools (docs/services.md)."""
+
+    commands: dict[str, CommandTool] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _names(self) -> CommandsServer:
+        for name in self.commands:
+            if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", name):
+                raise ValueError(f"commands: {name!r} is not a tool name (letters, digits, '_', '-', '.')")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "commands"
+
+    @property
+    def shown(self) -> str:
+        return "commands " + ", ".join(sorted(self.commands))
+
+
+def secret_names(entry: ServerConfig | None) -> list[str]:
+    """The names a server gets from the keychain: a stdio server's `secrets` (its variables) and a REST service's
+    (its headers' ${NAME}s); an MCP server over HTTP has none. The one
     rule of which secrets a server has: the daemon reads and asks for these, doctor and `mcpx secrets` list them."""
-    return list(entry.secrets) if isinstance(entry, StdioServer) else []
+    return list(entry.secrets) if isinstance(entry, (StdioServer, OpenApiServer)) else []
 
 
 def _server_shape(value: Any) -> str:
-    """An entry with a url is HTTP, any other stdio: errors then speak of the shape that was meant."""
+    """Which kind an entry is by its telling key (openapi, commands, url; else stdio): errors then speak of the shape
+    that was meant."""
     if isinstance(value, dict):
-        return "http" if "url" in value else "stdio"
+        for key, tag in (("openapi", "OpenApiServer"), ("commands", "CommandsServer"), ("url", "http")):
+            if key in value:
+                return tag
+        return "stdio"
+    if isinstance(value, (OpenApiServer, CommandsServer)):
+        return type(value).__name__
     return "http" if isinstance(value, HttpServer) else "stdio"
 
 
-ServerConfig = Annotated[
+# an MCP server: what the pool of connections starts and talks to
+McpServerConfig = Annotated[
     Annotated[StdioServer, Tag("stdio")] | Annotated[HttpServer, Tag("http")], Discriminator(_server_shape)]
+# a service mcpx itself speaks to on the tools' behalf (mcpx/services/)
+ServiceConfig = OpenApiServer | CommandsServer
+# any entry of `servers`, of every kind of upstream (upstream/kind.py)
+ServerConfig = Annotated[
+    Annotated[StdioServer, Tag("stdio")] | Annotated[HttpServer, Tag("http")]
+    | Annotated[OpenApiServer, Tag("OpenApiServer")] | Annotated[CommandsServer, Tag("CommandsServer")],
+    Discriminator(_server_shape)]
 
 
 def _normalise_server(name: str, entry: Any) -> Any:

@@ -48,14 +48,16 @@ def _field_of(loc: tuple[int | str, ...]) -> str:
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item in ("StdioServer", "HttpServer", "RuleWhen", "stdio", "http"):
+        elif item in ("StdioServer", "HttpServer", "OpenApiServer", "CommandsServer", "RuleWhen", "stdio", "http"):
             continue  # pydantic names the union arm; people name fields
         else:
             parts.append(("." if parts else "") + str(item))
     return "".join(parts)
 
 
-NO_SHAPE = "needs either 'command' (stdio) or 'url' (HTTP)"
+NO_SHAPE = ("needs one of 'command' (an MCP server over stdio), 'url' (over HTTP), 'openapi' (a REST service) or "
+            "'commands' (commands as tools)")
+SHAPE_KEYS = ("command", "url", "openapi", "commands")
 
 
 def problems_of(exc: ValidationError, data: dict[str, Any], origin: str) -> list[Problem]:
@@ -70,14 +72,15 @@ def problems_of(exc: ValidationError, data: dict[str, Any], origin: str) -> list
         if loc[:1] == ("servers",) and len(loc) > 1 and err["type"] in ("missing", "extra_forbidden"):
             name = str(loc[1])  # a server's name may hold a '.'
             entry = data_servers(data).get(name)
-            if isinstance(entry, dict) and "command" not in entry and "url" not in entry:
+            if isinstance(entry, dict) and not any(k in entry for k in SHAPE_KEYS):
                 shapeless = name
         if err["type"] == "extra_forbidden":
             # the keys of the object the key is in: of either shape, for a server that is neither yet
-            known = _keys_at(("servers", "", "stdio")) + _keys_at(("servers", "", "http")) if shapeless \
+            shapes = ("stdio", "http", "OpenApiServer", "CommandsServer")
+            known = [k for shape in shapes for k in _keys_at(("servers", "", shape))] if shapeless \
                 else _keys_at(loc[:-1])
             message, guess = unknown_key(str(loc[-1]), known)
-            if shapeless and guess in ("command", "url"):
+            if shapeless and guess in SHAPE_KEYS:
                 misspelt.add(shapeless)
         elif shapeless:
             # say which shapes exist, rather than each field one of them lacks
@@ -143,7 +146,7 @@ def config_warnings(config: Config, origin: str) -> list[Problem]:
                                f"minimum for a start: its calls time out after {entry.timeout:g}s, but its start "
                                f"(process and handshake) may take {START_FLOOR:g}s"))
     for index, rule in enumerate(config.elicit.approvals):
-        if rule.match.mode != "url":
+        if rule.match.mode != "url" and rule.match.method is None:  # a method: only mcpx's yes/no confirmations
             out.append(Problem(origin, f"elicit.approvals[{index}]", "approvals apply to yes/no confirmations (a "
                                "form with no fields or one yes/no) and url consent: a form question with other "
                                "fields that this rule matches keeps the one-answer rule"))

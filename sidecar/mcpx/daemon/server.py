@@ -43,6 +43,7 @@ from mcpx.inbox.notify import Notifier
 from mcpx.inbox.signing import InboxKeys
 from mcpx.inbox.web_routes import Inbox
 from mcpx.oauth.logins import CALLBACK_PATH
+from mcpx.services.kinds import service_kinds
 from mcpx.shared.errors import McpxError
 from mcpx.shared.names import DEMO_KEY_FILE
 from mcpx.surface.dispatch import Surface
@@ -190,7 +191,8 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         children = Children(paths)  # what daemons before this one left running ends here; this one's own, if it dies
         await children.start()
         parts.push_async_callback(children.close)
-        gateway = Gateway(broker, settings, spawned=children)
+        # beside the MCP servers: REST services and commands, mcpx speaking to them itself (docs/services.md)
+        gateway = Gateway(broker, settings, kinds=service_kinds(lambda: settings.loaded.directory), spawned=children)
         parts.push_async_callback(gateway.close)
         await gateway.start()
         surface = Surface(gateway, broker, settings, RequestStates(load_key(paths.request_state_key)))

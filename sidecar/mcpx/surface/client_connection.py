@@ -19,7 +19,7 @@ def connection_state(surface: Surface, *, scope: str | None, session: str | None
                      ) -> ClientState:
     """Who is on the other end, from what `mcpx serve` says of itself; UnknownServer for a scope no server has."""
     if scope is not None:
-        surface.gateway.entry(scope)  # an unknown server is refused here, by name
+        surface.gateway.proxied(scope)  # an unknown server, or one that is not MCP, is refused here, by name
     if not re.fullmatch(r"[A-Za-z0-9_.-]{0,64}", tool_prefix):
         tool_prefix = ""
     return ClientState(scope=scope, env_session=session or None, env_source=source, cwd=cwd, tool_prefix=tool_prefix,

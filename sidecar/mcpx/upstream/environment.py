@@ -44,6 +44,11 @@ def references(value: str) -> list[str]:
     return [m.group(2) for m in _REFERENCE.finditer(value) if m.group(2)]
 
 
+def filled(value: str, known: Mapping[str, str]) -> str:
+    """`value` with each `${NAME}` replaced by known[NAME] (every one must be there) and `$${` by `${`."""
+    return _REFERENCE.sub(lambda m: m.group(1) or known[m.group(2)], value)
+
+
 @dataclass
 class ServerEnvironment:
     env: dict[str, str]
@@ -70,7 +75,7 @@ def server_environment(env: Mapping[str, str], environ: Mapping[str, str],
         if missing:
             unset[var] = missing  # never half-filled ("Bearer "): the server's own default is better
             continue
-        out[var] = _REFERENCE.sub(lambda m: m.group(1) or known[m.group(2)], value)
+        out[var] = filled(value, known)
     return ServerEnvironment(out, unset)
 
 

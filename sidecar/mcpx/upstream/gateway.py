@@ -9,6 +9,7 @@ and, before a call that may change things, the person's confirmation (`elicit.co
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.call.run import CallRun
-from mcpx.config.models import HttpServer, ServerConfig, secret_names
+from mcpx.config.models import HttpServer, ServerConfig, StdioServer, secret_names
 from mcpx.config.source import ConfigSource
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
@@ -41,6 +42,11 @@ from mcpx.upstream.tool_check import refuse_unknown_tool
 log = logging.getLogger("mcpx.upstream")
 
 __all__ = ["CallRequest", "Gateway", "UnknownServer", "UnknownTask"]
+
+
+def confirmed_name(name: str, patterns: list[str]) -> bool:
+    """Whether a tool's name is one of an MCP server entry's `confirm` (names or globs: delete_*)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 class Gateway:
@@ -101,6 +107,14 @@ class Gateway:
 
     def kind(self, server: str) -> UpstreamKind:
         return self.kinds.of(self.entry(server))
+
+    def proxied(self, server: str) -> None:
+        """UnknownServer unless `server` is an MCP server, which /mcp/SERVER passes through to as it is."""
+        if (kind := self.kind(server)) is not self.mcp:
+            raise UnknownServer(f"server {server!r} is {'an OpenAPI service' if kind.name == 'openapi' else 'commands'}"
+                                f", not an MCP server: its tools are served on /mcp as {server}_TOOL, not on "
+                                f"/mcp/{server}")
+
 
     async def instances(self) -> list[InstanceInfo]:
         """What every kind runs now, for `mcpx status`."""
@@ -245,8 +259,13 @@ class Gateway:
         try:
             scope = self._scope(call)
             await self._secrets_for(scope)
-            if self.settings.config.elicit.confirm_destructive and await self._may_change_things(call):
-                await scope.confirm_destructive()
+            entry = scope.entry
+            # an MCP server's tools; a service confirms its own writes, exactly (its entry's `confirm`)
+            if isinstance(entry, (StdioServer, HttpServer)):
+                if confirmed_name(call.request.tool, entry.confirm):
+                    await scope.confirm_destructive("is one its server's confirm names")
+                elif self.settings.config.elicit.confirm_destructive and await self._may_change_things(call):
+                    await scope.confirm_destructive("may change or delete things")
             return await self._logged_in(scope, lambda: self.kinds.of(scope.entry).call(scope))
         except UpstreamError as exc:  # the server went from the config meanwhile, or would not start
             raise CallFailed(str(exc)) from None

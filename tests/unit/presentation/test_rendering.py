@@ -277,7 +277,7 @@ def test_an_ended_question_says_what_became_of_it() -> None:
     at = datetime(2030, 1, 1, 0, 0, 5, tzinfo=UTC)
     answer = Answer(id=EID, action="decline", by="person:cli", at=at, answered_after_ms=5000)
     ended = question(state="answered")
-    assert render(ended, answer).status == f"{EID} is answered (decline by person:cli at 2030-01-01T00:00:05Z)."
+    assert render(ended, answer).status == f"{EID} is answered (decline by person:cli at 2030-01-01T00:00:05.000Z)."
     gone = question(state="abandoned", state_reason="the call\nended")
     assert render(gone).status == f"{EID} is abandoned: the call ⏎ ended."
 

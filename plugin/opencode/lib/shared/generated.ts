@@ -203,6 +203,19 @@ export type Completed = {
   server: string
 }
 
+/**
+ * The call mcpx's own confirmation asks about: an approval rule matches it by server, tool and method, and the
+ * accept is bound to `request`, the hash of exactly what is sent (mcpx/services/outgoing.py).
+ */
+export type Confirms = {
+  server: string
+  tool: string
+  /** the HTTP method; RUN for a command; none for an MCP tool */
+  method?: string | null
+  /** sha256 of exactly the request or command run the accept lets go */
+  request: string
+}
+
 /** POST /v1/elicit/{id}/consent: the person's yes or no to opening a url-mode question's page. */
 export type ConsentBody = {
   /** true: they chose to open it; false: they chose not to */
@@ -270,6 +283,8 @@ export type Elicitation = {
   secretFields?: string[]
   /** named people's approvals it needs, and where they stand */
   approvals?: Approvals | null
+  /** mcpx's own confirmation: the call it is about */
+  confirms?: Confirms | null
   /** accepted only with a passkey of a person allowed to answer it, signing exactly this question and what is accepted (docs/presence.md) */
   presence?: boolean
   secondsLeft: number

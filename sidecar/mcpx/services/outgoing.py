@@ -1,0 +1,38 @@
+"""What a service call is about to send, as the exact document a confirmation is bound to (upstream/kind.py's
+`CallScope.confirm`: the person is shown it verbatim, and the accept carries its digest).
+
+An HTTP request is its method, full URL with the query, every header and the JSON body; a command run is its argv,
+its directory and the variables its entry sets. A header or variable whose value comes from a `${NAME}` reference
+(the daemon's environment), or whose name says it holds a secret, stands as `[redacted]`: the document never holds
+a credential, and the kind sends exactly the rest of it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcpx.shared.masking import MASK, secret_name
+
+
+def _hidden(name: str, secret: set[str]) -> bool:
+    return name.lower() in {s.lower() for s in secret} or secret_name(name)
+
+
+def http_exact(method: str, url: str, headers: list[tuple[str, str]], secret: set[str],
+               body: bytes | None) -> dict[str, Any]:
+    """`secret`: the names of the headers whose values are credentials."""
+    doc: dict[str, Any] = {"method": method, "url": url,
+                           "headers": {k: MASK if _hidden(k, secret) else v for k, v in headers}}
+    if body is not None:
+        doc["body"] = json.loads(body)
+    return doc
+
+
+def command_exact(argv: list[str], cwd: str, env: dict[str, str], secret: set[str]) -> dict[str, Any]:
+    """`env`: the variables the command's entry sets (not the inherited PATH & co.); `secret`: those from a
+    reference."""
+    doc: dict[str, Any] = {"argv": argv, "cwd": cwd}
+    if env:
+        doc["env"] = {k: MASK if _hidden(k, secret) else v for k, v in sorted(env.items())}
+    return doc
