@@ -39,7 +39,16 @@ from mcpx.api.schemas import (
 from mcpx.api.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS
 from mcpx.api.table import Api, Call, Reply, RouteError, json_reply
 from mcpx.broker.broker import redact
-from mcpx.broker.models import Answer, ApprovalRequest, AuditRecord, Elicitation, OpenRequest, is_action
+from mcpx.broker.errors import PresenceNeeded
+from mcpx.broker.models import (
+    Answer,
+    Answerer,
+    ApprovalRequest,
+    AuditRecord,
+    Elicitation,
+    OpenRequest,
+    is_action,
+)
 from mcpx.broker.store import AuditFilter, QuestionFilter
 from mcpx.config.durations import parse_duration
 from mcpx.presentation.dialog_form import EntriesProblem, content_of_entries
@@ -147,7 +156,7 @@ async def ask(call: Call) -> web.StreamResponse:
         session=session, session_source=source, server=body.server or "mcpx", tool=body.tool, mode=mode,
         message=body.message, requested_schema=body.requested_schema, url=body.url,
         upstream_id=body.elicitation_id, ttl=ttl, audience=body.audience, meta=body.meta,
-        pid=peer_pid(call.request), approvals=_approvals(call, body), asker=body.from_,
+        pid=peer_pid(call.request), approvals=_approvals(call, body), asker=body.from_, presence=body.presence,
     ))
     # the document its commit encoded (a question that opens pending is in the index by now), not encoded again
     return web.Response(body=b'{"elicitation":%s}' % call.app[BROKER].question_json(handle.elicitation), status=201,
@@ -278,11 +287,24 @@ async def answer_question(call: Call) -> web.StreamResponse:
         content = await _content_of_replies(call, action, body)
     elif body.form is not None:
         content = await _content_of_form(call, action, body)
-    q, answer = await call.app[BROKER].answer(
-        call.path["id"], action, content, by=by, session=session_of(call.request),
-        pid=peer_pid(call.request), reason=body.reason)
+    try:
+        q, answer = await call.app[BROKER].answer(
+            call.path["id"], action, content, by=by, session=session_of(call.request),
+            pid=peer_pid(call.request), reason=body.reason)
+    except PresenceNeeded as exc:
+        raise with_page(call, call.path["id"], by, exc) from None
     return json_reply({"elicitation": q, "answer": answer_document(answer, q),
                        "escalated": answer is None})
+
+
+def with_page(call: Call, eid: str, by: str, exc: PresenceNeeded) -> PresenceNeeded:
+    """The refusal of an accept without a passkey, naming the page where the passkey signs: the question's link
+    (by name, where a passkey works) for the person past the agent guard, its signed-in page for anyone else."""
+    inbox = call.app.get(INBOX)
+    if inbox is None or not inbox.base:
+        return exc
+    page = inbox.presence_url(eid) if Answerer.kind_of(by) == "person" else inbox.page_url(eid)
+    return PresenceNeeded(f"{exc.message}. Its page: {page}", **{**exc.details, "page": page})
 
 
 async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict[str, Any]:

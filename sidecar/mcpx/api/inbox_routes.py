@@ -13,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpx.api.peers import refuse_agent_as_person
 from mcpx.api.schemas import QuestionPath
+from mcpx.api.state import BROKER
 from mcpx.api.table import Api, Call, Reply, RouteError
 from mcpx.broker import approvals
 from mcpx.broker.errors import Gone
-from mcpx.broker.models import WireModel
+from mcpx.broker.models import Passkey, WireModel
 from mcpx.inbox.notify import Notifier
 from mcpx.inbox.web_routes import BY, Inbox
 
@@ -72,7 +73,7 @@ async def question_link(call: Call) -> web.StreamResponse:
         raise Gone(f"{q.id} is {q.state}: its link is dead, and no new one opens it", state=q.state)
     person = call.query.as_
     if person is None:
-        return web.json_response({"url": inbox.link_url(q.id)})
+        return web.json_response({"url": inbox.presence_url(q.id) if q.presence else inbox.link_url(q.id)})
     a = q.approvals
     # a link for someone whose approval would be refused is not made: the asker's never counts, as an outsider's
     where = approvals.standing(a, person) if a is not None else "outsider"
@@ -81,7 +82,44 @@ async def question_link(call: Call) -> web.StreamResponse:
     if where == "asker":
         raise RouteError(400, "bad_query", f"{approvals.own_request(a, person)}; no link is made for them "
                          f"(mcpx elicit cancel {q.id} withdraws the question)", fields={"as": "the asker"})
-    return web.json_response({"url": inbox.approver_url(q.id, person)})
+    return web.json_response({"url": inbox.approver_url(q.id, person, by_name=q.presence)})
+
+
+class PersonPath(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", description="a person's name")
+
+
+class PasskeyPath(PersonPath):
+    passkey: str = Field(min_length=1, max_length=400, description="the passkey's credential id")
+
+
+class PasskeyList(BaseModel):
+    passkeys: list[Passkey]
+
+
+@api.route("POST", "/v1/people/{name}/enroll", "A single-use link where the person creates a passkey "
+           "(docs/presence.md)", params=PersonPath, tag="inbox",
+           replies={200: Reply("the link", InboxAddress), 403: _AGENT, 503: Reply("no web inbox on this daemon")})
+async def enrol_link(call: Call) -> web.StreamResponse:
+    refuse_agent_as_person(call.request, BY)
+    return web.json_response({"url": inbox_of(call).enrol_url(call.path["name"])})
+
+
+@api.route("GET", "/v1/people/passkeys", "Every person's passkeys", tag="inbox",
+           replies={200: Reply("the passkeys", PasskeyList)})
+async def passkey_list(call: Call) -> web.StreamResponse:
+    keys = await call.app[BROKER].passkeys()
+    return web.json_response({"passkeys": [key.wire() for key in keys]})
+
+
+@api.route("DELETE", "/v1/people/{name}/passkeys/{passkey}", "Revoke a person's passkey: it signs nothing from "
+           "now on", params=PasskeyPath, tag="inbox",
+           replies={200: Reply("revoked"), 403: _AGENT, 404: Reply("no such passkey")})
+async def passkey_revoke(call: Call) -> web.StreamResponse:
+    refuse_agent_as_person(call.request, BY)
+    await call.app[BROKER].revoke(call.path["name"], call.path["passkey"])
+    return web.json_response({"revoked": call.path["passkey"], "person": call.path["name"]})
 
 
 def install(app: web.Application, inbox: Inbox) -> None:

@@ -296,6 +296,7 @@ class AskBody(WireModel):
                                                 "`after`, its `to` people are notified and become approvers")
     from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64,
                               description="who asks (MCPX_PERSON): their own approval never counts")
+    presence: bool = Field(default=False, description="accepted only with a person's passkey (docs/presence.md)")
 
 
 class Opened(BaseModel):

@@ -51,7 +51,7 @@ def rule_for(settings: ElicitSettings, q: Elicitation, asker: str | None) -> App
         if matches(rule.match, q) is None:
             return ApprovalRequest(approvers=rule.approvers, need=rule.need, remind=rule.remind,
                                    escalate=[(step.after, step.to) for step in rule.escalate], asker=asker,
-                                   rule=rule.id)
+                                   rule=rule.id, presence=rule.presence)
     return None
 
 

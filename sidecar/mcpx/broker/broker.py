@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, Protocol
 
-from mcpx.broker import approvals, policy, rules
+from mcpx.broker import approvals, passkeys, policy, rules
 from mcpx.broker.documents import task_row
-from mcpx.broker.errors import InvalidContent
+from mcpx.broker.errors import Forbidden, InvalidContent, NotFound
 from mcpx.broker.errors import (
     InvalidQuestion as InvalidQuestion,  # where upstream/mcp_call.py has always found it
 )
@@ -36,6 +36,7 @@ from mcpx.broker.models import (
     AuditRecord,
     Elicitation,
     OpenRequest,
+    Passkey,
     State,
     StoredTask,
     TaskState,
@@ -44,7 +45,7 @@ from mcpx.broker.pending import PendingIndex
 from mcpx.broker.reads import Reads, valid_id
 from mcpx.broker.rules import as_stored
 from mcpx.broker.rules import redact as redact  # where daemon/ and inbox/ have always found it
-from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Store, StoreInfo, StoreLease
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Store, StoreInfo, StoreLease, Tx
 from mcpx.broker.sweeper import Sweeper
 from mcpx.broker.team import Team
 from mcpx.broker.waiters import Handle as Handle
@@ -80,6 +81,7 @@ class Broker:
         # is taken only by the daemon whose asker holds the question (nothing else could carry it)
         self._me = store.info.daemon
         self._writes = Writes(store, self.pid, self._me)
+        self.nonces = passkeys.Nonces()  # the passkey challenges this daemon handed out, each taken once
         self._waiters = Waiters(solo=self._me is None)
         self._sweeper = Sweeper(self._expire)
         self._nudges = Sweeper(self._nudge)  # approvals' reminders and escalations, swept like deadlines
@@ -177,10 +179,13 @@ class Broker:
         q, decided = rules.question_of(req, now, ttl)
         wanted = req.approvals or approvals.rule_for(self._settings.config.elicit, q, req.asker or self.asker())
         decision: policy.Decision | None = None
+        if req.presence or (wanted is not None and wanted.presence) or policy.needs_presence(
+                self._settings.config.elicit, q):
+            q = q.model_copy(update={"presence": True})
         if wanted is not None:
             # named people's approvals are the answer: no rule answers for them
             q = q.model_copy(update={"approvals": approvals.start(q, wanted)})
-        else:
+        elif not q.presence:  # a question only the person's passkey accepts: no rule answers for them either
             decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
         stored_task = task(q, decision is None) if task is not None else None
         unit = self._writes.opening(q, decided, decision, stored_task, req.pid, now)
@@ -237,7 +242,8 @@ class Broker:
 
     async def answer(self, eid: str, action: Action, content: dict[str, Any] | None = None, *, by: str,
                      session: str | None = None, pid: int | None = None, reason: str | None = None,
-                     acknowledged: bool = True) -> tuple[Elicitation, Answer | None]:
+                     acknowledged: bool = True, proof: passkeys.Proof | None = None,
+                     ) -> tuple[Elicitation, Answer | None]:
         """Answer a question. Returns (question, answer), once the answer has committed; answer is None when an
         agent's decline escalated it.
 
@@ -248,11 +254,13 @@ class Broker:
         if (where := wirejson.lone_surrogate({"content": content, "reason": reason})) is not None:
             raise InvalidContent(f"the answer does not fit the question: {where} {wirejson.SURROGATE_PROBLEM}",
                                  {where: wirejson.SURROGATE_PROBLEM})
+        if proof is not None and (used := self.nonces.take(eid, proof.nonce)) is not None:
+            raise used  # each challenge is taken once, whatever became of the answer it was for
         if (queued := self._queuing.get(eid)) is not None:
             await queued  # its question is being asked of its own client: its commit is queued first
         now = time.time()
         mine = self._waiters.eager(eid)
-        if (mine is not None and not mine.done() and (pending := self._pending.get(eid)) is not None
+        if (proof is None and mine is not None and not mine.done() and (pending := self._pending.get(eid)) is not None
                 and not self._writes.moving(eid)):
             first = self._deliver_first(pending.question(), mine, action, content, by, session, pid, reason, now,
                                         0.0 if acknowledged else BEHIND)
@@ -262,7 +270,7 @@ class Broker:
                 # to the store's future, which wakes the long polls once committed (_landed)
                 return await asyncio.shield(landing), given
         unit = self._writes.answering(eid, action, content, by, session, pid, reason, now,
-                                      self._waiters.asked.__contains__)
+                                      self._waiters.asked.__contains__, proof, self._may_sign)
         try:
             outcome = await self._writes.write((eid,), unit)
         finally:
@@ -290,7 +298,8 @@ class Broker:
         never did): docs/internals.md, "What is written when"."""
         if now >= q.expires_at.timestamp() or rules.escalates(q, action, by):
             return None
-        refusal = rules.refusal(q, by, session, action) or rules.approvers_only(q, action)
+        refusal = (rules.refusal(q, by, session, action) or rules.approvers_only(q, action)
+                   or rules.unproven(q, action, False))
         if refusal is not None:
             raise refusal
         clean = rules.checked_content(q, action, content)
@@ -324,12 +333,24 @@ class Broker:
             return person
         return self._settings.config.person_of(self._me.user, self._me.host) if self._me is not None else None
 
-    async def approve(self, eid: str, person: str, action: Action,
-                      reason: str | None = None) -> tuple[Elicitation, Answer | None]:
+    def _may_sign(self, person: str) -> Forbidden | None:
+        """Whose passkey accepts a question that needs presence (approvals aside, which name their people): the
+        daemon's person when it has one (MCPX_PERSON, or on a team the config's), else any person enrolled here."""
+        mine = self.asker()
+        if mine is None or person == mine:
+            return None
+        return Forbidden(f"this daemon's questions are {mine}'s to accept, and the passkey is {person}'s")
+
+    async def approve(self, eid: str, person: str | None, action: Action, reason: str | None = None,
+                      proof: passkeys.Proof | None = None) -> tuple[Elicitation, Answer | None]:
         """`person`'s accept or decline through their own link: counted once (broker/approvals.py). The question as
-        it now stands, and its answer if this decided it; the refusal raised (a self-approval's is recorded)."""
+        it now stands, and its answer if this decided it; the refusal raised (a self-approval's is recorded).
+        `proof`: the approver's passkey assertion, which a question that needs presence counts an accept by (and
+        which names the approver, `person` None)."""
         valid_id(eid)
-        unit = self._writes.approving(eid, person, action, reason, time.time())
+        if proof is not None and (used := self.nonces.take(eid, proof.nonce)) is not None:
+            raise used
+        unit = self._writes.approving(eid, person, action, reason, time.time(), proof)
         try:
             outcome = await self._writes.write((eid,), unit)
         finally:
@@ -510,3 +531,38 @@ class Broker:
 
     async def set_fact(self, key: str, value: Any) -> None:
         await self._store.write(lambda tx: tx.put_fact(key, value))
+
+    # ---- people's passkeys (docs/presence.md)
+
+    async def passkeys(self, person: str | None = None) -> list[Passkey]:
+        return await self._store.passkeys(person)
+
+    async def enroll(self, key: Passkey) -> AuditRecord:
+        """A person's new passkey, stored with its person.enrolled record."""
+        return await self._writes.submit_record("person.enrolled", {"person": key.person, "passkey": key.id},
+                                                with_unit=lambda tx: tx.add_passkey(key))
+
+    async def revoke(self, person: str, cid: str) -> AuditRecord:
+        """`person`'s passkey `cid` removed: it signs nothing from now on; NotFound if they have no such one."""
+        if not any(key.id == cid for key in await self._store.passkeys(person)):
+            raise NotFound(f"{person} has no passkey {cid} (mcpx person list shows each person's)")
+
+        def remove(tx: Tx) -> None:
+            tx.remove_passkey(person, cid)
+
+        return await self._writes.submit_record("person.revoked", {"person": person, "passkey": cid},
+                                                with_unit=remove)
+
+    async def presence_challenge(self, eid: str, content: dict[str, Any] | None,
+                                 rp_id: str) -> tuple[str, str, dict[str, Any] | None]:
+        """What a page asks a passkey to sign to accept `eid` with `content`: the options (JSON), the single-use
+        nonce they are bound to, and the content as it will be accepted (its defaults filled in), which the page
+        sends back with the assertion."""
+        q, _ = await self.get(eid)
+        if not q.presence:
+            raise Forbidden(f"{eid} needs no passkey: accept it as any other question")
+        if q.state != "pending":
+            raise rules.ended_error(q, None)
+        clean = approvals.content_of(q) if q.approvals is not None else rules.checked_content(q, "accept", content)
+        nonce = self.nonces.issue(eid)
+        return passkeys.authentication_options(q, clean, nonce, rp_id), nonce, clean

@@ -8,6 +8,7 @@
      │    ├── Gone              410  expired, or abandoned by its asker
      │    ├── InvalidContent    422  the answer does not fit the schema (per field)
      │    ├── Forbidden         403  wrong session, or an agent answering the person's question
+     │    │    └── PresenceNeeded    an accept without the person's passkey (docs/presence.md)
      │    ├── StoreUnavailable  503  the shared store (PostgreSQL) cannot be reached: nothing was written
      │    └── InvalidQuestion   400  a question that cannot be opened as given
      └── QuestionEnded              raised to an in-process asker whose question ended without an answer
@@ -54,6 +55,13 @@ class InvalidContent(BrokerError):
 
 class Forbidden(BrokerError):
     code, status = "forbidden", 403
+
+
+class PresenceNeeded(Forbidden):
+    """An accept of a question only a person's passkey accepts, offered without one: a door that knows the
+    question's page adds it (`page`), so that whoever reads the refusal knows where to sign."""
+
+    code = "presence_required"
 
 
 class StoreUnavailable(BrokerError):

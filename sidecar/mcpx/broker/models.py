@@ -35,6 +35,8 @@ AuditKind = Literal[
     "elicit.shown",  # a client put the question in front of the person (the opencode TUI plugin's dialog)
     "elicit.approval",  # an approver's accept or decline through their own link, counted or refused
     "elicit.reminded",  # approvers who have not answered were notified again, or the question escalated to more
+    "person.enrolled",  # a person created a passkey through their enrolment link (docs/presence.md)
+    "person.revoked",  # a person's passkey was revoked: it signs nothing from then on
     "policy.fired",
     "task.done",
 ]
@@ -44,7 +46,7 @@ ACTIONS: tuple[Action, ...] = ("accept", "decline", "cancel")
 def is_action(value: str) -> TypeGuard[Action]:
     return value in ACTIONS
 KINDS: tuple[str, ...] = get_args(AuditKind)
-KIND_GROUPS = ("elicit", "task", "policy")  # a group names every kind that starts with it
+KIND_GROUPS = ("elicit", "task", "policy", "person")  # a group names every kind that starts with it
 MAX_SEQ = 2**63 - 1  # an audit seq is an SQLite INTEGER: a larger one is no event id at all
 REDACTED = "[redacted]"
 
@@ -105,6 +107,8 @@ class Approvals(WireModel):
     remind_at: Moment | None = Field(default=None, description="when the next reminder is due")
     next_at: Moment | None = Field(default=None, description="when the next reminder or escalation is due")
     rule: str | None = Field(default=None, description="the elicit.approvals rule that asked for it, if one did")
+    passkeys: dict[str, str] = Field(default_factory=dict, description="with presence: the credential id of the "
+                                     "passkey each counted approver signed with")
 
     @model_validator(mode="before")
     @classmethod
@@ -151,6 +155,8 @@ class Elicitation(WireModel):
     approvals: Approvals | None = Field(default=None, description="named people's approvals it needs, and where "
                                         "they stand")
     confirms: Confirms | None = Field(default=None, description="mcpx's own confirmation: the call it is about")
+    presence: bool = Field(default=False, description="accepted only with a passkey of a person allowed to answer "
+                           "it, signing exactly this question and what is accepted (docs/presence.md)")
     # its requestedSchema as fields, read at most once per object (copies made with model_copy keep it): the answer's
     # check and every renderer read the same question's form
     _form: FlatSchema | None = PrivateAttr(default=None)
@@ -254,6 +260,8 @@ class Answer(WireModel):
     reason: str | None = None
     approvers: list[str] | None = Field(default=None, description="a question that needed approvals: every "
                                         "approver who counted")
+    passkeys: list[str] | None = Field(default=None, description="a question that needed presence: the credential "
+                                       "id of each passkey that signed it, in the order of who counted")
 
 
 class AuditRecord(WireModel):
@@ -345,6 +353,7 @@ class ApprovalRequest(WireModel):
     escalate: list[tuple[float, list[str]]] = Field(default_factory=list, description="(after, to) steps")
     asker: str | None = None
     rule: str | None = None
+    presence: bool = Field(default=False, description="each approver signs with their own passkey")
 
 
 class OpenRequest(WireModel):
@@ -369,7 +378,19 @@ class OpenRequest(WireModel):
     confirms: Confirms | None = Field(default=None, description="mcpx's own confirmation: the call it is about")
     asker: str | None = Field(default=None, description="who asks, as a person of the config (MCPX_PERSON): their "
                               "approval never counts")
+    presence: bool = Field(default=False, description="accepted only with a person's passkey (docs/presence.md)")
     pid: int | None = None
     ambiguous: bool = False
     policy_mode: Literal["ask", "auto", "decline", "error"] | None = Field(
         default=None, description="this call's own elicit mode (mcpx call --elicit), over elicit.mode")
+
+
+class Passkey(WireModel):
+    """A person's passkey, as the store keeps it: its public key and the last sign count it showed."""
+
+    id: str = Field(description="the credential id, base64url")
+    person: str
+    public_key: str = Field(description="the COSE public key, base64url")
+    sign_count: int = 0
+    created: datetime
+    last_used: datetime | None = None

@@ -117,3 +117,8 @@ def evaluate(settings: ElicitSettings, q: Elicitation, environ: Any = os.environ
     if mode == "auto":
         return Decision("auto", "cancel", None, f"{named} and no rule matched: nobody chose"), checks
     return None, checks
+
+
+def needs_presence(settings: ElicitSettings, q: Elicitation) -> bool:
+    """Whether an elicit.presence rule matches `q`: then only a person's passkey accepts it (docs/presence.md)."""
+    return any(matches(rule.match, q) is None for rule in settings.presence)

@@ -50,7 +50,7 @@ T = TypeVar("T")
 log = logging.getLogger("mcpx.store")
 
 SCHEMA = "mcpx"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CHANNEL = "mcpx_audit"
 WRITE_LOCK = 0x6D637078  # "mcpx": the advisory lock every daemon's write transaction holds
 CONNECT_TIMEOUT = 5
@@ -123,6 +123,17 @@ CREATE TABLE daemons (
 ALTER TABLE elicitations ADD COLUMN approvals BOOLEAN NOT NULL DEFAULT false;
 UPDATE elicitations SET approvals = true
  WHERE doc LIKE '%"approvals":{%' AND jsonb_typeof(doc::jsonb -> 'approvals') = 'object';
+""",
+    # people's passkeys (docs/presence.md): a team's daemons share them, with their sign counts
+    3: """
+CREATE TABLE IF NOT EXISTS passkeys (
+    id         TEXT PRIMARY KEY,
+    person     TEXT NOT NULL,
+    public_key TEXT NOT NULL,
+    sign_count BIGINT NOT NULL,
+    created    DOUBLE PRECISION NOT NULL,
+    last_used  DOUBLE PRECISION
+);
 """,
 }
 

@@ -13,7 +13,15 @@ from typing import Any
 
 from mcpx.broker import routing
 from mcpx.broker.credentials import secret_fields
-from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, Gone, InvalidContent, InvalidQuestion
+from mcpx.broker.errors import (
+    AlreadyAnswered,
+    BrokerError,
+    Forbidden,
+    Gone,
+    InvalidContent,
+    InvalidQuestion,
+    PresenceNeeded,
+)
 from mcpx.broker.models import REDACTED, Action, Answer, Answerer, Elicitation, OpenRequest, rfc3339
 from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema
 from mcpx.shared import wirejson
@@ -123,6 +131,15 @@ def approvers_only(q: Elicitation, action: Action) -> BrokerError | None:
     a = q.approvals
     return Forbidden(f"{q.id} needs {a.need} approvals from named people ({len(a.by)} of {a.need} so far), each "
                      "through their own link: it is not accepted or declined any other way (cancel still works)")
+
+
+def unproven(q: Elicitation, action: Action, proven: bool) -> BrokerError | None:
+    """A question that needs presence is accepted only with a passkey's assertion (`proven`); declining and
+    cancelling it stay open to every door of the person's: refusing is never harder than agreeing."""
+    if not q.presence or action != "accept" or proven:
+        return None
+    return PresenceNeeded(f"{q.id} is accepted only with the person's passkey: open its page in a browser and "
+                          "accept it there (decline and cancel work from here)", presence=True)
 
 
 def elsewhere(q: Elicitation, action: Action, shared: bool, asked_here: bool) -> BrokerError | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from mcpx.broker.documents import (
@@ -28,7 +29,7 @@ from mcpx.broker.documents import (
     task_row,
     update_row,
 )
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, Passkey, State, StoredTask
 from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, TaskRow
 
 
@@ -113,6 +114,36 @@ class SqlTx(Dialect):
             (key, dumps(value), time.time()),
         )
 
+    def add_passkey(self, key: Passkey) -> None:
+        self._db.execute(self.sql("INSERT INTO passkeys (id, person, public_key, sign_count, created, last_used)"
+                                  " VALUES (?,?,?,?,?,NULL)"),
+                         (key.id, key.person, key.public_key, key.sign_count, key.created.timestamp()))
+
+    def passkey(self, cid: str) -> Passkey | None:
+        rows = self._db.execute(self.sql(f"SELECT {PASSKEY_COLUMNS} FROM passkeys WHERE id=?"), (cid,)).fetchall()
+        return passkey_of(rows[0]) if rows else None
+
+    def use_passkey(self, cid: str, count: int, at: float) -> bool:
+        # compare and set: a sign count that did not grow (a counter kept at 0 aside) is a copy or a replay
+        cur = self._db.execute(self.sql("UPDATE passkeys SET sign_count=?, last_used=? WHERE id=?"
+                                        " AND (sign_count < ? OR (sign_count = 0 AND ? = 0))"),
+                               (count, at, cid, count, count))
+        return bool(cur.rowcount)
+
+    def remove_passkey(self, person: str, cid: str) -> bool:
+        cur = self._db.execute(self.sql("DELETE FROM passkeys WHERE person=? AND id=?"), (person, cid))
+        return bool(cur.rowcount)
+
+
+PASSKEY_COLUMNS = "id, person, public_key, sign_count, created, last_used"
+
+
+def passkey_of(row: tuple[Any, ...]) -> Passkey:
+    cid, person, public_key, count, created, used = row
+    return Passkey(id=cid, person=person, public_key=public_key, sign_count=int(count),
+                   created=datetime.fromtimestamp(created, UTC),
+                   last_used=datetime.fromtimestamp(used, UTC) if used is not None else None)
+
 
 class SqlReads(Dialect):
     """The reads both stores serve alike, each one statement through the store's own `_rows`."""
@@ -157,3 +188,9 @@ class SqlReads(Dialect):
     async def fact(self, key: str) -> Any:
         rows = await self._rows(self.sql("SELECT value FROM facts WHERE key=?"), (key,))
         return json.loads(rows[0][0]) if rows else None
+
+    async def passkeys(self, person: str | None = None) -> list[Passkey]:
+        where, args = (" WHERE person=?", (person,)) if person is not None else ("", ())
+        rows = await self._rows(self.sql(f"SELECT {PASSKEY_COLUMNS} FROM passkeys{where} ORDER BY person, created"),
+                                args)
+        return [passkey_of(row) for row in rows]

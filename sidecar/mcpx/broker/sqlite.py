@@ -33,7 +33,7 @@ log = logging.getLogger("mcpx.store")
 
 # the schema's version, in the database's PRAGMA user_version: a store made before mcpx kept one reads 0, and has
 # version 1's tables (which is why version 1 creates only what is missing)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # each version's statements, applied in order to bring a database from the one before
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -88,6 +88,17 @@ CREATE TABLE IF NOT EXISTS facts (
     2: """
 ALTER TABLE elicitations ADD COLUMN approvals INTEGER NOT NULL DEFAULT 0;
 UPDATE elicitations SET approvals = 1 WHERE doc LIKE '%"approvals":{%' AND json_type(doc, '$.approvals') = 'object';
+""",
+    # people's passkeys (docs/presence.md), with their sign counts
+    3: """
+CREATE TABLE IF NOT EXISTS passkeys (
+    id         TEXT PRIMARY KEY,
+    person     TEXT NOT NULL,
+    public_key TEXT NOT NULL,
+    sign_count INTEGER NOT NULL,
+    created    REAL NOT NULL,
+    last_used  REAL
+);
 """,
 }
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, State, StoredTask, TaskState, rfc3339
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, Passkey, State, StoredTask, TaskState, rfc3339
 from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
@@ -161,6 +161,16 @@ class Tx(Protocol):
 
     def put_fact(self, key: str, value: Any) -> None: ...
 
+    def add_passkey(self, key: Passkey) -> None: ...
+
+    def passkey(self, cid: str) -> Passkey | None: ...
+
+    def use_passkey(self, cid: str, count: int, at: float) -> bool:
+        """Record a passkey's use with sign count `count`; False if its count did not grow (a replay or a copy)."""
+        ...
+
+    def remove_passkey(self, person: str, cid: str) -> bool: ...
+
     def claim_task(self, tid: str, owner: str) -> bool:
         """Take over a call task of the daemon `owner`, whose lease lapsed; False if another daemon did first."""
         ...
@@ -219,6 +229,10 @@ class Store(Protocol):
     async def fact(self, key: str) -> Any: ...
 
     # a store a team shares; a daemon's own store has no other daemons
+
+    async def passkeys(self, person: str | None = None) -> list[Passkey]:
+        """Every enrolled passkey (of `person`), by person and age."""
+        ...
 
     async def daemons(self) -> list[StoreLease]:
         """The daemons with a lease on this store, this one first."""

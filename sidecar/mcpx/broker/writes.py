@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from mcpx.broker import approvals, policy, routing, rules
+from mcpx.broker import approvals, passkeys, policy, routing, rules
 from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, InvalidContent, NotFound, QuestionEnded
 from mcpx.broker.models import (
     Action,
@@ -211,6 +211,8 @@ class Writes:
         data = {"action": answer.action, "by": answer.by, "answeredAfterMs": stored.answered_after_ms}
         if answer.approvers is not None:
             data["approvers"] = answer.approvers
+        if answer.passkeys is not None:
+            data["passkeys"] = answer.passkeys  # verified by passkey: `mcpx audit` says so
         if self._me is not None:
             data.update(user=self._me.user, host=self._me.host)
         if stored.content is not None:
@@ -303,9 +305,11 @@ class Writes:
 
     def answering(self, eid: str, action: Action, content: dict[str, Any] | None, by: str, session: str | None,
                   pid: int | None, reason: str | None, now: float,
-                  asked_here: Callable[[str], bool]) -> Callable[[Tx], Outcome]:
+                  asked_here: Callable[[str], bool], proof: passkeys.Proof | None = None,
+                  may_sign: Callable[[str], Forbidden | None] = lambda person: None) -> Callable[[Tx], Outcome]:
         """The unit that answers `eid` as the store holds it: expired on the way if its time ran out, refused by
-        the answer rules, escalated by an agent's decline, or answered."""
+        the answer rules, escalated by an agent's decline, or answered. `proof`: a passkey's assertion of the
+        accept, for a question that needs presence; it answers as the passkey's person."""
 
         def unit(tx: Tx) -> Outcome:
             records: list[AuditRecord] = []
@@ -313,6 +317,7 @@ class Writes:
             if isinstance(q, Outcome):
                 return q
             refusal = (rules.refusal(q, by, session, action) or rules.approvers_only(q, action)
+                       or rules.unproven(q, action, proof is not None)
                        or rules.elsewhere(q, action, self._me is not None, asked_here(q.id)))
             if refusal is not None:
                 return Outcome(q, refusal=refusal)
@@ -322,15 +327,26 @@ class Writes:
                 clean = rules.checked_content(q, action, content)
             except InvalidContent as exc:
                 return Outcome(q, refusal=exc)
-            answer = self.answer_of(q, action, clean, by, session, pid, reason, now)
+            who, signed = by, None
+            if proof is not None and q.presence and action == "accept":
+                try:
+                    key = passkeys.prove(tx, proof, q, clean, now, may_sign)
+                except Forbidden as exc:
+                    return Outcome(q, refusal=exc)
+                who, signed = str(Answerer(kind="person", detail=key.person)), [key.id]
+            answer = self.answer_of(q, action, clean, who, session, pid, reason, now)
+            if signed is not None:
+                answer = answer.model_copy(update={"passkeys": signed})
             return Outcome(self.write_answered(tx, records, q, answer), answer)
 
         return unit
 
-    def approving(self, eid: str, person: str, action: Action, reason: str | None,
-                  now: float) -> Callable[[Tx], Outcome]:
+    def approving(self, eid: str, person: str | None, action: Action, reason: str | None,
+                  now: float, proof: passkeys.Proof | None = None) -> Callable[[Tx], Outcome]:
         """The unit that counts `person`'s answer through their own link (broker/approvals.py): refused, counted,
-        or deciding the question; each one an elicit.approval record naming the person."""
+        or deciding the question; each one an elicit.approval record naming the person. With presence, an accept
+        counts only with the approver's own passkey (`proof`), which names the person (`person` None: a page
+        that is no one's link, the inbox signed in)."""
 
         def unit(tx: Tx) -> Outcome:
             records: list[AuditRecord] = []
@@ -339,8 +355,27 @@ class Writes:
                 return q
             if q.approvals is None:
                 return Outcome(q, refusal=Forbidden(f"{eid} needs no approvals: this link is not for it"))
-            vote = approvals.vote(q, q.approvals, person, action)
-            data: dict[str, Any] = {"person": person, "action": action}
+            voter, key = person, None
+            if q.presence and action == "accept":
+                if proof is None:
+                    return Outcome(q, refusal=rules.unproven(q, action, False))
+                try:
+                    key = passkeys.prove(tx, proof, q, approvals.content_of(q), now, lambda p: None)
+                except Forbidden as exc:
+                    return Outcome(q, refusal=exc)
+                if person is not None and key.person != person:
+                    return Outcome(q, refusal=Forbidden(f"this is {person}'s link, and the passkey is "
+                                                        f"{key.person}'s: each approver signs with their own"))
+                voter = key.person
+            if voter is None:
+                return Outcome(q, refusal=Forbidden(f"{eid} is approved only through each approver's own link"))
+            vote = approvals.vote(q, q.approvals, voter, action)
+            data: dict[str, Any] = {"person": voter, "action": action}
+            if key is not None:
+                data["passkey"] = key.id
+                if vote.refusal is None:
+                    vote = approvals.Vote(vote.approvals.model_copy(update={
+                        "passkeys": {**vote.approvals.passkeys, voter: key.id}}), vote.final)
             if vote.refusal is not None:
                 if vote.recorded:
                     q = q.model_copy(update={"approvals": vote.approvals})
@@ -354,9 +389,11 @@ class Writes:
                 tx.update_question(q)
                 return Outcome(q)
             content = approvals.content_of(q) if vote.final == "accept" else None
-            who = vote.approvals.by if vote.final == "accept" else [person]
+            who = vote.approvals.by if vote.final == "accept" else [voter]
             answer = self.answer_of(q, vote.final, content, str(Answerer(kind="person", detail=",".join(who))),
                                     None, None, reason, now).model_copy(update={"approvers": who})
+            if q.presence and vote.final == "accept":
+                answer = answer.model_copy(update={"passkeys": [vote.approvals.passkeys[p] for p in who]})
             return Outcome(self.write_answered(tx, records, q, answer), answer)
 
         return unit

@@ -90,6 +90,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                                                                "as approvers; repeatable")
     p.add_argument("--from", dest="asker", metavar="NAME", help="who asks (default $MCPX_PERSON): their own "
                                                                 "approval never counts")
+    p.add_argument("--presence", action="store_true", help="accepted only with a person's passkey, signing exactly "
+                                                           "this question (docs/presence.md)")
     add_json_flag(p)
     p.set_defaults(func=run(ask_cmd))
 
@@ -306,6 +308,8 @@ async def ask_cmd(args: argparse.Namespace) -> int:
             {"after": after.strip(), "to": [p.strip() for p in names.split(",") if p.strip()]})
     if asker := args.asker or os.environ.get("MCPX_PERSON"):
         body["from"] = asker
+    if args.presence:
+        body["presence"] = True
     async with DaemonClient() as client:
         opened = (await client.post("/v1/elicit", body))["elicitation"]
     eid = opened["id"]

@@ -23,6 +23,7 @@ def parser() -> argparse.ArgumentParser:
         doctor_cmd,
         elicit_cmd,
         inbox_cmd,
+        person_cmd,
         policy_cmd,
         secrets_cmd,
         serve_cmd,
@@ -35,8 +36,8 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"mcpx {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (daemon_cmd, serve_cmd, elicit_cmd, tui_cmd, inbox_cmd, call_cmd, audit_cmd, policy_cmd,
-                   opencode_cmd, claude_cmd, codex_cmd, gemini_cmd):
+    for module in (daemon_cmd, serve_cmd, elicit_cmd, tui_cmd, inbox_cmd, person_cmd, call_cmd, audit_cmd,
+                   policy_cmd, opencode_cmd, claude_cmd, codex_cmd, gemini_cmd):
         module.register(sub)
     secrets_cmd.register(sub)
     auth_cmd.register(sub)

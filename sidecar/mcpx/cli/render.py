@@ -7,6 +7,7 @@ from typing import Any
 from mcpx.broker.schema import FlatSchema
 from mcpx.config.durations import format_duration
 from mcpx.presentation.answering import respond_with
+from mcpx.presentation.rendering import presence_text
 from mcpx.presentation.text import plain, quoted, shell_quote_json
 
 AUDIENCE_WORDS = {
@@ -64,6 +65,8 @@ def render_question(q: dict[str, Any], answer: dict[str, Any] | None = None) -> 
         waiting = f"; waiting for {', '.join(approvals.get('waiting') or [])}" if approvals.get("waiting") else ""
         lines.append(f"  approvals {plain(str(approvals.get('status', '')))}{plain(waiting)}   (each approver answers "
                      "through their own link)")
+    if (presence := presence_text(str(q.get("id")), q.get("presence") is True, None)) is not None:
+        lines.append(f"  presence  {presence}")
     if q.get("task"):
         lines.append(f"  task      {q['task']}   (its result: mcpx task result {q['task']})")
     if q.get("stateReason"):

@@ -525,6 +525,8 @@ class ApprovalRule(_Model):
     remind: Seconds | None = Field(default=None, description="approvers who have not answered are notified again "
                                    "this often")
     escalate: list[EscalateStep] = []
+    presence: bool = Field(default=False, description="each approver signs with their own passkey "
+                           "(docs/presence.md)")
 
     @model_validator(mode="after")
     def _reachable(self) -> ApprovalRule:
@@ -541,6 +543,12 @@ class ApprovalRule(_Model):
         return self
 
 
+class PresenceRule(_Model):
+    """Questions accepted only with a person's passkey (docs/presence.md), matched as `elicit.rules` are."""
+
+    match: RuleMatch
+
+
 class ElicitSettings(_Model):
     ttl: Seconds = 120.0
     mode: ElicitMode = "ask"
@@ -552,6 +560,8 @@ class ElicitSettings(_Model):
     notify: list[NotifyTarget] = Field(default=[], description="where news of each question goes as it opens")
     approvals: list[ApprovalRule] = Field(default=[], description="questions that need named people's approval, "
                                           "N of M (docs/approvals.md)")
+    presence: list[PresenceRule] = Field(default=[], description="questions accepted only with a person's passkey "
+                                         "(docs/presence.md)")
 
     @model_validator(mode="after")
     def _rule_ids(self) -> ElicitSettings:

@@ -141,10 +141,19 @@ def _url_block(q: Elicitation, link: str | None, consent: bool | None) -> str:
 
 def _buttons(q: Elicitation, link: str | None, form_html: str) -> str:
     accept_label = "Accept" if q.mode == "form" else "Accept (I have done what the page asks)"
-    accept = (f'<form method="post" action="{question_href(q.id, link, "accept")}" novalidate id="answer">'
+    presence = ""
+    if q.presence:  # the page's script asks the person's passkey to sign the accept (static/passkey.js)
+        accept_label += " with my passkey"
+        presence = (f' data-challenge="{_e(passkey_href(q.id, link, "challenge"))}"'
+                    f' data-accept="{_e(passkey_href(q.id, link, "accept"))}"')
+    accept = (f'<form method="post" action="{question_href(q.id, link, "accept")}" novalidate id="answer"{presence}>'
               f'{form_html}<div class="buttons">'
               f'<button class="accept" type="submit" id="accept">{accept_label}</button>'
               "</div></form>")
+    if q.presence:
+        accept += ('<p class="meta" id="presence">Accepting this needs your passkey: your browser asks for it, and '
+                   'it signs exactly this question and what you accept.</p>'
+                   '<p id="passkey-status" role="status"></p>')
     others = (
         '<div class="buttons">'
         f'<form method="post" action="{question_href(q.id, link, "decline")}" class="reason">'
@@ -201,8 +210,10 @@ def _no_vote(q: Elicitation, person: str, where: approvals.Standing | None) -> s
 def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = None,
                   values: Mapping[str, Any] | None = None, problems: Mapping[str, str] | None = None,
                   error: str | None = None, notice: str | None = None, consent: bool | None = None,
-                  follow: int | None = None) -> str:
+                  follow: int | None = None, passkey_page: str | None = None) -> str:
     """A question's page: its head, then its form and the three buttons while it is pending, or what became of it.
+    `passkey_page`: where a question that needs presence can be signed, when it cannot be here (an address, not a
+    name: browsers refuse a passkey on 127.0.0.1).
 
     `follow`: where the audit log stood before the page read the question, for a browser signed in: the page's
     script follows the daemon's event stream from there, and should the question end by another way, it puts
@@ -212,6 +223,9 @@ def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = N
         parts.append(f'<p class="notice" id="notice">{_e(notice)}</p>')
     if error:
         parts.append(f'<p class="error-box" id="error" role="alert">{_e(error)}</p>')
+    if passkey_page is not None:
+        parts.append(f'<p class="notice" id="passkey-page">Accepting this needs your passkey, which your browser '
+                     f'offers only on <a href="{_e(passkey_page)}">its page on localhost</a>.</p>')
     person = person_in(link)
     where = approvals.standing(q.approvals, person) if q.approvals is not None and person is not None else None
     if q.state == "pending" and where not in (None, "waiting"):
@@ -235,6 +249,21 @@ def question_page(q: Elicitation, answer: Answer | None, *, link: str | None = N
     if link is None:
         parts.append('<p><a href="/inbox">← all waiting questions</a></p>')
     return page(f"{q.id} · mcpx", "".join(parts), home=home)
+
+
+def passkey_href(eid: str, link: str | None, step: str) -> str:
+    return f"/inbox/passkey/{eid}/{step}" + ("?" + urlencode({"link": link}) if link else "")
+
+
+def enrol_page(person: str, href: str) -> str:
+    """Where `person` creates a passkey: one button, the browser does the rest (static/passkey.js)."""
+    body = (f'<div class="card"><h1 id="title">A passkey for {_e(person)}</h1>'
+            "<p>mcpx will accept the questions that need you only with this passkey. Your browser asks you to "
+            "create it (a fingerprint, a PIN, or your phone).</p>"
+            f'<div class="buttons"><button class="accept" type="button" id="enroll" data-url="{_e(href)}">'
+            "Create my passkey</button></div>"
+            '<p id="passkey-status" role="status"></p></div>')
+    return page(f"Passkey for {person} · mcpx", body)
 
 
 def message_page(title: str, text: str, hint: str | None = None) -> str:

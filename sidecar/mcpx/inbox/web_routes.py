@@ -15,18 +15,24 @@ to the page a url-mode question opens.
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mcpx.broker import passkeys
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import BrokerError, InvalidContent
 from mcpx.broker.models import ACTIONS, Answer, Elicitation, is_action
 from mcpx.broker.store import QuestionFilter
 from mcpx.inbox import pages
+from mcpx.inbox.ceremony import Enrolments, passkey_base, relying_party
 from mcpx.inbox.html_form import content_of_form
 from mcpx.inbox.signing import InboxKeys
 from mcpx.presentation.urlfacts import url_facts
@@ -35,7 +41,7 @@ from mcpx.shared.ids import is_id
 log = logging.getLogger("mcpx.inbox")
 
 BY = "person:web"
-STATIC = {"inbox.css": "text/css", "inbox.js": "text/javascript"}
+STATIC = {"inbox.css": "text/css", "inbox.js": "text/javascript", "passkey.js": "text/javascript"}
 HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -66,11 +72,31 @@ class Access:
     person: str | None = None  # an approver's own link: who answers
 
 
+class PasskeyAnswer(BaseModel):
+    """What a page posts to accept a question with a passkey: the nonce its challenge was bound to, the content as
+    the challenge was made for it, and the browser's assertion (PublicKeyCredential.toJSON())."""
+
+    model_config = ConfigDict(extra="forbid")
+    nonce: str = Field(min_length=1, max_length=200)
+    content: dict[str, Any] | None = None
+    credential: dict[str, Any]
+
+
+class PasskeyEnrolment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    credential: dict[str, Any]
+
+
+def _json(message: str, status: int = 200, **more: Any) -> web.Response:
+    return web.json_response({"message": message, **more}, status=status, headers=HEADERS)
+
+
 @dataclass
 class Inbox:
     broker: Broker
     keys: InboxKeys
     base: str = ""  # http://host:port, once the listener is up
+    enrolments: Enrolments = field(default_factory=Enrolments)
 
     @property
     def cookie(self) -> str:
@@ -90,9 +116,19 @@ class Inbox:
         """A question's link: it opens that one question, with no other credential, while it is pending."""
         return self.base + pages.question_href(eid, self.keys.link_secret(eid))
 
-    def approver_url(self, eid: str, person: str, action: str | None = None) -> str:
-        """An approver's own link (their page, or with `action` the POST that answers as them)."""
-        return self.base + pages.question_href(eid, self.keys.approver_link(eid, person), action)
+    def presence_url(self, eid: str) -> str:
+        """A question's link where a passkey can sign it: the link, reached by name (docs/presence.md)."""
+        return passkey_base(self.base) + pages.question_href(eid, self.keys.link_secret(eid))
+
+    def enrol_url(self, person: str) -> str:
+        """A single-use link where `person` creates a passkey."""
+        return passkey_base(self.base) + f"/inbox/enroll/{self.enrolments.issue(person)}"
+
+    def approver_url(self, eid: str, person: str, action: str | None = None, *, by_name: bool = False) -> str:
+        """An approver's own link (their page, or with `action` the POST that answers as them); `by_name`: reached
+        by name, where a passkey can sign."""
+        base = passkey_base(self.base) if by_name else self.base
+        return base + pages.question_href(eid, self.keys.approver_link(eid, person), action)
 
     # ---- who is asking
 
@@ -137,6 +173,11 @@ class Inbox:
         app.router.add_get("/inbox/q/{id}", self.question)
         app.router.add_get("/inbox/q/{id}/outcome", self.outcome)
         app.router.add_post("/inbox/q/{id}/{action}", self.post)
+        app.router.add_post("/inbox/passkey/{id}/challenge", self.passkey_challenge)
+        app.router.add_post("/inbox/passkey/{id}/accept", self.passkey_accept)
+        app.router.add_get("/inbox/enroll/{token}", self.enrol_page)
+        app.router.add_post("/inbox/enroll/{token}/options", self.enrol_options)
+        app.router.add_post("/inbox/enroll/{token}", self.enrol)
         app.router.add_route("*", "/inbox/{tail:.*}", self.unknown)
 
     async def login(self, request: web.Request) -> web.StreamResponse:
@@ -199,7 +240,10 @@ class Inbox:
         q, answer = found
         # a link lives as long as its question: afterwards it shows what became of it, and a 410
         status = 410 if access.link is not None and q.state != "pending" else 200
-        return html(pages.question_page(q, answer, link=access.link, follow=follow), status)
+        # a passkey signs only on a page reached by name: from the address here, the person is sent there
+        elsewhere = (self.presence_url(eid) if q.presence and q.state == "pending"
+                     and request.url.host != relying_party(self.base)[0] else None)
+        return html(pages.question_page(q, answer, link=access.link, follow=follow, passkey_page=elsewhere), status)
 
     async def outcome(self, request: web.Request) -> web.StreamResponse:
         """What became of a question, as the card its open page puts in place of the form once it ended by another
@@ -264,3 +308,96 @@ class Inbox:
             return html(pages.question_page(q, None, link=access.link, consent=False, follow=follow))
         raise web.HTTPSeeOther(q.url, headers=HEADERS)
 
+    # ---- passkeys (docs/presence.md): every check is the broker's, through py_webauthn
+
+    async def _passkey_question(self, request: web.Request) -> tuple[Elicitation, Access] | web.Response:
+        eid = request.match_info["id"]
+        if self._cross_site(request):
+            return _json("An answer posted from another site is not taken.", 403)
+        access = self._access(request, eid)
+        if isinstance(access, web.Response):
+            return _json("This page is for the person signed in, or the question's link.", access.status)
+        try:
+            q, _ = await self.broker.get(eid)
+        except BrokerError as exc:
+            return _json(str(exc), exc.status)
+        return q, access
+
+    async def passkey_challenge(self, request: web.Request) -> web.StreamResponse:
+        """The options a passkey signs to accept this question with what the form holds: bound to its id, to a
+        hash of what was shown and what is accepted, and to a nonce used once."""
+        found = await self._passkey_question(request)
+        if isinstance(found, web.Response):
+            return found
+        q, _ = found
+        form = await request.post()
+        content = content_of_form(q.requested_schema, form) if q.mode == "form" and q.approvals is None else None
+        try:
+            options, nonce, clean = await self.broker.presence_challenge(q.id, content, relying_party(self.base)[0])
+        except InvalidContent as exc:
+            return _json(str(exc), exc.status, fields=exc.fields)
+        except BrokerError as exc:
+            return _json(str(exc), exc.status)
+        return web.json_response({"options": json.loads(options), "nonce": nonce, "content": clean},
+                                 headers=HEADERS)
+
+    async def passkey_accept(self, request: web.Request) -> web.StreamResponse:
+        """An accept signed by a passkey: an approver's vote if the question needs approvals, else the answer."""
+        found = await self._passkey_question(request)
+        if isinstance(found, web.Response):
+            return found
+        q, access = found
+        try:
+            body = PasskeyAnswer.model_validate_json(await request.read())
+        except ValidationError as exc:
+            return _json(f"not a passkey answer: {exc.errors()[0]['msg']}", 400)
+        rp_id, origin = relying_party(self.base)
+        proof = passkeys.Proof(body.nonce, body.credential, origin, rp_id)
+        try:
+            if q.approvals is not None:
+                q, answer = await self.broker.approve(q.id, access.person, "accept", proof=proof)
+            else:
+                q, answer = await self.broker.answer(q.id, "accept", body.content, by=BY, proof=proof)
+        except BrokerError as exc:
+            return _json(str(exc), exc.status)
+        if answer is None:
+            return _json(f"Counted: {q.approvals.status if q.approvals else 'approved'}, verified by passkey.")
+        return _json(f"Recorded: accept by {answer.by}, verified by passkey.")
+
+    async def enrol_page(self, request: web.Request) -> web.StreamResponse:
+        token = request.match_info["token"]
+        try:
+            enrolment = self.enrolments.get(token)
+        except BrokerError as exc:
+            return refusal(410, "This enrolment link is spent", str(exc))
+        return html(pages.enrol_page(enrolment.person, f"/inbox/enroll/{token}"))
+
+    async def enrol_options(self, request: web.Request) -> web.StreamResponse:
+        if self._cross_site(request):
+            return _json("Refused from another site.", 403)
+        try:
+            enrolment = self.enrolments.get(request.match_info["token"])
+        except BrokerError as exc:
+            return _json(str(exc), 410)
+        existing = [key.id for key in await self.broker.passkeys(enrolment.person)]
+        options = passkeys.registration_options(enrolment.person, enrolment.challenge, relying_party(self.base)[0],
+                                                existing)
+        return web.json_response({"options": json.loads(options)}, headers=HEADERS)
+
+    async def enrol(self, request: web.Request) -> web.StreamResponse:
+        token = request.match_info["token"]
+        if self._cross_site(request):
+            return _json("Refused from another site.", 403)
+        try:
+            enrolment = self.enrolments.get(token)
+            body = PasskeyEnrolment.model_validate_json(await request.read())
+            rp_id, origin = relying_party(self.base)
+            key = passkeys.verify_registration(enrolment.person, body.credential, enrolment.challenge, rp_id,
+                                               origin, datetime.fromtimestamp(time.time(), UTC))
+        except ValidationError as exc:
+            return _json(f"not a passkey: {exc.errors()[0]['msg']}", 400)
+        except BrokerError as exc:
+            return _json(str(exc), exc.status)
+        self.enrolments.take(token)
+        await self.broker.enroll(key)
+        return _json(f"{enrolment.person}'s passkey is enrolled ({key.id}). You may close this page.", id=key.id)

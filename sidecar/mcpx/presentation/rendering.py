@@ -146,6 +146,14 @@ def approvals_text(q: Elicitation) -> str | None:
             "through their own link (sent to them)")
 
 
+def presence_text(eid: str, presence: bool, page: str | None) -> str | None:
+    """What every door says of a question only the person's passkey accepts (docs/presence.md): the one sentence."""
+    if not presence:
+        return None
+    where = f"on its page, {page}" if page else f"on its page (mcpx elicit link {eid} prints it)"
+    return (f"Accepting it needs the person's passkey, {where}; declining or cancelling it works from anywhere")
+
+
 def _toast(q: Elicitation, doc: dict[str, Any], waiting: int, page: str | None) -> Toast:
     count = max(1, waiting)
     asks = f"{plain(q.server, 100)} (via mcpx) asks: {quoted(q.message, 300)}"
@@ -153,6 +161,8 @@ def _toast(q: Elicitation, doc: dict[str, Any], waiting: int, page: str | None) 
         asks += f" — open {plain(q.url or '', 300)}"
     if (approvals := approvals_text(q)) is not None:
         asks += f"\n{approvals}"
+    if (presence := presence_text(q.id, q.presence, page)) is not None:
+        asks += f"\n{presence}"
     # each command and address on a line of its own: a toast wraps at its width (54 columns in opencode's TUI), and
     # there a break after "from a terminal:" could fall inside the id, at its hyphen
     lines = [asks, f"answer by {clock(q.expires_at)} ({q.id})", "from a terminal:", respond_with(doc),
@@ -173,6 +183,8 @@ def _line(q: Elicitation, doc: dict[str, Any], page: str | None) -> str:
         asks += f" — open {plain(q.url or '', 300)}"
     if (approvals := approvals_text(q)) is not None:
         return f"mcpx: {asks} — by {clock(q.expires_at)} ({q.id}): {approvals}"
+    if (presence := presence_text(q.id, q.presence, page)) is not None:
+        return f"mcpx: {asks} — by {clock(q.expires_at)} ({q.id}): {presence}"
     return f"mcpx: {asks} — answer by {clock(q.expires_at)} ({q.id}) {'; '.join(where_to_answer(doc, page))}"
 
 
@@ -283,6 +295,8 @@ def render(q: Elicitation, answer: Answer | None = None, prefix: str = "", page:
     waits = f"Tell the person it waits; they answer {_answer_at(terminal, page)}"
     if (approvals := approvals_text(q)) is not None:
         waits = f"Tell the person it waits for approvals: {approvals}."
+    if (presence := presence_text(q.id, q.presence, page)) is not None:
+        waits += f" {presence}."
     collect = f"{prefix}mcpx_task_result {json.dumps({'task': q.task, 'wait': True})}" if q.task else None
     prompts = question_prompts(q) if dialog == "question" else None
     r = Rendering(

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from mcpx.broker.broker import Broker
-from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound
+from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound, PresenceNeeded
 from mcpx.broker.models import Elicitation, SessionSource
 from mcpx.call.record import Call, FirstAsker, Watch
 from mcpx.call.request import CallRequest, Slot
@@ -236,6 +236,9 @@ class CallDriver:
             except InvalidContent as exc:
                 params = {**shaped(q, state), "message": f"{shaped(q, state)['message']} (the last answer was not "
                                                          f"accepted: {problems(exc)})"}
+            except PresenceNeeded as exc:  # its accept is the person's passkey's (docs/presence.md): asked again,
+                # saying so, where the person may still decline or cancel it
+                params = {**shaped(q, state), "message": f"{shaped(q, state)['message']} ({exc.message})"}
             except (AlreadyAnswered, Gone, NotFound):  # NotFound: asked while it committed, it could not be stored
                 return True
         log.info("client answered %s three times with content that does not fit; it stays open for other surfaces",

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from mcpx.broker import rules
-from mcpx.broker.errors import AlreadyAnswered, Forbidden, Gone, InvalidContent, InvalidQuestion
+from mcpx.broker.errors import AlreadyAnswered, Forbidden, Gone, InvalidContent, InvalidQuestion, PresenceNeeded
 from mcpx.broker.models import REDACTED, Action, Answer, Audience, Elicitation, OpenRequest
+from mcpx.broker.passkeys import CHALLENGE_TTL, Nonces, challenge_for
 
 NOW = 1_700_000_000.0
 REPO = {"type": "object", "properties": {"repo": {"type": "string"}, "depth": {"type": "integer", "default": 3}},
@@ -132,3 +133,24 @@ def test_a_stored_answer_keeps_credentials_redacted_and_is_the_answer_itself_whe
     assert given.content == {"api_token": "s3cret"}
     assert rules.as_stored(given, []) is given
     assert rules.redact(None, ["api_token"]) is None
+
+
+def test_presence_takes_an_accept_only_with_a_passkey_and_each_challenge_once_for_its_own_question() -> None:
+    q, other = opened(presence=True), opened(presence=True)
+    assert isinstance(rules.unproven(q, "accept", False), PresenceNeeded)
+    assert rules.unproven(q, "accept", True) is None
+    assert rules.unproven(q, "decline", False) is None and rules.unproven(q, "cancel", False) is None
+    assert rules.unproven(opened(), "accept", False) is None  # a question without presence is unchanged
+    # the challenge binds the question, what is accepted and the nonce
+    base = challenge_for(q, {"repo": "a"}, "n")
+    assert len({base, challenge_for(other, {"repo": "a"}, "n"), challenge_for(q, {"repo": "b"}, "n"),
+                challenge_for(q, {"repo": "a"}, "m")}) == 4
+    assert challenge_for(q, {"repo": "a"}, "n") == base
+    nonces = Nonces()
+    first = nonces.issue(q.id, now=NOW)
+    refused = nonces.take(other.id, first, now=NOW)
+    assert refused is not None and f"another question ({q.id})" in str(refused)
+    assert nonces.take(q.id, first, now=NOW) is None  # the other question's try did not spend it
+    assert "used before" in str(nonces.take(q.id, first, now=NOW))
+    late = nonces.issue(q.id, now=NOW)
+    assert "expired" in str(nonces.take(q.id, late, now=NOW + CHALLENGE_TTL + 1))

@@ -37,6 +37,8 @@ export type Answer = {
   reason?: string | null
   /** a question that needed approvals: every approver who counted */
   approvers?: string[] | null
+  /** a question that needed presence: the credential id of each passkey that signed it, in the order of who counted */
+  passkeys?: string[] | null
 }
 
 export type AnswerBody = {
@@ -83,6 +85,8 @@ export type Approvals = {
   nextAt?: string | null
   /** the elicit.approvals rule that asked for it, if one did */
   rule?: string | null
+  /** with presence: the credential id of the passkey each counted approver signed with */
+  passkeys?: Record<string, string>
   /** Where they stand, in the words every client shows: "1 of 2 approved (alice)". */
   status: string
 }
@@ -112,6 +116,8 @@ export type AskBody = {
   escalate?: EscalateBody[] | null
   /** who asks (MCPX_PERSON): their own approval never counts */
   from?: string | null
+  /** accepted only with a person's passkey (docs/presence.md) */
+  presence?: boolean
 }
 
 /** What the opencode plugin's own tool (mcpx_ask_person) answers the agent, where the question decides it. */
@@ -142,7 +148,7 @@ export type AuditRecord = {
   /** monotonic; the SSE event id */
   seq: number
   at: string
-  kind: "elicit.open" | "elicit.answered" | "elicit.expired" | "elicit.abandoned" | "elicit.escalated" | "elicit.resumed" | "elicit.consent" | "elicit.shown" | "elicit.approval" | "elicit.reminded" | "policy.fired" | "task.done"
+  kind: "elicit.open" | "elicit.answered" | "elicit.expired" | "elicit.abandoned" | "elicit.escalated" | "elicit.resumed" | "elicit.consent" | "elicit.shown" | "elicit.approval" | "elicit.reminded" | "person.enrolled" | "person.revoked" | "policy.fired" | "task.done"
   elicit?: string | null
   session?: string | null
   trace?: string | null
@@ -279,6 +285,8 @@ export type Elicitation = {
   approvals?: Approvals | null
   /** mcpx's own confirmation: the call it is about */
   confirms?: Confirms | null
+  /** accepted only with a passkey of a person allowed to answer it, signing exactly this question and what is accepted (docs/presence.md) */
+  presence?: boolean
   secondsLeft: number
 }
 
@@ -472,6 +480,22 @@ export type PassedBody = {
   mode?: "form" | "url"
   requestedSchema?: Record<string, unknown> | null
   url?: string | null
+}
+
+/** A person's passkey, as the store keeps it: its public key and the last sign count it showed. */
+export type Passkey = {
+  /** the credential id, base64url */
+  id: string
+  person: string
+  /** the COSE public key, base64url */
+  publicKey: string
+  signCount?: number
+  created: string
+  lastUsed?: string | null
+}
+
+export type PasskeyList = {
+  passkeys: Passkey[]
 }
 
 /** opencode's permission dialog for a confirmation or a url-mode question. */

@@ -18,7 +18,7 @@ from mcpx.cli.render import AUDIENCE_WORDS
 from mcpx.cli.tui.feed import ShownQuestion
 from mcpx.cli.tui.fields import Form
 from mcpx.config.durations import format_duration
-from mcpx.presentation.rendering import approvals_text
+from mcpx.presentation.rendering import approvals_text, presence_text
 from mcpx.presentation.text import plain, quoted
 from mcpx.presentation.urlfacts import url_facts
 
@@ -85,6 +85,8 @@ class QuestionScreen(Screen[None]):
             yield Static(Content(f"for {who} — {plain(q.reason, 400)}"), classes="note")
             if (approvals := approvals_text(q)) is not None:
                 yield Static(Content(plain(approvals, 400)), classes="note", id="approvals")
+            if (presence := presence_text(q.id, q.presence, None)) is not None:
+                yield Static(Content(presence), classes="note", id="presence")
             if self.form is not None:
                 if self.form.boxes:
                     yield Static("Enter or Tab moves to the next field; a, d, c answer from outside a text field.",

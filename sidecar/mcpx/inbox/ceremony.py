@@ -1,0 +1,64 @@
+"""The inbox's side of a passkey ceremony (docs/presence.md): enrolment links, and where a passkey page lives.
+
+A passkey is bound to a name, never to an address: a browser refuses `127.0.0.1` as a relying party, so every
+page that asks for a passkey is served, and linked to, as `localhost` (the same listener). Enrolment links are
+single-use and held in memory: a link outlives neither its first use, nor its time, nor the daemon.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+from mcpx.broker.errors import Forbidden
+
+ENROL_TTL = 900.0  # a link printed in a terminal, opened in the browser beside it
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def passkey_base(base: str) -> str:
+    """The inbox's address as a passkey page must be reached: by name (`localhost` for a loopback listener)."""
+    parts = urlsplit(base)
+    if parts.hostname in LOOPBACK:
+        return urlunsplit((parts.scheme, f"localhost:{parts.port}", "", "", ""))
+    return base
+
+
+def relying_party(base: str) -> tuple[str, str]:
+    """The relying party id and the origin a passkey page at `base` is checked against: the inbox's own address,
+    never what a browser says it is."""
+    origin = passkey_base(base)
+    return urlsplit(origin).hostname or "localhost", origin
+
+
+@dataclass
+class Enrolment:
+    person: str
+    challenge: bytes
+    expires: float
+
+
+@dataclass
+class Enrolments:
+    """The enrolment links handed out: each names a person, carries its registration challenge, and is used once."""
+
+    _open: dict[str, Enrolment] = field(default_factory=dict)
+
+    def issue(self, person: str, now: float | None = None) -> str:
+        now = time.time() if now is None else now
+        self._open = {t: e for t, e in self._open.items() if e.expires > now}
+        token = secrets.token_urlsafe(24)
+        self._open[token] = Enrolment(person, secrets.token_bytes(32), now + ENROL_TTL)
+        return token
+
+    def get(self, token: str, now: float | None = None) -> Enrolment:
+        found = self._open.get(token)
+        if found is None or found.expires <= (time.time() if now is None else now):
+            raise Forbidden("this enrolment link was used already, or it expired, or the daemon restarted since: "
+                            "run `mcpx person enroll NAME` for a fresh one")
+        return found
+
+    def take(self, token: str) -> None:
+        self._open.pop(token, None)
