@@ -35,7 +35,8 @@ def test_config_check_reports_every_problem_in_one_run(home: Path) -> None:
     out = d.cli("config", "check", str(bad))
     assert out.returncode == 1
     assert "4 problems" in out.stderr
-    assert f"{bad}: servers.gh: needs one of 'command' (an MCP server over stdio), 'url' (over HTTP), 'openapi' (a REST service) or 'commands' (commands as tools)" in out.stderr
+    assert (f"{bad}: servers.gh: needs one of 'command' (an MCP server over stdio), 'url' (over HTTP), 'openapi' "
+            "(a REST service) or 'commands' (commands as tools)") in out.stderr
     assert f"{bad}: elicit.ttl: " in out.stderr and "not a duration" in out.stderr
     assert f"{bad}: elicit.rules[0]: says nothing about the answer" in out.stderr
     assert f"{bad}: elicit.rules[1]: has an empty match" in out.stderr and "rules[2]" not in out.stderr
