@@ -171,11 +171,18 @@ class Logins:
             handle = await self.broker.open(request.model_copy(update={
                 "server": "mcpx", "tool": server, "message": message, "mode": "url", "url": pending.url,
                 "requested_schema": None, "upstream_id": MARK + server, "audience": "human",
-                "ttl": self.settings.config.elicit.ask_timeout}), stored_with)
+                "ttl": self._ttl(entry)}), stored_with)
             self._pending[pending.state] = (pending, handle)
             keeper = asyncio.create_task(self._keep_open(server, pending.state, handle), name=f"mcpx-login-{server}")
             self._asking[server] = (handle, keeper)
             return handle
+
+    def _ttl(self, entry: HttpServer) -> float:
+        """How long a login question waits: a person goes to a browser, perhaps on a phone, and logs in there, so it
+        waits as the server's own questions do (its `elicit.ttl`, else the config's), never less than mcpx's own
+        short questions (`elicit.askTimeout`)."""
+        elicit = self.settings.config.elicit
+        return max(entry.elicit.ttl or elicit.ttl, elicit.ask_timeout)
 
     async def _keep_open(self, server: str, state: str, handle: Handle) -> None:
         """Until the question ends; then its link's state is spent whatever ended it."""
