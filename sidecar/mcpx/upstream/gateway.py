@@ -220,7 +220,9 @@ class Gateway:
 
     async def start_call(self, request: CallRequest) -> Call:
         self.entry(request.server)  # an unknown server is refused before anything is recorded
-        refuse_unknown_tool(request.server, request.tool, self._tool_cache.get(request.server))  # and a tool
+        # and a tool the server lacks; on /mcp/SERVER the server answers for itself, as if mcpx were not there
+        if not request.transparent:
+            refuse_unknown_tool(request.server, request.tool, self._tool_cache.get(request.server))
         return self.calls.start(request)
 
     async def cancel(self, tid: str, reason: str) -> bool:
