@@ -16,9 +16,11 @@ from typing import Any
 
 from gateway_helpers import stdio
 from harness import PATIENCE, Daemon, make_daemon
+from mcpx.config.models import ElicitSettings
 from opencode.fake_model import TASK_ID, Call, Say, ScriptedServer, ToolResults
 
 BRIEF = 4  # s: the TTL of the questions of the server `brief`
+GRACE = ElicitSettings().grace  # s: elicit.grace, which elicit_daemon leaves at its default
 
 
 def elicit_daemon(root: Path) -> Daemon:

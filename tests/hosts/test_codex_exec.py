@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ import pytest
 from codex.fake_model import Call, ScriptedCodexModel
 from codex.harness import codex_env, exec_args, install, provider, require_codex
 from harness import PATIENCE, read_log, stop_process, wait_for_sync
-from host_world import HeadlessHost, agent_answers, finish, host_daemon, said, two_sessions_one_expiring
+from host_world import GRACE, HeadlessHost, agent_answers, finish, host_daemon, said, two_sessions_one_expiring
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("codex")]
 
@@ -71,6 +72,12 @@ def test_the_persons_question_waits_for_the_person_and_codexs_own_decline_is_nob
                       what="the daemon's note of codex exec's decline")
         assert world.answered(q["id"]) == []
         assert q["id"] in out and "waiting for an answer" in out, out
+        # and it came within the grace of that decline (Codex is asked as the question opens, and declines within
+        # milliseconds), with room for a loaded machine: not at the call's next 10 s heartbeat, as when nothing woke
+        # the call on an unattended host's reply (issue 40)
+        opened = datetime.fromisoformat(q["created"]).timestamp()
+        early = next(r for r in world.model.of("person") if r.tool_results())
+        assert early.wall - opened < GRACE + 5, (early.wall - opened, q["created"])
         # the skill `mcpx codex install` put in CODEX_HOME was listed to the model
         assert "mcpx-elicitation" in world.model.of("person")[0].instructions
         # the person answers later, from a terminal; the call, which went on in the daemon, ends with it
