@@ -29,7 +29,7 @@ from tomlkit.items import Table
 
 from mcpx.cli.hosts.codex_files import MCP_KEY, Place, plain, read_toml, write_toml
 from mcpx.cli.hosts.host_cmd import installer
-from mcpx.cli.hosts.host_entry import is_mcpx_entry, put_entry, take_entry
+from mcpx.cli.hosts.host_entry import put_entry, take_entry
 from mcpx.cli.hosts.host_files import HostConfigError, longest_wait, serve_command
 
 ENTRY = "mcpx"
@@ -57,6 +57,7 @@ class ConfigToml:
     """Codex's config.toml, as install edits it (host_entry.EntryFile): in place, with tomlkit."""
 
     host, label, entry_shown = "codex", "Codex", ENTRY_SHOWN
+    servers_key, entry = MCP_KEY, ENTRY
 
     @staticmethod
     def read(path: Path) -> tomlkit.TOMLDocument:
@@ -86,14 +87,8 @@ class ConfigToml:
         return doc
 
     @staticmethod
-    def without(doc: tomlkit.TOMLDocument, created: set[str]) -> tomlkit.TOMLDocument | None:
-        servers = doc.get(MCP_KEY)
-        if not isinstance(servers, dict) or not is_mcpx_entry(servers.get(ENTRY)):
-            return None
-        del servers[ENTRY]
-        if not servers and MCP_KEY in created:
-            del doc[MCP_KEY]
-        return doc
+    def editable(doc: tomlkit.TOMLDocument) -> tomlkit.TOMLDocument:
+        return doc  # edited in place: its comments and layout stay with it
 
     @staticmethod
     def is_empty(doc: tomlkit.TOMLDocument) -> bool:

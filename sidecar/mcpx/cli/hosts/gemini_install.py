@@ -23,7 +23,7 @@ from typing import Any
 
 from mcpx.cli.hosts.gemini_files import MCP_KEY, Place, read_json, trusted
 from mcpx.cli.hosts.host_cmd import installer
-from mcpx.cli.hosts.host_entry import is_mcpx_entry, put_entry, take_entry
+from mcpx.cli.hosts.host_entry import put_entry, take_entry
 from mcpx.cli.hosts.host_files import HostConfigError, copied, serve_command, write_json
 
 ENTRY = "mcpx"
@@ -39,6 +39,7 @@ class SettingsJson:
     """Gemini CLI's settings.json, as install edits it (host_entry.EntryFile): plain JSON, rewritten whole."""
 
     host, label, entry_shown = "gemini", "Gemini CLI", ENTRY_SHOWN
+    servers_key, entry = MCP_KEY, ENTRY
 
     @staticmethod
     def read(path: Path) -> dict[str, Any]:
@@ -57,15 +58,8 @@ class SettingsJson:
         return out
 
     @staticmethod
-    def without(data: dict[str, Any], created: set[str]) -> dict[str, Any] | None:
-        out: dict[str, Any] = copied(data)
-        servers = out.get(MCP_KEY)
-        if not isinstance(servers, dict) or not is_mcpx_entry(servers.get(ENTRY)):
-            return None
-        del servers[ENTRY]
-        if not servers and MCP_KEY in created:
-            del out[MCP_KEY]
-        return out
+    def editable(data: dict[str, Any]) -> dict[str, Any]:
+        return dict(copied(data))
 
     @staticmethod
     def is_empty(data: dict[str, Any]) -> bool:

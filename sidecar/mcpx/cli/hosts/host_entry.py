@@ -50,6 +50,8 @@ class EntryFile(Protocol[D]):
     """A host's config file, as install and uninstall edit it; `D` is the file's contents as read."""
 
     host: str  # the host's name in `Created`'s records
+    servers_key: str  # the top-level key of its MCP entries, each a table (an object) by name
+    entry: str  # mcpx's entry's name among them
     label: str  # the host's name for a person
     entry_shown: str  # mcpx's entry, as the file names it
 
@@ -60,8 +62,8 @@ class EntryFile(Protocol[D]):
         `created`."""
         ...
 
-    def without(self, doc: D, created: set[str]) -> D | None:
-        """`doc` less mcpx's entry (and what install created, left empty); None when it holds no entry of mcpx's."""
+    def editable(self, doc: D) -> D:
+        """`doc` as uninstall may change it: itself where it is edited in place, else a copy."""
         ...
 
     def is_empty(self, doc: D) -> bool: ...
@@ -85,6 +87,19 @@ def put_entry(file: EntryFile[D], place: Place, doc: D, entry: dict[str, Any]) -
     return written
 
 
+def without(file: EntryFile[D], doc: D, created: set[str]) -> D | None:
+    """`doc` less mcpx's entry (only while it runs `mcpx serve`), and less the servers' table when install created it
+    and it is left empty; None when it holds no entry of mcpx's."""
+    after = file.editable(doc)
+    servers = after.get(file.servers_key) if isinstance(after, dict) else None
+    if not isinstance(after, dict) or not isinstance(servers, dict) or not is_mcpx_entry(servers.get(file.entry)):
+        return None
+    del servers[file.entry]
+    if not servers and file.servers_key in created:
+        del after[file.servers_key]
+    return after
+
+
 def take_entry(args: argparse.Namespace, file: EntryFile[D], place: Place) -> int:
     """`mcpx HOST install --uninstall`: mcpx's entry (only while it runs `mcpx serve`) and the skill taken out, the
     file removed when install created it and it is left empty; said."""
@@ -93,7 +108,7 @@ def take_entry(args: argparse.Namespace, file: EntryFile[D], place: Place) -> in
     created = record.of(place.config)
     files: list[str] = []
     deleted = False
-    after = file.without(doc, created)
+    after = without(file, doc, created)
     if after is not None:
         files.append(place.shown(place.config))
         if file.is_empty(after) and "" in created:
