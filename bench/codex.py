@@ -13,13 +13,13 @@ answer on one. Each result is checked to be the answer as the server received it
 recorded as Codex's (`accept` by `person:mcp-client`).
 
 Who answers at once: Codex has no hook for a server's question (Claude Code's `Elicitation` hook is what
-bench/claude.py uses). Its interface is a client of its app server (`codex app-server`, JSON-RPC on stdio): the TUI
-and the editor extensions get a server's question from it as a `mcpServer/elicitation/request` and send back what the
-person chose. This bench runs `codex app-server` and is that client: it starts a thread and a turn as the TUI does
-(no `turnTrigger`: not `exec`, so mcpx knows a person is at Codex, as in its TUI), and accepts each question the moment
-it arrives. `codex exec` would not do: it answers every question `decline` by itself, which mcpx rightly does not take
-as anyone's answer (docs/codex.md), so a question through mcpx would wait for a person there while the direct one
-ended at once.
+bench/claude.py uses). Its app server (`codex app-server`, JSON-RPC on stdio; the TUI starts one of its own) hands a
+server's question to its client as a `mcpServer/elicitation/request`, and what the client sends back is Codex's
+answer, as a person's choice in the TUI's form is. This bench runs `codex app-server` and is that client: it starts a
+thread and a turn (no `turnTrigger`: not `exec`, so mcpx takes a person to be at Codex, as in its TUI), and accepts
+each question the moment it arrives. `codex exec` would not do: it answers every question `decline` by itself,
+which mcpx rightly does not take as anyone's answer (docs/codex.md), so a question through mcpx would wait for a
+person there while the direct one ended at once.
 
 The peer is bench/peer_server.py `--legacy` (the handshake era, which Codex's MCP client speaks: 2025-06-18), asking
 with `elicitation/create` mid-call; mcpx serve passes it on as an `elicitation/create` of its own. Its `need_repo`
