@@ -117,7 +117,9 @@ class Calls:
         asyncio.get_running_loop().call_soon(self._record_end, call, data)
 
     def _record_end(self, call: Call, data: dict[str, Any]) -> None:
-        committed = self.broker.finish_task(call.stored(), data, behind=not call.kept)
+        # the record is built where it commits: a finished call changes no more, so its thread may read it
+        committed = self.broker.finish_task(call.stored, data, tid=call.id, session=call.request.session,
+                                            trace=call.trace, behind=not call.kept)
         committed.add_done_callback(lambda f: self._forget_finished(call.id, f))
 
     def _forget_finished(self, tid: str, committed: asyncio.Future[Any]) -> None:
