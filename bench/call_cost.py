@@ -68,9 +68,9 @@ async def main_async(args: argparse.Namespace) -> None:
     prof = Path(tempfile.mkdtemp(prefix="mcpx-cost-")) / "daemon.prof"
     d = scratch_daemon("mcpx-cost-", config, python_args=[] if args.strace else ["-m", "cProfile", "-o", str(prof)])
     d.start()
+    started, counting = asyncio.Event(), asyncio.Event()
+    runner = asyncio.create_task(calls(d.env, d.home, args.ask, args.warm, args.n, started, counting))
     try:
-        started, counting = asyncio.Event(), asyncio.Event()
-        runner = asyncio.create_task(calls(d.env, d.home, args.ask, args.warm, args.n, started, counting))
         await started.wait()
         tracer = None
         if args.strace:
@@ -86,12 +86,15 @@ async def main_async(args: argparse.Namespace) -> None:
             tracer.send_signal(signal.SIGINT)
             await asyncio.wait_for(tracer.wait(), 30)
             counts = strace_counts(out.read_text())
+            counts.pop("total", None)
             total = sum(counts.values())
             print(f"system calls per {'question round trip' if args.ask else 'plain call'} (n={args.n}): "
                   f"{total / args.n:.1f}")
             for name, count in sorted(counts.items(), key=lambda kv: -kv[1])[:15]:
                 print(f"  {name:20} {count / args.n:6.2f}")
     finally:
+        runner.cancel()  # its `mcpx serve` first: one left running would start a daemon of its own
+        await asyncio.gather(runner, return_exceptions=True)
         d.stop()
     if not args.strace:
         stats = pstats.Stats(str(prof))
