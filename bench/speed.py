@@ -436,9 +436,10 @@ async def one_run(plan: Plan, index: int, rng: random.Random) -> Values:
         # same path through it as through create_proxy's, within a few percent in trial runs)
         stateful = Route("FastMCP stateful proxy", "fastmcp-stateful")
         env = daemons[0][1].env
-        say(f"  run {index + 1}: [1] plain calls, {len(ours + proxy)} routes, load {os.getloadavg()[0]:.2f} ...")
+        plain = [*ours[:1], modern, *ours[1:], *proxy]
+        say(f"  run {index + 1}: [1] plain calls, {len(plain)} routes, load {os.getloadavg()[0]:.2f} ...")
         t0 = time.monotonic()
-        await plain_calls([*ours[:1], modern, *ours[1:], *proxy], env, values)
+        await plain_calls(plain, env, values)
         say(f"  run {index + 1}: [2-3] questions and {CALLERS} callers ({time.monotonic() - t0:.0f} s so far) ...")
         await asking_calls([*ours, *([] if plan.short else [stateful]), *proxy], env, values, plan.notes)
         say(f"  run {index + 1}: [1-3] took {time.monotonic() - t0:.0f} s")
