@@ -1,6 +1,7 @@
-"""Issue 14's table in one run: every speed figure of mcpx beside direct, and the proxies a user would pick instead.
+"""Issues 14 and 39's table in one run: every speed figure of mcpx beside direct, its floors, and the proxies a user
+would pick instead.
 
-Six figures, each a ratio measured side by side in the same run (4 and 6 are absolute, as the
+Seven figures, each a ratio measured side by side in the same run (4 and 6 are absolute, as the
 issue's goals are; 4 has its floor beside it), against real processes: the daemon over its real
 socket, `mcpx serve` as a host starts it, the official `mcp` SDK client on every side, and
 bench/peer_server.py as the upstream.
@@ -10,8 +11,14 @@ bench/peer_server.py as the upstream.
    `mcp-proxy` (PyPI; it serves a stdio server over Streamable HTTP, so the SDK client reaches it by
    URL: one hop, as mcpx). The upstream is peer_server.py, which answers `server/discover`: the
    daemon calls it in the modern era (as bench/surface.py's `peer`).
-   Floor row: bench/bare_relay.py, a process that copies the bytes both ways and does nothing else:
-   what any process between the client and the server costs here (figures 1-3; it is no peer).
+   Floor rows: bench/bare_relay.py, a process that copies the bytes both ways and does nothing else:
+   what any process between the client and the server costs here (figures 1-3; it is no peer); and
+   bench/parsing_relay.py, a relay in Python that parses every message, renumbers requests and encodes
+   them again (what any MCP proxy must do at the least). And the direct client in the era mcpx calls
+   `peer` in (modern: `server/discover`, `_meta` on every request), beside the legacy direct client
+   every ratio is taken against: what the era alone costs the server (docs/choices.md).
+   Also the daemon's CPU per plain call (user + system, all its threads, from /proc, over the blocks
+   of mcpx's calls alone).
 2. an elicitation round trip: `tools/call ask`, whose tool asks with `ctx.elicit`, answered by the
    client's elicitation callback; p50 through `mcpx serve` / direct. Peer row: FastMCP's stateful
    proxy (`StatefulProxyClient`). The other two are tried once in each run and said not to forward,
@@ -20,7 +27,8 @@ bench/peer_server.py as the upstream.
    Figures 2 and 3 call `peer_server.py --legacy` (the handshake era, where a server asks mid-call
    and the daemon gives a session at most four instances of it, each one call at a time).
 4. `GET /v1/elicit?limit=10000` p50 with 10,000 questions pending, beside a bare aiohttp server (a
-   process of its own, on a unix socket) sending the same bytes, the requests interleaved.
+   process of its own, on a unix socket) sending the same bytes, the requests interleaved; and the
+   daemon's resident memory per pending question (its RSS with them, less its RSS before).
 5. `POST /v1/elicit` -> the `elicit.open` frame at an SSE subscriber in another process, p50 / the
    same through a bare aiohttp relay (bench/broker.py's phase, interleaved there).
 6. durable question lifecycles/s, 16 in flight (bench/broker.py's phase: each answer committed
@@ -36,6 +44,7 @@ spread (min-max). `--against REF` adds the daemon and `mcpx serve` of another gi
 for 1-3 and in alternating order for 4-6, so that before/after is one command.
 
     .venv/bin/python bench/speed.py                        # about 3-4 minutes on 2 cores
+    .venv/bin/python bench/speed.py --short                # the same rows, fewer calls, no peers: 1-2 minutes
     .venv/bin/python bench/speed.py --runs 1 --against main
 
 mcp-proxy pins `mcp<2`, which clashes with the `mcp>=2.3` mcpx is tested with, so it is not in the
@@ -86,7 +95,10 @@ HERE = Path(__file__).resolve()
 PEER = BENCH / "peer_server.py"
 FASTMCP_PROXY = BENCH / "fastmcp_proxy.py"
 BARE_RELAY = BENCH / "bare_relay.py"
+PARSING_RELAY = BENCH / "parsing_relay.py"
 FLOOR = "a bare asyncio relay"    # the floor row: the cost of a process in the middle, no MCP in it
+PARSING = "a parsing Python relay"  # the second floor: every message parsed, renumbered, encoded again
+MODERN_DIRECT = "direct, modern era"  # the direct client in the era mcpx calls the upstream in
 MCP_PROXY_VERSION = "0.13.0"
 MCP_PROXY_VENV = ROOT / ".venv" / "peers" / "mcp-proxy"
 
@@ -106,12 +118,19 @@ N_LISTINGS = 20                 # timed listings of each side, interleaved
 ANSWER = {"repo": "bench/speed"}
 SEED = 20261203
 
-# ---- the goals of issue 14 (lower is better for "<=", higher for ">=")
+# ---- the goals of issue 39 (14's for figure 5; lower is better for "<=", higher for ">=")
 
 GOALS: dict[str, tuple[str, float]] = {
-    "call": ("<=", 1.3), "ask": ("<=", 1.5), "thr": (">=", 0.8), "list": ("<=", 20.0), "push": ("<=", 1.5),
-    "life": (">=", 1500.0),
+    "call": ("<=", 1.2), "ask": ("<=", 1.35), "thr": (">=", 1.2), "list": ("<=", 10.0), "push": ("<=", 1.5),
+    "life": (">=", 2000.0), "cpu": ("<=", 0.25), "mem": ("<=", 1.5),
 }
+
+
+def short_plan() -> None:
+    """--short: the same rows from fewer calls (peers left out): a run of three takes a minute or two."""
+    global WARMUP_CALLS, CALL_ROUNDS, WARMUP_ASKS, ASK_ROUNDS, THR_ROUNDS, N_PUSH, N_LIFECYCLES, N_LISTINGS
+    WARMUP_CALLS, CALL_ROUNDS, WARMUP_ASKS, ASK_ROUNDS, THR_ROUNDS = 10, 8, 3, 6, 2
+    N_PUSH, N_LIFECYCLES, N_LISTINGS = 30, 400, 6
 
 
 def servers_config() -> dict[str, Any]:
@@ -127,7 +146,7 @@ class Route:
     """One way for the SDK client to reach an upstream: straight, through an mcpx, or through a peer proxy."""
 
     label: str
-    kind: str                       # direct | relay | mcpx | fastmcp | fastmcp-stateful | mcp-proxy
+    kind: str                       # direct | direct-modern | relay | parsing-relay | mcpx | fastmcp | ...
     daemon: Daemon | None = None    # an mcpx route's daemon (its env makes `mcpx serve` find it)
     goal: bool = False              # a row the issue sets a goal for (mcpx's own)
 
@@ -169,10 +188,13 @@ async def connect(stack: contextlib.AsyncExitStack, route: Route, server: str, u
     py = sys.executable
     target: StdioServerParameters | str
     prefix = ""
-    if route.kind == "direct":
+    mode = MODE
+    if route.kind in ("direct", "direct-modern"):
         target = StdioServerParameters(command=py, args=upstream, env=env)
-    elif route.kind == "relay":
-        target = StdioServerParameters(command=py, args=[str(BARE_RELAY), py, *upstream], env=env)
+        mode = "auto" if route.kind == "direct-modern" else MODE  # server/discover first: the modern era
+    elif route.kind in ("relay", "parsing-relay"):
+        script = BARE_RELAY if route.kind == "relay" else PARSING_RELAY
+        target = StdioServerParameters(command=py, args=[str(script), py, *upstream], env=env)
     elif route.kind == "mcpx":
         assert route.daemon is not None
         d = route.daemon
@@ -191,7 +213,7 @@ async def connect(stack: contextlib.AsyncExitStack, route: Route, server: str, u
         stack.push_async_callback(stop_proc, proc)
         await wait_http(f"http://127.0.0.1:{port}/status", proc)
         target = f"http://127.0.0.1:{port}/mcp"
-    client = await stack.enter_async_context(Client(target, mode=MODE, elicitation_callback=answer_elicit))
+    client = await stack.enter_async_context(Client(target, mode=mode, elicitation_callback=answer_elicit))
     return client, prefix
 
 
@@ -237,7 +259,10 @@ async def plain_calls(routes: list[Route], env: dict[str, str], values: Values) 
         sides: list[Side] = []
         for route in routes:
             client, prefix = await connect(stack, route, "peer", [str(PEER)], env)
-            sides.append(Side(route.label, SdkCaller(client, f"{prefix}echo")))
+            side = Side(route.label, SdkCaller(client, f"{prefix}echo"))
+            if route.daemon is not None:  # the daemon's CPU over this side's blocks: its calls alone ran then
+                side.watch = {"daemon": [route.daemon.pid]}
+            sides.append(side)
         for side in sides:
             for _ in range(WARMUP_CALLS):
                 await side.call()
@@ -246,6 +271,8 @@ async def plain_calls(routes: list[Route], env: dict[str, str], values: Values) 
     values[("call.direct_ms", sides[0].name)] = base
     for side in sides[1:]:
         values[("call", side.name)] = p50(side.times_ms) / base
+        if side.watch:
+            values[("cpu", side.name)] = side.cpu_ms_per_call("daemon")
 
 
 async def asking_calls(routes: list[Route], env: dict[str, str], values: Values, notes: Notes) -> None:
@@ -307,9 +334,13 @@ async def role_bare(socket: str, body: bytes) -> None:
     print(json.dumps({"bytes": len(body)}), flush=True)
 
 
-async def listing_vs_bare(d: Daemon, http: aiohttp.ClientSession) -> tuple[list[float], list[float], int]:
-    """Figure 4: N_PENDING questions opened, then GET ?limit=10000 on mcpx and on the bare server, alternating."""
+async def listing_vs_bare(d: Daemon, http: aiohttp.ClientSession) -> tuple[list[float], list[float], int, float]:
+    """Figure 4: N_PENDING questions opened, then GET ?limit=10000 on mcpx and on the bare server, alternating;
+    the daemon's RSS per pending question, taken before any listing allocated its buffers."""
+    await broker.cancel_all_pending(http)
+    rss_before = d.rss_kib()
     await broker.open_many(http, N_PENDING)
+    kib_each = (d.rss_kib() - rss_before) / N_PENDING
     params = {"limit": "10000"}
     for _ in range(2):  # the page cache and the connection
         await broker.timed_get(http, params)
@@ -318,7 +349,7 @@ async def listing_vs_bare(d: Daemon, http: aiohttp.ClientSession) -> tuple[list[
     body_file = d.home.parent / "listing.json"  # beside the home, not in it
     body_file.write_bytes(body)
     bare_socket = d.home.parent / "bare.sock"
-    bare = await Child.start("bare", bare_socket, "--body", str(body_file), script=HERE)
+    bare = await Child.start("bare", bare_socket, "--body", str(body_file), timeout=60, script=HERE)
     mcpx_ms: list[float] = []
     bare_ms: list[float] = []
     try:
@@ -335,7 +366,7 @@ async def listing_vs_bare(d: Daemon, http: aiohttp.ClientSession) -> tuple[list[
         await bare.finish()
     finally:
         bare.kill()
-    return mcpx_ms, bare_ms, len(body)
+    return mcpx_ms, bare_ms, len(body), kib_each
 
 
 async def broker_figures(label: str, d: Daemon, rng: random.Random, values: Values) -> None:
@@ -353,7 +384,7 @@ async def broker_figures(label: str, d: Daemon, rng: random.Random, values: Valu
                 raise RuntimeError(f"{label}: {life.durable} of {life.n + broker.N_WARMUP} answers durable, "
                                    f"anomalies {dict(life.anomalies)}")
             t2 = time.monotonic()
-            mcpx_ms, bare_ms, size = await listing_vs_bare(d, http)
+            mcpx_ms, bare_ms, size, kib_each = await listing_vs_bare(d, http)
             say(f"      push {t1 - t0:.0f} s, lifecycles {t2 - t1:.0f} s, 10,000 pending and listings "
                 f"{time.monotonic() - t2:.0f} s")
     values[("push", label)] = p50(lat.push_ms) / p50(lat.relay_ms)
@@ -364,6 +395,7 @@ async def broker_figures(label: str, d: Daemon, rng: random.Random, values: Valu
     values[("list.bare_ratio", label)] = p50(mcpx_ms) / p50(bare_ms)
     values[("list.bare_ms", label)] = p50(bare_ms)
     values[("list.mb", label)] = size / 1e6
+    values[("mem", label)] = kib_each
 
 
 # ---- one run, and the table
@@ -373,6 +405,7 @@ class Plan:
     against: str | None
     old_sidecar: Path | None
     mcp_proxy: str | None               # None: available; else why its rows are missing
+    short: bool = False                 # --short: fewer calls, no peers
     notes: Notes = field(default_factory=dict)
 
 
@@ -394,20 +427,22 @@ async def one_run(plan: Plan, index: int, rng: random.Random) -> Values:
         for label in mcpx_labels(plan):
             daemons.append((label, mcpx_daemon(plan, label, servers_config())))
             daemons[-1][1].start()
-        ours = [Route("direct", "direct"), Route(FLOOR, "relay"),
+        ours = [Route("direct", "direct"), Route(FLOOR, "relay"), Route(PARSING, "parsing-relay"),
                 *(Route(label, "mcpx", d, goal=True) for label, d in daemons)]
-        proxy = [Route("FastMCP create_proxy", "fastmcp")]
-        if plan.mcp_proxy is None:
+        modern = Route(MODERN_DIRECT, "direct-modern")  # figure 1 alone: figures 2-3's server speaks legacy only
+        proxy = [] if plan.short else [Route("FastMCP create_proxy", "fastmcp")]
+        if plan.mcp_proxy is None and not plan.short:
             proxy.append(Route(f"mcp-proxy {MCP_PROXY_VERSION} (HTTP)", "mcp-proxy"))
         # the stateful proxy is FastMCP's form for a server that asks: figures 2 and 3 (a plain call takes the
         # same path through it as through create_proxy's, within a few percent in trial runs)
         stateful = Route("FastMCP stateful proxy", "fastmcp-stateful")
         env = daemons[0][1].env
-        say(f"  run {index + 1}: [1] plain calls, {len(ours + proxy)} routes, load {os.getloadavg()[0]:.2f} ...")
+        plain = [*ours[:1], modern, *ours[1:], *proxy]
+        say(f"  run {index + 1}: [1] plain calls, {len(plain)} routes, load {os.getloadavg()[0]:.2f} ...")
         t0 = time.monotonic()
-        await plain_calls(ours + proxy, env, values)
+        await plain_calls(plain, env, values)
         say(f"  run {index + 1}: [2-3] questions and {CALLERS} callers ({time.monotonic() - t0:.0f} s so far) ...")
-        await asking_calls([*ours, stateful, *proxy], env, values, plan.notes)
+        await asking_calls([*ours, *([] if plan.short else [stateful]), *proxy], env, values, plan.notes)
         say(f"  run {index + 1}: [1-3] took {time.monotonic() - t0:.0f} s")
     finally:
         for _label, d in daemons:
@@ -437,6 +472,10 @@ def per_s(x: float) -> str:
     return f"{x:.0f}/s"
 
 
+def kib(x: float) -> str:
+    return f"{x:.2f} KiB"
+
+
 def table(runs: list[Values], plan: Plan) -> Report:
     report = Report()
     labels: list[str] = []
@@ -464,7 +503,7 @@ def table(runs: list[Values], plan: Plan) -> Report:
         report.add(name, spread(xs, fmt), f"{op} {target:g}{unit}", ok)
 
     mcpx = [label for label in labels if label.startswith("mcpx")]
-    peers = [label for label in labels if label not in mcpx and label not in ("direct", FLOOR)]
+    peers = [label for label in labels if label not in mcpx and label not in ("direct", FLOOR, PARSING, MODERN_DIRECT)]
     for fig, title, floor, fmt_floor in (
             ("call", "1 plain tools/call p50", "call.direct_ms", fmt_ms),
             ("ask", "2 elicitation round trip p50", "ask.direct_ms", fmt_ms),
@@ -472,10 +511,15 @@ def table(runs: list[Values], plan: Plan) -> Report:
         row(floor, title, "direct", fmt_floor, False)
         n = title[:1]
         row(fig, f"{n}   {{}} (the floor of any process between) / direct", FLOOR, ratio, False)
+        row(fig, f"{n}   {{}} (the floor of any MCP proxy) / direct", PARSING, ratio, False)
+        row(fig, f"{n}   {{}} (what the era mcpx calls in costs the server) / direct", MODERN_DIRECT, ratio, False)
         for label in mcpx:
             row(fig, f"{n}   {{}} / direct", label, ratio, True, "x")
         for label in peers:
             row(fig, f"{n}   {{}} / direct", label, ratio, False)
+        if fig == "call":
+            for label in mcpx:
+                row("cpu", f"{n}   the daemon's CPU per plain call, {{}}", label, fmt_ms, True, " ms")
         if peers and mcpx:
             best = [statistics.median(got(fig, p)) for p in peers if got(fig, p)]
             if best:
@@ -486,6 +530,7 @@ def table(runs: list[Values], plan: Plan) -> Report:
         row("list", "4 GET /v1/elicit?limit=10000 p50, 10,000 pending", label, fmt_ms, True, " ms")
         row("list.bare_ratio", "4   {} / a bare aiohttp send of the same bytes", label, ratio, False)
         row("list.bare_ms", "4   the bare aiohttp send p50, beside {}", label, fmt_ms, False)
+        row("mem", "4   daemon memory per pending question, {}", label, kib, True, " KiB")
     for label in mcpx:
         row("push", "5 opened -> SSE subscriber p50 / bare aiohttp relay", label, ratio, True, "x")
         row("push.mcpx_ms", "5   opened -> SSE subscriber p50", label, fmt_ms, False)
@@ -514,12 +559,12 @@ def ensure_mcp_proxy() -> str | None:
     return None
 
 
-async def main_async(runs: int, against: str | None) -> None:
+async def main_async(runs: int, against: str | None, short: bool) -> None:
     started = time.monotonic()
     rng = random.Random(SEED)
     with tempfile.TemporaryDirectory(prefix="mcpx-speed-") as tmp:
         old = checkout(against, Path(tmp)) if against else None
-        plan = Plan(against, old, await asyncio.to_thread(ensure_mcp_proxy))
+        plan = Plan(against, old, None if short else await asyncio.to_thread(ensure_mcp_proxy), short)
         say(f"{os.cpu_count()} cpus, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {runs} run(s)"
             + (f"; beside the daemon and `mcpx serve` of {against}" if against else ""))
         if plan.mcp_proxy:
@@ -543,6 +588,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--runs", type=int, default=3, help="repeat the whole table this many times (default 3)")
     parser.add_argument("--against", metavar="REF", help="also run the mcpx rows on this git revision")
+    parser.add_argument("--short", action="store_true", help="fewer calls and no peers: a run of three in 1-2 min")
     parser.add_argument("--role", choices=("bare",), help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--body", help=argparse.SUPPRESS)
@@ -552,7 +598,9 @@ def main() -> int:
         return 0
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    run_stoppable(main_async(args.runs, args.against))  # SIGTERM too stops the daemons and every peer
+    if args.short:
+        short_plan()
+    run_stoppable(main_async(args.runs, args.against, args.short))  # SIGTERM too stops the daemons and every peer
     return 0
 
 

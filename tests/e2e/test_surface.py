@@ -500,3 +500,38 @@ async def test_a_client_that_answers_badly_three_times_is_told_where_the_questio
     waiting.asked(question, pending=True)
     assert waiting_on(waiting) == (f"sdk.file_issue waits for an answer to {eid} (the agent's, then the person's): "
                                    "mcpx elicit answer ID, mcpx tui, or the web inbox")
+
+
+META_SERVER = '''
+import json
+from mcp.server.mcpserver import Context, MCPServer
+app = MCPServer("meta")
+@app.tool()
+def token(ctx: Context) -> str:
+    """What progress token the request carried (None: none was asked for)."""
+    meta = ctx.request_context.meta or {}
+    return json.dumps({"token": meta.get("progress_token")})
+app.run()
+'''
+
+
+async def test_the_upstream_is_asked_for_progress_only_when_someone_follows_it(home: Path) -> None:
+    """A plain call nobody follows asks its server for the call alone (no progressToken); a caller that asked for
+    progress gets it asked under mcpx's own token; a REST call (`mcpx call` shows progress on a terminal) too."""
+    script = home / "meta_server.py"
+    script.write_text(META_SERVER)
+    with make_daemon(home, {"servers": {"meta": {"command": sys.executable, "args": [str(script)]}}}) as d:
+        async with stdio_client(d, "legacy") as client:
+            plain = json.loads(text(await client.call_tool("meta_token", {})))
+            heard: list[float] = []
+
+            async def progress(done: float, _total: float | None, _message: str | None) -> None:
+                heard.append(done)
+
+            asked = json.loads(text(await client.call_tool("meta_token", {}, progress_callback=progress)))
+        async with d.session() as rest, rest.post("/v1/call/meta/token", json={"arguments": {}}) as r:
+            body = await r.json()
+            assert r.status == 200, body
+        followed = json.loads(body["result"]["content"][0]["text"])
+    assert plain == {"token": None}
+    assert str(asked["token"]).startswith("mcpx-") and str(followed["token"]).startswith("mcpx-")

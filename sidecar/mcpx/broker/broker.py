@@ -500,14 +500,19 @@ class Broker:
     async def save_task(self, task: StoredTask) -> None:
         await self._store.write(lambda tx: tx.put_task(task))
 
-    def finish_task(self, task: StoredTask, data: dict[str, Any], behind: bool = False) -> asyncio.Future[AuditRecord]:
+    def finish_task(self, built: Callable[[], StoredTask], data: dict[str, Any], *, tid: str, session: str,
+                    trace: str | None, behind: bool = False) -> asyncio.Future[AuditRecord]:
         """A task's final record and its task.done, committed together; the record is published after.
 
-        `behind`: nothing durable waits on it (the call never asked, so no stored row of it says it is running,
-        and no restart would re-drive it): it rides with the next commit, within BEHIND seconds."""
-        row = task_row(task)  # encoded now: the row waits for its commit as four strings, not as the model
-        return self._writes.submit_record("task.done", data, session=task.session, trace=task.trace, task=task.id,
-                                          with_unit=lambda tx: tx.put_task(row), within=BEHIND if behind else 0.0)
+        `built`: the task's final row, built (validated, encoded) inside the unit, wherever its batch commits:
+        for a plain call, off the loop. `behind`: nothing durable waits on it (the call never asked, so no stored
+        row of it says it is running, and no restart would re-drive it): it rides with the next commit, within
+        BEHIND seconds, or commits on the store's own thread."""
+        def put(tx: Tx) -> None:
+            tx.put_task(task_row(built()))
+
+        return self._writes.submit_record("task.done", data, session=session, trace=trace, task=tid,
+                                          with_unit=put, within=BEHIND if behind else 0.0)
 
     async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)

@@ -5,8 +5,10 @@ commit (on the loop for SQLite, on its writer's thread for PostgreSQL: the store
 its own savepoint, so a unit that raises rolls back alone (the audit records it wrote with it).
 A unit nobody waits on (the record of a call that has ended, behind its result) may wait `within`
 seconds for company: it commits with the next unit that cannot wait, or at that horizon,
-so a stream of such records costs one commit per horizon, not one each. Units commit in the order
-submitted, whether they waited or not.
+so a stream of such records costs one commit per horizon, not one each. A batch made only of such
+units (its horizon came first) is handed to `commit` as `behind`: nobody waits on it, so the store
+commits it off the loop (SQLite on its writer's thread), where its encoding and its system calls
+keep no reply waiting. Units commit in the order submitted, whether they waited or not.
 
 A unit's future resolves only after the commit, and the batch's committed audit records are handed
 on (`committed`) in the same loop turn, just before, so nothing is published that the database does
@@ -82,7 +84,7 @@ def _log_failure(fut: asyncio.Future[Any]) -> None:
 class CommitQueue:
     """Units queued on the event loop, committed a batch per call of the store's `commit` (one at a time)."""
 
-    def __init__(self, commit: Callable[[list[Unit]], Awaitable[Committed]],
+    def __init__(self, commit: Callable[[list[Unit], bool], Awaitable[Committed]],
                  committed: Callable[[Committed], None]) -> None:
         self._commit = commit
         self._committed = committed
@@ -90,6 +92,7 @@ class CommitQueue:
         self._committing: list[Unit] = []  # the batch being committed (on the store's thread, it may take a while)
         self._flusher: asyncio.Task[None] | None = None
         self._due = False  # the queue holds a unit that cannot wait (or whose horizon came)
+        self._urgent = False  # the queue holds a unit that cannot wait: its batch commits where it is quickest
         self._horizon: asyncio.TimerHandle | None = None
 
     def submit(self, unit: Callable[[Any], T], within: float = 0.0) -> asyncio.Future[T]:
@@ -98,7 +101,10 @@ class CommitQueue:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(_log_failure)
         self._queue.append((unit, fut))
-        if within <= 0 or len(self._queue) >= MAX_WAITING:
+        if within <= 0:
+            self._urgent = True
+            self._go()
+        elif len(self._queue) >= MAX_WAITING:
             self._go()
         elif self._horizon is None:  # cancelled only by _go, which has the flusher take what is queued
             self._horizon = asyncio.get_running_loop().call_later(within, self._go)
@@ -129,9 +135,10 @@ class CommitQueue:
     async def _flush(self) -> None:
         while self._queue and self._due:
             batch, self._queue, self._due = self._queue, [], False
+            behind, self._urgent = not self._urgent, False
             self._committing = [u for u, _ in batch]
             try:
-                done = await self._commit(self._committing)
+                done = await self._commit(self._committing, behind)
             except BaseException as exc:  # the commit itself failed: nothing in the batch happened
                 for _, fut in batch:
                     if not fut.done():

@@ -263,8 +263,9 @@ class PgStore(SqlReads):
     def holds(self, test: Callable[[Unit], bool]) -> bool:
         return self._commits.holds(test)
 
-    async def _commit(self, units: list[Unit]) -> Committed:
-        """A batch crosses to the writer's thread: a commit waits on the network and the server, never the loop."""
+    async def _commit(self, units: list[Unit], behind: bool = False) -> Committed:
+        """A batch crosses to the writer's thread: a commit waits on the network and the server, never the loop
+        (`behind` or not)."""
         return await asyncio.get_running_loop().run_in_executor(self._writes, self._run_batch, units)
 
     def _run_batch(self, units: list[Unit]) -> Committed:

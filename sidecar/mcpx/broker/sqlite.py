@@ -1,13 +1,17 @@
 """SqliteStore: mcpx.db, SQLite in WAL mode, the store behind the broker (broker/store.py).
 
-A batch of units commits on the event loop itself, whole, without awaiting, so concurrent
-coroutines never interleave half-written state, and a unit's future resolves only after the
-commit, so nothing is published that the database does not hold. In WAL mode with
-synchronous=NORMAL a commit is a write() of a few pages into the -wal file, far shorter than
-handing it to a thread and back (two thread wake-ups), and the units are Python, which holds the GIL
-wherever it runs. What may take long stays off the loop, on the store's own thread: the checkpoints
-(they fsync), made through a connection
+A batch that someone waits on (a question opened, an answer given) commits on the event loop itself,
+whole, without awaiting, so concurrent coroutines never interleave half-written state, and a unit's
+future resolves only after the commit, so nothing is published that the database does not hold. In
+WAL mode with synchronous=NORMAL a commit is a write() of a few pages into the -wal file, far shorter
+than handing it to a thread and back (two thread wake-ups), and the units are Python, which holds the
+GIL wherever it runs. A batch nobody waits on (`behind`: the records of calls that ended, answers
+already delivered) commits on the store's own thread: its encoding and its dozens of system calls
+(pwrite64, fcntl locks, getpid) would otherwise hold up whatever reply the loop has to write next.
+What may take long stays off the loop too: the checkpoints (they fsync), made through a connection
 of their own, and a batch that finds the database locked by another process (busy_timeout's wait).
+Either way one batch commits at a time (the commit queue awaits each), so the writer connection is
+never used by two threads at once.
 Reads have a connection and a thread of their own too: in WAL mode they never block the writer.
 """
 
@@ -155,8 +159,9 @@ class SqliteStore(SqlReads):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        # the writer commits on the loop, and on this thread only when it must wait (never both at once: the
-        # commit queue runs one batch at a time); the checkpointer's connection lives on this thread
+        # the writer commits on the loop, and on this thread when nobody waits on the batch or it must wait for a
+        # lock (never both at once: the commit queue runs one batch at a time); the checkpointer's connection
+        # lives on this thread
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-write")
         self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-read")
         self._writer: sqlite3.Connection | None = None
@@ -252,18 +257,30 @@ class SqliteStore(SqlReads):
     def holds(self, test: Callable[[Unit], bool]) -> bool:
         return self._commits.holds(test)
 
-    async def _commit(self, units: list[Unit]) -> Committed:
-        """A batch, committed on the loop; on the store's thread if another process holds the database's lock."""
-        try:
-            done = self._run_batch(units)
-        except Busy:
-            done = await asyncio.get_running_loop().run_in_executor(self._writes, self._run_batch, units, 5.0)
+    async def _commit(self, units: list[Unit], behind: bool = False) -> Committed:
+        """A batch, committed on the loop; on the store's thread if nobody waits on it (`behind`), or if another
+        process holds the database's lock."""
+        loop = asyncio.get_running_loop()
+        if behind:
+            done = await loop.run_in_executor(self._writes, self._run_behind, units)
+        else:
+            try:
+                done = self._run_batch(units)
+            except Busy:
+                done = await loop.run_in_executor(self._writes, self._run_batch, units, 5.0)
         self._unsaved += len(units)
         if self._unsaved >= CHECKPOINT_EVERY and (self._checkpoint is None or self._checkpoint.done()):
             self._unsaved = 0
-            self._checkpoint = asyncio.get_running_loop().run_in_executor(self._writes, self._run_checkpoint)
+            self._checkpoint = loop.run_in_executor(self._writes, self._run_checkpoint)
             self._checkpoint.add_done_callback(_log_checkpoint)
         return done
+
+    def _run_behind(self, units: list[Unit]) -> Committed:
+        """On the store's thread: a batch nobody waits on, waiting for another process's lock only if it must."""
+        try:
+            return self._run_batch(units)
+        except Busy:
+            return self._run_batch(units, 5.0)
 
     def _run_batch(self, units: list[Unit], patience: float = 0.0) -> Committed:
         """Each unit in its own savepoint, one commit for them all. `patience`: how long to wait for a lock

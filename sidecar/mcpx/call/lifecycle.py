@@ -113,11 +113,14 @@ class Calls:
         # its call.done commit together one loop turn behind, so neither building the record nor the database
         # thread is in the reply's way. A call the store never heard of (it never asked) has its end ride with the
         # next commit, within a short horizon: a stream of plain calls costs the store a commit per horizon, not
-        # one each. A callback, not another step of the call's task: queued behind the watchers' wake-ups.
+        # one each, and that commit (its records built in it) runs on the store's thread, off the loop. A
+        # callback, not another step of the call's task: queued behind the watchers' wake-ups.
         asyncio.get_running_loop().call_soon(self._record_end, call, data)
 
     def _record_end(self, call: Call, data: dict[str, Any]) -> None:
-        committed = self.broker.finish_task(call.stored(), data, behind=not call.kept)
+        # the record is built where it commits: a finished call changes no more, so its thread may read it
+        committed = self.broker.finish_task(call.stored, data, tid=call.id, session=call.request.session,
+                                            trace=call.trace, behind=not call.kept)
         committed.add_done_callback(lambda f: self._forget_finished(call.id, f))
 
     def _forget_finished(self, tid: str, committed: asyncio.Future[Any]) -> None:

@@ -30,6 +30,9 @@ class CallRequest:
     surface: str = "rest"
     policy_mode: Literal["ask", "auto", "decline", "error"] | None = None
     meta: dict[str, Any] | None = None  # forwarded to the upstream's tools/call (progressToken, logLevel)
+    # someone follows the call apart from its reply (`mcpx call` on a terminal, GET /v1/tasks, a task's client):
+    # the upstream is asked for progress even when the caller gave no token, and the call keeps the last report
+    followed: bool = True
     relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = field(default=None, repr=False)
     # what the calling MCP client declared: it may be asked for roots and sampling itself
     client_caps: dict[str, Any] | None = None

@@ -105,7 +105,7 @@ class CallDriver:
         try:
             return await self.gateway.start_call(CallRequest(
                 server=server, tool=tool, arguments=arguments, session=session, session_source=source,
-                cwd=state.cwd, surface="mcp", meta=forwarded or None, relay=relay,
+                cwd=state.cwd, surface="mcp", meta=forwarded or None, relay=relay, followed=state.takes_tasks,
                 client_caps=state.declared(),
                 transparent=state.scope is not None, era=state.era))
         except UnknownServer as exc:

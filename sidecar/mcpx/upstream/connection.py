@@ -242,16 +242,21 @@ class UpstreamConnection:
         return problem is None
 
     async def call_tool(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall, max_rounds: int = 8,
-                        meta: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The tool's result. Questions go to `hooks`; a modern call is retried until it completes."""
+                        meta: dict[str, Any] | None = None, followed: bool = True) -> dict[str, Any]:
+        """The tool's result. Questions go to `hooks`; a modern call is retried until it completes.
+
+        Progress is asked for, under mcpx's own token, when the caller asked for it (it hears it by its own token)
+        or someone follows the call apart from its reply (`followed`: the call keeps the last report for `mcpx
+        call` on a terminal, GET /v1/tasks); a plain call nobody follows asks the server for nothing more than
+        the call (docs/choices.md, "What mcpx asks of an upstream")."""
         assert self.peer is not None
         if isinstance(self.channel, HttpChannel) and self.era == "modern" and self.tools is None:
             await self.list_tools()  # its x-mcp-header arguments must be mirrored into Mcp-Param-* headers
         call = InFlight(hooks, tool)
-        # progress is always asked for, under mcpx's own token: the task keeps the last report for whoever follows
-        # the call without a relay (`mcpx call` on a terminal); the caller hears it only when it asked, by its token
-        call.progress, call.wire_token = (meta or {}).get("progressToken"), f"mcpx-{next(self._tokens)}"
-        meta = {**(meta or {}), "progressToken": call.wire_token}
+        call.progress = (meta or {}).get("progressToken")
+        if call.progress is not None or followed:
+            call.wire_token = f"mcpx-{next(self._tokens)}"
+            meta = {**(meta or {}), "progressToken": call.wire_token}
         answered = False  # the server answered the call (a result or an error), as opposed to mcpx leaving it
         self.attribution.begin(call)
         try:

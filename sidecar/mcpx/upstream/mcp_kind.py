@@ -121,7 +121,8 @@ class McpKind:
             call.connected(conn.era)
             hooks = McpCallHooks(self.broker, call, conn, deadline, self._saver(scope))
             try:
-                return await deadline.run(conn.call_tool(r.tool, r.arguments, hooks, elicit.max_rounds, r.meta),
+                return await deadline.run(conn.call_tool(r.tool, r.arguments, hooks, elicit.max_rounds, r.meta,
+                                                         r.followed),
                                           f"{r.server}.{r.tool}")
             except NeedsLegacy as exc:
                 if r.transparent:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +39,28 @@ async def test_a_unit_that_may_wait_rides_with_the_next_that_cannot_in_order(tmp
         await store.close()
 
 
-async def test_a_unit_that_may_wait_commits_at_its_horizon_alone(tmp_path: Path) -> None:
+async def test_a_unit_that_may_wait_commits_at_its_horizon_alone_off_the_loop(tmp_path: Path) -> None:
+    """Alone at its horizon nobody waits on its batch: it commits on the store's thread, its system calls keeping
+    no reply waiting; a unit that cannot wait (and whatever rides with it) commits on the loop."""
     store = SqliteStore(tmp_path / "mcpx.db")
     await store.open()
+    threads: dict[str, int] = {}
+
+    def put(key: str) -> Callable[[Any], None]:
+        def unit(tx: Any) -> None:
+            threads[key] = threading.get_ident()
+            tx.put_fact(key, "yes")
+        return unit
+
     try:
-        await asyncio.wait_for(store.submit(lambda tx: tx.put_fact("alone", "yes"), within=0.01), timeout=10)
+        await asyncio.wait_for(store.submit(put("alone"), within=0.01), timeout=10)
         assert facts_on_disk(store.path) == {"alone": '"yes"'}
+        riding = store.submit(put("riding"), within=LONG)
+        await store.write(put("urgent"))
+        assert riding.done() and facts_on_disk(store.path) == {"alone": '"yes"', "riding": '"yes"', "urgent": '"yes"'}
+        loop_thread = threading.get_ident()
+        assert threads["alone"] != loop_thread
+        assert threads["urgent"] == threads["riding"] == loop_thread
     finally:
         await store.close()
 

@@ -1,0 +1,127 @@
+"""What one plain call and one question cost inside the daemon: functions (cProfile), system calls (strace -c).
+
+    .venv/bin/python bench/call_cost.py                 # cProfile: the daemon's top functions per plain call
+    .venv/bin/python bench/call_cost.py --strace        # system calls per plain call (strace -c -f on the daemon)
+    .venv/bin/python bench/call_cost.py --ask           # the same for elicitation round trips
+
+A daemon with bench/peer_server.py as its upstream (`peer`, modern era; `asker --legacy` for --ask), the official
+SDK client through `mcpx serve` (legacy era, as bench/speed.py); warm-up calls first, then N calls counted. The
+figures are per call: the daemon's totals over the counted calls, less a run of the same length with no calls
+(the daemon's own timers), divided by N. It is the measuring tool of issue 39 ("measure first"), not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile  # noqa: F401 (the daemon runs under it)
+import os
+import pstats
+import re
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent / "tests"))
+from mcp.client import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+
+from harness import scratch_daemon  # noqa: E402
+from speed import AskCaller, answer_elicit  # noqa: E402
+from surface import SdkCaller  # noqa: E402
+
+PEER = BENCH / "peer_server.py"
+
+
+async def calls(env: dict[str, str], home: Path, ask: bool, warm: int, n: int, started: asyncio.Event,
+                counting: asyncio.Event) -> None:
+    py = sys.executable
+    target = StdioServerParameters(command=py, args=["-m", "mcpx", "serve"], env=env, cwd=str(home))
+    async with Client(target, mode="legacy", elicitation_callback=answer_elicit) as client:
+        call = AskCaller(client, "asker_ask") if ask else SdkCaller(client, "peer_echo")
+        for _ in range(warm):
+            await call()
+        started.set()
+        await counting.wait()
+        for _ in range(n):
+            await call()
+
+
+def strace_counts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
+        if m:
+            counts[m.group(2)] = int(m.group(1))
+    return counts
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    py = sys.executable
+    config = {"servers": {"peer": {"command": py, "args": [str(PEER)]},
+                          "asker": {"command": py, "args": [str(PEER), "--legacy"]}}}
+    prof = Path(tempfile.mkdtemp(prefix="mcpx-cost-")) / "daemon.prof"
+    d = scratch_daemon("mcpx-cost-", config, python_args=[] if args.strace else ["-m", "cProfile", "-o", str(prof)])
+    d.start()
+    started, counting = asyncio.Event(), asyncio.Event()
+    runner = asyncio.create_task(calls(d.env, d.home, args.ask, args.warm, args.n, started, counting))
+    try:
+        await started.wait()
+        tracer = None
+        if args.strace:
+            out = prof.with_suffix(".strace")
+            tracer = await asyncio.create_subprocess_exec("strace", "-c", "-f", "-o", str(out), "-p", str(d.pid),
+                                                          stderr=asyncio.subprocess.PIPE)
+            assert tracer.stderr is not None
+            # "Process N attached with M threads": strace traces them all from here on
+            await asyncio.wait_for(tracer.stderr.readline(), 30)
+        counting.set()
+        await runner
+        if tracer is not None:
+            tracer.send_signal(signal.SIGINT)
+            await asyncio.wait_for(tracer.wait(), 30)
+            counts = strace_counts(out.read_text())
+            counts.pop("total", None)
+            total = sum(counts.values())
+            print(f"system calls per {'question round trip' if args.ask else 'plain call'} (n={args.n}): "
+                  f"{total / args.n:.1f}")
+            for name, count in sorted(counts.items(), key=lambda kv: -kv[1])[:15]:
+                print(f"  {name:20} {count / args.n:6.2f}")
+    finally:
+        runner.cancel()  # its `mcpx serve` first: one left running would start a daemon of its own
+        await asyncio.gather(runner, return_exceptions=True)
+        d.stop()
+    if not args.strace:
+        stats = pstats.Stats(str(prof))
+        # the per-call path: the daemon's own code and what it calls per message (startup's imports are left out)
+        stats.sort_stats("tottime").print_stats(r"sidecar/mcpx/(?!cli|api/table|daemon/server)", args.top)
+        stats.sort_stats("cumulative").print_stats(r"sidecar/mcpx/(?!cli|api/table|daemon/server)", args.top)
+        for what in ("create_task", "model_validate", "validate_python", "dumps", "execute", "getpid", "commit"):
+            stats.sort_stats("ncalls").print_stats(what, 5)
+    with contextlib.suppress(OSError):
+        shutil.rmtree(prof.parent)
+    d.cleanup()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--strace", action="store_true", help="count system calls rather than profile")
+    parser.add_argument("--ask", action="store_true", help="elicitation round trips rather than plain calls")
+    parser.add_argument("-n", type=int, default=500)
+    parser.add_argument("--warm", type=int, default=50)
+    parser.add_argument("--top", type=int, default=40)
+    args = parser.parse_args()
+    if args.strace and shutil.which("strace") is None:
+        parser.error("strace is not installed")
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    asyncio.run(main_async(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
