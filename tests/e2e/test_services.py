@@ -7,6 +7,7 @@ the request shown; nothing the person did not accept reaches the service."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -20,7 +21,18 @@ import pytest
 
 from conftest import loud_skip, wait_for
 from gateway_helpers import answer, call, result, until_pending
-from harness import PATIENCE, PEERS, ROOT, free_port, listening, make_daemon, stop_process, wait_for_sync, wait_started
+from harness import (
+    PATIENCE,
+    PEERS,
+    ROOT,
+    Daemon,
+    free_port,
+    listening,
+    make_daemon,
+    stop_process,
+    wait_for_sync,
+    wait_started,
+)
 from keychain import Keychain, private_keychain
 
 PRISM = ROOT / "node_modules" / ".bin" / "prism"  # Stoplight's mock server (package.json)
@@ -254,8 +266,11 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
     tree = repo.parent / "tree.json"  # a document of its own: no operationId, a schema that holds itself
     tree.write_text(json.dumps(TREE))
     git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    digest = ("import hashlib, os; e = os.environ; "
+              "print(hashlib.sha256(e['GIT_TOKEN'].encode()).hexdigest(), e['AUTH'] == 'Bearer ' + e['GIT_TOKEN'])")
     config = {"servers": {
-        "git": {"commands": {
+        "git": {"secrets": ["GIT_TOKEN"], "commands": {
+            "token": {"argv": [sys.executable, "-c", digest], "env": {"AUTH": "Bearer ${GIT_TOKEN}"}},
             "log": {"argv": ["git", "log", "--format=%s", "-n", "{count}"], "cwd": str(repo), "readOnly": True,
                     "parameters": {"count": {"type": "integer", "description": "how many"}},
                     "description": "the last commits' subjects"},
@@ -266,59 +281,78 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
         "demo": {**DEMO, "confirm": ["delete_*"]},
         "tree": {"openapi": str(tree), "methods": "all", "baseUrl": "http://127.0.0.1:9"},
     }}
-    d = make_daemon(home, config)
-    d.start()
-    try:
-        async with d.session() as http:
-            listed = await tools(http, "git")
-            assert listed["log"]["inputSchema"]["properties"]["count"] == {"type": "integer", "description": "how many"}
-            assert listed["log"]["annotations"]["readOnlyHint"] is True
-            # a command not marked read-only is confirmed: the exact argv, shell-quoted, and its directory
-            message = "x; touch pwned $(touch pwned2) `id` * 'q' \"dq\""
-            q, task = await asked(http, "git", "commit", {"message": message})
-            assert q["confirms"]["method"] == "RUN"
-            assert shown(q) == {"argv": ["git", "commit", "-q", "--allow-empty", "-m", message], "cwd": str(repo),
-                                "env": git}
-            await confirm(http, q)
-            done = await result(http, task)
-            assert done["state"] == "completed" and done["result"]["structuredContent"]["exitCode"] == 0, done
-            # the read-only command runs unasked; the message arrived as one literal argument, nothing ran in a shell
-            status, body, _ = await call(http, "git", "log", {"count": 5})
-            assert status == 200 and body["result"]["structuredContent"]["stdout"] == message + "\n"
-            assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
-            # a failing run is an error result with its exit code and stderr; a wrong type is refused, unsent
-            status, body, _ = await call(http, "git", "show", {"ref": "no-such-ref"})
-            assert body["result"]["isError"] is True and body["result"]["structuredContent"]["exitCode"] == 128
-            assert "no-such-ref" in body["result"]["structuredContent"]["stderr"]
-            status, body, _ = await call(http, "git", "log", {"count": "5; id"})
-            failed = await result(http, body["task"])
-            assert failed["state"] == "failed" and "'count' must be an integer" in failed["error"]
+    with private_keychain(repo.parent / "kc") as keys:
+        wait_for_sync(lambda: kept(keys, "git", "GIT_TOKEN", TOKEN), PATIENCE, 0.05)
+        d = make_daemon(home, config, extra_env=keys.env)
+        d.start()
+        try:
+            await commands_and_confirmed_mcp_tools(d, repo, git)
+        finally:
+            d.stop()
+    assert not [p for p in home.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]  # noqa: ASYNC240
 
-            # the service's tools are served on /mcp; /mcp/git, a door to one MCP server as it is, says why not
-            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-            async with http.post("/mcp/git", json=init, headers={"Accept": "application/json, text/event-stream"}) as r:
-                refused = await r.json()
-                assert r.status == 404 and "server 'git' is commands, not an MCP server: its tools are served on " \
-                    "/mcp as git_TOOL" in refused["error"]["message"], refused
 
-            # an MCP server's tools named in its confirm are asked about before the call is forwarded
-            q, task = await asked(http, "demo", "delete_branch", {})
-            assert q["message"] == "demo.delete_branch is one its server's confirm names: let this call proceed?"
-            await answer(http, q["id"], "decline")
-            assert "was not run" in (await result(http, task))["error"]
+async def commands_and_confirmed_mcp_tools(d: Daemon, repo: Path, git: dict[str, str]) -> None:
+    """The commands test's body, with its daemon started."""
+    async with d.session() as http:
+        # a command's secret comes from the keychain into its process's environment (as itself, and where its
+        # env names it), masked in the confirmation, and scrubbed from what the call gives back and keeps
+        q, task = await asked(http, "git", "token", {})
+        assert shown(q)["env"] == {"AUTH": "[redacted]", "GIT_TOKEN": "[redacted]"} and TOKEN not in json.dumps(q)
+        await confirm(http, q)
+        done = await result(http, task)
+        assert done["result"]["structuredContent"]["stdout"] == \
+            f"{hashlib.sha256(TOKEN.encode()).hexdigest()} True\n", done
+        async with http.get("/v1/audit") as r:
+            assert r.status == 200 and TOKEN not in await r.text()
 
-            # a tool named by its method and path, its path-level parameter and its body's schema taken in; a schema
-            # that holds itself is taken in once, and where it meets itself again it is any value
-            [put] = (await tools(http, "tree")).values()
-            assert put["name"] == "put_nodes_id" and put["annotations"]["idempotentHint"] is True
-            node = put["inputSchema"]["properties"]["body"]
-            assert put["inputSchema"]["required"] == ["id", "body"]
-            assert node["properties"]["name"] == {"type": "string"}
-            assert node["properties"]["children"]["items"] == {"description": "(the schema #/components/schemas/Node, "
-                                                                             "again)"}
-    finally:
-        d.stop()
+        listed = await tools(http, "git")
+        assert listed["log"]["inputSchema"]["properties"]["count"] == {"type": "integer", "description": "how many"}
+        assert listed["log"]["annotations"]["readOnlyHint"] is True
+        # a command not marked read-only is confirmed: the exact argv, shell-quoted, and its directory
+        message = "x; touch pwned $(touch pwned2) `id` * 'q' \"dq\""
+        q, task = await asked(http, "git", "commit", {"message": message})
+        assert q["confirms"]["method"] == "RUN"
+        assert shown(q) == {"argv": ["git", "commit", "-q", "--allow-empty", "-m", message], "cwd": str(repo),
+                            "env": {**git, "GIT_TOKEN": "[redacted]"}}  # the entry's secret goes to each command
+        await confirm(http, q)
+        done = await result(http, task)
+        assert done["state"] == "completed" and done["result"]["structuredContent"]["exitCode"] == 0, done
+        # the read-only command runs unasked; the message arrived as one literal argument, nothing ran in a shell
+        status, body, _ = await call(http, "git", "log", {"count": 5})
+        assert status == 200 and body["result"]["structuredContent"]["stdout"] == message + "\n"
+        assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
+        # a failing run is an error result with its exit code and stderr; a wrong type is refused, unsent
+        status, body, _ = await call(http, "git", "show", {"ref": "no-such-ref"})
+        assert body["result"]["isError"] is True and body["result"]["structuredContent"]["exitCode"] == 128
+        assert "no-such-ref" in body["result"]["structuredContent"]["stderr"]
+        status, body, _ = await call(http, "git", "log", {"count": "5; id"})
+        failed = await result(http, body["task"])
+        assert failed["state"] == "failed" and "'count' must be an integer" in failed["error"]
+
+        # the service's tools are served on /mcp; /mcp/git, a door to one MCP server as it is, says why not
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        async with http.post("/mcp/git", json=init, headers={"Accept": "application/json, text/event-stream"}) as r:
+            refused = await r.json()
+            assert r.status == 404 and "server 'git' is commands, not an MCP server: its tools are served on " \
+                "/mcp as git_TOOL" in refused["error"]["message"], refused
+
+        # an MCP server's tools named in its confirm are asked about before the call is forwarded
+        q, task = await asked(http, "demo", "delete_branch", {})
+        assert q["message"] == "demo.delete_branch is one its server's confirm names: let this call proceed?"
+        await answer(http, q["id"], "decline")
+        assert "was not run" in (await result(http, task))["error"]
+
+        # a tool named by its method and path, its path-level parameter and its body's schema taken in; a schema
+        # that holds itself is taken in once, and where it meets itself again it is any value
+        [put] = (await tools(http, "tree")).values()
+        assert put["name"] == "put_nodes_id" and put["annotations"]["idempotentHint"] is True
+        node = put["inputSchema"]["properties"]["body"]
+        assert put["inputSchema"]["required"] == ["id", "body"]
+        assert node["properties"]["name"] == {"type": "string"}
+        assert node["properties"]["children"]["items"] == {"description": "(the schema #/components/schemas/Node, "
+                                                                         "again)"}
 
 
 @contextmanager

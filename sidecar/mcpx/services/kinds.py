@@ -57,6 +57,14 @@ async def confirmed_send(scope: CallScope, prepare: Callable[[], Any], send: Cal
     raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: the request changed each time it was confirmed")
 
 
+async def _secrets(server: str, entry: OpenApiServer | CommandsServer) -> dict[str, str]:
+    """The entry's secrets from the keychain (the gateway had the person give those missing before the call)."""
+    try:
+        return await secrets.read(server, entry)
+    except secrets.MissingSecrets as exc:
+        raise BadArguments(str(exc)) from None
+
+
 def _never_remembered(scope: CallScope) -> CallFailed:
     # neither kind remembers anything (upstream/kind.py: `remember`), so no daemon leaves one of their calls to follow
     return CallFailed(f"{scope.request.server}.{scope.request.tool}: a service's call is not continued after a "
@@ -129,10 +137,7 @@ class OpenApiKind:
     async def _headers(server: str, entry: OpenApiServer) -> tuple[list[tuple[str, str]], set[str]]:
         """The entry's headers with ${NAME} filled from its secrets (the keychain) or else the daemon's environment,
         and which of them are secret (every one that has a reference)."""
-        try:
-            known = {**os.environ, **await secrets.read(server, entry)}
-        except secrets.MissingSecrets as exc:
-            raise BadArguments(str(exc)) from None
+        known = {**os.environ, **await _secrets(server, entry)}
         out: list[tuple[str, str]] = []
         secret: set[str] = set()
         for key, value in entry.headers.items():
@@ -226,7 +231,10 @@ class CommandKind:
             if command is None:
                 raise BadArguments(f"server {r.server!r} has no command {r.tool!r} (it has: "
                                    f"{', '.join(sorted(entry.commands))})")
-            run = commands.build(r.server, r.tool, command, r.arguments, self.base(), entry.timeout)
+            held = await _secrets(r.server, entry)
+            for value in held.values():
+                scope.secret(value)
+            run = commands.build(r.server, r.tool, command, r.arguments, self.base(), entry.timeout, held)
             return run, not command.read_only
 
         async def send(run: commands.CommandRun) -> dict[str, Any]:
