@@ -42,11 +42,12 @@ DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
 
 
 @contextmanager
-def notes_service() -> Iterator[str]:
-    """The FastAPI notes service on a free loopback port, for the block: its base URL."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(PEERS / "notes_api.py"), str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+def notes_service(issuer: str | None = None, port: int | None = None) -> Iterator[str]:
+    """The FastAPI notes service on a loopback port (a free one by default), for the block: its base URL. With
+    `issuer`, behind that authorization server's login (a bearer JWT for the service)."""
+    port = port or free_port()
+    proc = subprocess.Popen([sys.executable, str(PEERS / "notes_api.py"), str(port), *([issuer] if issuer else [])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_started(proc, lambda: listening(port), "the notes service")
         yield f"http://127.0.0.1:{port}"
@@ -139,12 +140,14 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
             async with d.session() as http:
                 # read-only by default: the document's GETs are tools, its POST and DELETE are not
                 read = await tools(http, "notes")
-                assert set(read) == {"list_notes", "get_note"}
+                assert set(read) == {"list_notes", "get_note", "note_text", "pixel", "export_note"}
                 assert read["list_notes"]["annotations"]["readOnlyHint"] is True
                 assert read["list_notes"]["description"] == "List the notes"
                 assert set(read["list_notes"]["inputSchema"]["properties"]) == {"tag", "limit"}
                 written = await tools(http, "notes_rw")
-                assert set(written) == {"list_notes", "create_note", "delete_note"}  # get_note excluded
+                # get_note excluded; upload_note's body is a file upload (multipart), which mcpx does not send
+                assert set(written) == {"list_notes", "create_note", "delete_note", "create_note_from_form",
+                                        "create_note_from_text", "note_text", "pixel", "export_note"}
                 assert written["delete_note"]["annotations"]["destructiveHint"] is True
                 assert written["create_note"]["inputSchema"]["properties"]["body"]["properties"]["title"] == {
                     "title": "Title", "type": "string"}  # FastAPI's $ref into components, resolved
@@ -370,14 +373,96 @@ def prism(document: Path) -> Iterator[str]:
         stop_process(proc)
 
 
-async def test_a_published_document_against_its_mock_validating_what_mcpx_sends(home: Path) -> None:
+def styles_document(path: Path) -> Path:
+    """A document of its own whose one operation takes a parameter in every style OpenAPI 3 defines for it, and one
+    whose path parameter has a style a path cannot have."""
+    def param(name: str, where: str, schema: dict[str, Any], **how: Any) -> dict[str, Any]:
+        return {"name": name, "in": where, "required": where == "path", "schema": schema, **how}
+
+    array, obj = {"type": "array", "items": {"type": "integer"}}, {"type": "object"}
+    path.write_text(json.dumps({"openapi": "3.0.3", "info": {"title": "styles", "version": "1"}, "paths": {
+        "/styles/{ids}/{lab}/{mat}": {"get": {"operationId": "styles", "parameters": [
+            param("ids", "path", array), param("lab", "path", array, style="label", explode=True),
+            param("mat", "path", obj, style="matrix"),
+            param("tags", "query", {"type": "array", "items": {"type": "string"}}, explode=False),
+            param("filter", "query", obj, style="deepObject", explode=True),
+            param("sel", "query", array, style="pipeDelimited"), param("words", "query", array, style="spaceDelimited"),
+            param("color", "query", obj), param("X-Ids", "header", array),
+            {"name": "where", "in": "query", "content": {"application/json": {"schema": obj}}}],
+            "responses": {"200": {"description": "ok"}}}},
+        "/bad/{x}": {"get": {"operationId": "bad", "parameters": [param("x", "path", obj, style="deepObject")],
+                             "responses": {"200": {"description": "ok"}}}}}}))
+    return path
+
+
+async def test_a_published_document_against_its_mock_and_every_parameter_style_and_body_as_sent(
+        home: Path, tmp_path: Path) -> None:
     document = PEERS / "petstore-expanded.yaml"  # OpenAPI's own example (YAML, 3.0), $refs between its schemas
-    with prism(document) as base:
+    with prism(document) as base, notes_service() as notes:
         d = make_daemon(home, {"servers": {
-            "pets": {"openapi": str(document), "baseUrl": base, "methods": "all", "confirm": ["DELETE"]}}})
+            "pets": {"openapi": str(document), "baseUrl": base, "methods": "all", "confirm": ["DELETE"]},
+            "notes": {"openapi": f"{notes}/openapi.json", "methods": "all"},
+            "styles": {"openapi": str(styles_document(tmp_path / "styles.json")), "baseUrl": notes}}})
         d.start()
         try:
             async with d.session() as http:
+                # every style as OpenAPI 3's table writes it, delimiters as they are and values percent-encoded; the
+                # header's unencoded; a style a path cannot have is no tool
+                assert set(await tools(http, "styles")) == {"styles"}
+                status, body, _ = await call(http, "styles", "styles", {
+                    "ids": [3, 4], "lab": [5, 6], "mat": {"R": 1, "G": 2}, "tags": ["a,b", "c d"],
+                    "filter": {"role": "admin", "age": 3}, "sel": [1, 2], "words": [7, 8], "color": {"R": 100},
+                    "where": {"a": [1]}, "X-Ids": [9, 10]})
+                assert status == 200, body
+                [got] = await received(notes)
+                assert got["path"] == "/styles/3,4/.5.6/;mat=R,1,G,2", got
+                assert got["query"] == ("tags=a%2Cb,c%20d&filter%5Brole%5D=admin&filter%5Bage%5D=3&sel=1%7C2"
+                                        "&words=7%208&R=100&where=%7B%22a%22%3A%5B1%5D%7D"), got
+                assert got["headers"]["x-ids"] == "9,10"
+                status, body, _ = await call(http, "styles", "styles", {"ids": [1], "lab": [1], "mat": {},
+                                                                        "filter": ["not", "an", "object"]})
+                failed = await result(http, body["task"])
+                assert "'filter' is a deepObject parameter, so its value must be an object" in failed["error"]
+
+                # a form and a text body, each confirmed as the exact text sent, which the service receives as is
+                listed = await tools(http, "notes")
+                assert "upload_note" not in listed  # a file upload (multipart): not sent, so not a tool
+                assert listed["create_note_from_text"]["inputSchema"]["properties"]["body"] == {
+                    "type": "string", "description": "sent as text/plain"}
+                q, task = await asked(http, "notes", "create_note_from_form", {
+                    "body": {"title": "a b&c=d", "tags": ["x", "y"]}})
+                assert shown(q)["body"] == "title=a%20b%26c%3Dd&tags=x&tags=y"
+                assert shown(q)["headers"]["Content-Type"] == "application/x-www-form-urlencoded"
+                await confirm(http, q)
+                made = (await result(http, task))["result"]["structuredContent"]
+                assert (made["title"], made["tags"]) == ("a b&c=d", ["x", "y"])
+                q, task = await asked(http, "notes", "create_note_from_text", {"body": "plain, ünïcode"})
+                assert shown(q)["body"] == "plain, ünïcode"
+                await confirm(http, q)
+                assert (await result(http, task))["result"]["structuredContent"]["title"] == "plain, ünïcode"
+                posted = [g for g in await received(notes) if g["method"] == "POST"]
+                assert [p["body"] for p in posted] == [b"title=a%20b%26c%3Dd&tags=x&tags=y",
+                                                       "plain, ünïcode".encode()]
+                assert posted[1]["headers"]["content-type"] == "text/plain; charset=utf-8"
+                status, body, _ = await call(http, "notes", "create_note_from_form", {"body": "title=x"})
+                failed = await result(http, body["task"])
+                assert "its body is a form (application/x-www-form-urlencoded), so 'body' must be an object" in \
+                    failed["error"]
+
+                # responses that are not JSON: text as text, an image as an image, other bytes as a resource
+                _, body, _ = await call(http, "notes", "note_text", {"note_id": 1})
+                assert body["result"]["content"] == [{"type": "text", "text": "first (a)"}]
+                assert "structuredContent" not in body["result"]
+                _, body, _ = await call(http, "notes", "pixel")
+                [image] = body["result"]["content"]
+                assert image["type"] == "image" and image["mimeType"] == "image/png"
+                assert base64.b64decode(image["data"]).startswith(b"\x89PNG")
+                _, body, _ = await call(http, "notes", "export_note", {"note_id": 1})
+                [blob] = body["result"]["content"]
+                assert blob["type"] == "resource" and blob["resource"]["uri"] == f"{notes}/notes/1/export"
+                assert base64.b64decode(blob["resource"]["blob"]) == b"\x00\x01first"
+
+
                 pets = await tools(http, "pets")
                 assert set(pets) == {"findPets", "addPet", "find_pet_by_id", "deletePet"}
                 assert pets["addPet"]["inputSchema"]["properties"]["body"]["required"] == ["name"]

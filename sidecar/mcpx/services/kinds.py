@@ -10,6 +10,7 @@ a header reads changed), the person is asked again about what it is now; it is n
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -27,6 +28,8 @@ from mcpx.upstream import secrets
 from mcpx.upstream.environment import filled, references
 from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, KindFactory, UpstreamHost, digest
+
+log = logging.getLogger("mcpx.services")
 
 # how many times a call may find its request changed between the person's accept and its sending, asking again
 # each time, before it gives up
@@ -103,7 +106,10 @@ class OpenApiKind:
 
     @staticmethod
     async def _read(entry: OpenApiServer, base: Path) -> document.Document:
-        return document.document(await document.read(entry.openapi, base), entry.openapi)
+        doc = document.document(await document.read(entry.openapi, base), entry.openapi)
+        for why in doc.skipped:
+            log.info("%s: an operation mcpx cannot send is not a tool: %s", doc.title, why)
+        return doc
 
     async def operations(self, server: str, entry: OpenApiServer) -> dict[str, document.Operation]:
         """The operations that are tools: an allowed method, included (when `operations.include` names any) and not
@@ -173,8 +179,9 @@ class OpenApiKind:
             if self._http is None:
                 self._http = aiohttp.ClientSession()
             try:
-                return await scope.deadline.run(http.send(self._http, request, scope.entry.timeout),
-                                                f"{r.server}.{r.tool}")
+                response = await scope.deadline.run(http.send(self._http, request, scope.entry.timeout),
+                                                    f"{r.server}.{r.tool}")
+                return http.result(response, request.url)
             except aiohttp.ClientError as exc:
                 return {"content": [{"type": "text", "text": f"{request.method} {request.url} failed: "
                                      f"{exc or type(exc).__name__}"}], "isError": True}
