@@ -271,6 +271,9 @@ class OpenApiServer(_Server):
                                     "or else the daemon's variable NAME, and such a header is never shown")
     secrets: list[str] = Field(default=[], description="names from the OS keychain a header's ${NAME} may use "
                                "(docs/secrets.md): a value the keychain lacks is asked of the person, once")
+    auth: ServerAuth | None = Field(default=None, description="the service is behind a login mcpx makes for the "
+                                    "person (docs/auth.md): each request carries its bearer token; {} to discover "
+                                    "everything")
 
     @model_validator(mode="before")
     @classmethod
@@ -287,6 +290,9 @@ class OpenApiServer(_Server):
         if self.base_url is not None and not re.match(r"^https?://", self.base_url):
             raise ValueError(f"baseUrl must start with http:// or https://, got {shown_url(self.base_url)!r}")
         _secret_names(self.secrets, {})
+        if self.auth is not None and any(k.lower() == "authorization" for k in self.headers):
+            raise ValueError("auth and an Authorization header: give one (auth: mcpx's login puts its bearer token "
+                             "in that header)")
         return self
 
     @property

@@ -27,7 +27,16 @@ from mcpx.services.http import BadArguments
 from mcpx.upstream import secrets
 from mcpx.upstream.environment import filled, references
 from mcpx.upstream.errors import UpstreamError
-from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, KindFactory, UpstreamHost, digest
+from mcpx.upstream.kind import (
+    Authorizer,
+    CallFailed,
+    CallScope,
+    InstanceInfo,
+    KindFactory,
+    Protected,
+    UpstreamHost,
+    digest,
+)
 
 log = logging.getLogger("mcpx.services")
 
@@ -156,10 +165,39 @@ class OpenApiKind:
                 secret.add(key)
         return out, secret
 
+    async def _login(self, scope: CallScope, entry: OpenApiServer, base_url: str) -> Authorizer | None:
+        """The service's login, when its entry has `auth`: its token held (kept, or refreshed if it is about to
+        expire); CallFailed when there is none, on which the gateway asks the person to log in and calls again."""
+        r = scope.request
+        if entry.auth is None:
+            return None
+        login = self.host.authorizer(r.server, Protected(url=base_url, auth=entry.auth, ttl=entry.elicit.ttl))
+        if await login.authorization() is None:
+            # no token yet: as if the service had said 401 (discovery, then what the keychain keeps), before
+            # anything is sent, a write above all
+            refused = await login.challenged(401, None)
+            if refused is not None:
+                raise CallFailed(f"{r.server}.{r.tool} was not sent: {refused}")
+        return login
+
+    @staticmethod
+    async def _authorized(scope: CallScope, request: http.HttpRequest, login: Authorizer | None) -> http.HttpRequest:
+        """`request` with the login's header (masked in what is shown: a refreshed token is the same request)."""
+        if login is None:
+            return request
+        authorization = await login.authorization()
+        if authorization is None:
+            raise CallFailed(f"{scope.request.server}.{scope.request.tool} was not sent: its login ended meanwhile")
+        scope.secret(authorization.partition(" ")[2])
+        headers = [(k, authorization if k == "Authorization" else v) for k, v in request.headers]
+        return request.model_copy(update={"headers": headers})
+
     async def call(self, scope: CallScope) -> dict[str, Any]:
         r = scope.request
+        login: Authorizer | None = None
 
         async def prepare() -> tuple[http.HttpRequest, bool]:
+            nonlocal login
             # the entry as it stands now: a config reloaded while the person was reading is seen before sending
             entry = self.host.entries().get(r.server)
             if not isinstance(entry, OpenApiServer):
@@ -172,15 +210,29 @@ class OpenApiKind:
             for name, value in headers:
                 if name in secret:
                     scope.secret(value)
-            request = http.build(op, r.arguments, await self._base_url(r.server, entry), headers, secret)
+            base_url = await self._base_url(r.server, entry)
+            login = await self._login(scope, entry, base_url)
+            if login is not None:  # its value is put in as the request goes (_authorized); never shown
+                headers.append(("Authorization", "Bearer"))
+                secret.add("Authorization")
+            request = http.build(op, r.arguments, base_url, headers, secret)
             return request, op.method in entry.confirmed
 
         async def send(request: http.HttpRequest) -> dict[str, Any]:
             if self._http is None:
                 self._http = aiohttp.ClientSession()
             try:
-                response = await scope.deadline.run(http.send(self._http, request, scope.entry.timeout),
-                                                    f"{r.server}.{r.tool}")
+                for _attempt in range(2):
+                    sent = await self._authorized(scope, request, login)
+                    response = await scope.deadline.run(http.send(self._http, sent, scope.entry.timeout),
+                                                        f"{r.server}.{r.tool}")
+                    if login is None or response.challenge is None:
+                        break
+                    # refused its token (expired early, revoked): refreshed, the same request goes once more;
+                    # else the login is needed again, and the gateway asks for it
+                    refused = await login.challenged(response.status, response.challenge)
+                    if refused is not None:
+                        raise CallFailed(f"{r.server}.{r.tool}: {refused}")
                 return http.result(response, request.url)
             except aiohttp.ClientError as exc:
                 return {"content": [{"type": "text", "text": f"{request.method} {request.url} failed: "
