@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import re
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,8 @@ class OpenApiKind:
         """`base`: the directory a relative document path is read from (the config file's)."""
         self.host, self.base = host, base
         self._docs: dict[str, tuple[OpenApiServer, asyncio.Task[document.Document]]] = {}
+        # server -> the document and entry its tools were chosen from, and those tools
+        self._tools_of: dict[str, tuple[document.Document, OpenApiServer, dict[str, document.Operation]]] = {}
         self._http: aiohttp.ClientSession | None = None
 
     def start(self) -> None:
@@ -123,10 +126,16 @@ class OpenApiKind:
     async def operations(self, server: str, entry: OpenApiServer) -> dict[str, document.Operation]:
         """The operations that are tools: an allowed method, included (when `operations.include` names any) and not
         excluded."""
+        doc = await self.doc(server, entry)
+        held = self._tools_of.get(server)
+        if held is not None and held[0] is doc and held[1] is entry:  # once per document and entry, not per call
+            return held[2]
         ops = entry.operations
-        return {op.name: op for op in (await self.doc(server, entry)).operations
-                if op.method in entry.methods and (not ops.include or op.named_by(ops.include))
-                and not op.named_by(ops.exclude)}
+        tools = {op.name: op for op in doc.operations
+                 if op.method in entry.methods and (not ops.include or op.named_by(ops.include))
+                 and not op.named_by(ops.exclude)}
+        self._tools_of[server] = (doc, entry, tools)
+        return tools
 
     async def tools(self, server: str) -> list[dict[str, Any]]:
         try:
@@ -152,7 +161,8 @@ class OpenApiKind:
     async def _headers(server: str, entry: OpenApiServer) -> tuple[list[tuple[str, str]], set[str]]:
         """The entry's headers with ${NAME} filled from its secrets (the keychain) or else the daemon's environment,
         and which of them are secret (every one that has a reference)."""
-        known = {**os.environ, **await _secrets(server, entry)}
+        # looked up, not copied: os.environ decodes each variable as it is read (a copy costs ~0.1 ms a call)
+        known = ChainMap(await _secrets(server, entry) if entry.secrets else {}, os.environ)
         out: list[tuple[str, str]] = []
         secret: set[str] = set()
         for key, value in entry.headers.items():
@@ -250,11 +260,13 @@ class OpenApiKind:
         entries = self.host.entries()
         for server in [s for s, (entry, _) in self._docs.items() if entries.get(s) != entry]:
             del self._docs[server]
+            self._tools_of.pop(server, None)
 
     async def stop(self) -> None:
         for _, read in self._docs.values():
             read.cancel()
         self._docs.clear()
+        self._tools_of.clear()
         if self._http is not None:
             await self._http.close()
             self._http = None
