@@ -391,7 +391,10 @@ def styles_document(path: Path) -> Path:
             {"name": "where", "in": "query", "content": {"application/json": {"schema": obj}}}],
             "responses": {"200": {"description": "ok"}}}},
         "/bad/{x}": {"get": {"operationId": "bad", "parameters": [param("x", "path", obj, style="deepObject")],
-                             "responses": {"200": {"description": "ok"}}}}}}))
+                             "responses": {"200": {"description": "ok"}}}},
+        "/latin": {"post": {"operationId": "latin", "requestBody": {"required": True, "content": {
+            "text/plain; charset=iso-8859-1": {"schema": {"type": "string"}}}},
+            "responses": {"200": {"description": "ok"}}}}}}))
     return path
 
 
@@ -402,13 +405,14 @@ async def test_a_published_document_against_its_mock_and_every_parameter_style_a
         d = make_daemon(home, {"servers": {
             "pets": {"openapi": str(document), "baseUrl": base, "methods": "all", "confirm": ["DELETE"]},
             "notes": {"openapi": f"{notes}/openapi.json", "methods": "all"},
-            "styles": {"openapi": str(styles_document(tmp_path / "styles.json")), "baseUrl": notes}}})
+            "styles": {"openapi": str(styles_document(tmp_path / "styles.json")), "baseUrl": notes, "methods": "all",
+                       "confirm": []}}})
         d.start()
         try:
             async with d.session() as http:
                 # every style as OpenAPI 3's table writes it, delimiters as they are and values percent-encoded; the
                 # header's unencoded; a style a path cannot have is no tool
-                assert set(await tools(http, "styles")) == {"styles"}
+                assert set(await tools(http, "styles")) == {"styles", "latin"}
                 status, body, _ = await call(http, "styles", "styles", {
                     "ids": [3, 4], "lab": [5, 6], "mat": {"R": 1, "G": 2}, "tags": ["a,b", "c d"],
                     "filter": {"role": "admin", "age": 3}, "sel": [1, 2], "words": [7, 8], "color": {"R": 100},
@@ -419,6 +423,11 @@ async def test_a_published_document_against_its_mock_and_every_parameter_style_a
                 assert got["query"] == ("tags=a%2Cb,c%20d&filter%5Brole%5D=admin&filter%5Bage%5D=3&sel=1%7C2"
                                         "&words=7%208&R=100&where=%7B%22a%22%3A%5B1%5D%7D"), got
                 assert got["headers"]["x-ids"] == "9,10"
+                # a text body in the charset its media type names (confirm: [], so sent unasked)
+                await call(http, "styles", "latin", {"body": "été"})
+                [_, latin] = await received(notes)
+                assert latin["body"] == "été".encode("iso-8859-1")
+                assert latin["headers"]["content-type"] == "text/plain; charset=iso-8859-1"
                 status, body, _ = await call(http, "styles", "styles", {"ids": [1], "lab": [1], "mat": {},
                                                                         "filter": ["not", "an", "object"]})
                 failed = await result(http, body["task"])
@@ -440,7 +449,7 @@ async def test_a_published_document_against_its_mock_and_every_parameter_style_a
                 assert shown(q)["body"] == "plain, ünïcode"
                 await confirm(http, q)
                 assert (await result(http, task))["result"]["structuredContent"]["title"] == "plain, ünïcode"
-                posted = [g for g in await received(notes) if g["method"] == "POST"]
+                posted = [g for g in await received(notes) if g["method"] == "POST" and g["path"] != "/latin"]
                 assert [p["body"] for p in posted] == [b"title=a%20b%26c%3Dd&tags=x&tags=y",
                                                        "plain, ünïcode".encode()]
                 assert posted[1]["headers"]["content-type"] == "text/plain; charset=utf-8"

@@ -106,8 +106,13 @@ def _body(op: Operation, value: Any) -> tuple[bytes | None, str | None, Any]:
         if not isinstance(value, str):
             raise BadArguments(f"{op.name}: its body is text ({kind}), so 'body' must be a string, not "
                                f"{type(value).__name__}")
-        media = op.body_media if "charset=" in op.body_media.lower() else f"{op.body_media}; charset=utf-8"
-        return value.encode(), media, value
+        charset = next((p.split("=", 1)[1].strip().strip('"') for p in op.body_media.split(";")[1:]
+                        if p.strip().lower().startswith("charset=")), None)
+        try:
+            raw = value.encode(charset or "utf-8")
+        except (LookupError, UnicodeEncodeError) as exc:
+            raise BadArguments(f"{op.name}: its body cannot be sent as {op.body_media}: {exc}") from None
+        return raw, op.body_media if charset else f"{op.body_media}; charset=utf-8", value
     raw = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
     return raw, "application/json", value
 
