@@ -503,6 +503,8 @@ def test_config_check_explains_a_service_entry_that_does_not_hold(home: Path, tm
         "a": {"openapi": str(swagger), "methods": ["GET", "FETCH"]},
         "b": {"commands": {"x": {"argv": ["{prog}", "run"]}}},
         "c": {"commands": {"y": {"argv": ["true"], "parameters": {"n": {"type": "integer"}}}}},
+        "d": {"openapi": str(swagger), "auth": {}, "headers": {"authorization": "Bearer x"}},
+        "e": {"commands": {"z": {"argv": ["true"], "env": {"TOK": "x"}}}, "secrets": ["TOK"]},
     }, "elicit": {"rules": [{"match": {"method": "fetch"}, "action": "decline"}]}})
     out = d.cli("config", "check")
     assert out.returncode != 0
@@ -510,6 +512,8 @@ def test_config_check_explains_a_service_entry_that_does_not_hold(home: Path, tm
     assert "servers.b.commands.x: argv[0] is the program and cannot be a parameter" in out.stderr
     assert "servers.c.commands.y: parameters 'n' appear in no {slot} of argv" in out.stderr
     assert "elicit.rules[0].match: method 'fetch' is not an HTTP method" in out.stderr, out.stderr
+    assert "servers.d: auth and an Authorization header: give one" in out.stderr
+    assert "servers.e: commands.z.env: TOK is one of secrets too: give it one way" in out.stderr
     d.write_config({"servers": {"a": {"openapi": str(swagger)}, "b": {"commands": {"x": {"argv": ["no-such-program"]}}},
                                 "c": {"commands": {"y": {"argv": ["true"], "cwd": "~/mcpx-no-such-directory"}}}}})
     out = d.cli("config", "check")
