@@ -349,6 +349,17 @@ async def test_a_rest_service_behind_the_login_gets_its_bearer_token_refreshed_a
                 assert (await r.json())["elicitations"] == []
             async with http.get(f"/v1/tasks/{task}") as r:
                 outputs = [await r.text(), json.dumps(done), json.dumps(body)]
+
+            # mcpx auth lists the service's login and logs it out (revoked); the next call asks again
+            listed = d.cli("auth", "list", "--json")
+            row = {r["server"]: r for r in json.loads(listed.stdout)["logins"]}["api"]
+            assert (row["state"], row["subject"], row["url"], row["scopes"]) == ("logged-in", "ada", f"{api}/",
+                                                                                  ["notes:read"])
+            out = d.cli("auth", "logout", "api", "--json")
+            assert json.loads(out.stdout) == {"server": "api", "wasLoggedIn": True, "revoked": True}, out
+            status, body, _ = await call(http, "api", "get_note", {"note_id": 1})
+            assert status == 202 and body["elicitation"]["mode"] == "url", body
+            outputs += [listed.stdout, out.stdout, json.dumps(body)]
         outputs += [d.cli("audit", "--json").stdout, d.cli("elicit", "list", "--all", "--json").stdout]
         tokens = [t for login in (kept, refreshed) for t in (login["access_token"], login["refresh_token"])]
     finally:

@@ -175,13 +175,28 @@ class OpenApiKind:
                 secret.add(key)
         return out, secret
 
+    async def protected(self, server: str) -> Protected | None:
+        """What the service's login is for (upstream/kind.py's LoginKind), for `mcpx auth`: None without `auth`."""
+        entry = self._entry(server)
+        if entry.auth is None:
+            return None
+        try:
+            return self._protected(entry, await self._base_url(server, entry))
+        except (BadArguments, document.DocumentError) as exc:
+            raise UpstreamError(str(exc)) from None
+
+    @staticmethod
+    def _protected(entry: OpenApiServer, base_url: str) -> Protected:
+        assert entry.auth is not None
+        return Protected(url=base_url, auth=entry.auth, ttl=entry.elicit.ttl)
+
     async def _login(self, scope: CallScope, entry: OpenApiServer, base_url: str) -> Authorizer | None:
         """The service's login, when its entry has `auth`: its token held (kept, or refreshed if it is about to
         expire); CallFailed when there is none, on which the gateway asks the person to log in and calls again."""
         r = scope.request
         if entry.auth is None:
             return None
-        login = self.host.authorizer(r.server, Protected(url=base_url, auth=entry.auth, ttl=entry.elicit.ttl))
+        login = self.host.authorizer(r.server, self._protected(entry, base_url))
         if await login.authorization() is None:
             # no token yet: as if the service had said 401 (discovery, then what the keychain keeps), before
             # anything is sent, a write above all

@@ -34,7 +34,7 @@ from mcpx.oauth.errors import LoginError
 from mcpx.oauth.logins import Logins
 from mcpx.upstream import secrets
 from mcpx.upstream.errors import UpstreamError
-from mcpx.upstream.kind import Authorizer, InstanceInfo, KindFactory, Kinds, Protected, UpstreamKind
+from mcpx.upstream.kind import Authorizer, InstanceInfo, KindFactory, Kinds, LoginKind, Protected, UpstreamKind
 from mcpx.upstream.mcp_kind import McpKind
 from mcpx.upstream.pool import UnknownServer
 from mcpx.upstream.tool_check import refuse_unknown_tool
@@ -107,6 +107,15 @@ class Gateway:
 
     def authorizer(self, server: str, protected: Protected) -> Authorizer:
         return self.logins.login(server, protected)
+
+    async def protected(self, server: str) -> Protected | None:
+        """What the server's login is for (an HTTP server's URL; a service with `auth`, its base URL), or None
+        when it logs in nowhere. UnknownServer for a server not in the config; UpstreamError when it cannot say."""
+        entry = self.entry(server)
+        if isinstance(entry, HttpServer):
+            return Protected.of(entry)
+        kind = self.kinds.of(entry)
+        return await kind.protected(server) if isinstance(kind, LoginKind) else None
 
     def kind(self, server: str) -> UpstreamKind:
         return self.kinds.of(self.entry(server))

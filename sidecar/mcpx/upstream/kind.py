@@ -61,7 +61,7 @@ scope it is handed (the same object, with the MCP-only parts a generic kind does
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -76,8 +76,8 @@ from mcpx.mcp.protocol import Era
 from mcpx.oauth.models import Protected
 
 __all__ = ["Authorizer", "CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "KindFactory",
-           "Kinds", "PausableDeadline", "Protected", "Question", "Tool", "ToolResult", "UpstreamHost", "UpstreamKind",
-           "digest"]
+           "Kinds", "LoginKind", "PausableDeadline", "Protected", "Question", "Tool", "ToolResult", "UpstreamHost",
+           "UpstreamKind", "digest"]
 
 Tool = dict[str, Any]  # an MCP Tool, as the MCP surface serves it: name, description, inputSchema, annotations
 ToolResult = dict[str, Any]  # an MCP CallToolResult: content, structuredContent, isError
@@ -164,6 +164,16 @@ class UpstreamHost(Protocol):
         """The server's login (oauth/), as the wire knows one: the Authorization header for a request, and what a
         401 means. When it raises `CallFailed` because the login is missing, the gateway asks the person to log in
         (one url-mode question per server) and runs the call again once they have."""
+        ...
+
+
+@runtime_checkable
+class LoginKind(Protocol):
+    """A kind some of whose servers are behind a login (services/kinds.py's OpenAPI services with `auth`)."""
+
+    async def protected(self, server: str) -> Protected | None:
+        """What the server's login is for, or None when it has none; UpstreamError when that cannot be said (its
+        document cannot be read)."""
         ...
 
 
