@@ -515,7 +515,12 @@ def test_config_check_explains_a_service_entry_that_does_not_hold(home: Path, tm
     assert "servers.d: auth and an Authorization header: give one" in out.stderr
     assert "servers.e: commands.z.env: TOK is one of secrets too: give it one way" in out.stderr
     d.write_config({"servers": {"a": {"openapi": str(swagger)}, "b": {"commands": {"x": {"argv": ["no-such-program"]}}},
-                                "c": {"commands": {"y": {"argv": ["true"], "cwd": "~/mcpx-no-such-directory"}}}}})
+                                "c": {"commands": {"y": {"argv": ["true"], "cwd": "~/mcpx-no-such-directory"}}},
+                                "f": {"openapi": str(swagger), "auth": {"clientId": "c", "clientSecret": "F_SECRET"}},
+                                "g": {"commands": {"z": {"argv": ["true"]}}, "secrets": ["G_TOKEN"]}}})
+    # the secrets a service's login and a commands entry name are the config's secrets too
+    listed = json.loads(d.cli("secrets", "list", "--json").stdout)["secrets"]
+    assert {(s["server"], s["name"]) for s in listed} == {("f", "F_SECRET"), ("g", "G_TOKEN")}, listed
     out = d.cli("config", "check")
     assert out.returncode != 0 and "is a Swagger 2.0 document; mcpx reads OpenAPI 3.0 and 3.1" in out.stderr, out
     assert "servers.b.commands.x.argv: command 'no-such-program' not found on its PATH" in out.stderr
