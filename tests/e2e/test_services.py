@@ -394,6 +394,11 @@ def styles_document(path: Path) -> Path:
                              "responses": {"200": {"description": "ok"}}}},
         "/latin": {"post": {"operationId": "latin", "requestBody": {"required": True, "content": {
             "text/plain; charset=iso-8859-1": {"schema": {"type": "string"}}}},
+            "responses": {"200": {"description": "ok"}}}},
+        "/anything": {"post": {"operationId": "anything", "requestBody": {"content": {"text/plain": {"schema": True}}},
+                               "responses": {"200": {"description": "ok"}}}},
+        "/bad-form": {"post": {"operationId": "bad_form", "requestBody": {"required": True, "content": {
+            "application/x-www-form-urlencoded": {"schema": obj, "encoding": {"x": {"style": "matrix"}}}}},
             "responses": {"200": {"description": "ok"}}}}}}))
     return path
 
@@ -412,7 +417,8 @@ async def test_a_published_document_against_its_mock_and_every_parameter_style_a
             async with d.session() as http:
                 # every style as OpenAPI 3's table writes it, delimiters as they are and values percent-encoded; the
                 # header's unencoded; a style a path cannot have is no tool
-                assert set(await tools(http, "styles")) == {"styles", "latin"}
+                # (a body whose schema is `true` is any text; a form field whose style a form cannot have is no tool)
+                assert set(await tools(http, "styles")) == {"styles", "latin", "anything"}
                 status, body, _ = await call(http, "styles", "styles", {
                     "ids": [3, 4], "lab": [5, 6], "mat": {"R": 1, "G": 2}, "tags": ["a,b", "c d"],
                     "filter": {"role": "admin", "age": 3}, "sel": [1, 2], "words": [7, 8], "color": {"R": 100},

@@ -226,12 +226,16 @@ def _operation(template: str, method: str, at: SchemaPath, shared: dict[tuple[st
             m = content / media
             kind = _media_kind(media)
             properties["body"] = schema_at(m) or ({"type": "string"} if kind == "text/*" else {})
-            if kind != "application/json":  # a model writes the body as the service reads it
+            if kind != "application/json" and isinstance(properties["body"], dict):  # as the service reads it
                 properties["body"].setdefault("description", f"sent as {media}")
             if kind == "application/x-www-form-urlencoded":
                 for prop, how in ((m.read_value() or {}).get("encoding") or {}).items():
                     if isinstance(how, dict) and (how.get("style") or how.get("explode") is not None):
                         encoding[prop] = (how.get("style") or "form", how.get("explode"))
+                        if not styles.ok("query", encoding[prop][0]):
+                            raise DocumentError(f"its form field {prop!r} has style {encoding[prop][0]!r}, which "
+                                                f"mcpx does not send (a form's styles: "
+                                                f"{', '.join(styles.STYLES['query'])})")
             if body_required:
                 required.append("body")
     inputs: dict[str, Any] = {"type": "object", "properties": properties}
