@@ -11,13 +11,16 @@ Both clients are open at once, warmed up, then timed in interleaved rounds whose
 noise hits both alike: p50 and p99 of each and the ratio mcpx/FastMCP at p50 (goal: at most 1.0x). The
 service's own time is in both; mcpx's path has one hop more (serve → daemon).
 
-    .venv/bin/python bench/services.py       # about 30 s on 2 cores
+    .venv/bin/python bench/services.py           # about 30 s on 2 cores
+    .venv/bin/python bench/services.py --short   # a quarter of the rounds: a first look in about 15 s
+    .venv/bin/python bench/services.py --short --profile /tmp/svc.prof   # the daemon under cProfile
 
 A benchmark, not a test: it exits 0 whether or not the goal is met, and says MISSED where it is not.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import subprocess
 import sys
@@ -54,7 +57,7 @@ class GetNote(SdkCaller):
             raise RuntimeError(f"{self.tool} failed: {res.content}")
 
 
-async def run(base: str, d: Daemon) -> list[Side]:
+async def run(base: str, d: Daemon, rounds: int) -> list[Side]:
     async with contextlib.AsyncExitStack() as stack:
         via = await stack.enter_async_context(Client(StdioServerParameters(
             command=sys.executable, args=["-m", "mcpx", "serve"], env=d.env, cwd=str(d.home))))
@@ -65,19 +68,26 @@ async def run(base: str, d: Daemon) -> list[Side]:
         for side in sides:
             for _ in range(N_WARMUP):
                 await side.call()
-        await interleaved(sides, ROUNDS, PER_ROUND)
+        await interleaved(sides, rounds, PER_ROUND)
     return sides
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--short", action="store_true", help=f"{ROUNDS // 4} rounds, not {ROUNDS}")
+    parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE")
+    args = parser.parse_args()
+    rounds = ROUNDS // 4 if args.short else ROUNDS
+    profiled = ["-m", "cProfile", "-o", args.profile] if args.profile else []
     port = free_port()
     service = subprocess.Popen([sys.executable, str(PEERS / "notes_api.py"), str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_started(service, lambda: listening(port), "the notes service")
-        with scratch_daemon("mcpx-bench-svc-", {"servers": {"notes": {"openapi": f"{base}/openapi.json"}}}) as d:
-            sides = run_stoppable(run(base, d))
+        with scratch_daemon("mcpx-bench-svc-", {"servers": {"notes": {"openapi": f"{base}/openapi.json"}}},
+                            python_args=profiled) as d:
+            sides = run_stoppable(run(base, d, rounds))
     finally:
         stop_process(service)
     report = Report()

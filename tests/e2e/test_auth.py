@@ -20,8 +20,11 @@ from typing import Any
 import aiohttp
 import pytest
 from test_inbox_web import CHROMIUM, chromium, page_of
+from test_services import confirm, notes_service, received, shown
 
 from conftest import wait_for
+from gateway_helpers import call
+from gateway_helpers import result as task_result
 from harness import PATIENCE, Daemon, free_port, make_daemon
 from keychain import Keychain, private_keychain
 from oauth_servers import authorization_server, resource_server
@@ -31,12 +34,13 @@ ACCESS_TTL = 8  # seconds: short enough that a test sees a token expire and be r
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, str]]:
-    """The authorization server, the MCP server behind its login, and the same server with no login."""
-    rs_port, as_port, open_port = free_port(), free_port(), free_port()
-    resource = f"http://127.0.0.1:{rs_port}/mcp"
-    with authorization_server(as_port, resource, ACCESS_TTL) as issuer, resource_server(rs_port, issuer), \
-            resource_server(open_port, "none") as plain:
-        yield {"issuer": issuer, "notes": resource, "plain": plain}
+    """The authorization server, the MCP server behind its login, the same server with no login, and a REST service
+    behind the login (tests/peers/notes_api.py)."""
+    rs_port, as_port, open_port, api_port = free_port(), free_port(), free_port(), free_port()
+    resource, api = f"http://127.0.0.1:{rs_port}/mcp", f"http://127.0.0.1:{api_port}"
+    with authorization_server(as_port, f"{resource},{api}", ACCESS_TTL) as issuer, resource_server(rs_port, issuer), \
+            resource_server(open_port, "none") as plain, notes_service(issuer, api_port):
+        yield {"issuer": issuer, "notes": resource, "plain": plain, "api": api}
 
 
 @pytest.fixture
@@ -50,10 +54,11 @@ def daemon_for(home: Path, servers: dict[str, str], keys: Keychain) -> Daemon:
                               "elicit": {"askTimeout": 300}}, extra_env=keys.env)
 
 
-def kept_login(keys: Keychain, servers: dict[str, str]) -> dict[str, Any]:
-    """The tokens mcpx keeps for the notes server, read from the keychain itself (secret-tool), not through mcpx."""
+def kept_login(keys: Keychain, servers: dict[str, str], resource: str = "notes") -> dict[str, Any]:
+    """The tokens mcpx keeps for the notes server (or `resource`), read from the keychain itself (secret-tool), not
+    through mcpx."""
     out = subprocess.run(["secret-tool", "lookup", "service", f"mcpx-oauth:{servers['issuer']}", "username",
-                          f"tokens {servers['notes']}"], env={**keys.env, "PATH": "/usr/bin:/bin"},
+                          f"tokens {servers[resource]}"], env={**keys.env, "PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True, timeout=PATIENCE)
     assert out.returncode == 0 and out.stdout, out
     return dict(json.loads(out.stdout))
@@ -294,3 +299,70 @@ async def test_paste_back_logout_revoked_refresh_declined_and_forged_returns(
     finally:
         d.stop()
     assert written(home, *tokens) == []
+
+
+@pytest.mark.timeout(300)  # a browser, a token's lifetime: minutes on a loaded machine
+async def test_a_rest_service_behind_the_login_gets_its_bearer_token_refreshed_and_never_shown(
+        home: Path, keys: Keychain, servers: dict[str, str]) -> None:
+    api = servers["api"]
+    d = make_daemon(home, {"servers": {"api": {"openapi": f"{api}/openapi.json", "methods": "all", "auth": {}}},
+                           "elicit": {"askTimeout": 300}}, extra_env=keys.env)
+    d.start()
+    try:
+        async with d.session() as http:
+            # a GET with no login held asks for one first, before anything is sent: the service's login, at the
+            # authorization server its protected-resource metadata names (RFC 9728)
+            status, body, _ = await call(http, "api", "list_notes", {"tag": "a"})
+            assert status == 202, body
+            q, task = body["elicitation"], body["task"]
+            assert (q["mode"], q["server"], q["tool"]) == ("url", "mcpx", "api")
+            assert q["url"].startswith(servers["issuer"] + "/auth?") and f"Log in to api ({api}/) at" in q["message"]
+            assert [g for g in await received(api) if g["path"].startswith("/notes")] == []
+            async with browser_page() as page:
+                await log_in(page, q["url"], "ada")
+                await page.wait_for_selector("#title")
+            done = await task_result(http, task)
+            assert done["state"] == "completed" and done["result"]["structuredContent"]["notes"][0]["title"] == \
+                "first", done
+            kept = kept_login(keys, servers, "api")
+            [got] = [g for g in await received(api) if g["path"] == "/notes"]
+            assert got["headers"]["authorization"] == f"Bearer {kept['access_token']}" and got["query"] == "tag=a"
+
+            # a write is confirmed with the login's header shown masked, and sent with the token
+            q, task = (lambda b: (b["elicitation"], b["task"]))((await call(http, "api", "create_note", {
+                "body": {"title": "signed"}}))[1])
+            assert shown(q)["headers"]["Authorization"] == "[redacted]" and kept["access_token"] not in json.dumps(q)
+            await confirm(http, q)
+            assert (await task_result(http, task))["result"]["structuredContent"]["title"] == "signed"
+            [posted] = [g for g in await received(api) if g["method"] == "POST"]
+            assert posted["headers"]["authorization"] == f"Bearer {kept['access_token']}"
+
+            # the token expires: the next call refreshes it and asks nobody
+            await wait_for(lambda: time.time() > kept["expires_at"] + 1, timeout=ACCESS_TTL + PATIENCE,
+                           what="the token expired")
+            status, body, _ = await call(http, "api", "get_note", {"note_id": 1})
+            assert status == 200 and body["result"]["structuredContent"]["title"] == "first", body
+            refreshed = kept_login(keys, servers, "api")
+            assert refreshed["access_token"] != kept["access_token"]
+            assert (await received(api))[-1]["headers"]["authorization"] == f"Bearer {refreshed['access_token']}"
+            async with http.get("/v1/elicit") as r:
+                assert (await r.json())["elicitations"] == []
+            async with http.get(f"/v1/tasks/{task}") as r:
+                outputs = [await r.text(), json.dumps(done), json.dumps(body)]
+
+            # mcpx auth lists the service's login and logs it out (revoked); the next call asks again
+            listed = d.cli("auth", "list", "--json")
+            row = {r["server"]: r for r in json.loads(listed.stdout)["logins"]}["api"]
+            assert (row["state"], row["subject"], row["url"], row["scopes"]) == ("logged-in", "ada", f"{api}/",
+                                                                                  ["notes:read"])
+            out = d.cli("auth", "logout", "api", "--json")
+            assert json.loads(out.stdout) == {"server": "api", "wasLoggedIn": True, "revoked": True}, out
+            status, body, _ = await call(http, "api", "get_note", {"note_id": 1})
+            assert status == 202 and body["elicitation"]["mode"] == "url", body
+            outputs += [listed.stdout, out.stdout, json.dumps(body)]
+        outputs += [d.cli("audit", "--json").stdout, d.cli("elicit", "list", "--all", "--json").stdout]
+        tokens = [t for login in (kept, refreshed) for t in (login["access_token"], login["refresh_token"])]
+    finally:
+        d.stop()
+    assert written(home, *tokens) == []
+    assert not [o for o in outputs if any(t in o for t in tokens)]

@@ -7,6 +7,7 @@ the request shown; nothing the person did not accept reaches the service."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -20,7 +21,18 @@ import pytest
 
 from conftest import loud_skip, wait_for
 from gateway_helpers import answer, call, result, until_pending
-from harness import PATIENCE, PEERS, ROOT, free_port, listening, make_daemon, stop_process, wait_for_sync, wait_started
+from harness import (
+    PATIENCE,
+    PEERS,
+    ROOT,
+    Daemon,
+    free_port,
+    listening,
+    make_daemon,
+    stop_process,
+    wait_for_sync,
+    wait_started,
+)
 from keychain import Keychain, private_keychain
 
 PRISM = ROOT / "node_modules" / ".bin" / "prism"  # Stoplight's mock server (package.json)
@@ -30,11 +42,12 @@ DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
 
 
 @contextmanager
-def notes_service() -> Iterator[str]:
-    """The FastAPI notes service on a free loopback port, for the block: its base URL."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(PEERS / "notes_api.py"), str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+def notes_service(issuer: str | None = None, port: int | None = None) -> Iterator[str]:
+    """The FastAPI notes service on a loopback port (a free one by default), for the block: its base URL. With
+    `issuer`, behind that authorization server's login (a bearer JWT for the service)."""
+    port = port or free_port()
+    proc = subprocess.Popen([sys.executable, str(PEERS / "notes_api.py"), str(port), *([issuer] if issuer else [])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_started(proc, lambda: listening(port), "the notes service")
         yield f"http://127.0.0.1:{port}"
@@ -127,12 +140,14 @@ async def test_a_rest_service_reads_freely_and_each_write_is_sent_only_as_accept
             async with d.session() as http:
                 # read-only by default: the document's GETs are tools, its POST and DELETE are not
                 read = await tools(http, "notes")
-                assert set(read) == {"list_notes", "get_note"}
+                assert set(read) == {"list_notes", "get_note", "note_text", "pixel", "export_note"}
                 assert read["list_notes"]["annotations"]["readOnlyHint"] is True
                 assert read["list_notes"]["description"] == "List the notes"
                 assert set(read["list_notes"]["inputSchema"]["properties"]) == {"tag", "limit"}
                 written = await tools(http, "notes_rw")
-                assert set(written) == {"list_notes", "create_note", "delete_note"}  # get_note excluded
+                # get_note excluded; upload_note's body is a file upload (multipart), which mcpx does not send
+                assert set(written) == {"list_notes", "create_note", "delete_note", "create_note_from_form",
+                                        "create_note_from_text", "note_text", "pixel", "export_note"}
                 assert written["delete_note"]["annotations"]["destructiveHint"] is True
                 assert written["create_note"]["inputSchema"]["properties"]["body"]["properties"]["title"] == {
                     "title": "Title", "type": "string"}  # FastAPI's $ref into components, resolved
@@ -254,8 +269,11 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
     tree = repo.parent / "tree.json"  # a document of its own: no operationId, a schema that holds itself
     tree.write_text(json.dumps(TREE))
     git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    digest = ("import hashlib, os; e = os.environ; "
+              "print(hashlib.sha256(e['GIT_TOKEN'].encode()).hexdigest(), e['AUTH'] == 'Bearer ' + e['GIT_TOKEN'])")
     config = {"servers": {
-        "git": {"commands": {
+        "git": {"secrets": ["GIT_TOKEN"], "commands": {
+            "token": {"argv": [sys.executable, "-c", digest], "env": {"AUTH": "Bearer ${GIT_TOKEN}"}},
             "log": {"argv": ["git", "log", "--format=%s", "-n", "{count}"], "cwd": str(repo), "readOnly": True,
                     "parameters": {"count": {"type": "integer", "description": "how many"}},
                     "description": "the last commits' subjects"},
@@ -266,59 +284,78 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
         "demo": {**DEMO, "confirm": ["delete_*"]},
         "tree": {"openapi": str(tree), "methods": "all", "baseUrl": "http://127.0.0.1:9"},
     }}
-    d = make_daemon(home, config)
-    d.start()
-    try:
-        async with d.session() as http:
-            listed = await tools(http, "git")
-            assert listed["log"]["inputSchema"]["properties"]["count"] == {"type": "integer", "description": "how many"}
-            assert listed["log"]["annotations"]["readOnlyHint"] is True
-            # a command not marked read-only is confirmed: the exact argv, shell-quoted, and its directory
-            message = "x; touch pwned $(touch pwned2) `id` * 'q' \"dq\""
-            q, task = await asked(http, "git", "commit", {"message": message})
-            assert q["confirms"]["method"] == "RUN"
-            assert shown(q) == {"argv": ["git", "commit", "-q", "--allow-empty", "-m", message], "cwd": str(repo),
-                                "env": git}
-            await confirm(http, q)
-            done = await result(http, task)
-            assert done["state"] == "completed" and done["result"]["structuredContent"]["exitCode"] == 0, done
-            # the read-only command runs unasked; the message arrived as one literal argument, nothing ran in a shell
-            status, body, _ = await call(http, "git", "log", {"count": 5})
-            assert status == 200 and body["result"]["structuredContent"]["stdout"] == message + "\n"
-            assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
-            # a failing run is an error result with its exit code and stderr; a wrong type is refused, unsent
-            status, body, _ = await call(http, "git", "show", {"ref": "no-such-ref"})
-            assert body["result"]["isError"] is True and body["result"]["structuredContent"]["exitCode"] == 128
-            assert "no-such-ref" in body["result"]["structuredContent"]["stderr"]
-            status, body, _ = await call(http, "git", "log", {"count": "5; id"})
-            failed = await result(http, body["task"])
-            assert failed["state"] == "failed" and "'count' must be an integer" in failed["error"]
+    with private_keychain(repo.parent / "kc") as keys:
+        wait_for_sync(lambda: kept(keys, "git", "GIT_TOKEN", TOKEN), PATIENCE, 0.05)
+        d = make_daemon(home, config, extra_env=keys.env)
+        d.start()
+        try:
+            await commands_and_confirmed_mcp_tools(d, repo, git)
+        finally:
+            d.stop()
+    assert not [p for p in home.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]  # noqa: ASYNC240
 
-            # the service's tools are served on /mcp; /mcp/git, a door to one MCP server as it is, says why not
-            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-            async with http.post("/mcp/git", json=init, headers={"Accept": "application/json, text/event-stream"}) as r:
-                refused = await r.json()
-                assert r.status == 404 and "server 'git' is commands, not an MCP server: its tools are served on " \
-                    "/mcp as git_TOOL" in refused["error"]["message"], refused
 
-            # an MCP server's tools named in its confirm are asked about before the call is forwarded
-            q, task = await asked(http, "demo", "delete_branch", {})
-            assert q["message"] == "demo.delete_branch is one its server's confirm names: let this call proceed?"
-            await answer(http, q["id"], "decline")
-            assert "was not run" in (await result(http, task))["error"]
+async def commands_and_confirmed_mcp_tools(d: Daemon, repo: Path, git: dict[str, str]) -> None:
+    """The commands test's body, with its daemon started."""
+    async with d.session() as http:
+        # a command's secret comes from the keychain into its process's environment (as itself, and where its
+        # env names it), masked in the confirmation, and scrubbed from what the call gives back and keeps
+        q, task = await asked(http, "git", "token", {})
+        assert shown(q)["env"] == {"AUTH": "[redacted]", "GIT_TOKEN": "[redacted]"} and TOKEN not in json.dumps(q)
+        await confirm(http, q)
+        done = await result(http, task)
+        assert done["result"]["structuredContent"]["stdout"] == \
+            f"{hashlib.sha256(TOKEN.encode()).hexdigest()} True\n", done
+        async with http.get("/v1/audit") as r:
+            assert r.status == 200 and TOKEN not in await r.text()
 
-            # a tool named by its method and path, its path-level parameter and its body's schema taken in; a schema
-            # that holds itself is taken in once, and where it meets itself again it is any value
-            [put] = (await tools(http, "tree")).values()
-            assert put["name"] == "put_nodes_id" and put["annotations"]["idempotentHint"] is True
-            node = put["inputSchema"]["properties"]["body"]
-            assert put["inputSchema"]["required"] == ["id", "body"]
-            assert node["properties"]["name"] == {"type": "string"}
-            assert node["properties"]["children"]["items"] == {"description": "(the schema #/components/schemas/Node, "
-                                                                             "again)"}
-    finally:
-        d.stop()
+        listed = await tools(http, "git")
+        assert listed["log"]["inputSchema"]["properties"]["count"] == {"type": "integer", "description": "how many"}
+        assert listed["log"]["annotations"]["readOnlyHint"] is True
+        # a command not marked read-only is confirmed: the exact argv, shell-quoted, and its directory
+        message = "x; touch pwned $(touch pwned2) `id` * 'q' \"dq\""
+        q, task = await asked(http, "git", "commit", {"message": message})
+        assert q["confirms"]["method"] == "RUN"
+        assert shown(q) == {"argv": ["git", "commit", "-q", "--allow-empty", "-m", message], "cwd": str(repo),
+                            "env": {**git, "GIT_TOKEN": "[redacted]"}}  # the entry's secret goes to each command
+        await confirm(http, q)
+        done = await result(http, task)
+        assert done["state"] == "completed" and done["result"]["structuredContent"]["exitCode"] == 0, done
+        # the read-only command runs unasked; the message arrived as one literal argument, nothing ran in a shell
+        status, body, _ = await call(http, "git", "log", {"count": 5})
+        assert status == 200 and body["result"]["structuredContent"]["stdout"] == message + "\n"
+        assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
+        # a failing run is an error result with its exit code and stderr; a wrong type is refused, unsent
+        status, body, _ = await call(http, "git", "show", {"ref": "no-such-ref"})
+        assert body["result"]["isError"] is True and body["result"]["structuredContent"]["exitCode"] == 128
+        assert "no-such-ref" in body["result"]["structuredContent"]["stderr"]
+        status, body, _ = await call(http, "git", "log", {"count": "5; id"})
+        failed = await result(http, body["task"])
+        assert failed["state"] == "failed" and "'count' must be an integer" in failed["error"]
+
+        # the service's tools are served on /mcp; /mcp/git, a door to one MCP server as it is, says why not
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        async with http.post("/mcp/git", json=init, headers={"Accept": "application/json, text/event-stream"}) as r:
+            refused = await r.json()
+            assert r.status == 404 and "server 'git' is commands, not an MCP server: its tools are served on " \
+                "/mcp as git_TOOL" in refused["error"]["message"], refused
+
+        # an MCP server's tools named in its confirm are asked about before the call is forwarded
+        q, task = await asked(http, "demo", "delete_branch", {})
+        assert q["message"] == "demo.delete_branch is one its server's confirm names: let this call proceed?"
+        await answer(http, q["id"], "decline")
+        assert "was not run" in (await result(http, task))["error"]
+
+        # a tool named by its method and path, its path-level parameter and its body's schema taken in; a schema
+        # that holds itself is taken in once, and where it meets itself again it is any value
+        [put] = (await tools(http, "tree")).values()
+        assert put["name"] == "put_nodes_id" and put["annotations"]["idempotentHint"] is True
+        node = put["inputSchema"]["properties"]["body"]
+        assert put["inputSchema"]["required"] == ["id", "body"]
+        assert node["properties"]["name"] == {"type": "string"}
+        assert node["properties"]["children"]["items"] == {"description": "(the schema #/components/schemas/Node, "
+                                                                         "again)"}
 
 
 @contextmanager
@@ -336,14 +373,111 @@ def prism(document: Path) -> Iterator[str]:
         stop_process(proc)
 
 
-async def test_a_published_document_against_its_mock_validating_what_mcpx_sends(home: Path) -> None:
+def styles_document(path: Path) -> Path:
+    """A document of its own whose one operation takes a parameter in every style OpenAPI 3 defines for it, and one
+    whose path parameter has a style a path cannot have."""
+    def param(name: str, where: str, schema: dict[str, Any], **how: Any) -> dict[str, Any]:
+        return {"name": name, "in": where, "required": where == "path", "schema": schema, **how}
+
+    array, obj = {"type": "array", "items": {"type": "integer"}}, {"type": "object"}
+    path.write_text(json.dumps({"openapi": "3.0.3", "info": {"title": "styles", "version": "1"}, "paths": {
+        "/styles/{ids}/{lab}/{mat}": {"get": {"operationId": "styles", "parameters": [
+            param("ids", "path", array), param("lab", "path", array, style="label", explode=True),
+            param("mat", "path", obj, style="matrix"),
+            param("tags", "query", {"type": "array", "items": {"type": "string"}}, explode=False),
+            param("filter", "query", obj, style="deepObject", explode=True),
+            param("sel", "query", array, style="pipeDelimited"), param("words", "query", array, style="spaceDelimited"),
+            param("color", "query", obj), param("X-Ids", "header", array),
+            {"name": "where", "in": "query", "content": {"application/json": {"schema": obj}}}],
+            "responses": {"200": {"description": "ok"}}}},
+        "/bad/{x}": {"get": {"operationId": "bad", "parameters": [param("x", "path", obj, style="deepObject")],
+                             "responses": {"200": {"description": "ok"}}}},
+        "/latin": {"post": {"operationId": "latin", "requestBody": {"required": True, "content": {
+            "text/plain; charset=iso-8859-1": {"schema": {"type": "string"}}}},
+            "responses": {"200": {"description": "ok"}}}},
+        "/anything": {"post": {"operationId": "anything", "requestBody": {"content": {"text/plain": {"schema": True}}},
+                               "responses": {"200": {"description": "ok"}}}},
+        "/bad-form": {"post": {"operationId": "bad_form", "requestBody": {"required": True, "content": {
+            "application/x-www-form-urlencoded": {"schema": obj, "encoding": {"x": {"style": "matrix"}}}}},
+            "responses": {"200": {"description": "ok"}}}}}}))
+    return path
+
+
+async def test_a_published_document_against_its_mock_and_every_parameter_style_and_body_as_sent(
+        home: Path, tmp_path: Path) -> None:
     document = PEERS / "petstore-expanded.yaml"  # OpenAPI's own example (YAML, 3.0), $refs between its schemas
-    with prism(document) as base:
+    with prism(document) as base, notes_service() as notes:
         d = make_daemon(home, {"servers": {
-            "pets": {"openapi": str(document), "baseUrl": base, "methods": "all", "confirm": ["DELETE"]}}})
+            "pets": {"openapi": str(document), "baseUrl": base, "methods": "all", "confirm": ["DELETE"]},
+            "notes": {"openapi": f"{notes}/openapi.json", "methods": "all"},
+            "styles": {"openapi": str(styles_document(tmp_path / "styles.json")), "baseUrl": notes, "methods": "all",
+                       "confirm": []}}})
         d.start()
         try:
             async with d.session() as http:
+                # every style as OpenAPI 3's table writes it, delimiters as they are and values percent-encoded; the
+                # header's unencoded; a style a path cannot have is no tool
+                # (a body whose schema is `true` is any text; a form field whose style a form cannot have is no tool)
+                assert set(await tools(http, "styles")) == {"styles", "latin", "anything"}
+                status, body, _ = await call(http, "styles", "styles", {
+                    "ids": [3, 4], "lab": [5, 6], "mat": {"R": 1, "G": 2}, "tags": ["a,b", "c d"],
+                    "filter": {"role": "admin", "age": 3}, "sel": [1, 2], "words": [7, 8], "color": {"R": 100},
+                    "where": {"a": [1]}, "X-Ids": [9, 10]})
+                assert status == 200, body
+                [got] = await received(notes)
+                assert got["path"] == "/styles/3,4/.5.6/;mat=R,1,G,2", got
+                assert got["query"] == ("tags=a%2Cb,c%20d&filter%5Brole%5D=admin&filter%5Bage%5D=3&sel=1%7C2"
+                                        "&words=7%208&R=100&where=%7B%22a%22%3A%5B1%5D%7D"), got
+                assert got["headers"]["x-ids"] == "9,10"
+                # a text body in the charset its media type names (confirm: [], so sent unasked)
+                await call(http, "styles", "latin", {"body": "été"})
+                [_, latin] = await received(notes)
+                assert latin["body"] == "été".encode("iso-8859-1")
+                assert latin["headers"]["content-type"] == "text/plain; charset=iso-8859-1"
+                status, body, _ = await call(http, "styles", "styles", {"ids": [1], "lab": [1], "mat": {},
+                                                                        "filter": ["not", "an", "object"]})
+                failed = await result(http, body["task"])
+                assert "'filter' is a deepObject parameter, so its value must be an object" in failed["error"]
+
+                # a form and a text body, each confirmed as the exact text sent, which the service receives as is
+                listed = await tools(http, "notes")
+                assert "upload_note" not in listed  # a file upload (multipart): not sent, so not a tool
+                assert listed["create_note_from_text"]["inputSchema"]["properties"]["body"] == {
+                    "type": "string", "description": "sent as text/plain"}
+                q, task = await asked(http, "notes", "create_note_from_form", {
+                    "body": {"title": "a b&c=d", "tags": ["x", "y"]}})
+                assert shown(q)["body"] == "title=a%20b%26c%3Dd&tags=x&tags=y"
+                assert shown(q)["headers"]["Content-Type"] == "application/x-www-form-urlencoded"
+                await confirm(http, q)
+                made = (await result(http, task))["result"]["structuredContent"]
+                assert (made["title"], made["tags"]) == ("a b&c=d", ["x", "y"])
+                q, task = await asked(http, "notes", "create_note_from_text", {"body": "plain, ünïcode"})
+                assert shown(q)["body"] == "plain, ünïcode"
+                await confirm(http, q)
+                assert (await result(http, task))["result"]["structuredContent"]["title"] == "plain, ünïcode"
+                posted = [g for g in await received(notes) if g["method"] == "POST" and g["path"] != "/latin"]
+                assert [p["body"] for p in posted] == [b"title=a%20b%26c%3Dd&tags=x&tags=y",
+                                                       "plain, ünïcode".encode()]
+                assert posted[1]["headers"]["content-type"] == "text/plain; charset=utf-8"
+                status, body, _ = await call(http, "notes", "create_note_from_form", {"body": "title=x"})
+                failed = await result(http, body["task"])
+                assert "its body is a form (application/x-www-form-urlencoded), so 'body' must be an object" in \
+                    failed["error"]
+
+                # responses that are not JSON: text as text, an image as an image, other bytes as a resource
+                _, body, _ = await call(http, "notes", "note_text", {"note_id": 1})
+                assert body["result"]["content"] == [{"type": "text", "text": "first (a)"}]
+                assert "structuredContent" not in body["result"]
+                _, body, _ = await call(http, "notes", "pixel")
+                [image] = body["result"]["content"]
+                assert image["type"] == "image" and image["mimeType"] == "image/png"
+                assert base64.b64decode(image["data"]).startswith(b"\x89PNG")
+                _, body, _ = await call(http, "notes", "export_note", {"note_id": 1})
+                [blob] = body["result"]["content"]
+                assert blob["type"] == "resource" and blob["resource"]["uri"] == f"{notes}/notes/1/export"
+                assert base64.b64decode(blob["resource"]["blob"]) == b"\x00\x01first"
+
+
                 pets = await tools(http, "pets")
                 assert set(pets) == {"findPets", "addPet", "find_pet_by_id", "deletePet"}
                 assert pets["addPet"]["inputSchema"]["properties"]["body"]["required"] == ["name"]
@@ -375,6 +509,8 @@ def test_config_check_explains_a_service_entry_that_does_not_hold(home: Path, tm
         "a": {"openapi": str(swagger), "methods": ["GET", "FETCH"]},
         "b": {"commands": {"x": {"argv": ["{prog}", "run"]}}},
         "c": {"commands": {"y": {"argv": ["true"], "parameters": {"n": {"type": "integer"}}}}},
+        "d": {"openapi": str(swagger), "auth": {}, "headers": {"authorization": "Bearer x"}},
+        "e": {"commands": {"z": {"argv": ["true"], "env": {"TOK": "x"}}}, "secrets": ["TOK"]},
     }, "elicit": {"rules": [{"match": {"method": "fetch"}, "action": "decline"}]}})
     out = d.cli("config", "check")
     assert out.returncode != 0
@@ -382,8 +518,15 @@ def test_config_check_explains_a_service_entry_that_does_not_hold(home: Path, tm
     assert "servers.b.commands.x: argv[0] is the program and cannot be a parameter" in out.stderr
     assert "servers.c.commands.y: parameters 'n' appear in no {slot} of argv" in out.stderr
     assert "elicit.rules[0].match: method 'fetch' is not an HTTP method" in out.stderr, out.stderr
+    assert "servers.d: auth and an Authorization header: give one" in out.stderr
+    assert "servers.e: commands.z.env: TOK is one of secrets too: give it one way" in out.stderr
     d.write_config({"servers": {"a": {"openapi": str(swagger)}, "b": {"commands": {"x": {"argv": ["no-such-program"]}}},
-                                "c": {"commands": {"y": {"argv": ["true"], "cwd": "~/mcpx-no-such-directory"}}}}})
+                                "c": {"commands": {"y": {"argv": ["true"], "cwd": "~/mcpx-no-such-directory"}}},
+                                "f": {"openapi": str(swagger), "auth": {"clientId": "c", "clientSecret": "F_SECRET"}},
+                                "g": {"commands": {"z": {"argv": ["true"]}}, "secrets": ["G_TOKEN"]}}})
+    # the secrets a service's login and a commands entry name are the config's secrets too
+    listed = json.loads(d.cli("secrets", "list", "--json").stdout)["secrets"]
+    assert {(s["server"], s["name"]) for s in listed} == {("f", "F_SECRET"), ("g", "G_TOKEN")}, listed
     out = d.cli("config", "check")
     assert out.returncode != 0 and "is a Swagger 2.0 document; mcpx reads OpenAPI 3.0 and 3.1" in out.stderr, out
     assert "servers.b.commands.x.argv: command 'no-such-program' not found on its PATH" in out.stderr

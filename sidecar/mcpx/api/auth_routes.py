@@ -1,5 +1,5 @@
-"""Logins to HTTP servers (docs/auth.md): /v1/auth for `mcpx auth`, and /oauth/callback on the TCP listener,
-where the browser comes back from the authorization server.
+"""Logins to HTTP servers and REST services with `auth` (docs/auth.md): /v1/auth for `mcpx auth`, and
+/oauth/callback on the TCP listener, where the browser comes back from the authorization server.
 
 The callback is open on TCP without the bearer token (the browser has none): what it carries is checked instead —
 a `state` mcpx handed out in a login link and has not seen back yet, taken once; anything else is refused with a
@@ -17,12 +17,13 @@ from mcpx.api.inbox_routes import TCP_GUESTS
 from mcpx.api.state import CONFIG, GATEWAY
 from mcpx.api.table import Api, Call, Reply, RouteError
 from mcpx.broker.models import OpenRequest, WireModel
-from mcpx.config.models import HttpServer
+from mcpx.config.models import HttpServer, OpenApiServer
 from mcpx.inbox import pages
 from mcpx.inbox.web_routes import html
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.logins import CALLBACK_PATH, Logins
-from mcpx.oauth.models import LoginView
+from mcpx.oauth.models import LoginView, Protected
+from mcpx.upstream.errors import UpstreamError
 
 log = logging.getLogger("mcpx.oauth")
 api = Api()
@@ -58,27 +59,44 @@ class Completed(WireModel):
     server: str
 
 
-def _http_server(call: Call) -> tuple[str, HttpServer]:
+async def _protected(call: Call) -> tuple[str, Protected]:
+    """The server named in the path and what its login is for: an HTTP server's, or a REST service's with auth."""
     name = call.path["server"]
-    entry = call.app[CONFIG].config.servers.get(name)
-    if entry is None:
+    if name not in call.app[CONFIG].config.servers:
         raise RouteError(404, "unknown_server", f"no server {name!r} behind mcpx")
-    if not isinstance(entry, HttpServer):
-        raise RouteError(400, "not_http", f"server {name!r} is not an HTTP server: only those log in")
-    return name, entry
+    try:
+        protected = await call.app[GATEWAY].protected(name)
+    except UpstreamError as exc:
+        raise RouteError(502, "login_failed", f"server {name!r}: {exc}") from None
+    if protected is None:
+        raise RouteError(400, "not_http", f"server {name!r} logs in nowhere: only HTTP servers and REST services "
+                         "with auth do")
+    return name, protected
 
 
 def _logins(call: Call) -> Logins:
     return call.app[GATEWAY].logins
 
 
-@api.route("GET", "/v1/auth", "Each HTTP server's login: logged in (as whom, scopes, expiry), needs login, or none",
+@api.route("GET", "/v1/auth", "Each HTTP server's (and REST service's) login: logged in (as whom, scopes, expiry), "
+           "needs login, or none",
            tag="auth", replies={200: Reply("the logins (never a token)", AuthList)})
 async def list_logins(call: Call) -> web.StreamResponse:
     logins = _logins(call)
-    servers = {n: e for n, e in call.app[CONFIG].config.servers.items() if isinstance(e, HttpServer)}
-    for name, entry in servers.items():
-        await logins.load(name, entry)
+    servers: dict[str, HttpServer | Protected] = {}
+    for name, entry in call.app[CONFIG].config.servers.items():
+        if isinstance(entry, HttpServer):
+            servers[name] = entry
+        elif isinstance(entry, OpenApiServer) and entry.auth is not None:
+            try:  # a service's login is for its base URL, which its document may give
+                found = await call.app[GATEWAY].protected(name)
+            except UpstreamError as exc:
+                log.warning("server %s: its login cannot be listed: %s", name, exc)
+                continue
+            if found is not None:
+                servers[name] = found
+    for name, target in servers.items():
+        await logins.load(name, target)
     return web.json_response(AuthList(logins=logins.views(servers)).wire())
 
 
@@ -88,7 +106,7 @@ async def list_logins(call: Call) -> web.StreamResponse:
                     400: Reply("not an HTTP server"), 502: Reply("the login could not be begun (discovery, "
                                                                   "registration): the message says which step")})
 async def login(call: Call) -> web.StreamResponse:
-    name, entry = _http_server(call)
+    name, entry = await _protected(call)
     config = call.app[CONFIG]
     try:
         handle = await _logins(call).asking(name, entry, OpenRequest(
@@ -104,7 +122,7 @@ async def login(call: Call) -> web.StreamResponse:
            replies={200: Reply("forgotten", LoggedOut), 404: Reply("no such server"),
                     400: Reply("not an HTTP server")})
 async def logout(call: Call) -> web.StreamResponse:
-    name, entry = _http_server(call)
+    name, entry = await _protected(call)
     was, revoked = await _logins(call).logout(name, entry)
     return web.json_response(LoggedOut(server=name, was_logged_in=was, revoked=revoked).wire())
 

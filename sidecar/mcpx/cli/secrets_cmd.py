@@ -71,13 +71,14 @@ def _config() -> Config:
 
 
 def listed(config: Config) -> list[tuple[str, str]]:
-    """(server, name) of every secret the config names, sorted: a stdio server's `secrets`, an HTTP server's
-    `auth.clientSecret` (docs/auth.md)."""
-    from mcpx.config.models import HttpServer, secret_names
+    """(server, name) of every secret the config names, sorted: a server's `secrets`, an HTTP server's or a REST
+    service's `auth.clientSecret` (docs/auth.md)."""
+    from mcpx.config.models import HttpServer, OpenApiServer, secret_names
 
     named = [(server, name) for server, entry in config.servers.items() for name in secret_names(entry)]
     named += [(server, entry.auth.client_secret) for server, entry in config.servers.items()
-              if isinstance(entry, HttpServer) and entry.auth.client_secret is not None]
+              if isinstance(entry, (HttpServer, OpenApiServer)) and entry.auth is not None
+              and entry.auth.client_secret is not None]
     return sorted(named)
 
 

@@ -271,6 +271,9 @@ class OpenApiServer(_Server):
                                     "or else the daemon's variable NAME, and such a header is never shown")
     secrets: list[str] = Field(default=[], description="names from the OS keychain a header's ${NAME} may use "
                                "(docs/secrets.md): a value the keychain lacks is asked of the person, once")
+    auth: ServerAuth | None = Field(default=None, description="the service is behind a login mcpx makes for the "
+                                    "person (docs/auth.md): each request carries its bearer token; {} to discover "
+                                    "everything")
 
     @model_validator(mode="before")
     @classmethod
@@ -287,6 +290,9 @@ class OpenApiServer(_Server):
         if self.base_url is not None and not re.match(r"^https?://", self.base_url):
             raise ValueError(f"baseUrl must start with http:// or https://, got {shown_url(self.base_url)!r}")
         _secret_names(self.secrets, {})
+        if self.auth is not None and any(k.lower() == "authorization" for k in self.headers):
+            raise ValueError("auth and an Authorization header: give one (auth: mcpx's login puts its bearer token "
+                             "in that header)")
         return self
 
     @property
@@ -345,12 +351,20 @@ class CommandsServer(_Server):
     """Commands as tools (docs/services.md)."""
 
     commands: dict[str, CommandTool] = Field(min_length=1)
+    secrets: list[str] = Field(default=[], description="variables every command's process gets from the OS keychain "
+                               "(docs/secrets.md), which a command's env may also use as ${NAME}: a value the "
+                               "keychain lacks is asked of the person, once")
 
     @model_validator(mode="after")
     def _names(self) -> CommandsServer:
         for name in self.commands:
             if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", name):
                 raise ValueError(f"commands: {name!r} is not a tool name (letters, digits, '_', '-', '.')")
+        for name, command in self.commands.items():
+            if both := sorted(set(self.secrets) & set(command.env)):
+                raise ValueError(f"commands.{name}.env: {', '.join(both)} is one of secrets too: give it one way, "
+                                 "from the keychain (secrets) or env")
+        _secret_names(self.secrets, {})
         return self
 
     @property
@@ -363,10 +377,10 @@ class CommandsServer(_Server):
 
 
 def secret_names(entry: ServerConfig | None) -> list[str]:
-    """The names a server gets from the keychain: a stdio server's `secrets` (its variables) and a REST service's
-    (its headers' ${NAME}s); an MCP server over HTTP has none. The one
+    """The names a server gets from the keychain: a stdio server's and a commands entry's `secrets` (their processes'
+    variables) and a REST service's (its headers' ${NAME}s); an MCP server over HTTP has none. The one
     rule of which secrets a server has: the daemon reads and asks for these, doctor and `mcpx secrets` list them."""
-    return list(entry.secrets) if isinstance(entry, (StdioServer, OpenApiServer)) else []
+    return list(entry.secrets) if isinstance(entry, (StdioServer, OpenApiServer, CommandsServer)) else []
 
 
 def _server_shape(value: Any) -> str:

@@ -1,4 +1,5 @@
-"""One HTTP server's login: what discovery found, the tokens in use; the wire's Authorizer for the server.
+"""One HTTP server's (or REST service's) login: what discovery found, the tokens in use; the wire's Authorizer for
+the server.
 
 A server that answers 401 is looked up (discovery.py); a login kept in the keychain for that authorization server
 and resource is used (refreshed when it is about to expire, or when the server refuses it); without one the server
@@ -15,10 +16,9 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from mcpx.config.models import HttpServer
 from mcpx.oauth import discovery, flow, vault
 from mcpx.oauth.errors import LoginError
-from mcpx.oauth.models import Client, LoginView, ResourceMetadata, ServerMetadata, Tokens
+from mcpx.oauth.models import Client, LoginView, Protected, ResourceMetadata, ServerMetadata, Tokens
 from mcpx.shared.masking import shown_url
 from mcpx.system import keychain
 
@@ -56,7 +56,7 @@ def union_scopes(*sets: str | list[str] | None) -> str:
 class Login:
     """One HTTP server's login (the module's docstring)."""
 
-    def __init__(self, logins: Keeper, server: str, entry: HttpServer) -> None:
+    def __init__(self, logins: Keeper, server: str, entry: Protected) -> None:
         self.logins = logins
         self.server = server
         self.entry = entry

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,7 +29,7 @@ from mcpx.config.source import ConfigSource
 from mcpx.oauth import discovery, flow, vault
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.login import ISSUER_FACT, Login, union_scopes
-from mcpx.oauth.models import Client, LoginView, Tokens
+from mcpx.oauth.models import Client, LoginView, Protected, Tokens
 from mcpx.shared.masking import shown_url
 from mcpx.system import keychain
 
@@ -59,12 +59,19 @@ class Logins:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         return self._http
 
-    def login(self, server: str, entry: HttpServer) -> Login:
-        """The server's login (the Authorizer its HTTP channel is given); a changed entry starts afresh."""
+    def login(self, server: str, entry: HttpServer | Protected) -> Login:
+        """The server's login (the Authorizer its HTTP channel, or a REST service's requests, are given); a changed
+        entry starts afresh."""
+        protected = Protected.of(entry)
         found = self._logins.get(server)
-        if found is None or found.entry != entry:
-            found = self._logins[server] = Login(self, server, entry)
+        if found is None or found.entry != protected:
+            found = self._logins[server] = Login(self, server, protected)
         return found
+
+    def held(self, server: str) -> Protected | None:
+        """What the server's login is for, once it has one."""
+        found = self._logins.get(server)
+        return found.entry if found is not None else None
 
     def needs_login(self, server: str) -> bool:
         found = self._logins.get(server)
@@ -147,7 +154,7 @@ class Logins:
 
     # ---- the question
 
-    async def asking(self, server: str, entry: HttpServer, request: OpenRequest,
+    async def asking(self, server: str, entry: HttpServer | Protected, request: OpenRequest,
                      stored_with: Callable[[Elicitation, bool], StoredTask] | None = None) -> Handle:
         """The open login question for the server: the one open already, or a new one (with `request`'s session
         and call). LoginError when no login can be begun (discovery or registration failed)."""
@@ -157,32 +164,32 @@ class Logins:
                 return found[0]
             login = self.login(server, entry)
             if login.meta is None:
-                login.resource, login.meta = await discovery.discover(self.http, entry.url, None)
+                login.resource, login.meta = await discovery.discover(self.http, login.entry.url, None)
             client = await self.client_for(login)
             assert client is not None and login.meta is not None
             scope = self._scope(login)
             pending = flow.begin(server, login.meta, client, login.resource_id, scope)
             where = urlsplit(login.meta.issuer).netloc
             why = f" ({login.why})" if login.needs_login and login.why else ""
-            message = (f"Log in to {server} ({shown_url(entry.url)}) at {where} so mcpx can call it for you"
+            message = (f"Log in to {server} ({shown_url(login.entry.url)}) at {where} so mcpx can call it for you"
                        + (f", with scope {scope}" if scope else "") + f"{why}. The login is kept in this machine's "
                        "keychain for you alone. If the browser cannot come back to this machine, paste the address "
                        "it ends on into `mcpx auth complete`.")
             handle = await self.broker.open(request.model_copy(update={
                 "server": "mcpx", "tool": server, "message": message, "mode": "url", "url": pending.url,
                 "requested_schema": None, "upstream_id": MARK + server, "audience": "human",
-                "ttl": self._ttl(entry)}), stored_with)
+                "ttl": self._ttl(login.entry)}), stored_with)
             self._pending[pending.state] = (pending, handle)
             keeper = asyncio.create_task(self._keep_open(server, pending.state, handle), name=f"mcpx-login-{server}")
             self._asking[server] = (handle, keeper)
             return handle
 
-    def _ttl(self, entry: HttpServer) -> float:
+    def _ttl(self, entry: Protected) -> float:
         """How long a login question waits: a person goes to a browser, perhaps on a phone, and logs in there, so it
         waits as the server's own questions do (its `elicit.ttl`, else the config's), never less than mcpx's own
         short questions (`elicit.askTimeout`)."""
         elicit = self.settings.config.elicit
-        return max(entry.elicit.ttl or elicit.ttl, elicit.ask_timeout)
+        return max(entry.ttl or elicit.ttl, elicit.ask_timeout)
 
     async def _keep_open(self, server: str, state: str, handle: Handle) -> None:
         """Until the question ends; then its link's state is spent whatever ended it."""
@@ -230,20 +237,20 @@ class Logins:
 
     # ---- what the person sees and does
 
-    def views(self, servers: dict[str, HttpServer]) -> list[LoginView]:
+    def views(self, servers: Mapping[str, HttpServer | Protected]) -> list[LoginView]:
         out = []
         for server, entry in sorted(servers.items()):
             found = self._asking.get(server)
             out.append(self.login(server, entry).view(found[0].id if found else None))
         return out
 
-    async def load(self, server: str, entry: HttpServer) -> Login:
+    async def load(self, server: str, entry: HttpServer | Protected) -> Login:
         """The server's login with what is kept read (for a listing of logins before any call)."""
         login = self.login(server, entry)
         await login.load_kept()
         return login
 
-    async def logout(self, server: str, entry: HttpServer) -> tuple[bool, bool]:
+    async def logout(self, server: str, entry: HttpServer | Protected) -> tuple[bool, bool]:
         """Forget the server's login, revoking it where the server offers revocation: (was logged in, revoked)."""
         login = await self.load(server, entry)
         tokens = login.tokens

@@ -6,6 +6,8 @@ import time
 
 from pydantic import BaseModel, ConfigDict
 
+from mcpx.config.models import HttpServer, ServerAuth
+
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -83,3 +85,20 @@ class LoginView(BaseModel):
     expires_at: float | None = None
     question: str | None = None  # the login question open now
     problem: str | None = None
+
+
+class Protected(BaseModel):
+    """What a login is for: the protected resource's address (an MCP server's URL, a REST service's base URL), the
+    entry's `auth`, and how long its login question waits (the entry's `elicit.ttl`, else the config's)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    auth: ServerAuth
+    ttl: float | None = None
+
+    @classmethod
+    def of(cls, entry: HttpServer | Protected) -> Protected:
+        if isinstance(entry, Protected):
+            return entry
+        return cls(url=entry.url, auth=entry.auth, ttl=entry.elicit.ttl)

@@ -3,7 +3,8 @@
 Each `{name}` slot of an argv word is a typed parameter; its value is put into that word as text, so a value is
 always (part of) exactly one argument, whatever it holds: spaces, quotes, `;`, `$(…)` or `*` reach the program as
 they are, since the program is started by exec, never by a shell. The process gets the small inherited environment
-every stdio server gets (upstream/environment.py) plus the command's own `env`.
+every stdio server gets (upstream/environment.py), the entry's `secrets` from the keychain, and the command's own
+`env`.
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ def _text(value: Any) -> str:
 
 
 def build(server: str, name: str, command: CommandTool, arguments: dict[str, Any], base: Path, default_timeout: float,
-          environ: dict[str, str] | os._Environ[str] = os.environ) -> CommandRun:
-    """The run `arguments` make of `command`: each slot filled with its value's text, inside its one word."""
+          secrets: dict[str, str], environ: dict[str, str] | os._Environ[str] = os.environ) -> CommandRun:
+    """The run `arguments` make of `command`: each slot filled with its value's text, inside its one word.
+    `secrets`: the entry's, from the keychain: each a variable of the process, and what a ${NAME} of its env uses
+    first."""
     slots = command.slots
     unknown = sorted(set(arguments) - set(slots))
     if unknown:
@@ -88,11 +91,11 @@ def build(server: str, name: str, command: CommandTool, arguments: dict[str, Any
             raise BadArguments(f"{name}: {slot!r} must be one of {p.enum}")
     argv = [SLOT.sub(lambda m: _text(arguments[m.group(1)]), word) for word in command.argv]
     cwd = str((base / Path(command.cwd).expanduser()).resolve()) if command.cwd else str(base.resolve())
-    made = server_environment(command.env, environ)
+    made = server_environment(command.env, environ, secrets)
     if made.unset:
         raise BadArguments("; ".join(made.notes(server)))
-    own = {k: made.env[k] for k in command.env}
-    secret = {k for k, v in command.env.items() if references(v)}
+    own = {k: made.env[k] for k in [*secrets, *command.env]}
+    secret = {*secrets, *(k for k, v in command.env.items() if references(v))}
     return CommandRun(argv=argv, cwd=cwd, env=made.env, timeout=command.timeout or default_timeout,
                       exact=command_exact(argv, cwd, own, secret))
 

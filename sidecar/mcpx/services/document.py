@@ -2,9 +2,10 @@
 
 The document's references are resolved by jsonschema-path (docs/choices.md: what FastMCP's OpenAPI support
 uses; `SchemaPath` follows a `$ref` wherever it is stepped through, in the document or in a file or URL it
-names). This module only walks what it resolves: an operation's parameters and JSON body become the tool's input
-schema, with every reference replaced by what it names (a schema that names itself, directly or not, stops there
-as any value). OpenAPI 3.0 and 3.1, JSON or YAML; a Swagger 2.0 document is refused, saying so.
+names). This module only walks what it resolves: an operation's parameters and its body (JSON, a form or text:
+BODY_MEDIA) become the tool's input schema, with every reference replaced by what it names (a schema that names
+itself, directly or not, stops there as any value). OpenAPI 3.0 and 3.1, JSON or YAML; a Swagger 2.0 document
+is refused, saying so.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import yaml
 from jsonschema_path import SchemaPath
 from pydantic import BaseModel, ConfigDict
 
+from mcpx.services import styles
 from mcpx.shared.errors import McpxError
 from mcpx.shared.masking import shown_url
 
@@ -39,8 +41,9 @@ class Parameter(BaseModel):
     location: Location
     argument: str  # as the tool's input names it (the name, unless two places share it)
     required: bool
-    style: str | None = None
-    explode: bool | None = None
+    style: str  # as OpenAPI 3 serializes it (services/styles.py); the location's default when not given
+    explode: bool | None = None  # None: the style's default
+    as_json: bool = False  # described by `content: application/json`: the value is sent as its JSON text
 
 
 class Operation(BaseModel):
@@ -56,7 +59,9 @@ class Operation(BaseModel):
     description: str | None
     tags: list[str]
     parameters: list[Parameter]
-    body: bool  # takes a JSON body, as the argument "body"
+    body: bool  # takes a body, as the argument "body"
+    body_media: str | None = None  # its media type: JSON, form-urlencoded or text (BODY_MEDIA)
+    body_encoding: dict[str, tuple[str, bool | None]] = {}  # a form's properties' style and explode, where given
     body_required: bool
     input_schema: dict[str, Any]
 
@@ -161,10 +166,11 @@ def _parameters(at: SchemaPath) -> dict[tuple[str, str], dict[str, Any]]:
     for i in range(len(list((at / "parameters").keys()))):
         p = at / "parameters" / i
         value = p.read_value()
+        media = [m for m in value.get("content") or {} if _is_json(m)]
         entry = {"name": value["name"], "in": value["in"], "required": bool(value.get("required")),
                  "description": value.get("description"), "style": value.get("style"),
-                 "explode": value.get("explode"),
-                 "schema": schema_at(p) or {"type": "string"}}
+                 "explode": value.get("explode"), "as_json": bool(media),
+                 "schema": (schema_at(p / "content" / media[0]) if media else schema_at(p)) or {"type": "string"}}
         out[(entry["name"], entry["in"])] = entry
     return out
 
@@ -197,21 +203,39 @@ def _operation(template: str, method: str, at: SchemaPath, shared: dict[tuple[st
         must = where == "path" or p["required"]
         if must:
             required.append(argument)
+        style = p["style"] or styles.DEFAULT[where]
+        if not styles.ok(where, style):
+            raise DocumentError(f"its {where} parameter {name!r} has style {style!r}, which mcpx does not send (a "
+                                f"{where} parameter's styles: {', '.join(styles.STYLES[where])})")
         parameters.append(Parameter(name=name, location=cast(Location, where), argument=argument, required=must,
-                                    style=p["style"], explode=p["explode"]))
+                                    style=style, explode=p["explode"], as_json=p["as_json"]))
     body = body_required = False
+    body_media: str | None = None
+    encoding: dict[str, tuple[str, bool | None]] = {}
     if "requestBody" in at:
         rb = at / "requestBody"
         content = rb / "content" if "content" in rb else None
-        media = next((m for m in (content.str_keys() if content is not None else [])
-                      if m.split(";")[0].strip() == "application/json" or m.split(";")[0].endswith("+json")), None)
+        offered = content.str_keys() if content is not None else []
+        media = next((m for kind in BODY_MEDIA for m in offered if _media_kind(m) == kind), None)
         body_required = bool((rb.read_value() or {}).get("required"))
         if media is None and body_required:
-            raise DocumentError("its request body is not JSON (mcpx sends JSON bodies only)")
+            raise DocumentError(f"its request body is {' or '.join(offered) or 'of no media type'}, which mcpx does "
+                                f"not send (it sends {', '.join(BODY_MEDIA)})")
         if media is not None and content is not None:
-            body = True
+            body, body_media = True, media
             m = content / media
-            properties["body"] = schema_at(m) or {}
+            kind = _media_kind(media)
+            properties["body"] = schema_at(m) or ({"type": "string"} if kind == "text/*" else {})
+            if kind != "application/json" and isinstance(properties["body"], dict):  # as the service reads it
+                properties["body"].setdefault("description", f"sent as {media}")
+            if kind == "application/x-www-form-urlencoded":
+                for prop, how in ((m.read_value() or {}).get("encoding") or {}).items():
+                    if isinstance(how, dict) and (how.get("style") or how.get("explode") is not None):
+                        encoding[prop] = (how.get("style") or "form", how.get("explode"))
+                        if not styles.ok("query", encoding[prop][0]):
+                            raise DocumentError(f"its form field {prop!r} has style {encoding[prop][0]!r}, which "
+                                                f"mcpx does not send (a form's styles: "
+                                                f"{', '.join(styles.STYLES['query'])})")
             if body_required:
                 required.append("body")
     inputs: dict[str, Any] = {"type": "object", "properties": properties}
@@ -221,7 +245,27 @@ def _operation(template: str, method: str, at: SchemaPath, shared: dict[tuple[st
     return Operation(name=_tool_name(operation_id, method, template, taken), method=method, path=template,
                      operation_id=operation_id, summary=value.get("summary"), description=value.get("description"),
                      tags=[t for t in value.get("tags") or [] if isinstance(t, str)], parameters=parameters,
-                     body=body, body_required=body_required, input_schema=inputs)
+                     body=body, body_media=body_media, body_encoding=encoding, body_required=body_required,
+                     input_schema=inputs)
+
+
+# the request bodies mcpx sends, in the order it prefers them when an operation offers several
+BODY_MEDIA = ("application/json", "application/x-www-form-urlencoded", "text/*")
+
+
+def _is_json(media: str) -> bool:
+    base = media.split(";")[0].strip().lower()
+    return base == "application/json" or base.endswith("+json")
+
+
+def _media_kind(media: str) -> str | None:
+    """Which of BODY_MEDIA a media type is (JSON and +json; a form; any text/ type), or None."""
+    base = media.split(";")[0].strip().lower()
+    if _is_json(base):
+        return "application/json"
+    if base == "application/x-www-form-urlencoded":
+        return base
+    return "text/*" if base.startswith("text/") else None
 
 
 def schema_at(at: SchemaPath) -> Any:

@@ -10,8 +10,10 @@ a header reads changed), the person is asked again about what it is now; it is n
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,18 @@ from mcpx.services.http import BadArguments
 from mcpx.upstream import secrets
 from mcpx.upstream.environment import filled, references
 from mcpx.upstream.errors import UpstreamError
-from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, KindFactory, UpstreamHost, digest
+from mcpx.upstream.kind import (
+    Authorizer,
+    CallFailed,
+    CallScope,
+    InstanceInfo,
+    KindFactory,
+    Protected,
+    UpstreamHost,
+    digest,
+)
+
+log = logging.getLogger("mcpx.services")
 
 # how many times a call may find its request changed between the person's accept and its sending, asking again
 # each time, before it gives up
@@ -57,6 +70,14 @@ async def confirmed_send(scope: CallScope, prepare: Callable[[], Any], send: Cal
     raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: the request changed each time it was confirmed")
 
 
+async def _secrets(server: str, entry: OpenApiServer | CommandsServer) -> dict[str, str]:
+    """The entry's secrets from the keychain (the gateway had the person give those missing before the call)."""
+    try:
+        return await secrets.read(server, entry)
+    except secrets.MissingSecrets as exc:
+        raise BadArguments(str(exc)) from None
+
+
 def _never_remembered(scope: CallScope) -> CallFailed:
     # neither kind remembers anything (upstream/kind.py: `remember`), so no daemon leaves one of their calls to follow
     return CallFailed(f"{scope.request.server}.{scope.request.tool}: a service's call is not continued after a "
@@ -73,6 +94,8 @@ class OpenApiKind:
         """`base`: the directory a relative document path is read from (the config file's)."""
         self.host, self.base = host, base
         self._docs: dict[str, tuple[OpenApiServer, asyncio.Task[document.Document]]] = {}
+        # server -> the document and entry its tools were chosen from, and those tools
+        self._tools_of: dict[str, tuple[document.Document, OpenApiServer, dict[str, document.Operation]]] = {}
         self._http: aiohttp.ClientSession | None = None
 
     def start(self) -> None:
@@ -95,15 +118,24 @@ class OpenApiKind:
 
     @staticmethod
     async def _read(entry: OpenApiServer, base: Path) -> document.Document:
-        return document.document(await document.read(entry.openapi, base), entry.openapi)
+        doc = document.document(await document.read(entry.openapi, base), entry.openapi)
+        for why in doc.skipped:
+            log.info("%s: an operation mcpx cannot send is not a tool: %s", doc.title, why)
+        return doc
 
     async def operations(self, server: str, entry: OpenApiServer) -> dict[str, document.Operation]:
         """The operations that are tools: an allowed method, included (when `operations.include` names any) and not
         excluded."""
+        doc = await self.doc(server, entry)
+        held = self._tools_of.get(server)
+        if held is not None and held[0] is doc and held[1] is entry:  # once per document and entry, not per call
+            return held[2]
         ops = entry.operations
-        return {op.name: op for op in (await self.doc(server, entry)).operations
-                if op.method in entry.methods and (not ops.include or op.named_by(ops.include))
-                and not op.named_by(ops.exclude)}
+        tools = {op.name: op for op in doc.operations
+                 if op.method in entry.methods and (not ops.include or op.named_by(ops.include))
+                 and not op.named_by(ops.exclude)}
+        self._tools_of[server] = (doc, entry, tools)
+        return tools
 
     async def tools(self, server: str) -> list[dict[str, Any]]:
         try:
@@ -129,10 +161,8 @@ class OpenApiKind:
     async def _headers(server: str, entry: OpenApiServer) -> tuple[list[tuple[str, str]], set[str]]:
         """The entry's headers with ${NAME} filled from its secrets (the keychain) or else the daemon's environment,
         and which of them are secret (every one that has a reference)."""
-        try:
-            known = {**os.environ, **await secrets.read(server, entry)}
-        except secrets.MissingSecrets as exc:
-            raise BadArguments(str(exc)) from None
+        # looked up, not copied: os.environ decodes each variable as it is read (a copy costs ~0.1 ms a call)
+        known = ChainMap(await _secrets(server, entry) if entry.secrets else {}, os.environ)
         out: list[tuple[str, str]] = []
         secret: set[str] = set()
         for key, value in entry.headers.items():
@@ -145,10 +175,54 @@ class OpenApiKind:
                 secret.add(key)
         return out, secret
 
+    async def protected(self, server: str) -> Protected | None:
+        """What the service's login is for (upstream/kind.py's LoginKind), for `mcpx auth`: None without `auth`."""
+        entry = self._entry(server)
+        if entry.auth is None:
+            return None
+        try:
+            return self._protected(entry, await self._base_url(server, entry))
+        except (BadArguments, document.DocumentError) as exc:
+            raise UpstreamError(str(exc)) from None
+
+    @staticmethod
+    def _protected(entry: OpenApiServer, base_url: str) -> Protected:
+        assert entry.auth is not None
+        return Protected(url=base_url, auth=entry.auth, ttl=entry.elicit.ttl)
+
+    async def _login(self, scope: CallScope, entry: OpenApiServer, base_url: str) -> Authorizer | None:
+        """The service's login, when its entry has `auth`: its token held (kept, or refreshed if it is about to
+        expire); CallFailed when there is none, on which the gateway asks the person to log in and calls again."""
+        r = scope.request
+        if entry.auth is None:
+            return None
+        login = self.host.authorizer(r.server, self._protected(entry, base_url))
+        if await login.authorization() is None:
+            # no token yet: as if the service had said 401 (discovery, then what the keychain keeps), before
+            # anything is sent, a write above all
+            refused = await login.challenged(401, None)
+            if refused is not None:
+                raise CallFailed(f"{r.server}.{r.tool} was not sent: {refused}")
+        return login
+
+    @staticmethod
+    async def _authorized(scope: CallScope, request: http.HttpRequest, login: Authorizer | None) -> http.HttpRequest:
+        """`request` with the login's header (masked in what is shown: a refreshed token is the same request)."""
+        if login is None:
+            return request
+        authorization = await login.authorization()
+        if authorization is None:
+            raise CallFailed(f"{scope.request.server}.{scope.request.tool} was not sent: its login ended meanwhile")
+        scope.secret(authorization.partition(" ")[2])
+        headers = [(k, authorization if k == "Authorization" else v) for k, v in request.headers]
+        return request.model_copy(update={"headers": headers})
+
     async def call(self, scope: CallScope) -> dict[str, Any]:
         r = scope.request
+        login: Authorizer | None = None
 
         async def prepare() -> tuple[http.HttpRequest, bool]:
+            nonlocal login
             # the entry as it stands now: a config reloaded while the person was reading is seen before sending
             entry = self.host.entries().get(r.server)
             if not isinstance(entry, OpenApiServer):
@@ -161,15 +235,30 @@ class OpenApiKind:
             for name, value in headers:
                 if name in secret:
                     scope.secret(value)
-            request = http.build(op, r.arguments, await self._base_url(r.server, entry), headers, secret)
+            base_url = await self._base_url(r.server, entry)
+            login = await self._login(scope, entry, base_url)
+            if login is not None:  # its value is put in as the request goes (_authorized); never shown
+                headers.append(("Authorization", "Bearer"))
+                secret.add("Authorization")
+            request = http.build(op, r.arguments, base_url, headers, secret)
             return request, op.method in entry.confirmed
 
         async def send(request: http.HttpRequest) -> dict[str, Any]:
             if self._http is None:
                 self._http = aiohttp.ClientSession()
             try:
-                return await scope.deadline.run(http.send(self._http, request, scope.entry.timeout),
-                                                f"{r.server}.{r.tool}")
+                for _attempt in range(2):
+                    sent = await self._authorized(scope, request, login)
+                    response = await scope.deadline.run(http.send(self._http, sent, scope.entry.timeout),
+                                                        f"{r.server}.{r.tool}")
+                    if login is None or response.challenge is None:
+                        break
+                    # refused its token (expired early, revoked): refreshed, the same request goes once more;
+                    # else the login is needed again, and the gateway asks for it
+                    refused = await login.challenged(response.status, response.challenge)
+                    if refused is not None:
+                        raise CallFailed(f"{r.server}.{r.tool}: {refused}")
+                return http.result(response, request.url)
             except aiohttp.ClientError as exc:
                 return {"content": [{"type": "text", "text": f"{request.method} {request.url} failed: "
                                      f"{exc or type(exc).__name__}"}], "isError": True}
@@ -186,11 +275,13 @@ class OpenApiKind:
         entries = self.host.entries()
         for server in [s for s, (entry, _) in self._docs.items() if entries.get(s) != entry]:
             del self._docs[server]
+            self._tools_of.pop(server, None)
 
     async def stop(self) -> None:
         for _, read in self._docs.values():
             read.cancel()
         self._docs.clear()
+        self._tools_of.clear()
         if self._http is not None:
             await self._http.close()
             self._http = None
@@ -226,7 +317,10 @@ class CommandKind:
             if command is None:
                 raise BadArguments(f"server {r.server!r} has no command {r.tool!r} (it has: "
                                    f"{', '.join(sorted(entry.commands))})")
-            run = commands.build(r.server, r.tool, command, r.arguments, self.base(), entry.timeout)
+            held = await _secrets(r.server, entry)
+            for value in held.values():
+                scope.secret(value)
+            run = commands.build(r.server, r.tool, command, r.arguments, self.base(), entry.timeout, held)
             return run, not command.read_only
 
         async def send(run: commands.CommandRun) -> dict[str, Any]:

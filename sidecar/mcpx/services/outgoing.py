@@ -1,7 +1,8 @@
 """What a service call is about to send, as the exact document a confirmation is bound to (upstream/kind.py's
 `CallScope.confirm`: the person is shown it verbatim, and the accept carries its digest).
 
-An HTTP request is its method, full URL with the query, every header and the JSON body; a command run is its argv,
+An HTTP request is its method, full URL with the query as sent, every header and the body (JSON as its value, a form
+or text as the exact string sent); a command run is its argv,
 its directory and the variables its entry sets. A header or variable whose value comes from a `${NAME}` reference
 (the daemon's environment), or whose name says it holds a secret, stands as `[redacted]`: the document never holds
 a credential, and the kind sends exactly the rest of it.
@@ -9,7 +10,6 @@ a credential, and the kind sends exactly the rest of it.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mcpx.shared.masking import MASK, secret_name
@@ -19,13 +19,13 @@ def _hidden(name: str, secret: set[str]) -> bool:
     return name.lower() in {s.lower() for s in secret} or secret_name(name)
 
 
-def http_exact(method: str, url: str, headers: list[tuple[str, str]], secret: set[str],
-               body: bytes | None) -> dict[str, Any]:
-    """`secret`: the names of the headers whose values are credentials."""
+def http_exact(method: str, url: str, headers: list[tuple[str, str]], secret: set[str], body: Any) -> dict[str, Any]:
+    """`secret`: the names of the headers whose values are credentials; `body`: a JSON body's value (its bytes are
+    its one compact serialization), a form's or a text's string exactly as sent, or None."""
     doc: dict[str, Any] = {"method": method, "url": url,
                            "headers": {k: MASK if _hidden(k, secret) else v for k, v in headers}}
     if body is not None:
-        doc["body"] = json.loads(body)
+        doc["body"] = body
     return doc
 
 

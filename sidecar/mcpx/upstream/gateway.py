@@ -34,7 +34,7 @@ from mcpx.oauth.errors import LoginError
 from mcpx.oauth.logins import Logins
 from mcpx.upstream import secrets
 from mcpx.upstream.errors import UpstreamError
-from mcpx.upstream.kind import InstanceInfo, KindFactory, Kinds, UpstreamKind
+from mcpx.upstream.kind import Authorizer, InstanceInfo, KindFactory, Kinds, LoginKind, Protected, UpstreamKind
 from mcpx.upstream.mcp_kind import McpKind
 from mcpx.upstream.pool import UnknownServer
 from mcpx.upstream.tool_check import refuse_unknown_tool
@@ -104,6 +104,18 @@ class Gateway:
     def entry(self, server: str) -> ServerConfig:
         """The server's config entry; UnknownServer, naming the servers there are, for any other."""
         return self.mcp.pool.entry(server)
+
+    def authorizer(self, server: str, protected: Protected) -> Authorizer:
+        return self.logins.login(server, protected)
+
+    async def protected(self, server: str) -> Protected | None:
+        """What the server's login is for (an HTTP server's URL; a service with `auth`, its base URL), or None
+        when it logs in nowhere. UnknownServer for a server not in the config; UpstreamError when it cannot say."""
+        entry = self.entry(server)
+        if isinstance(entry, HttpServer):
+            return Protected.of(entry)
+        kind = self.kinds.of(entry)
+        return await kind.protected(server) if isinstance(kind, LoginKind) else None
 
     def kind(self, server: str) -> UpstreamKind:
         return self.kinds.of(self.entry(server))
@@ -236,15 +248,16 @@ class Gateway:
         step-up's 403), ask the person in the server's one login question, the call waiting on it like on any
         question, then run the call again (it was refused before the server ran it)."""
         r = scope.request
-        entry = scope.entry
         for _login in range(3):
             try:
                 return await call()
             except (UpstreamError, RpcError, PeerClosed, CallFailed):
-                if not (isinstance(entry, HttpServer) and self.logins.needs_login(r.server)):
+                # an HTTP server's login, or a REST service's (services/kinds.py): whichever the server's login is for
+                protected = self.logins.held(r.server)
+                if protected is None or not self.logins.needs_login(r.server):
                     raise
             try:
-                handle = await self.logins.asking(r.server, entry, scope.own_request(r.server, "", {}),
+                handle = await self.logins.asking(r.server, protected, scope.own_request(r.server, "", {}),
                                                   scope.call.stored_with)
             except LoginError as exc:
                 raise CallFailed(f"{r.server}.{r.tool} was not run: its server needs a login, and it cannot be "

@@ -61,7 +61,7 @@ scope it is handed (the same object, with the MCP-only parts a generic kind does
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -71,10 +71,13 @@ from mcpx.call.errors import CallFailed
 from mcpx.call.questions import Question, digest
 from mcpx.call.request import CallRequest
 from mcpx.config.models import ServerConfig
+from mcpx.mcp.http_client import Authorizer
 from mcpx.mcp.protocol import Era
+from mcpx.oauth.models import Protected
 
-__all__ = ["CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "KindFactory", "Kinds",
-           "PausableDeadline", "Question", "Tool", "ToolResult", "UpstreamHost", "UpstreamKind", "digest"]
+__all__ = ["Authorizer", "CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "KindFactory",
+           "Kinds", "LoginKind", "PausableDeadline", "Protected", "Question", "Tool", "ToolResult", "UpstreamHost",
+           "UpstreamKind", "digest"]
 
 Tool = dict[str, Any]  # an MCP Tool, as the MCP surface serves it: name, description, inputSchema, annotations
 ToolResult = dict[str, Any]  # an MCP CallToolResult: content, structuredContent, isError
@@ -155,6 +158,22 @@ class UpstreamHost(Protocol):
 
     async def tools_changed(self, server: str) -> None:
         """The server's tools changed: the gateway lists them again and tells the MCP clients."""
+        ...
+
+    def authorizer(self, server: str, protected: Protected) -> Authorizer:
+        """The server's login (oauth/), as the wire knows one: the Authorization header for a request, and what a
+        401 means. When it raises `CallFailed` because the login is missing, the gateway asks the person to log in
+        (one url-mode question per server) and runs the call again once they have."""
+        ...
+
+
+@runtime_checkable
+class LoginKind(Protocol):
+    """A kind some of whose servers are behind a login (services/kinds.py's OpenAPI services with `auth`)."""
+
+    async def protected(self, server: str) -> Protected | None:
+        """What the server's login is for, or None when it has none; UpstreamError when that cannot be said (its
+        document cannot be read)."""
         ...
 
 
