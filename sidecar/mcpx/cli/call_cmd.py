@@ -412,7 +412,7 @@ async def _listings(client: DaemonClient, servers: list[str]) -> dict[str, list[
 def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict[str, Any]]) -> int:
     """One tool: what it does, what it takes (each argument's type, whether it is required, its default and
     description), and how to call it."""
-    from mcpx.upstream.tool_check import UnknownTool, refuse_unknown_tool  # here: the pool it names is heavy
+    from mcpx.shared.upstream_errors import UnknownTool, refuse_unknown_tool  # here: only `tools SERVER.TOOL` needs it
 
     try:
         refuse_unknown_tool(server, tool, tools)

@@ -20,12 +20,12 @@ from urllib.parse import urljoin
 import aiohttp
 from pydantic import BaseModel
 
+from mcpx.config.environment import filled, references
 from mcpx.config.models import CommandsServer, OpenApiServer
 from mcpx.services import commands, document, http
 from mcpx.services.http import BadArguments
+from mcpx.shared.upstream_errors import UpstreamError
 from mcpx.upstream import secrets
-from mcpx.upstream.environment import filled, references
-from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.kind import CallFailed, CallScope, InstanceInfo, KindFactory, UpstreamHost, digest
 
 # how many times a call may find its request changed between the person's accept and its sending, asking again

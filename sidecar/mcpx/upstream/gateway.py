@@ -32,12 +32,10 @@ from mcpx.mcp.protocol import ToolAnnotations
 from mcpx.mcp.stdio import Spawned
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.logins import Logins
+from mcpx.shared.upstream_errors import UnknownServer, UpstreamError, refuse_unknown_tool
 from mcpx.upstream import secrets
-from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.kind import InstanceInfo, KindFactory, Kinds, UpstreamKind
 from mcpx.upstream.mcp_kind import McpKind
-from mcpx.upstream.pool import UnknownServer
-from mcpx.upstream.tool_check import refuse_unknown_tool
 
 log = logging.getLogger("mcpx.upstream")
 
