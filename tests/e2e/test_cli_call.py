@@ -17,7 +17,7 @@ import pytest
 
 from conftest import events
 from harness import PATIENCE, Daemon, make_daemon, stop_process
-from terminal import Terminal
+from terminal import Terminal, end_elsewhere
 
 # how soon the next question of a call must be on the terminal: short beside the 30 s it once took, long enough
 # for a loaded machine
@@ -139,11 +139,7 @@ async def test_on_a_terminal_a_question_that_ends_elsewhere_ends_its_prompt(demo
     async with demo.session() as http, events(http, kinds="elicit.open") as stream:
         with Terminal(demo, "call", "demo.create_issue") as term:
             opened = await stream.until(lambda r: r["kind"] == "elicit.open", what="create_issue's question")
-            await asyncio.to_thread(term.expect, "title (string; min length 3")
-            content = {"title": "Filed from elsewhere", "priority": "p2"}
-            async with http.post(f"/v1/elicit/{opened['elicit']}/accept", json={"content": content}) as resp:
-                assert resp.status == 200, await resp.text()
-            await asyncio.to_thread(term.expect, f"{opened['elicit']} was answered elsewhere: accept by person:rest")
+            await end_elsewhere(term, http, opened, "answered")
             assert await asyncio.to_thread(term.finish) == 0, term.out.decode(errors="replace")
         text = term.out.decode(errors="replace")
         assert "'title': 'Filed from elsewhere'" in text  # the call's result, from the answer given elsewhere
@@ -151,10 +147,7 @@ async def test_on_a_terminal_a_question_that_ends_elsewhere_ends_its_prompt(demo
 
         with Terminal(demo, "call", "demo.create_issue") as term:
             opened = await stream.until(lambda r: r["kind"] == "elicit.open", what="the second call's question")
-            await asyncio.to_thread(term.expect, "title (string; min length 3")
-            async with http.post(f"/v1/tasks/{opened['task']}/cancel") as resp:
-                assert resp.status == 200, await resp.text()
-            await asyncio.to_thread(term.expect, f"{opened['elicit']} was abandoned")
+            await end_elsewhere(term, http, opened, "abandoned")
             assert await asyncio.to_thread(term.finish) == 1
     assert "Priority" not in term.out.decode(errors="replace")
 
