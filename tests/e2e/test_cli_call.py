@@ -16,6 +16,7 @@ from typing import IO
 import pytest
 
 from conftest import events
+from gateway_helpers import stdio
 from harness import PATIENCE, Daemon, make_daemon, stop_process
 from terminal import Terminal, end_elsewhere
 
@@ -150,6 +151,26 @@ async def test_on_a_terminal_a_question_that_ends_elsewhere_ends_its_prompt(demo
             await end_elsewhere(term, http, opened, "abandoned")
             assert await asyncio.to_thread(term.finish) == 1
     assert "Priority" not in term.out.decode(errors="replace")
+
+
+def test_on_a_terminal_a_question_the_daemons_restart_abandons_ends_its_prompt(home: Path) -> None:
+    """At the first field of a legacy server's form when the daemon restarts: the call ends with the daemon, its
+    question is abandoned, and the prompt (whose watch waits through the restart) stops there, saying so, instead of
+    asking every field before it is told; the call's end is said, exit 1 (issue 35 item 3, the newcomer's case)."""
+    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as d, \
+            Terminal(d, "call", "sdk.file_issue") as term:
+        term.expect("title (string; min length 3; required)")
+        d.stop()
+        d.start()
+        term.expect("was abandoned")
+        code = term.finish()
+        shown = term.out.decode(errors="replace")
+        eid = "elc-" + shown.split("(elc-", 1)[1].split(";", 1)[0]
+        asked = json.loads(d.cli("elicit", "show", eid, "--json").stdout)["elicitation"]
+    assert asked["state"] == "abandoned" and asked["task"], asked
+    assert f"({eid} was abandoned: the mcpx daemon stopped during the call)" in shown, shown
+    assert "count (" not in shown  # no field asked after the restart
+    assert code == 1 and shown.rstrip().endswith("mcpx: the mcpx daemon stopped during the call"), shown
 
 
 def test_the_main_command_gives_a_new_user_a_real_question_at_once(home: Path) -> None:
