@@ -14,7 +14,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
+from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run, shown
 from mcpx.cli.render import render_question
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
 from mcpx.client.prompt import TerminalForm, read_answer
@@ -326,26 +326,19 @@ async def task_list_cmd(args: argparse.Namespace) -> int:
 
 
 async def task_show_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        doc = await client.get(f"/v1/tasks/{args.id}")
-    if args.json:
-        emit_json(doc)
-    else:
+    def say(doc: dict[str, Any]) -> None:
         print(f"{doc['id']} · {doc['state']} · {doc['server']}.{doc['tool']} · session {doc['session']}")
         for eid in doc.get("open") or []:
             print(f"  waiting for {eid}: mcpx elicit show {eid}")
         if doc.get("error"):
             print(f"  error: {plain(doc['error'])}")
+
+    await shown(args, f"/v1/tasks/{args.id}", say)
     return 0
 
 
 async def task_cancel_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        doc = await client.post(f"/v1/tasks/{args.id}/cancel")
-    if args.json:
-        emit_json(doc)
-    else:
-        print(f"{doc['id']}: {doc['state']}")
+    await shown(args, f"/v1/tasks/{args.id}/cancel", lambda doc: print(f"{doc['id']}: {doc['state']}"), post={})
     return 0
 
 

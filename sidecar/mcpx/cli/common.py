@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from mcpx.client.transport import EX_UNAVAILABLE, ApiError, NoDaemon
+from mcpx.client.transport import EX_UNAVAILABLE, ApiError, DaemonClient, NoDaemon
 
 EX_USAGE = 2  # what was given is wrong: a malformed id, an option out of range
 EX_DATAERR = 65  # an answer that does not fit its question (each field's problem is named)
@@ -63,6 +63,19 @@ def run(body: Command) -> Callable[[argparse.Namespace], int]:
 
 def emit_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+async def shown(args: argparse.Namespace, path: str, say: Callable[[dict[str, Any]], None],
+                post: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A command that is one request: the daemon's document at `path` (GET; POSTed `post`, where given), printed as
+    the API's JSON under --json, else said in words by `say`."""
+    async with DaemonClient() as client:
+        doc: dict[str, Any] = await (client.get(path) if post is None else client.post(path, post))
+    if args.json:
+        emit_json(doc)
+    else:
+        say(doc)
+    return doc
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
