@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import pty
@@ -10,8 +11,13 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any, Literal
+
+import aiohttp
 
 from harness import PATIENCE, Daemon
+
+FILED_ELSEWHERE = {"title": "Filed from elsewhere", "priority": "p2"}  # the demo's create_issue, answered over REST
 
 
 class Terminal:
@@ -74,3 +80,19 @@ class Terminal:
                 return self.code
         raise AssertionError(f"{' '.join(self.command)} did not finish within {timeout:.0f}s; the terminal shows:\n"
                              f"{self.out.decode(errors='replace')}")
+
+
+async def end_elsewhere(term: Terminal, http: aiohttp.ClientSession, opened: dict[str, Any],
+                        how: Literal["answered", "abandoned"]) -> None:
+    """With the demo's create_issue question (`opened`: its elicit.open record) asked at `term`, end it from another
+    door once the prompt is at its first field: `answered`, accepted over REST with FILED_ELSEWHERE; `abandoned`, its
+    call cancelled. Returns once the terminal says how it ended."""
+    await asyncio.to_thread(term.expect, "title (string; min length 3")
+    if how == "answered":
+        path, body = f"/v1/elicit/{opened['elicit']}/accept", {"content": FILED_ELSEWHERE}
+        said = f"({opened['elicit']} was answered elsewhere: accept by person:rest)"
+    else:
+        path, body, said = f"/v1/tasks/{opened['task']}/cancel", None, f"({opened['elicit']} was abandoned"
+    async with http.post(path, json=body) as resp:
+        assert resp.status == 200, await resp.text()
+    await asyncio.to_thread(term.expect, said)

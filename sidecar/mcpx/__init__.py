@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-__all__ = ["Accept", "AnswerRefused", "BlockingClient", "CallFailed", "Cancel", "Client", "Decline", "Question",
-           "Reply", "__version__", "connect"]
+__all__ = ["Accept", "AnswerRefused", "BlockingClient", "CallFailed", "Cancel", "Client", "Decline", "EndedMeanwhile",
+           "Question", "Reply", "__version__", "connect"]
 
 if TYPE_CHECKING:
     from mcpx.client.script import (
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         Cancel,
         Client,
         Decline,
+        EndedMeanwhile,
         Question,
         Reply,
         connect,

@@ -16,8 +16,9 @@ from typing import IO
 import pytest
 
 from conftest import events
+from gateway_helpers import stdio
 from harness import PATIENCE, Daemon, make_daemon, stop_process
-from terminal import Terminal
+from terminal import Terminal, end_elsewhere
 
 # how soon the next question of a call must be on the terminal: short beside the 30 s it once took, long enough
 # for a loaded machine
@@ -139,11 +140,7 @@ async def test_on_a_terminal_a_question_that_ends_elsewhere_ends_its_prompt(demo
     async with demo.session() as http, events(http, kinds="elicit.open") as stream:
         with Terminal(demo, "call", "demo.create_issue") as term:
             opened = await stream.until(lambda r: r["kind"] == "elicit.open", what="create_issue's question")
-            await asyncio.to_thread(term.expect, "title (string; min length 3")
-            content = {"title": "Filed from elsewhere", "priority": "p2"}
-            async with http.post(f"/v1/elicit/{opened['elicit']}/accept", json={"content": content}) as resp:
-                assert resp.status == 200, await resp.text()
-            await asyncio.to_thread(term.expect, f"{opened['elicit']} was answered elsewhere: accept by person:rest")
+            await end_elsewhere(term, http, opened, "answered")
             assert await asyncio.to_thread(term.finish) == 0, term.out.decode(errors="replace")
         text = term.out.decode(errors="replace")
         assert "'title': 'Filed from elsewhere'" in text  # the call's result, from the answer given elsewhere
@@ -151,12 +148,29 @@ async def test_on_a_terminal_a_question_that_ends_elsewhere_ends_its_prompt(demo
 
         with Terminal(demo, "call", "demo.create_issue") as term:
             opened = await stream.until(lambda r: r["kind"] == "elicit.open", what="the second call's question")
-            await asyncio.to_thread(term.expect, "title (string; min length 3")
-            async with http.post(f"/v1/tasks/{opened['task']}/cancel") as resp:
-                assert resp.status == 200, await resp.text()
-            await asyncio.to_thread(term.expect, f"{opened['elicit']} was abandoned")
+            await end_elsewhere(term, http, opened, "abandoned")
             assert await asyncio.to_thread(term.finish) == 1
     assert "Priority" not in term.out.decode(errors="replace")
+
+
+def test_on_a_terminal_a_question_the_daemons_restart_abandons_ends_its_prompt(home: Path) -> None:
+    """At the first field of a legacy server's form when the daemon restarts: the call ends with the daemon, its
+    question is abandoned, and the prompt (whose watch waits through the restart) stops there, saying so, instead of
+    asking every field before it is told; the call's end is said, exit 1 (issue 35 item 3, the newcomer's case)."""
+    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as d, \
+            Terminal(d, "call", "sdk.file_issue") as term:
+        term.expect("title (string; min length 3; required)")
+        d.stop()
+        d.start()
+        term.expect("was abandoned")
+        code = term.finish()
+        shown = term.out.decode(errors="replace")
+        eid = "elc-" + shown.split("(elc-", 1)[1].split(";", 1)[0]
+        asked = json.loads(d.cli("elicit", "show", eid, "--json").stdout)["elicitation"]
+    assert asked["state"] == "abandoned" and asked["task"], asked
+    assert f"({eid} was abandoned: the mcpx daemon stopped during the call)" in shown, shown
+    assert "count (" not in shown  # no field asked after the restart
+    assert code == 1 and shown.rstrip().endswith("mcpx: the mcpx daemon stopped during the call"), shown
 
 
 def test_the_main_command_gives_a_new_user_a_real_question_at_once(home: Path) -> None:

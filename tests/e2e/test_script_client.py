@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 import mcpx
-from conftest import ask, request_in_flight, this_process_talks_to, wait_for
+from conftest import ask, events, request_in_flight, this_process_talks_to, wait_for
 from gateway_helpers import answer, call, stdio
 from harness import PATIENCE, ROOT, Daemon, scratch_daemon
-from terminal import Terminal
+from terminal import Terminal, end_elsewhere
 
 DEMO = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
 
@@ -181,6 +181,59 @@ def test_client_ask_puts_the_question_to_the_person_at_this_terminal(d: Daemon, 
         assert term.finish() == 0, term.out.decode(errors="replace")
     shown = term.out.decode(errors="replace")
     assert "answered as person:cli" in shown and "Branch main would be deleted now" in shown
+
+
+ASKS_WHILE_IT_ENDS_ELSEWHERE = """
+import asyncio
+import sys
+
+import mcpx
+
+
+async def main():
+    async with mcpx.Client(session=sys.argv[1]) as client:
+        @client.on_elicit
+        async def answer(q):
+            try:
+                got = await client.ask(q)
+                print("ask returned", got["action"], "by", got["by"])
+            except mcpx.EndedMeanwhile as ended:
+                print("ask raised:", ended)
+            return None
+
+        try:
+            print("result:", (await client.call("demo.create_issue"))["content"][0]["text"])
+        except mcpx.CallFailed as failed:
+            print("call failed:", failed)
+            sys.exit(3)
+
+
+asyncio.run(main())
+"""
+
+
+async def test_client_ask_stops_as_soon_as_its_question_ends_elsewhere(d: Daemon, tmp_path: Path) -> None:
+    """`client.ask` watches its question as `mcpx call`'s prompt does: answered from another door (REST here) while
+    the person is at its first field, the prompt stops there, says how it ended, and ask returns that answer (the
+    call goes on to its result); abandoned (its call cancelled elsewhere), it says so and raises EndedMeanwhile."""
+    script = tmp_path / "filer.py"
+    script.write_text(ASKS_WHILE_IT_ENDS_ELSEWHERE)
+    async with d.session() as http, events(http, kinds="elicit.open") as stream:
+        with Terminal(d, argv=[sys.executable, str(script), "ask-answered"]) as term:
+            opened = await stream.until(lambda r: r["session"] == "ask-answered", what="create_issue's question")
+            await end_elsewhere(term, http, opened, "answered")
+            assert await asyncio.to_thread(term.finish) == 0, term.out.decode(errors="replace")
+        shown = term.out.decode(errors="replace")
+        assert "ask returned accept by person:rest" in shown and "'title': 'Filed from elsewhere'" in shown, shown
+        assert "Priority" not in shown  # the next field was never asked
+
+        with Terminal(d, argv=[sys.executable, str(script), "ask-abandoned"]) as term:
+            opened = await stream.until(lambda r: r["session"] == "ask-abandoned", what="the second call's question")
+            await end_elsewhere(term, http, opened, "abandoned")
+            assert await asyncio.to_thread(term.finish) == 3, term.out.decode(errors="replace")
+        shown = term.out.decode(errors="replace")
+        assert f"ask raised: {opened['elicit']} was abandoned" in shown and "call failed:" in shown, shown
+        assert "Priority" not in shown
 
 
 async def test_a_question_the_caller_knows_does_not_end_its_wait_for_the_next(d: Daemon) -> None:

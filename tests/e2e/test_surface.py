@@ -281,6 +281,44 @@ async def test_tool_list_changes_are_announced(surf: Daemon) -> None:
     assert "res_need_repo" not in names and "sdk_need_repo" in names
 
 
+async def test_a_tool_its_server_lacks_is_named_with_its_tools_on_rest_and_mcp_but_its_own_endpoint(home: Path) -> None:
+    """A call to a tool its server lacks, on a server not listed yet (a fresh daemon; a server a reload replaced
+    under a name a host knows), is refused in the words `mcpx call` says (the server's tools, the nearest), before
+    anything is recorded: REST 404 unknown_tool, MCP -32602. On /mcp/SERVER the server answers for itself."""
+    with surface_daemon(home) as d:
+        async with d.session() as rest:
+            async with rest.post("/v1/call/sdk/slepy", json={"arguments": {}}) as r:
+                status, refused = r.status, await r.json()
+            assert status == 404 and refused["error"]["code"] == "unknown_tool", refused
+            said = refused["error"]["message"]
+            assert said.startswith("server 'sdk' has no tool 'slepy'; did you mean 'sleepy'? (its tools: ")
+            assert "echo" in said and "need_repo" in said and "Unknown tool" not in said
+            async with rest.get("/v1/tasks", params={"state": "all"}) as r:
+                assert (await r.json())["tasks"] == []  # refused before it was a call
+        status, own = await raw(d, "tools/call", {"name": "nosuch", "arguments": {}}, path="/mcp/res")
+        assert status == 200 and own["result"]["isError"] and "its tools" not in json.dumps(own), own
+        status, fresh = await raw(d, "tools/call", {"name": "res_need_rep", "arguments": {}})
+        assert fresh["error"]["code"] == -32602, fresh
+        assert fresh["error"]["message"].startswith("server 'res' has no tool 'need_rep'; did you mean 'need_repo'?")
+
+        heard = asyncio.Event()
+
+        async def on_message(message: Any) -> None:
+            if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
+                heard.set()
+
+        async with stdio_client(d, "legacy", message_handler=on_message) as client:
+            assert "sdk_sleepy" in {t.name for t in (await client.list_tools()).tools}
+            # "sdk" is now the demo server, which has no sleepy: the host calls the name it listed
+            d.write_config({"servers": {"sdk": {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]},
+                                        "res": stdio("sdk_resolver.py")}, "elicit": {"grace": f"{GRACE:.0f}s"}})
+            await asyncio.wait_for(heard.wait(), PATIENCE)
+            with pytest.raises(MCPError) as gone:
+                await client.call_tool("sdk_sleepy", {"seconds": 0})
+        assert gone.value.error.code == -32602, gone.value
+        assert gone.value.error.message.startswith("server 'sdk' has no tool 'sleepy' (its tools: choose_repository")
+
+
 async def test_a_host_that_offers_the_servers_tools_itself_is_listed_only_mcpxs_own(surf: Daemon) -> None:
     """opencode's plugin at level ask offers the servers' tools as its own (an MCP tool would shadow it): its MCP
     entry's `mcpx serve` gets MCPX_SERVE_TOOLS=mcpx and lists only mcpx's tools; the servers' stay callable."""

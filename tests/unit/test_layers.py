@@ -44,11 +44,11 @@ FORBIDDEN = {
                    "mcpx.client"),
     "mcpx.daemon": ("mcpx.cli", "mcpx.client"),
     # the CLI talks to the daemon: of the broker it reads the models, the schema and the pure routing rules; of the
-    # daemon it starts it (launch, service, server for `mcpx daemon`); of upstreams, a host's environment
+    # daemon it starts it (launch, service, server for `mcpx daemon`); of upstreams nothing (what it says of them as
+    # the gateway does is in the base: a server's environment in config/, an unknown tool in shared/)
     "mcpx.cli": ("mcpx.surface", "mcpx.api", "mcpx.inbox", "mcpx.mcp.peer", "mcpx.mcp.stdio", "mcpx.mcp.outbound",
                  "mcpx.broker.broker", "mcpx.broker.store", "mcpx.broker.stores", "mcpx.broker.sqlite",
-                 "mcpx.broker.postgres", "mcpx.upstream.gateway", "mcpx.upstream.pool", "mcpx.call",
-                 "mcpx.daemon.app"),
+                 "mcpx.broker.postgres", "mcpx.upstream", "mcpx.call", "mcpx.daemon.app"),
 }
 # only the broker holds the store: nothing else reaches the SQL (the daemon picks a store through stores.py)
 STORE = ("mcpx.broker.sqlite", "mcpx.broker.postgres", "mcpx.broker.sql", "mcpx.broker.commits")

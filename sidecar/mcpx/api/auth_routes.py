@@ -23,7 +23,7 @@ from mcpx.inbox.web_routes import html
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.logins import CALLBACK_PATH, Logins
 from mcpx.oauth.models import LoginView, Protected
-from mcpx.upstream.errors import UpstreamError
+from mcpx.shared.upstream_errors import UpstreamError
 
 log = logging.getLogger("mcpx.oauth")
 api = Api()

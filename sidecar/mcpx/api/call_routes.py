@@ -26,9 +26,9 @@ from mcpx.presentation.answering import respond_with
 from mcpx.shared.ids import HEX, is_id
 from mcpx.shared.names import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.shared.sessions import header_source, resolve_session
+from mcpx.shared.upstream_errors import UnknownTool
 from mcpx.upstream.gateway import Gateway, UnknownServer, UnknownTask
 from mcpx.upstream.kind import InstanceInfo
-from mcpx.upstream.tool_check import UnknownTool
 
 api = Api()
 

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from mcpx.cli.common import add_json_flag, emit_json, run
+from mcpx.cli.common import add_json_flag, emit_json, run, shown
 from mcpx.client.daemon_client import DaemonClient, wait_for_answer
 
 
@@ -97,24 +97,19 @@ async def auth_login(args: argparse.Namespace) -> int:
 
 
 async def auth_logout(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        done = await client.post(f"/v1/auth/{args.server}/logout")
-    if args.json:
-        emit_json(done)
-    elif not done["wasLoggedIn"]:
-        print(f"{args.server}: no login was kept")
-    else:
-        print(f"{args.server}: logged out" + (", the tokens revoked at the authorization server" if done["revoked"]
-                                              else " (the authorization server offers no revocation: the tokens "
-                                                   "were forgotten here)"))
+    def say(done: dict[str, Any]) -> None:
+        if not done["wasLoggedIn"]:
+            print(f"{args.server}: no login was kept")
+        else:
+            print(f"{args.server}: logged out" + (", the tokens revoked at the authorization server" if done["revoked"]
+                                                  else " (the authorization server offers no revocation: the "
+                                                       "tokens were forgotten here)"))
+
+    await shown(args, f"/v1/auth/{args.server}/logout", say, post={})
     return 0
 
 
 async def auth_complete(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        done = await client.post("/v1/auth/complete", {"url": args.url})
-    if args.json:
-        emit_json(done)
-    else:
-        print(f"logged in to {done['server']}")
+    await shown(args, "/v1/auth/complete", lambda done: print(f"logged in to {done['server']}"),
+                post={"url": args.url})
     return 0

@@ -14,7 +14,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
+from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run, shown
 from mcpx.cli.render import render_question
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
 from mcpx.client.daemon_client import DaemonClient
@@ -327,26 +327,19 @@ async def task_list_cmd(args: argparse.Namespace) -> int:
 
 
 async def task_show_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        doc = await client.get(f"/v1/tasks/{args.id}")
-    if args.json:
-        emit_json(doc)
-    else:
+    def say(doc: dict[str, Any]) -> None:
         print(f"{doc['id']} · {doc['state']} · {doc['server']}.{doc['tool']} · session {doc['session']}")
         for eid in doc.get("open") or []:
             print(f"  waiting for {eid}: mcpx elicit show {eid}")
         if doc.get("error"):
             print(f"  error: {plain(doc['error'])}")
+
+    await shown(args, f"/v1/tasks/{args.id}", say)
     return 0
 
 
 async def task_cancel_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        doc = await client.post(f"/v1/tasks/{args.id}/cancel")
-    if args.json:
-        emit_json(doc)
-    else:
-        print(f"{doc['id']}: {doc['state']}")
+    await shown(args, f"/v1/tasks/{args.id}/cancel", lambda doc: print(f"{doc['id']}: {doc['state']}"), post={})
     return 0
 
 
@@ -413,7 +406,7 @@ async def _listings(client: DaemonClient, servers: list[str]) -> dict[str, list[
 def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict[str, Any]]) -> int:
     """One tool: what it does, what it takes (each argument's type, whether it is required, its default and
     description), and how to call it."""
-    from mcpx.upstream.tool_check import UnknownTool, refuse_unknown_tool  # here: the pool it names is heavy
+    from mcpx.shared.upstream_errors import UnknownTool, refuse_unknown_tool  # here: only `tools SERVER.TOOL` needs it
 
     try:
         refuse_unknown_tool(server, tool, tools)

@@ -68,5 +68,20 @@ def emit_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+async def shown(args: argparse.Namespace, path: str, say: Callable[[dict[str, Any]], None],
+                post: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A command that is one request: the daemon's document at `path` (GET; POSTed `post`, where given), printed as
+    the API's JSON under --json, else said in words by `say`."""
+    from mcpx.client.daemon_client import DaemonClient  # aiohttp: only a command that runs one pays for it
+
+    async with DaemonClient() as client:
+        doc: dict[str, Any] = await (client.get(path) if post is None else client.post(path, post))
+    if args.json:
+        emit_json(doc)
+    else:
+        say(doc)
+    return doc
+
+
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the API's JSON instead of text")

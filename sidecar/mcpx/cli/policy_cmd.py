@@ -195,10 +195,10 @@ def _commands_missing(config: Config, origin: str, base: Path) -> list[Problem]:
     """The stdio servers whose command would not start, looked for as the daemon starts it: in the environment it
     gives the server (its own `env` over the inherited PATH & co., here this command's), from the server's cwd; and
     the services whose document or commands would not work (services/check.py)."""
+    from mcpx.config.environment import command_problem, server_environment
     from mcpx.config.models import CommandsServer, OpenApiServer, StdioServer
     from mcpx.config.problems import Problem
     from mcpx.services import check
-    from mcpx.upstream.environment import command_problem, server_environment
 
     out: list[Problem] = []
     for name, entry in sorted(config.servers.items()):

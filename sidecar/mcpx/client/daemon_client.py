@@ -97,14 +97,15 @@ class DaemonClient:
             raise NoDaemon(self.where, str(exc)) from None
 
 
-async def wait_for_answer(eid: str, seconds: float) -> dict[str, Any] | None:
+async def wait_for_answer(eid: str, seconds: float, paths: StatePaths | None = None) -> dict[str, Any] | None:
     """The question's answer once it has one (an expiry is the answer cancel), waiting up to `seconds` through the
-    daemon's restarts: the question is durable. None if none came in time; ApiError 410 if it was abandoned."""
+    daemon's restarts: the question is durable. None if none came in time; ApiError 410 if it was abandoned.
+    `paths`: the daemon's home (by default this environment's)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         wait = max(1.0, min(30.0, deadline - time.monotonic()))
         try:
-            async with DaemonClient() as client:
+            async with DaemonClient(paths) as client:
                 resp = await client.request("GET", f"/v1/elicit/{eid}/wait", params={"timeout": wait},
                                             timeout=wait + 10)
         except NoDaemon:

@@ -5,7 +5,7 @@ terminal), expired, or abandoned (its call ended; the daemon restarted). A promp
 field for a question that is gone wastes the person's time and then refuses what they typed. So while it asks, a
 thread of its own long-polls the question's end (`wait_for_answer`, through the daemon's restarts: the question is
 durable) and, once it has ended, makes `fileno()` readable: `read_line` waits on it beside the keyboard and raises
-EndedMeanwhile, which says how it ended.
+EndedMeanwhile, which says how it ended. The watch keeps the answer it ended with (none when it was abandoned).
 
 The prompt runs outside any event loop (Ctrl-C must reach the read itself), so the watch has its own loop in its own
 thread, stopped when the prompt is done.
@@ -23,6 +23,7 @@ from mcpx.client.daemon_client import wait_for_answer
 from mcpx.client.transport import ApiError
 from mcpx.presentation.text import plain
 from mcpx.shared.errors import McpxError
+from mcpx.system.paths import StatePaths
 
 STOP_PATIENCE = 5.0  # s: how long leaving the watch waits for its thread (its poll is cancelled at once)
 
@@ -39,12 +40,16 @@ def how_it_ended(eid: str, answer: dict[str, Any]) -> str:
 
 
 class Watch:
-    """`with Watch(eid) as watch:` — `watch.fileno()` turns readable once the question has ended, and
-    `watch.ended()` is the EndedMeanwhile that says how."""
+    """`with Watch(eid) as watch:` — `watch.fileno()` turns readable once the question has ended, `watch.ended()` is
+    the EndedMeanwhile that says how, and `watch.answer` what it ended with (an answer from another door, or the
+    expiry's cancel; None when it was abandoned). `paths`: the daemon's home (by default this environment's)."""
 
-    def __init__(self, eid: str) -> None:
+    def __init__(self, eid: str, paths: StatePaths | None = None) -> None:
         self.eid = eid
+        self.paths = paths
         self.how: str | None = None
+        self.answer: dict[str, Any] | None = None
+        self._over = threading.Event()
         self._read_end, self._write_end = os.pipe()
         self._loop = asyncio.new_event_loop()
         self._task = self._loop.create_task(self._watch())
@@ -70,14 +75,20 @@ class Watch:
     def ended(self) -> EndedMeanwhile:
         return EndedMeanwhile(self.how or f"{self.eid} ended")
 
+    def wait(self, timeout: float) -> bool:
+        """Whether the question has ended, waiting up to `timeout` for the watch to see it (an answer refused as
+        too late: the watch's long poll returns a moment later)."""
+        return self._over.wait(timeout)
+
     def _run(self) -> None:
         with contextlib.suppress(asyncio.CancelledError):  # cancelled: the prompt is done, nothing more to watch
             self._loop.run_until_complete(self._task)
 
     async def _watch(self) -> None:
         try:
-            answer = await wait_for_answer(self.eid, float("inf"))
-            self.how = how_it_ended(self.eid, answer or {})
+            self.answer = await wait_for_answer(self.eid, float("inf"), self.paths)
+            self.how = how_it_ended(self.eid, self.answer or {})
         except ApiError as exc:  # 410: abandoned (its reason said); 404: no longer in the store
             self.how = plain(exc)
+        self._over.set()
         os.write(self._write_end, b"!")

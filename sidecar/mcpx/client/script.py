@@ -27,6 +27,8 @@ from mcpx.broker.models import SCRIPT_NAME, Answerer
 from mcpx.broker.schema import FlatSchema
 from mcpx.client.daemon_client import DaemonClient
 from mcpx.client.prompt import TerminalForm, read_answer
+from mcpx.client.question_watch import EndedMeanwhile as EndedMeanwhile  # mcpx.EndedMeanwhile, for a script
+from mcpx.client.question_watch import Watch
 from mcpx.client.target import split_target
 from mcpx.client.transport import ApiError, Response
 from mcpx.daemon.launch import ensure_daemon
@@ -236,26 +238,47 @@ class Client:
 
     async def ask(self, q: Question) -> dict[str, Any]:
         """Put `q` to the person at this terminal, field by field, until they answer; recorded as theirs
-        (`person:cli`). The answer as stored. The prompt blocks this client while the person types."""
+        (`person:cli`). The answer as stored. The prompt blocks this client while the person types.
+
+        The question is watched meanwhile: once it ends elsewhere the prompt stops at once and says how. Answered
+        from another door, or expired, that answer (as stored) is returned; abandoned (its call ended, say),
+        EndedMeanwhile is raised, saying so."""
         if not sys.stdin.isatty():
             raise McpxError(f"client.ask({q.id}) needs a terminal to ask the person at; there is none (stdin is not "
                             "one). They can answer it in the inbox (mcpx inbox) or with mcpx tui.")
-        form = TerminalForm()
         content: dict[str, Any] = {}
         problems: dict[str, str] | None = None
-        async with DaemonClient(self.paths) as person:  # the person's own identity: person:cli (agent:cli in an
-            while True:                                  # agent's shell, which the daemon holds to)
-                action, given, reason = read_answer(form, q.document, content, problems)
-                content = given or content
-                try:
-                    answered = await person.answer(q.id, action, given, reason)
-                except ApiError as exc:
-                    if exc.status == 422 and exc.fields:
-                        problems = exc.fields
-                        continue
-                    raise
-                doc: dict[str, Any] = answered.get("answer") or {}
-                return doc
+        with Watch(q.id, self.paths) as watch:
+            form = TerminalForm.until(watch)
+            async with DaemonClient(self.paths) as person:  # the person's own identity: person:cli (agent:cli in
+                while True:                                  # an agent's shell, which the daemon holds to)
+                    try:
+                        action, given, reason = read_answer(form, q.document, content, problems)
+                    except EndedMeanwhile:
+                        return _ended_elsewhere(form, watch)
+                    content = given or content
+                    try:
+                        answered = await person.answer(q.id, action, given, reason)
+                    except ApiError as exc:
+                        if exc.status == 422 and exc.fields:
+                            problems = exc.fields
+                            continue
+                        # too late: it ended as the person answered, and the watch sees how in a moment
+                        if exc.status in (409, 410) and await asyncio.to_thread(watch.wait, POLL):
+                            return _ended_elsewhere(form, watch)
+                        raise
+                    doc: dict[str, Any] = answered.get("answer") or {}
+                    return doc
+
+
+def _ended_elsewhere(form: TerminalForm, watch: Watch) -> dict[str, Any]:
+    """Said at the terminal: how the question being asked ended elsewhere. The answer it ended with; an abandoned
+    question, which has none, is raised (EndedMeanwhile)."""
+    ended = watch.ended()
+    form.say(f"  ({ended})")
+    if watch.answer is None:
+        raise ended
+    return watch.answer
 
 
 class BlockingClient:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from mcpx.mcp.stdio import PipeChannel
 from mcpx.shared.handoff import VERSION, HandoffError, HandoffMessage, Hello, receive_hello
+from mcpx.shared.upstream_errors import UnknownServer
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.pipe_endpoint import PipeSession, SendToServe
-from mcpx.upstream.pool import UnknownServer
 
 log = logging.getLogger("mcpx.daemon")
 

@@ -7,9 +7,9 @@ import asyncio
 import os
 from pathlib import Path
 
+from mcpx.config.environment import command_problem, server_environment
 from mcpx.config.models import CommandsServer, OpenApiServer, ServiceConfig
 from mcpx.services import document
-from mcpx.upstream.environment import command_problem, server_environment
 
 
 def problems(entry: ServiceConfig, base: Path) -> list[tuple[str, str]]:

@@ -3,7 +3,7 @@
 Each `{name}` slot of an argv word is a typed parameter; its value is put into that word as text, so a value is
 always (part of) exactly one argument, whatever it holds: spaces, quotes, `;`, `$(…)` or `*` reach the program as
 they are, since the program is started by exec, never by a shell. The process gets the small inherited environment
-every stdio server gets (upstream/environment.py), the entry's `secrets` from the keychain, and the command's own
+every stdio server gets (config/environment.py), the entry's `secrets` from the keychain, and the command's own
 `env`.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from mcpx.config.environment import references, server_environment
 from mcpx.config.models import SLOT, CommandTool
 from mcpx.services.http import BadArguments
 from mcpx.services.outgoing import command_exact
-from mcpx.upstream.environment import references, server_environment
 
 OUTPUT_LIMIT = 1024 * 1024  # bytes of stdout and of stderr a result carries
 

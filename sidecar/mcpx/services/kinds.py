@@ -22,12 +22,12 @@ from urllib.parse import urljoin
 import aiohttp
 from pydantic import BaseModel
 
+from mcpx.config.environment import filled, references
 from mcpx.config.models import CommandsServer, OpenApiServer
 from mcpx.services import commands, document, http
 from mcpx.services.http import BadArguments
+from mcpx.shared.upstream_errors import UpstreamError
 from mcpx.upstream import secrets
-from mcpx.upstream.environment import filled, references
-from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.kind import (
     Authorizer,
     CallFailed,

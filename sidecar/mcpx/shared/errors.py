@@ -17,9 +17,10 @@ Python or a library raised. Each family stays where its layer is; this module im
      ├── StartError               mcp/stdio.py: an upstream that could not start
      ├── RoundsError              mcp/input_required.py: a modern call's rounds that cannot go on
      │    └── TooManyRounds
-     ├── UpstreamError            upstream/errors.py: something about an upstream the caller should read
+     ├── UpstreamError            shared/upstream_errors.py: something about an upstream the caller should read
      │    ├── NeedsLegacy         upstream/connection.py
-     │    ├── UnknownServer       upstream/pool.py
+     │    ├── UnknownServer       shared/upstream_errors.py
+     │    │    └── UnknownTool
      │    └── MissingSecrets      upstream/secrets.py: a server's secret not in the keychain, or no keychain
      ├── NoKeychain, KeychainError  system/keychain.py: no OS keychain answers here; or it answered with a refusal
      ├── CallFailed               call/errors.py: a call that ended without a result

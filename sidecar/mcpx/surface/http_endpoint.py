@@ -40,10 +40,10 @@ from mcpx.mcp.protocol import (
 from mcpx.shared import sse, wirejson
 from mcpx.shared.errors import McpxError
 from mcpx.shared.names import MAX_BODY, SHUTDOWN
+from mcpx.shared.upstream_errors import UnknownServer
 from mcpx.surface.client_state import ClientState
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.stream_endpoint import client_state, stream_endpoint
-from mcpx.upstream.pool import UnknownServer
 
 log = logging.getLogger("mcpx.surface")
 

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mcpx.config.environment import command_problem, server_environment
 from mcpx.config.models import START_FLOOR, HttpServer, ServerConfig, StdioServer
 from mcpx.mcp import input_required, jsonrpc, tasks
 from mcpx.mcp.http_client import RELATED, Authorizer, HttpChannel
@@ -36,10 +37,9 @@ from mcpx.mcp.protocol import (
     modern_meta,
 )
 from mcpx.mcp.stdio import ProcessChannel, Spawned, StartError
+from mcpx.shared.upstream_errors import UpstreamError
 from mcpx.upstream import secrets
 from mcpx.upstream.attribution import Attribution, InFlight, UnattributedRequest
-from mcpx.upstream.environment import command_problem, server_environment
-from mcpx.upstream.errors import UpstreamError as UpstreamError  # where pool.py and others have read it
 from mcpx.upstream.handshake import ServerFacts, settle_era, start_bound
 from mcpx.upstream.headers import param_headers, x_mcp_header_problem
 from mcpx.upstream.hooks import ConnectionEvents, ServerToCall

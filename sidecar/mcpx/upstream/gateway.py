@@ -32,12 +32,10 @@ from mcpx.mcp.protocol import ToolAnnotations
 from mcpx.mcp.stdio import Spawned
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.logins import Logins
+from mcpx.shared.upstream_errors import UnknownServer, UpstreamError, refuse_unknown_tool
 from mcpx.upstream import secrets
-from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.kind import Authorizer, InstanceInfo, KindFactory, Kinds, LoginKind, Protected, UpstreamKind
 from mcpx.upstream.mcp_kind import McpKind
-from mcpx.upstream.pool import UnknownServer
-from mcpx.upstream.tool_check import refuse_unknown_tool
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -231,11 +229,31 @@ class Gateway:
         return await self.calls.doc(tid)
 
     async def start_call(self, request: CallRequest) -> Call:
-        self.entry(request.server)  # an unknown server is refused before anything is recorded
-        # and a tool the server lacks; on /mcp/SERVER the server answers for itself, as if mcpx were not there
+        entry = self.entry(request.server)  # an unknown server is refused before anything is recorded
+        # and a tool the server lacks, in the words that name its tools and the nearest; on /mcp/SERVER the server
+        # answers for itself, as if mcpx were not there
         if not request.transparent:
-            refuse_unknown_tool(request.server, request.tool, self._tool_cache.get(request.server))
+            refuse_unknown_tool(request.server, request.tool, await self._listed(request.server, entry))
         return self.calls.start(request)
+
+    async def _listed(self, server: str, entry: ServerConfig) -> list[dict[str, Any]] | None:
+        """The server's tools, to check a call by: from memory, else listed now (a REST call to a server not listed
+        yet, one a reload replaced; the call would start the server anyway). None, and the call goes on to the server,
+        where listing would need the person (a secret not in the keychain: the call asks for it as its own mode
+        allows, where a listing would ask whatever that mode is) or fails (the call meets the same trouble, and says
+        it in its own words); a login a listing finds needed is asked for by the call."""
+        if (known := self._tool_cache.get(server)) is not None:
+            return known
+        try:
+            if await self.secrets.lacking(server, entry):
+                return None
+            self._tool_cache[server] = listed = await self.kinds.of(entry).tools(server)
+        except (UpstreamError, RpcError, PeerClosed, TimeoutError):
+            return None
+        except Exception:  # whatever else it is, the call is not refused for it: the log has it
+            log.exception("listing %s's tools before a call failed", server)
+            return None
+        return listed
 
     async def cancel(self, tid: str, reason: str) -> bool:
         return await self.calls.cancel(tid, reason)

@@ -22,7 +22,7 @@ from mcpx.mcp.http_client import AUTH_NEEDED
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import CLIENT_INFO, LATEST_LEGACY, LEGACY_VERSIONS, MODERN_VERSIONS, Era, modern_meta
-from mcpx.upstream.errors import UpstreamError
+from mcpx.shared.upstream_errors import UpstreamError
 
 log = logging.getLogger("mcpx.upstream")
 

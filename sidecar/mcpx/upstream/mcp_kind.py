@@ -31,8 +31,8 @@ from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import Era
 from mcpx.mcp.stdio import Spawned
 from mcpx.mcp.tasks import TaskError, TaskGone
+from mcpx.shared.upstream_errors import UpstreamError
 from mcpx.upstream.connection import NeedsLegacy
-from mcpx.upstream.errors import UpstreamError
 from mcpx.upstream.kind import CallScope, InstanceInfo, Tool, ToolResult, UpstreamHost
 from mcpx.upstream.mcp_call import McpCallHooks, elicit_result, usable
 from mcpx.upstream.pool import Pool, entry_fingerprint

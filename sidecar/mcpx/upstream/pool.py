@@ -34,8 +34,9 @@ from mcpx.config.models import HttpServer, ServerConfig
 from mcpx.mcp.http_client import Authorizer
 from mcpx.mcp.protocol import Era
 from mcpx.mcp.stdio import Spawned
+from mcpx.shared.upstream_errors import UnknownServer, UpstreamError
 from mcpx.upstream import procinfo
-from mcpx.upstream.connection import UpstreamConnection, UpstreamError, open_connection
+from mcpx.upstream.connection import UpstreamConnection, open_connection
 from mcpx.upstream.hooks import Events
 from mcpx.upstream.kind import InstanceInfo
 from mcpx.upstream.roots import per_caller
@@ -515,6 +516,3 @@ def _uncount(counter: Counter[str], key: str) -> None:
     else:
         counter.pop(key, None)
 
-
-class UnknownServer(UpstreamError):
-    pass

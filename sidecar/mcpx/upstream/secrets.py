@@ -23,8 +23,8 @@ from mcpx.broker.models import Answer, Elicitation, OpenRequest, StoredTask
 from mcpx.broker.store import QuestionFilter
 from mcpx.config.models import ServerConfig, secret_names
 from mcpx.config.source import ConfigSource
+from mcpx.shared.upstream_errors import UpstreamError
 from mcpx.system import keychain
-from mcpx.upstream.errors import UpstreamError
 
 log = logging.getLogger("mcpx.upstream")
 

@@ -10,7 +10,7 @@ from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import LATEST_MODERN
-from mcpx.upstream.errors import UpstreamError
+from mcpx.shared.upstream_errors import UpstreamError
 from mcpx.upstream.handshake import settle_era
 
 DECLARED = {"elicitation": {"form": {}}}

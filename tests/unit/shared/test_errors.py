@@ -13,7 +13,7 @@ from mcpx.config.problems import ConfigError
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.shared.errors import McpxError
-from mcpx.upstream.connection import UpstreamError
+from mcpx.shared.upstream_errors import UpstreamError
 
 
 @pytest.mark.parametrize("family", [BrokerError, Gone, QuestionEnded, StoreRefused, ConfigError, RpcError,

@@ -23,7 +23,7 @@ from mcpx.cli.hosts.host_cmd import imported
 from mcpx.cli.hosts.host_entry import is_mcpx_entry
 from mcpx.cli.hosts.host_files import import_target
 from mcpx.cli.hosts.server_import import Unimportable, move
-from mcpx.upstream.environment import references
+from mcpx.config.environment import references
 
 # the keys of a Codex entry that only tune how Codex itself uses the server: mcpx has its own ways, or none
 _CODEX_ONLY = {"startup_timeout_sec", "tool_timeout_sec", "required", "default_tools_approval_mode",

@@ -69,7 +69,7 @@ def imported_entry(name: str, entry: Any, environ: Mapping[str, str]) -> tuple[A
 
     opencode starts a local server with its own whole environment plus `environment`, and fills
     `{env:NAME}` (and `{file:…}`) anywhere in its config. mcpx gives a server a small safe set plus
-    its `env` (upstream/environment.py), so: `{env:NAME}` in `environment` becomes `${NAME}`; a
+    its `env` (config/environment.py), so: `{env:NAME}` in `environment` becomes `${NAME}`; a
     literal `${` is kept literal (`$${`); and a variable set here whose name starts with a word of the
     server's name (GITHUB_TOKEN for github, BRAVE_API_KEY for brave-search) is passed through by name.
     """

@@ -1,7 +1,7 @@
 """What `mcpx opencode import` and `mcpx claude import` share: moving a host's MCP servers into mcpx's config.
 
 A host starts a stdio server with its own whole environment plus the entry's; mcpx gives a server a small safe set
-plus its `env` (upstream/environment.py). So that what worked keeps working, each host's `convert` writes the
+plus its `env` (config/environment.py). So that what worked keeps working, each host's `convert` writes the
 references the host filled as `${NAME}` in `env`, refuses what mcpx cannot fill (`Unimportable`: the entry stays
 in the host, with the reason), and `namesakes` passes through every variable set here whose name starts with a
 word of the server's name (GITHUB_TOKEN for github, BRAVE_API_KEY for brave-search).
@@ -18,9 +18,9 @@ from typing import Any
 
 from mcpx.cli.hosts import host_files
 from mcpx.cli.hosts.host_files import write_json
+from mcpx.config.environment import INHERITED, references
+from mcpx.config.environment import inherited as environment_inherited
 from mcpx.shared.errors import McpxError
-from mcpx.upstream.environment import INHERITED, references
-from mcpx.upstream.environment import inherited as environment_inherited
 
 _GENERIC = {"mcp", "mcpx", "opencode", "claude", "server", "servers", "local", "remote", "the", "api", "app"}
 

@@ -1,8 +1,9 @@
-"""The rule for a call to a tool its server does not have: refused before anything runs, naming the server's tools
-and the nearest match, in place of the server's own raw error (`MCP error -32602: Tool nosuch not found`).
+"""What trouble with a server behind mcpx raises, for whoever called it to read; and the rule for a SERVER.TOOL that
+names no tool: refused naming the server's tools and the nearest match, in place of the server's own raw error
+(`MCP error -32602: Tool nosuch not found`).
 
-Kept apart so that the gateway calls it from one place (before a call starts, when the server's tools are known) and
-`mcpx tools SERVER.TOOL` says the same words.
+Below every layer because two sides say it in the same words: the gateway, which refuses a call to a tool its server
+lacks (upstream/gateway.py), and the CLI, which checks a tool against a listing it fetched (`mcpx tools SERVER.TOOL`).
 """
 
 from __future__ import annotations
@@ -10,9 +11,17 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from mcpx.upstream.pool import UnknownServer
+from mcpx.shared.errors import McpxError
 
 SHOWN = 40  # tool names listed at most: a server with hundreds is named by its nearest match and a count
+
+
+class UpstreamError(McpxError):
+    """Something about an upstream the caller should read: which server, what happened."""
+
+
+class UnknownServer(UpstreamError):
+    """No such server behind mcpx (the message names those there are)."""
 
 
 class UnknownTool(UnknownServer):
