@@ -19,8 +19,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from test_inbox_web import CHROMIUM, chromium, page_of
 
+from browser import CHROMIUM, chromium, page_of
 from conftest import wait_for
 from harness import PATIENCE, Daemon, free_port, make_daemon
 from keychain import Keychain, private_keychain

@@ -11,41 +11,21 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from mcp_types import ElicitResult
-from test_inbox_web import chromium
 from test_surface import http_client, text
 
+from browser import chromium, create_passkey, person_page, sign_on_page
 from conftest import ask, wait_for
 from gateway_helpers import stdio
 from harness import PATIENCE, Daemon, free_port, make_daemon
 
-TIMEOUT_MS = PATIENCE * 1000
 BRANCH = {"type": "object", "properties": {"branch": {"type": "string"}}, "required": ["branch"]}
 YES = {"type": "object", "properties": {}}
-
-
-@asynccontextmanager
-async def person_page(browser: Any) -> AsyncIterator[Any]:
-    """A page with its own virtual authenticator (a platform one, with user verification): one person's device."""
-    context = await browser.new_context()
-    context.set_default_timeout(TIMEOUT_MS)
-    try:
-        page = await context.new_page()
-        cdp = await context.new_cdp_session(page)
-        await cdp.send("WebAuthn.enable")
-        await cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
-            "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
-            "isUserVerified": True}})
-        yield page
-    finally:
-        await context.close()
 
 
 def cli_json(daemon: Daemon, *args: str) -> Any:
@@ -72,28 +52,13 @@ async def enrol(daemon: Daemon, http: aiohttp.ClientSession, page: Any, person: 
     else:
         async with http.post(f"/v1/people/{person}/enroll") as r:
             url = (await r.json())["url"]
-    assert re.fullmatch(r"http://localhost:\d+/inbox/enroll/[\w-]+", url), url  # a passkey needs a name
-    await page.goto(url)
-    await page.click("#enroll")
-    status = page.locator("#passkey-status.notice")
-    await status.wait_for()
-    assert f"{person}'s passkey is enrolled" in await status.inner_text()
+    said = await create_passkey(page, url, person)
+    assert f"{person}'s passkey is enrolled" in said, said
     again = await page.goto(url)  # single use
     assert again is not None and again.status == 410
     keys = [k for k in await passkeys(http) if k["person"] == person]
     assert "lastUsed" not in keys[-1]
     return str(keys[-1]["id"])
-
-
-async def sign_on_page(page: Any, url: str, fill: dict[str, str] | None = None) -> str:
-    """Accept the question at `url` with this page's passkey; what the page says came of it."""
-    await page.goto(url)
-    for name, value in (fill or {}).items():
-        await page.fill(f'input[name="{name}"]', value)
-    await page.click("#accept")
-    status = page.locator("#passkey-status:not(:empty)")
-    await status.wait_for()
-    return str(await status.inner_text())
 
 
 async def captured_assertion(page: Any, url: str, fill: dict[str, str]) -> dict[str, Any]:
@@ -253,6 +218,7 @@ async def test_two_of_three_approvers_each_sign_with_their_own_passkey_and_the_a
             assert answered["elicitation"]["approvals"]["refused"] == ["erin"]
             trail = d.cli("audit", "--elicit", q["id"]).stdout
             assert trail.count("verified by passkey") >= 3, trail  # erin's refused try, alice's and bob's votes
+
 
 
 async def test_an_mcp_clients_accept_of_a_question_that_needs_presence_is_refused_and_its_decline_taken(
