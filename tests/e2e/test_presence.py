@@ -21,7 +21,7 @@ from test_surface import http_client, text
 
 from browser import chromium, create_passkey, person_page, sign_on_page
 from conftest import ask, wait_for
-from gateway_helpers import stdio
+from gateway_helpers import answer, call, result, stdio, until_pending
 from harness import PATIENCE, Daemon, free_port, make_daemon
 
 BRANCH = {"type": "object", "properties": {"branch": {"type": "string"}}, "required": ["branch"]}
@@ -186,11 +186,15 @@ async def test_a_person_enrols_and_only_their_fresh_assertion_of_exactly_this_qu
 
 
 @pytest.mark.stores  # the passkeys table and its sign counts on either store (PostgreSQL: schema version 2)
-async def test_two_of_three_approvers_each_sign_with_their_own_passkey_and_the_askers_is_refused(home: Path) -> None:
+async def test_approvers_and_a_services_confirmation_each_sign_with_their_own_passkey_and_the_askers_is_refused(
+        home: Path) -> None:
     people = {name: {} for name in ("alice", "bob", "carol", "erin")}
     rule = {"id": "prod", "match": {"server": "mcpx", "message": "^Deploy"}, "approvers": ["alice", "bob", "carol"],
             "need": 2, "presence": True}
-    with make_daemon(home, {"servers": {}, "people": people, "elicit": {"approvals": [rule]}}) as d:
+    # a service whose entry says confirmPresence: mcpx's own confirmation of its command needs a passkey
+    shell = {"commands": {"touch": {"argv": ["touch", "{path}"]}}, "confirmPresence": True}
+    config = {"servers": {"shell": shell}, "people": people, "elicit": {"approvals": [rule]}}
+    with make_daemon(home, config) as d:
         async with d.session() as http, chromium() as browser, person_page(browser) as alice, \
                 person_page(browser) as bob, person_page(browser) as erin:
             keys = {"alice": await enrol(d, http, alice, "alice"), "bob": await enrol(d, http, bob, "bob")}
@@ -218,6 +222,23 @@ async def test_two_of_three_approvers_each_sign_with_their_own_passkey_and_the_a
             assert answered["elicitation"]["approvals"]["refused"] == ["erin"]
             trail = d.cli("audit", "--elicit", q["id"]).stdout
             assert trail.count("verified by passkey") >= 3, trail  # erin's refused try, alice's and bob's votes
+
+            # the confirmation of the command: refused without a passkey at the REST door, naming its page; signed
+            # on that page, bound to the exact request (confirms.request, in what the passkey signs), it runs
+            touched = home / "touched"
+            status, body, _ = await call(http, "shell", "touch", {"path": str(touched)})
+            [c] = await until_pending(http)
+            assert c["presence"] is True and c["confirms"]["server"] == "shell" and c["confirms"]["method"] == "RUN"
+            exact = {"confirm": True, "digest": c["confirms"]["request"]}
+            status, refused = await answer(http, c["id"], "accept", exact)
+            assert status == 403 and refused["error"]["code"] == "presence_required", refused
+            assert not touched.exists()
+            said = await sign_on_page(bob, await link(http, c["id"]), yes="confirm")
+            assert "accept by person:bob, verified by passkey" in said, said
+            done = await result(http, body["task"])
+            assert done["state"] == "completed" and touched.exists(), done
+            confirmed = await state_of(http, c["id"])
+            assert confirmed["answer"]["passkeys"] == [keys["bob"]]
 
 
 

@@ -180,7 +180,7 @@ class Broker:
         wanted = req.approvals or approvals.rule_for(self._settings.config.elicit, q, req.asker or self.asker())
         decision: policy.Decision | None = None
         if req.presence or (wanted is not None and wanted.presence) or policy.needs_presence(
-                self._settings.config.elicit, q):
+                self._settings.config, q):
             q = q.model_copy(update={"presence": True})
         if wanted is not None:
             # named people's approvals are the answer: no rule answers for them
