@@ -242,6 +242,8 @@ export type DialogForm = {
   confirm?: Record<string, unknown> | null
   /** one line saying what Accept answers */
   acceptMeans: string
+  /** a question only the person's passkey accepts (docs/presence.md): what the dialog says of it. Its page is the question's link (GET /v1/elicit/{id}/link), which the dialog shows and opens in the person's browser (Open passkey page) */
+  passkey?: string | null
   /** the question in a few words, for a notification: who asks what */
   toast: string
 }
