@@ -259,6 +259,7 @@ async def test_an_mcp_clients_accept_of_a_question_that_needs_presence_is_refuse
             result = await client.call_tool("sdk_need_repo", {})
         assert json.loads(text(result))["action"] == "decline"
         assert len(seen) == 2 and "accepted only with the person's passkey" in seen[1], seen
+        assert "Accepting it needs the person's passkey, on its page (mcpx elicit link elc-" in seen[0], seen
         async with d.session() as rest, rest.get("/v1/audit", params={"kinds": "elicit.answered"}) as r:
             [record] = (await r.json())["records"]
         assert (record["data"]["action"], record["data"]["by"]) == ("decline", "person:mcp-client")
