@@ -13,6 +13,7 @@ import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from conftest import loud_skip
 from harness import PATIENCE
@@ -48,13 +49,28 @@ async def page_of(browser: Any, **options: Any) -> AsyncIterator[Any]:
         await context.close()
 
 
+# each person_page's authenticator: its page's CDP session and the authenticator's id
+_AUTHENTICATORS: WeakKeyDictionary[Any, tuple[Any, str]] = WeakKeyDictionary()
+
+
 async def add_authenticator(page: Any) -> None:
     """A virtual platform authenticator with user verification, on `page`."""
     cdp = await page.context.new_cdp_session(page)
     await cdp.send("WebAuthn.enable")
-    await cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
+    added = await cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
         "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
         "isUserVerified": True}})
+    _AUTHENTICATORS[page] = (cdp, str(added["authenticatorId"]))
+
+
+async def copy_passkeys(source: Any, target: Any) -> None:
+    """Every passkey on `source`'s authenticator, copied to `target`'s (as a passkey synced to a new device is);
+    their sign counts go on from where they were."""
+    cdp, authenticator = _AUTHENTICATORS[source]
+    held = (await cdp.send("WebAuthn.getCredentials", {"authenticatorId": authenticator}))["credentials"]
+    cdp, authenticator = _AUTHENTICATORS[target]
+    for credential in held:
+        await cdp.send("WebAuthn.addCredential", {"authenticatorId": authenticator, "credential": credential})
 
 
 @asynccontextmanager
@@ -76,6 +92,15 @@ async def create_passkey(page: Any, url: str, person: str) -> str:
     await page.goto(url)
     await page.click("#enroll")
     status = page.locator("#passkey-status:not(:empty)")
+    await status.wait_for()
+    return str(await status.inner_text())
+
+
+async def vouch_on_page(page: Any) -> str:
+    """On an enrolment page whose new passkey waits to be vouched for, sign with a passkey this device has; what the
+    page says came of it."""
+    await page.click("#vouch")
+    status = page.locator("#passkey-status:has-text('vouched for'), #passkey-status.error-box")
     await status.wait_for()
     return str(await status.inner_text())
 

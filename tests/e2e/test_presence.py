@@ -19,7 +19,7 @@ import pytest
 from mcp_types import ElicitResult
 from test_surface import http_client, text
 
-from browser import chromium, create_passkey, person_page, sign_on_page
+from browser import chromium, copy_passkeys, create_passkey, person_page, sign_on_page, vouch_on_page
 from conftest import ask, wait_for
 from gateway_helpers import answer, call, result, stdio, until_pending
 from harness import PATIENCE, Daemon, free_port, make_daemon
@@ -48,7 +48,9 @@ async def enrol(daemon: Daemon, http: aiohttp.ClientSession, page: Any, person: 
     """`person` creates a passkey through their enrolment link (`cli`: as `mcpx person enroll` prints it); its
     credential id."""
     if cli:
-        url = cli_json(daemon, "person", "enroll", person)["url"]
+        link = cli_json(daemon, "person", "enroll", person)
+        url = link["url"]
+        assert f"{person} has no passkey: this one is trusted on first use" in link["terms"], link
     else:
         async with http.post(f"/v1/people/{person}/enroll") as r:
             url = (await r.json())["url"]
@@ -194,7 +196,7 @@ async def test_approvers_and_a_services_confirmation_each_sign_with_their_own_pa
     # a service whose entry says confirmPresence: mcpx's own confirmation of its command needs a passkey
     shell = {"commands": {"touch": {"argv": ["touch", "{path}"]}}, "confirmPresence": True}
     config = {"servers": {"shell": shell}, "people": people, "elicit": {"approvals": [rule]}}
-    with make_daemon(home, config) as d:
+    with make_daemon(home, config, extra_env={"MCPX_PERSON": "bob"}) as d:  # bob runs the daemon
         async with d.session() as http, chromium() as browser, person_page(browser) as alice, \
                 person_page(browser) as bob, person_page(browser) as erin:
             keys = {"alice": await enrol(d, http, alice, "alice"), "bob": await enrol(d, http, bob, "bob")}
@@ -240,6 +242,43 @@ async def test_approvers_and_a_services_confirmation_each_sign_with_their_own_pa
             confirmed = await state_of(http, c["id"])
             assert confirmed["answer"]["passkeys"] == [keys["bob"]]
 
+            # alice adds a phone: her first passkey was trusted on first use; a second is enrolled only once a
+            # passkey of hers (or of bob's, who runs the daemon) signs exactly it, on the enrolment page
+            async with http.post("/v1/people/alice/enroll") as r:
+                second = await r.json()
+            assert "alice has had a passkey" in second["terms"] and "a passkey of alice or bob" in second["terms"]
+            async with person_page(browser) as phone:
+                async with phone.expect_response(lambda r: r.url == second["url"] and r.request.method == "POST"
+                                                 ) as created:
+                    said = await create_passkey(phone, second["url"], "alice")
+                assert "is not enrolled yet" in said, said
+                # erin's passkey, over exactly that challenge, sent from her own page: not hers to vouch for
+                vouch = {**(await (await created.value).json())["vouch"], "allowCredentials": []}
+                await erin.goto(second["url"])
+                status, why = await post_from(erin, second["url"] + "/vouch", {"credential": await erin.evaluate(
+                    """async (options) => (await navigator.credentials.get({
+                        publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options)})).toJSON()""", vouch)})
+                assert status == 403 and "a passkey of erin cannot vouch for alice's" in why, why
+                assert [k["id"] for k in await passkeys(http) if k["person"] == "alice"] == [keys["alice"]]
+                # bob, beside her, signs with his passkey (a security key, say, brought to her phone); hers would
+                # do as well, but a virtual authenticator holds one passkey per person
+                await copy_passkeys(bob, phone)
+                said = await vouch_on_page(phone)
+                assert "vouched for by bob's passkey" in said, said
+            phone_key = [k["id"] for k in await passkeys(http) if k["person"] == "alice" and k["id"] != keys["alice"]]
+            assert len(phone_key) == 1
+            enrolments = d.cli("audit", "--kinds", "person.enrolled").stdout
+            assert f"alice's passkey {keys['alice']}: trusted on first use (link asked for by person:rest)" \
+                in enrolments, enrolments
+            assert (f"alice's passkey {phone_key[0]}: vouched for by bob's passkey {keys['bob']} (link asked "
+                    "for by person:rest)") in enrolments, enrolments
+            assert "verified by passkey" not in enrolments, "an enrolment is signed by no passkey of its own"
+            # revoking every passkey of hers is no way back to trust on first use: bob's must vouch now
+            for key in (keys["alice"], phone_key[0]):
+                assert d.cli("person", "revoke", "alice", key).returncode == 0
+            async with http.post("/v1/people/alice/enroll") as r:
+                third = await r.json()
+            assert "alice has had a passkey" in third["terms"] and "a passkey of bob signs it" in third["terms"], third
 
 
 async def test_an_mcp_clients_accept_of_a_question_that_needs_presence_is_refused_and_its_decline_taken(

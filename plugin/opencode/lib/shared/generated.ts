@@ -310,6 +310,12 @@ export type Ended = {
   dialog: string
 }
 
+export type EnrolLink = {
+  url: string
+  /** how the passkey comes to be trusted: on first use (the person has none yet), or once a passkey of theirs or of the daemon's owner signs it */
+  terms: string
+}
+
 export type ErrorBody = {
   error: ErrorDetail
 }
