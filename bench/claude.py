@@ -41,14 +41,10 @@ the goal is missed. The machines here are noisy and shared; compare the ratios, 
 
 from __future__ import annotations
 
-import argparse
-import itertools
 import json
 import shlex
-import statistics
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -69,6 +65,7 @@ from claude.harness import (  # noqa: E402
     write_settings,
 )
 from harness import PEERS, scratch_daemon  # noqa: E402
+from host_round_trips import Figures, alternating, options, run_p50, summary  # noqa: E402
 
 GOAL = 1.5  # p50 through mcpx / p50 direct: issue 14's goal for the elicitation round trip
 ANSWER = {"repo": "bench/repo"}
@@ -82,12 +79,6 @@ def hook_command() -> str:
     return f"cat > /dev/null; printf '%s\\n' {shlex.quote(out)}"
 
 
-@dataclass
-class Figures:
-    seconds: dict[str, list[float]] = field(default_factory=lambda: {side: [] for side in SIDES})
-    lost: list[str] = field(default_factory=list)
-
-
 def reported(text: str) -> object:
     value = json.loads(text)
     if isinstance(value, dict) and set(value) == {"result"}:
@@ -98,9 +89,7 @@ def reported(text: str) -> object:
 def one_run(binary: Path, era: str, rounds: int, root: Path) -> Figures:
     """A daemon, a TUI with both servers, one conversation of 2 x (rounds + 1) questions; the first of each side warms
     it (the peer's start, the tool's search) and is not counted."""
-    order: list[str] = ["mcpx", "direct"]
-    for n in range(rounds):
-        order += ["mcpx", "direct"] if n % 2 == 0 else ["direct", "mcpx"]
+    order = alternating(rounds)
     figures = Figures()
     with scratch_daemon("ccb-", {"servers": {"up": {"command": sys.executable, "args": [str(PEERS / PEER[era])]}}}
                         ) as daemon:
@@ -133,27 +122,13 @@ def one_run(binary: Path, era: str, rounds: int, root: Path) -> Figures:
                 tui.stop()
             model.stop()
     turns = [r for r in requests if r.tools]  # the conversation's own requests, not a title asked on the side
-    calls = [(r, nxt) for r, nxt in itertools.pairwise(turns)
-             if isinstance(r.reply, Call) and r.reply.tool in SIDES.values()]
-    for k, (call, result) in enumerate(calls):
-        side = next(s for s, t in SIDES.items() if call.reply is not None and t == call.reply.tool)
-        got = reported(result.last_tool_result()) if result.last_tool_result() else None
-        if got != {"action": "accept", "data": ANSWER}:
-            figures.lost.append(f"{era} {side} call {k}: {result.last_tool_result()[:200]!r}")
-        elif k >= 2 and call.replied is not None:
-            figures.seconds[side].append(result.at - call.replied)
+    figures.take(turns, SIDES, lambda text: bool(text) and reported(text) == {"action": "accept", "data": ANSWER},
+                 f"{era} ")
     return figures
 
 
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=10)
-    args = parser.parse_args()
+    args = options(__doc__, runs=1)
     binary, why = claude_binary()
     if binary is None:
         say(why)
@@ -162,32 +137,13 @@ def main() -> None:
     per_run: dict[str, list[tuple[float, float]]] = {era: [] for era in PEER}
     for run in range(args.runs):
         for era in PEER:
-            figures = one_run(binary, era, args.rounds, root / f"run{run}")
-            for what in figures.lost:
-                say(f"  lost: {what}")
-            through, direct = figures.seconds["mcpx"], figures.seconds["direct"]
-            if len(through) < 3 or len(direct) < 3:
-                say(f"  run {run + 1}, {era}: too few rounds completed to compare")
-                continue
-            per_run[era].append((statistics.median(through), statistics.median(direct)))
-            say(f"  run {run + 1}, {era}: through mcpx p50 {ms(statistics.median(through))} "
-                f"(min {ms(min(through))}), direct p50 {ms(statistics.median(direct))} (min {ms(min(direct))}), "
-                f"{len(through)} and {len(direct)} round trips")
+            p50 = run_p50(run, f", {era}", one_run(binary, era, args.rounds, root / f"run{run}"))
+            if p50 is not None:
+                per_run[era].append(p50)
     say(f"Claude Code {VERSION} TUI, an Elicitation hook answering at once; from the model's tool call to its result, "
         f"p50 of each run, {args.rounds} rounds a run; median over {args.runs} run(s) (min-max):")
     for era, rows in per_run.items():
-        if not rows:
-            say(f"  {era}: no run completed")
-            continue
-        ratios = [t / d for t, d in rows]
-        through = [t for t, _ in rows]
-        direct = [d for _, d in rows]
-        extra = [t - d for t, d in rows]
-        flag = "" if statistics.median(ratios) <= GOAL else f"  MISSED (goal <= {GOAL:g}x)"
-        say(f"  {era:<7} through mcpx {ms(statistics.median(through))} ({ms(min(through))}-{ms(max(through))}),"
-            f" direct {ms(statistics.median(direct))} ({ms(min(direct))}-{ms(max(direct))}),"
-            f" mcpx adds {ms(statistics.median(extra))}; ratio {statistics.median(ratios):.2f}x "
-            f"({min(ratios):.2f}-{max(ratios):.2f}){flag}")
+        summary(era, rows, GOAL)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ Two tools:
 - `sleep(seconds)`: a call that takes its time, so that bench/upstreams.py can count the instances
   that many calls in flight hold.
 
+- `need_repo()`: asks for a repository with a schema holding only the keys MCP lets a form's top level hold,
+  and reports the answer as JSON (bench/codex.py). Codex CLI 0.169 cancels, unseen, a form whose schema has
+  anything else there, such as the `title` pydantic writes for `ctx.elicit`'s model: asked directly, Codex
+  could answer no question `ask()` puts.
+
 Run: `python bench/peer_server.py` (stdio), the way mcpx and the direct SDK client both start it.
 `--legacy` serves the handshake era only (the SDK's `serve_loop`, as servers built before
 2026-07-28 do): `server/discover` gets an error and `initialize` is taken.
@@ -52,6 +57,18 @@ async def ask(ctx: Context) -> str:
     t1 = time.monotonic()  # the answer is in the tool's hands
     data = result.data.model_dump() if isinstance(result, AcceptedElicitation) else None
     return json.dumps({"asked": t0, "returned": t1, "action": result.action, "data": data, "pid": os.getpid()})
+
+
+# Repo's schema as MCP's form allows it: no top-level title (see need_repo)
+REPO_FORM = {"type": "object", "properties": {"repo": {"type": "string", "description": "owner/name"}},
+             "required": ["repo"]}
+
+
+@app.tool()
+async def need_repo(ctx: Context) -> str:
+    result = await ctx.request_context.session.elicit_form("Which repository should this go in?", REPO_FORM,
+                                                           related_request_id=ctx.request_id)
+    return json.dumps({"action": result.action, "data": result.content})
 
 
 @app.tool()

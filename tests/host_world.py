@@ -1,22 +1,26 @@
 """What the tests of a host run headless with mcpx share (`codex exec`, `gemini -p`): a daemon in front of the mcp SDK
-peer that elicits (tests/peers/sdk_server.py), as `sdk` and as `brief` (whose questions live BRIEF seconds), and the
-person at a terminal of their own, outside the host's process tree (`mcpx …` with the daemon's environment)."""
+peer that elicits (tests/peers/sdk_server.py), as `sdk` and as `brief` (whose questions live BRIEF seconds), the
+person at a terminal of their own, outside the host's process tree (`mcpx …` with the daemon's environment), and the
+host's runs, each in a project and HOME of its own (`HeadlessHost`)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gateway_helpers import stdio
 from harness import PATIENCE, Daemon, make_daemon
+from mcpx.config.models import ElicitSettings
 from opencode.fake_model import TASK_ID, Call, Say, ScriptedServer, ToolResults
 
 BRIEF = 4  # s: the TTL of the questions of the server `brief`
+GRACE = ElicitSettings().grace  # s: elicit.grace, which elicit_daemon leaves at its default
 
 
 def elicit_daemon(root: Path) -> Daemon:
@@ -60,6 +64,47 @@ class Person:
     def answered(self, eid: str) -> list[tuple[str, str]]:
         """The answers recorded for `eid`: (action, by), oldest first."""
         return [(r["data"]["action"], r["data"]["by"]) for r in self.audit(eid) if r["kind"] == "elicit.answered"]
+
+
+@dataclass
+class HeadlessHost(Person):
+    """A host run headless against the scripted `model`, one run per script, each in a project and a HOME of its own
+    under `root`, where `prepare` installs mcpx as a person does; `argv` is the host's command for a prompt."""
+
+    model: ScriptedServer[Any]
+    root: Path
+
+    def prepare(self, home: Path, project: Path) -> dict[str, str]:
+        """The host's environment for a run in `project`, its HOME (`home`) made ready, mcpx installed."""
+        raise NotImplementedError
+
+    def argv(self, prompt: str) -> list[str]:
+        raise NotImplementedError
+
+    def mcpx_env(self) -> dict[str, str]:
+        """The daemon's MCPX_*, which the host passes on to `mcpx serve`."""
+        return {k: v for k, v in self.daemon.env.items() if k.startswith("MCPX_")}
+
+    def start(self, name: str, script: list[Any]) -> subprocess.Popen[str]:
+        """A run of the host on `script`, in a project of its own; stop it with stop_process."""
+        project, home = self.root / name, self.root / f"{name}-home"
+        project.mkdir()
+        env = self.prepare(home, project)
+        marker = self.model.script(name, script)
+        return subprocess.Popen(self.argv(f"{marker} go"), cwd=project, env=env, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+@contextmanager
+def host_daemon(root: Path, model: ScriptedServer[Any]) -> Iterator[Daemon]:
+    """An elicit_daemon started; it and the scripted `model` (started) stopped however the block ends."""
+    daemon = elicit_daemon(root)
+    try:
+        daemon.start()
+        yield daemon
+    finally:
+        daemon.stop()
+        model.stop()
 
 
 # ---- the scripts and checks both hosts' tests run: the model's side names the host's tools with `prefix`

@@ -1,8 +1,8 @@
 """A scripted model behind Anthropic's Messages API (`POST /v1/messages`, streamed), for driving real Claude Code.
 
-The same scripts as tests/opencode/fake_model.py's: a list of steps, one per model turn of a session, each
-seeing the request and returning a `Call` (a tool call) or a `Say` (text that ends the turn); sessions are
-told apart by a `[script:NAME]` marker in their first user message; every request is kept.
+The same scripts as tests/opencode/fake_model.py's, on its `ScriptedServer`: a list of steps, one per model turn of
+a session, each seeing the request and returning a `Call` (a tool call) or a `Say` (text that ends the turn);
+sessions are told apart by a `[script:NAME]` marker in their first user message; every request is kept.
 
 Claude Code offers MCP tools behind its `ToolSearch` tool (the model asks for `select:mcp__SRV__TOOL` first and
 is offered the tool after). A step that calls a tool the request does not offer is preceded by that search,
@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from opencode.fake_model import MARKER, Call, Say, ScriptedServer, ToolResults
+from opencode.fake_model import Call, ModelHandler, Recorded, Say, ScriptedServer, text_in
 
 SEARCH = "ToolSearch"
 # how Claude Code tells the model a background task ended: in a text block of a user message of its own
@@ -30,18 +29,8 @@ __all__ = ["Call", "Request", "Say", "ScriptedClaudeModel"]
 
 
 @dataclass
-class Request(ToolResults):
+class Request(Recorded):
     """One request Claude Code sent: its messages and the tools it offered."""
-
-    body: dict[str, Any]
-    script: str | None
-    at: float = field(default_factory=time.monotonic)  # when it arrived
-    reply: Call | Say | None = None  # what the model answered
-    replied: float | None = None  # when the answer had been sent whole (time.monotonic())
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return self.body.get("messages") or []
 
     @property
     def tools(self) -> list[str]:
@@ -70,8 +59,8 @@ class Request(ToolResults):
     def tool_results(self) -> list[str]:
         """The texts of the tools' results, oldest first; not the searches' (which hold no text)."""
         searches = {b.get("id") for b in self.blocks("assistant", "tool_use") if b.get("name") == SEARCH}
-        return [result_text(b) for b in self.blocks("user", "tool_result") if b.get("tool_use_id") not in searches]
-
+        return [text_in(b.get("content")) for b in self.blocks("user", "tool_result")
+                if b.get("tool_use_id") not in searches]
 
     def task_notifications(self) -> list[dict[str, str]]:
         """The `<task-notification>`s Claude Code gave the model (a background task's end: an MCP task's among them),
@@ -80,41 +69,17 @@ class Request(ToolResults):
         return [dict(NOTIFICATION_FIELD.findall(body)) for text in texts for body in NOTIFICATION.findall(text)]
 
 
-
-def result_text(block: dict[str, Any]) -> str:
-    content = block.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict) and c.get("type") == "text")
-    return ""
-
-
-def first_user_text(body: dict[str, Any]) -> str:
-    for m in body.get("messages") or []:
-        if m.get("role") != "user":
-            continue
-        content = m.get("content")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-    return ""
-
-
 Step = Callable[[Request], Call | Say]
 
 
 class ScriptedClaudeModel(ScriptedServer[Request]):
     """Claude Code's: Anthropic's /v1/messages, streamed."""
 
-    @property
-    def base_url(self) -> str:
-        return self.address
+    request_type = Request
 
-    def request_of(self, body: dict[str, Any]) -> Request:
-        marker = MARKER.search(first_user_text(body))
-        return Request(body, marker.group(1) if marker else None)
+    @staticmethod
+    def first_user_text(body: dict[str, Any]) -> str:
+        return next((text_in(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"), "")
 
     def _reply(self, request: Request) -> Call | Say:
         reply = super()._reply(request)
@@ -125,36 +90,18 @@ class ScriptedClaudeModel(ScriptedServer[Request]):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-            def _json(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(ModelHandler):
             def do_GET(self) -> None:
-                self._json(200, {"data": [], "has_more": False})
+                self.send_json(200, {"data": [], "has_more": False})
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = self.read_json()
                 if not self.path.startswith("/v1/messages") or self.path.startswith("/v1/messages/count_tokens"):
-                    self._json(200, {"input_tokens": 1})
+                    self.send_json(200, {"input_tokens": 1})
                     return
-                request = model._record(model.request_of(body))
-                try:
-                    reply = model._reply(request)
-                except Exception as exc:  # a broken step says so to the test, through the transcript
-                    reply = Say(f"script error: {exc!r}")
+                request = model.request_of(body)
+                reply = model.answer(request)
                 n = len(model.requests)
-                request.reply = reply
                 if isinstance(reply, Call):
                     block: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": reply.tool,
                                              "input": {}}
@@ -170,26 +117,18 @@ class ScriptedClaudeModel(ScriptedServer[Request]):
                 if not body.get("stream"):
                     whole = {**block, "input": reply.arguments} if isinstance(reply, Call) else \
                         {"type": "text", "text": reply.text}
-                    self._json(200, {**message, "content": [whole], "stop_reason": stop})
-                    request.replied = time.monotonic()
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                events = [
-                    ("message_start", {"message": message}),
-                    ("content_block_start", {"index": 0, "content_block": block}),
-                    ("content_block_delta", {"index": 0, "delta": delta}),
-                    ("content_block_stop", {"index": 0}),
-                    ("message_delta", {"delta": {"stop_reason": stop}, "usage": {"output_tokens": 1}}),
-                    ("message_stop", {}),
-                ]
-                for name, data in events:
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode())
-                self.wfile.flush()
-                request.replied = time.monotonic()
-                self.close_connection = True
+                    self.send_json(200, {**message, "content": [whole], "stop_reason": stop})
+                else:
+                    events = [
+                        ("message_start", {"message": message}),
+                        ("content_block_start", {"index": 0, "content_block": block}),
+                        ("content_block_delta", {"index": 0, "delta": delta}),
+                        ("content_block_stop", {"index": 0}),
+                        ("message_delta", {"delta": {"stop_reason": stop}, "usage": {"output_tokens": 1}}),
+                        ("message_stop", {}),
+                    ]
+                    self.send_events([f"event: {name}\ndata: {json.dumps({'type': name, **data})}"
+                                      for name, data in events])
+                model.sent(request)
 
         return Handler

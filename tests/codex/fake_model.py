@@ -1,8 +1,8 @@
 """A scripted model behind OpenAI's Responses API (`POST {base_url}/responses`, streamed), for driving real Codex CLI.
 
-The same scripts as tests/opencode/fake_model.py's: a list of steps, one per model turn of a session, each seeing
-the request and returning a `Call` (a tool call) or a `Say` (text that ends the turn); sessions are told apart by a
-`[script:NAME]` marker in their first user message; every request is kept.
+The same scripts as tests/opencode/fake_model.py's, on its `ScriptedServer`: a list of steps, one per model turn of a
+session, each seeing the request and returning a `Call` (a tool call) or a `Say` (text that ends the turn); sessions
+are told apart by a `[script:NAME]` marker in their first user message; every request is kept.
 
 Codex (0.169.0) offers an MCP server's tools grouped as `{"type": "namespace", "name": "mcp__SERVER", "tools": [...]}`;
 a script names them as Codex's logs do, `mcp__SERVER__TOOL`, and the reply carries the namespace and the tool's own
@@ -19,19 +19,11 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from opencode.fake_model import MARKER, Call, ModelHandler, Recorded, Say, ScriptedServer
+from opencode.fake_model import MARKER, Call, ModelHandler, Recorded, Say, ScriptedServer, text_in
 
 __all__ = ["Call", "Request", "Say", "ScriptedCodexModel"]
 
 SEP = "__"  # between a namespace and a tool's own name, as Codex names MCP tools (mcp__SERVER__TOOL)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-    return ""
 
 
 @dataclass
@@ -56,7 +48,7 @@ class Request(Recorded):
     def instructions(self) -> str:
         """What Codex told the model besides the conversation: its instructions and developer messages (where the
         skills it found are listed)."""
-        developer = [_text(i.get("content")) for i in self.messages if i.get("role") in ("developer", "system")]
+        developer = [text_in(i.get("content")) for i in self.messages if i.get("role") in ("developer", "system")]
         return "\n".join([str(self.body.get("instructions") or ""), *developer])
 
     @property
@@ -65,28 +57,20 @@ class Request(Recorded):
                    or (i.get("type") == "message" and i.get("role") == "assistant"))
 
     def tool_results(self) -> list[str]:
-        return [_text(i.get("output")) for i in self.messages if i.get("type") == "function_call_output"]
-
-
-def first_user_text(body: dict[str, Any]) -> str:
-    for item in body.get("input") or []:
-        if isinstance(item, dict) and item.get("role") == "user":
-            text = _text(item.get("content"))
-            if MARKER.search(text):
-                return text
-    return ""
+        return [text_in(i.get("output")) for i in self.messages if i.get("type") == "function_call_output"]
 
 
 class ScriptedCodexModel(ScriptedServer[Request]):
     """Codex's: the Responses API, streamed."""
 
-    @property
-    def base_url(self) -> str:
-        return self.address + "/v1"
+    request_type = Request
+    api_root = "/v1"
 
-    def request_of(self, body: dict[str, Any]) -> Request:
-        marker = MARKER.search(first_user_text(body))
-        return Request(body, marker.group(1) if marker else None)
+    @staticmethod
+    def first_user_text(body: dict[str, Any]) -> str:
+        texts = [text_in(i.get("content")) for i in body.get("input") or []
+                 if isinstance(i, dict) and i.get("role") == "user"]
+        return next((t for t in texts if MARKER.search(t)), "")  # Codex puts its own context in user items first
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
@@ -100,7 +84,8 @@ class ScriptedCodexModel(ScriptedServer[Request]):
                 if not self.path.rstrip("/").endswith("/responses"):
                     self.send_json(404, {"error": {"message": f"no {self.path} here"}})
                     return
-                reply = model.answer(model.request_of(body))
+                request = model.request_of(body)
+                reply = model.answer(request)
                 n = len(model.requests)
                 if isinstance(reply, Call):
                     namespace, _, own = reply.tool.rpartition(SEP)
@@ -121,5 +106,6 @@ class ScriptedCodexModel(ScriptedServer[Request]):
                           ("response.completed", {"response": {**response, "output": [item], "usage": usage}})]
                 self.send_events([f"event: {name}\ndata: {json.dumps({'type': name, 'sequence_number': seq, **data})}"
                                   for seq, (name, data) in enumerate(events)])
+                model.sent(request)
 
         return Handler

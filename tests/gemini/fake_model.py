@@ -1,10 +1,10 @@
 """A scripted model behind the Gemini API (`POST {base}/v1beta/models/MODEL:streamGenerateContent?alt=sse`, and
 `:generateContent`), for driving real Gemini CLI with GOOGLE_GEMINI_BASE_URL pointed here.
 
-The same scripts as tests/opencode/fake_model.py's: one step per model turn of a session (a `Call` or a `Say`),
-sessions told apart by a `[script:NAME]` marker in their first user message, every request kept. Gemini CLI names an
-MCP server's tools `mcp_SERVER_TOOL`. What it asks on the side (a JSON answer: whether to go on, which model) is
-answered with a JSON object that ends the turn with the person.
+The same scripts as tests/opencode/fake_model.py's, on its `ScriptedServer`: one step per model turn of a session (a
+`Call` or a `Say`), sessions told apart by a `[script:NAME]` marker in their first user message, every request kept.
+Gemini CLI names an MCP server's tools `mcp_SERVER_TOOL`. What it asks on the side (a JSON answer: whether to go on,
+which model) is answered with a JSON object that ends the turn with the person.
 """
 
 from __future__ import annotations
@@ -50,24 +50,18 @@ class Request(Recorded):
                 for p in c.get("parts") or [] if isinstance(p, dict) and "functionResponse" in p]
 
 
-def first_user_text(body: dict[str, Any]) -> str:
-    for content in body.get("contents") or []:
-        for part in content.get("parts") or [] if isinstance(content, dict) else []:
-            if isinstance(part, dict) and MARKER.search(str(part.get("text", ""))):
-                return str(part["text"])
-    return ""
-
-
 class ScriptedGeminiModel(ScriptedServer[Request]):
     """Gemini CLI's: the Gemini API's generateContent, streamed or not."""
 
-    @property
-    def base_url(self) -> str:
-        return self.address
+    request_type = Request
 
-    def request_of(self, body: dict[str, Any]) -> Request:
-        marker = MARKER.search(first_user_text(body))
-        return Request(body, marker.group(1) if marker else None)
+    @staticmethod
+    def first_user_text(body: dict[str, Any]) -> str:
+        for content in body.get("contents") or []:
+            for part in content.get("parts") or [] if isinstance(content, dict) else []:
+                if isinstance(part, dict) and MARKER.search(str(part.get("text", ""))):
+                    return str(part["text"])
+        return ""
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
@@ -88,8 +82,10 @@ class ScriptedGeminiModel(ScriptedServer[Request]):
                 if any(config.get(k) for k in ("responseJsonSchema", "responseSchema")) \
                         or config.get("responseMimeType") == "application/json":
                     part: dict[str, Any] = {"text": json.dumps(SIDE)}
+                    request = None
                 else:
-                    reply = model.answer(model.request_of(body))
+                    request = model.request_of(body)
+                    reply = model.answer(request)
                     part = {"functionCall": {"name": reply.tool, "args": reply.arguments}} \
                         if isinstance(reply, Call) else {"text": reply.text}
                 chunk = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP",
@@ -100,5 +96,7 @@ class ScriptedGeminiModel(ScriptedServer[Request]):
                     self.send_events([f"data: {json.dumps(chunk)}"])
                 else:
                     self.send_json(200, chunk)
+                if request is not None:
+                    model.sent(request)
 
         return Handler

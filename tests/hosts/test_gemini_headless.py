@@ -10,18 +10,16 @@ this checks.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gemini.fake_model import Call, Request, ScriptedGeminiModel
 from gemini.harness import gemini_env, headless, prepare, require_gemini
 from harness import PATIENCE, stop_process
-from host_world import Person, agent_answers, elicit_daemon, finish, said, two_sessions_one_expiring
+from host_world import HeadlessHost, agent_answers, finish, host_daemon, said, two_sessions_one_expiring
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("gemini")]
 
@@ -32,22 +30,16 @@ ANSWER_TOOL = f"{PREFIX}mcpx_elicit_answer"
 
 
 @dataclass
-class World(Person):
-    model: ScriptedGeminiModel
+class World(HeadlessHost):
     command: list[str]
-    root: Path
 
-    def start(self, name: str, script: list[Any]) -> subprocess.Popen[str]:
-        """`gemini -p` in a project of its own, mcpx installed as a person installs it; stop it with stop_process."""
-        project, home = self.root / name, self.root / f"{name}-home"
-        project.mkdir()
-        env = gemini_env(home, self.model.base_url,
-                         {k: v for k, v in self.daemon.env.items() if k.startswith("MCPX_")})
+    def prepare(self, home: Path, project: Path) -> dict[str, str]:
+        env = gemini_env(home, self.model.base_url, self.mcpx_env())
         prepare(home, project, env)
-        marker = self.model.script(name, script)
-        return subprocess.Popen(headless(self.command, f"{marker} go"), cwd=project, env=env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        return env
+
+    def argv(self, prompt: str) -> list[str]:
+        return headless(self.command, prompt)
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +47,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     command = require_gemini()
     root = tmp_path_factory.mktemp("gemini")
     model = ScriptedGeminiModel(root / "model.log").start()
-    daemon = elicit_daemon(root)
-    try:
-        daemon.start()
-        yield World(daemon, model, command, root)
-    finally:
-        daemon.stop()
-        model.stop()
-
+    with host_daemon(root, model) as daemon:
+        yield World(daemon, model, root, command)
 
 
 def test_the_persons_question_waits_at_mcpxs_doors_and_the_agent_cannot_answer_it(world: World) -> None:

@@ -1,10 +1,15 @@
-"""A scripted model behind an OpenAI-compatible /v1/chat/completions, for driving real opencode.
+"""A scripted model behind an OpenAI-compatible /v1/chat/completions, for driving real opencode; and what every
+host's scripted model shares (tests/claude, tests/codex and tests/gemini's `fake_model.py` build on it).
 
 A script is a list of steps, one per model turn of a session: turn N is the request whose messages
 hold N assistant messages, so a retried request gets the same step. Each step sees the request and
 returns a `Call` (a tool call) or a `Say` (text that ends the turn). Sessions are told apart by a
-marker in their first user message (`[script:NAME]`). Every request is kept, so a test can read
-exactly what the model was shown.
+marker in their first user message (`[script:NAME]`). Every request is kept, with what the model
+answered and when, so a test can read exactly what the model was shown and a bench can time it.
+
+A host's model is a `ScriptedServer` subclass that says how its API's requests read (its `Recorded`
+subclass, `request_type`, and `first_user_text`) and how its replies are written (`_handler`, on
+`ModelHandler`); recording, the scripts, the waits and the reply's time are here, once.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 MARKER = re.compile(r"\[script:([A-Za-z0-9_-]+)\]")
 QUESTION_ID = re.compile(r"elc-[0-9a-f]{16}")
@@ -56,21 +61,34 @@ class ToolResults:
 
 @dataclass
 class Recorded(ToolResults):
-    """One request a host sent its model: its body, the script it belongs to, when it came."""
+    """One request a host sent its model: its body, the script it belongs to, when it came, what the model answered
+    and when that answer had been sent whole."""
 
     body: dict[str, Any]
     script: str | None
     at: float = field(default_factory=time.monotonic)
+    wall: float = field(default_factory=time.time)  # to set beside what other processes stamp (the daemon, a host)
+    reply: Call | Say | None = None
+    replied: float | None = None  # time.monotonic() once the reply was written whole
+
+    # what each host's API holds: the conversation (`messages` in the chat APIs), the tools offered, the script's
+    # turns taken so far
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages") or [])
+
+    @property
+    def tools(self) -> list[str]:
+        raise NotImplementedError
+
+    @property
+    def turn(self) -> int:
+        raise NotImplementedError
 
 
 @dataclass
 class Request(Recorded):
     """One request opencode sent: its messages, the tools it offered, the system prompt."""
-    wall: float = field(default_factory=time.time)  # to set beside what other processes stamp (the daemon, opencode)
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return self.body.get("messages") or []
 
     @property
     def tools(self) -> list[str]:
@@ -88,39 +106,33 @@ class Request(Recorded):
         return [text_of(m) for m in self.messages if m.get("role") == "tool"]
 
 
-
-def text_of(message: dict[str, Any]) -> str:
-    content = message.get("content")
+def text_in(content: Any) -> str:
+    """The text of a message's or a tool result's content, in any of the hosts' APIs: a string, or a list of parts
+    (those that hold text, joined by lines)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        return "\n".join(str(part["text"]) for part in content if isinstance(part, dict) and "text" in part)
     return ""
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return text_in(message.get("content"))
 
 
 Step = Callable[[Request], Call | Say]
 
 
-class Scripted(Protocol):
-    """What a recorded request of either host offers the scripts and the waits."""
-
-    script: str | None
-    messages: Any
-    tools: list[str]
-
-    @property
-    def turn(self) -> int: ...
-
-    def last_tool_result(self) -> str: ...
-
-
-R = TypeVar("R", bound=Scripted)
+R = TypeVar("R", bound=Recorded)
 
 
 class ScriptedServer(Generic[R]):
     """What the scripted models of both hosts share: an HTTP server on loopback, scripts by session marker, every
     request kept, bounded waits on them. A subclass reads its host's requests (`request_of`) and writes its API's
     replies (`_handler`)."""
+
+    request_type: type[R]
+    api_root = ""  # where the host's API is below the server's address: the host's base URL ends so
 
     def __init__(self, log: Path) -> None:
         self.scripts: dict[str, list[Callable[[R], Call | Say]]] = {}
@@ -135,6 +147,11 @@ class ScriptedServer(Generic[R]):
     @property
     def address(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def base_url(self) -> str:
+        """What the host is told its model's API is at."""
+        return self.address + self.api_root
 
     def start(self) -> Self:
         self._thread.start()
@@ -169,13 +186,28 @@ class ScriptedServer(Generic[R]):
 
     # ---- serving
 
+    @staticmethod
+    def first_user_text(body: dict[str, Any]) -> str:
+        """The text of the first user message of a request (where a script's marker is), as the host's API holds it."""
+        raise NotImplementedError
+
+    def request_of(self, body: dict[str, Any]) -> R:
+        marker = MARKER.search(self.first_user_text(body))
+        return self.request_type(body, marker.group(1) if marker else None)
+
     def answer(self, request: R) -> Call | Say:
-        """The script's reply to a request, recorded; a step that breaks says so through the transcript."""
+        """The script's reply to a request, recorded; a step that breaks says so through the transcript. The handler
+        calls `sent` once the reply is written whole."""
         self._record(request)
         try:
-            return self._reply(request)
+            request.reply = self._reply(request)
         except Exception as exc:
-            return Say(f"script error: {exc!r}")
+            request.reply = Say(f"script error: {exc!r}")
+        return request.reply
+
+    @staticmethod
+    def sent(request: R) -> None:
+        request.replied = time.monotonic()
 
     def _reply(self, request: R) -> Call | Say:
         if request.script is None or not request.tools:
@@ -236,62 +268,39 @@ class ModelHandler(BaseHTTPRequestHandler):
 class ScriptedModel(ScriptedServer[Request]):
     """opencode's: an OpenAI-compatible /v1/chat/completions, streamed."""
 
-    @property
-    def base_url(self) -> str:
-        return self.address + "/v1"
+    request_type = Request
+    api_root = "/v1"
 
-    def request_of(self, body: dict[str, Any]) -> Request:
-        first_user = next((text_of(m) for m in body.get("messages") or [] if m.get("role") == "user"), "")
-        marker = MARKER.search(first_user)
-        return Request(body, marker.group(1) if marker else None)
+    @staticmethod
+    def first_user_text(body: dict[str, Any]) -> str:
+        return next((text_of(m) for m in body.get("messages") or [] if m.get("role") == "user"), "")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
+        class Handler(ModelHandler):
             def do_GET(self) -> None:
-                body = json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                request = model._record(model.request_of(json.loads(self.rfile.read(length) or b"{}")))
-                try:
-                    reply = model._reply(request)
-                except Exception as exc:  # a broken step says so to the test, through the transcript
-                    reply = Say(f"script error: {exc!r}")
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                base = {"id": f"chatcmpl-{len(model.requests)}", "object": "chat.completion.chunk",
-                        "created": int(time.time()), "model": "fake"}
+                request = model.request_of(self.read_json())
+                reply = model.answer(request)
+                n = len(model.requests)
+                base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": int(time.time()),
+                        "model": "fake"}
 
-                def send(delta: dict[str, Any], finish: str | None = None) -> None:
-                    chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                    self.wfile.flush()
+                def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+                    return "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta,
+                                                                       "finish_reason": finish}]})
 
                 if isinstance(reply, Call):
-                    send({"role": "assistant", "tool_calls": [{
-                        "index": 0, "id": f"call_{len(model.requests)}", "type": "function",
-                        "function": {"name": reply.tool, "arguments": json.dumps(reply.arguments)}}]})
-                    send({}, "tool_calls")
+                    events = [chunk({"role": "assistant", "tool_calls": [{
+                        "index": 0, "id": f"call_{n}", "type": "function",
+                        "function": {"name": reply.tool, "arguments": json.dumps(reply.arguments)}}]}),
+                        chunk({}, "tool_calls")]
                 else:
-                    send({"role": "assistant", "content": reply.text})
-                    send({}, "stop")
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-                self.close_connection = True
+                    events = [chunk({"role": "assistant", "content": reply.text}), chunk({}, "stop")]
+                self.send_events([*events, "data: [DONE]"])
+                model.sent(request)
 
         return Handler

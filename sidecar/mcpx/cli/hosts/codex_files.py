@@ -13,16 +13,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.toml_document import TOMLDocument
 
+from mcpx.cli.hosts import host_entry
+from mcpx.cli.hosts.host_entry import Scope
 from mcpx.cli.hosts.host_files import HostConfigError, write_if_changed
 from mcpx.system.assets import SKILL
 
-Scope = Literal["project", "user"]
 DOC = "docs/codex.md"
 MCP_KEY = "mcp_servers"
 
@@ -56,13 +57,8 @@ def write_toml(path: Path, doc: TOMLDocument) -> bool:
 
 
 @dataclass(frozen=True)
-class Place:
-    """Where install writes, for a scope."""
-
-    scope: Scope
-    root: Path  # what paths are shown relative to, and the highest folder uninstall may leave empty
-    config: Path
-    skill: Path
+class Place(host_entry.Place):
+    """Where install writes, for a scope: Codex's config.toml and skills folder."""
 
     @staticmethod
     def of(scope: Scope, cwd: Path | None = None) -> Place:
@@ -71,12 +67,6 @@ class Place:
             return Place(scope, home, home / "config.toml", home / "skills" / SKILL)
         root = (cwd or Path.cwd()).resolve()
         return Place(scope, root, root / ".codex" / "config.toml", root / ".codex" / "skills" / SKILL)
-
-    def shown(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self.root))
-        except ValueError:
-            return str(path)
 
     def trusted(self) -> bool:
         """Codex reads this project's config: the user's config trusts the project (or a folder above it)."""

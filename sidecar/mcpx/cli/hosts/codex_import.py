@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from mcpx.cli.hosts.codex_files import DOC, MCP_KEY, Place, plain, read_toml, write_toml
-from mcpx.cli.hosts.codex_install import ENTRY, TOOL_PREFIX, apply, is_mcpx_entry
+from mcpx.cli.hosts.codex_install import ENTRY, TOOL_PREFIX, apply
 from mcpx.cli.hosts.host_cmd import imported
+from mcpx.cli.hosts.host_entry import is_mcpx_entry
 from mcpx.cli.hosts.host_files import import_target
 from mcpx.cli.hosts.server_import import Unimportable, move
 from mcpx.upstream.environment import references

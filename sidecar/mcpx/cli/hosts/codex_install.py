@@ -12,7 +12,8 @@ What it writes, in a project (or, with --scope user, in `$CODEX_HOME`: cli/hosts
 
 The file is edited in place with tomlkit: every comment, table and key of the person's stays as it was, and a key
 the person added to mcpx's table (`default_tools_approval_mode`, say) stays too. Running it twice changes nothing;
-`--uninstall` removes exactly what it adds; a file that is not valid TOML is refused, untouched.
+`--uninstall` removes exactly what it adds; a file that is not valid TOML is refused, untouched (the flow:
+cli/hosts/host_entry.py).
 """
 
 from __future__ import annotations
@@ -27,17 +28,9 @@ import tomlkit
 from tomlkit.items import Table
 
 from mcpx.cli.hosts.codex_files import MCP_KEY, Place, plain, read_toml, write_toml
-from mcpx.cli.hosts.host_cmd import installer, undone
-from mcpx.cli.hosts.host_files import (
-    Created,
-    HostConfigError,
-    longest_wait,
-    prune,
-    put_skill,
-    runs_mcpx,
-    serve_command,
-    take_skill,
-)
+from mcpx.cli.hosts.host_cmd import installer
+from mcpx.cli.hosts.host_entry import put_entry, take_entry
+from mcpx.cli.hosts.host_files import HostConfigError, longest_wait, serve_command
 
 ENTRY = "mcpx"
 ENTRY_SHOWN = f"[mcp_servers.{ENTRY}]"
@@ -47,14 +40,6 @@ TIMEOUT_MARGIN = 60  # s past the longest TTL: a question's end reaches the call
 PASSED = ("MCPX_HOME", "MCPX_CONFIG", "MCPX_USER_CONFIG", "MCPX_DAEMON_URL", "MCPX_TOKEN", "MCPX_SESSION_ID",
           "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CACHE_HOME")
 OURS = ("command", "args", "env", "env_vars", "tool_timeout_sec")  # the keys of mcpx's table that install writes
-
-
-def is_mcpx_entry(entry: Any) -> bool:
-    """A `[mcp_servers.NAME]` table that runs `mcpx serve` (as install writes it, from any installation)."""
-    if not isinstance(entry, dict):
-        return False
-    command, args = entry.get("command"), entry.get("args", [])
-    return isinstance(command, str) and isinstance(args, list) and runs_mcpx([command, *map(str, args)], "serve")
 
 
 @dataclass(frozen=True)
@@ -68,39 +53,50 @@ class Wanted:
                 "env_vars": list(PASSED), "tool_timeout_sec": self.timeout}
 
 
-def with_entry(doc: tomlkit.TOMLDocument, want: Wanted, created: list[str]) -> None:
-    """mcpx's table in `doc`, as wanted; the person's other keys in it kept."""
-    servers = doc.get(MCP_KEY)
-    if servers is None:
-        servers = tomlkit.table(is_super_table=True)
-        doc[MCP_KEY] = servers
-        created.append(MCP_KEY)
-    elif not isinstance(servers, dict):
-        raise HostConfigError(f"{MCP_KEY} is not a table; fix it first")
-    entry = servers.get(ENTRY)
-    if entry is None:
-        entry = tomlkit.table()
-        servers[ENTRY] = entry
-    elif not isinstance(entry, Table):
-        raise HostConfigError(f"{MCP_KEY}.{ENTRY} is not a table; fix it first")
-    for key, value in want.entry.items():
-        current = entry.get(key)
-        if current is None or plain(current) != value:
-            entry[key] = tomlkit.inline_table() if key == "env" else value
-            if key == "env":
-                entry[key].update(value)
+class ConfigToml:
+    """Codex's config.toml, as install edits it (host_entry.EntryFile): in place, with tomlkit."""
 
+    host, label, entry_shown = "codex", "Codex", ENTRY_SHOWN
+    servers_key, entry = MCP_KEY, ENTRY
 
-def without(doc: tomlkit.TOMLDocument, created: set[str]) -> bool:
-    """`doc` less mcpx's table (when it runs `mcpx serve`), and `mcp_servers` when install made it and it is empty
-    now; whether anything went."""
-    servers = doc.get(MCP_KEY)
-    if not isinstance(servers, dict) or not is_mcpx_entry(servers.get(ENTRY)):
-        return False
-    del servers[ENTRY]
-    if not servers and MCP_KEY in created:
-        del doc[MCP_KEY]
-    return True
+    @staticmethod
+    def read(path: Path) -> tomlkit.TOMLDocument:
+        return read_toml(path)
+
+    @staticmethod
+    def with_entry(doc: tomlkit.TOMLDocument, entry: dict[str, Any], created: list[str]) -> tomlkit.TOMLDocument:
+        servers = doc.get(MCP_KEY)
+        if servers is None:
+            servers = tomlkit.table(is_super_table=True)
+            doc[MCP_KEY] = servers
+            created.append(MCP_KEY)
+        elif not isinstance(servers, dict):
+            raise HostConfigError(f"{MCP_KEY} is not a table; fix it first")
+        table = servers.get(ENTRY)
+        if table is None:
+            table = tomlkit.table()
+            servers[ENTRY] = table
+        elif not isinstance(table, Table):
+            raise HostConfigError(f"{MCP_KEY}.{ENTRY} is not a table; fix it first")
+        for key, value in entry.items():
+            current = table.get(key)
+            if current is None or plain(current) != value:
+                table[key] = tomlkit.inline_table() if key == "env" else value
+                if key == "env":
+                    table[key].update(value)
+        return doc
+
+    @staticmethod
+    def editable(doc: tomlkit.TOMLDocument) -> tomlkit.TOMLDocument:
+        return doc  # edited in place: its comments and layout stay with it
+
+    @staticmethod
+    def is_empty(doc: tomlkit.TOMLDocument) -> bool:
+        return not tomlkit.dumps(doc).strip()
+
+    @staticmethod
+    def write(path: Path, before: tomlkit.TOMLDocument, after: tomlkit.TOMLDocument) -> bool:
+        return write_toml(path, after)  # edited in place: the text on disk is what tells a change
 
 
 @dataclass
@@ -147,40 +143,11 @@ def apply(place: Place) -> Installed:
     doc = read_toml(place.config)
     command, machine = serve_command()
     want = Wanted(command, longest_wait(Path.cwd(), "the tool timeout") + TIMEOUT_MARGIN)
-    record = Created("codex")
-    created = [] if place.config.exists() else [""]
-    with_entry(doc, want, created)
-    written: list[str] = []
-    if write_toml(place.config, doc):
-        record.note(place.config, created)
-        written.append(place.shown(place.config))
-    if put_skill(place.skill):
-        written.append(place.shown(place.skill / "SKILL.md"))
-    record.save()
-    return Installed(place, want, machine, written)
+    return Installed(place, want, machine, put_entry(ConfigToml(), place, doc, want.entry))
 
 
 def _uninstall(args: argparse.Namespace, place: Place) -> int:
-    doc = read_toml(place.config)
-    record = Created("codex")
-    created = record.of(place.config)
-    files: list[str] = []
-    deleted = False
-    if without(doc, created):
-        files.append(place.shown(place.config))
-        if not tomlkit.dumps(doc).strip() and "" in created:
-            place.config.unlink()
-            deleted = True
-        else:
-            write_toml(place.config, doc)
-        record.forget(place.config)
-    if take_skill(place.skill, place.root):
-        files.append(place.shown(place.skill / "SKILL.md"))
-    if place.scope == "project":
-        prune(place.config.parent, place.root)
-    record.save()
-    return undone(args, "Codex", place.scope, place.root, ENTRY_SHOWN, files,
-                  [place.shown(place.config)] if deleted else [])
+    return take_entry(args, ConfigToml(), place)
 
 
 install = installer(Place.of, apply, _uninstall)

@@ -94,7 +94,8 @@ def claude() -> Iterator[Finding]:
 
 def codex() -> Iterator[Finding]:
     from mcpx.cli.hosts.codex_files import MCP_KEY, Place, plain, read_toml
-    from mcpx.cli.hosts.codex_install import TIMEOUT_MARGIN, is_mcpx_entry
+    from mcpx.cli.hosts.codex_install import TIMEOUT_MARGIN
+    from mcpx.cli.hosts.host_entry import is_mcpx_entry
     from mcpx.cli.hosts.host_files import longest_wait
 
     for scope, where in (("project", "this project"), ("user", "your own config")):
@@ -138,20 +139,20 @@ def codex() -> Iterator[Finding]:
 
 def gemini() -> Iterator[Finding]:
     from mcpx.cli.hosts.gemini_files import MCP_KEY, Place, read_json, trusted
-    from mcpx.cli.hosts.gemini_install import is_mcpx_entry
+    from mcpx.cli.hosts.host_entry import is_mcpx_entry
 
     for scope, where in (("project", "this project"), ("user", "your own config")):
         place = Place.of(scope)  # type: ignore[arg-type]
         command = "mcpx gemini install" + (" --scope user" if scope == "user" else "")
         try:
-            settings = read_json(place.settings)
+            settings = read_json(place.config)
         except HostConfigError as exc:
             yield Finding("gemini", where, False, str(exc), "fix the file, then run `mcpx doctor` again")
             continue
         servers = settings.get(MCP_KEY)
         entries = {n: e for n, e in servers.items() if is_mcpx_entry(e)} if isinstance(servers, dict) else {}
         if not entries:
-            yield Finding.note("gemini", where, f"mcpx is not installed ({place.shown(place.settings)} has no entry "
+            yield Finding.note("gemini", where, f"mcpx is not installed ({place.shown(place.config)} has no entry "
                                f"running `mcpx serve`; `{command}` adds it)")
             continue
         problems = [f"{MCP_KEY}.{name} runs {e['command']!r}, which is not there" for name, e in entries.items()

@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from mcpx.cli.hosts import host_files
+from mcpx.cli.hosts import host_entry, host_files
+from mcpx.cli.hosts.host_entry import Scope
 from mcpx.system.assets import SKILL
 
-Scope = Literal["project", "user"]
 DOC = "docs/gemini.md"
 MCP_KEY = "mcpServers"
 
@@ -36,13 +36,8 @@ def gemini_dir() -> Path:
 
 
 @dataclass(frozen=True)
-class Place:
-    """Where install writes, for a scope."""
-
-    scope: Scope
-    root: Path  # what paths are shown relative to, and the highest folder uninstall may leave empty
-    settings: Path
-    skill: Path
+class Place(host_entry.Place):
+    """Where install writes, for a scope: Gemini CLI's settings.json (`config`) and skills folder."""
 
     @staticmethod
     def of(scope: Scope, cwd: Path | None = None) -> Place:
@@ -51,12 +46,6 @@ class Place:
             return Place(scope, own, own / "settings.json", own / "skills" / SKILL)
         root = (cwd or Path.cwd()).resolve()
         return Place(scope, root, root / ".gemini" / "settings.json", root / ".gemini" / "skills" / SKILL)
-
-    def shown(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self.root))
-        except ValueError:
-            return str(path)
 
 
 def trusted(folder: Path) -> bool:

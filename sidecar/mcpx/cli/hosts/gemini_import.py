@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from mcpx.cli.hosts.gemini_files import DOC, MCP_KEY, Place, read_json
-from mcpx.cli.hosts.gemini_install import ENTRY, TOOL_PREFIX, apply, is_mcpx_entry
+from mcpx.cli.hosts.gemini_install import ENTRY, TOOL_PREFIX, apply
 from mcpx.cli.hosts.host_cmd import imported
+from mcpx.cli.hosts.host_entry import is_mcpx_entry
 from mcpx.cli.hosts.host_files import import_target, write_json
 from mcpx.cli.hosts.server_import import Unimportable, move, namesakes
 
@@ -64,17 +65,17 @@ def imported_entry(name: str, entry: Any, environ: Mapping[str, str]) -> tuple[A
 def import_servers(args: argparse.Namespace) -> int:
     cwd = Path.cwd().resolve()
     place = Place.of(args.scope, cwd)
-    data = read_json(place.settings)  # read first: a file that is refused leaves everything as it was
+    data = read_json(place.config)  # read first: a file that is refused leaves everything as it was
     found = data.get(MCP_KEY)
     servers: dict[str, Any] = found if isinstance(found, dict) else {}
     candidates = {name: e for name, e in servers.items() if name != ENTRY and not is_mcpx_entry(e)}
-    origin = dict.fromkeys(candidates, place.settings)
+    origin = dict.fromkeys(candidates, place.config)
     target = import_target(args.scope, cwd)
     report = move("Gemini CLI", candidates, lambda name, entry: imported_entry(name, entry, os.environ), origin,
                   target, DOC)
     if report.moved:
         for name in report.moved:
             del servers[name]
-        write_json(place.settings, data)
+        write_json(place.config, data)
     installed = apply(place) if report.moved else None
-    return imported(args, "Gemini CLI", place.settings, candidates, report, target, installed, TOOL_PREFIX)
+    return imported(args, "Gemini CLI", place.config, candidates, report, target, installed, TOOL_PREFIX)
