@@ -44,7 +44,8 @@ function screenOf(api: TuiPluginApi, setCount: (n: number) => void): Screen {
         mine = false
         closed()
       })
-      if (open.question.render.form.fields.length || open.question.render.form.url) api.ui.dialog.setSize("large")
+      const f = open.question.render.form
+      if (f.fields.length || f.url || f.passkey) api.ui.dialog.setSize("large")
     },
     hide() {
       const gen = ++generation // the dialog answers for nothing from now on

@@ -30,8 +30,8 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 from aiohttp import web
-from test_inbox_web import chromium, page_of
 
+from browser import chromium, page_of
 from conftest import ask, wait_for
 from harness import PATIENCE, SUITE_STORE, make_daemon, receiving, running
 from mcpx.inbox.signing import InboxKeys

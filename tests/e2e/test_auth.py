@@ -19,9 +19,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from test_inbox_web import CHROMIUM, chromium, page_of
 from test_services import confirm, notes_service, received, shown
 
+from browser import CHROMIUM, chromium, page_of
 from conftest import wait_for
 from gateway_helpers import call
 from gateway_helpers import result as task_result

@@ -9,9 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,12 +17,11 @@ from zoneinfo import ZoneInfo
 import aiohttp
 from aiohttp import web
 
-from conftest import ask, loud_skip, wait_for
-from harness import PATIENCE, Daemon, read_log, serving
+from browser import chromium, page_of
+from conftest import ask, wait_for
+from harness import Daemon, read_log, serving
 
-CHROMIUM = os.environ.get("MCPX_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 DOCS = Path(__file__).resolve().parents[1].parent / "docs"
-TIMEOUT_MS = PATIENCE * 1000
 
 EVERY_KIND = {
     "type": "object",
@@ -46,33 +42,6 @@ EVERY_KIND = {
     },
     "required": ["name", "copies"],
 }
-
-
-@asynccontextmanager
-async def chromium() -> AsyncIterator[Any]:
-    if not os.access(CHROMIUM, os.X_OK):
-        loud_skip(f"no chromium at {CHROMIUM} (./dev test installs Debian's)")
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        loud_skip("playwright (Python) is not installed (./dev test installs it)")
-    async with async_playwright() as pw:
-        # root has no user namespace sandbox here; the pages are our own, on loopback
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], timeout=TIMEOUT_MS)
-        try:
-            yield browser
-        finally:
-            await browser.close()
-
-
-@asynccontextmanager
-async def page_of(browser: Any, **options: Any) -> AsyncIterator[Any]:
-    context = await browser.new_context(viewport={"width": 900, "height": 1200}, **options)
-    context.set_default_timeout(TIMEOUT_MS)
-    try:
-        yield await context.new_page()
-    finally:
-        await context.close()
 
 
 def signed_in_url(daemon: Daemon) -> str:

@@ -11,41 +11,21 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from mcp_types import ElicitResult
-from test_inbox_web import chromium
 from test_surface import http_client, text
 
+from browser import chromium, copy_passkeys, create_passkey, person_page, sign_on_page, vouch_on_page
 from conftest import ask, wait_for
-from gateway_helpers import stdio
+from gateway_helpers import answer, call, result, stdio, until_pending
 from harness import PATIENCE, Daemon, free_port, make_daemon
 
-TIMEOUT_MS = PATIENCE * 1000
 BRANCH = {"type": "object", "properties": {"branch": {"type": "string"}}, "required": ["branch"]}
 YES = {"type": "object", "properties": {}}
-
-
-@asynccontextmanager
-async def person_page(browser: Any) -> AsyncIterator[Any]:
-    """A page with its own virtual authenticator (a platform one, with user verification): one person's device."""
-    context = await browser.new_context()
-    context.set_default_timeout(TIMEOUT_MS)
-    try:
-        page = await context.new_page()
-        cdp = await context.new_cdp_session(page)
-        await cdp.send("WebAuthn.enable")
-        await cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
-            "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
-            "isUserVerified": True}})
-        yield page
-    finally:
-        await context.close()
 
 
 def cli_json(daemon: Daemon, *args: str) -> Any:
@@ -68,32 +48,19 @@ async def enrol(daemon: Daemon, http: aiohttp.ClientSession, page: Any, person: 
     """`person` creates a passkey through their enrolment link (`cli`: as `mcpx person enroll` prints it); its
     credential id."""
     if cli:
-        url = cli_json(daemon, "person", "enroll", person)["url"]
+        link = cli_json(daemon, "person", "enroll", person)
+        url = link["url"]
+        assert f"{person} has no passkey: this one is trusted on first use" in link["terms"], link
     else:
         async with http.post(f"/v1/people/{person}/enroll") as r:
             url = (await r.json())["url"]
-    assert re.fullmatch(r"http://localhost:\d+/inbox/enroll/[\w-]+", url), url  # a passkey needs a name
-    await page.goto(url)
-    await page.click("#enroll")
-    status = page.locator("#passkey-status.notice")
-    await status.wait_for()
-    assert f"{person}'s passkey is enrolled" in await status.inner_text()
+    said = await create_passkey(page, url, person)
+    assert f"{person}'s passkey is enrolled" in said, said
     again = await page.goto(url)  # single use
     assert again is not None and again.status == 410
     keys = [k for k in await passkeys(http) if k["person"] == person]
     assert "lastUsed" not in keys[-1]
     return str(keys[-1]["id"])
-
-
-async def sign_on_page(page: Any, url: str, fill: dict[str, str] | None = None) -> str:
-    """Accept the question at `url` with this page's passkey; what the page says came of it."""
-    await page.goto(url)
-    for name, value in (fill or {}).items():
-        await page.fill(f'input[name="{name}"]', value)
-    await page.click("#accept")
-    status = page.locator("#passkey-status:not(:empty)")
-    await status.wait_for()
-    return str(await status.inner_text())
 
 
 async def captured_assertion(page: Any, url: str, fill: dict[str, str]) -> dict[str, Any]:
@@ -221,11 +188,15 @@ async def test_a_person_enrols_and_only_their_fresh_assertion_of_exactly_this_qu
 
 
 @pytest.mark.stores  # the passkeys table and its sign counts on either store (PostgreSQL: schema version 2)
-async def test_two_of_three_approvers_each_sign_with_their_own_passkey_and_the_askers_is_refused(home: Path) -> None:
+async def test_approvers_and_a_services_confirmation_each_sign_with_their_own_passkey_and_the_askers_is_refused(
+        home: Path) -> None:
     people = {name: {} for name in ("alice", "bob", "carol", "erin")}
     rule = {"id": "prod", "match": {"server": "mcpx", "message": "^Deploy"}, "approvers": ["alice", "bob", "carol"],
             "need": 2, "presence": True}
-    with make_daemon(home, {"servers": {}, "people": people, "elicit": {"approvals": [rule]}}) as d:
+    # a service whose entry says confirmPresence: mcpx's own confirmation of its command needs a passkey
+    shell = {"commands": {"touch": {"argv": ["touch", "{path}"]}}, "confirmPresence": True}
+    config = {"servers": {"shell": shell}, "people": people, "elicit": {"approvals": [rule]}}
+    with make_daemon(home, config, extra_env={"MCPX_PERSON": "bob"}) as d:  # bob runs the daemon
         async with d.session() as http, chromium() as browser, person_page(browser) as alice, \
                 person_page(browser) as bob, person_page(browser) as erin:
             keys = {"alice": await enrol(d, http, alice, "alice"), "bob": await enrol(d, http, bob, "bob")}
@@ -254,6 +225,61 @@ async def test_two_of_three_approvers_each_sign_with_their_own_passkey_and_the_a
             trail = d.cli("audit", "--elicit", q["id"]).stdout
             assert trail.count("verified by passkey") >= 3, trail  # erin's refused try, alice's and bob's votes
 
+            # the confirmation of the command: refused without a passkey at the REST door, naming its page; signed
+            # on that page, bound to the exact request (confirms.request, in what the passkey signs), it runs
+            touched = home / "touched"
+            status, body, _ = await call(http, "shell", "touch", {"path": str(touched)})
+            [c] = await until_pending(http)
+            assert c["presence"] is True and c["confirms"]["server"] == "shell" and c["confirms"]["method"] == "RUN"
+            exact = {"confirm": True, "digest": c["confirms"]["request"]}
+            status, refused = await answer(http, c["id"], "accept", exact)
+            assert status == 403 and refused["error"]["code"] == "presence_required", refused
+            assert not touched.exists()
+            said = await sign_on_page(bob, await link(http, c["id"]), yes="confirm")
+            assert "accept by person:bob, verified by passkey" in said, said
+            done = await result(http, body["task"])
+            assert done["state"] == "completed" and touched.exists(), done
+            confirmed = await state_of(http, c["id"])
+            assert confirmed["answer"]["passkeys"] == [keys["bob"]]
+
+            # alice adds a phone: her first passkey was trusted on first use; a second is enrolled only once a
+            # passkey of hers (or of bob's, who runs the daemon) signs exactly it, on the enrolment page
+            async with http.post("/v1/people/alice/enroll") as r:
+                second = await r.json()
+            assert "alice has had a passkey" in second["terms"] and "a passkey of alice or bob" in second["terms"]
+            async with person_page(browser) as phone:
+                async with phone.expect_response(lambda r: r.url == second["url"] and r.request.method == "POST"
+                                                 ) as created:
+                    said = await create_passkey(phone, second["url"], "alice")
+                assert "is not enrolled yet" in said, said
+                # erin's passkey, over exactly that challenge, sent from her own page: not hers to vouch for
+                vouch = {**(await (await created.value).json())["vouch"], "allowCredentials": []}
+                await erin.goto(second["url"])
+                status, why = await post_from(erin, second["url"] + "/vouch", {"credential": await erin.evaluate(
+                    """async (options) => (await navigator.credentials.get({
+                        publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options)})).toJSON()""", vouch)})
+                assert status == 403 and "a passkey of erin cannot vouch for alice's" in why, why
+                assert [k["id"] for k in await passkeys(http) if k["person"] == "alice"] == [keys["alice"]]
+                # bob, beside her, signs with his passkey (a security key, say, brought to her phone); hers would
+                # do as well, but a virtual authenticator holds one passkey per person
+                await copy_passkeys(bob, phone)
+                said = await vouch_on_page(phone)
+                assert "vouched for by bob's passkey" in said, said
+            phone_key = [k["id"] for k in await passkeys(http) if k["person"] == "alice" and k["id"] != keys["alice"]]
+            assert len(phone_key) == 1
+            enrolments = d.cli("audit", "--kinds", "person.enrolled").stdout
+            assert f"alice's passkey {keys['alice']}: trusted on first use (link asked for by person:rest)" \
+                in enrolments, enrolments
+            assert (f"alice's passkey {phone_key[0]}: vouched for by bob's passkey {keys['bob']} (link asked "
+                    "for by person:rest)") in enrolments, enrolments
+            assert "verified by passkey" not in enrolments, "an enrolment is signed by no passkey of its own"
+            # revoking every passkey of hers is no way back to trust on first use: bob's must vouch now
+            for key in (keys["alice"], phone_key[0]):
+                assert d.cli("person", "revoke", "alice", key).returncode == 0
+            async with http.post("/v1/people/alice/enroll") as r:
+                third = await r.json()
+            assert "alice has had a passkey" in third["terms"] and "a passkey of bob signs it" in third["terms"], third
+
 
 async def test_an_mcp_clients_accept_of_a_question_that_needs_presence_is_refused_and_its_decline_taken(
         home: Path) -> None:
@@ -272,6 +298,7 @@ async def test_an_mcp_clients_accept_of_a_question_that_needs_presence_is_refuse
             result = await client.call_tool("sdk_need_repo", {})
         assert json.loads(text(result))["action"] == "decline"
         assert len(seen) == 2 and "accepted only with the person's passkey" in seen[1], seen
+        assert "Accepting it needs the person's passkey, on its page (mcpx elicit link elc-" in seen[0], seen
         async with d.session() as rest, rest.get("/v1/audit", params={"kinds": "elicit.answered"}) as r:
             [record] = (await r.json())["records"]
         assert (record["data"]["action"], record["data"]["by"]) == ("decline", "person:mcp-client")

@@ -309,6 +309,16 @@ async def test_a_without_fields_accepts_and_an_escalation_updates_the_row(daemon
         answer = await wait_answer(pilot, http, confirm["id"])
         assert (answer["action"], answer["by"], answer.get("content")) == ("accept", "person:tui", {})
 
+        # one only the person's passkey accepts (docs/presence.md): its screen says so, and `a` is refused, saying so
+        signed = await ask(http, message="Delete main?", requestedSchema={"type": "object", "properties": {}},
+                           presence=True)
+        screen = await open_form(app, pilot, signed["id"])
+        assert "Accepting it needs the person's passkey, on its page" in text_of(screen.query_one("#presence"))
+        await pilot.press("a")
+        await until(pilot, lambda: "is accepted only with the person's passkey" in text_of(app.status),
+                    "the refusal")
+        assert await answer_of(http, signed["id"]) is None
+
 
 async def test_filters_and_a_daemon_restart_resume_from_the_last_event(daemon: Daemon,
                                                                       http: aiohttp.ClientSession) -> None:

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
+from browser import chromium, create_passkey, person_page, sign_on_page
 from gateway_helpers import stdio
-from harness import PATIENCE, Daemon, make_daemon, wait_for_sync
+from harness import PATIENCE, Daemon, free_port, make_daemon, wait_for_sync
 from opencode.fake_model import Call, Request, Say, ScriptedModel
 from opencode.harness import clean_env, make_project, require_opencode
 from opencode.tui import Tmux, flat
@@ -81,7 +82,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     opened = root / "opened.txt"
     (opener / "xdg-open").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> {opened}\n")
     (opener / "xdg-open").chmod(0o755)
-    with make_daemon(mcpx_home, {"servers": {"sdk": stdio("sdk_server.py")}}) as daemon:
+    # a TCP listener: the inbox, where a passkey signs (docs/presence.md)
+    config = {"servers": {"sdk": stdio("sdk_server.py")}}
+    with make_daemon(mcpx_home, config, listen=f"127.0.0.1:{free_port()}") as daemon:
         listed = subprocess.run([sys.executable, "-m", "mcpx", "tools"], env=daemon.env, capture_output=True,
                                 text=True, timeout=PATIENCE)  # the server's first start, now: the plugin lists tools
         assert listed.returncode == 0, listed.stderr
@@ -94,7 +97,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         project = make_project(root / "project", model.base_url, env)
         try:
             tui.start([str(binary)], project, env)
-            tui.wait_text("Ask anything", timeout=90)
+            tui.wait_text("Ask anything", timeout=180)  # seen past 90 s at a load of 15 on 2 cores
             yield World(daemon, model, tui, root, home, opened)
         finally:
             tui.stop()
@@ -256,6 +259,54 @@ def test_a_page_is_opened_only_when_the_person_chooses_to(world: World) -> None:
     assert result.endswith('{"action": "accept"}'), result
     consent = [r for r in json.loads(world.cli("audit", "--json").stdout)["records"] if r["kind"] == "elicit.consent"]
     assert consent and consent[-1]["data"] == {"consent": True, "by": "person:opencode", "domain": "example.com"}
+
+
+async def test_a_question_only_a_passkey_accepts_shows_its_page_opens_it_and_refuses_the_dialogs_accept(
+        world: World) -> None:
+    """The dialog says a passkey is needed and shows the page where it signs; its Accept is refused naming that
+    page; Open passkey page opens it in the person's browser, where the passkey accepts, and the dialog closes."""
+    name = "tui_presence"
+    ask_in_tui(world, name, [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")])
+    dialog_on_screen(world, "“Really delete branch main?”")
+    first = question_of(world, name)
+    # in the same session, a question only the person's passkey accepts; the first is answered from a terminal
+    # (the terminal and tmux are driven synchronously, as in every test here; only the browser is async)
+    asker = subprocess.Popen([sys.executable, "-m", "mcpx", "elicit", "ask", "--session", first["session"],  # noqa: ASYNC220
+                              "--message", "Force-push to main?", "--schema", '{"confirm": {"type": "boolean"}}',
+                              "--presence"], env=world.daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        world.tui.wait_text("● 2 questions")
+        assert world.cli("elicit", "answer", first["id"], '{"confirm": true}').returncode == 0
+        dialog_on_screen(world, "“Force-push to main?”")
+        [q] = [p for p in world.pending(first["session"]) if p["message"] == "Force-push to main?"]
+        assert q["presence"] is True
+        screen, _ = world.tui.wait_text("Accepting it needs your passkey, on its page in your browser",
+                                        "Passkey page: http://localhost:")
+        assert "Open passkey page" in screen
+        world.tui.keys("Right", "Enter")  # from Open passkey page, where the focus starts, to Accept
+        world.tui.wait_text("is accepted only with the person's passkey", "Its page: http://localhost:")
+        assert world.question(q["id"])["elicitation"]["state"] == "pending"
+        already = world.opened.read_text().splitlines() if world.opened.exists() else []
+        world.tui.keys("Left", "Enter")  # Open passkey page
+        world.tui.wait_text("Opened in your browser")
+        [page] = world.opened.read_text().splitlines()[len(already):]
+        assert page.startswith("http://localhost:") and f"/inbox/q/{q['id']}?link=" in page, page
+        async with chromium() as browser, person_page(browser) as ada:
+            enrolled = world.cli("person", "enroll", "ada", "--json")
+            assert enrolled.returncode == 0, enrolled.stderr
+            said = await create_passkey(ada, json.loads(enrolled.stdout)["url"], "ada")
+            assert "ada's passkey is enrolled" in said, said
+            said = await sign_on_page(ada, page, yes="confirm")
+            assert "accept by person:ada, verified by passkey" in said, said
+        world.tui.wait_gone("“Force-push to main?”")
+        out, err = asker.communicate(timeout=PATIENCE)
+        assert asker.returncode == 0, out + err
+        assert world.question(q["id"])["answer"]["content"] == {"confirm": True}
+    finally:
+        if asker.poll() is None:
+            asker.kill()
+            asker.wait()
 
 
 def test_esc_answers_nothing_the_badge_counts_and_the_command_brings_it_back(world: World) -> None:

@@ -53,6 +53,15 @@ test("a page to open starts on Open page; Accept sends nothing of a form", () =>
   assert.deepEqual(s.key(k("return")), { type: "accept" })
 })
 
+test("a question only a passkey accepts starts on Open passkey page; Accept is still offered (the daemon refuses it)", () => {
+  const s = new FormState({ ...CONFIRM, passkey: "Accepting it needs your passkey, on its page." })
+  assert.deepEqual(s.stops().map((x) => x.kind), ["passkey", "accept", "decline", "cancel"])
+  assert.deepEqual(s.focus, { kind: "passkey" })
+  assert.deepEqual(s.key(k("return")), { type: "passkey" })
+  s.key(k("right"))
+  assert.deepEqual(s.key(k("return")), { type: "accept" })
+})
+
 test("a form opens on its first field: typing fills it, Enter moves on and from the last field to Accept", () => {
   const s = new FormState(ISSUE)
   assert.deepEqual(s.focus, { kind: "field", index: 0 })

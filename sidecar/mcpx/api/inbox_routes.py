@@ -11,13 +11,14 @@ from collections.abc import Callable
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpx.api.peers import refuse_agent_as_person
+from mcpx.api.peers import answerer_of, refuse_agent_as_person
 from mcpx.api.schemas import QuestionPath
 from mcpx.api.state import BROKER
-from mcpx.api.table import Api, Call, Reply, RouteError
+from mcpx.api.table import Api, Call, Reply, RouteError, json_reply
 from mcpx.broker import approvals
 from mcpx.broker.errors import Gone
 from mcpx.broker.models import Passkey, WireModel
+from mcpx.inbox.ceremony import enrolment_terms
 from mcpx.inbox.notify import Notifier
 from mcpx.inbox.web_routes import BY, Inbox
 
@@ -98,12 +99,20 @@ class PasskeyList(BaseModel):
     passkeys: list[Passkey]
 
 
+class EnrolLink(WireModel):
+    url: str
+    terms: str = Field(description="how the passkey comes to be trusted: on first use (the person has none yet), or "
+                       "once a passkey of theirs or of the daemon's owner signs it")
+
+
 @api.route("POST", "/v1/people/{name}/enroll", "A single-use link where the person creates a passkey "
            "(docs/presence.md)", params=PersonPath, tag="inbox",
-           replies={200: Reply("the link", InboxAddress), 403: _AGENT, 503: Reply("no web inbox on this daemon")})
+           replies={200: Reply("the link", EnrolLink), 403: _AGENT, 503: Reply("no web inbox on this daemon")})
 async def enrol_link(call: Call) -> web.StreamResponse:
     refuse_agent_as_person(call.request, BY)
-    return web.json_response({"url": inbox_of(call).enrol_url(call.path["name"])})
+    inbox, name = inbox_of(call), call.path["name"]
+    terms = enrolment_terms(name, await inbox.broker.vouchers(name))
+    return json_reply(EnrolLink(url=inbox.enrol_url(name, answerer_of(call.request)), terms=terms))
 
 
 @api.route("GET", "/v1/people/passkeys", "Every person's passkeys", tag="inbox",

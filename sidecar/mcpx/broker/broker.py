@@ -41,6 +41,7 @@ from mcpx.broker.models import (
     StoredTask,
     TaskState,
 )
+from mcpx.broker.passkeys import Vouch
 from mcpx.broker.pending import PendingIndex
 from mcpx.broker.reads import Reads, valid_id
 from mcpx.broker.rules import as_stored
@@ -55,6 +56,8 @@ from mcpx.config.models import Config
 from mcpx.shared import wirejson
 
 log = logging.getLogger("mcpx.broker")
+# a fact of the store, per person: they have had a passkey (revoking every one does not make them new again)
+HAD_PASSKEY = "passkeys.had."
 
 ALL = 2**62  # a read's limit that is no limit
 # how long a record nobody waits on (behind a result or an answer already delivered) may wait for the next
@@ -180,7 +183,7 @@ class Broker:
         wanted = req.approvals or approvals.rule_for(self._settings.config.elicit, q, req.asker or self.asker())
         decision: policy.Decision | None = None
         if req.presence or (wanted is not None and wanted.presence) or policy.needs_presence(
-                self._settings.config.elicit, q):
+                self._settings.config, q):
             q = q.model_copy(update={"presence": True})
         if wanted is not None:
             # named people's approvals are the answer: no rule answers for them
@@ -542,10 +545,49 @@ class Broker:
     async def passkeys(self, person: str | None = None) -> list[Passkey]:
         return await self._store.passkeys(person)
 
-    async def enroll(self, key: Passkey) -> AuditRecord:
-        """A person's new passkey, stored with its person.enrolled record."""
-        return await self._writes.submit_record("person.enrolled", {"person": key.person, "passkey": key.id},
-                                                with_unit=lambda tx: tx.add_passkey(key))
+    async def vouchers(self, person: str) -> list[str] | None:
+        """Whose passkey must vouch for a new passkey of `person` (docs/presence.md): theirs, or the daemon's owner's
+        (if the owner has one). None: the new one is trusted on first use, because `person` never had a passkey, or
+        had and has none left while no owner's passkey could vouch instead (a single person's daemon)."""
+        owner = self.asker()
+        others = [owner] if owner is not None and owner != person and await self._store.passkeys(owner) else []
+        if await self._store.passkeys(person):
+            return [person, *others]
+        if others and await self._store.fact(HAD_PASSKEY + person):
+            return others  # all of theirs revoked: revoking is no way back to trust on first use
+        return None
+
+    async def enroll(self, key: Passkey, by: str, vouch: Vouch | None = None) -> AuditRecord:
+        """A person's new passkey, stored with its person.enrolled record, which says who handed out the link (`by`)
+        and how the passkey came to be trusted: on first use (vouchers() is None), or vouched for by an assertion
+        of a passkey of one of vouchers() that signs exactly this passkey (`vouch`). Forbidden otherwise."""
+        now = time.time()
+        vouchers = await self.vouchers(key.person)
+        data: dict[str, Any] = {"person": key.person, "passkey": key.id, "by": by, "how": "first use"}
+        count, voucher = 0, None
+        if vouchers is not None and vouch is None:
+            raise Forbidden(f"{key.person} has had a passkey: another is added only with an assertion by a passkey of "
+                            f"{' or '.join(vouchers)}")
+        if vouchers is not None and vouch is not None:
+            cid = vouch.credential_id()
+            voucher = next((k for k in await self._store.passkeys() if k.id == cid), None)
+            if voucher is None:
+                raise Forbidden(f"passkey {cid} is not enrolled here (it may have been revoked): mcpx person list")
+            if voucher.person not in vouchers:
+                raise Forbidden(f"a passkey of {voucher.person} cannot vouch for {key.person}'s: only "
+                                f"{' or '.join(vouchers)}'s can")
+            count = passkeys.verify_vouch(vouch, key, voucher)
+            data.update(how="vouched", vouchedBy=voucher.person, voucherPasskey=voucher.id)
+        elif await self._store.fact(HAD_PASSKEY + key.person):
+            data["again"] = True  # every passkey of theirs was revoked, and nobody else could vouch
+
+        def add(tx: Tx) -> None:
+            if voucher is not None:
+                passkeys.record_use(tx, voucher, count, now)
+            tx.add_passkey(key)
+            tx.put_fact(HAD_PASSKEY + key.person, True)
+
+        return await self._writes.submit_record("person.enrolled", data, with_unit=add)
 
     async def revoke(self, person: str, cid: str) -> AuditRecord:
         """`person`'s passkey `cid` removed: it signs nothing from now on; NotFound if they have no such one."""

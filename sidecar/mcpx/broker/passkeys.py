@@ -113,18 +113,24 @@ def authentication_options(q: Elicitation, content: dict[str, Any] | None, nonce
     return options_to_json(options)
 
 
-def verify_assertion(proof: Proof, q: Elicitation, content: dict[str, Any] | None, key: Passkey) -> int:
-    """The new sign count, if `proof` is `key`'s assertion, with user verification, of accepting `q` with
-    `content` under the nonce it names; Forbidden saying why not."""
+def _signed(credential: dict[str, Any], challenge: bytes, rp_id: str, origin: str, key: Passkey, what: str) -> int:
+    """The new sign count, if `credential` is `key`'s assertion, with user verification, of `challenge`; Forbidden
+    saying that it did not sign `what`, and why."""
     try:
         verified = verify_authentication_response(
-            credential=proof.credential, expected_challenge=challenge_for(q, content, proof.nonce),
-            expected_rp_id=proof.rp_id, expected_origin=proof.origin,
+            credential=credential, expected_challenge=challenge, expected_rp_id=rp_id, expected_origin=origin,
             credential_public_key=base64url_to_bytes(key.public_key),
             credential_current_sign_count=key.sign_count, require_user_verification=True)
     except (WebAuthnException, ValueError, TypeError, KeyError) as exc:
-        raise Forbidden(f"{key.person}'s passkey did not sign accepting exactly this question: {exc}") from None
+        raise Forbidden(f"{key.person}'s passkey did not sign {what}: {exc}") from None
     return int(verified.new_sign_count)
+
+
+def verify_assertion(proof: Proof, q: Elicitation, content: dict[str, Any] | None, key: Passkey) -> int:
+    """The new sign count, if `proof` is `key`'s assertion, with user verification, of accepting `q` with
+    `content` under the nonce it names; Forbidden saying why not."""
+    return _signed(proof.credential, challenge_for(q, content, proof.nonce), proof.rp_id, proof.origin, key,
+                   "accepting exactly this question")
 
 
 def registration_options(person: str, challenge: bytes, rp_id: str, existing: list[str]) -> str:
@@ -153,19 +159,73 @@ def verify_registration(person: str, credential: dict[str, Any], challenge: byte
                    sign_count=int(verified.sign_count), created=now)
 
 
-def prove(tx: Tx, proof: Proof, q: Elicitation, content: dict[str, Any] | None, now: float,
-          may_sign: Callable[[str], Forbidden | None]) -> Passkey:
-    """The enrolled passkey whose assertion `proof` is of accepting `q` with `content`, its use recorded (its sign
-    count must grow: a replay or a copied key shows an old one); Forbidden saying why not. Inside the unit that
-    answers, so the use and the answer commit together."""
-    cid = proof.credential_id()
+def _enrolled(tx: Tx, cid: str, may_sign: Callable[[str], Forbidden | None]) -> Passkey:
     key = tx.passkey(cid)
     if key is None:
         raise Forbidden(f"passkey {cid} is not enrolled here (it may have been revoked): mcpx person list")
     if (refused := may_sign(key.person)) is not None:
         raise refused
-    count = verify_assertion(proof, q, content, key)
-    if not tx.use_passkey(key.id, count, now):
-        raise Forbidden(f"{key.person}'s passkey {cid} showed sign count {count}, not more than before: a replayed "
-                        "signature or a copied passkey is refused")
     return key
+
+
+def _used(tx: Tx, key: Passkey, count: int, now: float) -> None:
+    """The passkey's use recorded: its sign count must grow (a replay or a copied key shows an old one)."""
+    if not tx.use_passkey(key.id, count, now):
+        raise Forbidden(f"{key.person}'s passkey {key.id} showed sign count {count}, not more than before: a "
+                        "replayed signature or a copied passkey is refused")
+
+
+def prove(tx: Tx, proof: Proof, q: Elicitation, content: dict[str, Any] | None, now: float,
+          may_sign: Callable[[str], Forbidden | None]) -> Passkey:
+    """The enrolled passkey whose assertion `proof` is of accepting `q` with `content`, its use recorded; Forbidden
+    saying why not. Inside the unit that answers, so the use and the answer commit together."""
+    key = _enrolled(tx, proof.credential_id(), may_sign)
+    _used(tx, key, verify_assertion(proof, q, content, key), now)
+    return key
+
+
+# ---- enrolment that is not blindly trusted (docs/presence.md): a person who has a passkey adds another only with
+# an assertion by one they have (or by the daemon's owner's), signing exactly the new passkey
+
+def vouch_challenge(link: str, key: Passkey) -> bytes:
+    """What an enrolled passkey signs to vouch for `key`, a new passkey of its person: the enrolment link it came
+    through, the person, and exactly the new credential and its public key."""
+    return hashlib.sha256(f"mcpx-enrol\0{link}\0{key.person}\0{key.id}\0{key.public_key}".encode()).digest()
+
+
+def vouch_options(challenge: bytes, rp_id: str, vouchers: list[str]) -> str:
+    """The options a page passes to navigator.credentials.get to vouch: one of `vouchers` (credential ids), with
+    user verification."""
+    options = generate_authentication_options(
+        rp_id=rp_id, challenge=challenge, user_verification=UserVerificationRequirement.REQUIRED,
+        allow_credentials=[PublicKeyCredentialDescriptor(id=base64url_to_bytes(c)) for c in vouchers])
+    return options_to_json(options)
+
+
+@dataclass(frozen=True)
+class Vouch:
+    """An enrolled passkey's assertion offered for a new one: the challenge it must sign (vouch_challenge), and
+    where the page that made it was served (the relying party)."""
+
+    credential: dict[str, Any]
+    challenge: bytes
+    origin: str
+    rp_id: str
+
+    def credential_id(self) -> str:
+        return Proof("", self.credential, self.origin, self.rp_id).credential_id()
+
+
+def verify_vouch(vouch: Vouch, new: Passkey, key: Passkey) -> int:
+    """The new sign count of `key`, if `vouch` is its assertion, with user verification, of adding `new`; Forbidden
+    saying why not."""
+    return _signed(vouch.credential, vouch.challenge, vouch.rp_id, vouch.origin, key,
+                   f"adding passkey {new.id} for {new.person}")
+
+
+def record_use(tx: Tx, key: Passkey, count: int, now: float) -> None:
+    """`key`'s use with sign count `count`, inside the unit it let through; Forbidden if it was revoked meanwhile, or
+    its count did not grow."""
+    if tx.passkey(key.id) is None:
+        raise Forbidden(f"passkey {key.id} is not enrolled here (it may have been revoked): mcpx person list")
+    _used(tx, key, count, now)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpx.broker.models import Action, Answerer, Elicitation
-from mcpx.config.models import ElicitMode, ElicitSettings, Rule, RuleMatch
+from mcpx.config.models import Config, ElicitMode, ElicitSettings, Rule, RuleMatch
 
 # the modes from the loosest to the strictest: each leaves fewer questions to be answered as they would have been
 # (ask: a person or an agent answers what no rule does; auto: rules, else cancel; decline: every question refused,
@@ -119,6 +119,10 @@ def evaluate(settings: ElicitSettings, q: Elicitation, environ: Any = os.environ
     return None, checks
 
 
-def needs_presence(settings: ElicitSettings, q: Elicitation) -> bool:
-    """Whether an elicit.presence rule matches `q`: then only a person's passkey accepts it (docs/presence.md)."""
-    return any(matches(rule.match, q) is None for rule in settings.presence)
+def needs_presence(config: Config, q: Elicitation) -> bool:
+    """Whether only a person's passkey accepts `q` by the config (docs/presence.md): an elicit.presence rule matches
+    it, or it is mcpx's confirmation of a call to a server whose entry says `confirmPresence`."""
+    if q.confirms is not None and (entry := config.servers.get(q.confirms.server)) is not None \
+            and entry.confirm_presence:
+        return True
+    return any(matches(rule.match, q) is None for rule in config.elicit.presence)

@@ -48,7 +48,8 @@ def audit_cmd(args: argparse.Namespace) -> int:
 def record_line(record: dict[str, Any]) -> str:
     extra = f"  pid {record['pid']}" if record.get("pid") else ""
     data = record.get("data") or {}
-    if data.get("passkey") or data.get("passkeys"):  # an approval, or an answer, signed by a person's passkey
+    # an approval, or an answer, signed by a person's passkey (an enrolment names its passkey, signed by none)
+    if record["kind"] in ("elicit.approval", "elicit.answered") and (data.get("passkey") or data.get("passkeys")):
         extra += f"  verified by passkey ({', '.join(data.get('passkeys') or [data['passkey']])})"
     return f"{record['seq']:>6}  {render_event(record['kind'], record)}{extra}"
 

@@ -36,6 +36,13 @@ def render_event(event: str, data: dict[str, Any]) -> str:
         detail = (f"{plain(str(d.get('person')), 64)} {d.get('action')}: "
                   + (f"refused — {plain(str(d['refused']), 160)}" if "refused" in d
                      else f"counted ({len(d.get('approved') or [])} of {d.get('need')})"))
+    elif event == "person.enrolled":
+        how = (f"vouched for by {plain(str(d.get('vouchedBy')), 64)}'s passkey {d.get('voucherPasskey')}"
+               if d.get("how") == "vouched" else "trusted on first use")
+        detail = (f"{plain(str(d.get('person')), 64)}'s passkey {d.get('passkey')}: {how}"
+                  + (f" (link asked for by {plain(str(d['by']), 64)})" if d.get("by") else ""))
+    elif event == "person.revoked":
+        detail = f"{plain(str(d.get('person')), 64)}'s passkey {d.get('passkey')}"
     elif event == "elicit.reminded":
         sent = [f"reminded {', '.join(d['remind'])}"] if d.get("remind") else []
         sent += [f"escalated to {', '.join(d['escalate'])}"] if d.get("escalate") else []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from mcpx.cli.common import add_json_flag, emit_json, guarded
@@ -21,7 +22,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e = psub.add_parser("enroll", help="print a single-use link where NAME creates a passkey",
                         description="Prints a link (on localhost: a passkey is bound to a name, never to "
                                     "127.0.0.1) to a page where NAME creates a passkey. Good once, for 15 minutes. "
-                                    "NAME defaults to $MCPX_PERSON.")
+                                    "NAME's first passkey is trusted on first use; once NAME has one, another is "
+                                    "added only when a passkey of NAME's (or of the daemon's owner's) signs it on "
+                                    "that page. NAME defaults to $MCPX_PERSON.")
     e.add_argument("name", nargs="?", default=None)
     add_json_flag(e)
     e.set_defaults(func=guarded(enroll_cmd))
@@ -39,11 +42,14 @@ def enroll_cmd(args: argparse.Namespace) -> int:
     name = args.name or os.environ.get("MCPX_PERSON")
     if not name:
         raise SystemExit("mcpx person enroll: give a NAME (or set MCPX_PERSON): whose passkey it is")
-    url = DaemonApi().post(f"/v1/people/{name}/enroll")["url"]
+    api = DaemonApi()
+    # who asks for the link: the audit says who enrolled whom
+    link = api.post(f"/v1/people/{name}/enroll", None, headers={"X-Mcpx-Answerer": api.answerer})
     if args.json:
-        emit_json({"url": url, "person": name})
+        emit_json({"url": link["url"], "person": name, "terms": link["terms"]})
     else:
-        print(url)
+        print(link["url"])
+        print(link["terms"], file=sys.stderr)  # the link alone on stdout, for a script to pass on
     return 0
 
 

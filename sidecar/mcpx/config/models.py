@@ -149,6 +149,9 @@ class _Server(_Model):
                                  "long is stopped; the next call starts it again")
     elicit: ServerElicit = ServerElicit()
     enabled: bool = True
+    confirm_presence: bool = Field(default=False, description="mcpx's own confirmation of a call to it (its confirm, "
+                                   "elicit.confirmDestructive, a service's confirmed requests) is accepted only with "
+                                   "the person's passkey, signing the exact request (docs/presence.md)")
 
 
 def _secret_names(secrets: list[str], env: Mapping[str, str]) -> None:

@@ -255,13 +255,16 @@ def passkey_href(eid: str, link: str | None, step: str) -> str:
     return f"/inbox/passkey/{eid}/{step}" + ("?" + urlencode({"link": link}) if link else "")
 
 
-def enrol_page(person: str, href: str) -> str:
-    """Where `person` creates a passkey: one button, the browser does the rest (static/passkey.js)."""
+def enrol_page(person: str, href: str, terms: str) -> str:
+    """Where `person` creates a passkey: one button, the browser does the rest (static/passkey.js); `terms`: how it
+    comes to be trusted. A person who has one already then signs with it (the second button, shown then)."""
     body = (f'<div class="card"><h1 id="title">A passkey for {_e(person)}</h1>'
             "<p>mcpx will accept the questions that need you only with this passkey. Your browser asks you to "
             "create it (a fingerprint, a PIN, or your phone).</p>"
+            f'<p id="terms" class="meta">{_e(terms)}</p>'
             f'<div class="buttons"><button class="accept" type="button" id="enroll" data-url="{_e(href)}">'
-            "Create my passkey</button></div>"
+            "Create my passkey</button>"
+            '<button class="accept" type="button" id="vouch" hidden>Sign with a passkey I have</button></div>'
             '<p id="passkey-status" role="status"></p></div>')
     return page(f"Passkey for {person} · mcpx", body)
 

@@ -32,7 +32,7 @@ from mcpx.broker.errors import BrokerError, InvalidContent
 from mcpx.broker.models import ACTIONS, Answer, Elicitation, is_action
 from mcpx.broker.store import QuestionFilter
 from mcpx.inbox import pages
-from mcpx.inbox.ceremony import Enrolments, passkey_base, relying_party
+from mcpx.inbox.ceremony import Enrolments, enrolment_terms, passkey_base, relying_party
 from mcpx.inbox.html_form import content_of_form
 from mcpx.inbox.signing import InboxKeys
 from mcpx.presentation.urlfacts import url_facts
@@ -120,9 +120,9 @@ class Inbox:
         """A question's link where a passkey can sign it: the link, reached by name (docs/presence.md)."""
         return passkey_base(self.base) + pages.question_href(eid, self.keys.link_secret(eid))
 
-    def enrol_url(self, person: str) -> str:
-        """A single-use link where `person` creates a passkey."""
-        return passkey_base(self.base) + f"/inbox/enroll/{self.enrolments.issue(person)}"
+    def enrol_url(self, person: str, by: str) -> str:
+        """A single-use link where `person` creates a passkey (`by`: who asked for it)."""
+        return passkey_base(self.base) + f"/inbox/enroll/{self.enrolments.issue(person, by)}"
 
     def approver_url(self, eid: str, person: str, action: str | None = None, *, by_name: bool = False) -> str:
         """An approver's own link (their page, or with `action` the POST that answers as them); `by_name`: reached
@@ -178,6 +178,7 @@ class Inbox:
         app.router.add_get("/inbox/enroll/{token}", self.enrol_page)
         app.router.add_post("/inbox/enroll/{token}/options", self.enrol_options)
         app.router.add_post("/inbox/enroll/{token}", self.enrol)
+        app.router.add_post("/inbox/enroll/{token}/vouch", self.enrol_vouch)
         app.router.add_route("*", "/inbox/{tail:.*}", self.unknown)
 
     async def login(self, request: web.Request) -> web.StreamResponse:
@@ -370,7 +371,8 @@ class Inbox:
             enrolment = self.enrolments.get(token)
         except BrokerError as exc:
             return refusal(410, "This enrolment link is spent", str(exc))
-        return html(pages.enrol_page(enrolment.person, f"/inbox/enroll/{token}"))
+        terms = enrolment_terms(enrolment.person, await self.broker.vouchers(enrolment.person))
+        return html(pages.enrol_page(enrolment.person, f"/inbox/enroll/{token}", terms))
 
     async def enrol_options(self, request: web.Request) -> web.StreamResponse:
         if self._cross_site(request):
@@ -385,6 +387,8 @@ class Inbox:
         return web.json_response({"options": json.loads(options)}, headers=HEADERS)
 
     async def enrol(self, request: web.Request) -> web.StreamResponse:
+        """The passkey the page created: enrolled now if it is the person's first (trusted on first use), else held
+        until an enrolled passkey vouches for it (the answer carries the options that assertion signs)."""
         token = request.match_info["token"]
         if self._cross_site(request):
             return _json("Refused from another site.", 403)
@@ -394,10 +398,42 @@ class Inbox:
             rp_id, origin = relying_party(self.base)
             key = passkeys.verify_registration(enrolment.person, body.credential, enrolment.challenge, rp_id,
                                                origin, datetime.fromtimestamp(time.time(), UTC))
+            vouchers = await self.broker.vouchers(enrolment.person)
+            if vouchers is None:
+                await self.broker.enroll(key, enrolment.by)
+        except ValidationError as exc:
+            return _json(f"not a passkey: {exc.errors()[0]['msg']}", 400)
+        except BrokerError as exc:
+            return _json(str(exc), exc.status)
+        if vouchers is None:
+            self.enrolments.take(token)
+            return _json(f"{enrolment.person}'s passkey is enrolled ({key.id}), trusted on first use. You may close "
+                         "this page.", id=key.id)
+        enrolment.held = key
+        allowed = [k.id for k in await self.broker.passkeys() if k.person in vouchers]
+        options = passkeys.vouch_options(passkeys.vouch_challenge(token, key), rp_id, allowed)
+        return _json(f"The new passkey ({key.id}) is not enrolled yet: {enrolment.person} has had one, so sign "
+                     f"with a passkey of {' or '.join(vouchers)} to add it.", 202, id=key.id,
+                     vouch=json.loads(options))
+
+    async def enrol_vouch(self, request: web.Request) -> web.StreamResponse:
+        """An enrolled passkey's assertion of exactly the new passkey this link holds: then it is enrolled."""
+        token = request.match_info["token"]
+        if self._cross_site(request):
+            return _json("Refused from another site.", 403)
+        try:
+            enrolment = self.enrolments.get(token)
+            if enrolment.held is None:
+                return _json("No passkey waits here for another to vouch for it: create it first.", 409)
+            body = PasskeyEnrolment.model_validate_json(await request.read())
+            rp_id, origin = relying_party(self.base)
+            key = enrolment.held
+            record = await self.broker.enroll(key, enrolment.by, passkeys.Vouch(
+                body.credential, passkeys.vouch_challenge(token, key), origin, rp_id))
         except ValidationError as exc:
             return _json(f"not a passkey: {exc.errors()[0]['msg']}", 400)
         except BrokerError as exc:
             return _json(str(exc), exc.status)
         self.enrolments.take(token)
-        await self.broker.enroll(key)
-        return _json(f"{enrolment.person}'s passkey is enrolled ({key.id}). You may close this page.", id=key.id)
+        return _json(f"{enrolment.person}'s passkey is enrolled ({key.id}), vouched for by "
+                     f"{record.data['vouchedBy']}'s passkey. You may close this page.", id=key.id)

@@ -70,6 +70,10 @@ class DialogForm(WireModel):
     confirm: dict[str, Any] | None = Field(default=None, description="a lone yes/no, or no fields at all: what "
                                            "Accept answers with")
     accept_means: str = Field(description="one line saying what Accept answers")
+    passkey: str | None = Field(default=None, description="a question only the person's passkey accepts "
+                                "(docs/presence.md): what the dialog says of it. Its page is the question's link "
+                                "(GET /v1/elicit/{id}/link), which the dialog shows and opens in the person's browser "
+                                "(Open passkey page)")
     toast: str = Field(description="the question in a few words, for a notification: who asks what")
 
 
@@ -152,11 +156,16 @@ def dialog_form(q: Elicitation) -> DialogForm:
             means = f"Accept answers yes ({fields[0].label}: true); Decline answers no."
         else:
             means = "Accept sends what the form holds; Decline and Cancel send nothing of it."
+    passkey = None
+    if q.presence:
+        passkey = ("Accepting it needs your passkey, on its page in your browser: Open passkey page opens it there, "
+                   "where you accept it. Decline and Cancel work from here.")
+        means = "Accept here is refused: only your passkey accepts it, on its page."
     who = plain(q.server, 100)
     return DialogForm(
         title=f"{who} (via mcpx) asks", asker=who + (f" · {plain(q.tool, 100)}" if q.tool else "") + ", via mcpx",
         message=_message(q.message), why=why(q), expires_at=q.expires_at, clock=clock(q.expires_at), url=url,
-        fields=[] if confirm is not None else fields, confirm=confirm, accept_means=means,
+        fields=[] if confirm is not None else fields, confirm=confirm, accept_means=means, passkey=passkey,
         toast=f"{who} asks: {quoted(q.message, 200)}" + (f" (a page on {plain(url.domain, 100)})" if url else ""),
     )
 

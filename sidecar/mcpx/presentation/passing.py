@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcpx.broker.models import Elicitation
+from mcpx.presentation.rendering import presence_text
 
 # what MCP lets a form's requestedSchema hold at its top level: a strict client refuses anything else (Codex 0.169.0
 # cancels, unseen, a question whose schema has a `title`, as pydantic writes one)
@@ -20,8 +21,10 @@ def passed_schema(q: Elicitation) -> dict[str, Any]:
 
 
 def passed_message(q: Elicitation) -> str:
-    """The message a client is passed: the asker named, its words unchanged."""
-    return f"{q.server} (via mcpx) asks: {q.message}"
+    """The message a client is passed: the asker named, its words unchanged; for a question only the person's
+    passkey accepts, the sentence that says so (its client's accept is refused, and it is asked again)."""
+    presence = presence_text(q.id, q.presence, None)
+    return f"{q.server} (via mcpx) asks: {q.message}" + (f"\n\n({presence}.)" if presence else "")
 
 
 def passed_as(q: Elicitation, message: str, mode: str, schema: dict[str, Any] | None, url: str | None) -> bool:

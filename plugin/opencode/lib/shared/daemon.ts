@@ -222,6 +222,12 @@ export class Daemon {
     })
   }
 
+  /** A question's link, which opens its page (for one that needs presence: where the person's passkey signs). The
+   * daemon hands it only to a process outside an agent's shell, as it takes the person's answers. */
+  link(id: string): Promise<Reply<{ url: string }>> {
+    return this.request("GET", `/v1/elicit/${encodeURIComponent(id)}/link`)
+  }
+
   /** A call's real result, waiting up to `seconds` for it: 200 when it finished, 202 while it runs or asks again. */
   taskResult(task: string, seconds: number): Promise<Reply> {
     return this.request("GET", `/v1/tasks/${encodeURIComponent(task)}/result?timeout=${seconds}`, { timeoutMs: (seconds + 10) * 1000 })

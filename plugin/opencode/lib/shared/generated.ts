@@ -242,6 +242,8 @@ export type DialogForm = {
   confirm?: Record<string, unknown> | null
   /** one line saying what Accept answers */
   acceptMeans: string
+  /** a question only the person's passkey accepts (docs/presence.md): what the dialog says of it. Its page is the question's link (GET /v1/elicit/{id}/link), which the dialog shows and opens in the person's browser (Open passkey page) */
+  passkey?: string | null
   /** the question in a few words, for a notification: who asks what */
   toast: string
 }
@@ -306,6 +308,12 @@ export type Ended = {
   toast: string
   /** for its dialog in opencode's TUI, closed because it ended elsewhere */
   dialog: string
+}
+
+export type EnrolLink = {
+  url: string
+  /** how the passkey comes to be trusted: on first use (the person has none yet), or once a passkey of theirs or of the daemon's owner signs it */
+  terms: string
 }
 
 export type ErrorBody = {

@@ -113,11 +113,19 @@ export function QuestionDialog(props: { open: OpenQuestion; api: TuiPluginApi })
     clearTimeout(arming)
   })
   const expires = Date.parse(form.expiresAt)
+  // a question only the person's passkey accepts: its page, as the daemon hands it to the person's side
+  const [passkeyLine, setPasskeyLine] = createSignal(form.passkey ? "Passkey page: …" : "")
+  if (form.passkey) void props.open.passkeyPage().then((page) => setPasskeyLine(page.line))
 
   const act = async (action: Action) => {
     if (action.type === "open") {
       setStatus("Opening the page…")
       setStatus(await props.open.openPage())
+      return
+    }
+    if (action.type === "passkey") {
+      setStatus("Opening the passkey page…")
+      setStatus(await props.open.openPasskeyPage())
       return
     }
     setBusy(true)
@@ -152,7 +160,7 @@ export function QuestionDialog(props: { open: OpenQuestion; api: TuiPluginApi })
     bump()
   })
 
-  const on = (kind: "open" | "accept" | "decline" | "cancel" | "reason") => () => (tick(), state.focused({ kind }))
+  const on = (kind: "open" | "passkey" | "accept" | "decline" | "cancel" | "reason") => () => (tick(), state.focused({ kind }))
   return (
     <box paddingLeft={2} paddingRight={2} paddingBottom={1} flexDirection="column">
       <box flexDirection="row" justifyContent="space-between">
@@ -179,6 +187,12 @@ export function QuestionDialog(props: { open: OpenQuestion; api: TuiPluginApi })
           <text fg={theme().textMuted} wrapMode="word">It opens in your browser only if you choose Open page.</text>
         </box>
       </Show>
+      <Show when={form.passkey}>
+        <box flexDirection="column" paddingTop={1}>
+          <text fg={theme().warning} wrapMode="word">{form.passkey}</text>
+          <text fg={theme().text} wrapMode="char">{passkeyLine()}</text>
+        </box>
+      </Show>
       <For each={form.fields}>{(_, i) => <Field state={state} index={i()} tick={tick} theme={theme} />}</For>
       <Show when={(tick(), state.problem)}>
         <text fg={theme().error} wrapMode="word" paddingTop={1}>{"✗ " + state.problem}</text>
@@ -186,6 +200,7 @@ export function QuestionDialog(props: { open: OpenQuestion; api: TuiPluginApi })
       <text fg={theme().textMuted} wrapMode="word" paddingTop={1}>{form.acceptMeans}</text>
       <box flexDirection="row" justifyContent="flex-end" gap={2} paddingTop={1}>
         <Show when={form.url}><Button label="Open page" armed={armed} on={on("open")} theme={theme} /></Show>
+        <Show when={form.passkey}><Button label="Open passkey page" armed={armed} on={on("passkey")} theme={theme} /></Show>
         <Button label="Accept" armed={armed} on={on("accept")} theme={theme} />
         <Button label="Decline" armed={armed} on={on("decline")} theme={theme} />
         <Button label="Cancel" armed={armed} on={on("cancel")} theme={theme} />

@@ -12,12 +12,13 @@
 import type { DialogForm, FormField } from "../shared/daemon.js"
 
 export type Key = { name: string; sequence?: string; ctrl?: boolean; meta?: boolean; shift?: boolean }
-export type Stop = { kind: "field"; index: number } | { kind: "open" | "accept" | "decline" | "cancel" | "reason" }
+export type Stop = { kind: "field"; index: number } | { kind: "open" | "passkey" | "accept" | "decline" | "cancel" | "reason" }
 export type Action =
   | { type: "accept"; entries?: Record<string, string | string[]> }
   | { type: "decline"; reason?: string }
   | { type: "cancel" }
   | { type: "open" }
+  | { type: "passkey" } // open the page where the person's passkey accepts it
 
 /** One text being edited: its characters and the cursor (an index into them). */
 export class Line {
@@ -104,13 +105,15 @@ export class FormState {
       } else if (typeof f.value === "string") this.picked.set(f.name, f.value)
     }
     // a confirmation (a lone yes/no, or no fields) and a page to open start on their action; a form on its field
-    this.at = this.fields.length ? 0 : this.stops().findIndex((s) => s.kind === (form.url ? "open" : "accept"))
+    const first = form.url ? "open" : form.passkey ? "passkey" : "accept"
+    this.at = this.fields.length ? 0 : this.stops().findIndex((s) => s.kind === first)
   }
 
   /** Where the focus can be, in order: the fields, then the actions (the reason only while declining). */
   stops(): Stop[] {
     const out: Stop[] = this.fields.map((_, index) => ({ kind: "field" as const, index }))
     if (this.form.url) out.push({ kind: "open" })
+    if (this.form.passkey) out.push({ kind: "passkey" })
     out.push({ kind: "accept" }, { kind: "decline" })
     if (this.declining) out.push({ kind: "reason" })
     out.push({ kind: "cancel" })
@@ -191,6 +194,7 @@ export class FormState {
 
   private press(kind: Stop["kind"]): Action | undefined {
     if (kind === "open") return { type: "open" }
+    if (kind === "passkey") return { type: "passkey" }
     if (kind === "cancel") return { type: "cancel" }
     if (kind === "decline") {
       this.declining = true

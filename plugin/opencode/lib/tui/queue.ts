@@ -31,6 +31,10 @@ export type OpenQuestion = {
   answer: (action: "accept" | "decline" | "cancel", body: { form?: Record<string, string | string[]>; reason?: string }) => Promise<Outcome>
   /** the person said yes to opening a url-mode question's page: recorded, then opened */
   openPage: () => Promise<string>
+  /** a question only the person's passkey accepts: the page where it does (the question's link, from the daemon) */
+  passkeyPage: () => Promise<{ url?: string; line: string }>
+  /** that page, opened in the person's browser; what happened, in a line */
+  openPasskeyPage: () => Promise<string>
 }
 
 export interface Screen {
@@ -213,6 +217,11 @@ export class QuestionQueue {
       question: q,
       answer: (action, body) => this.answer(q, action, body),
       openPage: () => this.openPage(q),
+      passkeyPage: () => this.passkeyPage(q),
+      openPasskeyPage: async () => {
+        const page = await this.passkeyPage(q)
+        return page.url ? this.screen.openUrl(page.url) : page.line
+      },
     }
     this.screen.show(open, () => this.closed(id))
     // one toast at a time: the line about the dialog that just closed stays, ahead of this one's
@@ -305,6 +314,17 @@ export class QuestionQueue {
   private tell(toast: Toast): void {
     this.said = { text: toast.message, at: Date.now() }
     this.screen.toast(toast)
+  }
+
+  /** Where the person's passkey accepts `q`: its link, which the daemon hands to the person's side only. */
+  private async passkeyPage(q: Question): Promise<{ url?: string; line: string }> {
+    try {
+      const r = await this.daemon.link(q.id)
+      if (r.status === 200) return { url: r.body.url, line: `Passkey page: ${r.body.url}` }
+      return { line: `No passkey page: ${problem(r).message}` }
+    } catch (e) {
+      return { line: `No passkey page: ${e instanceof NoDaemon ? e.message : String((e as Error)?.message ?? e)}` }
+    }
   }
 
   private async openPage(q: Question): Promise<string> {

@@ -19,11 +19,13 @@
     });
     let data = {};
     try { data = await response.json(); } catch (e) { data = { message: "the daemon answered " + response.status }; }
-    return { ok: response.ok, data: data };
+    return { ok: response.ok, status: response.status, data: data };
   }
 
   const enroll = document.getElementById("enroll");
+  const vouch = document.getElementById("vouch");
   if (enroll) {
+    let vouching = null; // the options an enrolled passkey signs to add the one just created (202: held)
     enroll.addEventListener("click", async () => {
       const url = enroll.dataset.url;
       try {
@@ -34,10 +36,29 @@
         const done = await post(url, { credential: credential.toJSON() }, true);
         say(done.data.message, !done.ok);
         if (done.ok) enroll.disabled = true;
+        if (done.status === 202 && vouch) {
+          vouching = done.data.vouch;
+          vouch.hidden = false;
+        }
       } catch (e) {
         say("No passkey was created: " + e.message, true);
       }
     });
+    // a second press, not a chain: the person may plug in or bring near the passkey that vouches, and a browser may
+    // ask for a passkey only on a press
+    if (vouch) {
+      vouch.addEventListener("click", async () => {
+        try {
+          const options = PublicKeyCredential.parseRequestOptionsFromJSON(vouching);
+          const credential = await navigator.credentials.get({ publicKey: options });
+          const done = await post(enroll.dataset.url + "/vouch", { credential: credential.toJSON() }, true);
+          say(done.data.message, !done.ok);
+          if (done.ok) vouch.disabled = true;
+        } catch (e) {
+          say("Nothing was signed: " + e.message, true);
+        }
+      });
+    }
   }
 
   const form = document.getElementById("answer");
