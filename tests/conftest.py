@@ -72,9 +72,53 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def daemon(home: Path) -> Iterator[Daemon]:
+def daemon(home: Path, store: str, request: pytest.FixtureRequest) -> Iterator[Daemon]:
+    """A daemon of the test's own; for a test marked `shared_daemon`, the module's (`SharedDaemons`)."""
+    if request.node.get_closest_marker("shared_daemon") is not None:
+        pool: SharedDaemons = request.getfixturevalue("shared_daemons")
+        yield pool.get(store, request)
+        return
     with make_daemon(home) as d:
         yield d
+
+
+class SharedDaemons:
+    """The daemons a module's tests marked `shared_daemon` share (their `daemon`), one per store kind, each started
+    when a test first asks for it and all stopped when the module ends. For tests that each work on questions (or
+    calls) of their own and look only at those: a daemon's start is most of such a test's cost. A test that counts
+    everything a daemon holds, restarts or stops it, or changes its config keeps a daemon of its own."""
+
+    def __init__(self, root: Path, config: dict[str, Any] | None) -> None:
+        self.root = root
+        self.config = config
+        self.daemons: dict[str, Daemon] = {}
+
+    def get(self, kind: str, request: pytest.FixtureRequest) -> Daemon:
+        if kind not in self.daemons:
+            env = {}
+            if kind == "postgresql":  # a database of the module's own, as a daemon of a test's own has one
+                pg = request.getfixturevalue("postgres")
+                env["MCPX_STORE"] = pg.create_database(f"shared_{os.getpid()}_{next(_databases)}")
+            home = self.root / kind
+            home.mkdir()
+            d = make_daemon(home, self.config, extra_env=env)
+            d.start()
+            self.daemons[kind] = d
+        return self.daemons[kind]
+
+    def stop(self) -> None:
+        for d in self.daemons.values():
+            d.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_daemons(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedDaemons]:
+    """The module's shared daemons: a module sets SHARED_CONFIG for their config (no servers by default)."""
+    pool = SharedDaemons(tmp_path_factory.mktemp("shared"), getattr(request.module, "SHARED_CONFIG", None))
+    try:
+        yield pool
+    finally:
+        pool.stop()
 
 
 def this_process_talks_to(monkeypatch: pytest.MonkeyPatch, d: Daemon) -> None:
@@ -234,12 +278,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     module's opencode, Claude Code or wheel is set up once, and two of them never run at once. pytest-xdist 3.8 marks
     a test's group by a suffix it writes to `item._nodeid`, which pytest 9 no longer reads (a node's id is `_id`):
     without this every group was spread over the workers, each setting the module up again. Written here where
-    pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run."""
+    pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run. The tests of a module marked
+    `shared_daemon` are a group of their own, so the daemons they share start once."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers, for --dist loadgroup
         return
     for item in items:
         groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                          for m in item.iter_markers("xdist_group")})
+        if not groups and item.get_closest_marker("shared_daemon") is not None:
+            groups = [item.nodeid.split("::")[0]]  # the module's shared daemons start once, on one worker
         if groups and "@" not in item.nodeid:
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
 
