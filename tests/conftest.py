@@ -72,13 +72,21 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def daemon(home: Path, store: str, request: pytest.FixtureRequest) -> Iterator[Daemon]:
-    """A daemon of the test's own; for a test marked `shared_daemon`, the module's (`SharedDaemons`)."""
+def daemon(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
+    with daemon_of(request, home) as d:
+        yield d
+
+
+@contextlib.contextmanager
+def daemon_of(request: pytest.FixtureRequest, home: Path, config: dict[str, Any] | None = None,
+              **kw: Any) -> Iterator[Daemon]:
+    """The test's daemon with `config` (make_daemon's): one of its own in `home`, started and stopped here; for a
+    test marked `shared_daemon`, its module's for the test's store (`SharedDaemons`)."""
     if request.node.get_closest_marker("shared_daemon") is not None:
         pool: SharedDaemons = request.getfixturevalue("shared_daemons")
-        yield pool.get(store, request)
+        yield pool.get(request, config, **kw)
         return
-    with make_daemon(home) as d:
+    with make_daemon(home, config, **kw) as d:
         yield d
 
 
@@ -88,33 +96,39 @@ class SharedDaemons:
     calls) of their own and look only at those: a daemon's start is most of such a test's cost. A test that counts
     everything a daemon holds, restarts or stops it, or changes its config keeps a daemon of its own."""
 
-    def __init__(self, root: Path, config: dict[str, Any] | None) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.config = config
-        self.daemons: dict[str, Daemon] = {}
+        self.daemons: dict[str, tuple[Daemon, Any]] = {}
 
-    def get(self, kind: str, request: pytest.FixtureRequest) -> Daemon:
-        if kind not in self.daemons:
-            env = {}
-            if kind == "postgresql":  # a database of the module's own, as a daemon of a test's own has one
-                pg = request.getfixturevalue("postgres")
-                env["MCPX_STORE"] = pg.create_database(f"shared_{os.getpid()}_{next(_databases)}")
-            home = self.root / kind
-            home.mkdir()
-            d = make_daemon(home, self.config, extra_env=env)
-            d.start()
-            self.daemons[kind] = d
-        return self.daemons[kind]
+    def get(self, request: pytest.FixtureRequest, config: dict[str, Any] | None, **kw: Any) -> Daemon:
+        """The daemon for the test's store (its `store` fixture), started on first use with `config`, which every
+        test of the module that shares it must ask for alike."""
+        kind: str = request.getfixturevalue("store")
+        asked = (config, kw)
+        if kind in self.daemons:
+            d, made_with = self.daemons[kind]
+            assert made_with == asked, f"the module's shared daemon was started with {made_with}, not {asked}"
+            return d
+        kw = dict(kw)
+        env = dict(kw.pop("extra_env", None) or {})
+        if kind == "postgresql":  # a database of the module's own, as a daemon of a test's own has one
+            pg = request.getfixturevalue("postgres")
+            env["MCPX_STORE"] = pg.create_database(f"shared_{os.getpid()}_{next(_databases)}")
+        home = self.root / kind
+        home.mkdir()
+        d = make_daemon(home, config, extra_env=env, **kw)
+        d.start()
+        self.daemons[kind] = (d, asked)
+        return d
 
     def stop(self) -> None:
-        for d in self.daemons.values():
+        for d, _ in self.daemons.values():
             d.stop()
 
 
 @pytest.fixture(scope="module")
-def shared_daemons(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedDaemons]:
-    """The module's shared daemons: a module sets SHARED_CONFIG for their config (no servers by default)."""
-    pool = SharedDaemons(tmp_path_factory.mktemp("shared"), getattr(request.module, "SHARED_CONFIG", None))
+def shared_daemons(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedDaemons]:
+    pool = SharedDaemons(tmp_path_factory.mktemp("shared"))
     try:
         yield pool
     finally:
