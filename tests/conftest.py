@@ -27,6 +27,7 @@ from mcpx.broker.sqlite import SqliteStore
 from mcpx.config.models import Config
 
 STORES = ("sqlite", "postgresql")
+LONG_FIRST = ("tests/hosts/", "tests/opencode/", "tests/conformance/")  # their tests take minutes each
 _databases = itertools.count()
 
 
@@ -292,10 +293,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     module's opencode, Claude Code or wheel is set up once, and two of them never run at once. pytest-xdist 3.8 marks
     a test's group by a suffix it writes to `item._nodeid`, which pytest 9 no longer reads (a node's id is `_id`):
     without this every group was spread over the workers, each setting the module up again. Written here where
-    pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run. The tests of a module marked
-    `shared_daemon` are a group of their own, so the daemons they share start once."""
+    pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run. A module's tests marked
+    `shared_daemon` are a group of their own, so the daemons they share start once.
+
+    xdist hands out the groups first, the largest first, then the other tests in the order collected: the tests that
+    take minutes each (real hosts, the plugin's own, the conformance suites) are put first, so that none of them is
+    started last, alone, while the other workers have finished."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers, for --dist loadgroup
         return
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: a module's tests stay together
     for item in items:
         groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                          for m in item.iter_markers("xdist_group")})

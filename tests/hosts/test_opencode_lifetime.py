@@ -22,8 +22,8 @@ from mcpx.system.paths import StatePaths
 from opencode.fake_model import Call, Say, ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode
 
-# on the worker of the other opencode end-to-end tests: one opencode at a time on a shared machine
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("opencode-e2e")]
+# each test has an opencode and a daemon of its own: they run on any worker, beside the other opencode tests
+pytestmark = [pytest.mark.timeout(300)]
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
