@@ -25,6 +25,8 @@ bench/peer_server.py as the upstream.
    same through a bare aiohttp relay (bench/broker.py's phase, interleaved there).
 6. durable question lifecycles/s, 16 in flight (bench/broker.py's phase: each answer committed
    before its waiter is woken).
+7. `mcpx elicit list` (the installed entry point, a daemon running) / `python -c 'import argparse, json,
+   socket'`, wall p50 (bench/cli_start.py, which runs alone too).
 
 The sides of figures 1-3 are all open at once and timed in interleaved rounds whose order rotates,
 after a warm-up; 4-6 run on a fresh daemon of their own (no servers). `--runs N` (default 3)
@@ -74,6 +76,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))  # the other benches sit beside this file, however it is run
 sys.path.insert(0, str(ROOT / "tests"))  # the daemon harness
 import broker  # noqa: E402
+import cli_start  # noqa: E402
 from broker import Child, Report, fmt_ms, ms, p50, say  # noqa: E402
 from harness import Daemon, free_port, run_stoppable, scratch_daemon, unix_session  # noqa: E402
 from surface import SdkCaller, Side, interleaved  # noqa: E402
@@ -523,6 +526,7 @@ async def main_async(runs: int, against: str | None) -> None:
             say(f"mcp-proxy rows left out: {plan.mcp_proxy}")
         results = [await one_run(plan, i, rng) for i in range(runs)]
     report = table(results, plan)
+    cli_start.add_rows(report, runs, against)  # 7: `mcpx elicit list` / python -c, bench/cli_start.py
     say(f"the run took {time.monotonic() - started:.0f} s; load now "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()

@@ -29,7 +29,7 @@ from conftest import ask
 from harness import Daemon
 from mcpx.cli.tui.inbox_app import InboxApp
 from mcpx.cli.tui.screens import OpenUrlScreen, QuestionScreen, ReasonScreen
-from mcpx.client.transport import DaemonClient
+from mcpx.client.daemon_client import DaemonClient
 from mcpx.system.paths import StatePaths
 
 SIZE = (160, 50)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mcpx.cli.common import add_json_flag, emit_json, run
-from mcpx.cli.render import render_event
-from mcpx.client.transport import DaemonClient
+from mcpx.cli.common import add_json_flag, emit_json, guarded
+from mcpx.cli.lines import render_event
+from mcpx.client.transport import DaemonApi
 from mcpx.presentation.text import plain
 
 
@@ -28,16 +28,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--after", type=int, default=0, metavar="SEQ", help="only records after this one (its seq)")
     p.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
     add_json_flag(p)
-    p.set_defaults(func=run(audit_cmd))
+    p.set_defaults(func=guarded(audit_cmd))
 
 
-async def audit_cmd(args: argparse.Namespace) -> int:
+def audit_cmd(args: argparse.Namespace) -> int:
     if args.chain:
-        return await chain_cmd(args)
+        return chain_cmd(args)
     params = {"elicit": args.elicit, "session": args.session, "trace": args.trace, "task": args.task,
               "kinds": args.kinds, "after": args.after, "limit": args.limit}
-    async with DaemonClient() as client:
-        body = await client.get("/v1/audit", params=params)
+    body = DaemonApi().get("/v1/audit", params=params)
     if args.json:
         emit_json(body)
         return 0
@@ -60,9 +59,8 @@ def call_entry(task: dict[str, Any]) -> dict[str, Any]:
             "session": task["session"], "server": task["server"], "tool": task["tool"], "state": task["state"]}
 
 
-async def chain_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        body = await client.get(f"/v1/audit/chain/{args.chain}")
+def chain_cmd(args: argparse.Namespace) -> int:
+    body = DaemonApi().get(f"/v1/audit/chain/{args.chain}")
     entries = [call_entry(body["task"]), *body["records"]]
     if args.json:
         emit_json(entries)

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from mcpx.cli.common import add_json_flag, emit_json, run
-from mcpx.client.transport import DaemonClient, wait_for_answer
+from mcpx.client.daemon_client import DaemonClient, wait_for_answer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -17,10 +17,11 @@ from typing import Any
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.render import render_question
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
+from mcpx.client.daemon_client import DaemonClient
 from mcpx.client.prompt import TerminalForm, read_answer
 from mcpx.client.question_watch import EndedMeanwhile, Watch
 from mcpx.client.target import split_target
-from mcpx.client.transport import ApiError, DaemonClient, Response, ensure_running
+from mcpx.client.transport import ApiError, Response, ensure_running
 from mcpx.presentation.text import clock, one_line, plain
 
 MODES = ("prompt", "return", "auto", "decline", "error")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine
@@ -57,8 +56,12 @@ def guarded(body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
 
 
 def run(body: Command) -> Callable[[argparse.Namespace], int]:
-    """An async command body, run to completion."""
-    return guarded(lambda args: asyncio.run(body(args)))
+    """An async command body, run to completion (asyncio imported then: a command without one starts without it)."""
+    def in_loop(args: argparse.Namespace) -> int:
+        import asyncio
+
+        return asyncio.run(body(args))
+    return guarded(in_loop)
 
 
 def emit_json(value: Any) -> None:

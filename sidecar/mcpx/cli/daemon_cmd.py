@@ -9,7 +9,6 @@ however it was started; `restart` is both, keeping its --listen. `install` write
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
@@ -20,9 +19,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mcpx.cli.common import add_json_flag, emit_json, run
-from mcpx.cli.render import upstream_lines
-from mcpx.client.transport import EX_UNAVAILABLE, ApiError, DaemonClient, NoDaemon
+from mcpx.cli.common import add_json_flag, emit_json, guarded
+from mcpx.cli.lines import upstream_lines
+from mcpx.client.transport import EX_UNAVAILABLE, ApiError, DaemonApi, NoDaemon
 from mcpx.config.finding import config_sources, unread_configs
 from mcpx.daemon.launch import LaunchError, detach, running_pid, start_detached, stop, wait_serving
 from mcpx.daemon.origin import Origin
@@ -80,7 +79,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "the upstream server instances running with their sessions and memory. Exit 69 "
                                    "when none runs.")
     add_json_flag(p)
-    p.set_defaults(func=run(status))
+    p.set_defaults(func=guarded(status))
 
 
 def daemon(args: argparse.Namespace) -> int:
@@ -110,16 +109,17 @@ def recorded_origin(paths: StatePaths, pid: int) -> Origin | None:
         return None
 
 
-async def status(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        health = await client.get("/v1/health")
-        try:
-            upstreams = await client.get("/v1/upstreams")
-        except ApiError as exc:
-            if exc.status not in (404, 503):
-                raise
-            upstreams = None  # a daemon older than this command, or one whose gateway is not running
-    origin = recorded_origin(client.paths, health["pid"])
+def status(args: argparse.Namespace) -> int:
+    api = DaemonApi()
+    health = api.get("/v1/health")
+    try:
+        upstreams = api.get("/v1/upstreams")
+    except ApiError as exc:
+        if exc.status not in (404, 503):
+            raise
+        upstreams = None  # a daemon older than this command, or one whose gateway is not running
+    paths = api.endpoint.paths
+    origin = recorded_origin(paths, health["pid"])
     if args.json:
         emit_json({**health, "upstreams": upstreams,
                    "origin": origin.model_dump(exclude_none=True) if origin else None})
@@ -129,14 +129,14 @@ async def status(args: argparse.Namespace) -> int:
         print(f"  started   {origin.describe()}")
     print(f"  socket    {health['socket']}")
     if health.get("listen"):
-        print(f"  listen    http://{health['listen']} (token: {client.paths.token})")
+        print(f"  listen    http://{health['listen']} (token: {paths.token})")
     if health.get("inbox"):
         print(f"  inbox     {health['inbox']}  → mcpx inbox opens it signed in")
     for stat in health.get("notify") or []:
         print(f"  notify    {stat['target']}: {stat['sent']} sent, {stat['failed']} failed"
               + (f" (last: {stat['lastError']})" if stat.get("lastError") else ""))
     print(f"  config    {health['config']} (in force)")
-    for unread in unread_configs(config_sources(Path.cwd().resolve()), client.paths.root):
+    for unread in unread_configs(config_sources(Path.cwd().resolve()), paths.root):
         print(f"  ! config  {unread}")
     for line in store_lines(health.get("store")):
         print(line)
@@ -183,17 +183,16 @@ class Running:
     answering: bool  # False: daemon.json names a live mcpx process that does not answer (stuck, or starting)
 
 
-async def _health(paths: StatePaths) -> dict[str, Any] | None:
+def _health(paths: StatePaths) -> dict[str, Any] | None:
     try:
-        async with DaemonClient(paths) as client:
-            health: dict[str, Any] = await client.get("/v1/health", timeout=5)
-            return health
+        health: dict[str, Any] = DaemonApi(paths).get("/v1/health", timeout=5)
+        return health
     except (NoDaemon, ApiError):
         return None
 
 
 def find_running(paths: StatePaths) -> Running | None:
-    health = asyncio.run(_health(paths))
+    health = _health(paths)
     if health is not None:
         return Running(health["pid"], health.get("listen"), recorded_origin(paths, health["pid"]), True)
     pid = running_pid(paths)
@@ -259,13 +258,12 @@ def _stop(args: argparse.Namespace, found: Running, action: str) -> str | None:
     return None
 
 
-async def _in_flight() -> list[dict[str, Any]] | None:
+def _in_flight() -> list[dict[str, Any]] | None:
     """The calls a stop would end (a legacy call lives in its server process; a modern one mid-round is re-driven
     after a restart); None when the daemon does not say. A question asked over REST or by `mcpx elicit ask` is no
     call's: it waits in the store across a restart, and is not counted."""
     try:
-        async with DaemonClient() as client:
-            body = await client.get("/v1/tasks", params={"state": "running,input-required"}, timeout=10)
+        body = DaemonApi().get("/v1/tasks", params={"state": "running,input-required"}, timeout=10)
     except (NoDaemon, ApiError, OSError, TimeoutError):
         return None
     return [t for t in body.get("tasks") or [] if not t.get("survivesRestart")]
@@ -275,7 +273,7 @@ def _refused(args: argparse.Namespace, action: str) -> int | None:
     """Unless --force: refuse to stop a daemon with calls in flight that would end, saying which."""
     if args.force:
         return None
-    ending = asyncio.run(_in_flight())
+    ending = _in_flight()
     if not ending:
         return None
     waiting = sorted({eid for t in ending for eid in t.get("open") or []})

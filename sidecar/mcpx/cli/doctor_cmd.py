@@ -25,7 +25,8 @@ from mcpx import __version__
 from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.cli.doctor_findings import Finding
 from mcpx.cli.policy_cmd import CheckedConfig, checked_config
-from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
+from mcpx.client.daemon_client import DaemonClient
+from mcpx.client.transport import ApiError, NoDaemon
 from mcpx.config.models import ServerConfig, secret_names
 from mcpx.system import keychain
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -11,14 +10,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema, parse_assignments
 from mcpx.cli import inbox_cmd
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
-from mcpx.cli.render import render_event, render_question, render_row
-from mcpx.client.prompt import Declined, TerminalForm
-from mcpx.client.question_watch import EndedMeanwhile, Watch
-from mcpx.client.transport import ApiError, DaemonClient, NoDaemon, ensure_running, wait_for_answer
+from mcpx.cli.lines import render_event, render_row
+from mcpx.client.transport import ApiError, DaemonApi, NoDaemon, ensure_running
 from mcpx.presentation.text import plain
+
+# What only some of these commands need is imported where they run (the schema's rules and a question's full
+# rendering read with pydantic; the prompt; aiohttp for the event stream and the long waits): `mcpx elicit list`,
+# the command run most, starts with the standard library alone (docs/choices.md, "The CLI's start").
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,12 +34,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="only the questions for this audience")
     p.add_argument("--limit", type=int, default=1000, help="at most this many (default 1000)")
     add_json_flag(p)
-    p.set_defaults(func=run(list_cmd))
+    p.set_defaults(func=guarded(list_cmd))
 
     p = esub.add_parser("show", help="one question: its fields, who it is for, the commands that answer it")
     p.add_argument("id")
     add_json_flag(p)
-    p.set_defaults(func=run(show_cmd))
+    p.set_defaults(func=guarded(show_cmd))
 
     p = esub.add_parser("answer", help="accept, with content as JSON or key=value pairs typed by the schema")
     p.add_argument("id")
@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("id")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it (default 30)")
     add_json_flag(p)
-    p.set_defaults(func=run(result_cmd))
+    p.set_defaults(func=guarded(result_cmd))
 
     p = esub.add_parser("ask", help="raise a question and wait for its answer: exit 0 accept, 1 decline, "
                                     "75 cancel/expiry")
@@ -96,12 +96,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run(ask_cmd))
 
 
-async def list_cmd(args: argparse.Namespace) -> int:
-    await asyncio.to_thread(ensure_running, "mcpx elicit list")
-    async with DaemonClient() as client:
-        body = await client.get("/v1/elicit", params={"session": args.session, "state": args.state,
-                                                      "server": args.server, "audience": args.audience,
-                                                      "limit": args.limit})
+def list_cmd(args: argparse.Namespace) -> int:
+    ensure_running("mcpx elicit list")
+    body = DaemonApi().get("/v1/elicit", params={"session": args.session, "state": args.state, "server": args.server,
+                                                 "audience": args.audience, "limit": args.limit})
     if args.json:
         emit_json(body)
         return 0
@@ -114,13 +112,14 @@ async def list_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def show_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        # the text shows the question's page in the web inbox, as `mcpx call` does: the daemon's rendering has it
-        body = await client.get(f"/v1/elicit/{args.id}", params=None if args.json else {"render": "true"})
+def show_cmd(args: argparse.Namespace) -> int:
+    # the text shows the question's page in the web inbox, as `mcpx call` does: the daemon's rendering has it
+    body = DaemonApi().get(f"/v1/elicit/{args.id}", params=None if args.json else {"render": "true"})
     if args.json:
         emit_json(body)
     else:
+        from mcpx.cli.render import render_question
+
         q = body["elicitation"]
         print(render_question({**q, "page": (q.get("render") or {}).get("page")}, body.get("answer")))
     return 0
@@ -129,6 +128,8 @@ async def show_cmd(args: argparse.Namespace) -> int:
 def parse_content(schema: dict[str, Any] | None, words: list[str]) -> dict[str, Any] | None:
     if not words:
         return None
+    from mcpx.broker.schema import parse_assignments
+
     if len(words) == 1 and words[0].lstrip().startswith("{"):
         try:
             value = json.loads(words[0])
@@ -144,7 +145,7 @@ def answer_cmd(args: argparse.Namespace) -> int:
     """accept, decline or cancel. On a terminal, an accept that leaves fields out asks for them (every field when
     no content is given), a credential with the terminal's echo off: a key typed there is in no shell history and no
     process list. Prompting runs outside any event loop, so Ctrl-C ends the prompt (and answers nothing)."""
-    question = asyncio.run(_question(args.id)) if args.action == "accept" else None
+    question = DaemonApi().get(f"/v1/elicit/{args.id}")["elicitation"] if args.action == "accept" else None
     schema = (question or {}).get("requestedSchema")
     try:
         content = parse_content(schema, args.content) if args.content else None
@@ -156,6 +157,10 @@ def answer_cmd(args: argparse.Namespace) -> int:
     # on a terminal: what was left out is asked for (nothing given: every field; something: the required rest),
     # and an answer that does not fit is asked again, field by field, with each field's problem
     # the prompt stops as soon as the question ends elsewhere (answered, expired, abandoned), saying how
+    from mcpx.broker.schema import FlatSchema
+    from mcpx.client.prompt import Declined, TerminalForm
+    from mcpx.client.question_watch import EndedMeanwhile, Watch
+
     with Watch(args.id) as watch:
         form = TerminalForm.until(watch)
         given = content or {}
@@ -181,19 +186,9 @@ def answer_cmd(args: argparse.Namespace) -> int:
             return 130
 
 
-async def _question(eid: str) -> dict[str, Any]:
-    async with DaemonClient() as client:
-        q: dict[str, Any] = (await client.get(f"/v1/elicit/{eid}"))["elicitation"]
-        return q
-
-
 def _record(args: argparse.Namespace, action: str, content: dict[str, Any] | None, reason: str | None) -> int:
     """Send the answer, and print what came of it; a refusal is raised (a 422, to ask again on a terminal)."""
-    async def send() -> Any:
-        async with DaemonClient() as client:
-            return await client.answer(args.id, action, content, reason)
-
-    body = asyncio.run(send())
+    body = DaemonApi().answer(args.id, action, content, reason)
     if args.json:
         emit_json(body)
     elif body.get("escalated"):
@@ -205,6 +200,10 @@ def _record(args: argparse.Namespace, action: str, content: dict[str, Any] | Non
 
 
 async def watch_cmd(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from mcpx.client.daemon_client import DaemonClient
+
     last = args.since
     failures_since: float | None = None
     while True:
@@ -232,35 +231,35 @@ def exit_for(action: str | None) -> int:
     return {"accept": 0, "decline": 1}.get(action or "", EX_TEMPFAIL)
 
 
-async def result_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        body = await client.get(f"/v1/elicit/{args.id}")
-        q = body["elicitation"]
-        if q.get("task"):
-            resp = await client.request("GET", f"/v1/tasks/{q['task']}/result", params={"timeout": args.timeout},
-                                        timeout=args.timeout + 10)
-            if resp.status == 202 or resp.status == 204:
-                print(f"{q['task']} is still running; try again, or `mcpx elicit show {args.id}`", file=sys.stderr)
-                return EX_TEMPFAIL
-            if args.json:
-                emit_json(resp.body)
-            else:
-                from mcpx.cli.call_cmd import print_result
-
-                print_result(resp.body.get("result") or {})
-            return 0 if resp.body.get("state") == "completed" else 1
-        answer = body.get("answer")
-        if answer is None and q["state"] == "pending":
-            resp = await client.request("GET", f"/v1/elicit/{args.id}/wait", params={"timeout": args.timeout},
-                                        timeout=args.timeout + 10)
-            answer = resp.body if resp.status == 200 else None
+def result_cmd(args: argparse.Namespace) -> int:
+    api = DaemonApi()
+    body = api.get(f"/v1/elicit/{args.id}")
+    q = body["elicitation"]
+    if q.get("task"):
+        resp = api.request("GET", f"/v1/tasks/{q['task']}/result", params={"timeout": args.timeout},
+                           timeout=args.timeout + 10)
+        if resp.status == 202 or resp.status == 204:
+            print(f"{q['task']} is still running; try again, or `mcpx elicit show {args.id}`", file=sys.stderr)
+            return EX_TEMPFAIL
         if args.json:
-            emit_json({"elicitation": q, "answer": answer})
-        elif answer is None:
-            print(f"{args.id} is {q['state']}: {plain(q.get('stateReason') or 'no answer yet')}", file=sys.stderr)
+            emit_json(resp.body)
         else:
-            print(json.dumps(answer.get("content")) if answer["action"] == "accept" else answer["action"])
-        return exit_for(answer["action"] if answer else None)
+            from mcpx.cli.call_cmd import print_result
+
+            print_result(resp.body.get("result") or {})
+        return 0 if resp.body.get("state") == "completed" else 1
+    answer = body.get("answer")
+    if answer is None and q["state"] == "pending":
+        resp = api.request("GET", f"/v1/elicit/{args.id}/wait", params={"timeout": args.timeout},
+                           timeout=args.timeout + 10)
+        answer = resp.body if resp.status == 200 else None
+    if args.json:
+        emit_json({"elicitation": q, "answer": answer})
+    elif answer is None:
+        print(f"{args.id} is {q['state']}: {plain(q.get('stateReason') or 'no answer yet')}", file=sys.stderr)
+    else:
+        print(json.dumps(answer.get("content")) if answer["action"] == "accept" else answer["action"])
+    return exit_for(answer["action"] if answer else None)
 
 
 def _read_schema(text: str | None) -> dict[str, Any] | None:
@@ -275,6 +274,8 @@ def _read_schema(text: str | None) -> dict[str, Any] | None:
         raise ValueError("--schema must be a JSON object")
     if "properties" not in value and "type" not in value:
         value = {"type": "object", "properties": value}  # shorthand: just the properties
+    from mcpx.broker.schema import SchemaProblem, check_schema
+
     try:
         check_schema(value)  # the daemon's own check: a bad type is a usage error like bad JSON, not a refusal
     except SchemaProblem as exc:
@@ -310,6 +311,9 @@ async def ask_cmd(args: argparse.Namespace) -> int:
         body["from"] = asker
     if args.presence:
         body["presence"] = True
+    from mcpx.cli.render import render_question
+    from mcpx.client.daemon_client import DaemonClient, wait_for_answer
+
     async with DaemonClient() as client:
         opened = (await client.post("/v1/elicit", body))["elicitation"]
     eid = opened["id"]

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import webbrowser
 from urllib.parse import urlencode
 
-from mcpx.cli.common import add_json_flag, emit_json, run
-from mcpx.client.transport import DaemonClient
-from mcpx.presentation.urlfacts import LOOPBACK_NOTE, reachable_elsewhere
+from mcpx.cli.common import add_json_flag, emit_json, guarded
+from mcpx.client.transport import DaemonApi
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--session", help="only this session's questions")
     p.add_argument("--server", help="only this server's questions")
     add_json_flag(p)
-    p.set_defaults(func=run(inbox_cmd))
+    p.set_defaults(func=guarded(inbox_cmd))
 
 
 def register_link(esub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,12 +34,13 @@ def register_link(esub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("id")
     p.add_argument("--as", dest="person", metavar="NAME", help="an approver's own link: it answers as them, once")
     add_json_flag(p)
-    p.set_defaults(func=run(link_cmd))
+    p.set_defaults(func=guarded(link_cmd))
 
 
-async def inbox_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        url = (await client.get("/v1/inbox"))["url"]
+def inbox_cmd(args: argparse.Namespace) -> int:
+    import webbrowser  # imported by this command alone: `mcpx elicit …` registers link_cmd beside it
+
+    url = DaemonApi().get("/v1/inbox")["url"]
     filters = {k: v for k, v in (("session", args.session), ("server", args.server)) if v}
     if filters:
         url += "&" + urlencode(filters)
@@ -54,9 +53,10 @@ async def inbox_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def link_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        url = (await client.get(f"/v1/elicit/{args.id}/link", params={"as": args.person}))["url"]
+def link_cmd(args: argparse.Namespace) -> int:
+    from mcpx.presentation.urlfacts import LOOPBACK_NOTE, reachable_elsewhere  # this command's alone (ipaddress)
+
+    url = DaemonApi().get(f"/v1/elicit/{args.id}/link", params={"as": args.person})["url"]
     here_only = not reachable_elsewhere(url)
     if args.json:
         emit_json({"url": url, "reachableElsewhere": not here_only})

@@ -9,8 +9,8 @@ import argparse
 import os
 from typing import Any
 
-from mcpx.cli.common import add_json_flag, emit_json, run
-from mcpx.client.transport import DaemonClient
+from mcpx.cli.common import add_json_flag, emit_json, guarded
+from mcpx.client.transport import DaemonApi
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,23 +24,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                     "NAME defaults to $MCPX_PERSON.")
     e.add_argument("name", nargs="?", default=None)
     add_json_flag(e)
-    e.set_defaults(func=run(enroll_cmd))
+    e.set_defaults(func=guarded(enroll_cmd))
     ls = psub.add_parser("list", help="each person's passkeys: id, created, last used")
     add_json_flag(ls)
-    ls.set_defaults(func=run(list_cmd))
+    ls.set_defaults(func=guarded(list_cmd))
     r = psub.add_parser("revoke", help="revoke one of NAME's passkeys: it signs nothing from now on")
     r.add_argument("name")
     r.add_argument("id", help="the passkey's id, as `mcpx person list` shows it")
     add_json_flag(r)
-    r.set_defaults(func=run(revoke_cmd))
+    r.set_defaults(func=guarded(revoke_cmd))
 
 
-async def enroll_cmd(args: argparse.Namespace) -> int:
+def enroll_cmd(args: argparse.Namespace) -> int:
     name = args.name or os.environ.get("MCPX_PERSON")
     if not name:
         raise SystemExit("mcpx person enroll: give a NAME (or set MCPX_PERSON): whose passkey it is")
-    async with DaemonClient() as client:
-        url = (await client.post(f"/v1/people/{name}/enroll"))["url"]
+    url = DaemonApi().post(f"/v1/people/{name}/enroll")["url"]
     if args.json:
         emit_json({"url": url, "person": name})
     else:
@@ -52,9 +51,8 @@ def _when(value: Any) -> str:
     return str(value) if value else "never"
 
 
-async def list_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        keys = (await client.get("/v1/people/passkeys"))["passkeys"]
+def list_cmd(args: argparse.Namespace) -> int:
+    keys = DaemonApi().get("/v1/people/passkeys")["passkeys"]
     if args.json:
         emit_json({"passkeys": keys})
     else:
@@ -64,9 +62,8 @@ async def list_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def revoke_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        body = await client.request("DELETE", f"/v1/people/{args.name}/passkeys/{args.id}")
+def revoke_cmd(args: argparse.Namespace) -> int:
+    body = DaemonApi().request("DELETE", f"/v1/people/{args.name}/passkeys/{args.id}")
     if args.json:
         emit_json(body.body)
     else:

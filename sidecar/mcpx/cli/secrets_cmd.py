@@ -143,7 +143,8 @@ def _tell_daemon(server: str) -> str:
     keychain anyway); what it did, as the end of a sentence."""
     import asyncio
 
-    from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
+    from mcpx.client.daemon_client import DaemonClient
+    from mcpx.client.transport import ApiError, NoDaemon
 
     async def tell() -> dict[str, int]:
         async with DaemonClient() as client:

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from mcpx.cli.common import run
-from mcpx.client.transport import DaemonClient, agent_environment
+from mcpx.client.daemon_client import DaemonClient
+from mcpx.client.transport import agent_environment
 
 AGENT_WARNING = ("this terminal is an agent's shell (or descends from one): the daemon refuses answers as the "
                  "person from here; run `mcpx tui` in your own terminal")

@@ -19,7 +19,8 @@ import os
 import threading
 from typing import Any
 
-from mcpx.client.transport import ApiError, wait_for_answer
+from mcpx.client.daemon_client import wait_for_answer
+from mcpx.client.transport import ApiError
 from mcpx.presentation.text import plain
 from mcpx.shared.errors import McpxError
 

@@ -25,9 +25,10 @@ from typing import Any, TypeAlias
 
 from mcpx.broker.models import SCRIPT_NAME, Answerer
 from mcpx.broker.schema import FlatSchema
+from mcpx.client.daemon_client import DaemonClient
 from mcpx.client.prompt import TerminalForm, read_answer
 from mcpx.client.target import split_target
-from mcpx.client.transport import ApiError, DaemonClient, Response
+from mcpx.client.transport import ApiError, Response
 from mcpx.daemon.launch import ensure_daemon
 from mcpx.shared.errors import McpxError
 from mcpx.system.paths import StatePaths

@@ -2,28 +2,31 @@
 
 The CLI never opens SQLite itself — answers must go through the daemon so waiters wake
 and events are published.
+
+This module is the standard library only (no aiohttp, no asyncio, no pydantic): a command that asks the daemon
+one thing and prints the reply (`mcpx elicit list`, `mcpx status`) starts in a few tens of milliseconds with
+DaemonApi, one blocking HTTP/1.1 exchange per request. What streams or runs in an event loop (`mcpx elicit watch`,
+the TUI, scripts) uses daemon_client.DaemonClient on aiohttp, with these same errors and headers.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
+import socket
 import sys
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
 
-import aiohttp
-
-from mcpx.daemon.launch import LaunchError, ensure_daemon
-from mcpx.shared import sse
 from mcpx.shared.errors import McpxError
 from mcpx.system import agentshell
 from mcpx.system.paths import StatePaths
+from mcpx.system.sockets import socket_alive
 
 EX_UNAVAILABLE = 69
+MAX_HEAD = 64 * 1024  # a reply's status line and headers; the daemon's are a few hundred bytes
 
 
 class NoDaemon(McpxError):
@@ -80,6 +83,12 @@ def ensure_running(what: str) -> None:
     if os.environ.get("MCPX_DAEMON_URL"):
         return
     paths = StatePaths.current()
+    # ensure_daemon asks the same first; asked here, a daemon that answers costs no import of the launcher (and
+    # through it pydantic): the common case of every command that may start one
+    if socket_alive(paths.socket):
+        return
+    from mcpx.daemon.launch import LaunchError, ensure_daemon
+
     try:
         started = ensure_daemon(paths, what=what)
     except LaunchError as exc:
@@ -88,108 +97,188 @@ def ensure_running(what: str) -> None:
         print("mcpx: no daemon was running; started one (`mcpx daemon stop` stops it)", file=sys.stderr, flush=True)
 
 
-class DaemonClient:
-    def __init__(self, paths: StatePaths | None = None, base_url: str | None = None, token: str | None = None,
-                 answerer: str | None = None) -> None:
-        self.paths = paths or StatePaths.current()
-        self.base_url = (base_url or os.environ.get("MCPX_DAEMON_URL") or "").rstrip("/") or None
-        self._token = token or os.environ.get("MCPX_TOKEN")
-        self.answerer = answerer or ("agent:cli" if agent_environment() else "person:cli")
-        self._session: aiohttp.ClientSession | None = None
+def answer_body(content: dict[str, Any] | None, reason: str | None) -> dict[str, Any]:
+    """The body of POST /v1/elicit/ID/ACTION: the content (an accept's), the reason (a decline's or a cancel's)."""
+    body: dict[str, Any] = {}
+    if content is not None:
+        body["content"] = content
+    if reason:
+        body["reason"] = reason
+    return body
+
+
+@dataclass
+class Endpoint:
+    """Where the daemon is and who asks: its socket in the state directory, or MCPX_DAEMON_URL (a daemon elsewhere,
+    with MCPX_TOKEN or the state directory's token as its bearer); the answerer an answer is sent as."""
+
+    paths: StatePaths = field(default_factory=StatePaths.current)
+    base_url: str | None = None
+    token: str | None = None
+    answerer: str = ""
+
+    @classmethod
+    def of(cls, paths: StatePaths | None = None, base_url: str | None = None, token: str | None = None,
+           answerer: str | None = None) -> Endpoint:
+        return cls(paths or StatePaths.current(),
+                   (base_url or os.environ.get("MCPX_DAEMON_URL") or "").rstrip("/") or None,
+                   token or os.environ.get("MCPX_TOKEN"),
+                   answerer or ("agent:cli" if agent_environment() else "person:cli"))
 
     @property
     def where(self) -> str:
         return self.base_url or str(self.paths.socket)
 
-    async def __aenter__(self) -> DaemonClient:
+    def headers(self) -> dict[str, str]:
+        """What every request carries: the caller's directory and session, and the bearer token over TCP."""
         headers = default_headers()
         if self.base_url:
-            token = self._token
+            token = self.token
             if token is None and self.paths.token.exists():
                 token = self.paths.token.read_text().strip()
             if token:
                 headers["Authorization"] = f"Bearer {token}"
-            self._session = aiohttp.ClientSession(self.base_url, headers=headers)
-        else:
-            connector = aiohttp.UnixConnector(path=str(self.paths.socket))
-            self._session = aiohttp.ClientSession("http://mcpx", connector=connector, headers=headers)
-        return self
+        return headers
 
-    async def __aexit__(self, *_: object) -> None:
-        if self._session is not None:
-            await self._session.close()
 
-    async def request(self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None,
-                      timeout: float = 30.0, headers: dict[str, str] | None = None,
-                      ok: tuple[int, ...] = ()) -> Response:
-        assert self._session is not None, "use `async with DaemonClient()`"
+class DaemonApi:
+    """The daemon's API, one blocking request at a time, each on a connection of its own (`Connection: close`):
+    what a command that asks and prints needs, at the cost of a socket connect per request (tens of µs on the
+    unix socket). The errors are DaemonClient's: NoDaemon when none answers, ApiError for a refusal."""
+
+    def __init__(self, paths: StatePaths | None = None, base_url: str | None = None, token: str | None = None,
+                 answerer: str | None = None) -> None:
+        self.endpoint = Endpoint.of(paths, base_url, token, answerer)
+        self.answerer = self.endpoint.answerer
+
+    def request(self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None,
+                timeout: float = 30.0, headers: dict[str, str] | None = None, ok: tuple[int, ...] = ()) -> Response:
         clean = {k: str(v) for k, v in (params or {}).items() if v is not None}
+        target = path + ("?" + urlencode(clean, quote_via=quote) if clean else "")
+        body = b"" if json_body is None else json.dumps(json_body).encode()
+        sent = {**self.endpoint.headers(), **(headers or {})}
+        if json_body is not None:
+            sent["Content-Type"] = "application/json"
+        deadline = time.monotonic() + timeout
         try:
-            async with self._session.request(method, path, json=json_body, params=clean, headers=headers,
-                                             timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                text = await resp.text()
-                body: Any = json.loads(text) if text and resp.content_type == "application/json" else text
-                if resp.status >= 400 and resp.status not in ok:
-                    raise ApiError(resp.status, body)
-                return Response(resp.status, body, dict(resp.headers))
-        except (aiohttp.ClientConnectorError, FileNotFoundError, ConnectionRefusedError) as exc:
-            raise NoDaemon(self.where, str(getattr(exc, "os_error", exc) or "")) from None
-        except aiohttp.ServerDisconnectedError:
-            raise NoDaemon(self.where, "it closed the connection (stopping?)") from None
+            status, head, raw = self._exchange(method, target, sent, body, deadline)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise NoDaemon(self.endpoint.where, str(exc)) from None
+        except (ConnectionResetError, BrokenPipeError, EOFError):
+            raise NoDaemon(self.endpoint.where, "it closed the connection (stopping?)") from None
+        low = {k.lower(): v for k, v in head.items()}
+        content_type, _, params_text = low.get("content-type", "").partition(";")
+        charset = next((v.strip().strip('"') for k, _, v in (p.partition("=") for p in params_text.split(";"))
+                        if k.strip().lower() == "charset"), "utf-8")
+        text = raw.decode(charset, errors="replace")
+        value: Any = json.loads(text) if text and content_type.strip().lower() == "application/json" else text
+        if status >= 400 and status not in ok:
+            raise ApiError(status, value)
+        return Response(status, value, head)
 
-    async def get(self, path: str, **kw: Any) -> Any:
-        return (await self.request("GET", path, **kw)).body
+    def get(self, path: str, **kw: Any) -> Any:
+        return self.request("GET", path, **kw).body
 
-    async def post(self, path: str, body: Any = None, **kw: Any) -> Any:
-        return (await self.request("POST", path, json_body=body if body is not None else {}, **kw)).body
+    def post(self, path: str, body: Any = None, **kw: Any) -> Any:
+        return self.request("POST", path, json_body=body if body is not None else {}, **kw).body
 
-    async def answer(self, eid: str, action: str, content: dict[str, Any] | None = None,
-                     reason: str | None = None) -> Any:
-        body: dict[str, Any] = {}
-        if content is not None:
-            body["content"] = content
-        if reason:
-            body["reason"] = reason
-        return await self.post(f"/v1/elicit/{eid}/{action}", body, headers={"X-Mcpx-Answerer": self.answerer})
+    def answer(self, eid: str, action: str, content: dict[str, Any] | None = None, reason: str | None = None) -> Any:
+        return self.post(f"/v1/elicit/{eid}/{action}", answer_body(content, reason),
+                         headers={"X-Mcpx-Answerer": self.answerer})
 
-    async def events(self, kinds: str | None = None, session: str | None = None,
-                     last_event_id: int | None = None) -> AsyncIterator[tuple[int | None, str, Any]]:
-        """(id, event, data) per SSE frame, until the stream ends."""
-        assert self._session is not None
-        params = {k: v for k, v in {"kinds": kinds, "session": session}.items() if v}
-        headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
+    # ---- one HTTP/1.1 exchange
+
+    def _connect(self, deadline: float) -> tuple[socket.socket, str]:
+        """A connected socket, and the Host header and path prefix of the daemon's address."""
+        if not self.endpoint.base_url:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(_left(deadline))
+            try:
+                sock.connect(str(self.endpoint.paths.socket))
+            except BaseException:
+                sock.close()
+                raise
+            return sock, "mcpx"
+        url = urlsplit(self.endpoint.base_url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        host = url.hostname or "localhost"
+        sock = socket.create_connection((host, port), timeout=_left(deadline))
+        if url.scheme == "https":
+            import ssl  # only a daemon behind TLS pays for it
+
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        return sock, url.netloc
+
+    def _exchange(self, method: str, target: str, headers: dict[str, str], body: bytes,
+                  deadline: float) -> tuple[int, dict[str, str], bytes]:
+        sock, host = self._connect(deadline)
+        prefix = urlsplit(self.endpoint.base_url).path.rstrip("/") if self.endpoint.base_url else ""
+        lines = [f"{method} {prefix}{target} HTTP/1.1", f"Host: {host}", "Connection: close",
+                 "Accept: application/json", f"Content-Length: {len(body)}"]
+        for name, value in headers.items():
+            if "\r" in value or "\n" in value:
+                sock.close()
+                raise ValueError(f"header {name} holds a line break: {value!r}")
+            lines.append(f"{name}: {value}")
+        with sock:
+            sock.settimeout(_left(deadline))
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+            return _read_reply(sock, deadline)
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the daemon did not reply in time")
+    return left
+
+
+def _read_reply(sock: socket.socket, deadline: float) -> tuple[int, dict[str, str], bytes]:
+    """The status, the headers and the body of the reply on `sock`: by Content-Length, chunked,
+    or to the end of the connection (which `Connection: close` asked for)."""
+    buf = b""
+
+    def more() -> bytes:
+        sock.settimeout(_left(deadline))
+        data = sock.recv(65536)
+        if not data:
+            raise EOFError
+        return data
+
+    while b"\r\n\r\n" not in buf:
+        if len(buf) > MAX_HEAD:
+            raise ValueError("the daemon's reply has no end of headers")
+        buf += more()
+    head_bytes, _, buf = buf.partition(b"\r\n\r\n")
+    status_line, *header_lines = head_bytes.decode("latin-1").split("\r\n")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise ValueError(f"not an HTTP reply: {status_line[:80]!r}")
+    head = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        head[name.strip()] = value.strip()
+    low = {k.lower(): v for k, v in head.items()}
+    if low.get("transfer-encoding", "").lower() == "chunked":
+        out = b""
+        while True:
+            while b"\r\n" not in buf:
+                buf += more()
+            size_line, _, buf = buf.partition(b"\r\n")
+            size = int(size_line.split(b";")[0].strip() or b"0", 16)
+            while len(buf) < size + 2:
+                buf += more()
+            if size == 0:
+                return int(parts[1]), head, out
+            out += buf[:size]
+            buf = buf[size + 2:]
+    if "content-length" in low:
+        length = int(low["content-length"])
+        while len(buf) < length:
+            buf += more()
+        return int(parts[1]), head, buf[:length]
+    while True:
         try:
-            async with self._session.get("/v1/events", params=params, headers=headers,
-                                         timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as resp:
-                if resp.status >= 400:
-                    raise ApiError(resp.status, await resp.json())
-                async for event in sse.read(resp.content):
-                    event_id = int(event.id) if event.id is not None and event.id.isdigit() else None
-                    if event.data is None:
-                        yield event_id, "", None  # an id-only frame: where the stream starts
-                        continue
-                    try:
-                        payload: Any = json.loads(event.data)
-                    except json.JSONDecodeError:
-                        payload = event.data
-                    yield event_id, event.event, payload
-        except (aiohttp.ClientConnectorError, FileNotFoundError, ConnectionRefusedError) as exc:
-            raise NoDaemon(self.where, str(exc)) from None
-
-
-async def wait_for_answer(eid: str, seconds: float) -> dict[str, Any] | None:
-    """The question's answer once it has one (an expiry is the answer cancel), waiting up to `seconds` through the
-    daemon's restarts: the question is durable. None if none came in time; ApiError 410 if it was abandoned."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        wait = max(1.0, min(30.0, deadline - time.monotonic()))
-        try:
-            async with DaemonClient() as client:
-                resp = await client.request("GET", f"/v1/elicit/{eid}/wait", params={"timeout": wait},
-                                            timeout=wait + 10)
-        except NoDaemon:
-            await asyncio.sleep(1)  # the daemon restarts; the question waits in its store
-            continue
-        if resp.status == 200:
-            return dict(resp.body)
-    return None
+            buf += more()
+        except EOFError:
+            return int(parts[1]), head, buf

@@ -28,7 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcpx.client.transport import ApiError, DaemonClient, NoDaemon, wait_for_answer
+from mcpx.client.daemon_client import DaemonClient, wait_for_answer
+from mcpx.client.transport import ApiError, NoDaemon
 from mcpx.presentation.text import plain
 from mcpx.shared.hostenv import claude_session, host_of
 

@@ -17,7 +17,8 @@ from typing import Any
 import aiohttp
 
 from mcpx.broker.models import Elicitation
-from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
+from mcpx.client.daemon_client import DaemonClient
+from mcpx.client.transport import ApiError, NoDaemon
 
 ENDED = ("elicit.answered", "elicit.expired", "elicit.abandoned")
 CHANGED = ("elicit.open", "elicit.escalated", "elicit.resumed")

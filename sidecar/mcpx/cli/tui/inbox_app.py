@@ -23,7 +23,8 @@ from mcpx.cli.render import field_lines
 from mcpx.cli.tui.feed import Feed, Listener, ShownEnd, ShownQuestion
 from mcpx.cli.tui.fields import Form
 from mcpx.cli.tui.screens import QuestionScreen, ReasonScreen, asker, time_left
-from mcpx.client.transport import ApiError, DaemonClient, NoDaemon
+from mcpx.client.daemon_client import DaemonClient
+from mcpx.client.transport import ApiError, NoDaemon
 from mcpx.presentation.text import plain, quoted
 
 ANSWERER = "person:tui"
