@@ -27,6 +27,7 @@ from mcpx.broker.sqlite import SqliteStore
 from mcpx.config.models import Config
 
 STORES = ("sqlite", "postgresql")
+LONG_FIRST = ("tests/hosts/", "tests/opencode/", "tests/conformance/")  # their tests take minutes each
 _databases = itertools.count()
 
 
@@ -72,9 +73,67 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def daemon(home: Path) -> Iterator[Daemon]:
-    with make_daemon(home) as d:
+def daemon(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
+    with daemon_of(request, home) as d:
         yield d
+
+
+@contextlib.contextmanager
+def daemon_of(request: pytest.FixtureRequest, home: Path, config: dict[str, Any] | None = None,
+              **kw: Any) -> Iterator[Daemon]:
+    """The test's daemon with `config` (make_daemon's): one of its own in `home`, started and stopped here; for a
+    test marked `shared_daemon`, its module's for the test's store (`SharedDaemons`)."""
+    if request.node.get_closest_marker("shared_daemon") is not None:
+        pool: SharedDaemons = request.getfixturevalue("shared_daemons")
+        yield pool.get(request, config, **kw)
+        return
+    with make_daemon(home, config, **kw) as d:
+        yield d
+
+
+class SharedDaemons:
+    """The daemons a module's tests marked `shared_daemon` share (their `daemon`), one per store kind, each started
+    when a test first asks for it and all stopped when the module ends. For tests that each work on questions (or
+    calls) of their own and look only at those: a daemon's start is most of such a test's cost. A test that counts
+    everything a daemon holds, restarts or stops it, or changes its config keeps a daemon of its own."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.daemons: dict[str, tuple[Daemon, Any]] = {}
+
+    def get(self, request: pytest.FixtureRequest, config: dict[str, Any] | None, **kw: Any) -> Daemon:
+        """The daemon for the test's store (its `store` fixture), started on first use with `config`, which every
+        test of the module that shares it must ask for alike."""
+        kind: str = request.getfixturevalue("store")
+        asked = (config, kw)
+        if kind in self.daemons:
+            d, made_with = self.daemons[kind]
+            assert made_with == asked, f"the module's shared daemon was started with {made_with}, not {asked}"
+            return d
+        kw = dict(kw)
+        env = dict(kw.pop("extra_env", None) or {})
+        if kind == "postgresql":  # a database of the module's own, as a daemon of a test's own has one
+            pg = request.getfixturevalue("postgres")
+            env["MCPX_STORE"] = pg.create_database(f"shared_{os.getpid()}_{next(_databases)}")
+        home = self.root / kind
+        home.mkdir()
+        d = make_daemon(home, config, extra_env=env, **kw)
+        d.start()
+        self.daemons[kind] = (d, asked)
+        return d
+
+    def stop(self) -> None:
+        for d, _ in self.daemons.values():
+            d.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_daemons(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedDaemons]:
+    pool = SharedDaemons(tmp_path_factory.mktemp("shared"))
+    try:
+        yield pool
+    finally:
+        pool.stop()
 
 
 def this_process_talks_to(monkeypatch: pytest.MonkeyPatch, d: Daemon) -> None:
@@ -234,12 +293,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     module's opencode, Claude Code or wheel is set up once, and two of them never run at once. pytest-xdist 3.8 marks
     a test's group by a suffix it writes to `item._nodeid`, which pytest 9 no longer reads (a node's id is `_id`):
     without this every group was spread over the workers, each setting the module up again. Written here where
-    pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run."""
+    pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run. A module's tests marked
+    `shared_daemon` are a group of their own, so the daemons they share start once.
+
+    xdist hands out the groups first, the largest first, then the other tests in the order collected: the tests that
+    take minutes each (real hosts, the plugin's own, the conformance suites) are put first, so that none of them is
+    started last, alone, while the other workers have finished."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers, for --dist loadgroup
         return
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: a module's tests stay together
     for item in items:
         groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                          for m in item.iter_markers("xdist_group")})
+        if not groups and item.get_closest_marker("shared_daemon") is not None:
+            groups = [item.nodeid.split("::")[0]]  # the module's shared daemons start once, on one worker
         if groups and "@" not in item.nodeid:
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
 

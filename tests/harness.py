@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import http.client
 import json
 import os
 import select
@@ -269,6 +270,52 @@ def unix_session(path: Path | str, limit: int = 100, timeout: float | None = 2 *
                                  timeout=aiohttp.ClientTimeout(total=timeout))
 
 
+class DaemonApi:
+    """The daemon's /v1 on its unix socket, from a test's own thread (a host's tests are not async): one request a
+    call, bounded, as the test process (a person's terminal: no agent's mark in its ancestry). A wait that looks at
+    the daemon again and again looks this way, not through the CLI: a request costs a millisecond, `mcpx …` the start
+    of a Python process each time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        conn = _UnixConnection(self.path)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+            reply = conn.getresponse()
+            raw = reply.read()
+            return reply.status, json.loads(raw) if raw else None
+        finally:
+            conn.close()
+
+    def json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        status, data = self.request(method, path, body)
+        assert 200 <= status < 300, f"{method} {path}: {status} {data}"
+        return data
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The pending questions, as `mcpx elicit list --json` lists them (the same GET)."""
+        return list(self.json("GET", "/v1/elicit")["elicitations"])
+
+    def audit(self, eid: str) -> list[dict[str, Any]]:
+        """The audit records of question `eid`, as `mcpx audit --elicit EID --json` gives them (the same GET)."""
+        return list(self.json("GET", f"/v1/audit?elicit={eid}&limit=200")["records"])
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: Path) -> None:
+        super().__init__("mcpx", timeout=PATIENCE)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(str(self.unix_path))
+        self.sock = sock
+
+
 class Daemon:
     """One real `mcpx daemon` process for a home, and the ways a test or a benchmark talks to it.
 
@@ -358,6 +405,10 @@ class Daemon:
             return "(no daemon.stderr)"
 
     # ---- talking to it
+
+    def api(self) -> DaemonApi:
+        """Its /v1 from a thread that is not async (`DaemonApi`)."""
+        return DaemonApi(self.socket)
 
     def session(self, trace_configs: list[aiohttp.TraceConfig] | None = None, limit: int = 100,
                 **headers: str) -> aiohttp.ClientSession:

@@ -50,7 +50,7 @@ class Person:
         return json.loads(done.stdout)
 
     def pending(self) -> list[dict[str, Any]]:
-        return list(self.cli_json("elicit", "list")["elicitations"])
+        return self.daemon.api().pending()
 
     def pending_of(self, eid: str) -> dict[str, Any]:
         """The pending question `eid`."""
@@ -59,7 +59,7 @@ class Person:
         return found[0]
 
     def audit(self, eid: str) -> list[dict[str, Any]]:
-        return list(self.cli_json("audit", "--elicit", eid)["records"])
+        return self.daemon.api().audit(eid)
 
     def answered(self, eid: str) -> list[tuple[str, str]]:
         """The answers recorded for `eid`: (action, by), oldest first."""

@@ -9,12 +9,10 @@ model on loopback, and this checkout's `mcpx` first on PATH, as `./dev run` (or 
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -37,42 +35,6 @@ ARRIVAL_GUARD = 0.2
 TYPED_GUARD = 0.6
 GUARD_MARGIN = 0.1  # the TUI's input line, once it is ready for a prompt
 API_KEY = "sk-ant-api03-mcpx-tests-0000000000000000000000000000"  # the scripted model takes any key
-
-
-class DaemonApi:
-    """The daemon's /v1 on its unix socket, from a test's own thread (the TUI tests are not async): one request a
-    call, bounded, as the test process (a person's terminal: no agent's mark in its ancestry)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-        conn = _UnixConnection(self.path)
-        try:
-            data = json.dumps(body).encode() if body is not None else None
-            conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
-            reply = conn.getresponse()
-            raw = reply.read()
-            return reply.status, json.loads(raw) if raw else None
-        finally:
-            conn.close()
-
-    def json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        status, data = self.request(method, path, body)
-        assert 200 <= status < 300, f"{method} {path}: {status} {data}"
-        return data
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: Path) -> None:
-        super().__init__("mcpx", timeout=PATIENCE)
-        self.unix_path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(str(self.unix_path))
-        self.sock = sock
 
 
 def claude_binary() -> tuple[Path | None, str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from conftest import EventStream, ask, events
 from harness import PATIENCE, Daemon, make_daemon, stop_process
@@ -21,6 +22,7 @@ FORM = {"type": "object", "required": ["repo", "count"], "properties": {
 }}
 
 
+@pytest.mark.shared_daemon
 async def test_show_renders_fields_and_the_commands_that_answer(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, message="Which repository?\x1b[31m", requestedSchema=FORM)
     out = daemon.cli("elicit", "show", q["id"])
@@ -38,6 +40,7 @@ async def test_show_renders_fields_and_the_commands_that_answer(daemon: Daemon, 
     assert json.loads(js.stdout)["elicitation"]["id"] == q["id"]
 
 
+@pytest.mark.shared_daemon
 async def test_answer_types_key_values_by_the_schema(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, requestedSchema=FORM)
     bad = daemon.cli("elicit", "answer", q["id"], "repo=a/b", "count=zero")
@@ -54,6 +57,7 @@ async def test_answer_types_key_values_by_the_schema(daemon: Daemon, http: aioht
     assert ok.returncode == 0 and json.loads(ok.stdout)["answer"]["content"]["private"] is True
 
 
+@pytest.mark.shared_daemon
 async def test_decline_and_cancel_stay_distinct(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     a = await ask(http)
     b = await ask(http)
@@ -77,6 +81,7 @@ async def asked(http: aiohttp.ClientSession, stream: EventStream, message: str) 
             return q
 
 
+@pytest.mark.shared_daemon
 async def test_ask_exits_0_on_accept_1_on_decline_75_on_cancel_and_expiry(daemon: Daemon,
                                                                          http: aiohttp.ClientSession) -> None:
     schema = json.dumps({"approver": {"type": "string"}})

@@ -63,8 +63,7 @@ def _stop_askers() -> Iterator[None]:
 
 
 def pending(d: Daemon) -> list[dict[str, object]]:
-    listed: list[dict[str, object]] = json.loads(d.cli("elicit", "list", "--json").stdout)["elicitations"]
-    return listed
+    return d.api().pending()
 
 
 # ---- 1. one crashing server hides no other

@@ -16,6 +16,7 @@ from harness import PATIENCE, Daemon
 pytestmark = pytest.mark.stores  # the store and broker suite: on SQLite and on PostgreSQL
 
 
+@pytest.mark.shared_daemon
 async def test_health_and_socket_mode(daemon: Daemon, http: aiohttp.ClientSession, store: str) -> None:
     async with http.get("/v1/health") as r:
         body = await r.json()
@@ -29,6 +30,7 @@ async def test_health_and_socket_mode(daemon: Daemon, http: aiohttp.ClientSessio
     assert info["pid"] == daemon.proc.pid and info["socket"] == str(daemon.socket)
 
 
+@pytest.mark.shared_daemon
 async def test_open_get_answer_and_the_first_answer_stands(http: aiohttp.ClientSession) -> None:
     q = await ask(http, session="s1")
     assert q["id"].startswith("elc-") and len(q["id"]) == 20
@@ -50,6 +52,7 @@ async def test_open_get_answer_and_the_first_answer_stands(http: aiohttp.ClientS
     assert "person:rest" in body["error"]["message"] and "accept" in body["error"]["message"]
 
 
+@pytest.mark.shared_daemon
 async def test_invalid_content_names_each_field_and_leaves_it_pending(http: aiohttp.ClientSession) -> None:
     q = await ask(http, requestedSchema={"type": "object", "required": ["n"], "properties": {
         "n": {"type": "integer", "maximum": 3}, "e": {"type": "string", "format": "email"}}})
@@ -61,6 +64,7 @@ async def test_invalid_content_names_each_field_and_leaves_it_pending(http: aioh
         assert (await r.json())["elicitation"]["state"] == "pending"
 
 
+@pytest.mark.shared_daemon
 async def test_unknown_question_is_404_and_path_like_ids_are_400(http: aiohttp.ClientSession) -> None:
     async with http.get("/v1/elicit/elc-0000000000000000") as r:
         assert r.status == 404 and "no question" in (await r.json())["error"]["message"]
@@ -71,6 +75,7 @@ async def test_unknown_question_is_404_and_path_like_ids_are_400(http: aiohttp.C
             assert "not a question id" in body["error"]["message"]
 
 
+@pytest.mark.shared_daemon
 async def test_bad_input_is_a_named_4xx_and_never_touches_questions(http: aiohttp.ClientSession) -> None:
     q = await ask(http)
     cases = [
@@ -105,6 +110,7 @@ async def test_bad_input_is_a_named_4xx_and_never_touches_questions(http: aiohtt
     assert body["elicitation"]["state"] == "pending" and body["answer"] is None
 
 
+@pytest.mark.shared_daemon
 async def test_wrong_session_is_403(http: aiohttp.ClientSession) -> None:
     q = await ask(http, session="alice")
     async with http.post(f"/v1/elicit/{q['id']}/accept", json={"content": {"repo": "a/b"}},
@@ -116,6 +122,7 @@ async def test_wrong_session_is_403(http: aiohttp.ClientSession) -> None:
         assert r.status == 200
 
 
+@pytest.mark.shared_daemon
 async def test_expired_is_410_and_expiry_answers_cancel(http: aiohttp.ClientSession) -> None:
     q = await ask(http, ttl=0.3)
     async with http.get(f"/v1/elicit/{q['id']}/wait", params={"timeout": str(PATIENCE)}) as r:
@@ -199,6 +206,7 @@ async def test_pending_listings_match_the_store_through_answers_escalations_and_
         assert [q["id"] for q in (await listed_pending(again))[0]] == [q["id"] for q in opened[1:]]
 
 
+@pytest.mark.shared_daemon
 async def test_fifty_concurrent_answers_have_exactly_one_winner(http: aiohttp.ClientSession) -> None:
     q = await ask(http)
 
@@ -216,6 +224,7 @@ async def test_fifty_concurrent_answers_have_exactly_one_winner(http: aiohttp.Cl
     assert kinds == ["elicit.open", "elicit.answered"]
 
 
+@pytest.mark.shared_daemon
 async def test_wait_long_polls_and_is_woken_by_an_answer(http: aiohttp.ClientSession, daemon: Daemon) -> None:
     q = await ask(http)
     async with http.get(f"/v1/elicit/{q['id']}/wait", params={"timeout": "0.2"}) as r:
@@ -230,6 +239,7 @@ async def test_wait_long_polls_and_is_woken_by_an_answer(http: aiohttp.ClientSes
     assert woke - answered_at < 50  # woken by the answer, not by the 100 s timeout
 
 
+@pytest.mark.shared_daemon
 async def test_openapi_is_generated_from_the_routes(http: aiohttp.ClientSession) -> None:
     async with http.get("/v1/openapi.json") as r:
         doc = await r.json()
@@ -243,6 +253,7 @@ async def test_openapi_is_generated_from_the_routes(http: aiohttp.ClientSession)
     assert "/v1/events" in doc["paths"] and "/v1/audit" in doc["paths"]
 
 
+@pytest.mark.shared_daemon
 async def test_fallback_session_is_marked_and_depends_on_the_callers_directory(http: aiohttp.ClientSession) -> None:
     a = await ask(http)
     b = await ask(http)

@@ -88,7 +88,7 @@ def test_a_broken_set_up_names_each_problem_and_what_to_do(home: Path, tmp_path:
         (home / ".codex" / "skills" / "mcpx-elicitation" / "SKILL.md").unlink()
         out = d.cli("doctor")
         d.write_config({"servers": servers, "elicit": {"ttl": "soon"}})  # the daemon keeps the config before it
-        wait_for_sync(lambda: json.loads(d.cli("status", "--json").stdout).get("configError"),
+        wait_for_sync(lambda: d.api().json("GET", "/v1/health").get("configError"),
                       what="the daemon's reload of the bad config failed")
         bad = d.cli("doctor", "--json")
         pending = json.loads(d.cli("elicit", "list", "--json").stdout)["elicitations"]

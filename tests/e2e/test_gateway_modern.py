@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from conftest import audited, events
+from conftest import audited, daemon_of, events
 from gateway_helpers import HttpPeer, answer, call, result, stdio, tool_text, until_pending
 from harness import Daemon, make_daemon
 
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.stores  # the store and broker suite: on SQLite and on 
 
 
 @pytest.fixture
-def gw(home: Path) -> Iterator[Daemon]:
-    with make_daemon(home, {"servers": {
+def gw(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
+    with daemon_of(request, home, {"servers": {
         "res": stdio("sdk_resolver.py"),
         "sdk": stdio("sdk_server.py"),
         "endless": stdio("endless_asker.py"),
@@ -32,6 +32,7 @@ async def http(gw: Daemon) -> AsyncIterator[aiohttp.ClientSession]:
         yield s
 
 
+@pytest.mark.shared_daemon
 async def test_input_required_becomes_a_question_and_the_retry_completes(http: aiohttp.ClientSession) -> None:
     status, body, _ = await call(http, "res", "need_repo", session="m1")
     assert status == 202, body
@@ -48,6 +49,7 @@ async def test_input_required_becomes_a_question_and_the_retry_completes(http: a
     assert kinds == ["elicit.open", "elicit.answered", "elicit.resumed", "task.done"]
 
 
+@pytest.mark.shared_daemon
 async def test_decline_and_cancel_reach_a_modern_server_unchanged(http: aiohttp.ClientSession) -> None:
     for action in ("decline", "cancel"):
         _, body, _ = await call(http, "res", "need_repo")
@@ -73,6 +75,7 @@ async def answer_each_question(http: aiohttp.ClientSession, server: str, tool: s
             answered += 1
 
 
+@pytest.mark.shared_daemon
 async def test_several_questions_of_one_call_are_all_answered(http: aiohttp.ClientSession) -> None:
     answered, done = await answer_each_question(
         http, "res", "two_questions", "two-q",
@@ -82,6 +85,7 @@ async def test_several_questions_of_one_call_are_all_answered(http: aiohttp.Clie
                                {"action": "accept", "data": {"region": "eu-west"}}]
 
 
+@pytest.mark.shared_daemon
 async def test_a_server_that_keeps_asking_is_stopped_after_max_rounds(http: aiohttp.ClientSession) -> None:
     answered, done = await answer_each_question(http, "endless", "forever", "endless", lambda q: {"c": "r"})
     assert answered == 3 and done["state"] == "failed"
@@ -192,6 +196,7 @@ async def test_the_demo_server_asks_in_both_eras(home: Path) -> None:
         d.stop()
 
 
+@pytest.mark.shared_daemon
 async def test_a_policy_error_fails_a_modern_call_naming_its_question(http: aiohttp.ClientSession) -> None:
     """elicit mode error on a modern call: the call fails loudly, its question named, the question abandoned."""
     status, body, _ = await call(http, "res", "need_repo", elicit="error")

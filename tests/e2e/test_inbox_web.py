@@ -15,6 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from browser import chromium, page_of
@@ -61,6 +62,7 @@ async def answer_of(http: aiohttp.ClientSession, eid: str) -> dict[str, Any]:
         return await r.json()
 
 
+@pytest.mark.shared_daemon
 async def test_a_form_answered_in_the_page_is_recorded_as_typed_by_person_web(daemon: Daemon,
                                                                                 http: aiohttp.ClientSession) -> None:
     q = await ask(http, message="Ship <script>alert(1)</script> the order?", requestedSchema=EVERY_KIND, ttl="10m")
@@ -104,6 +106,7 @@ async def test_a_form_answered_in_the_page_is_recorded_as_typed_by_person_web(da
         "copies": 3, "ratio": 0.25, "urgent": True, "size": "m", "region": "us", "tags": ["blue"], "pets": ["dog"]}
 
 
+@pytest.mark.shared_daemon
 async def test_decline_with_a_reason_needs_no_form_and_a_bad_field_keeps_it_pending(
         daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, requestedSchema=EVERY_KIND, ttl="10m")
@@ -130,6 +133,7 @@ async def test_decline_with_a_reason_needs_no_form_and_a_bad_field_keeps_it_pend
         "decline", "person:web", "wrong project")
 
 
+@pytest.mark.shared_daemon
 async def test_a_link_opens_one_question_once_and_its_secret_is_never_logged(daemon: Daemon,
                                                                              http: aiohttp.ClientSession) -> None:
     q = await ask(http, ttl="10m")
@@ -158,6 +162,7 @@ async def test_a_link_opens_one_question_once_and_its_secret_is_never_logged(dae
     assert secret not in read_log(daemon.home)
 
 
+@pytest.mark.shared_daemon
 async def test_unknown_and_expired_links_get_a_clear_page(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, ttl="4s")
     async with http.get(f"/v1/elicit/{q['id']}/link") as r:  # at once, over the socket: the CLI may start slowly
@@ -182,6 +187,7 @@ async def _state(http: aiohttp.ClientSession, eid: str, state: str) -> bool:
     return (await answer_of(http, eid))["elicitation"]["state"] == state
 
 
+@pytest.mark.shared_daemon
 async def test_a_url_mode_page_shows_the_url_and_opens_it_only_when_asked_to(daemon: Daemon,
                                                                               http: aiohttp.ClientSession) -> None:
     hits: list[str] = []
@@ -215,6 +221,7 @@ async def test_a_url_mode_page_shows_the_url_and_opens_it_only_when_asked_to(dae
             (False, "person:web"), (True, "person:web")]
 
 
+@pytest.mark.shared_daemon
 async def test_a_punycode_domain_is_flagged(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, message="Pay here", url="https://xn--pypal-4ve.com/pay", ttl="10m")
     async with chromium() as browser, page_of(browser) as page:
@@ -245,6 +252,7 @@ async def test_the_list_updates_live_and_needs_the_token(daemon: Daemon, http: a
         assert await page.locator("tr[data-id]").count() == 1
 
 
+@pytest.mark.shared_daemon
 async def test_an_agents_shell_gets_neither_the_inbox_token_nor_a_link(daemon: Daemon,
                                                                        http: aiohttp.ClientSession) -> None:
     q = await ask(http, ttl="10m")
@@ -254,6 +262,7 @@ async def test_an_agents_shell_gets_neither_the_inbox_token_nor_a_link(daemon: D
         assert "token=" not in refused.stdout + refused.stderr and "link=" not in refused.stdout + refused.stderr
 
 
+@pytest.mark.shared_daemon
 async def test_the_texts_that_say_how_to_answer_give_the_questions_page_which_needs_the_sign_in(
         daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, message="Deploy?", requestedSchema={"type": "object", "properties": {
@@ -282,6 +291,7 @@ async def following(daemon: Daemon, page: Any, eid: str) -> None:
     await page.locator("#live", has_text="live").wait_for()
 
 
+@pytest.mark.shared_daemon
 async def test_a_questions_page_open_while_it_is_answered_elsewhere_says_so_and_takes_nothing_more(
         daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, ttl="10m")
@@ -303,6 +313,7 @@ async def test_a_questions_page_open_while_it_is_answered_elsewhere_says_so_and_
     assert (body["answer"]["by"], body["answer"]["content"]) == ("person:cli", {"repo": "octo/elsewhere"})
 
 
+@pytest.mark.shared_daemon
 async def test_a_questions_page_open_as_it_expires_says_what_the_server_was_told(
         daemon: Daemon, http: aiohttp.ClientSession) -> None:
     async with chromium() as browser, page_of(browser) as page:
@@ -328,6 +339,7 @@ CREDENTIAL = {
 }
 
 
+@pytest.mark.shared_daemon
 async def test_a_questions_page_says_why_it_is_yours_until_when_and_which_field_is_a_credential(
         daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, message="Connect the tracker", requestedSchema=CREDENTIAL, ttl="10m")

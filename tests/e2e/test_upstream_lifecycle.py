@@ -321,7 +321,7 @@ def pending_question(d: Daemon) -> tuple[subprocess.Popen[str], int, list[int]]:
     """`mcpx call everything.trigger-elicitation-request` left waiting on its question (in the background); the
     server's process (npm, as `mcpx status` shows it) and the npx tree it leads (npm, sh, node)."""
     asking = d.cli_bg("call", "everything.trigger-elicitation-request")
-    wait_for_sync(lambda: json.loads(d.cli("elicit", "list", "--json").stdout)["elicitations"])
+    wait_for_sync(lambda: d.api().pending())
     status = json.loads(d.cli("status", "--json").stdout)
     [server] = [i["pid"] for i in status["upstreams"]["instances"] if i["server"] == "everything"]
     tree = group_of(server)

@@ -55,7 +55,6 @@ import pytest
 from claude.fake_model import Call, Request, Say, ScriptedClaudeModel
 from claude.harness import (
     FORM,
-    DaemonApi,
     Form,
     claude_env,
     clear,
@@ -68,7 +67,7 @@ from claude.harness import (
     write_mcp_config,
 )
 from gateway_helpers import stdio
-from harness import PATIENCE, Daemon, make_daemon, wait_for_sync
+from harness import PATIENCE, Daemon, DaemonApi, make_daemon, wait_for_sync
 from opencode.tui import Tmux, flat
 
 # two Claude Code TUIs and one daemon for the module, on one worker

@@ -46,9 +46,7 @@ class World:
                               text=True, timeout=PATIENCE + RESULT_WAIT)
 
     def pending(self) -> list[dict[str, Any]]:
-        done = self.cli("elicit", "list", "--json")
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)["elicitations"]
+        return self.daemon.api().pending()
 
     def next_question(self, after: str) -> dict[str, Any]:
         """The question the call of question `after` opens next, once it is open (seen through the API)."""

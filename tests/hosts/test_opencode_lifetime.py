@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 from gateway_helpers import stdio
-from harness import PATIENCE, base_env, child_pids, read_log, stop_pid, wait_for_sync
+from harness import PATIENCE, DaemonApi, base_env, child_pids, read_log, stop_pid, wait_for_sync
 from mcpx.system import processes
+from mcpx.system.paths import StatePaths
 from opencode.fake_model import Call, Say, ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode
 
-# on the worker of the other opencode end-to-end tests: one opencode at a time on a shared machine
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("opencode-e2e")]
+# each test has an opencode and a daemon of its own: they run on any worker, beside the other opencode tests
+pytestmark = [pytest.mark.timeout(300)]
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -30,9 +31,12 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=2 * PATIENCE)
 
 
-def pending(env: dict[str, str]) -> list[dict[str, Any]]:
-    done = cli(env, "elicit", "list", "--json")
-    return json.loads(done.stdout)["elicitations"] if done.returncode == 0 else []
+def pending(home: Path) -> list[dict[str, Any]]:
+    """The questions pending in the daemon of `home`; none while no daemon serves it (opencode starts one)."""
+    try:
+        return DaemonApi(StatePaths(home).socket).pending()
+    except OSError:
+        return []
 
 
 def recorded_pid(home: Path) -> int | None:
@@ -63,7 +67,7 @@ def test_opencode_stopped_while_a_question_waits_then_answered_from_the_terminal
         marker = model.script("outlive", [lambda r: Call("mcpx_sdk_need_repo", {}), lambda r: Say("done.")])
         session = oc.session()
         oc.prompt(session, f"{marker} do the task")
-        question = wait_for_sync(lambda: pending(mcpx_env), what="the upstream's question, open")[0]
+        question = wait_for_sync(lambda: pending(home), what="the upstream's question, open")[0]
         daemon = recorded_pid(home)
         assert daemon is not None and question["session"] == session
 

@@ -46,9 +46,7 @@ class World:
                               text=True, timeout=PATIENCE)
 
     def audit(self, eid: str, kind: str) -> list[dict[str, Any]]:
-        done = self.cli("audit", "--elicit", eid, "--json")
-        assert done.returncode == 0, done.stderr
-        return [r for r in json.loads(done.stdout)["records"] if r["kind"] == kind]
+        return [r for r in self.daemon.api().audit(eid) if r["kind"] == kind]
 
     def question(self, eid: str) -> dict[str, Any]:
         done = self.cli("elicit", "show", eid, "--json")
@@ -56,9 +54,7 @@ class World:
         return json.loads(done.stdout)
 
     def pending(self, session: str | None = None) -> list[dict[str, Any]]:
-        done = self.cli("elicit", "list", "--json")
-        assert done.returncode == 0, done.stderr
-        return [q for q in json.loads(done.stdout)["elicitations"] if session is None or q["session"] == session]
+        return [q for q in self.daemon.api().pending() if session is None or q["session"] == session]
 
 
 

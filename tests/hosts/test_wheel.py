@@ -24,9 +24,9 @@ from opencode.fake_model import Call, Say, ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode
 from opencode.tui import Tmux, flat
 
-# one wheel and one venv for the module (building and installing take most of a minute); opencode at the end runs
-# on the worker of the other opencode end-to-end tests
-pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("opencode-e2e")]
+# one wheel and one venv for the module (building and installing take most of a minute), on one worker; beside the
+# opencode end-to-end tests, not after them (the plugin's builds, the wheel's among them, take a lock: setup.py)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("wheel")]
 
 
 @dataclass
