@@ -270,7 +270,7 @@ def unix_session(path: Path | str, limit: int = 100, timeout: float | None = 2 *
                                  timeout=aiohttp.ClientTimeout(total=timeout))
 
 
-class DaemonApi:
+class ApiProbe:
     """The daemon's /v1 on its unix socket, from a test's own thread (a host's tests are not async): one request a
     call, bounded, as the test process (a person's terminal: no agent's mark in its ancestry). A wait that looks at
     the daemon again and again looks this way, not through the CLI: a request costs a millisecond, `mcpx …` the start
@@ -406,9 +406,9 @@ class Daemon:
 
     # ---- talking to it
 
-    def api(self) -> DaemonApi:
-        """Its /v1 from a thread that is not async (`DaemonApi`)."""
-        return DaemonApi(self.socket)
+    def api(self) -> ApiProbe:
+        """Its /v1 from a thread that is not async (`ApiProbe`)."""
+        return ApiProbe(self.socket)
 
     def session(self, trace_configs: list[aiohttp.TraceConfig] | None = None, limit: int = 100,
                 **headers: str) -> aiohttp.ClientSession:

@@ -67,7 +67,7 @@ from claude.harness import (
     write_mcp_config,
 )
 from gateway_helpers import stdio
-from harness import PATIENCE, Daemon, DaemonApi, make_daemon, wait_for_sync
+from harness import PATIENCE, ApiProbe, Daemon, make_daemon, wait_for_sync
 from opencode.tui import Tmux, flat
 
 # two Claude Code TUIs and one daemon for the module, on one worker
@@ -96,7 +96,7 @@ class Host:
 @dataclass
 class World:
     daemon: Daemon
-    api: DaemonApi
+    api: ApiProbe
     model: ScriptedClaudeModel
     hosts: dict[str, Host]
 
@@ -165,7 +165,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         try:
             for era in ERAS:
                 hosts[era] = start_host(root, era, daemon, model)
-            yield World(daemon, DaemonApi(daemon.socket), model, hosts)
+            yield World(daemon, ApiProbe(daemon.socket), model, hosts)
         finally:
             for host in hosts.values():
                 host.tui.stop()

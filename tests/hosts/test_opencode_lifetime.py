@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gateway_helpers import stdio
-from harness import PATIENCE, DaemonApi, base_env, child_pids, read_log, stop_pid, wait_for_sync
+from harness import PATIENCE, ApiProbe, base_env, child_pids, read_log, stop_pid, wait_for_sync
 from mcpx.system import processes
 from mcpx.system.paths import StatePaths
 from opencode.fake_model import Call, Say, ScriptedModel
@@ -34,7 +34,7 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def pending(home: Path) -> list[dict[str, Any]]:
     """The questions pending in the daemon of `home`; none while no daemon serves it (opencode starts one)."""
     try:
-        return DaemonApi(StatePaths(home).socket).pending()
+        return ApiProbe(StatePaths(home).socket).pending()
     except OSError:
         return []
 
