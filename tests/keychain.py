@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from jeepney import DBusAddress, new_method_call  # keyring's own D-Bus library on Linux
+from jeepney.io.blocking import open_dbus_connection
+
 from conftest import loud_skip
 from harness import PATIENCE, stop_process, wait_for_sync
 
@@ -43,10 +46,21 @@ class Keychain:
 
 
 def _ready(env: dict[str, str]) -> bool:
-    """The Secret Service answers a lookup on the bus (exit 1 is "no such item": it answered)."""
+    """The Secret Service answers on the bus and its default collection is the unlocked login keyring. A lookup
+    answers (exit 1 is "no such item") before the keyring fed on stdin is made under load: a store then asks to
+    create a collection, a prompt nobody can answer ("Prompt dismissed"), so the alias is waited for too."""
     out = subprocess.run(["secret-tool", "lookup", "service", "mcpx:probe", "username", "probe"],
                          env={**os.environ, **env}, capture_output=True, timeout=PATIENCE)
-    return out.returncode in (0, 1) and not out.stderr
+    return out.returncode in (0, 1) and not out.stderr and _default_collection(env["DBUS_SESSION_BUS_ADDRESS"])
+
+
+def _default_collection(address: str) -> bool:
+    """The Secret Service's `default` alias names a collection (ReadAlias answers "/" while there is none)."""
+    service = DBusAddress("/org/freedesktop/secrets", bus_name="org.freedesktop.secrets",
+                          interface="org.freedesktop.Secret.Service")
+    with open_dbus_connection(bus=address) as conn:
+        reply = conn.send_and_get_reply(new_method_call(service, "ReadAlias", "s", ("default",)), timeout=PATIENCE)
+    return bool(reply.body) and reply.body[0] != "/"
 
 
 @contextlib.contextmanager
