@@ -54,7 +54,6 @@ from broker import say  # noqa: E402
 from claude.fake_model import Call, Say, ScriptedClaudeModel  # noqa: E402
 from claude.harness import (  # noqa: E402
     VERSION,
-    DaemonApi,
     claude_binary,
     claude_env,
     mcpx_entry,
@@ -64,7 +63,11 @@ from claude.harness import (  # noqa: E402
     write_mcp_config,
     write_settings,
 )
-from harness import PEERS, scratch_daemon  # noqa: E402
+from harness import (  # noqa: E402
+    PEERS,
+    ApiProbe,
+    scratch_daemon,
+)
 from host_round_trips import Figures, alternating, options, run_p50, summary  # noqa: E402
 
 GOAL = 1.5  # p50 through mcpx / p50 direct: issue 14's goal for the elicitation round trip
@@ -113,7 +116,7 @@ def one_run(binary: Path, era: str, rounds: int, root: Path) -> Figures:
             requests = model.wait_for(era, lambda rs: any(r.turn >= len(order) and r.tools for r in rs),
                                       60 + 10 * len(order))
             # every question through mcpx was answered by Claude Code (its hook), as the client's answer
-            answers = DaemonApi(daemon.socket).json("GET", "/v1/audit?kinds=elicit.answered")["records"]
+            answers = ApiProbe(daemon.socket).json("GET", "/v1/audit?kinds=elicit.answered")["records"]
             by = sorted({(a["data"]["action"], a["data"]["by"]) for a in answers})
             if len(answers) != order.count("mcpx") or by != [("accept", "person:mcp-client")]:
                 figures.lost.append(f"{era}: mcpx recorded {len(answers)} answers, {by}")

@@ -55,10 +55,14 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests"))
 from broker import say  # noqa: E402
-from claude.harness import DaemonApi  # noqa: E402
 from codex.fake_model import Call, Say, ScriptedCodexModel  # noqa: E402
 from codex.harness import VERSION, codex_binary, codex_env, install, provider  # noqa: E402
-from harness import PATIENCE, scratch_daemon, stop_process  # noqa: E402
+from harness import (  # noqa: E402
+    PATIENCE,
+    ApiProbe,
+    scratch_daemon,
+    stop_process,
+)
 from host_round_trips import Figures, alternating, options, run_p50, summary  # noqa: E402
 
 GOAL = 1.5  # p50 through mcpx / p50 direct: issue 14's goal for the elicitation round trip
@@ -152,7 +156,7 @@ def one_run(binary: Path, rounds: int, root: Path) -> Figures:
             if codex.other or codex.asked != order:
                 figures.lost.append(f"Codex asked {codex.asked}, and {codex.other}")
             # every question through mcpx was answered by Codex (its client, at once), as the client's answer
-            answers = DaemonApi(daemon.socket).json("GET", "/v1/audit?kinds=elicit.answered")["records"]
+            answers = ApiProbe(daemon.socket).json("GET", "/v1/audit?kinds=elicit.answered")["records"]
             by = sorted({(a["data"]["action"], a["data"]["by"]) for a in answers})
             if len(answers) != order.count("mcpx") or by != [("accept", "person:mcp-client")]:
                 figures.lost.append(f"mcpx recorded {len(answers)} answers, {by}")
