@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from mcpx.cli.common import add_json_flag, emit_json, run, shown
+from mcpx.cli.common import add_json_flag, emit_json, guarded, run, shown
 from mcpx.client.daemon_client import DaemonClient, wait_for_answer
 
 
@@ -30,12 +30,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = asub.add_parser("logout", help="forget a server's login (revoked where the server offers it)")
     p.add_argument("server")
     add_json_flag(p)
-    p.set_defaults(func=run(auth_logout))
+    p.set_defaults(func=guarded(auth_logout))
     p = asub.add_parser("complete", help="finish a login with the address the browser ended on (a browser on "
                                          "another device that cannot reach this machine)")
     p.add_argument("url", help="the whole address from the browser's address bar after the login")
     add_json_flag(p)
-    p.set_defaults(func=run(auth_complete))
+    p.set_defaults(func=guarded(auth_complete))
 
 
 def _when(at: float | None) -> str:
@@ -96,7 +96,7 @@ async def auth_login(args: argparse.Namespace) -> int:
     return 1
 
 
-async def auth_logout(args: argparse.Namespace) -> int:
+def auth_logout(args: argparse.Namespace) -> int:
     def say(done: dict[str, Any]) -> None:
         if not done["wasLoggedIn"]:
             print(f"{args.server}: no login was kept")
@@ -105,11 +105,11 @@ async def auth_logout(args: argparse.Namespace) -> int:
                                                   else " (the authorization server offers no revocation: the "
                                                        "tokens were forgotten here)"))
 
-    await shown(args, f"/v1/auth/{args.server}/logout", say, post={})
+    shown(args, f"/v1/auth/{args.server}/logout", say, post={})
     return 0
 
 
-async def auth_complete(args: argparse.Namespace) -> int:
-    await shown(args, "/v1/auth/complete", lambda done: print(f"logged in to {done['server']}"),
+def auth_complete(args: argparse.Namespace) -> int:
+    shown(args, "/v1/auth/complete", lambda done: print(f"logged in to {done['server']}"),
                 post={"url": args.url})
     return 0

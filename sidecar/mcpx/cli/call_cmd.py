@@ -59,11 +59,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = tsub.add_parser("show", help="a call's status")
     p.add_argument("id")
     add_json_flag(p)
-    p.set_defaults(func=run(task_show_cmd))
+    p.set_defaults(func=guarded(task_show_cmd))
     p = tsub.add_parser("cancel", help="cancel a call; its open questions are abandoned")
     p.add_argument("id")
     add_json_flag(p)
-    p.set_defaults(func=run(task_cancel_cmd))
+    p.set_defaults(func=guarded(task_cancel_cmd))
 
     p = sub.add_parser("tools", help="what is behind mcpx: each server's tools, or one tool's arguments",
                        description="The tools of the servers behind mcpx (starting each server that is not "
@@ -326,7 +326,7 @@ async def task_list_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def task_show_cmd(args: argparse.Namespace) -> int:
+def task_show_cmd(args: argparse.Namespace) -> int:
     def say(doc: dict[str, Any]) -> None:
         print(f"{doc['id']} · {doc['state']} · {doc['server']}.{doc['tool']} · session {doc['session']}")
         for eid in doc.get("open") or []:
@@ -334,12 +334,12 @@ async def task_show_cmd(args: argparse.Namespace) -> int:
         if doc.get("error"):
             print(f"  error: {plain(doc['error'])}")
 
-    await shown(args, f"/v1/tasks/{args.id}", say)
+    shown(args, f"/v1/tasks/{args.id}", say)
     return 0
 
 
-async def task_cancel_cmd(args: argparse.Namespace) -> int:
-    await shown(args, f"/v1/tasks/{args.id}/cancel", lambda doc: print(f"{doc['id']}: {doc['state']}"), post={})
+def task_cancel_cmd(args: argparse.Namespace) -> int:
+    shown(args, f"/v1/tasks/{args.id}/cancel", lambda doc: print(f"{doc['id']}: {doc['state']}"), post={})
     return 0
 
 

@@ -68,14 +68,14 @@ def emit_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-async def shown(args: argparse.Namespace, path: str, say: Callable[[dict[str, Any]], None],
-                post: dict[str, Any] | None = None) -> dict[str, Any]:
+def shown(args: argparse.Namespace, path: str, say: Callable[[dict[str, Any]], None],
+          post: dict[str, Any] | None = None) -> dict[str, Any]:
     """A command that is one request: the daemon's document at `path` (GET; POSTed `post`, where given), printed as
-    the API's JSON under --json, else said in words by `say`."""
-    from mcpx.client.daemon_client import DaemonClient  # aiohttp: only a command that runs one pays for it
+    the API's JSON under --json, else said in words by `say`. One blocking exchange (DaemonApi): no event loop."""
+    from mcpx.client.transport import DaemonApi
 
-    async with DaemonClient() as client:
-        doc: dict[str, Any] = await (client.get(path) if post is None else client.post(path, post))
+    api = DaemonApi()
+    doc: dict[str, Any] = api.get(path) if post is None else api.post(path, post)
     if args.json:
         emit_json(doc)
     else:
