@@ -196,6 +196,19 @@ def listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+@contextlib.contextmanager
+def process_serving(args: Sequence[str], port: int, what: str, **popen: Any) -> Iterator[str]:
+    """A loopback service started as `args` (it listens on 127.0.0.1:`port`), for the block: its base URL once it
+    accepts connections. It is stopped in the finally; `popen`: Popen's own options (its output goes nowhere by
+    default)."""
+    proc = subprocess.Popen(list(args), **{"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, **popen})
+    try:
+        wait_started(proc, lambda: listening(port), what)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+
+
 def _stat_fields(pid: int) -> list[str]:
     # the command name in field 2 may hold spaces and ')': everything after the last ')' is fixed fields
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness import PATIENCE, listening, stop_process, wait_started
+from harness import process_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = ROOT / "node_modules" / ".bin" / "node"
@@ -25,22 +25,14 @@ PROTECTED = ROOT / "tests" / "peers" / "protected_server.py"
 @contextlib.contextmanager
 def authorization_server(port: int, resource: str, access_ttl: int = 3600) -> Iterator[str]:
     """The issuer, http://127.0.0.1:port, once it serves its metadata."""
-    proc = subprocess.Popen([str(NODE), str(PROVIDER), str(port), resource, str(access_ttl)], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    try:
-        wait_started(proc, lambda: listening(port), "oidc-provider", PATIENCE)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop_process(proc)
+    with process_serving([str(NODE), str(PROVIDER), str(port), resource, str(access_ttl)], port, "oidc-provider",
+                         stdin=subprocess.PIPE, cwd=ROOT) as issuer:
+        yield issuer
 
 
 @contextlib.contextmanager
 def resource_server(port: int, issuer: str) -> Iterator[str]:
     """Its MCP address, http://127.0.0.1:port/mcp, once it listens."""
-    proc = subprocess.Popen([sys.executable, str(PROTECTED), str(port), issuer], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_started(proc, lambda: listening(port), "the protected FastMCP server", PATIENCE)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop_process(proc)
+    with process_serving([sys.executable, str(PROTECTED), str(port), issuer], port, "the protected FastMCP server",
+                         stdin=subprocess.DEVNULL) as base:
+        yield f"{base}/mcp"

@@ -27,11 +27,9 @@ from harness import (
     ROOT,
     Daemon,
     free_port,
-    listening,
     make_daemon,
-    stop_process,
+    process_serving,
     wait_for_sync,
-    wait_started,
 )
 from keychain import Keychain, private_keychain
 
@@ -46,13 +44,9 @@ def notes_service(issuer: str | None = None, port: int | None = None) -> Iterato
     """The FastAPI notes service on a loopback port (a free one by default), for the block: its base URL. With
     `issuer`, behind that authorization server's login (a bearer JWT for the service)."""
     port = port or free_port()
-    proc = subprocess.Popen([sys.executable, str(PEERS / "notes_api.py"), str(port), *([issuer] if issuer else [])],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_started(proc, lambda: listening(port), "the notes service")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop_process(proc)
+    with process_serving([sys.executable, str(PEERS / "notes_api.py"), str(port), *([issuer] if issuer else [])], port,
+                         "the notes service", stderr=subprocess.PIPE) as base:
+        yield base
 
 
 async def received(base: str) -> list[dict[str, Any]]:
@@ -364,13 +358,9 @@ def prism(document: Path) -> Iterator[str]:
     if not PRISM.exists():
         loud_skip(f"{PRISM} is missing: run `npm ci` (package.json's @stoplight/prism-cli)")
     port = free_port()
-    proc = subprocess.Popen([str(PRISM), "mock", "-h", "127.0.0.1", "-p", str(port), str(document)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_started(proc, lambda: listening(port), "prism")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop_process(proc)
+    argv = [str(PRISM), "mock", "-h", "127.0.0.1", "-p", str(port), str(document)]
+    with process_serving(argv, port, "prism") as base:
+        yield base
 
 
 def styles_document(path: Path) -> Path:
