@@ -165,6 +165,24 @@ class Pool:
         """
         return Lease(self, server, session, era, timeout, declared, tool)
 
+    def lease_now(self, server: str, session: str, tool: str) -> Lease | None:
+        """A lease on an instance to be had at once, taken already (`async with` it gives it back), for a call of
+        `session` to `tool` with mcpx's own capabilities: None when one would be waited for (the server's era not
+        known in memory yet, no instance free, one to start). A plain call's lean path (surface/driver.py) takes
+        one so, or goes the full way."""
+        entry = self.entry(server)
+        fp = entry_fingerprint(entry)
+        want = self._eras.get((server, fp))
+        if want is None:
+            return None
+        self._sweep(server, fp)
+        found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
+        if found is None:
+            return None
+        lease = Lease(self, server, session, None, 0.0, None, tool)
+        lease.inst = self._take(found, session, tool)
+        return lease
+
     def _release(self, inst: Instance, session: str, tool: str | None) -> None:
         self._give_back(inst, session, tool)
         inst.last_used = time.monotonic()
@@ -495,13 +513,24 @@ class Lease:
         self.declared, self.tool = declared, tool
         self.inst: Instance | None = None
 
+    @property
+    def conn(self) -> UpstreamConnection:
+        """The instance's connection, once taken."""
+        assert self.inst is not None
+        return self.inst.conn
+
     async def __aenter__(self) -> UpstreamConnection:
+        if self.inst is not None:  # taken already (Pool.lease_now): the block gives it back
+            return self.inst.conn
         decl = "" if self.declared is None else json.dumps(self.declared, sort_keys=True)
         self.inst = await self.pool._acquire(self.server, self.session, self.era, self.timeout, decl, self.declared,
                                              self.tool)
         return self.inst.conn
 
     async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
         if self.inst is not None:
             inst, self.inst = self.inst, None
             self.pool._release(inst, self.session, self.tool)
