@@ -3,6 +3,7 @@
     .venv/bin/python bench/call_cost.py                 # cProfile: the daemon's top functions per plain call
     .venv/bin/python bench/call_cost.py --strace        # system calls per plain call (strace -c -f on the daemon)
     .venv/bin/python bench/call_cost.py --ask           # the same for elicitation round trips
+    .venv/bin/python bench/call_cost.py --against main  # the same of another revision's daemon (before/after)
 
 A daemon with bench/peer_server.py as its upstream (`peer`, modern era; `asker --legacy` for --ask), the official
 SDK client through `mcpx serve` (legacy era, as bench/speed.py); warm-up calls first, then N calls counted. The
@@ -34,6 +35,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from harness import scratch_daemon  # noqa: E402
 from speed import AskCaller, answer_elicit  # noqa: E402
 from surface import SdkCaller  # noqa: E402
+from upstreams import checkout  # noqa: E402
 
 PEER = BENCH / "peer_server.py"
 
@@ -66,7 +68,10 @@ async def main_async(args: argparse.Namespace) -> None:
     config = {"servers": {"peer": {"command": py, "args": [str(PEER)]},
                           "asker": {"command": py, "args": [str(PEER), "--legacy"]}}}
     prof = Path(tempfile.mkdtemp(prefix="mcpx-cost-")) / "daemon.prof"
-    d = scratch_daemon("mcpx-cost-", config, python_args=[] if args.strace else ["-m", "cProfile", "-o", str(prof)])
+    # --against: that revision's sidecar, the daemon and `mcpx serve` both (git archive into the scratch directory)
+    sidecar = {"sidecar": checkout(args.against, prof.parent)} if args.against else {}
+    d = scratch_daemon("mcpx-cost-", config, python_args=[] if args.strace else ["-m", "cProfile", "-o", str(prof)],
+                       **sidecar)
     d.start()
     started, counting = asyncio.Event(), asyncio.Event()
     runner = asyncio.create_task(calls(d.env, d.home, args.ask, args.warm, args.n, started, counting))
@@ -99,8 +104,8 @@ async def main_async(args: argparse.Namespace) -> None:
     if not args.strace:
         stats = pstats.Stats(str(prof))
         # the per-call path: the daemon's own code and what it calls per message (startup's imports are left out)
-        stats.sort_stats("tottime").print_stats(r"sidecar/mcpx/(?!cli|api/table|daemon/server)", args.top)
-        stats.sort_stats("cumulative").print_stats(r"sidecar/mcpx/(?!cli|api/table|daemon/server)", args.top)
+        stats.sort_stats("tottime").print_stats(r"/mcpx/(?!cli|api/table|daemon/server)", args.top)
+        stats.sort_stats("cumulative").print_stats(r"/mcpx/(?!cli|api/table|daemon/server)", args.top)
         for what in ("create_task", "model_validate", "validate_python", "dumps", "execute", "getpid", "commit"):
             stats.sort_stats("ncalls").print_stats(what, 5)
     with contextlib.suppress(OSError):
@@ -115,6 +120,7 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("--warm", type=int, default=50)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--against", metavar="REF", help="profile the daemon of this git revision instead")
     args = parser.parse_args()
     if args.strace and shutil.which("strace") is None:
         parser.error("strace is not installed")
