@@ -20,7 +20,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitResult
+from mcp_types import ElicitResult, ListRootsResult, Root
 
 from gateway_helpers import answer, stdio, until_pending
 from harness import PATIENCE, Daemon, free_port, make_daemon, stop_process
@@ -586,10 +586,13 @@ async def until_file(path: Path, timeout: float = PATIENCE) -> None:
 async def test_a_plain_call_promoted_by_whatever_happens_to_it_ends_as_any_call(home: Path) -> None:
     """A call to a tool seen before, on an instance free at once, goes the lean path (call/lean.py): sent from the
     client's own request, no runner. Whatever happens to it then promotes it, and it ends as the full path ends it:
-    a reply that needs an era change, a question (legacy, mid-call), progress, input_required (modern), its
-    timeout, a cancel by the client, the client going away (the call goes on, answered from another door). A call
-    that ended lean is recorded as any call is: its end in the audit, its result from `mcpx task result`."""
-    config = {"servers": {"sdk": stdio("sdk_server.py"), "res": stdio("sdk_resolver.py"),
+    a reply that needs an era change, a question (legacy, mid-call), a request for the client (roots), progress,
+    input_required (modern), its timeout, a cancel by the client, the client going away (the call goes on,
+    answered from another door). A call that ended lean is recorded as any call is: its end in the audit, its
+    result from `mcpx task result`."""
+    # sdk's own timeout is long: a request for the client (roots) is served once the call is promoted by it, not
+    # by its deadline
+    config = {"servers": {"sdk": stdio("sdk_server.py", timeout=600), "res": stdio("sdk_resolver.py"),
                           "slow": stdio("sdk_server.py", timeout=3)}}
     shut, gone_q = home / "never", home / "gone-ask"
     with make_daemon(home, config, listen=f"127.0.0.1:{free_port()}") as d:
@@ -599,7 +602,11 @@ async def test_a_plain_call_promoted_by_whatever_happens_to_it_ends_as_any_call(
         async def progress(done: float, _total: float | None, _message: str | None) -> None:
             heard.append(done)
 
-        async with stdio_client(d, "legacy", accepting({"repo": "a/b"}, seen)) as client, d.session() as rest:
+        async def lean_roots(_ctx: Any) -> ListRootsResult:
+            return ListRootsResult(roots=[Root(uri=(home / "lean-root").as_uri())])
+
+        async with stdio_client(d, "legacy", accepting({"repo": "a/b"}, seen), list_roots_callback=lean_roots
+                                ) as client, d.session() as rest:
             for name in ("sdk_echo", "res_echo", "slow_echo"):  # each server listed, started, its era known
                 await client.call_tool(name, {"text": "warm"})
             plain = await client.call_tool("sdk_echo", {"text": "lean", "_mcpx_session": "lean-plain"})
@@ -607,6 +614,7 @@ async def test_a_plain_call_promoted_by_whatever_happens_to_it_ends_as_any_call(
             # sdk's ctx.elicit needs the legacy era: a modern call's back-channel refusal re-drives it there once
             era = await client.call_tool("sdk_gate", {"path": str(home / "open"), "ask": True})
             asked = await client.call_tool("sdk_gate", {"path": str(home / "open"), "ask": True})
+            rooted = await asyncio.wait_for(client.call_tool("sdk_roots", {}), PATIENCE)
             counted = await client.call_tool("res_count", {"label": "p", "n": 2}, progress_callback=progress)
             rounds = await client.call_tool("res_need_repo", {})
             late = await client.call_tool("slow_sleepy", {"seconds": 60})
@@ -649,6 +657,7 @@ async def test_a_plain_call_promoted_by_whatever_happens_to_it_ends_as_any_call(
         assert json.loads(text(era))["answer"] == {"action": "accept", "data": {"repo": "a/b"}}, text(era)
         assert json.loads(text(asked))["answer"] == {"action": "accept", "data": {"repo": "a/b"}}, text(asked)
         assert len(seen) == 3, seen  # each question put to the client, once
+        assert json.loads(text(rooted)) == [(home / "lean-root").as_uri()], text(rooted)
         assert text(counted) == "p" and heard == [1, 2], (text(counted), heard)
         assert json.loads(text(rounds)) == {"action": "accept", "data": {"repo": "a/b"}}, text(rounds)
         assert late.is_error and "did not finish within its timeout of 3s" in text(late), text(late)

@@ -14,10 +14,13 @@ is the full path's.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from mcpx.call.record import Call
+
+log = logging.getLogger("mcpx.call")
 
 
 class Sent(Protocol):
@@ -58,7 +61,11 @@ class LeanCall:
     def _replied(self, _reply: asyncio.Future[Any]) -> None:
         if self._settled:
             return
-        result = self._sent.plain()
+        try:
+            result = self._sent.plain()
+        except Exception:  # a callback's error would reach no one, and leave the driver waiting: the runner says it
+            log.exception("taking the reply of call %s on the lean path failed; it goes the full way", self.call.id)
+            result = None
         if result is None:
             self.promote()
             return
