@@ -121,6 +121,7 @@ class Pool:
         self._gates: dict[GroupKey, asyncio.Future[BaseException | None]] = {}
         self._eras: dict[tuple[str, str], Era] = {}  # what each server (as configured) turned out to speak
         self._freed = asyncio.Event()  # set (and replaced) when an instance may take a call it could not before
+        self._waiting = 0  # leases waiting on _freed
         # (server, fingerprint) -> tool -> what its calls were seen to do
         self._tool_asks: dict[tuple[str, str], dict[str, ToolAsks]] = {}
         self._wake = asyncio.Event()  # an instance fell idle or the config changed: the reaper looks again
@@ -188,16 +189,22 @@ class Pool:
         inst.last_used = time.monotonic()
         if inst.retired and inst.busy == 0:
             self._stop(inst)
-        elif inst.busy == 0 and (len(self._groups.get(inst.key, ())) > 1 or self._due(inst) < self._next_reap):
-            # its idle clock starts now, and runs out before the reaper would look; or it makes an older idle
-            # instance beside it a spare, due sooner
-            self._wake.set()
+        elif inst.busy == 0:
+            # alone in its group and no listing's, it is no spare: its due time needs no look at the others (which
+            # would sort every instance on every call's way back)
+            alone = len(self._groups.get(inst.key, ())) <= 1
+            if not alone or self._due(inst, set() if inst.owner != LISTING else None) < self._next_reap:
+                # its idle clock starts now, and runs out before the reaper would look; or it makes an older idle
+                # instance beside it a spare, due sooner
+                self._wake.set()
         self._poke()
 
     def _poke(self) -> None:
-        """Wake the leases waiting for an instance: one fell free, or stopped waiting for an answer."""
-        self._freed.set()
-        self._freed = asyncio.Event()
+        """Wake the leases waiting for an instance: one fell free, or stopped waiting for an answer. With none
+        waiting, nothing: a lease that waits later waits for the next poke (not a new Event per call)."""
+        if self._waiting:
+            self._freed.set()
+            self._freed = asyncio.Event()
 
     def tool_asks(self, server: str, fp: str, tool: str | None) -> ToolAsks | None:
         """What calls of `tool` were seen to do on this server (as configured now); None: not seen yet, or
@@ -271,8 +278,12 @@ class Pool:
             if left <= 0:
                 raise UpstreamError(f"server {server!r}: all {PER_SESSION} instances for this session are busy; "
                                     f"gave up after {timeout:.0f}s")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._freed.wait(), min(left, 1.0))
+            self._waiting += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._freed.wait(), min(left, 1.0))
+            finally:
+                self._waiting -= 1
 
     @staticmethod
     def _owner(entry: ServerConfig, session: str, decl: str) -> str:
