@@ -14,7 +14,10 @@ is the full path's.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -45,21 +48,20 @@ class LeanCall:
     """A call on the lean path: `outcome` is True once it ended there (`call.result` is its result), False once it
     was promoted (a runner carries it on: follow it as any call). `promote` promotes it (the driver's own end)."""
 
-    def __init__(self, call: Call, sent: Sent, promote: Callable[[], None],
-                 finish: Callable[[dict[str, Any]], None]) -> None:
-        loop = asyncio.get_running_loop()
+    def __init__(self, call: Call, sent: Sent, promote: Callable[[], None], finish: Callable[[dict[str, Any]], None],
+                 deadlines: Deadlines) -> None:
         self.call = call
-        self.outcome: asyncio.Future[bool] = loop.create_future()
+        self.outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._sent = sent
         self._promote = promote
         self._finish = finish
-        self._settled = False
-        self._timer = loop.call_at(sent.due, self.promote)  # its deadline: promoted, the runner times it out
+        self.settled = False
+        self._due = deadlines.add(sent.due, self)  # its deadline: promoted then, the runner times it out
         call.lean(self.promote)
         sent.reply.add_done_callback(self._replied)
 
     def _replied(self, _reply: asyncio.Future[Any]) -> None:
-        if self._settled:
+        if self.settled:
             return
         try:
             result = self._sent.plain()
@@ -74,14 +76,56 @@ class LeanCall:
 
     def promote(self) -> None:
         """Hand the call to a runner, which continues it from its request in flight (idempotent)."""
-        if self._settled:
+        if self.settled:
             return
         self._settle(False)
         self._promote()
 
     def _settle(self, ended: bool) -> None:
-        self._settled = True
-        self._timer.cancel()
+        self.settled = True
+        self._due[2] = None  # its deadline's entry no longer holds it (nor what it holds: the reply, the call)
         self.call.lean(None)
         if not self.outcome.done():
             self.outcome.set_result(ended)
+
+
+Due = list[Any]  # [when, order, the LeanCall or None once it settled]: a heap entry of Deadlines
+
+
+class Deadlines:
+    """The deadlines of the calls on the lean path, on one timer: a call that ends lean (nearly all do, long before
+    their timeout) costs a heap entry, not a timer of its own set and cancelled (in uvloop a libuv timer each)."""
+
+    def __init__(self) -> None:
+        self._heap: list[Due] = []
+        self._order = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed = math.inf  # when the timer fires
+
+    def add(self, when: float, lean: LeanCall) -> Due:
+        """`lean` is promoted at `when` (loop time) unless it settled before; its entry, emptied once it does."""
+        heap = self._heap
+        while heap and heap[0][2] is None:  # calls end about in the order they began: the ended leave here
+            heapq.heappop(heap)
+        due: Due = [when, next(self._order), lean]
+        heapq.heappush(heap, due)
+        if when < self._armed:
+            self._arm(when)
+        return due
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._armed = when
+        self._timer = asyncio.get_running_loop().call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._timer, self._armed = None, math.inf
+        heap = self._heap
+        now = asyncio.get_running_loop().time()
+        while heap and (heap[0][2] is None or heap[0][0] <= now):
+            lean = heapq.heappop(heap)[2]
+            if lean is not None:
+                lean.promote()
+        if heap:
+            self._arm(heap[0][0])

@@ -21,7 +21,7 @@ from mcpx.broker.models import TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.call.deadline import CallTimeout
 from mcpx.call.errors import CallFailed, UnknownTask
-from mcpx.call.lean import LeanCall, Sent
+from mcpx.call.lean import Deadlines, LeanCall, Sent
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.config.source import ConfigSource
@@ -49,6 +49,7 @@ class Calls:
         self.live: dict[str, Call] = {}  # running calls, and the most recent finished ones
         self._finished: deque[str] = deque()
         self._reaper: asyncio.Task[None] | None = None
+        self._deadlines = Deadlines()  # of the calls on the lean path
 
     # ---- reading
 
@@ -90,7 +91,7 @@ class Calls:
         something happens to it, then `go_on` continues it in one, as a started call runs."""
         self.live[call.id] = call
         return LeanCall(call, sent, lambda: self._run_from(call, go_on()),
-                        lambda result: self._ended(call, "completed", result))
+                        lambda result: self._ended(call, "completed", result), self._deadlines)
 
     async def _run_to_end(self, call: Call, work: Awaitable[dict[str, Any]], doing: str) -> None:
         """Run a call to its end and record how it ended, in words that name the server and the question."""
