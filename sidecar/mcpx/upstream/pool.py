@@ -176,10 +176,9 @@ class Pool:
         want = self._eras.get((server, fp))
         if want is None:
             return None
-        self._sweep(server, fp)
         found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
-        if found is None:
-            return None
+        if found is None or not found.conn.alive:
+            return None  # a dead one is the full path's to sweep out, as it starts another
         lease = Lease(self, server, session, None, 0.0, None, tool)
         lease.inst = self._take(found, session, tool)
         return lease
