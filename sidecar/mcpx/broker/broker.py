@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, Protocol
 
-from mcpx.broker import approvals, passkeys, policy, rules
+from mcpx.broker import approvals, passkeys, policy, routing, rules
 from mcpx.broker.documents import task_row
 from mcpx.broker.errors import Forbidden, InvalidContent, NotFound
 from mcpx.broker.errors import (
@@ -190,8 +190,6 @@ class Broker:
             q = q.model_copy(update={"approvals": approvals.start(q, wanted)})
         elif not q.presence:  # a question only the person's passkey accepts: no rule answers for them either
             decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
-        stored_task = task(q, decision is None) if task is not None else None
-        unit = self._writes.opening(q, decided, decision, stored_task, req.pid, now)
         waiters = self._waiters
         told: asyncio.Future[Answer] | None = None
         mine: asyncio.Future[Answer] | None = None
@@ -208,12 +206,14 @@ class Broker:
                 queued = self._queuing[q.id] = asyncio.get_running_loop().create_future()
                 try:
                     await committing(Handle(q, told, mine))
-                    written = self._store.submit(unit)
+                    # the question's record (the call's row with it open, the unit) is built once its client has
+                    # it: not on the way to that client
+                    written = self._store.submit(self._opening(q, decided, decision, task, req.pid, now))
                 finally:
                     del self._queuing[q.id]
                     queued.set_result(None)
             else:
-                written = self._store.submit(unit)
+                written = self._store.submit(self._opening(q, decided, decision, task, req.pid, now))
             outcome = await written
         except BaseException as exc:
             # a failed commit, or a stop before anything was queued: the client asked meanwhile hears it ended
@@ -239,7 +239,17 @@ class Broker:
         # goes out before the reply to whoever opened it
         if mine is None:
             mine = waiters.eager_asker(q.id, fut, eager and q.state == "pending")
+        if mine is not None and q.state == "pending":
+            # its answer is checked against this, not a parse of the stored document (and a second read of its form)
+            waiters.hold(q.id, self._pending.get(q.id), q)
         return Handle(q, fut, mine)
+
+    def _opening(self, q: Elicitation, decided: routing.Route, decision: policy.Decision | None,
+                 task: Callable[[Elicitation, bool], StoredTask] | None, pid: int | None,
+                 now: float) -> Callable[[Tx], Outcome]:
+        """The unit that opens `q`, with its asking call's record as it stands with `q` open."""
+        stored_task = task(q, decision is None) if task is not None else None
+        return self._writes.opening(q, decided, decision, stored_task, pid, now)
 
     # ---- answer
 
@@ -265,7 +275,9 @@ class Broker:
         mine = self._waiters.eager(eid)
         if (proof is None and mine is not None and not mine.done() and (pending := self._pending.get(eid)) is not None
                 and not self._writes.moving(eid)):
-            first = self._deliver_first(pending.question(), mine, action, content, by, session, pid, reason, now,
+            # the question as its commit stored it, held in memory unless the store changed it since
+            q = self._waiters.held(eid, pending) or pending.question()
+            first = self._deliver_first(q, mine, action, content, by, session, pid, reason, now,
                                         0.0 if acknowledged else BEHIND)
             if first is not None:
                 landing, given = first
