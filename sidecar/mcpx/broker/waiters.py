@@ -127,13 +127,18 @@ class Waiters:
             self._held.pop(eid, None)
 
     def hold(self, eid: str, entry: object, q: Elicitation) -> None:
-        """`q` as its commit stored it, which put `entry` in the pending index: kept while its eager asker waits."""
+        """`q` as its commit stored it, which put `entry` in the pending index (None: its unit is queued, not yet
+        committed): kept while its eager asker waits."""
         if eid in self._eager:
             self._held[eid] = (entry, q)
 
+    def unhold(self, eid: str) -> None:
+        self._held.pop(eid, None)
+
     def held(self, eid: str, entry: object) -> Elicitation | None:
         """The question `hold` kept, if the pending index still holds the entry its commit made (nothing stored
-        changed it since: no escalation, no approval counted), else None: then it is read from that entry."""
+        changed it since: no escalation, no approval counted), or holds none while its unit is still queued; else
+        None: then it is read from that entry."""
         kept = self._held.get(eid)
         return kept[1] if kept is not None and kept[0] is entry else None
 
