@@ -12,7 +12,7 @@ ends (`kept`: the store holds a row of it only once it asked or a restart found 
 
 One step is the call's own because two layers meet in it: a legacy call's question that its own MCP client can
 answer is asked of that client before its commit is queued (`ask_first`, which the question's opener hands the
-broker as `committing`): the client reads the question while it commits. Whoever serves the client (the driver)
+broker as `committing`): the client reads the question while its commit waits. Whoever serves the client (the driver)
 says how it asks first (`first_asker`), and returns once the request is written; nothing counts loop turns.
 """
 
