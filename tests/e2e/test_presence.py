@@ -302,3 +302,8 @@ async def test_an_mcp_clients_accept_of_a_question_that_needs_presence_is_refuse
         async with d.session() as rest, rest.get("/v1/audit", params={"kinds": "elicit.answered"}) as r:
             [record] = (await r.json())["records"]
         assert (record["data"]["action"], record["data"]["by"]) == ("decline", "person:mcp-client")
+        # its field is free text, which routing alone would put to the agent first: the agent can only decline
+        # what the person's passkey alone accepts, so the question is the person's from the start
+        async with d.session() as rest, rest.get(f"/v1/elicit/{record['elicit']}") as r:
+            q = (await r.json())["elicitation"]
+        assert q["audience"] == "human" and "only the person's passkey accepts it" in q["reason"], q

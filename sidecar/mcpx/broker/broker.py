@@ -187,7 +187,10 @@ class Broker:
         decision: policy.Decision | None = None
         if req.presence or (wanted is not None and wanted.presence) or policy.needs_presence(
                 self._settings.config, q):
-            q = q.model_copy(update={"presence": True})
+            # only a person's passkey accepts it: the agent, which can only decline it, is not asked first
+            q = q.model_copy(update={"presence": True} if q.audience == "human" else {
+                "presence": True, "audience": "human",
+                "reason": f"only the person's passkey accepts it (docs/presence.md); routing alone said: {q.reason}"})
         if wanted is not None:
             # named people's approvals are the answer: no rule answers for them
             q = q.model_copy(update={"approvals": approvals.start(q, wanted)})
