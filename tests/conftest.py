@@ -21,12 +21,13 @@ import aiohttp
 import pytest
 from _pytest.nodeid import coerce_node_id
 
-from harness import PATIENCE, SUITE_STORE, Daemon, make_daemon
+from harness import PATIENCE, SUITE_STORE, Daemon, free_port, make_daemon
 from mcpx.broker.broker import Broker
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.config.models import Config
 
 STORES = ("sqlite", "postgresql")
+ON_A_FREE_PORT = "127.0.0.1:<free>"  # daemon_of's listen: a loopback port picked for the daemon when it is made
 LONG_FIRST = ("tests/hosts/", "tests/opencode/", "tests/conformance/")  # their tests take minutes each
 _databases = itertools.count()
 
@@ -81,14 +82,20 @@ def daemon(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
 @contextlib.contextmanager
 def daemon_of(request: pytest.FixtureRequest, home: Path, config: dict[str, Any] | None = None,
               **kw: Any) -> Iterator[Daemon]:
-    """The test's daemon with `config` (make_daemon's): one of its own in `home`, started and stopped here; for a
-    test marked `shared_daemon`, its module's for the test's store (`SharedDaemons`)."""
+    """The test's daemon with `config` (make_daemon's; `listen=ON_A_FREE_PORT`: TCP on a loopback port it alone
+    has): one of its own in `home`, started and stopped here; for a test marked `shared_daemon`, its module's for
+    the test's store (`SharedDaemons`)."""
     if request.node.get_closest_marker("shared_daemon") is not None:
         pool: SharedDaemons = request.getfixturevalue("shared_daemons")
         yield pool.get(request, config, **kw)
         return
-    with make_daemon(home, config, **kw) as d:
+    with make_daemon(home, config, **on_its_port(kw)) as d:
         yield d
+
+
+def on_its_port(kw: dict[str, Any]) -> dict[str, Any]:
+    """make_daemon's options, with `listen=ON_A_FREE_PORT` made a port of the daemon's own."""
+    return {**kw, "listen": f"127.0.0.1:{free_port()}"} if kw.get("listen") == ON_A_FREE_PORT else kw
 
 
 class SharedDaemons:
@@ -117,7 +124,7 @@ class SharedDaemons:
             env["MCPX_STORE"] = pg.create_database(f"shared_{os.getpid()}_{next(_databases)}")
         home = self.root / kind
         home.mkdir()
-        d = make_daemon(home, config, extra_env=env, **kw)
+        d = make_daemon(home, config, extra_env=env, **on_its_port(kw))
         d.start()
         self.daemons[kind] = (d, asked)
         return d
