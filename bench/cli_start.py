@@ -8,6 +8,11 @@ warm-up of each, so load that comes and goes falls on both. Each run starts a fr
 
 Beside it, not a goal: `mcpx elicit list` when no daemon runs yet, so that it starts one (`ensure_running`): the
 path a person meets first. Each of those is timed to the command's exit, then the daemon it started is stopped.
+`mcpx serve` as a host starts it, on pipes, against the running daemon: from spawn to its `initialize` answered
+(wall), and the CPU the serve process spent from spawn to exit (its input closed once answered). And the daemon
+alone (issue 36: the suite starts hundreds): `mcpx daemon` with no servers in a new home, from spawn
+until its socket answers (harness.Daemon.start, which looks every 20 ms), and the CPU it had spent by then (read
+from /proc as it answers: the steadier figure on a shared machine).
 
     .venv/bin/python bench/cli_start.py                  # three runs, well under a minute on 2 cores
     .venv/bin/python bench/cli_start.py --runs 1 --against main   # this code's CLI beside main's, same rounds
@@ -18,6 +23,7 @@ bench/speed.py prints the same rows in its table (`add_rows`).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -33,14 +39,17 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT / "tests"))
 from broker import Report, fmt_ms, say  # noqa: E402
-from harness import home_pid, scratch_daemon, stop_pid  # noqa: E402
+from harness import home_pid, process_cpu_seconds, scratch_daemon, stop_pid  # noqa: E402
 from upstreams import checkout  # noqa: E402
 
 GOAL = 3.0                      # issue 39: mcpx elicit list / the floor, wall p50
 WARMUP, TIMED = 3, 15           # per side and run: untimed first (the page cache), then timed, alternating
 COLD = 3                        # per run: `mcpx elicit list` starting the daemon itself
+STARTS = 5                      # per run and side: `mcpx daemon` alone, to its socket answering
 FLOOR = [sys.executable, "-c", "import argparse, json, socket"]
 COMMAND = ["elicit", "list"]
+INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}) + "\n"
 
 
 def entry_point() -> list[str]:
@@ -71,11 +80,40 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float
     return elapsed * 1000, (usage.ru_utime + usage.ru_stime) * 1000
 
 
+def serve_once(env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """`mcpx serve` on pipes: milliseconds from spawn to its `initialize` answered, and the CPU (user + system) the
+    process spent from spawn to exit, its input closed once answered."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*entry_point(), "serve"], env=env, cwd=cwd, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(INITIALIZE.encode())
+        proc.stdin.flush()
+        reply = proc.stdout.readline()
+        wall_ms = (time.perf_counter() - t0) * 1000
+        if b'"serverInfo"' not in reply:
+            raise RuntimeError(f"mcpx serve answered initialize with {reply[:200]!r}")
+        proc.stdin.close()
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    return wall_ms, (usage.ru_utime + usage.ru_stime) * 1000
+
+
 @dataclass
 class Run:
     p50_ms: dict[str, float] = field(default_factory=dict)   # label -> p50 wall of `mcpx elicit list`, daemon up
     cpu_ms: dict[str, float] = field(default_factory=dict)   # label -> its p50 CPU (steadier than wall under load)
     cold_ms: dict[str, float] = field(default_factory=dict)  # label -> p50 wall when it starts the daemon
+    serve_ms: dict[str, float] = field(default_factory=dict)  # label -> p50 wall of `mcpx serve` to initialize
+    serve_cpu_ms: dict[str, float] = field(default_factory=dict)  # label -> its p50 CPU, spawn to exit
+    start_ms: dict[str, float] = field(default_factory=dict)  # label -> p50 wall of `mcpx daemon` to its socket
+    start_cpu_ms: dict[str, float] = field(default_factory=dict)  # label -> the daemon's p50 CPU by then
     floor_ms: float = 0.0
     floor_cpu_ms: float = 0.0
 
@@ -104,6 +142,14 @@ def one_run(sidecars: dict[str, Path | None]) -> Run:
         run.floor_ms, run.floor_cpu_ms = statistics.median(times.pop("floor")), statistics.median(cpu.pop("floor"))
         run.p50_ms = {label: statistics.median(xs) for label, xs in times.items()}
         run.cpu_ms = {label: statistics.median(xs) for label, xs in cpu.items()}
+        served: dict[str, list[tuple[float, float]]] = {label: [] for label in daemons}
+        for i in range(WARMUP + TIMED):
+            for label, d in daemons.items():
+                timing = serve_once(cached(d.env), d.home)
+                if i >= WARMUP:
+                    served[label].append(timing)
+        run.serve_ms = {label: statistics.median(w for w, _ in xs) for label, xs in served.items()}
+        run.serve_cpu_ms = {label: statistics.median(c for _, c in xs) for label, xs in served.items()}
         for d in daemons.values():
             d.stop()
         cold: dict[str, list[float]] = {label: [] for label in daemons}
@@ -116,7 +162,29 @@ def one_run(sidecars: dict[str, Path | None]) -> Run:
     finally:
         for d in daemons.values():
             d.cleanup()
+    started: dict[str, list[tuple[float, float]]] = {label: [] for label in sidecars}
+    for i in range(1 + STARTS):  # the first, untimed: it writes the bytecode a checkout has none of yet
+        for label, s in sidecars.items():
+            timing = daemon_start(s)
+            if i:
+                started[label].append(timing)
+    run.start_ms = {label: statistics.median(w for w, _ in xs) for label, xs in started.items()}
+    run.start_cpu_ms = {label: statistics.median(c for _, c in xs) for label, xs in started.items()}
     return run
+
+
+def daemon_start(sidecar: Path | None) -> tuple[float, float]:
+    """`mcpx daemon` with no servers in a new home: milliseconds from spawn until its socket answers, and the CPU
+    (user + system) it had spent by then."""
+    d = scratch_daemon("mcpx-start-", sidecar=sidecar) if sidecar else scratch_daemon("mcpx-start-")
+    d.env = cached(d.env)
+    try:
+        t0 = time.perf_counter()
+        d.start()
+        wall_ms = (time.perf_counter() - t0) * 1000
+        return wall_ms, process_cpu_seconds(d.pid) * 1000
+    finally:
+        d.cleanup()
 
 
 def spread(xs: list[float], ratio: bool = False) -> str:
@@ -153,6 +221,14 @@ def add_rows(report: Report, runs: int, against: str | None = None) -> None:
         report.add(f"7   ({label}) / the floor, CPU p50 (user + system)",
                    spread([r.cpu_ms[label] / r.floor_cpu_ms for r in results], ratio=True))
         report.add(f"7   ({label}) starting the daemon itself, wall p50", spread([r.cold_ms[label] for r in results]))
+        report.add(f"7   ({label}) `mcpx serve` to initialize answered, wall p50",
+                   spread([r.serve_ms[label] for r in results]))
+        report.add(f"7   ({label}) `mcpx serve`, CPU p50 (spawn to exit)",
+                   spread([r.serve_cpu_ms[label] for r in results]))
+        report.add(f"7   ({label}) `mcpx daemon` alone to its socket, wall p50",
+                   spread([r.start_ms[label] for r in results]))
+        report.add(f"7   ({label}) `mcpx daemon` alone to its socket, CPU p50",
+                   spread([r.start_cpu_ms[label] for r in results]))
 
 
 def main() -> int:

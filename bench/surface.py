@@ -144,7 +144,7 @@ class RawWs:
 
     @classmethod
     async def connect(cls, http: aiohttp.ClientSession, cwd: Path, tool: str) -> RawWs:
-        # the headers `mcpx serve` sends (serve_cmd.Bridge._headers), so the daemon sees the same client
+        # the headers `mcpx serve` sends (serve_pump.Bridge._headers), so the daemon sees the same client
         ws = await http.ws_connect("/v1/mcp/stream", headers={"X-Mcpx-Cwd": str(cwd)})
         raw = cls(ws, tool)
         await raw.request("initialize", {"protocolVersion": LEGACY_VERSION, "capabilities": {},

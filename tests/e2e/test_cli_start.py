@@ -1,17 +1,21 @@
 """The CLI starts on what the command needs (issue 39): `mcpx --help` imports no command's module, and `mcpx elicit
-list` talks to the daemon without aiohttp, asyncio or pydantic (docs/choices.md, "The CLI's start"). What a process
-imported is read from its own sys.modules, not from a timing."""
+list` talks to the daemon without aiohttp, asyncio or pydantic (docs/choices.md, "The CLI's start"). So do the
+daemon and `mcpx serve` (issue 36): a daemon loads a heavy library only once something uses it, and a serve that
+hands its pipes over loads none of the daemon. What a process imported is read from its own sys.modules, not from a
+timing."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import aiohttp
 
 from conftest import ask
-from harness import PATIENCE, Daemon
+from harness import PATIENCE, Daemon, make_daemon
 from mcpx.cli.main import COMMANDS, parser
 
 # `python -c WRAPPER ARGS…`: mcpx's entry point, then the modules the process holds, on stderr's last line
@@ -24,6 +28,26 @@ finally:
 sys.exit(code)
 """
 HEAVY = ("aiohttp", "asyncio", "pydantic", "pydantic_core")
+# a plain daemon, started by harness.Daemon as `python -c DAEMON -m mcpx daemon` (that `-m mcpx daemon` only argv
+# here): its modules when it has stopped, and how often it built its openapi.json, counted by the real method
+DAEMON = """import sys
+from mcpx.api.table import Api
+built = []
+openapi = Api.openapi
+def counted(api):
+    built.append(api)
+    return openapi(api)
+Api.openapi = counted
+from mcpx.cli.main import main
+try:
+    code = main(["daemon"])
+finally:
+    print(f"OPENAPI {len(built)} MODULES " + " ".join(sorted(sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+# what only a passkey (py_webauthn, and cryptography under it), an `openapi` entry (jsonschema-path, requests,
+# PyYAML) or a login (authlib) needs: docs/choices.md, "The daemon's start"
+UNUSED = ("webauthn", "cryptography", "OpenSSL", "jsonschema_path", "requests", "yaml", "authlib")
 
 
 def run_counting(d: Daemon, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -70,3 +94,43 @@ async def test_help_and_elicit_list_start_without_aiohttp(daemon: Daemon, http: 
     out, modules = run_counting(daemon, "elicit", "list", "--state", "pending", "--limit", "0")
     assert out.returncode == 2 and "limit" in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert "aiohttp" not in modules
+
+
+def test_a_plain_daemon_and_serve_load_only_what_they_use(home: Path) -> None:
+    """A daemon with no passkey, no service and no login, asked for its health, its questions and, through a
+    `mcpx serve` that handed its pipes over, an MCP client's initialize and tools/list: it never loaded what only
+    those need, nor built its openapi.json nobody asked for. That serve loaded neither aiohttp nor asyncio, nor any
+    part of the daemon."""
+    d = make_daemon(home, python_args=["-c", DAEMON])
+    with d:
+        assert d.api().json("GET", "/v1/health")["pid"] == d.pid and d.api().pending() == []
+        serve = subprocess.Popen([sys.executable, "-c", WRAPPER, "serve"], env=d.env, cwd=d.home,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+        try:
+            out, err = serve.communicate("".join(json.dumps(m) + "\n" for m in lines), timeout=PATIENCE)
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+                serve.wait()
+        replies = {m["id"]: m for m in map(json.loads, out.splitlines())}
+        assert replies[1]["result"]["serverInfo"]["name"] == "mcpx", err
+        assert "mcpx_elicit_list" in {t["name"] for t in replies[2]["result"]["tools"]}, replies[2]
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("MODULES "), err
+        modules = set(last.split()[1:])
+        assert "mcpx.cli.serve_handoff" in modules and "mcpx.cli.serve_pump" not in modules  # handed over
+        loaded = sorted(m for m in modules if m.startswith(("aiohttp", "asyncio", "mcpx.daemon.server", "mcpx.api",
+                                                             "mcpx.broker", "mcpx.surface", "mcpx.upstream")))
+        assert not loaded, f"`mcpx serve` imported {loaded[:8]}"
+    said = [line for line in d.log.read_text().splitlines() if line.startswith("OPENAPI ")]
+    assert said, d.tail()
+    built, _, listed = said[-1].removeprefix("OPENAPI ").partition(" MODULES ")
+    modules = set(listed.split())
+    assert "mcpx.daemon.server" in modules and "mcpx.broker.passkeys" in modules  # the daemon's whole code is there
+    loaded = sorted(m for m in modules if m.split(".")[0] in UNUSED)
+    assert not loaded, f"a plain daemon imported {loaded[:8]}"
+    assert built == "0", "the daemon built its openapi.json though nobody asked for it"

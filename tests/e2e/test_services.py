@@ -264,7 +264,8 @@ async def test_commands_run_without_a_shell_and_mcp_tools_named_in_confirm_are_a
     tree.write_text(json.dumps(TREE))
     git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
     digest = ("import hashlib, os; e = os.environ; "
-              "print(hashlib.sha256(e['GIT_TOKEN'].encode()).hexdigest(), e['AUTH'] == 'Bearer ' + e['GIT_TOKEN'])")
+              "print(hashlib.sha256(e['GIT_TOKEN'].encode()).hexdigest(), e['AUTH'] == 'Bearer ' + e['GIT_TOKEN']); "
+              "print('echoed', e['GIT_TOKEN'])")
     config = {"servers": {
         "git": {"secrets": ["GIT_TOKEN"], "commands": {
             "token": {"argv": [sys.executable, "-c", digest], "env": {"AUTH": "Bearer ${GIT_TOKEN}"}},
@@ -298,8 +299,10 @@ async def commands_and_confirmed_mcp_tools(d: Daemon, repo: Path, git: dict[str,
         assert shown(q)["env"] == {"AUTH": "[redacted]", "GIT_TOKEN": "[redacted]"} and TOKEN not in json.dumps(q)
         await confirm(http, q)
         done = await result(http, task)
+        # a command that prints its secret: the caller is given [redacted] in its place, as the audit is
         assert done["result"]["structuredContent"]["stdout"] == \
-            f"{hashlib.sha256(TOKEN.encode()).hexdigest()} True\n", done
+            f"{hashlib.sha256(TOKEN.encode()).hexdigest()} True\nechoed [redacted]\n", done
+        assert TOKEN not in json.dumps(done)
         async with http.get("/v1/audit") as r:
             assert r.status == 200 and TOKEN not in await r.text()
 

@@ -117,7 +117,7 @@ async def health(call: Call) -> web.StreamResponse:
 @api.route("GET", "/v1/openapi.json", "This API, generated from the route table", tag="daemon",
            replies={200: Reply("OpenAPI 3.1", OpenApiDocument)})
 async def openapi(call: Call) -> web.StreamResponse:
-    return web.json_response(call.app[OPENAPI])
+    return web.json_response(call.app[OPENAPI]())
 
 
 @api.route("GET", "/v1/elicit", "Questions, oldest first (default: pending ones)", query=ListQuery,

@@ -6,6 +6,7 @@ handler's `call.app[BROKER]` is never missing and never None.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,6 +33,7 @@ INFO: web.AppKey[DaemonInfo] = web.AppKey("info", DaemonInfo)
 CONFIG: web.AppKey[ConfigSource] = web.AppKey("config", ConfigSource)
 BROKER: web.AppKey[Broker] = web.AppKey("broker", Broker)
 GATEWAY: web.AppKey[Gateway] = web.AppKey("gateway", Gateway)
-OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi", dict)
+# this API's openapi.json, built when first asked for (daemon/app.py)
+OPENAPI: web.AppKey[Callable[[], dict[str, Any]]] = web.AppKey("openapi")
 # the questions a host's hook has taken by what it was passed (POST /v1/elicit/passed), by session, while they wait
 PASSED_CLAIMS: web.AppKey[dict[str, set[str]]] = web.AppKey("passed_claims", dict)

@@ -4,6 +4,9 @@ Every check of a registration or an assertion is py_webauthn's (docs/choices.md)
 signature. What is mcpx's own is what an assertion must sign: a challenge derived from the question's id, a hash
 of exactly what was shown and what is being accepted, and a single-use nonce this daemon issued for it. So an
 assertion made for one question, or for other content, or used once already, proves nothing.
+
+py_webauthn is imported in the functions that call it: with cryptography, pyOpenSSL and pyasn1 under it, it is the
+largest import of a daemon's start, and a daemon whose people never enrol a passkey never needs it.
 """
 
 from __future__ import annotations
@@ -16,22 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from webauthn import (
-    generate_authentication_options,
-    generate_registration_options,
-    options_to_json,
-    verify_authentication_response,
-    verify_registration_response,
-)
-from webauthn.helpers import base64url_to_bytes, bytes_to_base64url, parse_authentication_credential_json
-from webauthn.helpers.exceptions import WebAuthnException
-from webauthn.helpers.structs import (
-    AuthenticatorSelectionCriteria,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
 
 from mcpx.broker.errors import Forbidden
 from mcpx.broker.models import Elicitation, Passkey
@@ -71,6 +58,9 @@ class Proof:
     rp_id: str
 
     def credential_id(self) -> str:
+        from webauthn.helpers import bytes_to_base64url, parse_authentication_credential_json
+        from webauthn.helpers.exceptions import WebAuthnException
+
         try:
             return bytes_to_base64url(parse_authentication_credential_json(self.credential).raw_id)
         except (WebAuthnException, ValueError, TypeError, KeyError) as exc:
@@ -108,6 +98,9 @@ class Nonces:
 def authentication_options(q: Elicitation, content: dict[str, Any] | None, nonce: str, rp_id: str) -> str:
     """The options a page passes to navigator.credentials.get, as JSON: user verification required, any of the
     person's passkeys (discoverable)."""
+    from webauthn import generate_authentication_options, options_to_json
+    from webauthn.helpers.structs import UserVerificationRequirement
+
     options = generate_authentication_options(rp_id=rp_id, challenge=challenge_for(q, content, nonce),
                                               user_verification=UserVerificationRequirement.REQUIRED)
     return options_to_json(options)
@@ -116,6 +109,10 @@ def authentication_options(q: Elicitation, content: dict[str, Any] | None, nonce
 def _signed(credential: dict[str, Any], challenge: bytes, rp_id: str, origin: str, key: Passkey, what: str) -> int:
     """The new sign count, if `credential` is `key`'s assertion, with user verification, of `challenge`; Forbidden
     saying that it did not sign `what`, and why."""
+    from webauthn import verify_authentication_response
+    from webauthn.helpers import base64url_to_bytes
+    from webauthn.helpers.exceptions import WebAuthnException
+
     try:
         verified = verify_authentication_response(
             credential=credential, expected_challenge=challenge, expected_rp_id=rp_id, expected_origin=origin,
@@ -136,6 +133,15 @@ def verify_assertion(proof: Proof, q: Elicitation, content: dict[str, Any] | Non
 def registration_options(person: str, challenge: bytes, rp_id: str, existing: list[str]) -> str:
     """The options a page passes to navigator.credentials.create, as JSON: a discoverable passkey with user
     verification, none the person already has."""
+    from webauthn import generate_registration_options, options_to_json
+    from webauthn.helpers import base64url_to_bytes
+    from webauthn.helpers.structs import (
+        AuthenticatorSelectionCriteria,
+        PublicKeyCredentialDescriptor,
+        ResidentKeyRequirement,
+        UserVerificationRequirement,
+    )
+
     options = generate_registration_options(
         rp_id=rp_id, rp_name=RP_NAME, user_name=person, user_id=hashlib.sha256(person.encode()).digest(),
         challenge=challenge, exclude_credentials=[PublicKeyCredentialDescriptor(id=base64url_to_bytes(c))
@@ -148,6 +154,10 @@ def registration_options(person: str, challenge: bytes, rp_id: str, existing: li
 def verify_registration(person: str, credential: dict[str, Any], challenge: bytes, rp_id: str, origin: str,
                         now: datetime) -> Passkey:
     """The passkey `credential` registers for `person`; Forbidden saying why it does not."""
+    from webauthn import verify_registration_response
+    from webauthn.helpers import bytes_to_base64url
+    from webauthn.helpers.exceptions import WebAuthnException
+
     try:
         verified = verify_registration_response(credential=credential, expected_challenge=challenge,
                                                 expected_rp_id=rp_id, expected_origin=origin,
@@ -196,6 +206,10 @@ def vouch_challenge(link: str, key: Passkey) -> bytes:
 def vouch_options(challenge: bytes, rp_id: str, vouchers: list[str]) -> str:
     """The options a page passes to navigator.credentials.get to vouch: one of `vouchers` (credential ids), with
     user verification."""
+    from webauthn import generate_authentication_options, options_to_json
+    from webauthn.helpers import base64url_to_bytes
+    from webauthn.helpers.structs import PublicKeyCredentialDescriptor, UserVerificationRequirement
+
     options = generate_authentication_options(
         rp_id=rp_id, challenge=challenge, user_verification=UserVerificationRequirement.REQUIRED,
         allow_credentials=[PublicKeyCredentialDescriptor(id=base64url_to_bytes(c)) for c in vouchers])

@@ -324,9 +324,10 @@ class Call:
         self._suspended = True
 
     def ended(self, state: TaskState, result: dict[str, Any] | None = None, error: str | None = None) -> None:
-        """The call's end: its result, or its error (a result too, for a server's own protocol error)."""
-        self._result = result
-        self._error = error
+        """The call's end: its result, or its error (a result too, for a server's own protocol error); a credential
+        the call handed its upstream and the upstream echoed is scrubbed here, so no door shows it either."""
+        self._result = self.scrub(result)
+        self._error = self.scrub(error)
         self._open.clear()
         self._remembered = None
         self._state = state

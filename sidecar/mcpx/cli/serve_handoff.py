@@ -46,7 +46,7 @@ def possible() -> bool:
 
 
 def hello_from_environment(server: str | None) -> Hello:
-    """What serve says of itself: the same as the websocket's headers (serve_cmd.Bridge._headers)."""
+    """What serve says of itself: the same as the websocket's headers (serve_pump.Bridge._headers)."""
     host = host_of(os.environ)
     return Hello(server=server, cwd=os.getcwd(), tool_prefix=os.environ.get("MCPX_TOOL_PREFIX", ""),
                  own_tools_only=os.environ.get("MCPX_SERVE_TOOLS") == "mcpx", session=serve_session(host),

@@ -17,9 +17,12 @@ import os
 import socket
 import struct
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from mcpx.mcp.stdio import PipeChannel
-from mcpx.shared.handoff import VERSION, HandoffError, HandoffMessage, Hello, receive_hello
+from mcpx.shared.handoff import MAX_HELLO, VERSION, HandoffError, HandoffMessage, Hello
 from mcpx.shared.upstream_errors import UnknownServer
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.pipe_endpoint import PipeSession, SendToServe
@@ -164,3 +167,61 @@ def _peer(conn: socket.socket) -> int | None:
     if uid != os.getuid():
         raise OSError(f"its peer (pid {pid}) runs as uid {uid}, not as this daemon's {os.getuid()}")
     return pid or None
+
+
+async def receive_hello(sock: socket.socket) -> tuple[Hello, list[int]]:
+    """The Hello line and the descriptors that came with it, from a non-blocking socket. On an error the
+    descriptors received are closed, and HandoffError says what was wrong."""
+    loop = asyncio.get_running_loop()
+    data = bytearray()
+    fds: list[int] = []
+    try:
+        while b"\n" not in data:
+            chunk, got, _flags, _addr = await _recv_fds(loop, sock, 1 << 16, 2)
+            fds.extend(got)
+            for fd in got:
+                # what SCM_RIGHTS brings is inheritable; the daemon's upstream servers must not hold the host's
+                # pipes open after it is done with them (its event loop, uvloop, spawns without closing fds)
+                os.set_inheritable(fd, False)
+            if not chunk:
+                raise HandoffError("the connection closed before its hello was complete")
+            data += chunk
+            if len(data) > MAX_HELLO:
+                raise HandoffError(f"a hello longer than {MAX_HELLO} bytes")
+        line, _, rest = bytes(data).partition(b"\n")
+        if rest:
+            raise HandoffError("something was sent after the hello")
+        if len(fds) != 2:
+            raise HandoffError(f"a hello needs two descriptors (stdin, stdout); it came with {len(fds)}")
+        try:
+            hello = Hello.model_validate_json(line)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise HandoffError(f"a hello that is not one: {error['msg']} at {'.'.join(map(str, error['loc']))}"
+                               ) from None
+        return hello, fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+async def _recv_fds(loop: asyncio.AbstractEventLoop, sock: socket.socket, size: int,
+                    maxfds: int) -> tuple[bytes, list[int], int, Any]:
+    """socket.recv_fds for a non-blocking socket under asyncio (the loop has no sock_recvmsg)."""
+    while True:
+        try:
+            return socket.recv_fds(sock, size, maxfds)
+        except BlockingIOError:
+            pass
+        readable: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(sock.fileno(), _settle, readable)
+        try:
+            await readable
+        finally:
+            loop.remove_reader(sock.fileno())
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -13,7 +13,6 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
-from authlib.oauth2.rfc8414 import get_well_known_url
 from pydantic import BaseModel, ValidationError
 
 from mcpx.oauth.errors import LoginError
@@ -100,6 +99,8 @@ async def resource_metadata(http: aiohttp.ClientSession, server_url: str,
 
 def server_metadata_urls(issuer: str) -> list[str]:
     """RFC 8414's path-inserted well-known, then OpenID's inserted and appended (the MCP spec's order)."""
+    from authlib.oauth2.rfc8414 import get_well_known_url  # here: a daemon that never logs in never loads authlib
+
     path = urlsplit(issuer).path.rstrip("/")
     oauth = get_well_known_url(issuer, external=True)
     oidc = get_well_known_url(issuer, external=True, suffix="openid-configuration")

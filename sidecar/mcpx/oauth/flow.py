@@ -5,7 +5,8 @@ begin: the authorization link, with PKCE S256 (RFC 7636), a fresh `state` and th
 finish: the address the browser was sent back to, checked (its `state` by the caller, once; `iss` per RFC 9207;
 an error the server put there), and its code exchanged with the verifier and the resource.
 refresh: a new access token from the refresh token, for the same resource. revoke: RFC 7009, where offered.
-Nothing here knows the daemon or keeps anything: logins.py does.
+Nothing here knows the daemon or keeps anything: logins.py does. authlib is imported by the steps that use it, so
+a daemon that never logs in never loads it.
 """
 
 from __future__ import annotations
@@ -17,10 +18,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
-from authlib.common.security import generate_token
-from authlib.oauth2.rfc6749.parameters import prepare_grant_uri, prepare_token_request
-from authlib.oauth2.rfc7009 import prepare_revoke_token_request
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from pydantic import BaseModel
 
 from mcpx.oauth.discovery import same_issuer
@@ -68,6 +65,10 @@ async def register(http: aiohttp.ClientSession, meta: ServerMetadata, redirect_u
 
 
 def begin(server: str, meta: ServerMetadata, client: Client, resource: str, scope: str) -> Pending:
+    from authlib.common.security import generate_token
+    from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
+    from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
     verifier = generate_token(64)
     state = generate_token(32)
     # offline_access (a refresh token) needs prompt=consent at an OpenID server (OpenID Connect Core §11), which
@@ -120,6 +121,8 @@ async def refresh(http: aiohttp.ClientSession, meta: ServerMetadata, client: Cli
 async def revoke(http: aiohttp.ClientSession, meta: ServerMetadata, client: Client, tokens: Tokens) -> bool:
     """Revoke the refresh token (and with it, at most servers, the grant) and the access token; False where the
     server offers no revocation."""
+    from authlib.oauth2.rfc7009 import prepare_revoke_token_request
+
     if meta.revocation_endpoint is None:
         return False
     revoked = False
@@ -172,6 +175,8 @@ def _client_auth(client: Client, form: dict[str, str], headers: dict[str, str]) 
 
 async def _token(http: aiohttp.ClientSession, meta: ServerMetadata, client: Client, grant: str,
                  **params: str | None) -> Tokens:
+    from authlib.oauth2.rfc6749.parameters import prepare_token_request
+
     body = prepare_token_request(grant, **{k: v for k, v in params.items() if v is not None})
     form, headers = _client_auth(client, dict(parse_qsl(body)), {"Content-Type": FORM, "Accept": "application/json"})
     what = "the refresh" if grant == "refresh_token" else "the login code"

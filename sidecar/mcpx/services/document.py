@@ -6,6 +6,9 @@ names). This module only walks what it resolves: an operation's parameters and i
 BODY_MEDIA) become the tool's input schema, with every reference replaced by what it names (a schema that names
 itself, directly or not, stops there as any value). OpenAPI 3.0 and 3.1, JSON or YAML; a Swagger 2.0 document
 is refused, saying so.
+
+jsonschema-path (with referencing and requests under it) and PyYAML are imported when a document is read, not with
+this module: a daemon with no `openapi` entry never needs them.
 """
 
 from __future__ import annotations
@@ -14,16 +17,17 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import aiohttp
-import yaml
-from jsonschema_path import SchemaPath
 from pydantic import BaseModel, ConfigDict
 
 from mcpx.services import styles
 from mcpx.shared.errors import McpxError
 from mcpx.shared.masking import shown_url
+
+if TYPE_CHECKING:
+    from jsonschema_path import SchemaPath
 
 Location = Literal["path", "query", "header", "cookie"]
 READ_LIMIT = 20 * 1024 * 1024  # a document larger than this is not an API description mcpx should load
@@ -117,6 +121,8 @@ async def read(source: str, base: Path) -> dict[str, Any]:
 
 
 def parse_text(text: str, where: str) -> dict[str, Any]:
+    import yaml
+
     try:
         data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
@@ -128,6 +134,8 @@ def parse_text(text: str, where: str) -> dict[str, Any]:
 
 def document(raw: dict[str, Any], where: str) -> Document:
     """The document's operations as tools; DocumentError when it is not OpenAPI 3.0 or 3.1."""
+    from jsonschema_path import SchemaPath
+
     if "swagger" in raw:
         raise DocumentError(f"{where} is a Swagger {raw.get('swagger')} document; mcpx reads OpenAPI 3.0 and 3.1 "
                             "(convert it first, e.g. with swagger2openapi or editor.swagger.io)")

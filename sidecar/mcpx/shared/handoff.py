@@ -14,14 +14,13 @@ says over the connection, as HandoffMessage lines, only what serve needs to carr
     ended                     the client closed its input and was answered: serve exits with `ended`
 
 The connection closing without `ended` means the daemon went away (stopped, restarted, killed).
-Kept apart from the daemon so that `mcpx serve` loads no more than it needs.
+Kept apart from the daemon so that `mcpx serve` loads no more than it needs: the daemon's end, which receives on
+asyncio, is daemon/handoff_socket.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import os
 import socket
 from typing import Any
 
@@ -103,61 +102,3 @@ def send_hello(sock: socket.socket, hello: Hello, fds: list[int]) -> None:
     sent = socket.send_fds(sock, [data], fds)
     if sent < len(data):  # never an empty sendall: once the daemon has read it all it may answer and close,
         sock.sendall(data[sent:])  # and a send of nothing to a closed peer fails (EPIPE) where nothing was lost
-
-
-async def receive_hello(sock: socket.socket) -> tuple[Hello, list[int]]:
-    """The Hello line and the descriptors that came with it, from a non-blocking socket. On an error the
-    descriptors received are closed, and HandoffError says what was wrong."""
-    loop = asyncio.get_running_loop()
-    data = bytearray()
-    fds: list[int] = []
-    try:
-        while b"\n" not in data:
-            chunk, got, _flags, _addr = await _recv_fds(loop, sock, 1 << 16, 2)
-            fds.extend(got)
-            for fd in got:
-                # what SCM_RIGHTS brings is inheritable; the daemon's upstream servers must not hold the host's
-                # pipes open after it is done with them (its event loop, uvloop, spawns without closing fds)
-                os.set_inheritable(fd, False)
-            if not chunk:
-                raise HandoffError("the connection closed before its hello was complete")
-            data += chunk
-            if len(data) > MAX_HELLO:
-                raise HandoffError(f"a hello longer than {MAX_HELLO} bytes")
-        line, _, rest = bytes(data).partition(b"\n")
-        if rest:
-            raise HandoffError("something was sent after the hello")
-        if len(fds) != 2:
-            raise HandoffError(f"a hello needs two descriptors (stdin, stdout); it came with {len(fds)}")
-        try:
-            hello = Hello.model_validate_json(line)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            raise HandoffError(f"a hello that is not one: {error['msg']} at {'.'.join(map(str, error['loc']))}"
-                               ) from None
-        return hello, fds
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-
-
-async def _recv_fds(loop: asyncio.AbstractEventLoop, sock: socket.socket, size: int,
-                    maxfds: int) -> tuple[bytes, list[int], int, Any]:
-    """socket.recv_fds for a non-blocking socket under asyncio (the loop has no sock_recvmsg)."""
-    while True:
-        try:
-            return socket.recv_fds(sock, size, maxfds)
-        except BlockingIOError:
-            pass
-        readable: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(sock.fileno(), _settle, readable)
-        try:
-            await readable
-        finally:
-            loop.remove_reader(sock.fileno())
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
