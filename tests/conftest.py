@@ -294,6 +294,15 @@ async def request_in_flight(daemon: Daemon, method: str, path: str, **kw: Any
     return task
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under `--dist loadgroup` xdist's controller hands the work out in the order the workers collected it, which is
+    pytest_collection_modifyitems's. Left to itself it sorts every group and test by how many tests it holds, the
+    most first: a module of tests sharing a daemon (daemon_api's 26, of seconds each) went out before the host groups
+    of 8 that take minutes each, and the order below was not kept."""
+    if getattr(config.option, "dist", None) == "loadgroup":
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`--dist loadgroup` (./dev test): the tests of one `xdist_group` run on one worker, one after another, so a
@@ -303,19 +312,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run. A module's tests marked
     `shared_daemon` are a group of their own, so the daemons they share start once.
 
-    xdist hands out the groups first, the largest first, then the other tests in the order collected: the tests that
-    take minutes each (real hosts, the plugin's own, the conformance suites) are put first, so that none of them is
-    started last, alone, while the other workers have finished."""
+    xdist hands the work out in this order (pytest_configure): the longest first, so that none of it is started
+    last, alone, while the other workers have finished. First the groups of the tests that take minutes each (real
+    hosts; one worker runs each group's tests one after another), then the other such tests (the plugin's own, the
+    conformance suites, the hosts' installers), then the groups of tests that share a daemon, then the rest."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers, for --dist loadgroup
         return
-    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: a module's tests stay together
+    groups: dict[str, str] = {}
     for item in items:
-        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                         for m in item.iter_markers("xdist_group")})
-        if not groups and item.get_closest_marker("shared_daemon") is not None:
-            groups = [item.nodeid.split("::")[0]]  # the module's shared daemons start once, on one worker
-        if groups and "@" not in item.nodeid:
-            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
+        named = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if not named and item.get_closest_marker("shared_daemon") is not None:
+            named = [item.nodeid.split("::")[0]]  # the module's shared daemons start once, on one worker
+        if named:
+            groups[item.nodeid] = "_".join(named)
+
+    def order(item: pytest.Item) -> tuple[bool, bool]:
+        return not item.nodeid.startswith(LONG_FIRST), item.nodeid not in groups
+
+    items.sort(key=order)  # stable: a module's tests stay together, in their order
+    for item in items:
+        if item.nodeid in groups and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{groups[item.nodeid]}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
