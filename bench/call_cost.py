@@ -3,6 +3,8 @@
     .venv/bin/python bench/call_cost.py                 # cProfile: the daemon's top functions per plain call
     .venv/bin/python bench/call_cost.py --strace        # system calls per plain call (strace -c -f on the daemon)
     .venv/bin/python bench/call_cost.py --ask           # the same for elicitation round trips
+    .venv/bin/python bench/call_cost.py --cpu           # the daemon's CPU per plain call, by thread (/proc)
+    .venv/bin/python bench/call_cost.py --against main  # the same of another revision's daemon (before/after)
 
 A daemon with bench/peer_server.py as its upstream (`peer`, modern era; `asker --legacy` for --ask), the official
 SDK client through `mcpx serve` (legacy era, as bench/speed.py); warm-up calls first, then N calls counted. The
@@ -34,6 +36,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from harness import scratch_daemon  # noqa: E402
 from speed import AskCaller, answer_elicit  # noqa: E402
 from surface import SdkCaller  # noqa: E402
+from upstreams import checkout  # noqa: E402
 
 PEER = BENCH / "peer_server.py"
 
@@ -52,6 +55,20 @@ async def calls(env: dict[str, str], home: Path, ask: bool, warm: int, n: int, s
             await call()
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) each thread of `pid` has used: the main one (the event loop's), then the others by
+    name and id (the store's writer, the thread pool's)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            stat = (task / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            name = "main (the loop)" if task.name == str(pid) else f"{(task / 'comm').read_text().strip()} {task.name}"
+            out[name] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def strace_counts(text: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for line in text.splitlines():
@@ -66,7 +83,11 @@ async def main_async(args: argparse.Namespace) -> None:
     config = {"servers": {"peer": {"command": py, "args": [str(PEER)]},
                           "asker": {"command": py, "args": [str(PEER), "--legacy"]}}}
     prof = Path(tempfile.mkdtemp(prefix="mcpx-cost-")) / "daemon.prof"
-    d = scratch_daemon("mcpx-cost-", config, python_args=[] if args.strace else ["-m", "cProfile", "-o", str(prof)])
+    # --against: that revision's sidecar, the daemon and `mcpx serve` both (git archive into the scratch directory)
+    sidecar = {"sidecar": checkout(args.against, prof.parent)} if args.against else {}
+    plain = args.strace or args.cpu
+    d = scratch_daemon("mcpx-cost-", config, python_args=[] if plain else ["-m", "cProfile", "-o", str(prof)],
+                       **sidecar)
     d.start()
     started, counting = asyncio.Event(), asyncio.Event()
     runner = asyncio.create_task(calls(d.env, d.home, args.ask, args.warm, args.n, started, counting))
@@ -80,8 +101,16 @@ async def main_async(args: argparse.Namespace) -> None:
             assert tracer.stderr is not None
             # "Process N attached with M threads": strace traces them all from here on
             await asyncio.wait_for(tracer.stderr.readline(), 30)
+        before = thread_cpu(d.pid) if args.cpu else {}
         counting.set()
         await runner
+        if args.cpu:
+            after = thread_cpu(d.pid)
+            what = "question round trip" if args.ask else "plain call"
+            total = sum(after.values()) - sum(before.values())
+            print(f"the daemon's CPU per {what} (n={args.n}): {total / args.n * 1000:.3f} ms")
+            for name in sorted(after, key=lambda k: before.get(k, 0.0) - after[k])[:5]:
+                print(f"  {name:24} {(after[name] - before.get(name, 0.0)) / args.n * 1000:.3f} ms")
         if tracer is not None:
             tracer.send_signal(signal.SIGINT)
             await asyncio.wait_for(tracer.wait(), 30)
@@ -96,11 +125,11 @@ async def main_async(args: argparse.Namespace) -> None:
         runner.cancel()  # its `mcpx serve` first: one left running would start a daemon of its own
         await asyncio.gather(runner, return_exceptions=True)
         d.stop()
-    if not args.strace:
+    if not plain:
         stats = pstats.Stats(str(prof))
         # the per-call path: the daemon's own code and what it calls per message (startup's imports are left out)
-        stats.sort_stats("tottime").print_stats(r"sidecar/mcpx/(?!cli|api/table|daemon/server)", args.top)
-        stats.sort_stats("cumulative").print_stats(r"sidecar/mcpx/(?!cli|api/table|daemon/server)", args.top)
+        stats.sort_stats("tottime").print_stats(r"/mcpx/(?!cli|api/table|daemon/server)", args.top)
+        stats.sort_stats("cumulative").print_stats(r"/mcpx/(?!cli|api/table|daemon/server)", args.top)
         for what in ("create_task", "model_validate", "validate_python", "dumps", "execute", "getpid", "commit"):
             stats.sort_stats("ncalls").print_stats(what, 5)
     with contextlib.suppress(OSError):
@@ -111,10 +140,12 @@ async def main_async(args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--strace", action="store_true", help="count system calls rather than profile")
+    parser.add_argument("--cpu", action="store_true", help="the daemon's CPU per call by thread, not profiled")
     parser.add_argument("--ask", action="store_true", help="elicitation round trips rather than plain calls")
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("--warm", type=int, default=50)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--against", metavar="REF", help="profile the daemon of this git revision instead")
     args = parser.parse_args()
     if args.strace and shutil.which("strace") is None:
         parser.error("strace is not installed")

@@ -46,6 +46,7 @@ for 1-3 and in alternating order for 4-6, so that before/after is one command.
     .venv/bin/python bench/speed.py                        # about 3-4 minutes on 2 cores
     .venv/bin/python bench/speed.py --short                # the same rows, fewer calls, no peers: 1-2 minutes
     .venv/bin/python bench/speed.py --runs 1 --against main
+    .venv/bin/python bench/speed.py --short --calls --against main  # figures 1-3 alone (a call's path), side by side
 
 mcp-proxy pins `mcp<2`, which clashes with the `mcp>=2.3` mcpx is tested with, so it is not in the
 test extras: the first run installs mcp-proxy MCP_PROXY_VERSION into a venv of the bench's own,
@@ -406,6 +407,7 @@ class Plan:
     old_sidecar: Path | None
     mcp_proxy: str | None               # None: available; else why its rows are missing
     short: bool = False                 # --short: fewer calls, no peers
+    calls_only: bool = False            # --calls: figures 1-3 alone (a call's path), no broker or CLI figures
     notes: Notes = field(default_factory=dict)
 
 
@@ -447,7 +449,7 @@ async def one_run(plan: Plan, index: int, rng: random.Random) -> Values:
     finally:
         for _label, d in daemons:
             d.cleanup()
-    labels = mcpx_labels(plan)
+    labels = [] if plan.calls_only else mcpx_labels(plan)
     if index % 2:
         labels.reverse()  # who goes first alternates between runs
     for label in labels:
@@ -559,19 +561,20 @@ def ensure_mcp_proxy() -> str | None:
     return None
 
 
-async def main_async(runs: int, against: str | None, short: bool) -> None:
+async def main_async(runs: int, against: str | None, short: bool, calls_only: bool = False) -> None:
     started = time.monotonic()
     rng = random.Random(SEED)
     with tempfile.TemporaryDirectory(prefix="mcpx-speed-") as tmp:
         old = checkout(against, Path(tmp)) if against else None
-        plan = Plan(against, old, None if short else await asyncio.to_thread(ensure_mcp_proxy), short)
+        plan = Plan(against, old, None if short else await asyncio.to_thread(ensure_mcp_proxy), short, calls_only)
         say(f"{os.cpu_count()} cpus, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {runs} run(s)"
             + (f"; beside the daemon and `mcpx serve` of {against}" if against else ""))
         if plan.mcp_proxy:
             say(f"mcp-proxy rows left out: {plan.mcp_proxy}")
         results = [await one_run(plan, i, rng) for i in range(runs)]
     report = table(results, plan)
-    cli_start.add_rows(report, runs, against)  # 7: `mcpx elicit list` / python -c, bench/cli_start.py
+    if not calls_only:
+        cli_start.add_rows(report, runs, against)  # 7: `mcpx elicit list` / python -c, bench/cli_start.py
     say(f"the run took {time.monotonic() - started:.0f} s; load now "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
@@ -589,6 +592,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="repeat the whole table this many times (default 3)")
     parser.add_argument("--against", metavar="REF", help="also run the mcpx rows on this git revision")
     parser.add_argument("--short", action="store_true", help="fewer calls and no peers: a run of three in 1-2 min")
+    parser.add_argument("--calls", action="store_true", help="figures 1-3 alone: a plain call, a question, 16 callers")
     parser.add_argument("--role", choices=("bare",), help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--body", help=argparse.SUPPRESS)
@@ -600,7 +604,8 @@ def main() -> int:
         parser.error("--runs must be at least 1")
     if args.short:
         short_plan()
-    run_stoppable(main_async(args.runs, args.against, args.short))  # SIGTERM too stops the daemons and every peer
+    # SIGTERM too stops the daemons and every peer
+    run_stoppable(main_async(args.runs, args.against, args.short, args.calls))
     return 0
 
 

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anyio
 import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitResult
+from mcp_types import ElicitResult, ListRootsResult, Root
 
 from conftest import ON_A_FREE_PORT, daemon_of
 from gateway_helpers import answer, stdio, until_pending
@@ -591,3 +592,108 @@ async def test_the_upstream_is_asked_for_progress_only_when_someone_follows_it(h
         followed = json.loads(body["result"]["content"][0]["text"])
     assert plain == {"token": None}
     assert str(asked["token"]).startswith("mcpx-") and str(followed["token"]).startswith("mcpx-")
+
+
+async def until_file(path: Path, timeout: float = PATIENCE) -> None:
+    """Until a file another process makes exists (a peer's sign that a call is in flight there)."""
+    async with asyncio.timeout(timeout):
+        while not await anyio.Path(path).exists():  # noqa: ASYNC110 -- the event is a file another process makes
+            await asyncio.sleep(0.02)
+
+
+async def test_a_plain_call_promoted_by_whatever_happens_to_it_ends_as_any_call(home: Path) -> None:
+    """A call to a tool seen before, on an instance free at once, goes the lean path (call/lean.py): sent from the
+    client's own request, no runner. Whatever happens to it then promotes it, and it ends as the full path ends it:
+    a reply that needs an era change, a question (legacy, mid-call), a request for the client (roots), progress,
+    input_required (modern), its timeout, a cancel by the client, the client going away (the call goes on,
+    answered from another door). A call that ended lean is recorded as any call is: its end in the audit, its
+    result from `mcpx task result`."""
+    # sdk's own timeout is long: a request for the client (roots) is served once the call is promoted by it, not
+    # by its deadline
+    config = {"servers": {"sdk": stdio("sdk_server.py", timeout=600), "res": stdio("sdk_resolver.py"),
+                          "slow": stdio("sdk_server.py", timeout=3)}}
+    shut, gone_q = home / "never", home / "gone-ask"
+    with make_daemon(home, config, listen=f"127.0.0.1:{free_port()}") as d:
+        seen: list[str] = []
+        heard: list[float] = []
+
+        async def progress(done: float, _total: float | None, _message: str | None) -> None:
+            heard.append(done)
+
+        async def lean_roots(_ctx: Any) -> ListRootsResult:
+            return ListRootsResult(roots=[Root(uri=(home / "lean-root").as_uri())])
+
+        async with stdio_client(d, "legacy", accepting({"repo": "a/b"}, seen), list_roots_callback=lean_roots
+                                ) as client, d.session() as rest:
+            for name in ("sdk_echo", "res_echo", "slow_echo"):  # each server listed, started, its era known
+                await client.call_tool(name, {"text": "warm"})
+            plain = await client.call_tool("sdk_echo", {"text": "lean", "_mcpx_session": "lean-plain"})
+            (home / "open").write_text("")
+            # sdk's ctx.elicit needs the legacy era: a modern call's back-channel refusal re-drives it there once
+            era = await client.call_tool("sdk_gate", {"path": str(home / "open"), "ask": True})
+            asked = await client.call_tool("sdk_gate", {"path": str(home / "open"), "ask": True})
+            rooted = await asyncio.wait_for(client.call_tool("sdk_roots", {}), PATIENCE)
+            counted = await client.call_tool("res_count", {"label": "p", "n": 2}, progress_callback=progress)
+            rounds = await client.call_tool("res_need_repo", {})
+            late = await client.call_tool("slow_sleepy", {"seconds": 60})
+            started = home / "cancel-started"
+            cancelled = asyncio.create_task(client.call_tool(
+                "sdk_gate", {"path": str(shut), "started": str(started), "_mcpx_session": "lean-cancel"}))
+            await until_file(started)
+            cancelled.cancel()  # the SDK sends notifications/cancelled
+            await asyncio.gather(cancelled, return_exceptions=True)
+
+            # a client that goes away mid-call (its `mcpx serve` killed): the call goes on, and asks later
+            started = home / "gone-started"
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "mcpx", "serve", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, env=d.env, cwd=d.home)
+            try:
+                call = {"name": "sdk_gate", "arguments": {"path": str(home / "gone-open"), "ask": True,
+                                                          "ask_when": str(gone_q), "started": str(started),
+                                                          "_mcpx_session": "lean-gone"}}
+                hello = {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "t", "version": "1"}}
+                assert proc.stdin is not None
+                proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in (
+                    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+                    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})))
+                await proc.stdin.drain()
+                await until_file(started)
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                await proc.wait()
+            gone_q.write_text("")
+            q = (await until_pending(rest, 1, session="lean-gone"))[0]
+            await answer(rest, q["id"], "accept", {"repo": "c/d"})
+            (home / "gone-open").write_text("")
+            async with rest.get(f"/v1/tasks/{q['task']}/result", params={"timeout": str(PATIENCE)}) as r:
+                gone = await r.json()
+        assert text(plain) == "echo: lean" and not plain.is_error
+        assert json.loads(text(era))["answer"] == {"action": "accept", "data": {"repo": "a/b"}}, text(era)
+        assert json.loads(text(asked))["answer"] == {"action": "accept", "data": {"repo": "a/b"}}, text(asked)
+        assert len(seen) == 3, seen  # each question put to the client, once
+        assert json.loads(text(rooted)) == [(home / "lean-root").as_uri()], text(rooted)
+        assert text(counted) == "p" and heard == [1, 2], (text(counted), heard)
+        assert json.loads(text(rounds)) == {"action": "accept", "data": {"repo": "a/b"}}, text(rounds)
+        assert late.is_error and "did not finish within its timeout of 3s" in text(late), text(late)
+        assert gone["state"] == "completed", gone
+        assert json.loads(gone["result"]["content"][0]["text"])["answer"]["data"] == {"repo": "c/d"}, gone
+
+        d.stop()
+        d.restart()  # what the calls left is read from mcpx.db alone
+        async with d.session() as rest:
+            found = {}
+            for session in ("lean-plain", "lean-cancel"):
+                async with rest.get("/v1/tasks", params={"state": "all", "session": session}) as r:
+                    [found[session]] = (await r.json())["tasks"]
+            async with rest.get(f"/v1/audit/chain/{found['lean-plain']['id']}") as r:
+                chain = await r.json()
+        shown = d.cli("task", "result", found["lean-plain"]["id"], "--json", "--timeout", str(PATIENCE))
+    assert found["lean-plain"]["state"] == "completed" and found["lean-plain"]["tool"] == "echo"
+    assert [(rec["kind"], rec["data"]["state"]) for rec in chain["records"]] == [("task.done", "completed")], chain
+    assert shown.returncode == 0 and "echo: lean" in shown.stdout, shown
+    assert found["lean-cancel"]["state"] == "cancelled", found["lean-cancel"]
+    assert "cancelled by the MCP client" in found["lean-cancel"]["error"], found["lean-cancel"]

@@ -142,10 +142,13 @@ async def until_exists(path: str) -> None:
 
 
 @app.tool()
-async def gate(ctx: Context, path: str, ask: bool = False, ask_when: str = "") -> str:
+async def gate(ctx: Context, path: str, ask: bool = False, ask_when: str = "", started: str = "") -> str:
     """Runs until the file `path` exists (the test decides when each call ends: many calls of it may be in flight
     on this process at once); with ask, it first asks for a repository (once the file `ask_when` exists, if
-    given). Reports its pid and the answer."""
+    given). With `started`, it first makes that file (the test knows the call is in flight). Reports its pid and
+    the answer."""
+    if started:
+        await anyio.Path(started).write_text(str(os.getpid()))
     answer = None
     if ask:
         if ask_when:

@@ -85,6 +85,9 @@ FRAMEWORK_REPLIES = {
     413: Reply(f"the body is larger than {MAX_BODY} bytes"),
 }
 REF = "#/components/schemas/{model}"
+# a request line or header over aiohttp's bound is refused by the HTTP server before any route reads it, in its own
+# words: wherever a 400 is listed, so is that one
+TOO_LONG = "; a request line or header over 8190 bytes is refused by the HTTP server itself, in text/plain"
 
 
 @dataclass
@@ -199,6 +202,9 @@ class Api:
                     entry["content"] = {reply.content_type: {"schema": ref(reply.model)}}
                 elif status >= 400:
                     entry["content"] = {"application/json": {"schema": error_ref}}
+                if status == 400:
+                    entry["description"] += TOO_LONG
+                    entry["content"]["text/plain"] = {"schema": {"type": "string"}}
                 if reply.headers:
                     entry["headers"] = {h: {"schema": {"type": "string"}} for h in reply.headers}
                 responses[str(status)] = entry

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, Protocol
 
-from mcpx.broker import approvals, passkeys, policy, rules
+from mcpx.broker import approvals, passkeys, policy, routing, rules
 from mcpx.broker.documents import task_row
 from mcpx.broker.errors import Forbidden, InvalidContent, NotFound
 from mcpx.broker.errors import (
@@ -170,8 +170,11 @@ class Broker:
         `committing`: told of the question just before its commit is queued, if the policy leaves it pending, so
         that the one client that is to be asked (a legacy call's own) is asked first and reads it while it
         commits. Nothing else hears of it before the commit, and an answer to it commits after it (one queue,
-        in order). If the commit fails, the handle
-        it was given ends (QuestionEnded) and the failure is raised here.
+        in order). If the commit fails, the handle it was given ends (QuestionEnded) and the failure is raised
+        here. With `eager` on a store this daemon alone writes, the question rides instead: its commit is queued
+        to wait (BEHIND) for the next commit that cannot, or its horizon, and this returns once it is queued; its
+        client's answer is handed over meanwhile, and commits with it (the call's end is the commit that cannot
+        wait: one commit for the round trip). A failed commit then ends the handle alone.
 
         `eager`: the asker may be handed its answer before the answer commits, on a store this daemon alone writes
         (see `answer`). Only for a legacy call's question: such a call does not outlive its daemon, so nothing
@@ -190,8 +193,6 @@ class Broker:
             q = q.model_copy(update={"approvals": approvals.start(q, wanted)})
         elif not q.presence:  # a question only the person's passkey accepts: no rule answers for them either
             decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
-        stored_task = task(q, decision is None) if task is not None else None
-        unit = self._writes.opening(q, decided, decision, stored_task, req.pid, now)
         waiters = self._waiters
         told: asyncio.Future[Answer] | None = None
         mine: asyncio.Future[Answer] | None = None
@@ -208,12 +209,22 @@ class Broker:
                 queued = self._queuing[q.id] = asyncio.get_running_loop().create_future()
                 try:
                     await committing(Handle(q, told, mine))
-                    written = self._store.submit(unit)
+                    # the question's record (the call's row with it open, the unit) is built once its client has
+                    # it: not on the way to that client. An eager asker's question rides (BEHIND): its client's
+                    # answer is handed over while it is still queued, and the answer and the call's end commit
+                    # with it, one commit for the round trip; nobody else hears of it before that commit
+                    written = self._store.submit(self._opening(q, decided, decision, task, req.pid, now),
+                                                 BEHIND if mine is not None else 0.0)
+                    if mine is not None:
+                        waiters.hold(q.id, None, q)
                 finally:
                     del self._queuing[q.id]
                     queued.set_result(None)
+                if mine is not None:
+                    written.add_done_callback(functools.partial(self._rode, q, told))
+                    return Handle(q, told, mine)
             else:
-                written = self._store.submit(unit)
+                written = self._store.submit(self._opening(q, decided, decision, task, req.pid, now))
             outcome = await written
         except BaseException as exc:
             # a failed commit, or a stop before anything was queued: the client asked meanwhile hears it ended
@@ -239,7 +250,33 @@ class Broker:
         # goes out before the reply to whoever opened it
         if mine is None:
             mine = waiters.eager_asker(q.id, fut, eager and q.state == "pending")
+        if mine is not None and q.state == "pending":
+            # its answer is checked against this, not a parse of the stored document (and a second read of its form)
+            waiters.hold(q.id, self._pending.get(q.id), q)
         return Handle(q, fut, mine)
+
+    def _rode(self, q: Elicitation, told: asyncio.Future[Answer], written: asyncio.Future[Outcome]) -> None:
+        """An eager asker's question that rode (open's `committing`) has committed, or failed to: what open does
+        once a commit lands, here (its deadline swept, its approvals' schedule), or its handle ended with the
+        failure (the asker's call fails naming it, and its client's request is withdrawn)."""
+        failure = asyncio.CancelledError() if written.cancelled() else written.exception()
+        entry = self._pending.get(q.id) if failure is None else None
+        if entry is None:  # it failed, or it was answered (or ended) in the batch that stored it
+            self._waiters.unhold(q.id)
+            if failure is not None:
+                self._waiters.end(q.id, f"it could not be stored: {failure or type(failure).__name__}", told=told)
+            return
+        self._waiters.hold(q.id, entry, q)
+        self._sweeper.due(q.expires_at.timestamp(), q.id)
+        if (due := approvals.due_at(q.approvals)) is not None:
+            self._nudges.due(due, q.id)
+
+    def _opening(self, q: Elicitation, decided: routing.Route, decision: policy.Decision | None,
+                 task: Callable[[Elicitation, bool], StoredTask] | None, pid: int | None,
+                 now: float) -> Callable[[Tx], Outcome]:
+        """The unit that opens `q`, with its asking call's record as it stands with `q` open."""
+        stored_task = task(q, decision is None) if task is not None else None
+        return self._writes.opening(q, decided, decision, stored_task, pid, now)
 
     # ---- answer
 
@@ -263,10 +300,15 @@ class Broker:
             await queued  # its question is being asked of its own client: its commit is queued first
         now = time.time()
         mine = self._waiters.eager(eid)
-        if (proof is None and mine is not None and not mine.done() and (pending := self._pending.get(eid)) is not None
-                and not self._writes.moving(eid)):
-            first = self._deliver_first(pending.question(), mine, action, content, by, session, pid, reason, now,
-                                        0.0 if acknowledged else BEHIND)
+        if proof is None and mine is not None and not mine.done() and not self._writes.moving(eid):
+            # the question as stored, or as queued to be (it rides: open's `committing`): held in memory since its
+            # commit, unless the store changed it since (then its stored document)
+            pending = self._pending.get(eid)
+            q = self._waiters.held(eid, pending)
+            if q is None and pending is not None:
+                q = pending.question()
+            first = None if q is None else self._deliver_first(q, mine, action, content, by, session, pid, reason,
+                                                               now, 0.0 if acknowledged else BEHIND)
             if first is not None:
                 landing, given = first
                 # shielded: a caller that stops waiting (a call's driver ends as its call does) leaves the landing

@@ -74,5 +74,8 @@ class Sweeper:
                 continue
             self._wake.clear()
             delay = (self._deadlines[0][0] - time.time()) if self._deadlines else LONGEST
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that comes as the event is set
+            # (a question opened as the daemon stops), and stop() would then wait for the next deadline
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, min(delay, LONGEST)))
+                async with asyncio.timeout(max(0.0, min(delay, LONGEST))):
+                    await self._wake.wait()

@@ -81,6 +81,9 @@ class Waiters:
         # the askers that may take their answer before it commits (open's `eager`): a store this daemon alone
         # writes, and a legacy call's question (nothing re-drives such a call after a restart)
         self._eager: dict[str, asyncio.Future[Answer]] = {}
+        # an eager asker's question as its commit left it, with the pending index's entry that commit made: an answer
+        # checked against it is checked against the question as stored while the index holds that same entry
+        self._held: dict[str, tuple[object, Elicitation]] = {}
         # a store a team shares: the credential questions this daemon's askers hold, which only this daemon may
         # take a credential for (nothing else could carry it: rules.elsewhere)
         self.asked: set[str] = set()
@@ -115,8 +118,29 @@ class Waiters:
             return None
         mine = told_by(shared)
         self._eager[eid] = mine
-        mine.add_done_callback(lambda _f: self._eager.pop(eid, None) if self._eager.get(eid) is mine else None)
+        mine.add_done_callback(functools.partial(self._told_first, eid))
         return mine
+
+    def _told_first(self, eid: str, mine: asyncio.Future[Answer]) -> None:
+        if self._eager.get(eid) is mine:
+            del self._eager[eid]
+            self._held.pop(eid, None)
+
+    def hold(self, eid: str, entry: object, q: Elicitation) -> None:
+        """`q` as its commit stored it, which put `entry` in the pending index (None: its unit is queued, not yet
+        committed): kept while its eager asker waits."""
+        if eid in self._eager:
+            self._held[eid] = (entry, q)
+
+    def unhold(self, eid: str) -> None:
+        self._held.pop(eid, None)
+
+    def held(self, eid: str, entry: object) -> Elicitation | None:
+        """The question `hold` kept, if the pending index still holds the entry its commit made (nothing stored
+        changed it since: no escalation, no approval counted), or holds none while its unit is still queued; else
+        None: then it is read from that entry."""
+        kept = self._held.get(eid)
+        return kept[1] if kept is not None and kept[0] is entry else None
 
     def wake(self, eid: str, answer: Answer) -> None:
         """Wake whoever waits on the question (its asker, its long polls) once the answer has committed (an eager

@@ -49,9 +49,17 @@ class PausableDeadline:
             if self._timeout is not None:
                 self._timeout.reschedule(self._since + max(0.0, self._left))
 
-    async def run(self, work: Awaitable[T], what: str) -> T:
+    def start(self) -> float:
+        """Its clock runs from now (loop time, returned), for work begun before `run` (a plain call's lean path
+        sends its request before any runner: call/lean.py)."""
         self._since = self._now()
-        when = None if self._paused else self._since + self._left
+        return self._since
+
+    async def run(self, work: Awaitable[T], what: str, begun: bool = False) -> T:
+        """`work` within the deadline, its clock running from now, or, `begun`, from `start` (and any pause since)."""
+        since = self._since if begun and self._since is not None else self._now()
+        self._since = since
+        when = None if self._paused else since + self._left
         try:
             async with asyncio.timeout_at(when) as self._timeout:
                 return await work

@@ -21,6 +21,7 @@ from mcpx.broker.models import TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.call.deadline import CallTimeout
 from mcpx.call.errors import CallFailed, UnknownTask
+from mcpx.call.lean import Deadlines, LeanCall, Sent
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.config.source import ConfigSource
@@ -48,6 +49,7 @@ class Calls:
         self.live: dict[str, Call] = {}  # running calls, and the most recent finished ones
         self._finished: deque[str] = deque()
         self._reaper: asyncio.Task[None] | None = None
+        self._deadlines = Deadlines()  # of the calls on the lean path
 
     # ---- reading
 
@@ -71,17 +73,31 @@ class Calls:
 
     # ---- running
 
+    @staticmethod
+    def new(request: CallRequest) -> Call:
+        return Call(id=new_id("tsk"), trace=new_id("cal"), request=request)
+
     def start(self, request: CallRequest) -> Call:
-        call = Call(id=new_id("tsk"), trace=new_id("cal"), request=request)
+        call = self.new(request)
         self.live[call.id] = call
-        call.started(asyncio.create_task(self._run_to_end(call, self._run(call), "running"),
-                                         name=f"mcpx-call-{call.id}"))
+        self._run_from(call, self._run(call))
         return call
+
+    def _run_from(self, call: Call, work: Awaitable[dict[str, Any]]) -> None:
+        call.started(asyncio.create_task(self._run_to_end(call, work, "running"), name=f"mcpx-call-{call.id}"))
+
+    def lean(self, call: Call, sent: Sent, go_on: Callable[[], Awaitable[dict[str, Any]]]) -> LeanCall:
+        """A call whose request its kind has sent on the lean path (call/lean.py): it runs without a runner until
+        something happens to it, then `go_on` continues it in one, as a started call runs."""
+        self.live[call.id] = call
+        return LeanCall(call, sent, lambda: self._run_from(call, go_on()),
+                        lambda result: self._ended(call, "completed", result), self._deadlines)
 
     async def _run_to_end(self, call: Call, work: Awaitable[dict[str, Any]], doing: str) -> None:
         """Run a call to its end and record how it ended, in words that name the server and the question."""
         r = call.request
         try:
+            call.begun()
             result = await work
         except asyncio.CancelledError:
             if call.suspended:
@@ -105,6 +121,10 @@ class Calls:
                       error: str | None = None) -> None:
         for eid in list(call.open):
             await self.broker.abandon(eid, call.end_reason or error or "the call ended")
+        self._ended(call, state, result, error)
+
+    def _ended(self, call: Call, state: TaskState, result: dict[str, Any] | None = None,
+               error: str | None = None) -> None:
         call.ended(state, result, error)
         data: dict[str, Any] = {"state": state, "server": call.request.server, "tool": call.request.tool}
         if error:
@@ -158,11 +178,10 @@ class Calls:
                 continue
             if call.remembered is not None:
                 call.suspend()  # left as stored; the next daemon takes it up
+                call.halt()
             else:
                 call.fail("the mcpx daemon stopped during the call", "failed")
         runners = [c.runner for c in self.live.values() if c.runner is not None and not c.runner.done()]
-        for runner in runners:
-            runner.cancel()
         await asyncio.gather(*runners, return_exceptions=True)
 
     # ---- after a restart

@@ -12,7 +12,7 @@ ends (`kept`: the store holds a row of it only once it asked or a restart found 
 
 One step is the call's own because two layers meet in it: a legacy call's question that its own MCP client can
 answer is asked of that client before its commit is queued (`ask_first`, which the question's opener hands the
-broker as `committing`): the client reads the question while it commits. Whoever serves the client (the driver)
+broker as `committing`): the client reads the question while its commit waits. Whoever serves the client (the driver)
 says how it asks first (`first_asker`), and returns once the request is written; nothing counts loop turns.
 """
 
@@ -82,6 +82,9 @@ class Call:
         self._suspended = False
         self._kept = kept
         self._runner: asyncio.Task[None] | None = None
+        self._begun = False  # its runner took its first step (a cancel before it would skip its whole body)
+        self._halt_at_start = False  # ended from outside before its runner began: the runner cancels itself then
+        self._lean: Callable[[], None] | None = None  # on the lean path (call/lean.py): any event promotes it
         self._first_asker: FirstAsker | None = None
         self._watches: list[Watch] = []
 
@@ -190,6 +193,8 @@ class Call:
 
     def _tell(self, change: Change, subject: str | None = None) -> None:
         self._updated = time.time()
+        if self._lean is not None:
+            self._lean()  # something happened to a lean call: it goes the full way from here (call/lean.py)
         if self._watches:
             event = CallEvent(self.id, change, subject)
             for watch in list(self._watches):
@@ -217,6 +222,26 @@ class Call:
 
     def started(self, runner: asyncio.Task[None]) -> None:
         self._runner = runner
+
+    def begun(self) -> None:
+        """Its runner's first step: a call ended from outside before it is cancelled now (at its first wait)."""
+        self._begun = True
+        if self._halt_at_start and self._runner is not None:
+            self._runner.cancel()
+
+    def lean(self, promote: Callable[[], None] | None) -> None:
+        """The call is on the lean path (`promote` takes it to the full path, on its first event), or no longer."""
+        self._lean = promote
+
+    def halt(self) -> None:
+        """Cancel its runner: at once once it has begun; else when it begins (a lean call is promoted for it)."""
+        if self._runner is not None and self._begun:
+            if not self._runner.done():
+                self._runner.cancel()
+            return
+        self._halt_at_start = True
+        if self._lean is not None:
+            self._lean()
 
     def asked(self, q: Elicitation, pending: bool, tell: bool = True) -> None:
         """A question of the call's opened (`pending`: it waits for an answer; else settled at once). `tell`
@@ -312,8 +337,7 @@ class Call:
         """End the call now: `failed` loudly (policy `error`, server removed) or `cancelled` (by the client)."""
         self._end_reason = reason
         self._end_state = state
-        if self._runner is not None and not self._runner.done():
-            self._runner.cancel()
+        self.halt()
 
     def note_end_reason(self, reason: str) -> None:
         """Why the call is ending, said before it ends (its questions are abandoned with it)."""

@@ -95,41 +95,48 @@ class Peer:
                       sent: Callable[[], object] | None = None) -> dict[str, Any]:
         """Send a request and return its result; RpcError for an error reply, PeerClosed if the peer dies.
         `numbered` hears the request's id before it is sent, `sent` that it was written."""
+        out = await self.send_request(method, params, numbered)
+        if sent is not None and out.written:
+            sent()
+        return await out.reply(timeout)
+
+    async def send_request(self, method: str, params: dict[str, Any] | None = None,
+                           numbered: Callable[[jsonrpc.Id], None] | None = None) -> Sent:
+        """Write a request: its reply is awaited apart (`Sent.reply`), by this task or by another one (a plain
+        call's lean path hands its request on so, surface/driver.py). A request that could not be written has its
+        error (PeerClosed) as its reply."""
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         if self.closed.is_set():
-            raise PeerClosed(self.close_reason or f"{self.name} is closed")
+            fut.set_exception(PeerClosed(self.close_reason or f"{self.name} is closed"))
+            return Sent(self, None, fut, written=False)
         rid = next(self._ids)
         if numbered is not None:
             numbered(rid)
-        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         try:
             await self._send(jsonrpc.request(rid, method, params), method)
-            if sent is not None:
-                sent()
-            if timeout:
-                # the reply's future is ours alone, so a timeout may cancel it: no shield, no wait_for's extra
-                # future, and the caller resumes in the loop turn the reply is read in
-                async with asyncio.timeout(timeout):
-                    reply = await fut
-            else:
-                reply = await fut
-        except TimeoutError:
-            raise
-        except asyncio.CancelledError:
-            if not self.closed.is_set():
-                # tell the server we no longer want it (the stdio way; HTTP closes the stream)
-                try:
-                    await self.channel.send(jsonrpc.notification("notifications/cancelled",
-                                                                 {"requestId": rid, "reason": "cancelled by mcpx"}))
-                except Exception as exc:
-                    log.debug("%s: could not withdraw request %r: %s", self.name, rid, exc)
-            raise
-        finally:
+        except PeerClosed as exc:
             self._pending.pop(rid, None)
-        if "error" in reply:
-            raise RpcError.from_error(reply["error"])
-        value = reply.get("result")
-        return value if isinstance(value, dict) else {}
+            fut.set_exception(exc)
+            return Sent(self, rid, fut, written=False)
+        except asyncio.CancelledError:
+            self._pending.pop(rid, None)
+            await self._withdraw(rid)  # cancelled while its write drained: it may have gone out whole
+            raise
+        except BaseException:
+            self._pending.pop(rid, None)
+            raise
+        return Sent(self, rid, fut, written=True)
+
+    async def _withdraw(self, rid: jsonrpc.Id) -> None:
+        """Tell the other side we no longer want request `rid` (the stdio way; HTTP closes the stream)."""
+        if self.closed.is_set():
+            return
+        try:
+            await self.channel.send(jsonrpc.notification("notifications/cancelled",
+                                                         {"requestId": rid, "reason": "cancelled by mcpx"}))
+        except Exception as exc:
+            log.debug("%s: could not withdraw request %r: %s", self.name, rid, exc)
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         if not self.closed.is_set():
@@ -246,3 +253,50 @@ class Peer:
             await asyncio.wait({self._reader})  # its end; a cancel of close() itself still reaches our caller
             if not self._reader.cancelled() and self._reader.exception() is not None:
                 log.debug("%s: the reader ended with %r", self.name, self._reader.exception())
+
+
+class Sent:
+    """A request written to the peer, its reply still to come: `future` is set when it comes (or the peer dies)."""
+
+    def __init__(self, peer: Peer, rid: jsonrpc.Id | None, future: asyncio.Future[Message], written: bool) -> None:
+        self.peer = peer
+        self.rid = rid
+        self.future = future
+        self.written = written
+
+    def _forget(self) -> None:
+        if self.rid is not None:
+            self.peer._pending.pop(self.rid, None)
+
+    def result(self) -> dict[str, Any]:
+        """The reply, once it came: its result; RpcError for an error reply, PeerClosed if the peer died."""
+        self._forget()
+        reply = self.future.result()
+        if "error" in reply:
+            raise RpcError.from_error(reply["error"])
+        value = reply.get("result")
+        return value if isinstance(value, dict) else {}
+
+    async def reply(self, timeout: float | None = None) -> dict[str, Any]:
+        """Wait for the reply (`result`). A wait that is cancelled withdraws the request: the other side is told."""
+        peer = self.peer
+        try:
+            if timeout:
+                # the reply's future is ours alone, so a timeout may cancel it: no shield, no wait_for's extra
+                # future, and the caller resumes in the loop turn the reply is read in
+                async with asyncio.timeout(timeout):
+                    await self.future
+            else:
+                await self.future
+        except TimeoutError:
+            self._forget()
+            raise
+        except asyncio.CancelledError:
+            self._forget()
+            if self.written and self.rid is not None:
+                await peer._withdraw(self.rid)
+            raise
+        except BaseException:
+            self._forget()
+            raise
+        return self.result()

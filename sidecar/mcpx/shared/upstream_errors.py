@@ -31,7 +31,7 @@ class UnknownTool(UnknownServer):
 
 def refuse_unknown_tool(server: str, tool: str, tools: list[dict[str, Any]] | None) -> None:
     """UnknownTool when `tools` (the server's listing; None while it is not known) has no `tool`."""
-    if tools is None:
+    if tools is None or any(t.get("name") == tool for t in tools):  # every call's check: no sorted listing for it
         return
     names = sorted({t["name"] for t in tools if isinstance(t.get("name"), str)})
     if tool in names:

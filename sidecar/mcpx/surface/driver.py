@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound, PresenceNeeded
 from mcpx.broker.models import Elicitation, SessionSource
+from mcpx.call.lean import LeanCall
 from mcpx.call.record import Call, FirstAsker, Watch
 from mcpx.call.request import CallRequest, Slot
 from mcpx.config.source import ConfigSource
@@ -57,17 +59,35 @@ class CallDriver:
         bound = binding(name, arguments, session) if state.era == "modern" else ""  # only modern retries use it
         started = not (state.era == "modern" and "requestState" in params)
         late: list[str] = []
+        serving: dict[str, asyncio.Task[bool]] = {}  # what this client is being asked, by question or slot
+        asks_first = state.era == "legacy"
+        watches: list[Watch] = []
+
+        def attach(call: Call) -> None:
+            watches.append(call.watch())
+            if asks_first:  # it may be asked mid-call: a question it can answer is put to it before its commit
+                call.first_asker(self._first_asker(call, state, out, serving, watches[0]))
+
+        lean: LeanCall | None = None
         if started:
-            task = await self._start(server, tool, arguments, session, source, state, out, meta)
+            request = self._request(server, tool, arguments, session, source, state, out, meta)
+            if not state.takes_tasks:
+                # a plain call (call/lean.py): sent from this task, attached before its request is written
+                lean = await self._lean(request, attach)
+            if lean is not None:
+                task = lean.call
+            else:
+                task = await self._start(request)
+                attach(task)
         else:
             task, late = await self._take_retry(params, bound, session, state.unattended)
-        serving: dict[str, asyncio.Task[bool]] = {}  # what this client is being asked, by question or slot
-        watch = task.watch()
-        asks_first = state.era == "legacy"
-        if asks_first:  # it may be asked mid-call: a question it can answer is put to it before its commit
-            task.first_asker(self._first_asker(task, state, out, serving, watch))
+            attach(task)
+        watch = watches[0]
         try:
-            if started:
+            if lean is not None:
+                if await lean.outcome:
+                    return task_result(task)  # it ended on the lean path: nothing happened to it but its reply
+            elif started:
                 # one loop turn: the call's own task takes its first step, which sends the request upstream,
                 # before this sets up to wait on it; that setup then runs while the server works, not on the
                 # request's way
@@ -75,6 +95,8 @@ class CallDriver:
             result = await self._drive(task, state, out, bound, meta.get("progressToken"), serving, watch)
             return result if is_task(result) else with_notes(result, late)
         except asyncio.CancelledError:
+            if lean is not None:
+                lean.promote()  # the client withdrew the request, or went away: either is the call's event
             if out.withdrawn():  # the client gave up on this request: notifications/cancelled
                 await self.gateway.cancel(task.id, "cancelled by the MCP client")
             else:
@@ -92,8 +114,8 @@ class CallDriver:
             for t in serving.values():
                 t.cancel()
 
-    async def _start(self, server: str, tool: str, arguments: dict[str, Any], session: str, source: SessionSource,
-                     state: ClientState, out: Outbound, meta: dict[str, Any]) -> Call:
+    def _request(self, server: str, tool: str, arguments: dict[str, Any], session: str, source: SessionSource,
+                 state: ClientState, out: Outbound, meta: dict[str, Any]) -> CallRequest:
         token = meta.get("progressToken")
 
         async def relay(method: str, params: dict[str, Any]) -> None:
@@ -102,12 +124,20 @@ class CallDriver:
             await out.notify(method, params)
 
         forwarded = {k: meta[k] for k in ("progressToken", META_LOG_LEVEL) if k in meta}
+        return CallRequest(server=server, tool=tool, arguments=arguments, session=session, session_source=source,
+                           cwd=state.cwd, surface="mcp", meta=forwarded or None, relay=relay,
+                           followed=state.takes_tasks, client_caps=state.declared(),
+                           transparent=state.scope is not None, era=state.era)
+
+    async def _lean(self, request: CallRequest, attach: Callable[[Call], None]) -> LeanCall | None:
         try:
-            return await self.gateway.start_call(CallRequest(
-                server=server, tool=tool, arguments=arguments, session=session, session_source=source,
-                cwd=state.cwd, surface="mcp", meta=forwarded or None, relay=relay, followed=state.takes_tasks,
-                client_caps=state.declared(),
-                transparent=state.scope is not None, era=state.era))
+            return await self.gateway.start_lean(request, attach)
+        except UnknownServer as exc:
+            raise RpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+
+    async def _start(self, request: CallRequest) -> Call:
+        try:
+            return await self.gateway.start_call(request)
         except UnknownServer as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
 

@@ -29,7 +29,7 @@ from mcpx.config.models import START_FLOOR, HttpServer, ServerConfig, StdioServe
 from mcpx.mcp import input_required, jsonrpc, tasks
 from mcpx.mcp.http_client import RELATED, Authorizer, HttpChannel
 from mcpx.mcp.jsonrpc import Message, RpcError
-from mcpx.mcp.peer import Peer, PeerClosed
+from mcpx.mcp.peer import Peer, PeerClosed, Sent
 from mcpx.mcp.protocol import (
     ElicitParams,
     Era,
@@ -242,13 +242,36 @@ class UpstreamConnection:
         return problem is None
 
     async def call_tool(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall, max_rounds: int = 8,
-                        meta: dict[str, Any] | None = None, followed: bool = True) -> dict[str, Any]:
-        """The tool's result. Questions go to `hooks`; a modern call is retried until it completes.
+                        meta: dict[str, Any] | None = None, followed: bool = True, sending: Sending | None = None,
+                        ) -> dict[str, Any]:
+        """The tool's result. Questions go to `hooks`; a modern call is retried until it completes. `sending`: the
+        call's first tools/call, written already (`send_call`: a plain call's lean path sent it, and a runner takes
+        it on from there); else it is sent now.
 
         Progress is asked for, under mcpx's own token, when the caller asked for it (it hears it by its own token)
         or someone follows the call apart from its reply (`followed`: the call keeps the last report for `mcpx
         call` on a terminal, GET /v1/tasks); a plain call nobody follows asks the server for nothing more than
         the call (docs/choices.md, "What mcpx asks of an upstream")."""
+        if sending is None:
+            sending = await self.send_call(tool, arguments, hooks, meta, followed)
+        answered = False  # the server answered the call (a result or an error), as opposed to mcpx leaving it
+        try:
+            if self.era == "legacy":
+                result = await sending.first.reply()
+            else:
+                result = await self._drive(sending.params, hooks, max_rounds, sending.meta, 0, sending.first)
+            answered = True
+            return result
+        except (RpcError, UpstreamError, input_required.RoundsError, tasks.TaskError):
+            answered = True  # what the server said ended it: an error reply, or a result mcpx would not take
+            raise
+        finally:
+            self._end(sending.call, answered)
+
+    async def send_call(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall,
+                        meta: dict[str, Any] | None = None, followed: bool = True) -> Sending:
+        """A call's first tools/call, written: the call is in flight on this connection from now on, and its reply is
+        awaited apart (`call_tool` with `sending`, or `plain_result` once it came)."""
         assert self.peer is not None
         if isinstance(self.channel, HttpChannel) and self.era == "modern" and self.tools is None:
             await self.list_tools()  # its x-mcp-header arguments must be mirrored into Mcp-Param-* headers
@@ -257,22 +280,37 @@ class UpstreamConnection:
         if call.progress is not None or followed:
             call.wire_token = f"mcpx-{next(self._tokens)}"
             meta = {**(meta or {}), "progressToken": call.wire_token}
-        answered = False  # the server answered the call (a result or an error), as opposed to mcpx leaving it
+        params: dict[str, Any] = {"name": tool, "arguments": arguments}
         self.attribution.begin(call)
         try:
-            params: dict[str, Any] = {"name": tool, "arguments": arguments}
             if self.era == "legacy":
-                result = await self.peer.request("tools/call", self._params(params, meta),
-                                                 numbered=call.numbered)
+                first = await self.peer.send_request("tools/call", self._params(params, meta),
+                                                     numbered=call.numbered)
             else:
-                result = await self._drive(params, hooks, max_rounds, meta, 0)
-            answered = True
-            return result
-        except (RpcError, UpstreamError, input_required.RoundsError, tasks.TaskError):
-            answered = True  # what the server said ended it: an error reply, or a result mcpx would not take
+                first = await self.peer.send_request("tools/call", self._params(params, meta,
+                                                                                 self.follows_tasks(tool)))
+        except BaseException:
+            self._end(call, False)
             raise
-        finally:
-            self._end(call, answered)
+        return Sending(call, params, meta, first)
+
+    def plain_result(self, sending: Sending) -> dict[str, Any] | None:
+        """The call's result when its first reply, come already, ends it plainly: a result (legacy), a complete one
+        (modern: not input_required, not a task, not a back-channel refusal); the call is then over on this
+        connection. None for anything else (an error too): `call_tool` takes it on from there, as it would have."""
+        first = sending.first
+        if not first.future.done() or first.future.cancelled() or first.future.exception() is not None:
+            return None
+        reply = first.future.result()
+        result = reply.get("result")
+        if "error" in reply or not isinstance(result, dict):
+            return None
+        if self.era != "legacy" and (result.get("resultType", "complete") != "complete"
+                                     or asks_over_back_channel(result)):
+            return None
+        first.result()  # the reply taken: it is no longer pending
+        self._end(sending.call, True)
+        return result
 
     def _end(self, call: InFlight, answered: bool) -> None:
         self.attribution.end(call, answered)
@@ -313,17 +351,20 @@ class UpstreamConnection:
         return isinstance(self.channel, HttpChannel) and tasks.offered(self.facts.capabilities)
 
     async def _drive(self, params: dict[str, Any], hooks: ServerToCall, max_rounds: int,
-                     meta: dict[str, Any] | None, round_no: int) -> dict[str, Any]:
+                     meta: dict[str, Any] | None, round_no: int, first: Sent | None = None) -> dict[str, Any]:
         """The call's rounds, through the one driver of them (mcp/input_required.py): its questions go to `hooks`.
         A server that can only ask over a legacy back-channel says so here (NeedsLegacy). A task handle it answers
-        with instead is followed to the task's end (`_follow`)."""
+        with instead is followed to the task's end (`_follow`). `first`: the first round, sent already."""
         tool = params["name"]
         declare = self.follows_tasks(tool)
 
         async def send(round_params: dict[str, Any]) -> dict[str, Any]:
-            nonlocal declare
+            nonlocal declare, first
             assert self.peer is not None
             try:
+                if first is not None:
+                    sent, first = first, None
+                    return await sent.reply()
                 return await self.peer.request("tools/call", self._params(round_params, meta, declare))
             except RpcError as exc:
                 if BACK_CHANNEL.search(exc.message):
@@ -497,6 +538,16 @@ class UpstreamConnection:
 
     def unlisten(self, client: object) -> None:
         self._listeners.pop(client, None)
+
+
+@dataclass
+class Sending:
+    """A call's first tools/call, written (`UpstreamConnection.send_call`): the call in flight, its reply to come."""
+
+    call: InFlight
+    params: dict[str, Any]
+    meta: dict[str, Any] | None
+    first: Sent
 
 
 class _TaskWire:

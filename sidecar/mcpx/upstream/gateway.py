@@ -20,6 +20,7 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest, SessionSource, TaskDoc
 from mcpx.call.errors import CallFailed, UnknownTask
+from mcpx.call.lean import LeanCall
 from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
@@ -35,11 +36,19 @@ from mcpx.oauth.logins import Logins
 from mcpx.shared.upstream_errors import UnknownServer, UpstreamError, refuse_unknown_tool
 from mcpx.upstream import secrets
 from mcpx.upstream.kind import Authorizer, InstanceInfo, KindFactory, Kinds, LoginKind, Protected, UpstreamKind
-from mcpx.upstream.mcp_kind import McpKind
+from mcpx.upstream.mcp_kind import LeanSend, McpKind
 
 log = logging.getLogger("mcpx.upstream")
 
 __all__ = ["CallRequest", "Gateway", "UnknownServer", "UnknownTask"]
+
+
+def changes_things(tool: dict[str, Any] | None) -> bool:
+    """A tool changes things unless its server says otherwise (readOnlyHint, or destructiveHint false)."""
+    try:
+        return ToolAnnotations.model_validate((tool or {}).get("annotations") or {}).may_change_things
+    except ValidationError:  # hints that are not what the protocol says they are: no hint at all
+        return True
 
 
 def confirmed_name(name: str, patterns: list[str]) -> bool:
@@ -288,8 +297,14 @@ class Gateway:
                                  f"{scope.why_not(answer)})")
         raise CallFailed(f"{r.server}.{r.tool} was not run: its server still refused after three logins")
 
-    async def _run(self, call: Call) -> dict[str, Any]:
+    async def _run(self, call: Call, lean: tuple[CallRun, LeanSend] | None = None) -> dict[str, Any]:
+        """Run a call to its result: what mcpx asks first (secrets, a confirmation), then its kind's call. `lean`:
+        the call was sent on the lean path (`start_lean`, which found nothing to ask first): taken on from there."""
         try:
+            if lean is not None:
+                scope, sent = lean
+                once: list[LeanSend] = [sent]  # a login's retry sends the call again, as the full path does
+                return await self._logged_in(scope, lambda: self.mcp.call(scope, once.pop() if once else None))
             scope = self._scope(call)
             await self._secrets_for(scope)
             entry = scope.entry
@@ -303,6 +318,33 @@ class Gateway:
         except UpstreamError as exc:  # the server went from the config meanwhile, or would not start
             raise CallFailed(str(exc)) from None
 
+    async def start_lean(self, request: CallRequest, prepare: Callable[[Call], None]) -> LeanCall | None:
+        """A plain call sent on the lean path (call/lean.py), or None when it is not one: started then as any call
+        (`start_call`). Plain: a stdio MCP server's tool listed already, nothing for mcpx to ask first (no secrets,
+        no confirmation), mcpx's own capabilities (not /mcp/SERVER), and an instance to be had without waiting.
+        `prepare` is handed the call before its request is written (whoever serves its client sets up there)."""
+        entry = self.entry(request.server)
+        known = self._tool_cache.get(request.server)
+        if (known is None or request.transparent or not isinstance(entry, StdioServer) or secret_names(entry)
+                or confirmed_name(request.tool, entry.confirm)):
+            return None
+        refuse_unknown_tool(request.server, request.tool, known)
+        if self.settings.config.elicit.confirm_destructive and changes_things(
+                next((t for t in known if t.get("name") == request.tool), None)):
+            return None
+        lease = self.mcp.pool.lease_now(request.server, request.session, request.tool)
+        if lease is None:
+            return None
+        call = self.calls.new(request)
+        scope = CallRun(self.broker, self.settings, call, entry, self.calls.save)
+        prepare(call)
+        try:
+            sent = await self.mcp.send_plain(scope, lease)
+        except BaseException:
+            lease.release()
+            raise
+        return self.calls.lean(call, sent, lambda: self._run(call, (scope, sent)))
+
     async def _follow(self, call: Call) -> dict[str, Any]:
         assert call.remembered is not None  # Calls.recover follows only what was remembered
         try:
@@ -312,15 +354,11 @@ class Gateway:
             raise CallFailed(str(exc)) from None
 
     async def _may_change_things(self, call: Call) -> bool:
-        """A tool changes things unless its server says otherwise (readOnlyHint, or destructiveHint false)."""
         try:
             tool = await self.tool(call.request.server, call.request.tool)
         except (UpstreamError, RpcError, PeerClosed, TimeoutError):
             tool = None
-        try:
-            return ToolAnnotations.model_validate((tool or {}).get("annotations") or {}).may_change_things
-        except ValidationError:  # hints that are not what the protocol says they are: no hint at all
-            return True
+        return changes_things(tool)
 
     async def _secrets_for(self, scope: CallRun) -> None:
         """The server's secrets are in the keychain before it starts: those missing are asked of the person (one

@@ -147,8 +147,8 @@ class McpCallHooks:
           reach the server before it commits (`eager`): nothing re-drives a legacy call, so nothing could re-send
           what its server was told. When the call's own MCP client can answer questions, that client is asked
           first: `committing` is the call's own step (`Call.ask_first`), which returns once the client's request
-          is written; the commit is queued then, and runs while the client reads it (docs/architecture.md, "What
-          is written when").
+          is written; the commit is queued then, and waits for the client's answer and the call's end to commit
+          with them (docs/internals.md, "A legacy call's question reaches its own client first").
         - modern (`answer_round`): never eager, since a restart re-drives the call with the answer the store
           holds. The round's last question is stored with `round_record` (the call with the round's Resume); the
           watchers are told once the whole round is open. A task's question (`answer_input`) is opened the same

@@ -10,6 +10,7 @@ it remembers nothing, and a restart fails it with the reason.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -32,10 +33,10 @@ from mcpx.mcp.protocol import Era
 from mcpx.mcp.stdio import Spawned
 from mcpx.mcp.tasks import TaskError, TaskGone
 from mcpx.shared.upstream_errors import UpstreamError
-from mcpx.upstream.connection import NeedsLegacy
+from mcpx.upstream.connection import NeedsLegacy, Sending
 from mcpx.upstream.kind import CallScope, InstanceInfo, Tool, ToolResult, UpstreamHost
 from mcpx.upstream.mcp_call import McpCallHooks, elicit_result, usable
-from mcpx.upstream.pool import Pool, entry_fingerprint
+from mcpx.upstream.pool import Lease, Pool, entry_fingerprint
 from mcpx.upstream.resume import Resume
 
 log = logging.getLogger("mcpx.upstream")
@@ -87,9 +88,22 @@ class McpKind:
 
     # ---- calls
 
-    async def call(self, scope: CallScope) -> ToolResult:
+    async def call(self, scope: CallScope, sent: LeanSend | None = None) -> ToolResult:
+        """The call's result. `sent`: its request, sent already on the lean path (`send_plain`): taken on from there."""
         run = _run(scope)
-        return await self._said(run.call, self._call_with_era(run, run.entry.timeout, era=None))
+        return await self._said(run.call, self._call_with_era(run, run.entry.timeout, era=None, sent=sent))
+
+    async def send_plain(self, scope: CallRun, lease: Lease) -> LeanSend:
+        """A plain call's request, sent on the lean path (call/lean.py) on an instance taken already: what its
+        runner, should it be promoted, continues from (`call` with it), as `_call_with_era` would have sent it."""
+        call, r = scope.call, scope.request
+        conn = lease.conn
+        call.connected(conn.era)
+        deadline = PausableDeadline(scope.entry.timeout)
+        hooks = McpCallHooks(self.broker, call, conn, deadline, self._saver(scope))
+        since = deadline.start()
+        sending = await conn.send_call(r.tool, r.arguments, hooks, r.meta, r.followed)
+        return LeanSend(lease, hooks, deadline, sending, since)
 
     async def follow(self, scope: CallScope, state: Mapping[str, Any]) -> ToolResult:
         run = _run(scope)
@@ -112,18 +126,23 @@ class McpKind:
             raise CallFailed(f"server {r.server!r} answered {r.tool} with error {exc.code}: {exc.message}",
                              result={"error": exc.to_error()}) from None
 
-    async def _call_with_era(self, scope: CallRun, timeout: float, era: Era | None) -> ToolResult:
+    async def _call_with_era(self, scope: CallRun, timeout: float, era: Era | None,
+                             sent: LeanSend | None = None) -> ToolResult:
         call, r = scope.call, scope.request
-        deadline = PausableDeadline(timeout)
         elicit = self.settings.config.elicit
-        async with self.pool.lease(r.server, r.session, era=r.era if r.transparent else era,
-                                   declared=r.declared, tool=r.tool) as conn:
-            call.connected(conn.era)
-            hooks = McpCallHooks(self.broker, call, conn, deadline, self._saver(scope))
+        lease = sent.lease if sent is not None else self.pool.lease(
+            r.server, r.session, era=r.era if r.transparent else era, declared=r.declared, tool=r.tool)
+        async with lease as conn:
+            if sent is None:
+                call.connected(conn.era)
+                deadline = PausableDeadline(timeout)
+                hooks = McpCallHooks(self.broker, call, conn, deadline, self._saver(scope))
+            else:
+                deadline, hooks = sent.deadline, sent.hooks
             try:
                 return await deadline.run(conn.call_tool(r.tool, r.arguments, hooks, elicit.max_rounds, r.meta,
-                                                         r.followed),
-                                          f"{r.server}.{r.tool}")
+                                                         r.followed, sending=None if sent is None else sent.sending),
+                                          f"{r.server}.{r.tool}", begun=sent is not None)
             except NeedsLegacy as exc:
                 if r.transparent:
                     # as if mcpx were not there: the client hears what the server said to its era
@@ -207,6 +226,29 @@ class McpKind:
                 for eid in (hooks.resume.keys.values() if hooks.resume else ()):
                     await self.broker.abandon(eid, reason)
                 raise CallFailed(reason) from None
+
+
+class LeanSend:
+    """A plain call's request sent on the lean path (call/lean.py's `Sent`): the instance it holds, its hooks and
+    deadline, and the request in flight, for the runner that continues it if it is promoted."""
+
+    def __init__(self, lease: Lease, hooks: McpCallHooks, deadline: PausableDeadline, sending: Sending,
+                 since: float) -> None:
+        self.lease, self.hooks, self.deadline, self.sending, self.since = lease, hooks, deadline, sending, since
+
+    @property
+    def reply(self) -> asyncio.Future[Any]:
+        return self.sending.first.future
+
+    @property
+    def due(self) -> float:
+        return self.since + self.deadline.seconds
+
+    def plain(self) -> dict[str, Any] | None:
+        result = self.lease.conn.plain_result(self.sending)
+        if result is not None:
+            self.lease.release()
+        return result
 
 
 def _run(scope: CallScope) -> CallRun:

@@ -121,6 +121,7 @@ class Pool:
         self._gates: dict[GroupKey, asyncio.Future[BaseException | None]] = {}
         self._eras: dict[tuple[str, str], Era] = {}  # what each server (as configured) turned out to speak
         self._freed = asyncio.Event()  # set (and replaced) when an instance may take a call it could not before
+        self._waiting = 0  # leases waiting on _freed
         # (server, fingerprint) -> tool -> what its calls were seen to do
         self._tool_asks: dict[tuple[str, str], dict[str, ToolAsks]] = {}
         self._wake = asyncio.Event()  # an instance fell idle or the config changed: the reaper looks again
@@ -165,21 +166,44 @@ class Pool:
         """
         return Lease(self, server, session, era, timeout, declared, tool)
 
+    def lease_now(self, server: str, session: str, tool: str) -> Lease | None:
+        """A lease on an instance to be had at once, taken already (`async with` it gives it back), for a call of
+        `session` to `tool` with mcpx's own capabilities: None when one would be waited for (the server's era not
+        known in memory yet, no instance free, one to start). A plain call's lean path (surface/driver.py) takes
+        one so, or goes the full way."""
+        entry = self.entry(server)
+        fp = entry_fingerprint(entry)
+        want = self._eras.get((server, fp))
+        if want is None:
+            return None
+        found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
+        if found is None or not found.conn.alive:
+            return None  # a dead one is the full path's to sweep out, as it starts another
+        lease = Lease(self, server, session, None, 0.0, None, tool)
+        lease.inst = self._take(found, session, tool)
+        return lease
+
     def _release(self, inst: Instance, session: str, tool: str | None) -> None:
         self._give_back(inst, session, tool)
         inst.last_used = time.monotonic()
         if inst.retired and inst.busy == 0:
             self._stop(inst)
-        elif inst.busy == 0 and (len(self._groups.get(inst.key, ())) > 1 or self._due(inst) < self._next_reap):
-            # its idle clock starts now, and runs out before the reaper would look; or it makes an older idle
-            # instance beside it a spare, due sooner
-            self._wake.set()
+        elif inst.busy == 0:
+            # alone in its group and no listing's, it is no spare: its due time needs no look at the others (which
+            # would sort every instance on every call's way back)
+            alone = len(self._groups.get(inst.key, ())) <= 1
+            if not alone or self._due(inst, set() if inst.owner != LISTING else None) < self._next_reap:
+                # its idle clock starts now, and runs out before the reaper would look; or it makes an older idle
+                # instance beside it a spare, due sooner
+                self._wake.set()
         self._poke()
 
     def _poke(self) -> None:
-        """Wake the leases waiting for an instance: one fell free, or stopped waiting for an answer."""
-        self._freed.set()
-        self._freed = asyncio.Event()
+        """Wake the leases waiting for an instance: one fell free, or stopped waiting for an answer. With none
+        waiting, nothing: a lease that waits later waits for the next poke (not a new Event per call)."""
+        if self._waiting:
+            self._freed.set()
+            self._freed = asyncio.Event()
 
     def tool_asks(self, server: str, fp: str, tool: str | None) -> ToolAsks | None:
         """What calls of `tool` were seen to do on this server (as configured now); None: not seen yet, or
@@ -253,8 +277,12 @@ class Pool:
             if left <= 0:
                 raise UpstreamError(f"server {server!r}: all {PER_SESSION} instances for this session are busy; "
                                     f"gave up after {timeout:.0f}s")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._freed.wait(), min(left, 1.0))
+            self._waiting += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._freed.wait(), min(left, 1.0))
+            finally:
+                self._waiting -= 1
 
     @staticmethod
     def _owner(entry: ServerConfig, session: str, decl: str) -> str:
@@ -495,13 +523,24 @@ class Lease:
         self.declared, self.tool = declared, tool
         self.inst: Instance | None = None
 
+    @property
+    def conn(self) -> UpstreamConnection:
+        """The instance's connection, once taken."""
+        assert self.inst is not None
+        return self.inst.conn
+
     async def __aenter__(self) -> UpstreamConnection:
+        if self.inst is not None:  # taken already (Pool.lease_now): the block gives it back
+            return self.inst.conn
         decl = "" if self.declared is None else json.dumps(self.declared, sort_keys=True)
         self.inst = await self.pool._acquire(self.server, self.session, self.era, self.timeout, decl, self.declared,
                                              self.tool)
         return self.inst.conn
 
     async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
         if self.inst is not None:
             inst, self.inst = self.inst, None
             self.pool._release(inst, self.session, self.tool)

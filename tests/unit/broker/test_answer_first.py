@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import Gone, QuestionEnded
 from mcpx.broker.models import OpenRequest
+from mcpx.broker.store import AuditFilter, QuestionFilter
 
 PATIENCE = 10.0  # no wait here is for time: each ends with an event, this only bounds it
 REPO = {"type": "object", "properties": {"repo": {"type": "string"}}}
@@ -128,3 +130,49 @@ async def test_an_answer_nobody_is_told_of_still_commits_and_wakes_the_long_poll
     assert polled is not None and polled.content == {"repo": "a/b"}
     q, stored = await broker.get(handle.id)
     assert q.state == "answered" and stored is not None and stored.by == "person:mcp-client"
+
+
+async def test_a_question_its_own_client_is_asked_first_rides_with_its_answer(broker: Broker, tmp_path: Path) -> None:
+    """A legacy call's question whose own client is asked first (open's `committing`, eager): nothing of it is
+    stored, listed or published until a commit that cannot wait comes (the call's end) or its horizon; the
+    client's answer, given meanwhile, reaches the asker at once, and the question and its answer commit together,
+    the question first. One that nobody answers is stored, listed and published at its horizon."""
+    heard = broker.bus.subscribe()
+    asked: list[str] = []
+
+    async def committing(handle: Handle) -> None:
+        asked.append(handle.id)
+
+    def opening() -> Any:
+        return broker.open(OpenRequest(session="s", session_source="argument", server="srv",
+                                       message="which repository?", requested_schema=REPO),
+                           committing=committing, eager=True)
+
+    def on_disk(eid: str) -> list[tuple[str, ...]]:
+        db = sqlite3.connect(tmp_path / "mcpx.db")
+        try:
+            return db.execute("SELECT state FROM elicitations WHERE id=?", (eid,)).fetchall()
+        finally:
+            db.close()
+
+    handle = await asyncio.wait_for(opening(), PATIENCE)
+    assert asked == [handle.id]
+    assert await broker.questions(QuestionFilter(state="pending")) == [] and heard.queue.empty()
+    answering = asyncio.ensure_future(broker.answer(handle.id, "accept", {"repo": "a/b"}, by="person:mcp-client",
+                                                    acknowledged=False))
+    got = await asyncio.wait_for(handle.answer(), PATIENCE)
+    assert (got.action, got.content) == ("accept", {"repo": "a/b"})
+    assert on_disk(handle.id) == [] and heard.queue.empty()  # the asker has it; the store nothing yet
+    await asyncio.wait_for(broker.set_fact("the call's end", True), PATIENCE)  # a unit that cannot wait
+    assert on_disk(handle.id) == [("answered",)]
+    q, answer = await asyncio.wait_for(answering, PATIENCE)
+    assert q.state == "answered" and answer is not None and answer.at == got.at
+    records = await broker.audit(AuditFilter(elicit=handle.id))
+    assert [r.kind for r in records] == ["elicit.open", "elicit.answered"]
+    assert [heard.queue.get_nowait().kind for _ in range(2)] == ["elicit.open", "elicit.answered"]
+
+    unanswered = await asyncio.wait_for(opening(), PATIENCE)
+    opened = await asyncio.wait_for(heard.queue.get(), PATIENCE)  # at its horizon, alone
+    assert (opened.kind, opened.elicit) == ("elicit.open", unanswered.id)
+    assert [p.id for p in await broker.questions(QuestionFilter(state="pending"))] == [unanswered.id]
+    assert on_disk(unanswered.id) == [("pending",)] and not unanswered.done()

@@ -7,6 +7,7 @@ store; here each is held to its word with nothing around it. Every wait is bound
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -114,3 +115,16 @@ async def test_the_sweeper_wakes_for_a_nearer_deadline_and_expires_it_on_its_own
         assert await asyncio.wait_for(expired, PATIENCE) == ["elc-past"]
     finally:
         await sweeper.stop()
+
+
+async def test_the_sweeper_stops_when_a_deadline_comes_as_it_is_stopped() -> None:
+    """A question opened as the daemon stops: the deadline wakes the sweeper in the very step its stop cancels it.
+    The cancel wins (Python 3.11's wait_for would swallow it, and stop() would wait for the next deadline)."""
+    async def expire(due: list[str], now: float) -> int:
+        return 0
+
+    sweeper = Sweeper(expire)
+    sweeper.start()
+    await asyncio.sleep(0)  # it looks once, finds nothing due, and sleeps on its longest wait
+    sweeper.due(time.time() + 3600, "elc-later")
+    await asyncio.wait_for(sweeper.stop(), PATIENCE)

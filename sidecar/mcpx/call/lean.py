@@ -1,0 +1,131 @@
+"""A plain call's lean path: forwarded with only what it needs, and promoted to the full path on its first event.
+
+A call whose server, tool and connection are ready (the tool known, nothing to confirm, no secret or login to ask
+for, an instance to be had without waiting: upstream/gateway.py's `start_lean`) is sent by its kind from the
+caller's own task (surface/driver.py), with no runner. While nothing happens to it, its reply is taken as it comes
+(a callback on the reply: a plain result ends the call, recorded as any call's end is). The moment anything does —
+a question, a request for the client, progress, its deadline, a cancel (`Call.halt`), the client going away, a reply
+that is not a plain result (an error, input_required, a task) — it is promoted: a runner takes the request in flight
+on from there, through the same code a started call runs (the kind's `call` with what was sent), so what a call
+promises (its audit, `mcpx task result`, timeouts, cancellation, restart recovery of modern calls, early results)
+is the full path's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from mcpx.call.record import Call
+
+log = logging.getLogger("mcpx.call")
+
+
+class Sent(Protocol):
+    """What a kind hands the lean path once a call's request is written."""
+
+    @property
+    def reply(self) -> asyncio.Future[Any]:
+        """Set when the upstream's reply comes (or the connection fails)."""
+        ...
+
+    @property
+    def due(self) -> float:
+        """Loop time the call's deadline runs out at, unless something pauses it (then it is promoted first)."""
+        ...
+
+    def plain(self) -> dict[str, Any] | None:
+        """The call's result when the reply ends it plainly (what the call held is given back then); else None."""
+        ...
+
+
+class LeanCall:
+    """A call on the lean path: `outcome` is True once it ended there (`call.result` is its result), False once it
+    was promoted (a runner carries it on: follow it as any call). `promote` promotes it (the driver's own end)."""
+
+    def __init__(self, call: Call, sent: Sent, promote: Callable[[], None], finish: Callable[[dict[str, Any]], None],
+                 deadlines: Deadlines) -> None:
+        self.call = call
+        self.outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._sent = sent
+        self._promote = promote
+        self._finish = finish
+        self.settled = False
+        self._due = deadlines.add(sent.due, self)  # its deadline: promoted then, the runner times it out
+        call.lean(self.promote)
+        sent.reply.add_done_callback(self._replied)
+
+    def _replied(self, _reply: asyncio.Future[Any]) -> None:
+        if self.settled:
+            return
+        try:
+            result = self._sent.plain()
+        except Exception:  # a callback's error would reach no one, and leave the driver waiting: the runner says it
+            log.exception("taking the reply of call %s on the lean path failed; it goes the full way", self.call.id)
+            result = None
+        if result is None:
+            self.promote()
+            return
+        self._settle(True)
+        self._finish(result)
+
+    def promote(self) -> None:
+        """Hand the call to a runner, which continues it from its request in flight (idempotent)."""
+        if self.settled:
+            return
+        self._settle(False)
+        self._promote()
+
+    def _settle(self, ended: bool) -> None:
+        self.settled = True
+        self._due[2] = None  # its deadline's entry no longer holds it (nor what it holds: the reply, the call)
+        self.call.lean(None)
+        if not self.outcome.done():
+            self.outcome.set_result(ended)
+
+
+Due = list[Any]  # [when, order, the LeanCall or None once it settled]: a heap entry of Deadlines
+
+
+class Deadlines:
+    """The deadlines of the calls on the lean path, on one timer: a call that ends lean (nearly all do, long before
+    their timeout) costs a heap entry, not a timer of its own set and cancelled (in uvloop a libuv timer each)."""
+
+    def __init__(self) -> None:
+        self._heap: list[Due] = []
+        self._order = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed = math.inf  # when the timer fires
+
+    def add(self, when: float, lean: LeanCall) -> Due:
+        """`lean` is promoted at `when` (loop time) unless it settled before; its entry, emptied once it does."""
+        heap = self._heap
+        while heap and heap[0][2] is None:  # calls end about in the order they began: the ended leave here
+            heapq.heappop(heap)
+        due: Due = [when, next(self._order), lean]
+        heapq.heappush(heap, due)
+        if when < self._armed:
+            self._arm(when)
+        return due
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._armed = when
+        self._timer = asyncio.get_running_loop().call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._timer, self._armed = None, math.inf
+        heap = self._heap
+        now = asyncio.get_running_loop().time()
+        while heap and (heap[0][2] is None or heap[0][0] <= now):
+            lean = heapq.heappop(heap)[2]
+            if lean is not None:
+                lean.promote()
+        if heap:
+            self._arm(heap[0][0])
