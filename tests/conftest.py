@@ -21,12 +21,13 @@ import aiohttp
 import pytest
 from _pytest.nodeid import coerce_node_id
 
-from harness import PATIENCE, SUITE_STORE, Daemon, make_daemon
+from harness import PATIENCE, SUITE_STORE, Daemon, free_port, make_daemon
 from mcpx.broker.broker import Broker
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.config.models import Config
 
 STORES = ("sqlite", "postgresql")
+ON_A_FREE_PORT = "127.0.0.1:<free>"  # daemon_of's listen: a loopback port picked for the daemon when it is made
 LONG_FIRST = ("tests/hosts/", "tests/opencode/", "tests/conformance/")  # their tests take minutes each
 _databases = itertools.count()
 
@@ -81,14 +82,20 @@ def daemon(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
 @contextlib.contextmanager
 def daemon_of(request: pytest.FixtureRequest, home: Path, config: dict[str, Any] | None = None,
               **kw: Any) -> Iterator[Daemon]:
-    """The test's daemon with `config` (make_daemon's): one of its own in `home`, started and stopped here; for a
-    test marked `shared_daemon`, its module's for the test's store (`SharedDaemons`)."""
+    """The test's daemon with `config` (make_daemon's; `listen=ON_A_FREE_PORT`: TCP on a loopback port it alone
+    has): one of its own in `home`, started and stopped here; for a test marked `shared_daemon`, its module's for
+    the test's store (`SharedDaemons`)."""
     if request.node.get_closest_marker("shared_daemon") is not None:
         pool: SharedDaemons = request.getfixturevalue("shared_daemons")
         yield pool.get(request, config, **kw)
         return
-    with make_daemon(home, config, **kw) as d:
+    with make_daemon(home, config, **on_its_port(kw)) as d:
         yield d
+
+
+def on_its_port(kw: dict[str, Any]) -> dict[str, Any]:
+    """make_daemon's options, with `listen=ON_A_FREE_PORT` made a port of the daemon's own."""
+    return {**kw, "listen": f"127.0.0.1:{free_port()}"} if kw.get("listen") == ON_A_FREE_PORT else kw
 
 
 class SharedDaemons:
@@ -117,7 +124,7 @@ class SharedDaemons:
             env["MCPX_STORE"] = pg.create_database(f"shared_{os.getpid()}_{next(_databases)}")
         home = self.root / kind
         home.mkdir()
-        d = make_daemon(home, config, extra_env=env, **kw)
+        d = make_daemon(home, config, extra_env=env, **on_its_port(kw))
         d.start()
         self.daemons[kind] = (d, asked)
         return d
@@ -287,6 +294,15 @@ async def request_in_flight(daemon: Daemon, method: str, path: str, **kw: Any
     return task
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under `--dist loadgroup` xdist's controller hands the work out in the order the workers collected it, which is
+    pytest_collection_modifyitems's. Left to itself it sorts every group and test by how many tests it holds, the
+    most first: a module of tests sharing a daemon (daemon_api's 26, of seconds each) went out before the host groups
+    of 8 that take minutes each, and the order below was not kept."""
+    if getattr(config.option, "dist", None) == "loadgroup":
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`--dist loadgroup` (./dev test): the tests of one `xdist_group` run on one worker, one after another, so a
@@ -296,19 +312,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run. A module's tests marked
     `shared_daemon` are a group of their own, so the daemons they share start once.
 
-    xdist hands out the groups first, the largest first, then the other tests in the order collected: the tests that
-    take minutes each (real hosts, the plugin's own, the conformance suites) are put first, so that none of them is
-    started last, alone, while the other workers have finished."""
+    xdist hands the work out in this order (pytest_configure): the longest first, so that none of it is started
+    last, alone, while the other workers have finished. First the groups of the tests that take minutes each (real
+    hosts; one worker runs each group's tests one after another), then the other such tests (the plugin's own, the
+    conformance suites, the hosts' installers), then the groups of tests that share a daemon, then the rest."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers, for --dist loadgroup
         return
-    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: a module's tests stay together
+    groups: dict[str, str] = {}
     for item in items:
-        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                         for m in item.iter_markers("xdist_group")})
-        if not groups and item.get_closest_marker("shared_daemon") is not None:
-            groups = [item.nodeid.split("::")[0]]  # the module's shared daemons start once, on one worker
-        if groups and "@" not in item.nodeid:
-            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
+        named = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if not named and item.get_closest_marker("shared_daemon") is not None:
+            named = [item.nodeid.split("::")[0]]  # the module's shared daemons start once, on one worker
+        if named:
+            groups[item.nodeid] = "_".join(named)
+
+    def order(item: pytest.Item) -> tuple[bool, bool]:
+        return not item.nodeid.startswith(LONG_FIRST), item.nodeid not in groups
+
+    items.sort(key=order)  # stable: a module's tests stay together, in their order
+    for item in items:
+        if item.nodeid in groups and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{groups[item.nodeid]}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from conftest import ask
 from harness import Daemon, free_port, make_daemon
@@ -77,6 +78,7 @@ async def pending(http: aiohttp.ClientSession, eid: str) -> bool:
         return (await r.json())["elicitation"]["state"] == "pending"
 
 
+@pytest.mark.shared_daemon
 async def test_an_agents_shell_cannot_answer_as_the_person(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, message="Really delete branch main?", requestedSchema=CONFIRM)
     assert q["audience"] == "human"
@@ -109,12 +111,14 @@ async def test_an_agents_shell_cannot_answer_as_the_person(daemon: Daemon, http:
     assert record["pid"] == unmarked["pid"]
 
 
+@pytest.mark.shared_daemon
 async def test_a_grandchild_of_an_unmarked_process_answers(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, message="Really delete branch main?", requestedSchema=CONFIRM)
     reply, _parent = answer_from_grandchild(daemon, q["id"], clean_env(daemon))
     assert reply["status"] == 200 and reply["body"]["answer"]["pid"] == reply["pid"]
 
 
+@pytest.mark.shared_daemon
 async def test_the_cli_in_an_agents_shell_answers_as_the_agent(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     """The CLI sees the same marks, its parents' included, and says agent:cli rather than be refused."""
     q = await ask(http, message="Which region?",

@@ -15,7 +15,7 @@ from typing import IO
 
 import pytest
 
-from conftest import events
+from conftest import daemon_of, events
 from gateway_helpers import stdio
 from harness import PATIENCE, Daemon, make_daemon, stop_process
 from terminal import Terminal, end_elsewhere
@@ -26,12 +26,15 @@ NEXT_QUESTION_BOUND = 10.0
 
 
 @pytest.fixture
-def demo(home: Path) -> Iterator[Daemon]:
+def demo(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
+    """A daemon with the demo server: the module's, for the tests marked `shared_daemon` (each looks only at its
+    own calls and questions)."""
     server = {"command": sys.executable, "args": ["-m", "mcpx", "demo-server"]}
-    with make_daemon(home, {"servers": {"demo": server}}) as d:
+    with daemon_of(request, home, {"servers": {"demo": server}}) as d:
         yield d
 
 
+@pytest.mark.shared_daemon
 def test_tools_lists_what_is_behind_mcpx(demo: Daemon) -> None:
     out = demo.cli("tools")
     assert out.returncode == 0, out.stderr
@@ -41,6 +44,7 @@ def test_tools_lists_what_is_behind_mcpx(demo: Daemon) -> None:
     assert len(body["servers"]["demo"]) == 5
 
 
+@pytest.mark.shared_daemon
 def test_without_a_terminal_the_question_is_returned_with_exit_75(demo: Daemon) -> None:
     out = demo.cli("call", "demo.choose_repository")
     assert out.returncode == 75, out
@@ -60,6 +64,7 @@ def test_without_a_terminal_the_question_is_returned_with_exit_75(demo: Daemon) 
     assert done.returncode == 0 and "octo/notes" in done.stdout
 
 
+@pytest.mark.shared_daemon
 def test_elicit_decline_error_and_auto(demo: Daemon) -> None:
     declined = demo.cli("call", "demo.choose_repository", "--elicit=decline")
     assert declined.returncode == 0 and "You said no" in declined.stdout
@@ -72,6 +77,7 @@ def test_elicit_decline_error_and_auto(demo: Daemon) -> None:
     assert usage.returncode == 2 and "SERVER.TOOL" in usage.stderr
 
 
+@pytest.mark.shared_daemon
 def test_on_a_terminal_the_form_is_asked_field_by_field(demo: Daemon) -> None:
     with Terminal(demo, "call", "demo.create_issue") as term:
         term.expect("title (string; min length 3")
@@ -112,6 +118,7 @@ def test_on_a_terminal_decline_is_decline_and_ctrl_c_is_cancel(demo: Daemon) -> 
     assert audit[-1]["data"]["action"] == "cancel" and audit[-1]["data"]["by"] == "person:cli"
 
 
+@pytest.mark.shared_daemon
 async def test_on_a_terminal_the_next_question_shows_as_soon_as_it_opens(demo: Daemon) -> None:
     """deploy asks twice: where, then whether. The second question is on the terminal at once, measured from its
     elicit.open event (mcpx call once waited for a result long-poll of 30 s to run out before showing it)."""
@@ -133,6 +140,7 @@ async def test_on_a_terminal_the_next_question_shows_as_soon_as_it_opens(demo: D
     assert (answer["by"], answer["content"]) == ("person:cli", {"confirm": True})
 
 
+@pytest.mark.shared_daemon
 async def test_on_a_terminal_a_question_that_ends_elsewhere_ends_its_prompt(demo: Daemon) -> None:
     """The prompt watches its question: answered from another door (REST here), it stops at the field it was at,
     says how the question ended, and the call goes on to its result; abandoned (its call cancelled elsewhere), it

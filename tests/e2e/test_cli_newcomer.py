@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from test_cli_call import Terminal
 
+from conftest import daemon_of
 from gateway_helpers import stdio
 from harness import PATIENCE, Daemon, make_daemon, stop_process, wait_for_sync
 from opencode.tui import Tmux, flat
@@ -31,8 +32,10 @@ def broken_server(home: Path) -> dict[str, object]:
 
 
 @pytest.fixture
-def demo(home: Path) -> Iterator[Daemon]:
-    with make_daemon(home, {"servers": {"demo": DEMO, "sdk": stdio("sdk_server.py")}}) as d:
+def demo(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
+    """A daemon with the demo and SDK servers: the module's, for the tests marked `shared_daemon` (each looks only
+    at its own calls and questions; one that takes the first pending question or lists every call has its own)."""
+    with daemon_of(request, home, {"servers": {"demo": DEMO, "sdk": stdio("sdk_server.py")}}) as d:
         yield d
 
 
@@ -147,6 +150,7 @@ def test_the_readmes_demo_call_is_answered_across_a_restart(home: Path) -> None:
 # ---- 5. a phone link on loopback
 
 
+@pytest.mark.shared_daemon
 def test_a_link_on_loopback_says_no_phone_can_open_it(demo: Daemon) -> None:
     eid = asked(demo, "Ship it?", {"ok": {"type": "boolean"}})
     with Terminal(demo, "elicit", "link", eid) as term:  # a terminal, where a QR code would be drawn
@@ -214,6 +218,7 @@ def test_an_answer_that_does_not_fit_is_asked_again_on_a_terminal(demo: Daemon) 
 # ---- 8. silent waits
 
 
+@pytest.mark.shared_daemon
 def test_a_call_shows_the_servers_progress_on_a_terminal(demo: Daemon) -> None:
     with Terminal(demo, "call", "sdk.hold") as term:
         term.expect("sdk.hold: 0 — holding in pid")
@@ -298,6 +303,7 @@ def test_errors_speak_the_command_lines_words_with_their_own_exit_codes(demo: Da
         assert options and all(re.search(r"\w{3}", line + more.strip()) for line, more in options), helped
 
 
+@pytest.mark.shared_daemon
 def test_a_tools_arguments_are_shown_and_taken_as_name_value_pairs(demo: Daemon) -> None:
     listing = demo.cli("tools").stdout
     rows = [re.match(r"  (\S+ +)(.*)", line) for line in listing.splitlines() if line.startswith("  ")]

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from conftest import EventStream, audited, events, loud_skip, past
+from conftest import EventStream, audited, daemon_of, events, loud_skip, past
 from gateway_helpers import (
     EVERYTHING,
     HttpPeer,
@@ -36,8 +36,10 @@ from harness import PATIENCE, Daemon, make_daemon, read_log
 
 
 @pytest.fixture
-def gw(home: Path) -> Iterator[Daemon]:
-    with make_daemon(home, {"servers": {
+def gw(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
+    """The daemon with four legacy servers: the module's, for the tests marked `shared_daemon` (each looks only at
+    its own calls and questions, and leaves no server changed)."""
+    with daemon_of(request, home, {"servers": {
         "sdk": stdio("sdk_server.py"),
         "fm": stdio("fastmcp_server.py"),
         "short": stdio("sdk_server.py", elicit={"ttl": "1s"}),
@@ -52,6 +54,7 @@ async def http(gw: Daemon) -> AsyncIterator[aiohttp.ClientSession]:
         yield s
 
 
+@pytest.mark.shared_daemon
 async def test_a_question_carries_server_tool_session_trace_and_task(http: aiohttp.ClientSession) -> None:
     status, body, headers = await call(http, "sdk", "need_repo", session="s-1")
     assert status == 202, body
@@ -98,6 +101,7 @@ async def test_the_server_has_the_answer_before_it_commits_and_the_answerer_afte
     assert kinds == ["elicit.open", "elicit.answered", "elicit.resumed", "task.done"]
 
 
+@pytest.mark.shared_daemon
 async def test_decline_cancel_and_expiry_reach_the_server_as_they_are(http: aiohttp.ClientSession) -> None:
     outcomes = {}
     for action in ("decline", "cancel"):
@@ -113,6 +117,7 @@ async def test_decline_cancel_and_expiry_reach_the_server_as_they_are(http: aioh
     assert q["elicitation"]["state"] == "expired" and q["answer"]["by"] == "expiry"
 
 
+@pytest.mark.shared_daemon
 async def test_multi_field_form_answered_from_the_cli_with_typed_values(gw: Daemon,
                                                                       http: aiohttp.ClientSession) -> None:
     _, body, _ = await call(http, "sdk", "file_issue")
@@ -126,6 +131,7 @@ async def test_multi_field_form_answered_from_the_cli_with_typed_values(gw: Daem
     assert got == {"action": "accept", "data": {"title": "Broken build", "count": 3, "color": "green", "notify": True}}
 
 
+@pytest.mark.shared_daemon
 async def test_a_server_that_asks_twice_gets_both_answers(http: aiohttp.ClientSession) -> None:
     _, body, _ = await call(http, "sdk", "ask_twice")
     await answer(http, body["elicitation"]["id"], "accept", {"repo": "a/b"})
@@ -136,6 +142,7 @@ async def test_a_server_that_asks_twice_gets_both_answers(http: aiohttp.ClientSe
     assert got == [{"action": "accept", "data": {"repo": "a/b"}}, {"action": "decline", "data": None}]
 
 
+@pytest.mark.shared_daemon
 async def test_url_mode_is_for_the_person_and_completion_answers_it_as_upstream(http: aiohttp.ClientSession) -> None:
     _, body, _ = await call(http, "sdk", "login")
     q = body["elicitation"]
@@ -158,6 +165,7 @@ async def test_url_mode_is_for_the_person_and_completion_answers_it_as_upstream(
         assert ans["by"] == "upstream" and ans["action"] == "accept"
 
 
+@pytest.mark.shared_daemon
 async def test_fastmcp_questions_answered_by_whichever_surface_comes_first(gw: Daemon,
                                                                          http: aiohttp.ClientSession) -> None:
     """CLI, REST and SSE-driven code race for each question; exactly one wins and the server gets that one."""
@@ -197,6 +205,7 @@ async def test_fastmcp_questions_answered_by_whichever_surface_comes_first(gw: D
     assert received["really"] == {"action": "accept", "data": True}
 
 
+@pytest.mark.shared_daemon
 async def test_the_call_timeout_stands_still_while_a_question_waits(http: aiohttp.ClientSession) -> None:
     # warm up: the era is learned and a legacy instance is running, so only the tool's own time counts below
     status, body, _ = await call(http, "tight", "slow_ask")
@@ -230,6 +239,7 @@ async def test_upstream_death_abandons_the_question_and_names_it(http: aiohttp.C
     assert status == 200 and body["result"]["content"][0]["text"] == "echo: again"
 
 
+@pytest.mark.shared_daemon
 async def test_each_session_gets_its_own_instance_so_questions_are_never_misattributed(
         http: aiohttp.ClientSession) -> None:
     (sa, a, _), (sb, b, _) = await asyncio.gather(call(http, "sdk", "need_repo", session="alice"),
@@ -248,6 +258,7 @@ async def test_each_session_gets_its_own_instance_so_questions_are_never_misattr
     assert len(pids) == 2
 
 
+@pytest.mark.shared_daemon
 async def test_roots_are_the_callers_directory(http: aiohttp.ClientSession, tmp_path: Path) -> None:
     async with http.post("/v1/call/sdk/roots", json={"arguments": {}}, headers={"X-Mcpx-Cwd": str(tmp_path)}) as r:
         body = await r.json()

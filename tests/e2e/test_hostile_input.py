@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from conftest import ask
+from conftest import ask, daemon_of
 from gateway_helpers import HttpPeer, call, stdio
 from harness import Daemon, make_daemon
 
@@ -28,9 +28,10 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 
 @pytest.fixture
-def daemon(home: Path) -> Iterator[Daemon]:
-    """conftest's `daemon` (and so its `http`), with a real server behind it."""
-    with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as d:
+def daemon(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
+    """conftest's `daemon` (and so its `http`), with a real server behind it: the module's, for the tests marked
+    `shared_daemon` (each sends its garbage to questions and connections of its own)."""
+    with daemon_of(request, home, {"servers": {"sdk": stdio("sdk_server.py")}}) as d:
         yield d
 
 
@@ -53,6 +54,7 @@ def nested_meta(levels: int) -> Any:
     return value
 
 
+@pytest.mark.shared_daemon
 async def test_deep_nesting_on_v1_is_a_named_400_and_the_question_is_untouched(http: aiohttp.ClientSession) -> None:
     q = await ask(http)
     for path, data in (("/v1/elicit", DEEP_ARRAY),
@@ -74,6 +76,7 @@ async def test_deep_nesting_on_v1_is_a_named_400_and_the_question_is_untouched(h
     assert (await state_of(http, q["id"]))[1]["content"] == {"repo": "a/b"}
 
 
+@pytest.mark.shared_daemon
 async def test_a_lone_surrogate_is_named_and_the_question_is_neither_lost_nor_corrupted(
         http: aiohttp.ClientSession) -> None:
     q = await ask(http)
@@ -101,6 +104,7 @@ async def test_a_lone_surrogate_is_named_and_the_question_is_neither_lost_nor_co
     assert (await state_of(http, q["id"]))[1]["content"] == {"repo": "\U0001F600/x"}
 
 
+@pytest.mark.shared_daemon
 async def test_event_ids_are_bounded_integers(http: aiohttp.ClientSession) -> None:
     huge = str(10**23)
     for params, field in (({"after": huge}, "after"), ({"after": "1e23"}, "after"), ({"after": "-1"}, "after")):
@@ -122,6 +126,7 @@ async def test_event_ids_are_bounded_integers(http: aiohttp.ClientSession) -> No
     assert head == b"retry: 1000\nid: 9223372036854775807\n\n"
 
 
+@pytest.mark.shared_daemon
 async def test_mcp_answers_garbage_in_json_rpc_shape(http: aiohttp.ClientSession) -> None:
     deep_request = (b'{"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": ' + DEEP_META + b"}}")
     for data in (DEEP_ARRAY, deep_request):
@@ -140,6 +145,7 @@ async def test_mcp_answers_garbage_in_json_rpc_shape(http: aiohttp.ClientSession
     assert status == 200 and body["result"]["serverInfo"]["name"] == "mcpx"
 
 
+@pytest.mark.shared_daemon
 async def test_the_stream_surface_answers_garbage_and_keeps_the_connection(daemon: Daemon) -> None:
     async with daemon.session() as http, http.ws_connect("/v1/mcp/stream", max_msg_size=16 * 1024 * 1024) as ws:
         for frame, code in ((DEEP_ARRAY.decode(), -32700),
@@ -154,6 +160,7 @@ async def test_the_stream_surface_answers_garbage_and_keeps_the_connection(daemo
         assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "mcpx"
 
 
+@pytest.mark.shared_daemon
 async def test_an_agents_answer_with_a_lone_surrogate_is_refused_by_field_over_mcp(
         daemon: Daemon, http: aiohttp.ClientSession) -> None:
     q = await ask(http, session="s-surrogate")
@@ -206,6 +213,7 @@ async def serve(d: Daemon, lines: list[bytes], expect: set[int], env: dict[str, 
     return replies
 
 
+@pytest.mark.shared_daemon
 async def test_mcpx_serve_answers_unfollowable_ids_and_deep_lines_and_keeps_serving(daemon: Daemon) -> None:
     garbage = [b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}',
                b'{"jsonrpc": "2.0", "id": [1, 2], "method": "ping"}',
@@ -236,6 +244,7 @@ async def test_an_upstreams_reply_nested_too_deep_fails_the_call_at_once_naming_
         peer.stop()
 
 
+@pytest.mark.shared_daemon
 async def test_nan_and_infinity_are_not_json_on_any_door(http: aiohttp.ClientSession) -> None:
     """Python's decoder takes NaN and Infinity; they are no JSON numbers, and were stored as null while the asker
     in the daemon got the float. Each door names them, and the question is untouched."""

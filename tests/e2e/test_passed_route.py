@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import pytest
 
 from conftest import ask
 
@@ -17,6 +18,7 @@ async def passed(http: aiohttp.ClientSession, **body: Any) -> tuple[int, dict[st
         return r.status, await r.json()
 
 
+@pytest.mark.shared_daemon
 async def test_each_hook_takes_its_own_of_two_alike_and_no_other_sessions(http: aiohttp.ClientSession) -> None:
     one = await ask(http, session="claude-a", message="Deploy?", requestedSchema=SCHEMA)
     two = await ask(http, session="claude-a", message="Deploy?", requestedSchema=SCHEMA)
@@ -34,6 +36,7 @@ async def test_each_hook_takes_its_own_of_two_alike_and_no_other_sessions(http: 
     assert status == 200 and b["elicitation"]["id"] == other["id"]
 
 
+@pytest.mark.shared_daemon
 async def test_what_was_not_passed_is_not_found(http: aiohttp.ClientSession) -> None:
     q = await ask(http, session="claude-c", message="Deploy now?", requestedSchema=SCHEMA)
     body = {"session": "claude-c", "message": "mcpx (via mcpx) asks: Deploy now?", "mode": "form",
@@ -50,6 +53,7 @@ async def test_what_was_not_passed_is_not_found(http: aiohttp.ClientSession) -> 
     assert late["elicitation"]["state"] == "answered" and late["answer"]["action"] == "accept", late
 
 
+@pytest.mark.shared_daemon
 async def test_a_malformed_body_is_named(http: aiohttp.ClientSession) -> None:
     status, err = await passed(http, session="", message="x")
     assert status == 400 and "session" in err["error"]["message"], err

@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, ListRootsResult, Root
 
+from conftest import ON_A_FREE_PORT, daemon_of
 from gateway_helpers import answer, stdio, until_pending
 from harness import PATIENCE, Daemon, free_port, make_daemon, stop_process
 
@@ -34,14 +35,20 @@ META = {"io.modelcontextprotocol/protocolVersion": MODERN,
 GRACE = 1.0  # elicit.grace of the module's daemons
 
 
+def surface_config(grace: str = f"{GRACE:.0f}s") -> dict[str, Any]:
+    return {"servers": {"sdk": stdio("sdk_server.py"), "res": stdio("sdk_resolver.py")}, "elicit": {"grace": grace}}
+
+
 def surface_daemon(home: Path, grace: str = f"{GRACE:.0f}s") -> Daemon:
-    return make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py"), "res": stdio("sdk_resolver.py")},
-                              "elicit": {"grace": grace}}, listen=f"127.0.0.1:{free_port()}")
+    return make_daemon(home, surface_config(grace), listen=f"127.0.0.1:{free_port()}")
 
 
 @pytest.fixture
-def surf(home: Path) -> Iterator[Daemon]:
-    with surface_daemon(home) as d:
+def surf(request: pytest.FixtureRequest, home: Path) -> Iterator[Daemon]:
+    """A daemon of surface_daemon's: the module's, for the tests marked `shared_daemon` (each looks only at its own
+    calls, questions and sessions; a test that counts what the daemon holds, restarts it or changes its config has
+    one of its own)."""
+    with daemon_of(request, home, surface_config(), listen=ON_A_FREE_PORT) as d:
         yield d
 
 
@@ -125,6 +132,7 @@ async def test_a_question_asked_while_it_commits_is_stored_before_the_answer_tha
             assert task["state"] == "completed" and task["questions"] == [eid]
 
 
+@pytest.mark.shared_daemon
 async def test_decline_and_cancel_from_the_client_reach_the_server(surf: Daemon) -> None:
     for action in ("decline", "cancel"):
         async def callback(_ctx: Any, _params: Any, action: str = action) -> ElicitResult:
@@ -134,6 +142,7 @@ async def test_decline_and_cancel_from_the_client_reach_the_server(surf: Daemon)
                 assert json.loads(text(await client.call_tool(tool, {})))["action"] == action
 
 
+@pytest.mark.shared_daemon
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_client_that_cannot_ask_gets_an_early_result_it_can_act_on(surf: Daemon, transport: str) -> None:
     connect = stdio_client if transport == "stdio" else http_client
@@ -168,6 +177,7 @@ async def test_an_answer_within_the_grace_period_returns_the_real_result(home: P
     assert json.loads(text(result)) == {"action": "accept", "data": {"repo": "quick/person"}}
 
 
+@pytest.mark.shared_daemon
 async def test_an_agent_decline_of_free_input_is_escalated_not_ended(surf: Daemon) -> None:
     async with stdio_client(surf, "legacy") as client, surf.session() as rest:
         early = await client.call_tool("res_need_repo", {})
@@ -189,6 +199,7 @@ async def test_an_agent_decline_of_free_input_is_escalated_not_ended(surf: Daemo
     assert json.loads(text(result)) == {"action": "accept", "data": {"repo": "person/answer"}}
 
 
+@pytest.mark.shared_daemon
 async def test_the_session_comes_from_meta_then_argument_then_env_then_fallback(surf: Daemon) -> None:
     async with stdio_client(surf, "legacy", env={"MCPX_SESSION_ID": "from-env"}) as client, surf.session() as rest:
         sessions = {}
@@ -211,6 +222,7 @@ async def test_the_session_comes_from_meta_then_argument_then_env_then_fallback(
     assert q["sessionSource"] == "fallback" and q["session"].startswith("fb-")
 
 
+@pytest.mark.shared_daemon
 async def test_agents_cannot_reach_into_another_session(surf: Daemon) -> None:
     async with stdio_client(surf, "legacy") as client:
         early = await client.call_tool("sdk_need_repo", {"_mcpx_session": "alice"})
@@ -320,6 +332,7 @@ async def test_a_tool_its_server_lacks_is_named_with_its_tools_on_rest_and_mcp_b
         assert gone.value.error.message.startswith("server 'sdk' has no tool 'sleepy' (its tools: choose_repository")
 
 
+@pytest.mark.shared_daemon
 async def test_a_host_that_offers_the_servers_tools_itself_is_listed_only_mcpxs_own(surf: Daemon) -> None:
     """opencode's plugin at level ask offers the servers' tools as its own (an MCP tool would shadow it): its MCP
     entry's `mcpx serve` gets MCPX_SERVE_TOOLS=mcpx and lists only mcpx's tools; the servers' stay callable."""
@@ -359,6 +372,7 @@ async def raw(d: Daemon, method: str, params: dict[str, Any], *, meta: dict[str,
         return r.status, await r.json()
 
 
+@pytest.mark.shared_daemon
 async def test_raw_modern_client_input_required_and_retry(surf: Daemon) -> None:
     status, discovered = await raw(surf, "server/discover", {})
     assert status == 200 and discovered["result"]["supportedVersions"] == [MODERN]
@@ -408,6 +422,7 @@ async def test_an_answer_in_a_retry_after_another_won_is_told_it_was_not_used(su
     assert content[-1]["text"].endswith("the answer given here was not used.")
 
 
+@pytest.mark.shared_daemon
 async def test_raw_modern_client_errors(surf: Daemon) -> None:
     bad = {**META, "io.modelcontextprotocol/protocolVersion": "1900-01-01"}
     status, reply = await raw(surf, "tools/list", {}, meta=bad)
@@ -429,6 +444,7 @@ async def test_raw_modern_client_errors(surf: Daemon) -> None:
     assert "waiting for an answer" in reply["result"]["content"][0]["text"]
 
 
+@pytest.mark.shared_daemon
 async def test_legacy_initialize_never_echoes_a_version_mcpx_does_not_serve(surf: Daemon) -> None:
     for asked, answered in (("2026-07-28", "2025-11-25"), ("1999-01-01", "2025-11-25"), ("2025-06-18", "2025-06-18"),
                             ("2024-11-05", "2024-11-05")):
@@ -442,6 +458,7 @@ async def test_legacy_initialize_never_echoes_a_version_mcpx_does_not_serve(surf
         assert reply["result"]["capabilities"] == {"tools": {"listChanged": True}}  # only what mcpx can deliver
 
 
+@pytest.mark.shared_daemon
 async def test_origin_and_host_are_checked_against_dns_rebinding(surf: Daemon) -> None:
     base = {"Authorization": f"Bearer {token(surf)}", "Accept": "application/json, text/event-stream"}
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -456,6 +473,7 @@ async def test_origin_and_host_are_checked_against_dns_rebinding(surf: Daemon) -
             assert r.status == 401  # the token, on TCP, for /mcp as for everything else
 
 
+@pytest.mark.shared_daemon
 def test_garbage_into_mcpx_serve_gets_json_rpc_errors_and_it_keeps_serving(surf: Daemon) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "mcpx", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=surf.env, cwd=surf.home)
