@@ -241,7 +241,9 @@ async def test_a_credential_reaches_the_server_and_nothing_else(home: Path) -> N
             assert status == 200 and answered["answer"]["content"] == {"api_token": "[redacted]"}
             done = await result(http, body["task"])
             got = tool_text(done)
-            assert got["token_length"] == len(secret) and got["token_echo"] == secret  # the server got it whole
+            # the server got it whole: its echo is exactly the value, which the caller is given as [redacted]
+            assert got["token_length"] == len(secret) and got["token_echo"] == "[redacted]"
+            assert secret not in json.dumps(done)
             async with http.get(f"/v1/elicit/{q['id']}") as r:
                 assert secret not in await r.text()
             async with http.get("/v1/audit") as r:
