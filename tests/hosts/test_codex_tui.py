@@ -85,8 +85,11 @@ def test_the_persons_answer_in_codexs_form_is_theirs_one_given_in_mcpx_first_win
         assert person.answered(third["id"]) == [("cancel", "person:mcp-client")]
         assert person.answered(second["id"]) == [("accept", "person:cli")]
         assert first["session"] == second["session"] == third["session"]
-        requests = model.wait_for("tui", lambda rs: len(rs) >= 4, PATIENCE)
-        results = [r.replace("\\", "") for r in requests[-1].tool_results()]  # the server's result, as JSON text
+        # the request that carries the third call's result (Codex may also send one of its own, with no tools,
+        # beside the turn's: counting requests would read the wrong one)
+        requests = model.wait_for("tui", lambda rs: any(len(r.tool_results()) >= 3 for r in rs), PATIENCE)
+        last = next(r for r in requests if len(r.tool_results()) >= 3)
+        results = [r.replace("\\", "") for r in last.tool_results()]  # the server's result, as JSON text
         assert '"repo": "acme/widgets"' in results[0] and '"confirm": true' in results[1], results
         assert '"action": "cancel"' in results[2], results
     finally:
