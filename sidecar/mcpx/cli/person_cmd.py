@@ -31,9 +31,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ls = psub.add_parser("list", help="each person's passkeys: id, created, last used")
     add_json_flag(ls)
     ls.set_defaults(func=guarded(list_cmd))
-    r = psub.add_parser("revoke", help="revoke one of NAME's passkeys: it signs nothing from now on")
+    # a passkey's id is base64url, so one in 64 begins with '-', which argparse reads as an option: `--` first
+    r = psub.add_parser("revoke", help="revoke one of NAME's passkeys: it signs nothing from now on",
+                        epilog="An id that begins with '-' goes after --: mcpx person revoke NAME -- ID")
     r.add_argument("name")
-    r.add_argument("id", help="the passkey's id, as `mcpx person list` shows it")
+    r.add_argument("id", help="the passkey's id, as `mcpx person list` shows it (after -- if it begins with '-')")
     add_json_flag(r)
     r.set_defaults(func=guarded(revoke_cmd))
 
