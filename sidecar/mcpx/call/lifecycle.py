@@ -128,7 +128,7 @@ class Calls:
         call.ended(state, result, error)
         data: dict[str, Any] = {"state": state, "server": call.request.server, "tool": call.request.tool}
         if error:
-            data["error"] = call.scrub(error)
+            data["error"] = call.error  # as call.ended kept it: scrubbed
         # whoever waits for the result heard first (call.ended told them; it is in memory); the final state and
         # its call.done commit together one loop turn behind, so neither building the record nor the database
         # thread is in the reply's way. A call the store never heard of (it never asked) has its end ride with the

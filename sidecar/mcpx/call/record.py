@@ -393,7 +393,7 @@ class Call:
         """
         r = self.request
         return StoredTask(
-            **self._shown(), result=self.scrub(self._result), error=self.scrub(self._error),
+            **self._shown(), result=self._result, error=self._error,  # scrubbed as the call ended
             arguments=self.scrub(r.arguments), cwd=r.cwd, surface=r.surface, policy_mode=r.policy_mode,
             transparent=TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
             resume=dict(self._remembered) if self._remembered is not None else None)
