@@ -246,9 +246,7 @@ class Broker:
             waiters.drop(q.id)
             fut.set_exception(ended)
         else:
-            self._sweeper.due(q.expires_at.timestamp(), q.id)
-            if (due := approvals.due_at(q.approvals)) is not None:
-                self._nudges.due(due, q.id)
+            self._scheduled(q)
         # the subscribers were woken by the commit before this was (broker/commits.py): the news of a question
         # goes out before the reply to whoever opened it
         if mine is None:
@@ -270,6 +268,10 @@ class Broker:
                 self._waiters.end(q.id, f"it could not be stored: {failure or type(failure).__name__}", told=told)
             return
         self._waiters.hold(q.id, entry, q)
+        self._scheduled(q)
+
+    def _scheduled(self, q: Elicitation) -> None:
+        """A question that committed pending: its deadline swept, and its approvals' reminders and escalations."""
         self._sweeper.due(q.expires_at.timestamp(), q.id)
         if (due := approvals.due_at(q.approvals)) is not None:
             self._nudges.due(due, q.id)
