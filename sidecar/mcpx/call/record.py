@@ -27,8 +27,10 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Literal
 
-from mcpx.broker.models import REDACTED, Elicitation, StoredTask, TaskDoc, TaskState, TransparentCall
+from mcpx.broker.models import REDACTED, Elicitation, StoredTask, TaskDoc, TaskState, TransparentCall, rfc3339
+from mcpx.broker.store import TaskRow
 from mcpx.call.request import CallRequest, Slot
+from mcpx.shared import wirejson
 
 DONE_STATES = ("completed", "failed", "cancelled")
 
@@ -397,6 +399,27 @@ class Call:
             arguments=self.scrub(r.arguments), cwd=r.cwd, surface=r.surface, policy_mode=r.policy_mode,
             transparent=TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
             resume=dict(self._remembered) if self._remembered is not None else None)
+
+    def stored_row(self) -> TaskRow:
+        """`documents.task_row(self.stored())` without a model validated and encoded on the way: the row of a call
+        that ended, written for every plain call (its values are the call's own, of their types already). The
+        document is StoredTask's, by alias and without nulls, field for field (tests/unit/call/test_call_end.py
+        holds the two to the same bytes)."""
+        r = self.request
+        doc: dict[str, Any] = {"id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server,
+                               "tool": r.tool, "session": r.session, "sessionSource": r.session_source,
+                               "state": self._state, "era": self._era, "questions": list(self._questions),
+                               "open": list(self._open), "created": rfc3339(datetime.fromtimestamp(self.created, UTC)),
+                               "updated": rfc3339(datetime.fromtimestamp(self._updated, UTC)),
+                               "result": self._result, "error": self._error, "arguments": self.scrub(r.arguments),
+                               "cwd": r.cwd, "surface": r.surface, "policyMode": r.policy_mode}
+        if r.transparent:
+            transparent = {"era": r.era, "clientCaps": self.scrub(r.client_caps)}
+            doc["transparent"] = {k: v for k, v in transparent.items() if v is not None}
+        if self._remembered is not None:
+            doc["resume"] = dict(self._remembered)
+        shown = {k: v for k, v in doc.items() if v is not None}
+        return TaskRow(self.id, self._state, r.session, wirejson.encode(shown).decode())
 
     def stored_with(self, q: Elicitation, pending: bool, remembered: Mapping[str, Any] | None = None) -> StoredTask:
         """What the tasks table keeps once `q` is open (pending, or settled at once), and with `remembered` what
