@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Literal
@@ -36,15 +35,6 @@ DONE_STATES = ("completed", "failed", "cancelled")
 
 Change = Literal["connected", "asked", "settled", "withdrawn", "slot", "passed-over", "report", "became-task",
                  "progress", "running", "ended"]
-
-
-@dataclass(frozen=True)
-class CallEvent:
-    """What changed in a call: `change`, and the question, slot or task it concerns (`subject`)."""
-
-    call: str
-    change: Change
-    subject: str | None = None
 
 
 FirstAsker = Callable[[Elicitation], Awaitable[None]]
@@ -197,10 +187,10 @@ class Call:
         self._updated = time.time()
         if self._lean is not None:
             self._lean()  # something happened to a lean call: it goes the full way from here (call/lean.py)
-        if self._watches:
-            event = CallEvent(self.id, change, subject)
-            for watch in list(self._watches):
-                watch.hear(event)
+        # what changed (`change`, and the question, slot or task it concerns) is for whoever reads the call: a
+        # watch's owner looks at the call itself once woken
+        for watch in list(self._watches) if self._watches else ():
+            watch.poke()
 
     # ---- asking the calling client first
 
@@ -439,7 +429,6 @@ class Watch:
     def __init__(self, call: Call) -> None:
         self._call = call
         self._waiter: asyncio.Future[bool] | None = None
-        self.last: CallEvent | None = None  # the last event heard
 
     def __enter__(self) -> Watch:
         return self
@@ -448,12 +437,9 @@ class Watch:
         self.close()
 
     def close(self) -> None:
-        with contextlib.suppress(ValueError):
-            self._call._watches.remove(self)
-
-    def hear(self, event: CallEvent) -> None:
-        self.last = event
-        self.poke()
+        watches = self._call._watches
+        if self in watches:  # not closed already (a list of one or two: no suppress() object built on every close)
+            watches.remove(self)
 
     def poke(self) -> None:
         """Wake whoever waits on this watch (its owner has news of its own)."""
