@@ -207,9 +207,10 @@ class Writes:
         end: CallEnd = (row, data, session, trace, tid)
         ends = self._ends
         if ends is None or not ends.add(end):
-            ends = self._ends = CallEnds(self)
+            ends = CallEnds(self)
             ends.add(end)
             ends.committed = self._store.submit(ends, within)
+            self._ends = ends  # once queued: a store that refused it leaves no unit for the next end to join
         assert ends.committed is not None
         return ends.committed
 
