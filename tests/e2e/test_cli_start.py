@@ -52,8 +52,10 @@ finally:
 sys.exit(code)
 """
 # what only a passkey (py_webauthn, and cryptography under it), an `openapi` entry (jsonschema-path, requests,
-# PyYAML) or a login (authlib) needs: docs/choices.md, "The daemon's start"
-UNUSED = ("webauthn", "cryptography", "OpenSSL", "jsonschema_path", "requests", "yaml", "authlib")
+# PyYAML), a login (authlib), a launchd agent (plistlib, an XML parser under it) or a misspelt key or tool (difflib)
+# needs: docs/choices.md, "The daemon's start"
+UNUSED = ("webauthn", "cryptography", "OpenSSL", "jsonschema_path", "requests", "yaml", "authlib", "plistlib", "xml",
+          "difflib")
 
 
 def run_counting(d: Daemon, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
