@@ -21,6 +21,7 @@ that is none of mcpx's, the hook's path to the daemon and back).
 
     .venv/bin/python bench/cli_start.py                  # three runs, a minute or two on 2 cores
     .venv/bin/python bench/cli_start.py --runs 1 --against main   # this code's CLI beside main's, same rounds
+    .venv/bin/python bench/cli_start.py --daemon --against main   # only `mcpx daemon` alone (~30 s)
 
 bench/speed.py prints the same rows in its table (`add_rows`).
 """
@@ -144,9 +145,13 @@ class Run:
     floor_cpu_ms: float = 0.0
 
 
-def one_run(sidecars: dict[str, Path | None]) -> Run:
-    """Warm sides first, then TIMED rounds in which every side runs once, in an order that rotates."""
+def one_run(sidecars: dict[str, Path | None], daemon_only: bool = False) -> Run:
+    """Warm sides first, then TIMED rounds in which every side runs once, in an order that rotates. `daemon_only`:
+    only `mcpx daemon` alone's starts."""
     run = Run()
+    if daemon_only:
+        daemon_starts(run, sidecars)
+        return run
     kw: dict[str, Any] = {"config": {"servers": {"demo": demo_server()}}}
     daemons = {label: scratch_daemon("mcpx-cli-", sidecar=s, **kw) if s else scratch_daemon("mcpx-cli-", **kw)
                for label, s in sidecars.items()}
@@ -198,6 +203,12 @@ def one_run(sidecars: dict[str, Path | None]) -> Run:
     finally:
         for d in daemons.values():
             d.cleanup()
+    daemon_starts(run, sidecars)
+    return run
+
+
+def daemon_starts(run: Run, sidecars: dict[str, Path | None]) -> None:
+    """STARTS of `mcpx daemon` alone per side, alternating, into `run`."""
     started: dict[str, list[tuple[float, float]]] = {label: [] for label in sidecars}
     for i in range(1 + STARTS):  # the first, untimed: it writes the bytecode a checkout has none of yet
         for label, s in sidecars.items():
@@ -206,7 +217,6 @@ def one_run(sidecars: dict[str, Path | None]) -> Run:
                 started[label].append(timing)
     run.start_ms = {label: statistics.median(w for w, _ in xs) for label, xs in started.items()}
     run.start_cpu_ms = {label: statistics.median(c for _, c in xs) for label, xs in started.items()}
-    return run
 
 
 def daemon_start(sidecar: Path | None) -> tuple[float, float]:
@@ -229,7 +239,7 @@ def spread(xs: list[float], ratio: bool = False) -> str:
     return show(med) if len(xs) == 1 else f"{show(med)} ({show(min(xs))}-{show(max(xs))})"
 
 
-def measure(runs: int, against: str | None = None) -> tuple[list[Run], list[str]]:
+def measure(runs: int, against: str | None = None, daemon_only: bool = False) -> tuple[list[Run], list[str]]:
     """`runs` runs of this code's CLI (and, with `against`, that revision's beside it); the labels in order."""
     with tempfile.TemporaryDirectory(prefix="mcpx-cli-") as tmp:
         sidecars: dict[str, Path | None] = {"mcpx": None}
@@ -238,13 +248,17 @@ def measure(runs: int, against: str | None = None) -> tuple[list[Run], list[str]
         out = []
         for i in range(runs):
             say(f"  cli run {i + 1}/{runs}: load {os.getloadavg()[0]:.2f} ...")
-            out.append(one_run(sidecars))
+            out.append(one_run(sidecars, daemon_only))
         return out, list(sidecars)
 
 
-def add_rows(report: Report, runs: int, against: str | None = None) -> None:
+def add_rows(report: Report, runs: int, against: str | None = None, daemon_only: bool = False) -> None:
     """Measure, and add the rows to `report`: bench/speed.py's one line."""
-    results, labels = measure(runs, against)
+    results, labels = measure(runs, against, daemon_only)
+    if daemon_only:
+        for label in labels:
+            daemon_rows(report, results, label)
+        return
     report.add("7 python -c 'import argparse, json, socket' wall p50", spread([r.floor_ms for r in results]))
     for label in labels:
         ratios = [r.p50_ms[label] / r.floor_ms for r in results]
@@ -261,19 +275,24 @@ def add_rows(report: Report, runs: int, against: str | None = None) -> None:
                    spread([r.serve_ms[label] for r in results]))
         report.add(f"7   ({label}) `mcpx serve`, CPU p50 (spawn to exit)",
                    spread([r.serve_cpu_ms[label] for r in results]))
-        report.add(f"7   ({label}) `mcpx daemon` alone to its socket, wall p50",
-                   spread([r.start_ms[label] for r in results]))
-        report.add(f"7   ({label}) `mcpx daemon` alone to its socket, CPU p50",
-                   spread([r.start_cpu_ms[label] for r in results]))
+        daemon_rows(report, results, label)
         for name, _words, _stdin in CPU_COMMANDS:
             report.add(f"7   ({label}) `{name}`, CPU p50 (spawn to exit)",
                        spread([r.command_cpu_ms[(name, label)] for r in results]))
+
+
+def daemon_rows(report: Report, results: list[Run], label: str) -> None:
+    report.add(f"7   ({label}) `mcpx daemon` alone to its socket, wall p50",
+               spread([r.start_ms[label] for r in results]))
+    report.add(f"7   ({label}) `mcpx daemon` alone to its socket, CPU p50",
+               spread([r.start_cpu_ms[label] for r in results]))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--runs", type=int, default=3, help="fresh daemons and rounds, this many times (default 3)")
     parser.add_argument("--against", metavar="REF", help="also time that git revision's CLI, in the same rounds")
+    parser.add_argument("--daemon", action="store_true", help="only `mcpx daemon` alone, to its socket answering")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -281,7 +300,7 @@ def main() -> int:
         f"{TIMED} timed rounds; entry point {' '.join(entry_point())}")
     started = time.monotonic()
     report = Report()
-    add_rows(report, args.runs, args.against)
+    add_rows(report, args.runs, args.against, args.daemon)
     say(f"took {time.monotonic() - started:.0f} s; load now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
     report.show()

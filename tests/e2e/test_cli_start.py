@@ -30,7 +30,7 @@ sys.exit(code)
 HEAVY = ("aiohttp", "asyncio", "pydantic", "pydantic_core")
 # a plain daemon, started by harness.Daemon as `python -c DAEMON -m mcpx daemon` (that `-m mcpx daemon` only argv
 # here): its modules when it has stopped, and how often it built its openapi.json, counted by the real method
-DAEMON = """import sys
+DAEMON = """import gc, sys
 from mcpx.api.table import Api
 built = []
 openapi = Api.openapi
@@ -38,16 +38,24 @@ def counted(api):
     built.append(api)
     return openapi(api)
 Api.openapi = counted
+steps, collected = [], []  # the daemon's gc.disable and gc.freeze, in order; the collections run meanwhile
+gc.callbacks.append(lambda phase, info: phase == "start" and steps[-1:] == ["disable"] and collected.append(1))
+disable, freeze = gc.disable, gc.freeze
+gc.disable = lambda: steps.append("disable") or disable()
+gc.freeze = lambda: steps.append("freeze") or freeze()
 from mcpx.cli.main import main
 try:
     code = main(["daemon"])
 finally:
-    print(f"OPENAPI {len(built)} MODULES " + " ".join(sorted(sys.modules)), file=sys.stderr)
+    print(f"COLLECTOR {','.join(steps)} {len(collected)} {gc.isenabled()} OPENAPI {len(built)} MODULES "
+          + " ".join(sorted(sys.modules)), file=sys.stderr)
 sys.exit(code)
 """
 # what only a passkey (py_webauthn, and cryptography under it), an `openapi` entry (jsonschema-path, requests,
-# PyYAML) or a login (authlib) needs: docs/choices.md, "The daemon's start"
-UNUSED = ("webauthn", "cryptography", "OpenSSL", "jsonschema_path", "requests", "yaml", "authlib")
+# PyYAML), a login (authlib), a launchd agent (plistlib, an XML parser under it) or a misspelt key or tool (difflib)
+# needs: docs/choices.md, "The daemon's start"
+UNUSED = ("webauthn", "cryptography", "OpenSSL", "jsonschema_path", "requests", "yaml", "authlib", "plistlib", "xml",
+          "difflib")
 
 
 def run_counting(d: Daemon, *args: str, stdin: str = "") -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -145,9 +153,13 @@ def test_a_plain_daemon_and_serve_load_only_what_they_use(home: Path) -> None:
             "session_id": "s-1", "hook_event_name": "Elicitation", "mcp_server_name": "mcpx", "message": "Which?"}))
         assert out.returncode == 0 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
         assert not {m for m in modules if m.startswith(("aiohttp", "mcpx.cli.hosts.claude_install"))}
-    said = [line for line in d.log.read_text().splitlines() if line.startswith("OPENAPI ")]
+    said = [line for line in d.log.read_text().splitlines() if line.startswith("COLLECTOR ")]
     assert said, d.tail()
-    built, _, listed = said[-1].removeprefix("OPENAPI ").partition(" MODULES ")
+    collector, _, rest = said[-1].removeprefix("COLLECTOR ").partition(" OPENAPI ")
+    # the cycle collector: off from the daemon command's start until its start-up's objects (~60,000) are
+    # frozen, so it never walked them as they were made, and on from there, as the daemon serves
+    assert collector.split() == ["disable,freeze", "0", "True"], collector
+    built, _, listed = rest.partition(" MODULES ")
     modules = set(listed.split())
     assert "mcpx.daemon.server" in modules and "mcpx.broker.passkeys" in modules  # the daemon's whole code is there
     loaded = sorted(m for m in modules if m.split(".")[0] in UNUSED)
