@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -399,9 +401,27 @@ def _listings(api: DaemonApi, servers: list[str]) -> dict[str, list[dict[str, An
         return (f"starting {', '.join(waiting)} to list their tools"
                 + (f" ({len(out)} of {len(servers)} listed)" if len(servers) > 1 else ""))
 
-    with ThreadPoolExecutor(max_workers=max(1, len(servers)), thread_name_prefix="mcpx tools") as pool:
-        while_waiting([pool.submit(one, s) for s in servers], starting)
+    while_waiting([in_thread(one, s) for s in servers], starting)
     return dict(sorted(out.items()))
+
+
+def in_thread(work: Callable[[str], None], name: str) -> Future[None]:
+    """`work(name)` in a daemon thread of its own, its end in the future returned. Not a thread pool's: a pool's
+    threads are joined as the process exits, so a Ctrl-C would wait for the requests still blocked (up to 120 s);
+    a daemon thread is left behind with its request."""
+    done: Future[None] = Future()
+
+    def run() -> None:
+        done.set_running_or_notify_cancel()
+        try:
+            work(name)
+        except BaseException as exc:  # handed to whoever waits on the future, as a pool would
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=run, name=f"mcpx tools {name}", daemon=True).start()
+    return done
 
 
 def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict[str, Any]]) -> int:
