@@ -14,7 +14,12 @@ alone (issue 36: the suite starts hundreds): `mcpx daemon` with no servers in a 
 until its socket answers (harness.Daemon.start, which looks every 20 ms), and the CPU it had spent by then (read
 from /proc as it answers: the steadier figure on a shared machine).
 
-    .venv/bin/python bench/cli_start.py                  # three runs, well under a minute on 2 cores
+And the request/response commands the suite and people run most (issue 39 item 4), each against the same running
+daemon, whose config holds the bundled demo server: the CPU (user + system) each spent, spawn to exit, p50 of
+CMD_TIMED runs per side and run (`mcpx call` a real call to the demo, declined; `mcpx claude hook` given a question
+that is none of mcpx's, the hook's path to the daemon and back).
+
+    .venv/bin/python bench/cli_start.py                  # three runs, a minute or two on 2 cores
     .venv/bin/python bench/cli_start.py --runs 1 --against main   # this code's CLI beside main's, same rounds
     .venv/bin/python bench/cli_start.py --daemon --against main   # only `mcpx daemon` alone (~30 s)
 
@@ -34,6 +39,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -41,6 +47,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT / "tests"))
 from broker import Report, fmt_ms, say  # noqa: E402
 from harness import home_pid, process_cpu_seconds, scratch_daemon, stop_pid  # noqa: E402
+from mcpx.config.finding import demo_server  # noqa: E402
 from upstreams import checkout  # noqa: E402
 
 GOAL = 3.0                      # issue 39: mcpx elicit list / the floor, wall p50
@@ -49,6 +56,19 @@ COLD = 3                        # per run: `mcpx elicit list` starting the daemo
 STARTS = 5                      # per run and side: `mcpx daemon` alone, to its socket answering
 FLOOR = [sys.executable, "-c", "import argparse, json, socket"]
 COMMAND = ["elicit", "list"]
+CMD_WARMUP, CMD_TIMED = 1, 5    # per command, side and run
+HOOK_INPUT = json.dumps({"session_id": "bench", "hook_event_name": "Elicitation", "mcp_server_name": "mcpx",
+                         "message": "Which?"})
+# (row label, argv after `mcpx`, stdin)
+CPU_COMMANDS: tuple[tuple[str, list[str], str], ...] = (
+    ("mcpx call demo.choose_repository --elicit decline", ["call", "demo.choose_repository", "--elicit", "decline"],
+     ""),
+    ("mcpx task list", ["task", "list", "--state", "all"], ""),
+    ("mcpx tools", ["tools"], ""),
+    ("mcpx status", ["status"], ""),
+    ("mcpx claude hook", ["claude", "hook"], HOOK_INPUT),
+    ("mcpx doctor --no-ask", ["doctor", "--no-ask"], ""),
+)
 INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}) + "\n"
 
@@ -66,17 +86,22 @@ def cached(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """Milliseconds from spawn to exit, and of CPU (user + system) the process spent; the command must succeed."""
+def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: str = "", ok: tuple[int, ...] = (0,)) -> tuple[
+        float, float]:
+    """Milliseconds from spawn to exit, and of CPU (user + system) the process spent; the command must exit with one
+    of `ok`. `stdin`: what it reads (else nothing: its input is closed)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    assert proc.stderr is not None and proc.stdin is not None
+    proc.stdin.write(stdin.encode())  # a few bytes: the pipe takes them before the process reads
+    proc.stdin.close()
     err = proc.stderr.read()  # a few lines at most: it cannot fill the pipe before the process ends
     _pid, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stderr.close()
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {err.decode(errors='replace')[-400:]}")
     return elapsed * 1000, (usage.ru_utime + usage.ru_stime) * 1000
 
@@ -115,6 +140,7 @@ class Run:
     serve_cpu_ms: dict[str, float] = field(default_factory=dict)  # label -> its p50 CPU, spawn to exit
     start_ms: dict[str, float] = field(default_factory=dict)  # label -> p50 wall of `mcpx daemon` to its socket
     start_cpu_ms: dict[str, float] = field(default_factory=dict)  # label -> the daemon's p50 CPU by then
+    command_cpu_ms: dict[tuple[str, str], float] = field(default_factory=dict)  # (command, label) -> CPU p50
     floor_ms: float = 0.0
     floor_cpu_ms: float = 0.0
 
@@ -126,7 +152,8 @@ def one_run(sidecars: dict[str, Path | None], daemon_only: bool = False) -> Run:
     if daemon_only:
         daemon_starts(run, sidecars)
         return run
-    daemons = {label: scratch_daemon("mcpx-cli-", sidecar=s) if s else scratch_daemon("mcpx-cli-")
+    kw: dict[str, Any] = {"config": {"servers": {"demo": demo_server()}}}
+    daemons = {label: scratch_daemon("mcpx-cli-", sidecar=s, **kw) if s else scratch_daemon("mcpx-cli-", **kw)
                for label, s in sidecars.items()}
     try:
         for d in daemons.values():
@@ -155,6 +182,15 @@ def one_run(sidecars: dict[str, Path | None], daemon_only: bool = False) -> Run:
                     served[label].append(timing)
         run.serve_ms = {label: statistics.median(w for w, _ in xs) for label, xs in served.items()}
         run.serve_cpu_ms = {label: statistics.median(c for _, c in xs) for label, xs in served.items()}
+        for name, words, stdin in CPU_COMMANDS:
+            spent: dict[str, list[float]] = {label: [] for label in daemons}
+            for i in range(CMD_WARMUP + CMD_TIMED):
+                for label, d in daemons.items():
+                    # doctor exits 1 for any problem it finds on this machine (a host not installed): still timed
+                    _wall, cpu_ms = timed(entry_point() + words, cached(d.env), d.home, stdin, ok=(0, 1))
+                    if i >= CMD_WARMUP:
+                        spent[label].append(cpu_ms)
+            run.command_cpu_ms.update({(name, label): statistics.median(xs) for label, xs in spent.items()})
         for d in daemons.values():
             d.stop()
         cold: dict[str, list[float]] = {label: [] for label in daemons}
@@ -240,6 +276,9 @@ def add_rows(report: Report, runs: int, against: str | None = None, daemon_only:
         report.add(f"7   ({label}) `mcpx serve`, CPU p50 (spawn to exit)",
                    spread([r.serve_cpu_ms[label] for r in results]))
         daemon_rows(report, results, label)
+        for name, _words, _stdin in CPU_COMMANDS:
+            report.add(f"7   ({label}) `{name}`, CPU p50 (spawn to exit)",
+                       spread([r.command_cpu_ms[(name, label)] for r in results]))
 
 
 def daemon_rows(report: Report, results: list[Run], label: str) -> None:

@@ -58,9 +58,9 @@ UNUSED = ("webauthn", "cryptography", "OpenSSL", "jsonschema_path", "requests", 
           "difflib")
 
 
-def run_counting(d: Daemon, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+def run_counting(d: Daemon, *args: str, stdin: str = "") -> tuple[subprocess.CompletedProcess[str], set[str]]:
     out = subprocess.run([sys.executable, "-c", WRAPPER, *args], env=d.env, cwd=d.home, capture_output=True,
-                         text=True, timeout=PATIENCE)
+                         text=True, timeout=PATIENCE, input=stdin)
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("MODULES "), out.stderr
     return out, set(last.split()[1:])
@@ -108,7 +108,9 @@ def test_a_plain_daemon_and_serve_load_only_what_they_use(home: Path) -> None:
     """A daemon with no passkey, no service and no login, asked for its health, its questions and, through a
     `mcpx serve` that handed its pipes over, an MCP client's initialize and tools/list: it never loaded what only
     those need, nor built its openapi.json nobody asked for. That serve loaded neither aiohttp nor asyncio, nor any
-    part of the daemon."""
+    part of the daemon. The request/response commands (issue 39 item 4) ask it through the light client, and load
+    no aiohttp: `mcpx status`, `task`, `tools`, `call` (refused, in the daemon's words, as before), Claude Code's
+    hook and `mcpx doctor`; those with no question to show or ask load no pydantic either."""
     d = make_daemon(home, python_args=["-c", DAEMON])
     with d:
         assert d.api().json("GET", "/v1/health")["pid"] == d.pid and d.api().pending() == []
@@ -134,6 +136,23 @@ def test_a_plain_daemon_and_serve_load_only_what_they_use(home: Path) -> None:
         loaded = sorted(m for m in modules if m.startswith(("aiohttp", "asyncio", "mcpx.daemon.server", "mcpx.api",
                                                              "mcpx.broker", "mcpx.surface", "mcpx.upstream")))
         assert not loaded, f"`mcpx serve` imported {loaded[:8]}"
+
+        for args, code, said, light in (
+                (("status",), 0, "servers   (none)", False),  # how it was started: daemon.json's origin, a model
+                (("task", "list", "--state", "all"), 0, "no calls", True),
+                (("tools", "--json"), 0, '"servers": {}', True),
+                (("call", "nosuch.tool", "x=1"), 1, "mcpx: no server 'nosuch' behind mcpx", True),
+                (("call", "nosuch.tool", "--elicit", "decline"), 1, "no server 'nosuch'", True),
+                (("doctor", "--no-ask"), None, "daemon", False)):
+            out, modules = run_counting(d, *args)
+            assert (code is None or out.returncode == code) and said in out.stdout + out.stderr, (args, out.stderr)
+            heavy = sorted(m for m in modules if m.split(".")[0] in (HEAVY if light else ("aiohttp",)))
+            assert not heavy, f"`mcpx {' '.join(args)}` imported {heavy[:8]}"
+        # the hook finds no question of mcpx's by what Claude Code passed it: it prints nothing, Claude Code goes on
+        out, modules = run_counting(d, "claude", "hook", stdin=json.dumps({
+            "session_id": "s-1", "hook_event_name": "Elicitation", "mcp_server_name": "mcpx", "message": "Which?"}))
+        assert out.returncode == 0 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
+        assert not {m for m in modules if m.startswith(("aiohttp", "mcpx.cli.hosts.claude_install"))}
     said = [line for line in d.log.read_text().splitlines() if line.startswith("COLLECTOR ")]
     assert said, d.tail()
     collector, _, rest = said[-1].removeprefix("COLLECTOR ").partition(" OPENAPI ")
