@@ -62,6 +62,7 @@ from mcpx.shared.sessions import header_source, resolve_session
 
 api = Api()
 PASSED_LIMIT = 1000  # a session's pending questions read to find the one a hook was passed
+LISTING_HEAD = b'{"elicitations":['  # a listing's first bytes, before its questions
 
 _ERR = {
     400: Reply("the request is malformed; the message names what"),
@@ -131,8 +132,21 @@ async def list_questions(call: Call) -> web.StreamResponse:
         docs = [rendered(call, each, None, q.tool_prefix) for each in questions]
         return web.json_response({"elicitations": docs, "count": len(docs)})
     pieces, count = await call.app[BROKER].questions_json(where, q.limit)  # as stored: no parse per question
-    body = b"".join([b'{"elicitations":[', *pieces, b'],"count":%d}' % count])
-    return web.Response(body=body, content_type="application/json")
+    pieces.append(b'],"count":%d}' % count)
+    body = b"".join(pieces)  # 10,000 questions are 5 MB: joined once, here
+    # the headers leave with the few bytes before the array, so the body is written as it is: aiohttp joins the
+    # headers with the first chunk written after them (on Python < 3.12.9), which for a Response is the whole body,
+    # a second 5 MB copy (docs/bench.md: 10,000 pending listed)
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.content_length = len(LISTING_HEAD) + len(body)
+    try:
+        await response.prepare(call.request)
+        await response.write(LISTING_HEAD)
+        await response.write(body)
+        await response.write_eof()
+    except ConnectionResetError:  # the client went away while it was sent: nobody to answer
+        pass
+    return response
 
 
 @api.route("POST", "/v1/elicit", "mcpx asks on its own behalf: approvals from CI and scripts", body=AskBody,
