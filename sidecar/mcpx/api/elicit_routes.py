@@ -56,7 +56,7 @@ from mcpx.presentation.dialogs import RepliesProblem, content_of_replies
 from mcpx.presentation.passing import passed_as
 from mcpx.presentation.rendering import render
 from mcpx.presentation.urlfacts import url_facts
-from mcpx.shared import sse
+from mcpx.shared import sse, wirejson
 from mcpx.shared.names import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
 from mcpx.shared.sessions import header_source, resolve_session
 
@@ -307,8 +307,12 @@ async def answer_question(call: Call) -> web.StreamResponse:
             pid=peer_pid(call.request), reason=body.reason)
     except PresenceNeeded as exc:
         raise with_page(call, call.path["id"], by, exc) from None
-    return json_reply({"elicitation": q, "answer": answer_document(answer, q),
-                       "escalated": answer is None})
+    # the documents the answer's commit encoded, not encoded again (json_reply would write the same bytes)
+    shown = answer_document(answer, q)
+    reply = b'{"elicitation":%s,"answer":%s,"escalated":%s}' % (
+        q.json_bytes(), b"null" if shown is None else shown.json_bytes() if isinstance(shown, Answer)
+        else wirejson.encode_models(shown), b"true" if answer is None else b"false")
+    return web.Response(body=reply, content_type="application/json")
 
 
 def with_page(call: Call, eid: str, by: str, exc: PresenceNeeded) -> PresenceNeeded:
@@ -362,7 +366,8 @@ async def wait_answer(call: Call) -> web.StreamResponse:
     answer = await call.app[BROKER].wait(call.path["id"], call.query.timeout, stop=call.app[SHUTDOWN])
     if answer is None:  # the timeout; or the daemon is stopping, and the client may ask its successor
         return web.Response(status=204, headers={"Retry-After": "1"} if call.app[SHUTDOWN].done() else None)
-    return json_reply(answer)  # as stored: a credential's value is [redacted] there already
+    # as stored (a credential's value is [redacted] there already), in the document its commit encoded
+    return web.Response(body=answer.json_bytes(), content_type="application/json")
 
 
 def _kinds(spec: str | None) -> tuple[str, ...]:
