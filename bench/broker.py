@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import itertools
 import json
 import math
 import os
@@ -53,7 +55,7 @@ import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the daemon harness, however this is run
-from harness import Daemon, run_stoppable, scratch_daemon, unix_session
+from harness import Daemon, process_cpu_seconds, run_stoppable, scratch_daemon, unix_session
 
 # ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
 
@@ -320,14 +322,64 @@ async def role_relay(socket: str) -> None:
     app = web.Application()
     app.router.add_post("/v1/elicit", post)
     app.router.add_get("/v1/events", events)
+    await serve_until_closed(app, socket, stopping.set)
+    print(json.dumps({"relayed": count}), flush=True)
+
+
+async def serve_until_closed(app: web.Application, socket: str, stopping: Callable[[], None] = lambda: None) -> None:
+    """A helper process's server on `socket`: `ready` once it listens, until its stdin closes (`stopping` then)."""
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     await web.UnixSite(runner, socket).start()
     print("ready", flush=True)
     await stdin_closed()
-    stopping.set()
+    stopping()
     await runner.cleanup()
-    print(json.dumps({"relayed": count}), flush=True)
+
+
+def role_floor(socket: str) -> None:
+    """The floor for lifecycles: an aiohttp server on uvloop (the daemon's loop) that serves a lifecycle's three
+    requests and nothing else: POST /v1/elicit parses the body and answers 201 with a question of the same size,
+    /wait holds until the accept, the accept parses its body, wakes it and answers 200. No broker, no store, no
+    validation: what the same client and the same three aiohttp requests cost on this machine."""
+    import uvloop  # the daemon's loop, so that the floor is measured as the daemon runs
+
+    waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+    opened = itertools.count(1)
+
+    async def post(request: web.Request) -> web.Response:
+        eid = f"elc-{next(opened):016x}"
+        waiting[eid] = asyncio.get_running_loop().create_future()
+        body = await request.json()
+        doc = {"id": eid, "session": body.get("session"), "sessionSource": "argument", "server": "mcpx",
+               "mode": "form", "message": body.get("message"), "requestedSchema": body.get("requestedSchema"),
+               "audience": "agent-then-human", "reason": "the agent may answer first", "state": "pending",
+               "created": "2026-12-07T00:00:00.000Z", "expiresAt": "2026-12-07T00:10:00.000Z", "secondsLeft": 600}
+        return web.json_response({"elicitation": doc}, status=201)
+
+    async def wait(request: web.Request) -> web.Response:
+        eid = request.match_info["id"]
+        answer = await asyncio.shield(waiting[eid])  # the accept may have come first: it sets, the wait takes
+        del waiting[eid]
+        return web.json_response(answer)
+
+    async def accept(request: web.Request) -> web.Response:
+        eid = request.match_info["id"]
+        body = await request.json()
+        answer = {"id": eid, "action": "accept", "content": body.get("content"), "by": "person:rest",
+                  "at": "2026-12-07T00:00:00.001Z", "answeredAfterMs": 1}
+        waiting[eid].set_result(answer)
+        return web.json_response({"elicitation": {"id": eid, "state": "answered"}, "answer": answer})
+
+    async def serve() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/elicit", post)
+        app.router.add_get("/v1/elicit/{id}/wait", wait)
+        app.router.add_post("/v1/elicit/{id}/accept", accept)
+        await serve_until_closed(app, socket)
+        print(json.dumps({"lifecycles": next(opened) - 1}), flush=True)
+
+    uvloop.run(serve())
 
 
 async def role_poll(socket: str, session: str, interval: float) -> None:
@@ -582,33 +634,44 @@ def checkout(ref: str, into: Path) -> Path:
 async def run_against(ref: str) -> None:
     """Lifecycles/s, the 10k listing and RSS on two daemons at once: this checkout's and `ref`'s. The lifecycles
     run in alternating rounds and the listings alternate request by request, so the load of the machine at any
-    moment falls on both alike; compare the ratios."""
+    moment falls on both alike; compare the ratios. The floor's lifecycles (a bare aiohttp server answering the
+    same three requests, `role_floor`) run in the same rounds: what the client and aiohttp alone cost."""
     rounds = 4
+    floor = "floor"
     with tempfile.TemporaryDirectory(prefix="mcpx-against-") as tmp:
         daemons = {"this": scratch_daemon("mcpx-bench-"),
                    ref: scratch_daemon("mcpx-bench-", sidecar=checkout(ref, Path(tmp)))}
+        floor_socket = Path(tmp) / "floor.sock"
+        bare: Child | None = None
         try:
             for d in daemons.values():
                 d.start()
-            sessions = {name: d.session(limit=2 * max(LIFE_CONCURRENCY, OPEN_CONCURRENCY) + 8)
-                        for name, d in daemons.items()}
+            bare = await Child.start("floor", floor_socket)
+            limit = 2 * max(LIFE_CONCURRENCY, OPEN_CONCURRENCY) + 8
+            sessions = {name: d.session(limit=limit) for name, d in daemons.items()}
+            floor_http = unix_session(floor_socket, limit=limit)
+            cpu_of: dict[str, Callable[[], float]] = {name: d.cpu_seconds for name, d in daemons.items()}
+            cpu_of[floor] = functools.partial(process_cpu_seconds, bare.proc.pid)
             try:
                 idle = {name: (await pending_count(http), daemons[name].rss_kib())[1]
                         for name, http in sessions.items()}
-                say(f"{N_LIFECYCLES} lifecycles on each daemon, {LIFE_CONCURRENCY} in flight, in {rounds} alternating "
-                    "rounds ...")
-                spent = dict.fromkeys(daemons, 0.0)
-                cpu = dict.fromkeys(daemons, 0.0)
+                say(f"{N_LIFECYCLES} lifecycles on each daemon and on the floor, {LIFE_CONCURRENCY} in flight, in "
+                    f"{rounds} alternating rounds ...")
+                living = {**sessions, floor: floor_http}
+                spent = dict.fromkeys(living, 0.0)
+                cpu = dict.fromkeys(living, 0.0)
+                client = dict.fromkeys(living, 0.0)
                 anomalies: Counter[str] = Counter()
-                for http in sessions.values():  # untimed: the connections the timed run reuses
+                for http in living.values():  # untimed: the connections the timed run reuses
                     await pool(N_WARMUP, LIFE_CONCURRENCY, lambda _i, h=http: lifecycle(h, anomalies))
                 for _ in range(rounds):
-                    for name, http in sessions.items():
-                        cpu0, t0 = daemons[name].cpu_seconds(), time.monotonic()
+                    for name, http in living.items():
+                        cpu0, bench0, t0 = cpu_of[name](), bench_cpu_seconds(), time.monotonic()
                         await pool(N_LIFECYCLES // rounds, LIFE_CONCURRENCY,
                                    lambda _i, h=http: lifecycle(h, anomalies))
                         spent[name] += time.monotonic() - t0
-                        cpu[name] += daemons[name].cpu_seconds() - cpu0
+                        cpu[name] += cpu_of[name]() - cpu0
+                        client[name] += bench_cpu_seconds() - bench0
                 say(f"{N_MANY} pending questions on each daemon, then listings alternating between them ...")
                 rss: dict[str, int] = {}
                 for name, http in sessions.items():
@@ -624,24 +687,30 @@ async def run_against(ref: str) -> None:
                         if i >= 2:
                             listed[name].append(ms(elapsed))
             finally:
-                for http in sessions.values():
+                for http in living.values():
                     await http.close()
         finally:
+            if bare is not None:
+                await bare.finish()
             for d in daemons.values():
                 d.cleanup()
     this, then = "this", ref
-    rows = [("lifecycles/s", {n: f"{N_LIFECYCLES / spent[n]:.0f}/s" for n in daemons},
+    rows = [("lifecycles/s", {n: f"{N_LIFECYCLES / spent[n]:.0f}/s" for n in living},
              spent[then] / spent[this]),
-            ("daemon CPU per lifecycle", {n: f"{1e3 * cpu[n] / N_LIFECYCLES:.2f} ms" for n in daemons},
+            ("daemon CPU per lifecycle", {n: f"{1e3 * cpu[n] / N_LIFECYCLES:.2f} ms" for n in living},
              cpu[this] / cpu[then]),
+            ("the client's CPU per lifecycle", {n: f"{1e3 * client[n] / N_LIFECYCLES:.2f} ms" for n in living},
+             client[this] / client[then]),
             ("GET ?limit=10000 p50", {n: fmt_ms(p50(listed[n])) for n in daemons},
              p50(listed[this]) / p50(listed[then])),
             ("daemon RSS per pending question", {n: f"{(rss[n] - idle[n]) / N_MANY:.2f} KiB" for n in daemons},
              (rss[this] - idle[this]) / max(1, rss[then] - idle[then]))]
     print()
-    print(f"{'':34} {'this':>12} {ref:>12}   this / {ref}")
+    print(f"{'':34} {'this':>12} {ref:>12} {floor:>12}   this / {ref}")
     for metric, cells, ratio in rows:
-        print(f"{metric:34} {cells[this]:>12} {cells[then]:>12}   {ratio:.2f}x")
+        print(f"{metric:34} {cells[this]:>12} {cells[then]:>12} {cells.get(floor, ''):>12}   {ratio:.2f}x")
+    print(f"floor: a bare aiohttp server (uvloop) answering the same three requests, no broker nor store; this / "
+          f"floor lifecycles/s {spent[floor] / spent[this]:.2f}x, load {os.getloadavg()[0]:.1f}")
     for what, count in sorted(anomalies.items()):
         print(f"anomaly: {what}: {count}")
 
@@ -785,7 +854,7 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE")
     parser.add_argument("--against", metavar="REF", help="lifecycles, the 10k listing and RSS here and on this git "
                         "revision's daemon, side by side")
-    parser.add_argument("--role", choices=("sse", "poll", "relay"), help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=("sse", "poll", "relay", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--session", help=argparse.SUPPRESS)
     parser.add_argument("--interval", type=float, default=POLL_INTERVAL_S, help=argparse.SUPPRESS)
@@ -796,6 +865,8 @@ def main() -> int:
         asyncio.run(role_poll(args.socket, args.session, args.interval))
     elif args.role == "relay":
         asyncio.run(role_relay(args.socket))
+    elif args.role == "floor":
+        role_floor(args.socket)
     elif args.against:
         run_stoppable(run_against(args.against))
     else:

@@ -47,6 +47,7 @@ for 1-3 and in alternating order for 4-6, so that before/after is one command.
     .venv/bin/python bench/speed.py --short                # the same rows, fewer calls, no peers: 1-2 minutes
     .venv/bin/python bench/speed.py --runs 1 --against main
     .venv/bin/python bench/speed.py --short --calls --against main  # figures 1-3 alone (a call's path), side by side
+    .venv/bin/python bench/speed.py --short --broker --against main  # figures 4-6 alone (the broker's), side by side
 
 mcp-proxy pins `mcp<2`, which clashes with the `mcp>=2.3` mcpx is tested with, so it is not in the
 test extras: the first run installs mcp-proxy MCP_PROXY_VERSION into a venv of the bench's own,
@@ -408,6 +409,7 @@ class Plan:
     mcp_proxy: str | None               # None: available; else why its rows are missing
     short: bool = False                 # --short: fewer calls, no peers
     calls_only: bool = False            # --calls: figures 1-3 alone (a call's path), no broker or CLI figures
+    broker_only: bool = False           # --broker: figures 4-6 alone (the broker's), no calls or CLI figures
     notes: Notes = field(default_factory=dict)
 
 
@@ -424,6 +426,8 @@ def mcpx_daemon(plan: Plan, label: str, config: dict[str, Any] | None) -> Daemon
 
 async def one_run(plan: Plan, index: int, rng: random.Random) -> Values:
     values: Values = {}
+    if plan.broker_only:
+        return await broker_run(plan, index, rng, values)
     daemons: list[tuple[str, Daemon]] = []
     try:
         for label in mcpx_labels(plan):
@@ -449,7 +453,12 @@ async def one_run(plan: Plan, index: int, rng: random.Random) -> Values:
     finally:
         for _label, d in daemons:
             d.cleanup()
-    labels = [] if plan.calls_only else mcpx_labels(plan)
+    return values if plan.calls_only else await broker_run(plan, index, rng, values)
+
+
+async def broker_run(plan: Plan, index: int, rng: random.Random, values: Values) -> Values:
+    """Figures 4-6 of one run, on a daemon of each revision, one after the other."""
+    labels = mcpx_labels(plan)
     if index % 2:
         labels.reverse()  # who goes first alternates between runs
     for label in labels:
@@ -561,19 +570,21 @@ def ensure_mcp_proxy() -> str | None:
     return None
 
 
-async def main_async(runs: int, against: str | None, short: bool, calls_only: bool = False) -> None:
+async def main_async(runs: int, against: str | None, short: bool, calls_only: bool = False,
+                     broker_only: bool = False) -> None:
     started = time.monotonic()
     rng = random.Random(SEED)
     with tempfile.TemporaryDirectory(prefix="mcpx-speed-") as tmp:
         old = checkout(against, Path(tmp)) if against else None
-        plan = Plan(against, old, None if short else await asyncio.to_thread(ensure_mcp_proxy), short, calls_only)
+        proxy = None if short or broker_only else await asyncio.to_thread(ensure_mcp_proxy)
+        plan = Plan(against, old, proxy, short, calls_only, broker_only)
         say(f"{os.cpu_count()} cpus, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {runs} run(s)"
             + (f"; beside the daemon and `mcpx serve` of {against}" if against else ""))
         if plan.mcp_proxy:
             say(f"mcp-proxy rows left out: {plan.mcp_proxy}")
         results = [await one_run(plan, i, rng) for i in range(runs)]
     report = table(results, plan)
-    if not calls_only:
+    if not calls_only and not broker_only:
         cli_start.add_rows(report, runs, against)  # 7: `mcpx elicit list` / python -c, bench/cli_start.py
     say(f"the run took {time.monotonic() - started:.0f} s; load now "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -593,6 +604,7 @@ def main() -> int:
     parser.add_argument("--against", metavar="REF", help="also run the mcpx rows on this git revision")
     parser.add_argument("--short", action="store_true", help="fewer calls and no peers: a run of three in 1-2 min")
     parser.add_argument("--calls", action="store_true", help="figures 1-3 alone: a plain call, a question, 16 callers")
+    parser.add_argument("--broker", action="store_true", help="figures 4-6 alone: the 10k listing, push, lifecycles")
     parser.add_argument("--role", choices=("bare",), help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--body", help=argparse.SUPPRESS)
@@ -605,7 +617,7 @@ def main() -> int:
     if args.short:
         short_plan()
     # SIGTERM too stops the daemons and every peer
-    run_stoppable(main_async(args.runs, args.against, args.short, args.calls))
+    run_stoppable(main_async(args.runs, args.against, args.short, args.calls, args.broker))
     return 0
 
 

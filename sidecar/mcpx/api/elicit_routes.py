@@ -56,13 +56,14 @@ from mcpx.presentation.dialogs import RepliesProblem, content_of_replies
 from mcpx.presentation.passing import passed_as
 from mcpx.presentation.rendering import render
 from mcpx.presentation.urlfacts import url_facts
-from mcpx.shared import sse
+from mcpx.shared import sse, wirejson
 from mcpx.shared.names import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.shared.sessions import header_source, resolve_session
 from mcpx.shared.shutdown import SHUTDOWN
 
 api = Api()
 PASSED_LIMIT = 1000  # a session's pending questions read to find the one a hook was passed
+LISTING_HEAD = b'{"elicitations":['  # a listing's first bytes, before its questions
 
 _ERR = {
     400: Reply("the request is malformed; the message names what"),
@@ -132,8 +133,21 @@ async def list_questions(call: Call) -> web.StreamResponse:
         docs = [rendered(call, each, None, q.tool_prefix) for each in questions]
         return web.json_response({"elicitations": docs, "count": len(docs)})
     pieces, count = await call.app[BROKER].questions_json(where, q.limit)  # as stored: no parse per question
-    body = b"".join([b'{"elicitations":[', *pieces, b'],"count":%d}' % count])
-    return web.Response(body=body, content_type="application/json")
+    pieces.append(b'],"count":%d}' % count)
+    body = b"".join(pieces)  # 10,000 questions are 5 MB: joined once, here
+    # the headers leave with the few bytes before the array, so the body is written as it is: aiohttp joins the
+    # headers with the first chunk written after them (on Python < 3.12.9), which for a Response is the whole body,
+    # a second 5 MB copy (docs/bench.md: 10,000 pending listed)
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.content_length = len(LISTING_HEAD) + len(body)
+    try:
+        await response.prepare(call.request)
+        await response.write(LISTING_HEAD)
+        await response.write(body)
+        await response.write_eof()
+    except ConnectionResetError:  # the client went away while it was sent: nobody to answer
+        pass
+    return response
 
 
 @api.route("POST", "/v1/elicit", "mcpx asks on its own behalf: approvals from CI and scripts", body=AskBody,
@@ -294,8 +308,12 @@ async def answer_question(call: Call) -> web.StreamResponse:
             pid=peer_pid(call.request), reason=body.reason)
     except PresenceNeeded as exc:
         raise with_page(call, call.path["id"], by, exc) from None
-    return json_reply({"elicitation": q, "answer": answer_document(answer, q),
-                       "escalated": answer is None})
+    # the documents the answer's commit encoded, not encoded again (json_reply would write the same bytes)
+    shown = answer_document(answer, q)
+    reply = b'{"elicitation":%s,"answer":%s,"escalated":%s}' % (
+        q.json_bytes(), b"null" if shown is None else shown.json_bytes() if isinstance(shown, Answer)
+        else wirejson.encode_models(shown), b"true" if answer is None else b"false")
+    return web.Response(body=reply, content_type="application/json")
 
 
 def with_page(call: Call, eid: str, by: str, exc: PresenceNeeded) -> PresenceNeeded:
@@ -349,7 +367,8 @@ async def wait_answer(call: Call) -> web.StreamResponse:
     answer = await call.app[BROKER].wait(call.path["id"], call.query.timeout, stop=call.app[SHUTDOWN])
     if answer is None:  # the timeout; or the daemon is stopping, and the client may ask its successor
         return web.Response(status=204, headers={"Retry-After": "1"} if call.app[SHUTDOWN].done() else None)
-    return json_reply(answer)  # as stored: a credential's value is [redacted] there already
+    # as stored (a credential's value is [redacted] there already), in the document its commit encoded
+    return web.Response(body=answer.json_bytes(), content_type="application/json")
 
 
 def _kinds(spec: str | None) -> tuple[str, ...]:

@@ -246,6 +246,7 @@ class Broker:
             fut.set_exception(ended)
         else:
             self._scheduled(q)
+            self._pending.keep(q)  # its answer, a moment later, is checked against this, not a parse of its document
         # the subscribers were woken by the commit before this was (broker/commits.py): the news of a question
         # goes out before the reply to whoever opened it
         if mine is None:
@@ -268,6 +269,7 @@ class Broker:
             return
         self._waiters.hold(q.id, entry, q)
         self._scheduled(q)
+        self._pending.keep(q)
 
     def _scheduled(self, q: Elicitation) -> None:
         """A question that committed pending: its deadline swept, and its approvals' reminders and escalations."""
@@ -307,10 +309,7 @@ class Broker:
         if proof is None and mine is not None and not mine.done() and not self._writes.moving(eid):
             # the question as stored, or as queued to be (it rides: open's `committing`): held in memory since its
             # commit, unless the store changed it since (then its stored document)
-            pending = self._pending.get(eid)
-            q = self._waiters.held(eid, pending)
-            if q is None and pending is not None:
-                q = pending.question()
+            q = self._waiters.held(eid, self._pending.get(eid)) or self._pending.question(eid)
             first = None if q is None else self._deliver_first(q, mine, action, content, by, session, pid, reason,
                                                                now, 0.0 if acknowledged else BEHIND)
             if first is not None:
@@ -318,8 +317,11 @@ class Broker:
                 # shielded: a caller that stops waiting (a call's driver ends as its call does) leaves the landing
                 # to the store's future, which wakes the long polls once committed (_landed)
                 return await asyncio.shield(landing), given
+        # on a store this daemon alone writes, with nothing queued that may move it, the question as stored is the
+        # one the pending index holds: the unit takes that, not a read of its row and a parse of its document
+        known = self._pending.question(eid) if self._me is None and not self._writes.moving(eid) else None
         unit = self._writes.answering(eid, action, content, by, session, pid, reason, now,
-                                      self._waiters.asked.__contains__, proof, self._may_sign)
+                                      self._waiters.asked.__contains__, proof, self._may_sign, known)
         try:
             outcome = await self._writes.write((eid,), unit)
         finally:

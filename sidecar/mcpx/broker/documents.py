@@ -33,8 +33,18 @@ def document(model: BaseModel, exclude: set[str] | None = None) -> str:
 
 
 def stored_question(q: Elicitation) -> str:
-    """A question's document as kept: secondsLeft is of the moment it is read, so it is never stored."""
-    return document(q, {"seconds_left"})
+    """A question's document as kept: secondsLeft is of the moment it is read, so it is never stored. Kept on `q`
+    too, for a reply that shows it (Elicitation.json_bytes)."""
+    raw = wirejson.encode_models(q, {"seconds_left"})
+    q.stored(raw)
+    return raw.decode()
+
+
+def stored_answer(answer: Answer) -> str:
+    """An answer's document as kept, and on `answer`, for a reply that shows it (Answer.json_bytes)."""
+    raw = wirejson.encode_models(answer)
+    answer.stored(raw)
+    return raw.decode()
 
 
 def row_of(q: Elicitation) -> QuestionRow:

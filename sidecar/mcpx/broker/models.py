@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeGuard, cast, get_args
+from typing import Annotated, Any, Literal, Self, TypeGuard, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PrivateAttr, computed_field, model_validator
 from pydantic.alias_generators import to_camel
@@ -77,6 +77,34 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+class StoredModel(WireModel):
+    """A model a store writes as a document: the document its write encoded is kept on the object (`stored`), so that
+    a reply showing the same object is that document, not the model encoded again. A copy starts without it."""
+
+    _doc: bytes | None = PrivateAttr(default=None)
+
+    def stored(self, doc: bytes) -> None:
+        """`doc` is this object's document as its store wrote it (by alias, without nulls)."""
+        self._doc = doc
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copy = super().model_copy(update=update, deep=deep)
+        copy._doc = None  # what it was encoded as may no longer be what it holds
+        return copy
+
+    def __eq__(self, other: object) -> bool:
+        """Equal as models are, the document kept aside: how an object was encoded is no part of what it holds."""
+        if not isinstance(other, StoredModel) or self._doc is other._doc:
+            return super().__eq__(other)
+        return (type(self) is type(other) and self.__dict__ == other.__dict__
+                and _unstored(self) == _unstored(other)
+                and (self.__pydantic_extra__ or {}) == (other.__pydantic_extra__ or {}))
+
+
+def _unstored(model: StoredModel) -> dict[str, Any]:
+    return {k: v for k, v in (model.__pydantic_private__ or {}).items() if k != "_doc"}
+
+
 class Confirms(WireModel):
     """The call mcpx's own confirmation asks about: an approval rule matches it by server, tool and method, and the
     accept is bound to `request`, the hash of exactly what is sent (mcpx/services/outgoing.py)."""
@@ -126,7 +154,7 @@ class Approvals(WireModel):
         return f"{len(self.by)} of {self.need} approved{who}"
 
 
-class Elicitation(WireModel):
+class Elicitation(StoredModel):
     """A question: who asks, what, for whom, until when, and where it stands."""
 
     id: str = Field(description="elc- + 16 lowercase hex; always mcpx's own")
@@ -193,6 +221,13 @@ class Elicitation(WireModel):
     def seconds_left(self) -> int:
         return seconds_left(self.expires_at.timestamp(), time.time(), self.state)
 
+    def json_bytes(self) -> bytes:
+        """The question as the API shows it: its stored document (which never holds secondsLeft, the one computed
+        field, always written last) with its secondsLeft of now, or encoded now if no store wrote this object."""
+        if self._doc is None:
+            return wirejson.encode_models(self)
+        return self._doc[:-1] + b',"secondsLeft":%d}' % self.seconds_left
+
 
 AnswererKind = Literal["person", "agent", "script", "policy", "expiry", "upstream"]
 _BARE: frozenset[str] = frozenset(("expiry", "upstream"))  # kinds that need no surface: mcpx's own doing
@@ -245,7 +280,7 @@ def _answerer(by: str) -> Answerer | None:
     return None
 
 
-class Answer(WireModel):
+class Answer(StoredModel):
     id: str
     action: Action
     content: dict[str, Any] | None = None
@@ -262,6 +297,10 @@ class Answer(WireModel):
                                         "approver who counted")
     passkeys: list[str] | None = Field(default=None, description="a question that needed presence: the credential "
                                        "id of each passkey that signed it, in the order of who counted")
+
+    def json_bytes(self) -> bytes:
+        """The answer as the API shows it: the document its store wrote, or encoded now if none wrote this object."""
+        return self._doc if self._doc is not None else wirejson.encode_models(self)
 
 
 class AuditRecord(WireModel):

@@ -49,11 +49,18 @@ class Pending:
         return self.head + b',"secondsLeft":%d}' % seconds_left(self.expires, now, "pending")
 
 
+# questions opened through this daemon lately, kept parsed beside their entries: the answer that follows a moment
+# later (a lifecycle's accept, its /wait) is checked against this copy, not a parse of the stored document (nor a read
+# of the store). Few, so that 10,000 pending cost no more memory than their documents
+KEPT = 64
+
+
 class PendingIndex:
     """Every pending question of the store, oldest first (as the store orders them: created, then insertion)."""
 
     def __init__(self) -> None:
         self._by_id: dict[str, Pending] = {}
+        self._kept: dict[str, tuple[Pending, Elicitation]] = {}  # KEPT questions as parsed, with their entries
         self._inserted = 0
         self._in_order = True  # the dict's order is (created, order): a question created earlier may arrive later
         self._filling: set[str] | None = None  # while the fill is read: the questions the store moved meanwhile
@@ -78,6 +85,8 @@ class PendingIndex:
             if self._filling is not None:
                 self._filling.add(row.id)
             old = self._by_id.get(row.id)
+            if old is not None:
+                self._kept.pop(row.id, None)  # its row moved on: the copy kept of the old one is not it
             if row.state != "pending":
                 if old is not None:
                     del self._by_id[row.id]
@@ -92,6 +101,25 @@ class PendingIndex:
 
     def get(self, eid: str) -> Pending | None:
         return self._by_id.get(eid)
+
+    def keep(self, q: Elicitation) -> None:
+        """`q` is the question its commit stored, which made its entry here: kept parsed (the latest KEPT), so that
+        reading it back is no parse of its document."""
+        entry = self._by_id.get(q.id)
+        if entry is None:
+            return
+        self._kept[q.id] = (entry, q)
+        if len(self._kept) > KEPT:
+            del self._kept[next(iter(self._kept))]
+
+    def question(self, eid: str) -> Elicitation | None:
+        """A pending question as stored: the copy kept of it while its row is the one kept, else its document
+        parsed; None if it is not pending."""
+        entry = self._by_id.get(eid)
+        if entry is None:
+            return None
+        kept = self._kept.get(eid)
+        return kept[1] if kept is not None and kept[0] is entry else entry.question()
 
     def deadlines(self) -> list[tuple[float, str]]:
         return [(p.expires, p.id) for p in self._by_id.values()]

@@ -29,9 +29,9 @@ class Reads:
 
     async def get(self, eid: str) -> tuple[Elicitation, Answer | None]:
         valid_id(eid)
-        pending = self._pending.get(eid)
+        pending = self._pending.question(eid)
         if pending is not None:  # pending: no answer yet, in memory (an ended question is read from the store)
-            return pending.question(), None
+            return pending, None
         recent = self._recent.get(eid)
         if recent is not None:  # answered a moment ago through this daemon, and for good
             return recent

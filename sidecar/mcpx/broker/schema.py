@@ -301,11 +301,8 @@ class FlatSchema(BaseModel):
             return schema
         if not schema:
             return _NONE
-        try:
-            text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))  # order kept: it is the form's
-        except (TypeError, ValueError):  # not JSON (only a caller in-process can hand such a dict): read uncached
-            return cls._read(schema)
-        return _read_text(text)
+        text = _schema_text(schema)
+        return cls._read(schema) if text is None else _read_text(text)
 
     @classmethod
     def _read(cls, schema: dict[str, Any]) -> FlatSchema:
@@ -320,7 +317,17 @@ class FlatSchema(BaseModel):
     @classmethod
     def checked(cls, schema: Any) -> FlatSchema:
         """The fields of `schema`, or SchemaProblem naming every way it is not a flat object of the spec's
-        primitive fields."""
+        primitive fields. Checked once per schema's text: a server asks the same few forms again and again."""
+        text = _schema_text(schema) if isinstance(schema, dict) else None
+        if text is None:
+            return cls._check(schema)
+        flat = _checked_text(text)
+        if isinstance(flat, SchemaProblem):
+            raise SchemaProblem(str(flat))  # a new one each time: a raised exception keeps its traceback
+        return flat
+
+    @classmethod
+    def _check(cls, schema: Any) -> FlatSchema:
         if not isinstance(schema, dict):
             raise SchemaProblem("requestedSchema must be a JSON object")
         if schema.get("type", "object") != "object":
@@ -419,11 +426,29 @@ class FlatSchema(BaseModel):
 _NONE = FlatSchema()
 
 
+def _schema_text(schema: dict[str, Any]) -> str | None:
+    """A schema's JSON text, its key in the caches below (order kept: it is the form's); None if it is not JSON
+    (only a caller in-process can hand such a dict: it is read uncached)."""
+    try:
+        return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
 @lru_cache(maxsize=512)
 def _read_text(text: str) -> FlatSchema:
     """A schema read from its JSON text: the same text is the same form, whoever holds a copy of it."""
     schema = json.loads(text)
     return FlatSchema._read(schema) if isinstance(schema, dict) else _NONE
+
+
+@lru_cache(maxsize=512)
+def _checked_text(text: str) -> FlatSchema | SchemaProblem:
+    """A schema checked from its JSON text: its form, or what is wrong with it (the same text, the same verdict)."""
+    try:
+        return FlatSchema._check(json.loads(text))
+    except SchemaProblem as exc:
+        return exc
 
 
 # The functions below take the requestedSchema as it travels (a dict), for callers that hold nothing else.

@@ -20,12 +20,12 @@ from mcpx.broker.documents import (
     answer_of,
     audit_doc,
     audit_where,
-    document,
     dumps,
     equal,
     question_of,
     record_of,
     row_of,
+    stored_answer,
     task_row,
     update_row,
 )
@@ -80,7 +80,7 @@ class SqlTx(Dialect):
         return question_of(row[0]) if row else None
 
     def insert_answer(self, answer: Answer) -> None:
-        self._db.execute(self.sql("INSERT INTO answers (id, doc) VALUES (?,?)"), (answer.id, document(answer)))
+        self._db.execute(self.sql("INSERT INTO answers (id, doc) VALUES (?,?)"), (answer.id, stored_answer(answer)))
 
     def answer(self, eid: str) -> Answer | None:
         row = self._db.execute(self.sql("SELECT doc FROM answers WHERE id=?"), (eid,)).fetchone()

@@ -306,10 +306,12 @@ class Writes:
                    {"by": by, "reason": why, "from": "agent-then-human", "to": "human"}, pid, exact_pid=True)
         return q
 
-    def pending_in(self, tx: Tx, records: list[AuditRecord], eid: str, now: float) -> Elicitation | Outcome:
-        """`eid` as the store holds it, if an answer may still reach it; else the answer's refusal (no such
-        question, ended, or out of time: then expired on the way)."""
-        q = tx.question(eid)
+    def pending_in(self, tx: Tx, records: list[AuditRecord], eid: str, now: float,
+                   known: Elicitation | None = None) -> Elicitation | Outcome:
+        """`eid` as the store holds it (`known`: as the broker knows the store holds it, not read again), if an answer
+        may still reach it; else the answer's refusal (no such question, ended, or out of time: then expired on the
+        way)."""
+        q = known if known is not None else tx.question(eid)
         if q is None:
             return Outcome(None, refusal=NotFound(f"no question {eid}"))
         if q.state == "pending" and now >= q.expires_at.timestamp():
@@ -364,14 +366,16 @@ class Writes:
     def answering(self, eid: str, action: Action, content: dict[str, Any] | None, by: str, session: str | None,
                   pid: int | None, reason: str | None, now: float,
                   asked_here: Callable[[str], bool], proof: passkeys.Proof | None = None,
-                  may_sign: Callable[[str], Forbidden | None] = lambda person: None) -> Callable[[Tx], Outcome]:
+                  may_sign: Callable[[str], Forbidden | None] = lambda person: None,
+                  known: Elicitation | None = None) -> Callable[[Tx], Outcome]:
         """The unit that answers `eid` as the store holds it: expired on the way if its time ran out, refused by
         the answer rules, escalated by an agent's decline, or answered. `proof`: a passkey's assertion of the
-        accept, for a question that needs presence; it answers as the passkey's person."""
+        accept, for a question that needs presence; it answers as the passkey's person. `known`: the question as
+        the store holds it, and will when the unit runs (nothing queued before it may move it), so not read again."""
 
         def unit(tx: Tx) -> Outcome:
             records: list[AuditRecord] = []
-            q = self.pending_in(tx, records, eid, now)
+            q = self.pending_in(tx, records, eid, now, known)
             if isinstance(q, Outcome):
                 return q
             refusal = (rules.refusal(q, by, session, action) or rules.approvers_only(q, action)

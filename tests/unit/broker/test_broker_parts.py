@@ -128,3 +128,20 @@ async def test_the_sweeper_stops_when_a_deadline_comes_as_it_is_stopped() -> Non
     await asyncio.sleep(0)  # it looks once, finds nothing due, and sleeps on its longest wait
     sweeper.due(time.time() + 3600, "elc-later")
     await asyncio.wait_for(sweeper.stop(), PATIENCE)
+
+
+def test_a_reply_shows_the_document_its_store_wrote_and_a_copy_is_encoded_afresh() -> None:
+    from mcpx.broker.documents import row_of, stored_answer
+    from mcpx.shared import wirejson
+
+    q = question()
+    given = answer()
+    assert q.json_bytes() == wirejson.encode_models(q) and given.json_bytes() == wirejson.encode_models(given)
+    row, doc = row_of(q), stored_answer(given)  # what a store's write encodes, kept on the object
+    assert q.json_bytes() == wirejson.encode_models(q) == row.doc[:-1].encode() + b',"secondsLeft":0}'
+    assert given.json_bytes() == wirejson.encode_models(given) == doc.encode()
+    assert given == Answer.model_validate_json(doc)  # equal as before: the document kept is no part of the answer
+    moved = q.model_copy(update={"state": "answered", "audience": "human"})  # a copy holds what the document may not
+    assert moved.json_bytes() == wirejson.encode_models(moved) and b'"audience":"human"' in moved.json_bytes()
+    changed = given.model_copy(update={"reason": "changed"})
+    assert changed.json_bytes() == wirejson.encode_models(changed) and b'"changed"' in changed.json_bytes()

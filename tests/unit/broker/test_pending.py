@@ -50,3 +50,37 @@ def test_the_listing_is_each_document_with_its_seconds_left() -> None:
     assert listed == [{"id": "a", "session": "s", "audience": "human", "state": "pending", "secondsLeft": 11},
                       {"id": "b", "session": "s", "audience": "human", "state": "pending", "secondsLeft": 0}]
     assert index.json_pieces([], NOW) == []
+
+
+def test_a_question_kept_parsed_is_read_back_only_while_its_row_stands() -> None:
+    from datetime import UTC, datetime
+
+    from mcpx.broker.documents import row_of
+    from mcpx.broker.models import Elicitation
+    from mcpx.broker.pending import KEPT
+
+    def question(eid: str, audience: str = "agent-then-human") -> Elicitation:
+        return Elicitation.model_validate({
+            "id": eid, "session": "s", "sessionSource": "argument", "server": "srv", "mode": "form",
+            "message": "Which repository?", "requestedSchema": {"type": "object", "properties": {}},
+            "audience": audience, "reason": "r", "created": datetime.fromtimestamp(NOW, UTC),
+            "expiresAt": datetime.fromtimestamp(NOW + 60, UTC), "state": "pending"})
+
+    index = PendingIndex()
+    first = question("elc-0000000000000001")
+    index.keep(first)  # not in the index yet (its commit has not come): nothing is kept
+    assert index.question(first.id) is None
+    index.apply([row_of(first)])
+    index.keep(first)
+    assert index.question(first.id) is first  # no parse of its document while its row is the one kept
+    escalated = question(first.id, audience="human")
+    index.apply([row_of(escalated)])  # its row moved on (an escalation): the kept copy is not the question now
+    again = index.question(first.id)
+    assert again is not first and again is not None and again.audience == "human"
+    index.apply([row_of(escalated.model_copy(update={"state": "answered"}))])
+    assert index.question(first.id) is None
+    many = [question(f"elc-{n:016x}") for n in range(2, KEPT + 3)]
+    index.apply([row_of(q) for q in many])
+    for q in many:
+        index.keep(q)
+    assert index.question(many[0].id) is not many[0] and index.question(many[-1].id) is many[-1]  # the latest KEPT
