@@ -42,6 +42,7 @@ def test_a_forked_peer_is_its_script_with_the_callers_world_and_ends_with_its_st
         said = json.loads(peer.stdout.readline())
         assert said["pid"] != peer.pid and said["argv"] == ["7", "--flag"] and said["cwd"] == str(tmp_path)
         assert said["x"] == "from the daemon" and said["path0"] == str(tmp_path) and said["main"] == "__main__"
+        assert Path(f"/proc/{said['pid']}/comm").read_text() == "who.py\n"  # named as its script, in ps and acct
         peer.stdin.write("hello\n")
         peer.stdin.flush()
         assert peer.stdout.readline() == "echo hello\n"

@@ -46,6 +46,7 @@ PRELOAD = ("anyio", "pydantic", "mcp_types", "mcp.server.mcpserver", "mcp.server
 HEADER = struct.Struct("!Q")
 STATUS = struct.Struct("!i")
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 
 
 def preload() -> None:
@@ -94,6 +95,8 @@ def run_child(request: dict[str, Any], fds: list[int], parent: int) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the server died before the signal was set
             os._exit(1)
+        # its name (ps -o comm, top, process accounting) is its script's; its command line stays this server's
+        libc.prctl(_PR_SET_NAME, os.path.basename(request["argv"][0]).encode()[:15])
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in fds:
