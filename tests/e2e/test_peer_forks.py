@@ -63,6 +63,29 @@ def test_a_forked_peer_is_its_script_with_the_callers_world_and_ends_with_its_st
         finally:
             stop_process(peer)
 
+    # a stand-in's going and its peer's end reach the server in one wake-up (a daemon killing a server's group as
+    # it ends anyway): held still (SIGSTOP) until both are there, the server takes both and serves the next
+    server = fork_server().proc.pid
+    peer = start(script, "0", cwd=tmp_path)
+    try:
+        assert peer.stdout is not None and peer.stdin is not None
+        pid = json.loads(peer.stdout.readline())["pid"]
+        os.kill(server, signal.SIGSTOP)
+        try:
+            os.killpg(peer.pid, signal.SIGKILL)  # its connection closes
+            assert peer.wait(PATIENCE) == -signal.SIGKILL
+            peer.stdin.close()  # and the peer ends on its own (our pipe is its stdin), before the server looks
+            assert wait_gone(pid, PATIENCE)
+        finally:
+            os.kill(server, signal.SIGCONT)
+    finally:
+        stop_process(peer)
+    peer = start(script, "0", cwd=tmp_path)
+    try:
+        assert peer.stdout is not None and json.loads(peer.stdout.readline())["pid"]
+    finally:
+        stop_process(peer)
+
     # a peer that fails to start says so on its stderr, with its code (the SDK peers' own failure)
     command, argv = fork_server().command(PEERS / "env_server.py", ("--fail",))
     failed = subprocess.run([command, *argv], env={}, capture_output=True, text=True, timeout=PATIENCE)

@@ -36,12 +36,14 @@ def fail(path: str, why: str) -> None:
 
 
 def server_alive(path: str) -> bool:
+    """Its process is there and not a zombie (one that died unreaped still answers kill 0)."""
     try:
         with open(path + ".pid") as f:
-            os.kill(int(f.read()), 0)
-    except (OSError, ValueError):
+            pid = int(f.read())
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, ValueError, IndexError):
         return False
-    return True
 
 
 def connect(path: str) -> socket.socket:

@@ -65,7 +65,7 @@ class Peer:
         self.conn = conn
         self.pid = pid
         self.pidfd = os.pidfd_open(pid)
-        self.exited = False
+        self.hung_up = False  # the client's end closed: its connection is out of the selector
 
 
 def receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
@@ -153,72 +153,81 @@ def serve(path: str) -> None:
     listener.listen(64)
     os.rename(temporary, path)  # ready: a client that finds the path finds the imports done
     selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ, "accept")
-    selector.register(sys.stdin.fileno(), selectors.EVENT_READ, "parent")
-    peers: dict[int, Peer] = {}  # by the fd of their connection
-    by_pidfd: dict[int, Peer] = {}
+    selector.register(listener, selectors.EVENT_READ, ("accept", None))
+    selector.register(sys.stdin.fileno(), selectors.EVENT_READ, ("parent", None))
+    # each event names its peer, not a descriptor: one select() may report a connection this loop then closes, and
+    # its number may be a new connection's by the time the stale event is looked at
+    live: set[Peer] = set()  # started, and not yet reaped
     me = os.getpid()
     try:
         while True:
             for key, _ in selector.select():
-                if key.data == "parent":
+                role, peer = key.data
+                if role == "parent":
                     if not os.read(sys.stdin.fileno(), 4096):
                         return  # the test worker is gone or done: the finally ends every child
-                elif key.data == "accept":
-                    conn, _ = listener.accept()
-                    try:
-                        request, fds = receive(conn)
-                    except (OSError, ValueError) as exc:
-                        print(f"fork_server: {exc}", file=sys.stderr)
-                        conn.close()
-                        continue
-                    pid = os.fork()
-                    if pid == 0:
-                        listener.close()
-                        selector.close()
-                        for other in peers.values():
-                            other.conn.close()
-                            os.close(other.pidfd)
-                        conn.close()
-                        run_child(request, fds, me)
-                    for fd in fds:
-                        os.close(fd)
-                    peer = Peer(conn, pid)
-                    peers[conn.fileno()] = peer
-                    by_pidfd[peer.pidfd] = peer
-                    selector.register(conn, selectors.EVENT_READ, "client")
-                    selector.register(peer.pidfd, selectors.EVENT_READ, "child")
-                elif key.data == "client":
-                    peer = peers[key.fd]
+                elif role == "accept":
+                    started = start_peer(listener, selector, live, me)
+                    if started is not None:
+                        live.add(started)
+                elif role == "client" and peer in live and not peer.hung_up:
                     try:
                         said = peer.conn.recv(64)
+                    except BlockingIOError:
+                        continue
                     except OSError:
                         said = b""
                     if not said:  # the client is gone: so is its peer
+                        peer.hung_up = True
                         selector.unregister(peer.conn)
-                        if not peer.exited:
-                            signal_child(peer, signal.SIGKILL)
+                        signal_child(peer, signal.SIGKILL)
                     for sig in said:
                         signal_child(peer, sig)
-                elif key.data == "child":
-                    peer = by_pidfd.pop(key.fd)
-                    selector.unregister(key.fd)
+                elif role == "child" and peer in live:
+                    live.discard(peer)
+                    selector.unregister(peer.pidfd)
                     _, status = os.waitpid(peer.pid, 0)
-                    peer.exited = True
                     os.close(peer.pidfd)
-                    with contextlib.suppress(OSError):
-                        peer.conn.sendall(STATUS.pack(status))
-                    if peers.pop(peer.conn.fileno(), None) is not None:
-                        with contextlib.suppress(KeyError, ValueError):
-                            selector.unregister(peer.conn)
+                    if not peer.hung_up:
+                        with contextlib.suppress(OSError):
+                            peer.conn.setblocking(True)
+                            peer.conn.sendall(STATUS.pack(status))
+                        selector.unregister(peer.conn)
                     peer.conn.close()
     finally:
-        for peer in by_pidfd.values():
+        for peer in live:
             signal_child(peer, signal.SIGKILL)
-        for peer in list(by_pidfd.values()):
+        for peer in live:
             os.waitpid(peer.pid, 0)
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def start_peer(listener: socket.socket, selector: selectors.BaseSelector, live: set[Peer], me: int) -> Peer | None:
+    """Accept a client, take its request and fork its peer; None if the request was bad (said on our stderr)."""
+    conn, _ = listener.accept()
+    try:
+        request, fds = receive(conn)
+    except (OSError, ValueError) as exc:
+        print(f"fork_server: {exc}", file=sys.stderr)
+        conn.close()
+        return None
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the server's may stay open in it (a client would never see its end)
+        listener.close()
+        selector.close()
+        for other in live:
+            other.conn.close()
+            os.close(other.pidfd)
+        conn.close()
+        run_child(request, fds, me)
+    for fd in fds:
+        os.close(fd)
+    peer = Peer(conn, pid)
+    conn.setblocking(False)
+    selector.register(conn, selectors.EVENT_READ, ("client", peer))
+    selector.register(peer.pidfd, selectors.EVENT_READ, ("child", peer))
+    return peer
 
 
 def signal_child(peer: Peer, sig: int) -> None:
