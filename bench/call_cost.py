@@ -4,6 +4,7 @@
     .venv/bin/python bench/call_cost.py --strace        # system calls per plain call (strace -c -f on the daemon)
     .venv/bin/python bench/call_cost.py --ask           # the same for elicitation round trips
     .venv/bin/python bench/call_cost.py --cpu           # the daemon's CPU per plain call, by thread (/proc)
+    .venv/bin/python bench/call_cost.py --cpu-profile   # cProfile timed by the loop thread's CPU, not the clock
     .venv/bin/python bench/call_cost.py --against main  # the same of another revision's daemon (before/after)
 
 A daemon with bench/peer_server.py as its upstream (`peer`, modern era; `asker --legacy` for --ask), the official
@@ -39,6 +40,18 @@ from surface import SdkCaller  # noqa: E402
 from upstreams import checkout  # noqa: E402
 
 PEER = BENCH / "peer_server.py"
+
+# the daemon under cProfile with its loop thread's CPU time as the clock (`python -c THIS OUT -m mcpx daemon`): on a
+# loaded machine a wall clock counts the other processes' turns on the core in whatever function was running
+CPU_PROFILED = """
+import atexit, cProfile, runpy, sys, time
+out = sys.argv[1]
+sys.argv = sys.argv[3:]
+prof = cProfile.Profile(time.thread_time)
+atexit.register(lambda: (prof.disable(), prof.dump_stats(out)))
+prof.enable()
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
 
 
 async def calls(env: dict[str, str], home: Path, ask: bool, warm: int, n: int, started: asyncio.Event,
@@ -86,8 +99,8 @@ async def main_async(args: argparse.Namespace) -> None:
     # --against: that revision's sidecar, the daemon and `mcpx serve` both (git archive into the scratch directory)
     sidecar = {"sidecar": checkout(args.against, prof.parent)} if args.against else {}
     plain = args.strace or args.cpu
-    d = scratch_daemon("mcpx-cost-", config, python_args=[] if plain else ["-m", "cProfile", "-o", str(prof)],
-                       **sidecar)
+    profiled = ["-c", CPU_PROFILED, str(prof)] if args.cpu_profile else ["-m", "cProfile", "-o", str(prof)]
+    d = scratch_daemon("mcpx-cost-", config, python_args=[] if plain else profiled, **sidecar)
     d.start()
     started, counting = asyncio.Event(), asyncio.Event()
     runner = asyncio.create_task(calls(d.env, d.home, args.ask, args.warm, args.n, started, counting))
@@ -130,6 +143,8 @@ async def main_async(args: argparse.Namespace) -> None:
         # the per-call path: the daemon's own code and what it calls per message (startup's imports are left out)
         stats.sort_stats("tottime").print_stats(r"/mcpx/(?!cli|api/table|daemon/server)", args.top)
         stats.sort_stats("cumulative").print_stats(r"/mcpx/(?!cli|api/table|daemon/server)", args.top)
+        if args.save:
+            shutil.copy(prof, args.save)
         for what in ("create_task", "model_validate", "validate_python", "dumps", "execute", "getpid", "commit"):
             stats.sort_stats("ncalls").print_stats(what, 5)
     with contextlib.suppress(OSError):
@@ -141,10 +156,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--strace", action="store_true", help="count system calls rather than profile")
     parser.add_argument("--cpu", action="store_true", help="the daemon's CPU per call by thread, not profiled")
+    parser.add_argument("--cpu-profile", action="store_true",
+                        help="profile with the loop thread's CPU time as cProfile's clock (slower, but true on a "
+                             "loaded machine)")
     parser.add_argument("--ask", action="store_true", help="elicitation round trips rather than plain calls")
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("--warm", type=int, default=50)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--save", metavar="FILE", help="keep the profile there (pstats), to read it again")
     parser.add_argument("--against", metavar="REF", help="profile the daemon of this git revision instead")
     args = parser.parse_args()
     if args.strace and shutil.which("strace") is None:

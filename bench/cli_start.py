@@ -14,8 +14,14 @@ alone (issue 36: the suite starts hundreds): `mcpx daemon` with no servers in a 
 until its socket answers (harness.Daemon.start, which looks every 20 ms), and the CPU it had spent by then (read
 from /proc as it answers: the steadier figure on a shared machine).
 
-    .venv/bin/python bench/cli_start.py                  # three runs, well under a minute on 2 cores
+And the request/response commands the suite and people run most (issue 39 item 4), each against the same running
+daemon, whose config holds the bundled demo server: the CPU (user + system) each spent, spawn to exit, p50 of
+CMD_TIMED runs per side and run (`mcpx call` a real call to the demo, declined; `mcpx claude hook` given a question
+that is none of mcpx's, the hook's path to the daemon and back).
+
+    .venv/bin/python bench/cli_start.py                  # three runs, a minute or two on 2 cores
     .venv/bin/python bench/cli_start.py --runs 1 --against main   # this code's CLI beside main's, same rounds
+    .venv/bin/python bench/cli_start.py --daemon --against main   # only `mcpx daemon` alone (~30 s)
 
 bench/speed.py prints the same rows in its table (`add_rows`).
 """
@@ -33,6 +39,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -40,6 +47,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT / "tests"))
 from broker import Report, fmt_ms, say  # noqa: E402
 from harness import home_pid, process_cpu_seconds, scratch_daemon, stop_pid  # noqa: E402
+from mcpx.config.finding import demo_server  # noqa: E402
 from upstreams import checkout  # noqa: E402
 
 GOAL = 3.0                      # issue 39: mcpx elicit list / the floor, wall p50
@@ -48,6 +56,19 @@ COLD = 3                        # per run: `mcpx elicit list` starting the daemo
 STARTS = 5                      # per run and side: `mcpx daemon` alone, to its socket answering
 FLOOR = [sys.executable, "-c", "import argparse, json, socket"]
 COMMAND = ["elicit", "list"]
+CMD_WARMUP, CMD_TIMED = 1, 5    # per command, side and run
+HOOK_INPUT = json.dumps({"session_id": "bench", "hook_event_name": "Elicitation", "mcp_server_name": "mcpx",
+                         "message": "Which?"})
+# (row label, argv after `mcpx`, stdin)
+CPU_COMMANDS: tuple[tuple[str, list[str], str], ...] = (
+    ("mcpx call demo.choose_repository --elicit decline", ["call", "demo.choose_repository", "--elicit", "decline"],
+     ""),
+    ("mcpx task list", ["task", "list", "--state", "all"], ""),
+    ("mcpx tools", ["tools"], ""),
+    ("mcpx status", ["status"], ""),
+    ("mcpx claude hook", ["claude", "hook"], HOOK_INPUT),
+    ("mcpx doctor --no-ask", ["doctor", "--no-ask"], ""),
+)
 INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}) + "\n"
 
@@ -65,17 +86,22 @@ def cached(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """Milliseconds from spawn to exit, and of CPU (user + system) the process spent; the command must succeed."""
+def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: str = "", ok: tuple[int, ...] = (0,)) -> tuple[
+        float, float]:
+    """Milliseconds from spawn to exit, and of CPU (user + system) the process spent; the command must exit with one
+    of `ok`. `stdin`: what it reads (else nothing: its input is closed)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    assert proc.stderr is not None and proc.stdin is not None
+    proc.stdin.write(stdin.encode())  # a few bytes: the pipe takes them before the process reads
+    proc.stdin.close()
     err = proc.stderr.read()  # a few lines at most: it cannot fill the pipe before the process ends
     _pid, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stderr.close()
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {err.decode(errors='replace')[-400:]}")
     return elapsed * 1000, (usage.ru_utime + usage.ru_stime) * 1000
 
@@ -114,14 +140,20 @@ class Run:
     serve_cpu_ms: dict[str, float] = field(default_factory=dict)  # label -> its p50 CPU, spawn to exit
     start_ms: dict[str, float] = field(default_factory=dict)  # label -> p50 wall of `mcpx daemon` to its socket
     start_cpu_ms: dict[str, float] = field(default_factory=dict)  # label -> the daemon's p50 CPU by then
+    command_cpu_ms: dict[tuple[str, str], float] = field(default_factory=dict)  # (command, label) -> CPU p50
     floor_ms: float = 0.0
     floor_cpu_ms: float = 0.0
 
 
-def one_run(sidecars: dict[str, Path | None]) -> Run:
-    """Warm sides first, then TIMED rounds in which every side runs once, in an order that rotates."""
+def one_run(sidecars: dict[str, Path | None], daemon_only: bool = False) -> Run:
+    """Warm sides first, then TIMED rounds in which every side runs once, in an order that rotates. `daemon_only`:
+    only `mcpx daemon` alone's starts."""
     run = Run()
-    daemons = {label: scratch_daemon("mcpx-cli-", sidecar=s) if s else scratch_daemon("mcpx-cli-")
+    if daemon_only:
+        daemon_starts(run, sidecars)
+        return run
+    kw: dict[str, Any] = {"config": {"servers": {"demo": demo_server()}}}
+    daemons = {label: scratch_daemon("mcpx-cli-", sidecar=s, **kw) if s else scratch_daemon("mcpx-cli-", **kw)
                for label, s in sidecars.items()}
     try:
         for d in daemons.values():
@@ -150,6 +182,15 @@ def one_run(sidecars: dict[str, Path | None]) -> Run:
                     served[label].append(timing)
         run.serve_ms = {label: statistics.median(w for w, _ in xs) for label, xs in served.items()}
         run.serve_cpu_ms = {label: statistics.median(c for _, c in xs) for label, xs in served.items()}
+        for name, words, stdin in CPU_COMMANDS:
+            spent: dict[str, list[float]] = {label: [] for label in daemons}
+            for i in range(CMD_WARMUP + CMD_TIMED):
+                for label, d in daemons.items():
+                    # doctor exits 1 for any problem it finds on this machine (a host not installed): still timed
+                    _wall, cpu_ms = timed(entry_point() + words, cached(d.env), d.home, stdin, ok=(0, 1))
+                    if i >= CMD_WARMUP:
+                        spent[label].append(cpu_ms)
+            run.command_cpu_ms.update({(name, label): statistics.median(xs) for label, xs in spent.items()})
         for d in daemons.values():
             d.stop()
         cold: dict[str, list[float]] = {label: [] for label in daemons}
@@ -162,6 +203,12 @@ def one_run(sidecars: dict[str, Path | None]) -> Run:
     finally:
         for d in daemons.values():
             d.cleanup()
+    daemon_starts(run, sidecars)
+    return run
+
+
+def daemon_starts(run: Run, sidecars: dict[str, Path | None]) -> None:
+    """STARTS of `mcpx daemon` alone per side, alternating, into `run`."""
     started: dict[str, list[tuple[float, float]]] = {label: [] for label in sidecars}
     for i in range(1 + STARTS):  # the first, untimed: it writes the bytecode a checkout has none of yet
         for label, s in sidecars.items():
@@ -170,7 +217,6 @@ def one_run(sidecars: dict[str, Path | None]) -> Run:
                 started[label].append(timing)
     run.start_ms = {label: statistics.median(w for w, _ in xs) for label, xs in started.items()}
     run.start_cpu_ms = {label: statistics.median(c for _, c in xs) for label, xs in started.items()}
-    return run
 
 
 def daemon_start(sidecar: Path | None) -> tuple[float, float]:
@@ -193,7 +239,7 @@ def spread(xs: list[float], ratio: bool = False) -> str:
     return show(med) if len(xs) == 1 else f"{show(med)} ({show(min(xs))}-{show(max(xs))})"
 
 
-def measure(runs: int, against: str | None = None) -> tuple[list[Run], list[str]]:
+def measure(runs: int, against: str | None = None, daemon_only: bool = False) -> tuple[list[Run], list[str]]:
     """`runs` runs of this code's CLI (and, with `against`, that revision's beside it); the labels in order."""
     with tempfile.TemporaryDirectory(prefix="mcpx-cli-") as tmp:
         sidecars: dict[str, Path | None] = {"mcpx": None}
@@ -202,13 +248,17 @@ def measure(runs: int, against: str | None = None) -> tuple[list[Run], list[str]
         out = []
         for i in range(runs):
             say(f"  cli run {i + 1}/{runs}: load {os.getloadavg()[0]:.2f} ...")
-            out.append(one_run(sidecars))
+            out.append(one_run(sidecars, daemon_only))
         return out, list(sidecars)
 
 
-def add_rows(report: Report, runs: int, against: str | None = None) -> None:
+def add_rows(report: Report, runs: int, against: str | None = None, daemon_only: bool = False) -> None:
     """Measure, and add the rows to `report`: bench/speed.py's one line."""
-    results, labels = measure(runs, against)
+    results, labels = measure(runs, against, daemon_only)
+    if daemon_only:
+        for label in labels:
+            daemon_rows(report, results, label)
+        return
     report.add("7 python -c 'import argparse, json, socket' wall p50", spread([r.floor_ms for r in results]))
     for label in labels:
         ratios = [r.p50_ms[label] / r.floor_ms for r in results]
@@ -225,16 +275,24 @@ def add_rows(report: Report, runs: int, against: str | None = None) -> None:
                    spread([r.serve_ms[label] for r in results]))
         report.add(f"7   ({label}) `mcpx serve`, CPU p50 (spawn to exit)",
                    spread([r.serve_cpu_ms[label] for r in results]))
-        report.add(f"7   ({label}) `mcpx daemon` alone to its socket, wall p50",
-                   spread([r.start_ms[label] for r in results]))
-        report.add(f"7   ({label}) `mcpx daemon` alone to its socket, CPU p50",
-                   spread([r.start_cpu_ms[label] for r in results]))
+        daemon_rows(report, results, label)
+        for name, _words, _stdin in CPU_COMMANDS:
+            report.add(f"7   ({label}) `{name}`, CPU p50 (spawn to exit)",
+                       spread([r.command_cpu_ms[(name, label)] for r in results]))
+
+
+def daemon_rows(report: Report, results: list[Run], label: str) -> None:
+    report.add(f"7   ({label}) `mcpx daemon` alone to its socket, wall p50",
+               spread([r.start_ms[label] for r in results]))
+    report.add(f"7   ({label}) `mcpx daemon` alone to its socket, CPU p50",
+               spread([r.start_cpu_ms[label] for r in results]))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--runs", type=int, default=3, help="fresh daemons and rounds, this many times (default 3)")
     parser.add_argument("--against", metavar="REF", help="also time that git revision's CLI, in the same rounds")
+    parser.add_argument("--daemon", action="store_true", help="only `mcpx daemon` alone, to its socket answering")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -242,7 +300,7 @@ def main() -> int:
         f"{TIMED} timed rounds; entry point {' '.join(entry_point())}")
     started = time.monotonic()
     report = Report()
-    add_rows(report, args.runs, args.against)
+    add_rows(report, args.runs, args.against, args.daemon)
     say(f"took {time.monotonic() - started:.0f} s; load now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
     report.show()

@@ -30,7 +30,7 @@ sys.exit(code)
 HEAVY = ("aiohttp", "asyncio", "pydantic", "pydantic_core")
 # a plain daemon, started by harness.Daemon as `python -c DAEMON -m mcpx daemon` (that `-m mcpx daemon` only argv
 # here): its modules when it has stopped, and how often it built its openapi.json, counted by the real method
-DAEMON = """import sys
+DAEMON = """import gc, sys
 from mcpx.api.table import Api
 built = []
 openapi = Api.openapi
@@ -38,21 +38,29 @@ def counted(api):
     built.append(api)
     return openapi(api)
 Api.openapi = counted
+steps, collected = [], []  # the daemon's gc.disable and gc.freeze, in order; the collections run meanwhile
+gc.callbacks.append(lambda phase, info: phase == "start" and steps[-1:] == ["disable"] and collected.append(1))
+disable, freeze = gc.disable, gc.freeze
+gc.disable = lambda: steps.append("disable") or disable()
+gc.freeze = lambda: steps.append("freeze") or freeze()
 from mcpx.cli.main import main
 try:
     code = main(["daemon"])
 finally:
-    print(f"OPENAPI {len(built)} MODULES " + " ".join(sorted(sys.modules)), file=sys.stderr)
+    print(f"COLLECTOR {','.join(steps)} {len(collected)} {gc.isenabled()} OPENAPI {len(built)} MODULES "
+          + " ".join(sorted(sys.modules)), file=sys.stderr)
 sys.exit(code)
 """
 # what only a passkey (py_webauthn, and cryptography under it), an `openapi` entry (jsonschema-path, requests,
-# PyYAML) or a login (authlib) needs: docs/choices.md, "The daemon's start"
-UNUSED = ("webauthn", "cryptography", "OpenSSL", "jsonschema_path", "requests", "yaml", "authlib")
+# PyYAML), a login (authlib), a launchd agent (plistlib, an XML parser under it) or a misspelt key or tool (difflib)
+# needs: docs/choices.md, "The daemon's start"
+UNUSED = ("webauthn", "cryptography", "OpenSSL", "jsonschema_path", "requests", "yaml", "authlib", "plistlib", "xml",
+          "difflib")
 
 
-def run_counting(d: Daemon, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+def run_counting(d: Daemon, *args: str, stdin: str = "") -> tuple[subprocess.CompletedProcess[str], set[str]]:
     out = subprocess.run([sys.executable, "-c", WRAPPER, *args], env=d.env, cwd=d.home, capture_output=True,
-                         text=True, timeout=PATIENCE)
+                         text=True, timeout=PATIENCE, input=stdin)
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("MODULES "), out.stderr
     return out, set(last.split()[1:])
@@ -100,7 +108,9 @@ def test_a_plain_daemon_and_serve_load_only_what_they_use(home: Path) -> None:
     """A daemon with no passkey, no service and no login, asked for its health, its questions and, through a
     `mcpx serve` that handed its pipes over, an MCP client's initialize and tools/list: it never loaded what only
     those need, nor built its openapi.json nobody asked for. That serve loaded neither aiohttp nor asyncio, nor any
-    part of the daemon."""
+    part of the daemon. The request/response commands (issue 39 item 4) ask it through the light client, and load
+    no aiohttp: `mcpx status`, `task`, `tools`, `call` (refused, in the daemon's words, as before), Claude Code's
+    hook and `mcpx doctor`; those with no question to show or ask load no pydantic either."""
     d = make_daemon(home, python_args=["-c", DAEMON])
     with d:
         assert d.api().json("GET", "/v1/health")["pid"] == d.pid and d.api().pending() == []
@@ -126,9 +136,30 @@ def test_a_plain_daemon_and_serve_load_only_what_they_use(home: Path) -> None:
         loaded = sorted(m for m in modules if m.startswith(("aiohttp", "asyncio", "mcpx.daemon.server", "mcpx.api",
                                                              "mcpx.broker", "mcpx.surface", "mcpx.upstream")))
         assert not loaded, f"`mcpx serve` imported {loaded[:8]}"
-    said = [line for line in d.log.read_text().splitlines() if line.startswith("OPENAPI ")]
+
+        for args, code, said, light in (
+                (("status",), 0, "servers   (none)", False),  # how it was started: daemon.json's origin, a model
+                (("task", "list", "--state", "all"), 0, "no calls", True),
+                (("tools", "--json"), 0, '"servers": {}', True),
+                (("call", "nosuch.tool", "x=1"), 1, "mcpx: no server 'nosuch' behind mcpx", True),
+                (("call", "nosuch.tool", "--elicit", "decline"), 1, "no server 'nosuch'", True),
+                (("doctor", "--no-ask"), None, "daemon", False)):
+            out, modules = run_counting(d, *args)
+            assert (code is None or out.returncode == code) and said in out.stdout + out.stderr, (args, out.stderr)
+            heavy = sorted(m for m in modules if m.split(".")[0] in (HEAVY if light else ("aiohttp",)))
+            assert not heavy, f"`mcpx {' '.join(args)}` imported {heavy[:8]}"
+        # the hook finds no question of mcpx's by what Claude Code passed it: it prints nothing, Claude Code goes on
+        out, modules = run_counting(d, "claude", "hook", stdin=json.dumps({
+            "session_id": "s-1", "hook_event_name": "Elicitation", "mcp_server_name": "mcpx", "message": "Which?"}))
+        assert out.returncode == 0 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
+        assert not {m for m in modules if m.startswith(("aiohttp", "mcpx.cli.hosts.claude_install"))}
+    said = [line for line in d.log.read_text().splitlines() if line.startswith("COLLECTOR ")]
     assert said, d.tail()
-    built, _, listed = said[-1].removeprefix("OPENAPI ").partition(" MODULES ")
+    collector, _, rest = said[-1].removeprefix("COLLECTOR ").partition(" OPENAPI ")
+    # the cycle collector: off from the daemon command's start until its start-up's objects (~60,000) are
+    # frozen, so it never walked them as they were made, and on from there, as the daemon serves
+    assert collector.split() == ["disable,freeze", "0", "True"], collector
+    built, _, listed = rest.partition(" MODULES ")
     modules = set(listed.split())
     assert "mcpx.daemon.server" in modules and "mcpx.broker.passkeys" in modules  # the daemon's whole code is there
     loaded = sorted(m for m in modules if m.split(".")[0] in UNUSED)

@@ -105,6 +105,9 @@ def sent(case: Any, base: str, timeout: float) -> Any:
             timeout = min(timeout * 2, 10)
 
 
+# About 35 s of CPU, nearly all hypothesis drawing cases in the test's own process: 90 s of wall in a full run on 2
+# cores, and over the suite's 120 s default beside a loaded machine. Its bound is the cases' count, not time.
+@pytest.mark.timeout(600)
 def test_the_document_fuzzed_against_the_live_daemon(fuzzed: Daemon) -> None:
     base = f"http://{fuzzed.listen}"
     schema = live_schema(fuzzed)

@@ -57,8 +57,9 @@ from mcpx.presentation.passing import passed_as
 from mcpx.presentation.rendering import render
 from mcpx.presentation.urlfacts import url_facts
 from mcpx.shared import sse
-from mcpx.shared.names import CWD_HEADER, SESSION_SOURCE_HEADER, SHUTDOWN
+from mcpx.shared.names import CWD_HEADER, SESSION_SOURCE_HEADER
 from mcpx.shared.sessions import header_source, resolve_session
+from mcpx.shared.shutdown import SHUTDOWN
 
 api = Api()
 PASSED_LIMIT = 1000  # a session's pending questions read to find the one a hook was passed

@@ -24,7 +24,6 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from mcpx.broker import approvals, passkeys, policy, routing, rules
-from mcpx.broker.documents import task_row
 from mcpx.broker.errors import Forbidden, InvalidContent, NotFound
 from mcpx.broker.errors import (
     InvalidQuestion as InvalidQuestion,  # where upstream/mcp_call.py has always found it
@@ -46,7 +45,7 @@ from mcpx.broker.pending import PendingIndex
 from mcpx.broker.reads import Reads, valid_id
 from mcpx.broker.rules import as_stored
 from mcpx.broker.rules import redact as redact  # where daemon/ and inbox/ have always found it
-from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Store, StoreInfo, StoreLease, Tx
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Store, StoreInfo, StoreLease, TaskRow, Tx
 from mcpx.broker.sweeper import Sweeper
 from mcpx.broker.team import Team
 from mcpx.broker.waiters import Handle as Handle
@@ -550,19 +549,22 @@ class Broker:
     async def save_task(self, task: StoredTask) -> None:
         await self._store.write(lambda tx: tx.put_task(task))
 
-    def finish_task(self, built: Callable[[], StoredTask], data: dict[str, Any], *, tid: str, session: str,
-                    trace: str | None, behind: bool = False) -> asyncio.Future[AuditRecord]:
+    def finish_task(self, built: Callable[[], TaskRow], data: dict[str, Any], *, tid: str, session: str,
+                    trace: str | None, behind: bool = False) -> asyncio.Future[Any]:
         """A task's final record and its task.done, committed together; the record is published after.
 
-        `built`: the task's final row, built (validated, encoded) inside the unit, wherever its batch commits:
-        for a plain call, off the loop. `behind`: nothing durable waits on it (the call never asked, so no stored
-        row of it says it is running, and no restart would re-drive it): it rides with the next commit, within
-        BEHIND seconds, or commits on the store's own thread."""
-        def put(tx: Tx) -> None:
-            tx.put_task(task_row(built()))
+        `built`: the task's final row, built (encoded) inside the unit, wherever its batch commits: for a plain
+        call, off the loop. `behind`: nothing durable waits on it (the call never asked, so no stored row of it
+        says it is running, and no restart would re-drive it): it rides with the next commit, within BEHIND
+        seconds, or commits on the store's own thread, written with the other such ends by one unit
+        (`Writes.end_call`)."""
+        if behind:
+            return self._writes.end_call(built, data, tid=tid, session=session, trace=trace, within=BEHIND)
 
-        return self._writes.submit_record("task.done", data, session=session, trace=trace, task=tid,
-                                          with_unit=put, within=BEHIND if behind else 0.0)
+        def put(tx: Tx) -> None:
+            tx.put_task(built())
+
+        return self._writes.submit_record("task.done", data, session=session, trace=trace, task=tid, with_unit=put)
 
     async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)

@@ -268,7 +268,8 @@ class SqliteStore(SqlReads):
                 done = self._run_batch(units)
             except Busy:
                 done = await loop.run_in_executor(self._writes, self._run_batch, units, 5.0)
-        self._unsaved += len(units)
+        # a unit that writes the ends of many calls (writes.CallEnds) counts as that many
+        self._unsaved += sum(getattr(unit, "weight", 1) for unit in units)
         if self._unsaved >= CHECKPOINT_EVERY and (self._checkpoint is None or self._checkpoint.done()):
             self._unsaved = 0
             self._checkpoint = loop.run_in_executor(self._writes, self._run_checkpoint)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from mcpx.broker.models import (
     StoredTask,
     rfc3339,
 )
-from mcpx.broker.store import Identity, Store, Tx
+from mcpx.broker.store import Identity, Store, TaskRow, Tx
 
 log = logging.getLogger("mcpx.broker")
 T = TypeVar("T")
@@ -116,6 +117,47 @@ class RecordUnit:
             recorded.set_result(self.out[0])
 
 
+# a call's end nobody waits on: its row (built when written) and its task.done's data, session, trace and id
+CallEnd = tuple[Callable[[], TaskRow], dict[str, Any], str, str | None, str]
+ENDS_PER_UNIT = 512  # as many as the commit queue lets wait: more start a unit of their own
+
+
+class CallEnds:
+    """The ends of calls nobody waits on (`Writes.end_call`: calls that never asked), written by one unit for all
+    that wait for the same commit: each its row and its task.done, as a RecordUnit writes them, without a unit, a
+    savepoint and two futures of its own (a stream of plain calls ends hundreds within a horizon). `committed`
+    resolves, to how many it wrote, once they committed."""
+
+    __slots__ = ("_ends", "_lock", "committed", "weight", "writes")
+
+    def __init__(self, writes: Writes) -> None:
+        self.writes = writes
+        # the unit takes its ends where its batch commits (the store's thread, for a batch nobody waits on) while the
+        # loop may be adding one: an end added once the unit took them goes to the next unit
+        self._lock = threading.Lock()
+        self._ends: list[CallEnd] | None = []
+        self.committed: asyncio.Future[int] | None = None
+        self.weight = 0  # how many it wrote: what the store counts towards its next checkpoint
+
+    def add(self, end: CallEnd) -> bool:
+        """Whether this unit writes `end`: not once it began writing, nor once it holds ENDS_PER_UNIT."""
+        with self._lock:
+            if self._ends is None or len(self._ends) >= ENDS_PER_UNIT:
+                return False
+            self._ends.append(end)
+            return True
+
+    def __call__(self, tx: Tx) -> int:
+        with self._lock:
+            ends, self._ends = self._ends or [], None
+        self.weight = len(ends)
+        out: list[AuditRecord] = []
+        for row, data, session, trace, tid in ends:
+            tx.put_task(row())
+            self.writes.audit(tx, out, "task.done", time.time(), None, data, session=session, trace=trace, task=tid)
+        return len(ends)
+
+
 def _retrieved(f: asyncio.Future[Any]) -> None:
     if not f.cancelled():
         f.exception()
@@ -130,6 +172,7 @@ class Writes:
         self._me = me
         self._answered: dict[str, tuple[Elicitation, Answer]] = {}  # written by a unit, to recent once committed
         self.recent: dict[str, tuple[Elicitation, Answer]] = {}  # oldest first, at most RECENT
+        self._ends: CallEnds | None = None  # the ends of calls that wait for the next commit, if any yet
 
     # ---- the queue
 
@@ -155,6 +198,21 @@ class Writes:
         self._store.submit(unit, within).add_done_callback(unit.published)
         unit.recorded.add_done_callback(_retrieved)
         return unit.recorded
+
+    def end_call(self, row: Callable[[], TaskRow], data: dict[str, Any], *, tid: str, session: str,
+                 trace: str | None, within: float) -> asyncio.Future[int]:
+        """A call's end that nobody waits on: its final row (`row`, built where it is written) and its task.done,
+        written with the other such ends that wait for the same commit by one unit (`CallEnds`), which may wait
+        `within` seconds for company. The future resolves once they committed (the same future for all of them)."""
+        end: CallEnd = (row, data, session, trace, tid)
+        ends = self._ends
+        if ends is None or not ends.add(end):
+            ends = CallEnds(self)
+            ends.add(end)
+            ends.committed = self._store.submit(ends, within)
+            self._ends = ends  # once queued: a store that refused it leaves no unit for the next end to join
+        assert ends.committed is not None
+        return ends.committed
 
     # ---- what answered questions leave behind
 

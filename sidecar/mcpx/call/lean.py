@@ -29,9 +29,8 @@ log = logging.getLogger("mcpx.call")
 class Sent(Protocol):
     """What a kind hands the lean path once a call's request is written."""
 
-    @property
-    def reply(self) -> asyncio.Future[Any]:
-        """Set when the upstream's reply comes (or the connection fails)."""
+    def when_replied(self, heard: Callable[[], None]) -> None:
+        """Call `heard` in the loop turn the upstream's reply is read (or the connection fails)."""
         ...
 
     @property
@@ -58,9 +57,9 @@ class LeanCall:
         self.settled = False
         self._due = deadlines.add(sent.due, self)  # its deadline: promoted then, the runner times it out
         call.lean(self.promote)
-        sent.reply.add_done_callback(self._replied)
+        sent.when_replied(self._replied)
 
-    def _replied(self, _reply: asyncio.Future[Any]) -> None:
+    def _replied(self) -> None:
         if self.settled:
             return
         try:

@@ -11,6 +11,7 @@ that was running is failed with the reason, its questions abandoned.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -50,6 +51,9 @@ class Calls:
         self._finished: deque[str] = deque()
         self._reaper: asyncio.Task[None] | None = None
         self._deadlines = Deadlines()  # of the calls on the lean path
+        # the calls whose ends wait for one commit (Writes.end_call), forgotten from memory once it is done
+        self._ending_on: asyncio.Future[Any] | None = None
+        self._ending: list[str] = []
 
     # ---- reading
 
@@ -129,25 +133,33 @@ class Calls:
         data: dict[str, Any] = {"state": state, "server": call.request.server, "tool": call.request.tool}
         if error:
             data["error"] = call.error  # as call.ended kept it: scrubbed
-        # whoever waits for the result heard first (call.ended told them; it is in memory); the final state and
-        # its call.done commit together one loop turn behind, so neither building the record nor the database
-        # thread is in the reply's way. A call the store never heard of (it never asked) has its end ride with the
-        # next commit, within a short horizon: a stream of plain calls costs the store a commit per horizon, not
-        # one each, and that commit (its records built in it) runs on the store's thread, off the loop. A
-        # callback, not another step of the call's task: queued behind the watchers' wake-ups.
+        if not call.kept:
+            # whoever waits for the result heard first (call.ended told them; it is in memory). A call the store
+            # never heard of (it never asked) has its end ride with the next commit, within a short horizon, written
+            # with the other such ends by one unit: a stream of plain calls costs the store a commit per horizon,
+            # not one each, and that commit (its rows built in it) runs on the store's thread, off the loop. Here
+            # it is only added to that unit
+            self._record_end(call, data)
+            return
+        # the final state and its task.done commit together one loop turn behind (a call the store holds a row of:
+        # it says it is running): a callback, not another step of the call's task, queued behind the watchers'
+        # wake-ups, so neither building the record nor the commit is in the reply's way
         asyncio.get_running_loop().call_soon(self._record_end, call, data)
 
     def _record_end(self, call: Call, data: dict[str, Any]) -> None:
-        # the record is built where it commits: a finished call changes no more, so its thread may read it
-        committed = self.broker.finish_task(call.stored, data, tid=call.id, session=call.request.session,
+        # the row is built where it commits: a finished call changes no more, so its thread may read it
+        committed = self.broker.finish_task(call.stored_row, data, tid=call.id, session=call.request.session,
                                             trace=call.trace, behind=not call.kept)
-        committed.add_done_callback(lambda f: self._forget_finished(call.id, f))
+        if committed is not self._ending_on:  # the first end of this commit: one callback for them all
+            self._ending_on, self._ending = committed, []
+            committed.add_done_callback(functools.partial(self._forget_finished, self._ending))
+        self._ending.append(call.id)
 
-    def _forget_finished(self, tid: str, committed: asyncio.Future[Any]) -> None:
+    def _forget_finished(self, tids: list[str], committed: asyncio.Future[Any]) -> None:
         """Keep the last few finished calls in memory, the rest in the store alone (which answers for them)."""
         if committed.cancelled() or committed.exception() is not None:
-            return  # the store does not hold its end: memory stays the only record of it
-        self._finished.append(tid)
+            return  # the store does not hold their end: memory stays the only record of it
+        self._finished.extend(tids)
         while len(self._finished) > KEEP_FINISHED:
             self.live.pop(self._finished.popleft(), None)
 

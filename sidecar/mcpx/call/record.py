@@ -22,27 +22,19 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Literal
 
-from mcpx.broker.models import REDACTED, Elicitation, StoredTask, TaskDoc, TaskState, TransparentCall
+from mcpx.broker.models import REDACTED, Elicitation, StoredTask, TaskDoc, TaskState, TransparentCall, rfc3339
+from mcpx.broker.store import TaskRow
 from mcpx.call.request import CallRequest, Slot
+from mcpx.shared import wirejson
 
 DONE_STATES = ("completed", "failed", "cancelled")
 
 Change = Literal["connected", "asked", "settled", "withdrawn", "slot", "passed-over", "report", "became-task",
                  "progress", "running", "ended"]
-
-
-@dataclass(frozen=True)
-class CallEvent:
-    """What changed in a call: `change`, and the question, slot or task it concerns (`subject`)."""
-
-    call: str
-    change: Change
-    subject: str | None = None
 
 
 FirstAsker = Callable[[Elicitation], Awaitable[None]]
@@ -195,10 +187,10 @@ class Call:
         self._updated = time.time()
         if self._lean is not None:
             self._lean()  # something happened to a lean call: it goes the full way from here (call/lean.py)
-        if self._watches:
-            event = CallEvent(self.id, change, subject)
-            for watch in list(self._watches):
-                watch.hear(event)
+        # what changed (`change`, and the question, slot or task it concerns) is for whoever reads the call: a
+        # watch's owner looks at the call itself once woken
+        for watch in list(self._watches) if self._watches else ():
+            watch.poke()
 
     # ---- asking the calling client first
 
@@ -398,6 +390,27 @@ class Call:
             transparent=TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
             resume=dict(self._remembered) if self._remembered is not None else None)
 
+    def stored_row(self) -> TaskRow:
+        """`documents.task_row(self.stored())` without a model validated and encoded on the way: the row of a call
+        that ended, written for every plain call (its values are the call's own, of their types already). The
+        document is StoredTask's, by alias and without nulls, field for field (tests/unit/call/test_call_end.py
+        holds the two to the same bytes)."""
+        r = self.request
+        doc: dict[str, Any] = {"id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server,
+                               "tool": r.tool, "session": r.session, "sessionSource": r.session_source,
+                               "state": self._state, "era": self._era, "questions": list(self._questions),
+                               "open": list(self._open), "created": rfc3339(datetime.fromtimestamp(self.created, UTC)),
+                               "updated": rfc3339(datetime.fromtimestamp(self._updated, UTC)),
+                               "result": self._result, "error": self._error, "arguments": self.scrub(r.arguments),
+                               "cwd": r.cwd, "surface": r.surface, "policyMode": r.policy_mode}
+        if r.transparent:
+            transparent = {"era": r.era, "clientCaps": self.scrub(r.client_caps)}
+            doc["transparent"] = {k: v for k, v in transparent.items() if v is not None}
+        if self._remembered is not None:
+            doc["resume"] = dict(self._remembered)
+        shown = {k: v for k, v in doc.items() if v is not None}
+        return TaskRow(self.id, self._state, r.session, wirejson.encode(shown).decode())
+
     def stored_with(self, q: Elicitation, pending: bool, remembered: Mapping[str, Any] | None = None) -> StoredTask:
         """What the tasks table keeps once `q` is open (pending, or settled at once), and with `remembered` what
         its kind continues from: stored in q's own commit."""
@@ -416,7 +429,6 @@ class Watch:
     def __init__(self, call: Call) -> None:
         self._call = call
         self._waiter: asyncio.Future[bool] | None = None
-        self.last: CallEvent | None = None  # the last event heard
 
     def __enter__(self) -> Watch:
         return self
@@ -425,12 +437,9 @@ class Watch:
         self.close()
 
     def close(self) -> None:
-        with contextlib.suppress(ValueError):
-            self._call._watches.remove(self)
-
-    def hear(self, event: CallEvent) -> None:
-        self.last = event
-        self.poke()
+        watches = self._call._watches
+        if self in watches:  # not closed already (a list of one or two: no suppress() object built on every close)
+            watches.remove(self)
 
     def poke(self) -> None:
         """Wake whoever waits on this watch (its owner has news of its own)."""

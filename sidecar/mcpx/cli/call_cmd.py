@@ -8,21 +8,26 @@ and mcpx exits 75 (`--elicit=return`) while the call keeps running in the daemon
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run, shown
-from mcpx.cli.render import render_question
+from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, shown
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
-from mcpx.client.daemon_client import DaemonClient
-from mcpx.client.prompt import TerminalForm, read_answer
-from mcpx.client.question_watch import EndedMeanwhile, Watch
 from mcpx.client.target import split_target
-from mcpx.client.transport import ApiError, Response, ensure_running
+from mcpx.client.transport import ApiError, DaemonApi, Response, ensure_running
 from mcpx.presentation.text import clock, one_line, plain
+
+if TYPE_CHECKING:
+    from mcpx.client.prompt import TerminalForm
+
+# Each command here asks the daemon through transport.DaemonApi, one blocking exchange per request, and starts
+# without aiohttp, asyncio or pydantic; what only a question needs (its rendering, the terminal's form and the watch
+# beside it, on pydantic's schema models and aiohttp) is imported where a question is shown or asked.
 
 MODES = ("prompt", "return", "auto", "decline", "error")
 
@@ -49,13 +54,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--session", help="only this session's calls")
     p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
     add_json_flag(p)
-    p.set_defaults(func=run(task_list_cmd))
+    p.set_defaults(func=guarded(task_list_cmd))
     p = tsub.add_parser("result", help="a call's real result (waits up to --timeout)")
     p.add_argument("id", help="the call's task id (tsk-…)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it (default 30); exit 75 if it "
                                                                "still runs or waits for an answer")
     add_json_flag(p)
-    p.set_defaults(func=run(task_result_cmd))
+    p.set_defaults(func=guarded(task_result_cmd))
     p = tsub.add_parser("show", help="a call's status")
     p.add_argument("id")
     add_json_flag(p)
@@ -71,7 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "arguments.")
     p.add_argument("server", nargs="?", metavar="SERVER[.TOOL]")
     add_json_flag(p)
-    p.set_defaults(func=run(tools_cmd))
+    p.set_defaults(func=guarded(tools_cmd))
 
 
 def print_result(result: dict[str, Any]) -> None:
@@ -137,6 +142,8 @@ def _arguments(words: list[str], schema: dict[str, Any] | None) -> dict[str, Any
 
 
 def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
+    from mcpx.cli.render import render_question
+
     if as_json:
         emit_json({"inputRequired": doc})
         return
@@ -164,7 +171,7 @@ def call_cmd(args: argparse.Namespace) -> int:
         # the tools are listed first (name=value pairs are typed by the tool's schema; and the daemon, knowing them,
         # refuses a tool the server lacks in words, naming the nearest), unless the call must leave no question
         # behind: a listing asks for a server's missing secrets whatever the call's --elicit says
-        schema = asyncio.run(_input_schema(server, tool)) if mode in ("prompt", "return") or pairs else None
+        schema = _input_schema(server, tool) if mode in ("prompt", "return") or pairs else None
         if arguments is None:
             arguments = _arguments(args.arguments, schema)
     except ValueError as exc:
@@ -176,31 +183,29 @@ def call_cmd(args: argparse.Namespace) -> int:
     if mode in ("auto", "decline", "error"):
         body["elicit"] = mode
     # on a terminal the call comes back within a second while it runs, so the wait can be shown (its progress)
-    resp = asyncio.run(_post(f"/v1/call/{server}/{tool}", body, wait=1.0 if mode == "prompt" else None))
+    resp = _post(f"/v1/call/{server}/{tool}", body, wait=1.0 if mode == "prompt" else None)
     return _follow(args, resp, mode)
 
 
-async def _input_schema(server: str, tool: str) -> dict[str, Any]:
+def _input_schema(server: str, tool: str) -> dict[str, Any]:
     """The tool's inputSchema, to type name=value pairs by. Listed before every call: the daemon then knows the
     server's tools, and refuses a tool it does not have by naming its tools and the nearest (a call to a server
     never listed would get the server's own raw error). A server that cannot list its tools yet (one waiting for
     its secrets) types nothing: the pairs go as text, and the call says what it waits for."""
-    async with DaemonClient() as client:
-        try:
-            tools = (await client.get(f"/v1/tools/{server}", timeout=120))["servers"][server]
-        except ApiError as exc:
-            if exc.status != 502:
-                raise
-            return {}
+    try:
+        tools = DaemonApi().get(f"/v1/tools/{server}", timeout=120)["servers"][server]
+    except ApiError as exc:
+        if exc.status != 502:
+            raise
+        return {}
     found = next((t for t in tools if t.get("name") == tool), None)
     schema = (found or {}).get("inputSchema")
     return schema if isinstance(schema, dict) else {}
 
 
-async def _post(path: str, body: dict[str, Any], wait: float | None = None) -> Response:
-    async with DaemonClient() as client:
-        return await client.request("POST", path, json_body=body, timeout=3700, ok=(502,),
-                                    params={"wait": wait} if wait is not None else None)
+def _post(path: str, body: dict[str, Any], wait: float | None = None) -> Response:
+    return DaemonApi().request("POST", path, json_body=body, timeout=3700, ok=(502,),
+                               params={"wait": wait} if wait is not None else None)
 
 
 def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
@@ -239,28 +244,29 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
             _prompt_one(q)
         if not body.get("elicitations") and line.on:
             # still running: say so, with what the server last reported, and look again in a second
-            line.show(progress_text(asyncio.run(_task(body["task"]))))
-            resp = asyncio.run(_result(body["task"], 1, wake="question"))
+            line.show(progress_text(_task(body["task"])))
+            resp = _result(body["task"], 1, wake="question")
             continue
         # the next question the call asks ends this wait at once, as its result does
-        resp = asyncio.run(_result(body["task"], 30, wake="question"))
+        resp = _result(body["task"], 30, wake="question")
 
 
-async def _task(task: str) -> dict[str, Any]:
-    async with DaemonClient() as client:
-        doc: dict[str, Any] = await client.get(f"/v1/tasks/{task}")
-        return doc
+def _task(task: str) -> dict[str, Any]:
+    doc: dict[str, Any] = DaemonApi().get(f"/v1/tasks/{task}")
+    return doc
 
 
-async def _result(task: str, timeout: float, wake: str = "result") -> Response:
-    async with DaemonClient() as client:
-        return await client.request("GET", f"/v1/tasks/{task}/result", params={"timeout": timeout, "wake": wake},
-                                    timeout=timeout + 10)
+def _result(task: str, timeout: float, wake: str = "result") -> Response:
+    return DaemonApi().request("GET", f"/v1/tasks/{task}/result", params={"timeout": timeout, "wake": wake},
+                               timeout=timeout + 10)
 
 
 def _prompt_one(q: dict[str, Any]) -> None:
     """Put one question to the person at this terminal until it has a valid answer, or until it ends elsewhere
     (answered from another door, expired, abandoned): then say how, and ask no more."""
+    from mcpx.client.prompt import TerminalForm
+    from mcpx.client.question_watch import EndedMeanwhile, Watch
+
     with Watch(q["id"]) as watch:
         form = TerminalForm.until(watch)
         try:
@@ -270,13 +276,15 @@ def _prompt_one(q: dict[str, Any]) -> None:
 
 
 def _ask_until_answered(form: TerminalForm, q: dict[str, Any]) -> None:
+    from mcpx.client.prompt import read_answer
+
     content: dict[str, Any] = {}
     problems: dict[str, str] | None = None
     while True:
         action, given, reason = read_answer(form, q, content, problems)
         content = given or content
         try:
-            asyncio.run(_answer(q, action, given, reason))
+            DaemonApi().answer(q["id"], action, given, reason)
             return
         except ApiError as exc:
             if exc.status == 422 and exc.fields:
@@ -288,13 +296,8 @@ def _ask_until_answered(form: TerminalForm, q: dict[str, Any]) -> None:
             raise
 
 
-async def _answer(q: dict[str, Any], action: str, content: dict[str, Any] | None, reason: str | None) -> None:
-    async with DaemonClient() as client:
-        await client.answer(q["id"], action, content, reason)
-
-
-async def task_result_cmd(args: argparse.Namespace) -> int:
-    resp = await _result(args.id, args.timeout)
+def task_result_cmd(args: argparse.Namespace) -> int:
+    resp = _result(args.id, args.timeout)
     if resp.status == 202:
         print_waiting(resp.body, args.json)
         return EX_TEMPFAIL
@@ -312,10 +315,9 @@ def task_line(doc: dict[str, Any]) -> str:
     return line
 
 
-async def task_list_cmd(args: argparse.Namespace) -> int:
-    async with DaemonClient() as client:
-        body = await client.get("/v1/tasks", params={"state": args.state, "limit": args.limit,
-                                                     **({"session": args.session} if args.session else {})})
+def task_list_cmd(args: argparse.Namespace) -> int:
+    body = DaemonApi().get("/v1/tasks", params={"state": args.state, "limit": args.limit,
+                                                **({"session": args.session} if args.session else {})})
     if args.json:
         emit_json(body)
         return 0
@@ -343,12 +345,12 @@ def task_cancel_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def tools_cmd(args: argparse.Namespace) -> int:
+def tools_cmd(args: argparse.Namespace) -> int:
     server, _, tool = (args.server or "").partition(".")
-    await asyncio.to_thread(ensure_running, "mcpx tools")
-    async with DaemonClient() as client:
-        servers = [server] if server else (await client.get("/v1/health"))["servers"]
-        body = {"servers": await _listings(client, servers)}
+    ensure_running("mcpx tools")
+    api = DaemonApi()
+    servers = [server] if server else api.get("/v1/health")["servers"]
+    body = {"servers": _listings(api, servers)}
     listing = body["servers"].get(server)
     if isinstance(listing, str):
         print(f"mcpx: {plain(listing)}", file=sys.stderr)  # the one server asked for could not list its tools
@@ -384,14 +386,14 @@ def print_listing(servers: dict[str, list[dict[str, Any]] | str]) -> None:
                    + (f"  [{', '.join(flags)}]" if flags else "")).rstrip())
 
 
-async def _listings(client: DaemonClient, servers: list[str]) -> dict[str, list[dict[str, Any]] | str]:
+def _listings(api: DaemonApi, servers: list[str]) -> dict[str, list[dict[str, Any]] | str]:
     """Each server's tools, or why it could not list them (one bad server hides no other). A server that is not
     running is started to be listed, seconds each (an npx download: many): on a terminal the status line names the
-    ones still starting meanwhile."""
+    ones still starting meanwhile. Each server is asked in a thread of its own (the requests block)."""
     out: dict[str, list[dict[str, Any]] | str] = {}
 
-    async def one(name: str) -> None:
-        resp = await client.request("GET", f"/v1/tools/{name}", timeout=120, ok=(502,))
+    def one(name: str) -> None:
+        resp = api.request("GET", f"/v1/tools/{name}", timeout=120, ok=(502,))
         out[name] = resp.body["servers"][name] if resp.status == 200 else str(resp.body["error"]["message"])
 
     def starting() -> str:
@@ -399,8 +401,27 @@ async def _listings(client: DaemonClient, servers: list[str]) -> dict[str, list[
         return (f"starting {', '.join(waiting)} to list their tools"
                 + (f" ({len(out)} of {len(servers)} listed)" if len(servers) > 1 else ""))
 
-    await while_waiting(asyncio.gather(*(one(s) for s in servers)), starting)
+    while_waiting([in_thread(one, s) for s in servers], starting)
     return dict(sorted(out.items()))
+
+
+def in_thread(work: Callable[[str], None], name: str) -> Future[None]:
+    """`work(name)` in a daemon thread of its own, its end in the future returned. Not a thread pool's: a pool's
+    threads are joined as the process exits, so a Ctrl-C would wait for the requests still blocked (up to 120 s);
+    a daemon thread is left behind with its request."""
+    done: Future[None] = Future()
+
+    def run() -> None:
+        done.set_running_or_notify_cancel()
+        try:
+            work(name)
+        except BaseException as exc:  # handed to whoever waits on the future, as a pool would
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=run, name=f"mcpx tools {name}", daemon=True).start()
+    return done
 
 
 def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict[str, Any]]) -> int:

@@ -9,6 +9,7 @@ however it was started; `restart` is both, keeping its --listen. `install` write
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -23,9 +24,7 @@ from mcpx.cli.common import add_json_flag, emit_json, guarded
 from mcpx.cli.lines import upstream_lines
 from mcpx.client.transport import EX_UNAVAILABLE, ApiError, DaemonApi, NoDaemon
 from mcpx.config.finding import config_sources, unread_configs
-from mcpx.daemon.launch import LaunchError, detach, running_pid, start_detached, stop, wait_serving
 from mcpx.daemon.origin import Origin
-from mcpx.daemon.service import ServiceError, install, plan, platform_manager, uninstall
 from mcpx.presentation.text import plain
 from mcpx.system import processes
 from mcpx.system.paths import StatePaths
@@ -82,9 +81,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=guarded(status))
 
 
+# the launcher (daemon/launch.py) and the service files (daemon/service.py) are imported by the actions that use
+# them: `mcpx status`, the commonest of these commands, uses neither
+
+
 def daemon(args: argparse.Namespace) -> int:
+    from mcpx.daemon.launch import detach
+
     if args.detach:
         detach(StatePaths.current())  # returns in the detached daemon only
+    # start-up builds ~60,000 objects that live as long as the daemon, and little garbage: the cycle collector
+    # walked them ~40 times as they were made (~15% of the start's CPU). run() turns it back on as it serves.
+    gc.disable()
     import uvloop  # here, not at the top: only the daemon runs on it, the other commands need not load it
 
     from mcpx.daemon.server import DaemonError
@@ -192,6 +200,8 @@ def _health(paths: StatePaths) -> dict[str, Any] | None:
 
 
 def find_running(paths: StatePaths) -> Running | None:
+    from mcpx.daemon.launch import running_pid
+
     health = _health(paths)
     if health is not None:
         return Running(health["pid"], health.get("listen"), recorded_origin(paths, health["pid"]), True)
@@ -214,6 +224,8 @@ def _fail(args: argparse.Namespace, action: str, message: str, code: int = 1) ->
 
 
 def _start(args: argparse.Namespace, paths: StatePaths, action: str, listen: str | None) -> int:
+    from mcpx.daemon.launch import LaunchError, running_pid, start_detached, wait_serving
+
     try:
         pid = start_detached(paths, "command", f"mcpx daemon {action}", ["--listen", listen] if listen else [],
                              timeout=args.timeout)
@@ -245,6 +257,8 @@ def start_cmd(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace, found: Running, action: str) -> str | None:
     """Stop `found`; an error message if it did not stop."""
+    from mcpx.daemon.launch import LaunchError, stop
+
     try:
         took = stop(found.pid, args.timeout)
     except LaunchError as exc:
@@ -325,6 +339,8 @@ def restart_cmd(args: argparse.Namespace) -> int:
 
 
 def install_cmd(args: argparse.Namespace) -> int:
+    from mcpx.daemon.service import ServiceError, install, plan, platform_manager, uninstall
+
     service = plan(args.manager or platform_manager(), ["--listen", args.listen] if args.listen else [])
     try:
         if args.uninstall:

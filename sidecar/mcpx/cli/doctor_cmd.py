@@ -15,7 +15,6 @@ keychain; the server is then started with it. `--no-ask` (or no terminal) only r
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 from collections.abc import Generator, Iterator
@@ -25,8 +24,7 @@ from mcpx import __version__
 from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.cli.doctor_findings import Finding
 from mcpx.cli.policy_cmd import CheckedConfig, checked_config
-from mcpx.client.daemon_client import DaemonClient
-from mcpx.client.transport import ApiError, NoDaemon
+from mcpx.client.transport import ApiError, DaemonApi, NoDaemon
 from mcpx.config.models import ServerConfig, secret_names
 from mcpx.system import keychain
 
@@ -75,7 +73,7 @@ def _findings(ask: bool) -> Iterator[Finding]:
             yield Finding.warning("daemon", "config", f"it runs the config of {health.get('config')}, not the one "
                                   f"here ({checked.origin}): the servers below are its",
                                   "run `mcpx doctor` where the daemon was started, or `mcpx daemon restart` here")
-        yield from asyncio.run(_store(health))
+        yield from _store(health)
         if config is None:
             yield Finding("server", "(all)", False, "not checked: the config does not load, so their secrets are not "
                           "known here", "fix the config (above), then run `mcpx doctor` again")
@@ -124,7 +122,7 @@ def _daemon() -> Generator[Finding, None, dict[str, Any] | None]:
                       f"read {paths.root / 'daemon.out'} and the config's problems above")
         return None
     try:
-        health: dict[str, Any] = asyncio.run(_get("/v1/health"))
+        health: dict[str, Any] = _get("/v1/health")
     except (NoDaemon, ApiError) as exc:
         yield Finding("daemon", str(paths.socket), False, f"it does not answer: {exc}",
                       "`mcpx daemon restart` (its log: daemon.log in the state directory)")
@@ -141,16 +139,16 @@ def _daemon() -> Generator[Finding, None, dict[str, Any] | None]:
     return health
 
 
-async def _get(path: str, timeout: float = 30.0, **params: Any) -> Any:
-    async with DaemonClient() as client:
-        return await client.get(path, timeout=timeout, params=params or None)
+def _get(path: str, timeout: float = 30.0, **params: Any) -> Any:
+    """One request to the daemon, blocking (DaemonApi: doctor starts without aiohttp or asyncio)."""
+    return DaemonApi().get(path, timeout=timeout, params=params or None)
 
 
-async def _store(health: dict[str, Any]) -> list[Finding]:
+def _store(health: dict[str, Any]) -> list[Finding]:
     store = health.get("store") or {}
     where = f"{store.get('kind', '?')} {store.get('where', '')}".strip()
     try:
-        await _get("/v1/tasks", state="all", limit=1)  # a read of the store itself, not of memory
+        _get("/v1/tasks", state="all", limit=1)  # a read of the store itself, not of memory
     except ApiError as exc:
         return [Finding("store", where, False, f"a read failed: {exc}", "see the daemon's log; `mcpx status` says "
                         "which store is in use")]
@@ -170,12 +168,12 @@ def _server(server: str, entry: ServerConfig | None, ask: bool) -> Iterator[Find
                           "give them (above), then run `mcpx doctor` again")
             return
     timeout = max(entry.timeout if entry is not None else 60.0, 10.0) + 15.0
-    was_running = asyncio.run(_running(server))
+    was_running = _running(server)
     began = time.monotonic()
     try:
-        tools = asyncio.run(_get(f"/v1/tools/{server}", timeout=timeout))["servers"][server]
+        tools = _get(f"/v1/tools/{server}", timeout=timeout)["servers"][server]
     except ApiError as exc:
-        login = (asyncio.run(_get("/v1/health")).get("needsLogin") or {}).get(server)
+        login = (_get("/v1/health").get("needsLogin") or {}).get(server)
         if login is not None:  # an HTTP server that wants the person to log in (docs/auth.md)
             yield Finding("server", server, False, login, f"run `mcpx auth login {server}`: it prints the link and "
                           "waits until the login is done")
@@ -195,16 +193,16 @@ def _server(server: str, entry: ServerConfig | None, ask: bool) -> Iterator[Find
     # from before started nothing
     if was_running:
         yield Finding("server", server, True, f"running already{_pids(was_running)}; lists {count}{listed}")
-    elif now_running := asyncio.run(_running(server)):
+    elif now_running := _running(server):
         yield Finding("server", server, True, f"started{_pids(now_running)} and listed {count} in {took:.1f}s{listed}")
     else:
         yield Finding("server", server, True, f"lists {count}{listed} (as the daemon listed them before; no instance "
                       "runs now, so its start was not tried)")
 
 
-async def _running(server: str) -> list[int | None]:
+def _running(server: str) -> list[int | None]:
     """The server's instances running now, by their pids (None: an HTTP server's, which has none here)."""
-    instances = (await _get("/v1/upstreams"))["instances"]
+    instances = _get("/v1/upstreams")["instances"]
     return [i.get("pid") for i in instances if i.get("server") == server]
 
 
@@ -250,7 +248,7 @@ def _ask(server: str) -> str | None:
     to the person here, and wait until the daemon has kept the answer: the question's id, or None."""
     from mcpx.cli.elicit_cmd import answer_cmd
 
-    eid = asyncio.run(_question_for(server))
+    eid = _question_for(server)
     if eid is None:
         return None
     print(f"mcpx doctor: server {server} needs secrets; mcpx asks for them ({eid}):", file=sys.stderr, flush=True)
@@ -258,18 +256,17 @@ def _ask(server: str) -> str | None:
     if code != 0:
         return None
     deadline = time.monotonic() + ASK_PATIENCE
-    while asyncio.run(_listed(server)) is False and time.monotonic() < deadline:
+    while _listed(server) is False and time.monotonic() < deadline:
         time.sleep(0.1)  # the daemon keeps the value just after the answer commits, then lists the server
     return eid
 
 
-async def _question_for(server: str) -> str | None:
-    async with DaemonClient() as client:
-        await client.request("GET", f"/v1/tools/{server}", timeout=60, ok=(502,))  # opens it, if it is not open
-        listed = await client.get("/v1/elicit", params={"server": "mcpx"})
+def _question_for(server: str) -> str | None:
+    api = DaemonApi()
+    api.request("GET", f"/v1/tools/{server}", timeout=60, ok=(502,))  # opens it, if it is not open
+    listed = api.get("/v1/elicit", params={"server": "mcpx"})
     return next((q["id"] for q in listed["elicitations"] if q.get("tool") == server), None)
 
 
-async def _listed(server: str) -> bool:
-    async with DaemonClient() as client:
-        return (await client.request("GET", f"/v1/tools/{server}", timeout=60, ok=(502,))).status == 200
+def _listed(server: str) -> bool:
+    return DaemonApi().request("GET", f"/v1/tools/{server}", timeout=60, ok=(502,)).status == 200

@@ -142,17 +142,10 @@ def secrets_forget(args: argparse.Namespace) -> int:
 def _tell_daemon(server: str) -> str:
     """Tell a running daemon that the server's secrets changed (none is started for it: the next one reads the
     keychain anyway); what it did, as the end of a sentence."""
-    import asyncio
-
-    from mcpx.client.daemon_client import DaemonClient
-    from mcpx.client.transport import ApiError, NoDaemon
-
-    async def tell() -> dict[str, int]:
-        async with DaemonClient() as client:
-            return dict(await client.post(f"/v1/secrets/{server}/changed"))
+    from mcpx.client.transport import ApiError, DaemonApi, NoDaemon
 
     try:
-        done = asyncio.run(tell())
+        done: dict[str, int] = dict(DaemonApi().post(f"/v1/secrets/{server}/changed"))
     except NoDaemon:
         return " (no daemon is running)"
     except ApiError as exc:

@@ -4,15 +4,13 @@ Nothing at all when stderr is not a terminal: a script's output stays clean."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TextIO, TypeVar
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
+from typing import Any, TextIO
 
 from mcpx.presentation.text import plain
-
-T = TypeVar("T")
 
 
 class StatusLine:
@@ -37,21 +35,24 @@ class StatusLine:
             self.shown = False
 
 
-async def while_waiting(work: Awaitable[T], say: Callable[[], str], every: float = 0.5,
-                        line: StatusLine | None = None) -> T:
-    """`work`'s result; while it runs (past a first moment), `say()` on the status line, every `every` seconds."""
+def while_waiting(work: Sequence[Future[Any]], say: Callable[[], str], every: float = 0.5,
+                  line: StatusLine | None = None) -> None:
+    """Until every one of `work` is done (each one's exception raised then); while they run (past a first moment),
+    `say()` on the status line, every `every` seconds. Futures of threads, not of an event loop: a command that
+    waits on blocking requests starts without asyncio."""
     line = line or StatusLine()
-    task: asyncio.Future[T] = asyncio.ensure_future(work)
     try:
         while True:
-            done, _ = await asyncio.wait({task}, timeout=every)
-            if done:
-                return task.result()
+            _, running = wait(work, timeout=every)
+            if not running:
+                break
             line.show(say())
     finally:
         line.clear()
-        if not task.done():
-            task.cancel()
+        for future in work:
+            future.cancel()
+    for future in work:
+        future.result()
 
 
 def progress_text(doc: dict[str, Any]) -> str:

@@ -282,3 +282,21 @@ def _read_reply(sock: socket.socket, deadline: float) -> tuple[int, dict[str, st
             buf += more()
         except EOFError:
             return int(parts[1]), head, buf
+
+
+def wait_for_answer_blocking(eid: str, seconds: float, paths: StatePaths | None = None) -> dict[str, Any] | None:
+    """daemon_client.wait_for_answer without an event loop (`mcpx claude hook`, which waits and does nothing else):
+    the question's answer once it has one (an expiry is the answer cancel), waiting up to `seconds` through the
+    daemon's restarts. None if none came in time; ApiError 410 if it was abandoned."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        wait = max(1.0, min(30.0, deadline - time.monotonic()))
+        try:
+            resp = DaemonApi(paths).request("GET", f"/v1/elicit/{eid}/wait", params={"timeout": wait},
+                                            timeout=wait + 10)
+        except NoDaemon:
+            time.sleep(1)  # the daemon restarts; the question waits in its store
+            continue
+        if resp.status == 200:
+            return dict(resp.body)
+    return None

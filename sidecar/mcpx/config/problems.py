@@ -3,7 +3,6 @@ warnings a config that holds may still deserve."""
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -93,6 +92,8 @@ def problems_of(exc: ValidationError, data: dict[str, Any], origin: str) -> list
 
 def unknown_key(key: str, known: list[str]) -> tuple[str, str | None]:
     """What to say of a key no field has, and the known key it is most likely a misspelling of (or None)."""
+    import difflib  # here: only a config that is wrong needs it, and every daemon and CLI command loads this module
+
     by_lower = {k.lower(): k for k in sorted(set(known))}
     close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
     if close:

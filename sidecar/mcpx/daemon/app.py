@@ -18,7 +18,8 @@ from mcpx.api.table import Api, error_response, errors_middleware
 from mcpx.broker.broker import Broker
 from mcpx.config.source import ConfigSource
 from mcpx.inbox.web_routes import Inbox
-from mcpx.shared.names import MAX_BODY, SHUTDOWN
+from mcpx.shared.names import MAX_BODY
+from mcpx.shared.shutdown import SHUTDOWN
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.http_endpoint import install_mcp_endpoint
 from mcpx.upstream.gateway import Gateway

@@ -244,8 +244,10 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         parts.push_async_callback(_cancel, background)
         # What start-up made (modules, pydantic's validators, the app: ~57,000 objects) lives as long as the
         # daemon. Frozen out of the collector's sight, a full collection walks only what serving made since, so its
-        # pauses stay short with many questions pending (docs/bench.md, "Figures that were in comments")
+        # pauses stay short with many questions pending (docs/bench.md, "Figures that were in comments"). `mcpx
+        # daemon` started without the collector (its start made almost no garbage to find): it runs from here.
         gc.freeze()
+        gc.enable()
         await stop.wait()
         log.info("draining: no new requests; in-flight ones get %.0fs", DRAIN_S)
     return 0

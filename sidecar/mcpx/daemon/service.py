@@ -5,12 +5,13 @@ mcpx writes the file and prints the commands that enable it; it runs no service 
 service runs this very installation (`python -m mcpx daemon`) in the person's home, with the variables that
 say where mcpx keeps its state and config, and PATH (the servers behind mcpx are found on it). It is marked
 MCPX_SERVICE, so `mcpx status` says how it runs and `mcpx daemon restart` leaves it to its manager.
+plistlib (with an XML parser under it, ~15 ms) is imported where a launchd agent is read or written: `mcpx daemon`
+imports this module, and only macOS's `mcpx daemon install` needs it.
 """
 
 from __future__ import annotations
 
 import os
-import plistlib
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ class Service:
     def ours(self, existing: str) -> bool:
         if self.manager == "systemd":
             return MARK in existing
+        import plistlib
+
         try:
             label = plistlib.loads(existing.encode()).get("Label")
             return isinstance(label, str) and label == LABEL
@@ -105,6 +108,8 @@ def launchd(home: Path, environ: Mapping[str, str], args: list[str], paths: Stat
         "StandardOutPath": str(paths.root / "daemon.out"),
         "StandardErrorPath": str(paths.root / "daemon.out"),
     }
+    import plistlib
+
     domain = f"gui/{os.getuid()}"
     return Service("launchd", path, plistlib.dumps(agent).decode(),
                    enable=[f"launchctl bootstrap {domain} {path}"], disable=[f"launchctl bootout {domain}/{LABEL}"])

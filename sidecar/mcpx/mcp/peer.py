@@ -68,6 +68,8 @@ class Peer:
         self.on_notification = on_notification
         self._ids = itertools.count(1)
         self._pending: dict[jsonrpc.Id, asyncio.Future[Message]] = {}
+        # who hears a reply in the loop turn it is read (Sent.when_replied), not a turn later as a future's callback
+        self._hearing: dict[jsonrpc.Id, Callable[[], None]] = {}
         self._incoming: dict[jsonrpc.Id, asyncio.Task[None]] = {}
         self._notifying: set[asyncio.Task[None]] = set()  # held, or the loop may collect one mid-flight
         # incoming requests the other side withdrew (notifications/cancelled), as opposed to ones ended because
@@ -190,6 +192,9 @@ class Peer:
             fut = self._pending.get(rid) if rid is not None else None
             if fut is not None and not fut.done():
                 fut.set_result(msg)
+                hearing = self._hearing.pop(rid, None) if self._hearing and rid is not None else None
+                if hearing is not None:
+                    _hear(hearing)
             else:
                 log.debug("%s: response to unknown id %r dropped", self.name, msg.get("id"))
         elif kind == "request":
@@ -242,6 +247,9 @@ class Peer:
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(PeerClosed(reason))
+        hearing, self._hearing = self._hearing, {}
+        for heard in hearing.values():
+            _hear(heard)
         for task in list(self._incoming.values()):
             task.cancel()
 
@@ -253,6 +261,14 @@ class Peer:
             await asyncio.wait({self._reader})  # its end; a cancel of close() itself still reaches our caller
             if not self._reader.cancelled() and self._reader.exception() is not None:
                 log.debug("%s: the reader ended with %r", self.name, self._reader.exception())
+
+
+def _hear(heard: Callable[[], None]) -> None:
+    """Whoever hears a reply in its turn: its trouble is its own, not the channel's (which it would end)."""
+    try:
+        heard()
+    except Exception:
+        log.exception("hearing a reply failed")
 
 
 class Sent:
@@ -267,6 +283,16 @@ class Sent:
     def _forget(self) -> None:
         if self.rid is not None:
             self.peer._pending.pop(self.rid, None)
+            self.peer._hearing.pop(self.rid, None)
+
+    def when_replied(self, heard: Callable[[], None]) -> None:
+        """Call `heard` in the loop turn the reply is read (or the peer dies), once `future` is set: not a loop turn
+        later, as a callback on the future would be (a plain call's lean path takes its reply so). Soon, if it came
+        already; never, once the reply was taken (`result`) or given up on."""
+        if self.future.done():
+            asyncio.get_running_loop().call_soon(heard)
+        elif self.rid is not None and self.rid in self.peer._pending:
+            self.peer._hearing[self.rid] = heard
 
     def result(self) -> dict[str, Any]:
         """The reply, once it came: its result; RpcError for an error reply, PeerClosed if the peer died."""

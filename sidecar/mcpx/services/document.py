@@ -19,7 +19,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-import aiohttp
 from pydantic import BaseModel, ConfigDict
 
 from mcpx.services import styles
@@ -101,6 +100,8 @@ class Document(BaseModel):
 async def read(source: str, base: Path) -> dict[str, Any]:
     """The document at `source` (an http(s) URL, or a path relative to `base`) as data."""
     if re.match(r"^https?://", source):
+        import aiohttp  # here: only a document fetched over HTTP needs it (`mcpx config check` reads a file's)
+
         try:
             timeout = aiohttp.ClientTimeout(total=FETCH_TIMEOUT)
             async with aiohttp.ClientSession(timeout=timeout) as http, http.get(source) as r:

@@ -1,15 +1,12 @@
-"""Names the daemon's layers agree on: its request headers, its body limit, its shutdown signal.
+"""Names the daemon's layers agree on: its request headers, its body limit, its tools' result keys.
 
 Kept in one small module (as Starlette keeps its `types.py`) so that the /v1 routes and the MCP
 surface, which must not import each other, still read the same header by the same name. The
-CLI is a client of these names; the opencode plugin gets them generated (mcpx.daemon.typescript).
+CLI is a client of these names (so this module is the standard library's alone: the daemon's shutdown signal, an
+aiohttp AppKey, is in shared/shutdown.py); the opencode plugin gets them generated (mcpx.daemon.typescript).
 """
 
 from __future__ import annotations
-
-import asyncio
-
-from aiohttp import web
 
 SESSION_HEADER = "X-Mcpx-Session"
 SESSION_SOURCE_HEADER = "X-Mcpx-Session-Source"  # "env": the session came from MCPX_SESSION_ID
@@ -29,7 +26,3 @@ RESULT_META = {"inputRequired": INPUT_REQUIRED_META, "withheld": WITHHELD_META}
 # the key (demo-request-state.key in the state directory), the demo's entry passes it through as ${…}, the demo reads it
 DEMO_KEY_FILE = "MCPX_DEMO_KEY_FILE"
 MAX_BODY = 1024 * 1024  # the largest request body the daemon reads, on /v1 and /mcp alike
-
-# resolved when the daemon starts to stop: long polls and streams end at once instead of holding the drain open.
-# A future, not an Event: a long poll waits on it beside its answer with one asyncio.wait, no task started
-SHUTDOWN: web.AppKey[asyncio.Future[None]] = web.AppKey("shutdown", asyncio.Future)

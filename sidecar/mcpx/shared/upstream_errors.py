@@ -8,7 +8,6 @@ lacks (upstream/gateway.py), and the CLI, which checks a tool against a listing 
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from mcpx.shared.errors import McpxError
@@ -36,6 +35,8 @@ def refuse_unknown_tool(server: str, tool: str, tools: list[dict[str, Any]] | No
     names = sorted({t["name"] for t in tools if isinstance(t.get("name"), str)})
     if tool in names:
         return
+    import difflib  # here, not at the top: only a call to a tool its server lacks needs it, not a daemon's start
+
     near = difflib.get_close_matches(tool, names, n=1)
     listed = ", ".join(names[:SHOWN]) + (f", … ({len(names)} in all)" if len(names) > SHOWN else "")
     raise UnknownTool(f"server {server!r} has no tool {tool!r}" + (f"; did you mean {near[0]!r}?" if near else "")

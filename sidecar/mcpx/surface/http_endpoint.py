@@ -39,7 +39,8 @@ from mcpx.mcp.protocol import (
 )
 from mcpx.shared import sse, wirejson
 from mcpx.shared.errors import McpxError
-from mcpx.shared.names import MAX_BODY, SHUTDOWN
+from mcpx.shared.names import MAX_BODY
+from mcpx.shared.shutdown import SHUTDOWN
 from mcpx.shared.upstream_errors import UnknownServer
 from mcpx.surface.client_state import ClientState
 from mcpx.surface.dispatch import Surface

@@ -90,6 +90,8 @@ class Attribution:
     def end(self, call: InFlight, answered: bool) -> None:
         """`call` left the wire: with its server's answer (it was waiting on no held request), or without one."""
         self.calls.remove(call)
+        if not self.held:  # nothing the server asked waits to be told apart (nearly every call's end)
+            return
         for held in [h for h in self.held if call in h.suspects]:
             if not answered:
                 held.settle(None, f"the call to {call.tool or 'a tool'} ended without its server's answer while "

@@ -328,9 +328,10 @@ class Gateway:
         if (known is None or request.transparent or not isinstance(entry, StdioServer) or secret_names(entry)
                 or confirmed_name(request.tool, entry.confirm)):
             return None
-        refuse_unknown_tool(request.server, request.tool, known)
-        if self.settings.config.elicit.confirm_destructive and changes_things(
-                next((t for t in known if t.get("name") == request.tool), None)):
+        tool = next((t for t in known if t.get("name") == request.tool), None)  # one look for both checks
+        if tool is None:
+            refuse_unknown_tool(request.server, request.tool, known)
+        if self.settings.config.elicit.confirm_destructive and changes_things(tool):
             return None
         lease = self.mcp.pool.lease_now(request.server, request.session, request.tool)
         if lease is None:

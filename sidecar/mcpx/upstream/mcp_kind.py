@@ -10,7 +10,6 @@ it remembers nothing, and a restart fails it with the reason.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -236,9 +235,8 @@ class LeanSend:
                  since: float) -> None:
         self.lease, self.hooks, self.deadline, self.sending, self.since = lease, hooks, deadline, sending, since
 
-    @property
-    def reply(self) -> asyncio.Future[Any]:
-        return self.sending.first.future
+    def when_replied(self, heard: Callable[[], None]) -> None:
+        self.sending.first.when_replied(heard)
 
     @property
     def due(self) -> float:

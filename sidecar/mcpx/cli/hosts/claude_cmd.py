@@ -11,12 +11,29 @@ from __future__ import annotations
 import argparse
 
 from mcpx.cli.common import add_json_flag
-from mcpx.cli.hosts import claude_hook
-from mcpx.cli.hosts.claude_import import import_servers
-from mcpx.cli.hosts.claude_install import install
 from mcpx.cli.hosts.host_files import guarded
 
 SCOPES = ("project", "user")
+
+
+# each subcommand's module is imported when it runs: the hook, which Claude Code runs for every question, loads
+# neither the installer nor the importer (nor the config's models under it)
+def install(args: argparse.Namespace) -> int:
+    from mcpx.cli.hosts.claude_install import install as run
+
+    return run(args)
+
+
+def import_servers(args: argparse.Namespace) -> int:
+    from mcpx.cli.hosts.claude_import import import_servers as run
+
+    return run(args)
+
+
+def hook(args: argparse.Namespace) -> int:
+    from mcpx.cli.hosts.claude_hook import main as run
+
+    return run(args)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,4 +59,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = csub.add_parser("hook", help="Claude Code's Elicitation hook: reads the question on stdin; unattended "
                         "(claude -p), waits in mcpx for the person's answer and prints it")
-    p.set_defaults(func=claude_hook.main)
+    p.set_defaults(func=hook)

@@ -19,7 +19,6 @@ does without a hook, and mcpx keeps the question waiting.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -28,8 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcpx.client.daemon_client import DaemonClient, wait_for_answer
-from mcpx.client.transport import ApiError, NoDaemon
+from mcpx.client.transport import ApiError, DaemonApi, NoDaemon, wait_for_answer_blocking
 from mcpx.presentation.text import plain
 from mcpx.shared.hostenv import claude_session, host_of
 
@@ -71,7 +69,7 @@ def tell(text: str, env: Mapping[str, str]) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-async def answer_for(given: HookInput, env: Mapping[str, str]) -> dict[str, Any] | None:
+def answer_for(given: HookInput, env: Mapping[str, str]) -> dict[str, Any] | None:
     """The hook's output for this question, or None to print nothing."""
     host = host_of(env)
     if host is not None and not host.unattended:
@@ -79,8 +77,7 @@ async def answer_for(given: HookInput, env: Mapping[str, str]) -> dict[str, Any]
     body = {"session": claude_session(given.session_id), "message": given.message, "mode": given.mode,
             "requestedSchema": given.requested_schema, "url": given.url}
     try:
-        async with DaemonClient() as client:
-            reply = await client.post("/v1/elicit/passed", body)
+        reply = DaemonApi().post("/v1/elicit/passed", body)  # blocking: the hook waits and does nothing else
     except ApiError as exc:
         if exc.status == 404:
             return None  # not one of mcpx's: nothing to wait for
@@ -91,7 +88,7 @@ async def answer_for(given: HookInput, env: Mapping[str, str]) -> dict[str, Any]
         if found.get("audience") != "human":
             return None  # the agent's: it answers through mcpx_elicit_answer, never through this hook
         tell(found["render"]["line"], env)
-        answer = await wait_for_answer(eid, float(found.get("secondsLeft") or 0) + MARGIN)
+        answer = wait_for_answer_blocking(eid, float(found.get("secondsLeft") or 0) + MARGIN)
     if answer is None:
         tell(f"mcpx: {eid} still waits; Claude Code goes on without its answer." if found.get("state") == "pending"
              else f"mcpx: {eid} is {found.get('state')}, with no answer to give.", env)
@@ -108,7 +105,7 @@ def main(args: argparse.Namespace) -> int:
         tell(f"mcpx claude hook: what Claude Code sent is not an elicitation: {exc.errors()[0]['msg']}", env)
         return 0
     try:
-        out = asyncio.run(answer_for(given, env))
+        out = answer_for(given, env)
     except (NoDaemon, ApiError) as exc:
         tell(f"mcpx claude hook: {exc}; Claude Code goes on without it, and the question waits in mcpx.", env)
         return 0
