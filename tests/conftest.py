@@ -377,3 +377,15 @@ def postgres() -> Iterator[Any]:
         loud_skip("PostgreSQL's server binaries are not installed (Debian: postgresql; ./dev test installs them)")
     with Postgres.start() as pg:
         yield pg
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _peer_fork_server() -> Iterator[None]:
+    """Stops this worker's fork server for the stdio peers (tests/peer_forks.py, started by its first use, often
+    at collection) as the session ends, its children with it."""
+    from peer_forks import stop_fork_server
+
+    try:
+        yield
+    finally:
+        stop_fork_server()

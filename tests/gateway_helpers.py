@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,14 +18,21 @@ import aiohttp
 
 from conftest import loud_skip
 from harness import PATIENCE, PEERS, ROOT, free_port, listening, stop_process, wait_started
+from peer_forks import fork_server
 
 PY = sys.executable
 EVERYTHING = ROOT / "node_modules" / ".bin" / "mcp-server-everything"
 
 
-def stdio(script: str, *args: str, **extra: Any) -> dict[str, Any]:
+def stdio(script: str, *args: str, direct: bool = False, **extra: Any) -> dict[str, Any]:
+    """A server entry for a peer on stdio: forked by this worker's fork server (the SDK already imported, see
+    docs/choices.md), or, with `direct` (a test of the server's own process: its pid, tree, group, start) or
+    MCPX_TEST_PEERS=direct (debugging a peer), `python PEER.py` itself."""
     require_peer(script)
-    return {"command": PY, "args": [str(PEERS / script), *args], **extra}
+    if direct or os.environ.get("MCPX_TEST_PEERS") == "direct":
+        return {"command": PY, "args": [str(PEERS / script), *args], **extra}
+    command, argv = fork_server().command(PEERS / script, args)
+    return {"command": command, "args": argv, **extra}
 
 
 # a peer that needs a package the test extras cannot name (./dev installs it on its own), and that package
@@ -41,12 +49,11 @@ class HttpPeer:
     """An SDK server on Streamable HTTP, run by the test (so it outlives a daemon's kill -9)."""
 
     def __init__(self, script: str) -> None:
-        require_peer(script)
         self.port = free_port()
         # a pipe nobody reads would stall a chatty server; the file lives as long as the server (closed in stop)
         self.log = tempfile.TemporaryFile()  # noqa: SIM115
-        self.proc = subprocess.Popen([PY, str(PEERS / script), "--http", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=self.log)
+        entry = stdio(script, "--http", str(self.port))  # forked too: it stands in for the peer, signals and all
+        self.proc = subprocess.Popen([entry["command"], *entry["args"]], stdout=subprocess.DEVNULL, stderr=self.log)
         try:
             wait_started(self.proc, lambda: listening(self.port), f"{script} on port {self.port}", PATIENCE,
                          self.stderr, interval=0.05)

@@ -111,7 +111,7 @@ async def test_a_server_slow_to_start_is_waited_for_and_its_era_is_the_one_it_an
 async def test_a_probe_answered_as_legacy_then_initialize_refused_is_retried_on_a_fresh_process(home: Path) -> None:
     # the SDK's dual-era loop settles a connection on its first request: after a discover that offered only
     # handshake-era versions, that process refuses initialize; a new one, hearing initialize first, serves it
-    d = make_daemon(home, {"servers": {"locks": stdio("sdk_legacy.py", "--discover-says-legacy")}})
+    d = make_daemon(home, {"servers": {"locks": stdio("sdk_legacy.py", "--discover-says-legacy", direct=True)}})
     d.start()
     try:
         async with d.session() as http:
@@ -135,7 +135,7 @@ async def test_a_probe_answered_as_legacy_then_initialize_refused_is_retried_on_
 
 async def test_a_server_that_never_answers_fails_naming_the_wait_and_no_era_is_remembered(home: Path) -> None:
     silent = {"command": PY, "args": ["-c", "import sys; sys.stdin.read()"], "timeout": 1}
-    d = make_daemon(home, {"servers": {"silent": silent, "sdk": stdio("sdk_server.py")}})
+    d = make_daemon(home, {"servers": {"silent": silent, "sdk": stdio("sdk_server.py", direct=True)}})
     d.start()
     try:
         async with d.session() as http:
@@ -157,7 +157,8 @@ async def test_a_server_that_never_answers_fails_naming_the_wait_and_no_era_is_r
 
 async def test_modern_instances_are_shared_by_every_session_and_legacy_ones_are_each_sessions_own(
         home: Path) -> None:
-    d = make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py"), "old": stdio("sdk_legacy.py")}})
+    d = make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py", direct=True),
+                                       "old": stdio("sdk_legacy.py", direct=True)}})
     d.start()
     try:
         async with d.session() as http:
@@ -208,7 +209,7 @@ async def test_spare_idle_instances_stop_sooner_and_status_says_so(home: Path) -
     """Three of one session's calls that ask ran side by side, each on an instance of its own (a legacy server's
     question names no call). Once they are answered, the one used last is kept for the server's idleTimeout, and
     the two others are spares that stop within 30 s; `mcpx status` says which."""
-    d = make_daemon(home, {"servers": {"old": stdio("sdk_legacy.py")}})
+    d = make_daemon(home, {"servers": {"old": stdio("sdk_legacy.py", direct=True)}})
     d.start()
     try:
         async with d.session() as http:
@@ -231,7 +232,7 @@ async def test_spare_idle_instances_stop_sooner_and_status_says_so(home: Path) -
 
 
 async def test_two_sessions_calls_on_the_shared_instance_each_hear_only_their_own_progress(home: Path) -> None:
-    d = make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py")}})
+    d = make_daemon(home, {"servers": {"res": stdio("sdk_resolver.py", direct=True)}})
     d.start()
     heard: dict[str, list[str]] = {"alice": [], "bob": []}
 
@@ -259,7 +260,7 @@ async def test_two_sessions_calls_on_the_shared_instance_each_hear_only_their_ow
 
 
 async def test_an_idle_instance_is_stopped_after_its_idle_timeout_and_a_busy_one_is_not(home: Path) -> None:
-    d = make_daemon(home, {"servers": {"quick": stdio("sdk_legacy.py", idleTimeout="1s")}})
+    d = make_daemon(home, {"servers": {"quick": stdio("sdk_legacy.py", direct=True, idleTimeout="1s")}})
     d.start()
     try:
         async with d.session() as http:

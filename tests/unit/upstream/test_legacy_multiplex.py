@@ -81,7 +81,7 @@ async def learn_quiet(http: aiohttp.ClientSession, tmp_path: Path, session: str 
 
 async def test_quiet_calls_share_the_sessions_instance_and_a_held_question_reaches_the_call_that_asked(
         home: Path, tmp_path: Path) -> None:
-    with make_daemon(home, {"servers": {SERVER: stdio("sdk_legacy.py")}}) as d:
+    with make_daemon(home, {"servers": {SERVER: stdio("sdk_legacy.py", direct=True)}}) as d:
         async with d.session() as http:
             pid = await learn_quiet(http, tmp_path)
             gates = {name: tmp_path / name for name in ("a", "b", "c", "t", "d", "e")}
@@ -124,7 +124,7 @@ async def test_quiet_calls_share_the_sessions_instance_and_a_held_question_reach
 
 async def test_questions_that_cannot_be_told_apart_are_refused_never_misattributed(
         home: Path, tmp_path: Path) -> None:
-    with make_daemon(home, {"servers": {SERVER: stdio("sdk_legacy.py")}}) as d:
+    with make_daemon(home, {"servers": {SERVER: stdio("sdk_legacy.py", direct=True)}}) as d:
         async with d.session() as http:
             pid = await learn_quiet(http, tmp_path)
             # both ask while both are in flight: each waits for its answer, so neither can ever be ruled out
@@ -146,7 +146,7 @@ async def test_questions_that_cannot_be_told_apart_are_refused_never_misattribut
 
 async def test_a_held_question_waits_a_bounded_time_for_the_calls_beside_it_then_is_refused(
         home: Path, tmp_path: Path) -> None:
-    with make_daemon(home, {"servers": {SERVER: stdio("sdk_legacy.py")}}) as d:
+    with make_daemon(home, {"servers": {SERVER: stdio("sdk_legacy.py", direct=True)}}) as d:
         async with d.session() as http:
             pid = await learn_quiet(http, tmp_path)
             go = tmp_path / "go"
