@@ -229,7 +229,10 @@ async def test_the_servers_words_render_literally_never_as_markup(daemon: Daemon
     async with inbox(daemon) as (app, pilot):
         q = await ask(http, message=INJECTED + "\x1b[31m", requestedSchema=schema, server="[i]srv[/i]")
         await until(pilot, lambda: q["id"] in app.pending, "the question")
-        await pilot.pause()
+        # drawn: its id in the table and its words in the preview (shown either way, markup or literal); one pause
+        # was not always enough beside a loaded machine
+        await until(pilot, lambda: q["id"] in screen_text(app, app.table) and "pwned" in screen_text(app, app.preview),
+                    "the question drawn in the table and the preview")
         for widget in (app.table, app.preview):
             listed = screen_text(app, widget)
             assert "[bold red]pwned[/]" in listed and "[link=https://evil.example]click[/link]" in listed
