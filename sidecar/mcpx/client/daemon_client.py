@@ -12,7 +12,15 @@ from typing import Any
 
 import aiohttp
 
-from mcpx.client.transport import ApiError, Endpoint, NoDaemon, Response, answer_body
+from mcpx.client.transport import (
+    RESTART_PAUSE,
+    ApiError,
+    Endpoint,
+    NoDaemon,
+    Response,
+    answer_body,
+    answer_wait_step,
+)
 from mcpx.shared import sse
 from mcpx.system.paths import StatePaths
 
@@ -103,13 +111,13 @@ async def wait_for_answer(eid: str, seconds: float, paths: StatePaths | None = N
     `paths`: the daemon's home (by default this environment's)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        wait = max(1.0, min(30.0, deadline - time.monotonic()))
+        wait = answer_wait_step(deadline)
         try:
             async with DaemonClient(paths) as client:
                 resp = await client.request("GET", f"/v1/elicit/{eid}/wait", params={"timeout": wait},
                                             timeout=wait + 10)
         except NoDaemon:
-            await asyncio.sleep(1)  # the daemon restarts; the question waits in its store
+            await asyncio.sleep(RESTART_PAUSE)  # the daemon restarts; the question waits in its store
             continue
         if resp.status == 200:
             return dict(resp.body)

@@ -284,18 +284,27 @@ def _read_reply(sock: socket.socket, deadline: float) -> tuple[int, dict[str, st
             return int(parts[1]), head, buf
 
 
+RESTART_PAUSE = 1.0  # seconds between a wait for an answer that found no daemon and the next
+
+
+def answer_wait_step(deadline: float) -> float:
+    """One long poll of a wait for an answer (`wait_for_answer` and its blocking twin): what is left of the wait,
+    at least 1 s and at most 30 s, so that a daemon's restart is found within one step."""
+    return max(1.0, min(30.0, deadline - time.monotonic()))
+
+
 def wait_for_answer_blocking(eid: str, seconds: float, paths: StatePaths | None = None) -> dict[str, Any] | None:
     """daemon_client.wait_for_answer without an event loop (`mcpx claude hook`, which waits and does nothing else):
     the question's answer once it has one (an expiry is the answer cancel), waiting up to `seconds` through the
     daemon's restarts. None if none came in time; ApiError 410 if it was abandoned."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        wait = max(1.0, min(30.0, deadline - time.monotonic()))
+        wait = answer_wait_step(deadline)
         try:
             resp = DaemonApi(paths).request("GET", f"/v1/elicit/{eid}/wait", params={"timeout": wait},
                                             timeout=wait + 10)
         except NoDaemon:
-            time.sleep(1)  # the daemon restarts; the question waits in its store
+            time.sleep(RESTART_PAUSE)  # the daemon restarts; the question waits in its store
             continue
         if resp.status == 200:
             return dict(resp.body)
