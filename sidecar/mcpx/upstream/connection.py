@@ -275,24 +275,44 @@ class UpstreamConnection:
         assert self.peer is not None
         if isinstance(self.channel, HttpChannel) and self.era == "modern" and self.tools is None:
             await self.list_tools()  # its x-mcp-header arguments must be mirrored into Mcp-Param-* headers
+        call, params, meta = self._begin(tool, arguments, hooks, meta, followed)
+        try:
+            first = await self.peer.send_request("tools/call", *self._first(call, params, meta))
+        except BaseException:
+            self._end(call, False)
+            raise
+        return Sending(call, params, meta, first)
+
+    def send_call_now(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall,
+                      meta: dict[str, Any] | None = None, followed: bool = True) -> Sending:
+        """`send_call` from a callback, on a stdio server (a plain call's lean path, call/lean.py): written now."""
+        assert self.peer is not None and isinstance(self.channel, ProcessChannel)
+        call, params, meta = self._begin(tool, arguments, hooks, meta, followed)
+        try:
+            first = self.peer.send_request_now("tools/call", *self._first(call, params, meta))
+        except BaseException:
+            self._end(call, False)
+            raise
+        return Sending(call, params, meta, first)
+
+    def _begin(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall, meta: dict[str, Any] | None,
+               followed: bool) -> tuple[InFlight, dict[str, Any], dict[str, Any] | None]:
+        """A call in flight on this connection from now on: its params, and its _meta with mcpx's own progress token
+        when the caller asked for progress or the call is followed."""
         call = InFlight(hooks, tool)
         call.progress = (meta or {}).get("progressToken")
         if call.progress is not None or followed:
             call.wire_token = f"mcpx-{next(self._tokens)}"
             meta = {**(meta or {}), "progressToken": call.wire_token}
-        params: dict[str, Any] = {"name": tool, "arguments": arguments}
         self.attribution.begin(call)
-        try:
-            if self.era == "legacy":
-                first = await self.peer.send_request("tools/call", self._params(params, meta),
-                                                     numbered=call.numbered)
-            else:
-                first = await self.peer.send_request("tools/call", self._params(params, meta,
-                                                                                 self.follows_tasks(tool)))
-        except BaseException:
-            self._end(call, False)
-            raise
-        return Sending(call, params, meta, first)
+        return call, {"name": tool, "arguments": arguments}, meta
+
+    def _first(self, call: InFlight, params: dict[str, Any], meta: dict[str, Any] | None,
+               ) -> tuple[dict[str, Any], Callable[[jsonrpc.Id], None] | None]:
+        """The first tools/call's params as this era sends them, and who hears its id (legacy: its attribution)."""
+        if self.era == "legacy":
+            return self._params(params, meta), call.numbered
+        return self._params(params, meta, self.follows_tasks(call.tool)), None
 
     def plain_result(self, sending: Sending) -> dict[str, Any] | None:
         """The call's result when its first reply, come already, ends it plainly: a result (legacy), a complete one
