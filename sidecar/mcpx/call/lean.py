@@ -44,15 +44,19 @@ class Sent(Protocol):
         ...
 
 
+# how a lean call left the lean path, told once (LeanCall): with its plain result, or None once promoted
+Settled = Callable[[Call, dict[str, Any] | None], None]
+
+
 class LeanCall:
-    """A call on the lean path. `settled` hears once how it left it, with the call: True once it ended there
-    (`call.result` is its result, its end recorded), False once it was promoted (a runner carries it on: follow it
-    as any call), in the turn it happened, before anything else is told of it (a promoted call's first asker is set
-    up there, before the question that promoted it is asked). `promote` promotes it (its caller's own end:
-    withdrawn, gone)."""
+    """A call on the lean path. `settled` hears once how it left it, with the call: its plain result once it ended
+    there (the reply can go at once: its end is recorded right after, in the same turn, so nothing else sees it
+    running), or None once it was promoted (a runner carries it on: follow it as any call), in the turn it happened,
+    before anything else is told of it (a promoted call's first asker is set up there, before the question that
+    promoted it is asked). `promote` promotes it (its caller's own end: withdrawn, gone)."""
 
     def __init__(self, call: Call, sent: Sent, promote: Callable[[], None], finish: Callable[[dict[str, Any]], None],
-                 deadlines: Deadlines, settled: Callable[[Call, bool], None]) -> None:
+                 deadlines: Deadlines, settled: Settled) -> None:
         self.call = call
         self._sent = sent
         self._promote = promote
@@ -75,8 +79,8 @@ class LeanCall:
             self.promote()
             return
         self._leave()
+        self._settled(self.call, result)  # its reply first: the caller goes on while its end is recorded here
         self._finish(result)  # no event of a lean call's now: its end promotes nothing
-        self._settled(self.call, True)
 
     def promote(self) -> None:
         """Hand the call to a runner, which continues it from its request in flight (idempotent)."""
@@ -84,7 +88,7 @@ class LeanCall:
             return
         self._leave()
         self._promote()
-        self._settled(self.call, False)
+        self._settled(self.call, None)
 
     def _leave(self) -> None:
         self.settled = True

@@ -22,7 +22,7 @@ from mcpx.broker.models import TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.call.deadline import CallTimeout
 from mcpx.call.errors import CallFailed, UnknownTask
-from mcpx.call.lean import Deadlines, LeanCall, Sent
+from mcpx.call.lean import Deadlines, LeanCall, Sent, Settled
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.config.source import ConfigSource
@@ -91,7 +91,7 @@ class Calls:
         call.started(asyncio.create_task(self._run_to_end(call, work, "running"), name=f"mcpx-call-{call.id}"))
 
     def lean(self, call: Call, sent: Sent, go_on: Callable[[], Awaitable[dict[str, Any]]],
-             settled: Callable[[Call, bool], None]) -> LeanCall:
+             settled: Settled) -> LeanCall:
         """A call whose request its kind has sent on the lean path (call/lean.py): it runs without a runner until
         something happens to it, then `go_on` continues it in one, as a started call runs. `settled`: LeanCall's."""
         self.live[call.id] = call

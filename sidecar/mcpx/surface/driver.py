@@ -14,13 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound, PresenceNeeded
 from mcpx.broker.models import Elicitation, SessionSource
-from mcpx.call.lean import LeanCall
+from mcpx.call.lean import LeanCall, Settled
 from mcpx.call.record import Call, FirstAsker, Watch
 from mcpx.call.request import CallRequest, Slot
 from mcpx.config.source import ConfigSource
@@ -128,7 +127,7 @@ class CallDriver:
                            followed=state.takes_tasks, client_caps=state.declared(),
                            transparent=state.scope is not None, era=state.era)
 
-    def _lean(self, request: CallRequest, settled: Callable[[Call, bool], None]) -> LeanCall | None:
+    def _lean(self, request: CallRequest, settled: Settled) -> LeanCall | None:
         try:
             return self.gateway.start_lean(request, settled)
         except UnknownServer as exc:
@@ -358,9 +357,10 @@ class _Waiting:
         # None: it ended on the lean path; else promoted, and followed from there
         self._settled: asyncio.Future[Following | None] = asyncio.get_running_loop().create_future()
 
-    def settled(self, call: Call, ended: bool) -> None:
+    def settled(self, call: Call, result: dict[str, Any] | None) -> None:
         if not self._settled.done():  # not given up on (the caller's task cancelled)
-            self._settled.set_result(None if ended else Following(self.driver, call, self.state, self.out))
+            self._settled.set_result(None if result is not None else Following(self.driver, call, self.state,
+                                                                                self.out))
 
     async def outcome(self, lean: LeanCall, bound: str, token: Any) -> dict[str, Any]:
         try:
@@ -372,5 +372,5 @@ class _Waiting:
             self.driver.left(lean.call, self.out.withdrawn())
             raise
         if following is None:
-            return task_result(lean.call)  # it ended on the lean path: nothing happened to it but its reply
+            return task_result(lean.call)  # it ended on the lean path (recorded since): nothing happened but its reply
         return await self.driver.follow(lean.call, following, self.state, self.out, bound, token, [])

@@ -23,7 +23,7 @@ from mcpx.call.record import Call
 from mcpx.mcp.jsonrpc import Message
 from mcpx.mcp.outbound import PeerOutbound
 from mcpx.surface.client_state import ClientState
-from mcpx.surface.results import task_result
+from mcpx.surface.results import completed_result
 
 if TYPE_CHECKING:
     from mcpx.surface.driver import CallDriver, Following
@@ -47,11 +47,11 @@ class PlainCall:
 
     # ---- how it leaves the lean path (LeanCall's `settled`)
 
-    def settled(self, call: Call, ended: bool) -> None:
-        if ended:
-            result = task_result(call)
-            result.pop("resultType", None)  # a legacy client's result, as Surface.handle has it
-            self.out.peer.reply_now(self.msg["id"], result)
+    def settled(self, call: Call, result: dict[str, Any] | None) -> None:
+        if result is not None:  # the reply goes first; the call's end is recorded after it, in this same turn
+            reply = completed_result(call.scrub(result))
+            reply.pop("resultType", None)  # a legacy client's result, as Surface.handle has it
+            self.out.peer.reply_now(self.msg["id"], reply)
             return
         if self._left:
             return

@@ -20,7 +20,7 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest, SessionSource, TaskDoc
 from mcpx.call.errors import CallFailed, UnknownTask
-from mcpx.call.lean import LeanCall
+from mcpx.call.lean import LeanCall, Settled
 from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
@@ -322,7 +322,7 @@ class Gateway:
         except UpstreamError as exc:  # the server went from the config meanwhile, or would not start
             raise CallFailed(str(exc)) from None
 
-    def start_lean(self, request: CallRequest, settled: Callable[[Call, bool], None]) -> LeanCall | None:
+    def start_lean(self, request: CallRequest, settled: Settled) -> LeanCall | None:
         """A plain call written now on the lean path (call/lean.py), or None when it is not one: started then as any
         call (`start_call`). Plain: a stdio MCP server's tool listed already, nothing for mcpx to ask first (no
         secrets, no confirmation), mcpx's own capabilities (not /mcp/SERVER), and an instance to be had without
