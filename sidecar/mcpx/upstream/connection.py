@@ -84,7 +84,8 @@ class UpstreamConnection:
         self._own_caps = declared is None  # mcpx's own capabilities, not a transparent client's (follows_tasks)
         self.channel: ProcessChannel | HttpChannel | None = None
         self.peer: Peer | None = None
-        self.facts: ServerFacts | None = None
+        self._facts: ServerFacts | None = None
+        self.era: Era | None = None  # facts.era, read on every request of every call: kept, not looked up
         self.attribution = Attribution(name)  # the calls in flight, and whose each request of the server's is
         self._tokens = itertools.count(1)
         self.asking = 0  # requests of the server's that wait for someone (a person, the client) or to be told apart
@@ -111,8 +112,14 @@ class UpstreamConnection:
         return self.channel.pid if isinstance(self.channel, ProcessChannel) else None
 
     @property
-    def era(self) -> Era | None:
-        return self.facts.era if self.facts else None
+    def facts(self) -> ServerFacts | None:
+        """What the handshake settled: the era, the protocol version, the server's capabilities."""
+        return self._facts
+
+    @facts.setter
+    def facts(self, facts: ServerFacts | None) -> None:
+        self._facts = facts
+        self.era = facts.era if facts else None
 
     @property
     def calls(self) -> list[InFlight]:
