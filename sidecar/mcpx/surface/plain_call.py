@@ -16,6 +16,7 @@ client (notifications/cancelled), the call is cancelled; its client gone, it goe
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from mcpx.call.lean import LeanCall
@@ -37,6 +38,7 @@ class PlainCall:
         self.driver, self.state, self.out, self.msg, self.token = driver, state, out, msg, token
         self.lean: LeanCall | None = None
         self._carrying: asyncio.Task[None] | None = None  # the task that follows it once promoted
+        self._work: Coroutine[Any, Any, dict[str, Any]] | None = None  # what that task runs
         self._following: Following | None = None
         self._begun = False  # that task took its first step (a cancel before it would skip its whole body)
         self._left = False  # the client withdrew it or went before it was promoted: nobody follows it
@@ -58,7 +60,8 @@ class PlainCall:
         from mcpx.surface.driver import Following  # the driver imports this module
 
         self._following = following = Following(self.driver, call, self.state, self.out)
-        self._carrying = self.out.peer.take_on(self.msg, self._follow(call, following))
+        self._work = self._follow(call, following)
+        self._carrying = self.out.peer.take_on(self.msg, self._work)
 
     async def _follow(self, call: Call, following: Following) -> dict[str, Any]:
         self._begun = True
@@ -83,7 +86,8 @@ class PlainCall:
         withdrawn = self.out.withdrawn()
         if carrying is not None:
             carrying.cancel()  # it never began: its body, which would have said it, never runs
-            assert self._following is not None
+            assert self._following is not None and self._work is not None
+            self._work.close()
             self._following.close()
         else:
             self._left = True
