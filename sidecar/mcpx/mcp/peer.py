@@ -100,6 +100,7 @@ class Peer:
         self.withdrawn: set[jsonrpc.Id] = set()
         self._reader: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
+        self.shut = False  # closed.is_set(), read on every message's way without a call
         self.close_reason = ""
 
     def start(self) -> None:
@@ -113,7 +114,7 @@ class Peer:
 
     @property
     def alive(self) -> bool:
-        return not self.closed.is_set()
+        return not self.shut
 
     async def request(self, method: str, params: dict[str, Any] | None = None,
                       timeout: float | None = None, numbered: Callable[[jsonrpc.Id], None] | None = None,
@@ -170,7 +171,7 @@ class Peer:
     def _open(self, numbered: Callable[[jsonrpc.Id], None] | None) -> tuple[jsonrpc.Id, asyncio.Future[Message]] | Sent:
         """A new request's id and its reply's future, awaited from now on; a closed peer's Sent, its error its reply."""
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        if self.closed.is_set():
+        if self.shut:
             fut.set_exception(PeerClosed(self.close_reason or f"{self.name} is closed"))
             return Sent(self, None, fut, written=False)
         rid = next(self._ids)
@@ -217,7 +218,7 @@ class Peer:
             await self._ended()
 
     def _heard(self, msg: Message | None) -> None:
-        if self.closed.is_set() or self._reader is not None:  # closed, or ending: nothing more is read
+        if self.shut or self._reader is not None:  # closed, or ending: nothing more is read
             return
         if msg is not None:
             try:
@@ -304,7 +305,7 @@ class Peer:
     def reply_now(self, rid: jsonrpc.Id, value: dict[str, Any]) -> None:
         """The reply to a taken request, written from a callback; it is over."""
         self.settle(rid)
-        if self._send_now is not None and not self.closed.is_set():
+        if self._send_now is not None and not self.shut:
             try:
                 self._send_now(jsonrpc.result(rid, value))
             except Exception as exc:
@@ -321,9 +322,10 @@ class Peer:
         self.withdrawn.discard(rid)
 
     def _shut(self, reason: str) -> None:
-        if self.closed.is_set():
+        if self.shut:
             return
         self.close_reason = reason
+        self.shut = True
         self.closed.set()
         for fut in self._pending.values():
             if not fut.done():

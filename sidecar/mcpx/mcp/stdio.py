@@ -46,6 +46,9 @@ class _Sending:
 
     def __init__(self, writer: asyncio.StreamWriter | Any, name: str, answer_bad_frames: bool) -> None:
         self.writer = writer
+        # its transport, written to directly: every message in and out of the daemon is sent here, and the writer's
+        # own write and transport are a Python call each on the way
+        self._transport: asyncio.WriteTransport = writer.transport
         self.name = name
         self.answer_bad_frames = answer_bad_frames
         self._write_lock = asyncio.Lock()
@@ -54,21 +57,21 @@ class _Sending:
 
     async def send(self, msg: Message) -> None:
         data = jsonrpc.encode(msg)
-        if self.writer.transport.is_closing():
+        if self._transport.is_closing():
             # the other side went (a server that exited at once): a write would raise the transport's own
             # RuntimeError ("the handler is closed"), which no caller expects of a closed pipe
             raise ConnectionResetError(f"{self.name}: the stream is closed")
         if not self._write_lock.locked():
             # nobody's line is under way: written at once, and when the pipe took it all (it nearly always does)
             # there is nothing to drain, nor a lock to hold; every message in and out of the daemon is sent here
-            self.writer.write(data)
-            if not self.writer.transport.get_write_buffer_size():
+            self._transport.write(data)
+            if not self._transport.get_write_buffer_size():
                 return
             async with self._write_lock:
                 await self.writer.drain()
             return
         async with self._write_lock:
-            self.writer.write(data)
+            self._transport.write(data)
             await self.writer.drain()
 
     def send_now(self, msg: Message) -> asyncio.Future[None] | None:
@@ -76,12 +79,12 @@ class _Sending:
         once the pipe took it all. A pipe that did not is drained by a task (as send waits for it: whoever sends
         next waits behind it), and one that cannot take it now (a line under way) is sent by a task, in turn: that
         task is returned. ConnectionResetError: the other side went."""
-        if self.writer.transport.is_closing():
+        if self._transport.is_closing():
             raise ConnectionResetError(f"{self.name}: the stream is closed")
         if self._write_lock.locked():
             return self._in_turn(self.send(msg))
-        self.writer.write(jsonrpc.encode(msg))
-        if self.writer.transport.get_write_buffer_size():
+        self._transport.write(jsonrpc.encode(msg))
+        if self._transport.get_write_buffer_size():
             return self._in_turn(self._drain())
         return None
 
