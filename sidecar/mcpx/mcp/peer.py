@@ -253,7 +253,11 @@ class Peer:
         elif kind == "request":
             rid = msg["id"]
             if self._take_now is not None and rid not in self._taken and rid not in self._incoming:
-                taken = self._take_now(msg)
+                try:
+                    taken = self._take_now(msg)
+                except Exception as exc:  # its handler's trouble, said to the other side as any handler's is
+                    self._reply_now(self._failed(msg, exc))
+                    return
                 if taken is not None:
                     self._taken[rid] = taken
                     return
@@ -290,8 +294,7 @@ class Peer:
             except asyncio.CancelledError:
                 raise  # withdrawn by the peer (or we are closing): no reply is owed
             except Exception as exc:
-                log.exception("%s: handling %s failed", self.name, msg.get("method"))
-                reply = jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"mcpx failed handling {msg.get('method')}: {exc}")
+                reply = self._failed(msg, exc)
             if not self.closed.is_set():
                 try:
                     await self.channel.send(reply)
@@ -302,14 +305,22 @@ class Peer:
             self._taken.pop(rid, None)
             self.withdrawn.discard(rid)
 
+    def _failed(self, msg: Message, exc: Exception) -> Message:
+        """The reply to a request whose handler failed (mcpx's own bug: logged whole)."""
+        log.exception("%s: handling %s failed", self.name, msg.get("method"), exc_info=exc)
+        return jsonrpc.error(msg["id"], jsonrpc.INTERNAL_ERROR, f"mcpx failed handling {msg.get('method')}: {exc}")
+
     def reply_now(self, rid: jsonrpc.Id, value: dict[str, Any]) -> None:
         """The reply to a taken request, written from a callback; it is over."""
         self.settle(rid)
+        self._reply_now(jsonrpc.result(rid, value))
+
+    def _reply_now(self, reply: Message) -> None:
         if self._send_now is not None and not self.shut:
             try:
-                self._send_now(jsonrpc.result(rid, value))
+                self._send_now(reply)
             except Exception as exc:
-                log.debug("%s: could not reply to %r: %s", self.name, rid, exc)
+                log.debug("%s: could not reply to %r: %s", self.name, reply.get("id"), exc)
 
     def take_on(self, msg: Message, work: Awaitable[dict[str, Any]]) -> asyncio.Task[None]:
         """A taken request carried on in a task of its own, replied to as any request is; the task is the taken
