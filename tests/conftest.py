@@ -32,7 +32,7 @@ ON_A_FREE_PORT = "127.0.0.1:<free>"  # daemon_of's listen: a loopback port picke
 LONG_FIRST = ("tests/hosts/", "tests/opencode/", "tests/conformance/")  # their tests take minutes each
 _databases = itertools.count()
 # the suite's daemons are forked from a fork server per worker that has mcpx's daemon imported (tests/forks.py;
-# docs/choices.md, "The tests' peers and daemons are forked"); MCPX_TEST_DAEMONS=direct starts every one as
+# docs/choices.md, "The tests' daemons are forked too"); MCPX_TEST_DAEMONS=direct starts every one as
 # `python -m mcpx daemon`, and a test marked `direct_daemon` (one of the daemon's own start or process) has its own so
 harness.FORK_DAEMONS = os.environ.get(DAEMONS_SWITCH, "forked") != "direct"
 

@@ -3,12 +3,13 @@ and the daemons' (mcpx's daemon imported). Each is started on first use and stop
 (tests/conftest.py) or, at the latest, when this process is gone (it reads our pipe to EOF).
 
 A peer started through its server costs a fork instead of the SDK's import, a daemon one instead of mcpx's
-(docs/choices.md, "The tests' peers and daemons are forked", says why and when a test keeps the direct command).
-A peer is started by its stand-in (peers/fork_client.py, the command its daemon is given). A daemon is the
-harness's to hold (tests/harness.py's Daemon): `ForkServer.fork` asks for it here and hands back a ForkedProcess,
-the real daemon, held by its pid and a pidfd, whose exit status the server sends once it has reaped it.
+(docs/choices.md, "The tests' stdio peers are forked …" and "The tests' daemons are forked too", say why and when
+a test keeps the direct command). A peer is started by its stand-in (peers/fork_client.py, the command its daemon
+is given). A daemon is the harness's to hold (tests/harness.py's Daemon): `ForkServer.fork` asks for it here and
+hands back a ForkedProcess, the real daemon, held by its pid and a pidfd, whose exit status the server sends once
+it has reaped it.
 
-Stdlib only, like the harness that imports it."""
+The standard library's alone: tests/harness.py imports it, and a benchmark or a runner uses the harness as it is."""
 
 from __future__ import annotations
 

@@ -162,8 +162,7 @@ def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
 
 
 def wait_started(proc: subprocess.Popen[Any] | ForkedProcess, ready: Callable[[], bool], what: str,
-                 timeout: float = PATIENCE,
-                 evidence: Callable[[], str] = lambda: "", interval: float = 0.02) -> None:
+                 timeout: float = PATIENCE, evidence: Callable[[], str] = lambda: "", interval: float = 0.02) -> None:
     """Return once `ready()` holds (a process we started is serving). If the process exits first, or the time runs
     out, it is stopped (one that did not start is not left running) and a RuntimeError says so, with `evidence()`
     (the end of its log)."""
