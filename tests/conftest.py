@@ -34,7 +34,10 @@ _databases = itertools.count()
 # the suite's daemons are forked from a fork server per worker that has mcpx's daemon imported (tests/forks.py;
 # docs/choices.md, "The tests' daemons are forked too"); MCPX_TEST_DAEMONS=direct starts every one as
 # `python -m mcpx daemon`, and a test marked `direct_daemon` (one of the daemon's own start or process) has its own so
-harness.FORK_DAEMONS = os.environ.get(DAEMONS_SWITCH, "forked") != "direct"
+if os.environ.get(DAEMONS_SWITCH, "forked") not in ("forked", "direct"):
+    raise pytest.UsageError(f"{DAEMONS_SWITCH} is 'forked' (the default) or 'direct', not "
+                            f"{os.environ[DAEMONS_SWITCH]!r}")
+harness.FORK_DAEMONS = os.environ.get(DAEMONS_SWITCH, "forked") == "forked"
 
 
 def in_ci() -> bool:

@@ -69,6 +69,7 @@ _PR_SET_NAME = 15
 def preload(kind: str) -> None:
     """Import what `kind` imports, on this one thread, and freeze what that made: a child's collections skip it."""
     before = set(os.listdir("/proc/self/fd"))
+    handlers = {sig: signal.getsignal(sig) for sig in signal.valid_signals()}
     gc.disable()  # the imports make objects that live as long as we do, and almost no garbage
     for name in PRELOAD[kind]:
         top = name.partition(".")[0]
@@ -81,6 +82,8 @@ def preload(kind: str) -> None:
         raise SystemExit("fork_server: an import set an event loop policy; a loop made before a fork is shared")
     if (logging := sys.modules.get("logging")) is not None and logging.getLogger().handlers:
         raise SystemExit("fork_server: an import set up logging; each child sets up its own")
+    if changed := [sig for sig, handler in handlers.items() if signal.getsignal(sig) != handler]:
+        raise SystemExit(f"fork_server: an import set the handlers of {changed}; a child would start with them")
     after = set(os.listdir("/proc/self/fd"))  # each listing holds one of its own, open as it is read
     if len(after) > len(before):  # a descriptor an import keeps would be every child's
         raise SystemExit(f"fork_server: an import left descriptors open ({sorted(after - before)}); every child "
