@@ -32,6 +32,7 @@ from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.mcp.tasks import is_task
 from mcpx.surface.answers import SLOT, client_content, give, problems
 from mcpx.surface.client_state import ClientState, shaped
+from mcpx.surface.following import Following
 from mcpx.surface.plain_call import PlainCall
 from mcpx.surface.request_state import RequestStates, binding
 from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
@@ -60,7 +61,7 @@ class CallDriver:
         token = meta.get("progressToken")
         if state.era == "modern" and "requestState" in params:
             task, late = await self._take_retry(params, bound, session, state.unattended)
-            return await self.follow(task, Following(self, task, state, out), state, out, bound, token, late)
+            return await self.follow(task, self.following(task, state, out), state, out, bound, token, late)
         request = self._request(server, tool, arguments, session, source, state, out, meta)
         if not state.takes_tasks:
             # a plain call (call/lean.py): written from this task; followed only once it is promoted
@@ -68,7 +69,7 @@ class CallDriver:
             if (lean := self._lean(request, waiting.settled)) is not None:
                 return await waiting.outcome(lean, bound, token)
         task = await self._start(request)
-        following = Following(self, task, state, out)
+        following = self.following(task, state, out)
         # one loop turn: the call's own task takes its first step, which sends the request upstream, before this sets
         # up to wait on it; that setup then runs while the server works, not on the request's way
         await asyncio.sleep(0)
@@ -86,6 +87,11 @@ class CallDriver:
         except UnknownServer:
             return None  # the usual way says so, in its words
         return None if lean is None else taken.sent(lean)
+
+    def following(self, call: Call, state: ClientState, out: Outbound) -> Following:
+        """Set up to follow `call` for this client: a legacy client is the call's first asker."""
+        return Following(call, (lambda serving, watch: self._first_asker(call, state, out, serving, watch))
+                         if state.era == "legacy" else None)
 
     async def follow(self, task: Call, following: Following, state: ClientState, out: Outbound, bound: str,
                      token: Any, late: list[str]) -> dict[str, Any]:
@@ -328,27 +334,6 @@ def _settle(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-class Following:
-    """What the driver keeps while it follows one call for one client: its watch on the call, the client's requests
-    it serves (questions, slots), and for a legacy client the call's first asker (Call.ask_first), set up as it is
-    made (a lean call's in the turn it is promoted, before the question that promoted it is asked)."""
-
-    def __init__(self, driver: CallDriver, call: Call, state: ClientState, out: Outbound) -> None:
-        self.call = call
-        self.serving: dict[str, asyncio.Task[bool]] = {}  # what this client is being asked, by question or slot
-        self.watch = call.watch()
-        self.asks_first = state.era == "legacy"
-        if self.asks_first:  # it may be asked mid-call: a question it can answer is put to it before its commit
-            call.first_asker(driver._first_asker(call, state, out, self.serving, self.watch))
-
-    def close(self) -> None:
-        if self.asks_first:
-            self.call.first_asker(None)
-        self.watch.close()
-        for t in self.serving.values():
-            t.cancel()
-
-
 class _Waiting:
     """A lean call its caller's task waits on (`CallDriver.call`): its result, or, once promoted, followed."""
 
@@ -359,8 +344,8 @@ class _Waiting:
 
     def settled(self, call: Call, result: dict[str, Any] | None) -> None:
         if not self._settled.done():  # not given up on (the caller's task cancelled)
-            self._settled.set_result(None if result is not None else Following(self.driver, call, self.state,
-                                                                                self.out))
+            self._settled.set_result(None if result is not None else self.driver.following(call, self.state,
+                                                                                            self.out))
 
     async def outcome(self, lean: LeanCall, bound: str, token: Any) -> dict[str, Any]:
         try:

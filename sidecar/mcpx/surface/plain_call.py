@@ -17,24 +17,33 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mcpx.call.lean import LeanCall
 from mcpx.call.record import Call
 from mcpx.mcp.jsonrpc import Message
-from mcpx.mcp.outbound import PeerOutbound
+from mcpx.mcp.outbound import Outbound, PeerOutbound
 from mcpx.surface.client_state import ClientState
+from mcpx.surface.following import Following
 from mcpx.surface.results import completed_result
 
-if TYPE_CHECKING:
-    from mcpx.surface.driver import CallDriver, Following
+
+class Follower(Protocol):
+    """What a taken call needs of whoever follows calls for its client (surface/driver.py's CallDriver)."""
+
+    def following(self, call: Call, state: ClientState, out: Outbound) -> Following: ...
+
+    async def follow(self, task: Call, following: Following, state: ClientState, out: Outbound, bound: str,
+                     token: Any, late: list[str]) -> dict[str, Any]: ...
+
+    def left(self, task: Call, withdrawn: bool) -> None: ...
 
 
 class PlainCall:
     """One client request taken in its turn (mcp/peer.py's `Taken`), from its plain call written upstream until its
     reply is written back, or until whoever carries it on from its promotion ends."""
 
-    def __init__(self, driver: CallDriver, state: ClientState, out: PeerOutbound, msg: Message, token: Any) -> None:
+    def __init__(self, driver: Follower, state: ClientState, out: PeerOutbound, msg: Message, token: Any) -> None:
         self.driver, self.state, self.out, self.msg, self.token = driver, state, out, msg, token
         self.lean: LeanCall | None = None
         self._carrying: asyncio.Task[None] | None = None  # the task that follows it once promoted
@@ -57,9 +66,7 @@ class PlainCall:
             return
         if self._left:
             return
-        from mcpx.surface.driver import Following  # the driver imports this module
-
-        self._following = following = Following(self.driver, call, self.state, self.out)
+        self._following = following = self.driver.following(call, self.state, self.out)
         self._work = self._follow(call, following)
         self._carrying = self.out.peer.take_on(self.msg, self._work)
 
