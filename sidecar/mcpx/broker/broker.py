@@ -555,18 +555,21 @@ class Broker:
                     trace: str | None, behind: bool = False) -> asyncio.Future[Any]:
         """A task's final record and its task.done, committed together; the record is published after.
 
-        `built`: the task's final row, built (encoded) inside the unit, wherever its batch commits: for a plain
-        call, off the loop. `behind`: nothing durable waits on it (the call never asked, so no stored row of it
+        `built`: the task's final row, built (encoded) inside the unit, wherever its batch commits: off the loop,
+        for every call's end. `behind`: nothing durable waits on it (the call never asked, so no stored row of it
         says it is running, and no restart would re-drive it): it rides with the next commit, within BEHIND
         seconds, or commits on the store's own thread, written with the other such ends by one unit
-        (`Writes.end_call`)."""
+        (`Writes.end_call`). Else (the store holds a row saying the call runs) it commits at once, but after the
+        result, which no longer waits on it: off the loop (issue 39: one commit per question's round trip, after
+        the reply, with the question and its answer that rode until then)."""
         if behind:
             return self._writes.end_call(built, data, tid=tid, session=session, trace=trace, within=BEHIND)
 
         def put(tx: Tx) -> None:
             tx.put_task(built())
 
-        return self._writes.submit_record("task.done", data, session=session, trace=trace, task=tid, with_unit=put)
+        return self._writes.submit_record("task.done", data, session=session, trace=trace, task=tid, with_unit=put,
+                                          waited=False)
 
     async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)
