@@ -26,7 +26,15 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Literal
 
-from mcpx.broker.models import REDACTED, Elicitation, StoredTask, TaskDoc, TaskState, TransparentCall, rfc3339
+from mcpx.broker.models import (
+    REDACTED,
+    Elicitation,
+    StoredTask,
+    TaskDoc,
+    TaskState,
+    TransparentCall,
+    rfc3339_epoch,
+)
 from mcpx.broker.store import TaskRow
 from mcpx.call.request import CallRequest, Slot
 from mcpx.shared import wirejson
@@ -400,8 +408,8 @@ class Call:
         doc: dict[str, Any] = {"id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server,
                                "tool": r.tool, "session": r.session, "sessionSource": r.session_source,
                                "state": self._state, "era": self._era, "questions": list(self._questions),
-                               "open": list(self._open), "created": rfc3339(datetime.fromtimestamp(self.created, UTC)),
-                               "updated": rfc3339(datetime.fromtimestamp(self._updated, UTC)),
+                               "open": list(self._open), "created": rfc3339_epoch(self.created),
+                               "updated": rfc3339_epoch(self._updated),
                                "result": self._result, "error": self._error, "arguments": self.scrub(r.arguments),
                                "cwd": r.cwd, "surface": r.surface, "policyMode": r.policy_mode}
         if r.transparent:
