@@ -214,9 +214,14 @@ class Elicitation(StoredModel):
     @property
     def form(self) -> FlatSchema:
         """The question's fields (none in url mode), as every reader of its requestedSchema should take them."""
-        if self._form is None:
-            self._form = FlatSchema.of(self.requested_schema)
-        return self._form
+        # its private attributes' own dict, not pydantic's __getattr__ (several times slower): an answer's path
+        # reads the form twice
+        private = self.__pydantic_private__
+        assert private is not None  # a model with private attributes always has them
+        form: FlatSchema | None = private["_form"]
+        if form is None:
+            form = private["_form"] = FlatSchema.of(self.requested_schema)
+        return form
 
     def read_as(self, form: FlatSchema | None) -> Elicitation:
         """This question, its form already read (the check at its opening read it)."""

@@ -272,8 +272,8 @@ class PgStore(SqlReads):
     async def write(self, unit: Callable[[Tx], T]) -> T:
         return await self.submit(unit)
 
-    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
-        return self._commits.submit(unit, within)
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0, waited: bool = True) -> asyncio.Future[T]:
+        return self._commits.submit(unit, within, waited)
 
     def holds(self, test: Callable[[Unit], bool]) -> bool:
         return self._commits.holds(test)

@@ -263,10 +263,10 @@ class SqliteStore(SqlReads):
     async def write(self, unit: Callable[[Tx], T]) -> T:
         return await self.submit(unit)
 
-    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0, waited: bool = True) -> asyncio.Future[T]:
         """Queue a unit; units waiting at the same moment are committed together (group commit)."""
         assert self._writer is not None, "store is not open"
-        return self._commits.submit(unit, within)
+        return self._commits.submit(unit, within, waited)
 
     def holds(self, test: Callable[[Unit], bool]) -> bool:
         return self._commits.holds(test)

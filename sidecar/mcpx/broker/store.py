@@ -200,9 +200,10 @@ class Store(Protocol):
         """Commit what was submitted, then close."""
         ...
 
-    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0, waited: bool = True) -> asyncio.Future[T]:
         """Queue a unit now (units commit in the order submitted); its future resolves once committed. With
-        `within`, a unit nobody waits on may wait that many seconds for the next commit (broker/commits.py)."""
+        `within`, a unit nobody waits on may wait that many seconds for the next commit; `waited` False, one that
+        commits at once but that no reply waits on: its batch may commit off the loop (broker/commits.py)."""
         ...
 
     async def write(self, unit: Callable[[Tx], T]) -> T:

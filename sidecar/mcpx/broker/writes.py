@@ -211,15 +211,16 @@ class Writes:
     def submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
                       session: str | None = None, trace: str | None = None, task: str | None = None,
                       pid: int | None = None, with_unit: Callable[[Tx], None] | None = None,
-                      within: float = 0.0) -> asyncio.Future[AuditRecord]:
+                      within: float = 0.0, waited: bool = True) -> asyncio.Future[AuditRecord]:
         """A transition that is not a question's own (elicit.resumed, task.done), queued now.
 
         `with_unit` writes in the same transaction (a task's final state beside its task.done); `within`: the
-        record may wait that long for company (broker/commits.py). The record is published once committed;
-        await the future to know when that is.
+        record may wait that long for company (broker/commits.py); `waited` False: it commits at once, but no reply
+        waits on it, so it may commit off the loop. The record is published once committed; await the future to
+        know when that is.
         """
         unit = RecordUnit(self, kind, data, elicit, session, trace, task, pid, with_unit)
-        self._store.submit(unit, within).add_done_callback(unit.published)
+        self._store.submit(unit, within, waited).add_done_callback(unit.published)
         unit.recorded.add_done_callback(_retrieved)
         return unit.recorded
 
