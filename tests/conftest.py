@@ -5,6 +5,7 @@ sleep."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import itertools
@@ -303,6 +304,17 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`: xdist's loadgroup, with the real hosts' tests kept to lanes of their own
+    (tests/scheduling.py), so that the workers in none run the rest of the suite beside them."""
+    if getattr(config.option, "dist", None) != "loadgroup":
+        return None
+    from scheduling import HostLanes
+
+    return HostLanes(config, log)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`--dist loadgroup` (./dev test): the tests of one `xdist_group` run on one worker, one after another, so a
@@ -312,10 +324,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run. A module's tests marked
     `shared_daemon` are a group of their own, so the daemons they share start once.
 
-    xdist hands the work out in this order (pytest_configure): the longest first, so that none of it is started
-    last, alone, while the other workers have finished. First the groups of the tests that take minutes each (real
-    hosts; one worker runs each group's tests one after another), then the other such tests (the plugin's own, the
-    conformance suites, the hosts' installers), then the groups of tests that share a daemon, then the rest."""
+    xdist hands the work out in this order (pytest_configure; tests/scheduling.py keeps the host tests to their
+    lanes): the longest first, so that none of it is started last, alone, while the other workers have finished.
+    First the groups of the tests that take minutes each (real hosts, the largest group first; one worker runs each
+    group's tests one after another), then the other such tests (the plugin's own, the conformance suites, the
+    hosts' installers), then the groups of tests that share a daemon (the largest first), then the rest."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers, for --dist loadgroup
         return
     groups: dict[str, str] = {}
@@ -327,8 +340,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if named:
             groups[item.nodeid] = "_".join(named)
 
-    def order(item: pytest.Item) -> tuple[bool, bool]:
-        return not item.nodeid.startswith(LONG_FIRST), item.nodeid not in groups
+    sizes = collections.Counter(groups.values())
+
+    def order(item: pytest.Item) -> tuple[bool, bool, int]:
+        group = groups.get(item.nodeid)
+        return not item.nodeid.startswith(LONG_FIRST), group is None, -sizes[group] if group else 0
 
     items.sort(key=order)  # stable: a module's tests stay together, in their order
     for item in items:
