@@ -322,7 +322,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a test's group by a suffix it writes to `item._nodeid`, which pytest 9 no longer reads (a node's id is `_id`):
     without this every group was spread over the workers, each setting the module up again. Written here where
     pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run. A module's tests marked
-    `shared_daemon` are a group of their own, so the daemons they share start once.
+    `shared_daemon` are a group of their own, so the daemons they share start once. A group is for tests that share
+    what is dear to set up (a TUI, a wheel, a host server started once); a host test that needs only a daemon and a
+    scripted model, cheap to start on each worker, is a unit of its own, so that the hosts' lanes share them out.
 
     xdist hands the work out in this order (pytest_configure; tests/scheduling.py keeps the host tests to their
     lanes): the longest first, so that none of it is started last, alone, while the other workers have finished.
