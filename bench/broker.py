@@ -12,7 +12,10 @@ What it measures, in one run against one fresh `python -m mcpx daemon` (empty co
 2. the reference: a separate process polling `GET /v1/elicit?session=bench-poll` every 250 ms,
    for a smaller batch of questions opened in the same loop; its discovery p50/p99 and poll/push.
 3. lifecycles per second: open -> long-poll `/wait` -> accept -> the waiter holds the 200, with
-   16 lifecycles in flight; each answer is committed to SQLite (WAL) before the waiter is woken.
+   16 lifecycles in flight; each answer is committed to SQLite (WAL) before the waiter is woken. The three
+   requests are sent by bench/lean_http.py's client, not aiohttp's, which cost the bench about as much CPU as the
+   server spent (issue 39: on two shared cores the figure was its own client's); --against's floor row, a bare
+   aiohttp server answering the same requests, is driven by the same client.
 4. `GET /v1/elicit?limit=10000` with 10,000 pending questions (and the default 1000-item page).
 5. the daemon's VmRSS idle and with the 10,000 pending.
 
@@ -56,6 +59,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the daemon harness, however this is run
 from harness import Daemon, process_cpu_seconds, run_stoppable, scratch_daemon, unix_session
+from lean_http import LeanHttp
 
 # ---- the plan (sizes chosen so that one run stays well under 3 minutes on 2 cores)
 
@@ -493,39 +497,28 @@ class Lifecycles:
 
 
 MAX_WAIT_RETRIES = 20
+LIFE_ASK = json.dumps(ask_body(LIFE_SESSION)).encode()
+LIFE_ACCEPT = json.dumps({"content": {"repo": "a/b"}}).encode()
 
 
-async def wait_answer(http: aiohttp.ClientSession, eid: str, anomalies: Counter[str]) -> dict[str, Any]:
-    """Long-poll /wait until it gives the answer, counting replies that should not happen.
-
-    A 404 for an id the daemon has just returned 201 for, or a 204 long before the timeout, are
-    daemon bugs (stale reads); a real client would ask again, so the benchmark does too, and says so.
-    """
-    for _ in range(MAX_WAIT_RETRIES):
-        t0 = time.monotonic()
-        async with http.get(f"/v1/elicit/{eid}/wait", params={"timeout": "30"}) as r:
-            if r.status == 200:
-                return dict(await r.json())
-            text = await r.text()
-        if r.status == 404:
-            anomalies["/wait 404 for a question just opened"] += 1
-        elif r.status == 204 and time.monotonic() - t0 < 25:
-            anomalies["/wait 204 long before its 30 s timeout"] += 1
-        else:
-            raise RuntimeError(f"wait {eid}: {r.status} {text}")
-    raise RuntimeError(f"wait {eid}: no answer after {MAX_WAIT_RETRIES} tries")
-
-
-async def lifecycle(http: aiohttp.ClientSession, anomalies: Counter[str]) -> float:
-    """open -> waiter long-polls -> accept -> the waiter has its 200; returns how long that took."""
+async def lifecycle(http: LeanHttp, anomalies: Counter[str]) -> float:
+    """open -> waiter long-polls -> accept -> the waiter has its 200; returns how long that took. The same three
+    requests a client of the REST API makes, sent by bench/lean_http.py's client: aiohttp's costs the bench as much
+    CPU as a bare aiohttp server costs to answer (the floor row), and on two shared cores figure 6 then measured
+    mostly its own client."""
     t0 = time.monotonic()
-    eid = await open_question(http, LIFE_SESSION)
+    status, body = await http.request("POST", "/v1/elicit", LIFE_ASK)
+    if status != 201:
+        raise RuntimeError(f"POST /v1/elicit: {status} {body!r}")
+    eid = json.loads(body)["elicitation"]["id"]
     # the waiter's request goes out before the accept; whichever the daemon handles first, /wait
     # answers 200 only from the stored answer, i.e. after it has committed
     waiter = asyncio.create_task(wait_answer(http, eid, anomalies))
     try:
-        await asyncio.sleep(0)
-        await answer(http, eid, "accept", {"repo": "a/b"})
+        await asyncio.sleep(0)  # the bench's own order: the waiter's request is written first
+        status, body = await http.request("POST", f"/v1/elicit/{eid}/accept", LIFE_ACCEPT)
+        if status != 200:
+            raise RuntimeError(f"POST /v1/elicit/{eid}/accept: {status} {body!r}")
         got = await waiter
     finally:
         waiter.cancel()  # a no-op when it is done; no orphan when the accept failed
@@ -534,26 +527,67 @@ async def lifecycle(http: aiohttp.ClientSession, anomalies: Counter[str]) -> flo
     return time.monotonic() - t0
 
 
+async def wait_answer(http: LeanHttp, eid: str, anomalies: Counter[str]) -> dict[str, Any]:
+    """Long-poll /wait until it gives the answer, counting replies that should not happen.
+
+    A 404 for an id the daemon has just returned 201 for, or a 204 long before the timeout, are
+    daemon bugs (stale reads); a real client would ask again, so the benchmark does too, and says so.
+    """
+    for _ in range(MAX_WAIT_RETRIES):
+        t0 = time.monotonic()
+        status, body = await http.request("GET", f"/v1/elicit/{eid}/wait?timeout=30")
+        if status == 200:
+            return dict(json.loads(body))
+        if status == 404:
+            anomalies["/wait 404 for a question just opened"] += 1
+        elif status == 204 and time.monotonic() - t0 < 25:
+            anomalies["/wait 204 long before its 30 s timeout"] += 1
+        else:
+            raise RuntimeError(f"wait {eid}: {status} {body!r}")
+    raise RuntimeError(f"wait {eid}: no answer after {MAX_WAIT_RETRIES} tries")
+
+
 def bench_cpu_seconds() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
 
 
-async def phase_lifecycles(d: Daemon, http: aiohttp.ClientSession, n: int = N_LIFECYCLES) -> Lifecycles:
+async def phase_lifecycles(d: Daemon, n: int = N_LIFECYCLES) -> Lifecycles:
     each: list[float] = []
     anomalies: Counter[str] = Counter()
+    http = LeanHttp(str(d.socket))
 
     async def job(_i: int) -> None:
         each.append(await lifecycle(http, anomalies))
 
-    await pool(N_WARMUP, LIFE_CONCURRENCY, job)  # untimed: opens the connections the timed run reuses
-    each.clear()
-    cpu0, bench0, t0 = d.cpu_seconds(), bench_cpu_seconds(), time.monotonic()
-    await pool(n, LIFE_CONCURRENCY, job)
-    elapsed = time.monotonic() - t0
+    try:
+        await pool(N_WARMUP, LIFE_CONCURRENCY, job)  # untimed: opens the connections the timed run reuses
+        each.clear()
+        cpu0, bench0, t0 = d.cpu_seconds(), bench_cpu_seconds(), time.monotonic()
+        await pool(n, LIFE_CONCURRENCY, job)
+        elapsed = time.monotonic() - t0
+    finally:
+        http.close()
     durable = durable_answers(d.paths.db, LIFE_SESSION)
     return Lifecycles(n, elapsed, [ms(x) for x in each], d.cpu_seconds() - cpu0,
                       bench_cpu_seconds() - bench0, durable, anomalies)
+
+
+async def floor_lifecycles(socket: Path, n: int = N_LIFECYCLES) -> tuple[float, float, float]:
+    """Figure 6's floor: a bare aiohttp server (`role_floor`) answering the same three requests, driven by the same
+    client the same way; its lifecycles/s, its own CPU and the client's per lifecycle (seconds)."""
+    bare = await Child.start("floor", socket)
+    http = LeanHttp(str(socket))
+    anomalies: Counter[str] = Counter()
+    try:
+        await pool(N_WARMUP, LIFE_CONCURRENCY, lambda _i: lifecycle(http, anomalies))
+        cpu0, bench0, t0 = process_cpu_seconds(bare.proc.pid), bench_cpu_seconds(), time.monotonic()
+        await pool(n, LIFE_CONCURRENCY, lambda _i: lifecycle(http, anomalies))
+        elapsed = time.monotonic() - t0
+        return n / elapsed, (process_cpu_seconds(bare.proc.pid) - cpu0) / n, (bench_cpu_seconds() - bench0) / n
+    finally:
+        http.close()
+        await bare.finish()
 
 
 def durable_answers(db: Path, session: str) -> int:
@@ -649,7 +683,6 @@ async def run_against(ref: str) -> None:
             bare = await Child.start("floor", floor_socket)
             limit = 2 * max(LIFE_CONCURRENCY, OPEN_CONCURRENCY) + 8
             sessions = {name: d.session(limit=limit) for name, d in daemons.items()}
-            floor_http = unix_session(floor_socket, limit=limit)
             cpu_of: dict[str, Callable[[], float]] = {name: d.cpu_seconds for name, d in daemons.items()}
             cpu_of[floor] = functools.partial(process_cpu_seconds, bare.proc.pid)
             try:
@@ -657,18 +690,19 @@ async def run_against(ref: str) -> None:
                         for name, http in sessions.items()}
                 say(f"{N_LIFECYCLES} lifecycles on each daemon and on the floor, {LIFE_CONCURRENCY} in flight, in "
                     f"{rounds} alternating rounds ...")
-                living = {**sessions, floor: floor_http}
+                living = {**{name: LeanHttp(str(d.socket)) for name, d in daemons.items()},
+                          floor: LeanHttp(str(floor_socket))}
                 spent = dict.fromkeys(living, 0.0)
                 cpu = dict.fromkeys(living, 0.0)
                 client = dict.fromkeys(living, 0.0)
                 anomalies: Counter[str] = Counter()
-                for http in living.values():  # untimed: the connections the timed run reuses
-                    await pool(N_WARMUP, LIFE_CONCURRENCY, lambda _i, h=http: lifecycle(h, anomalies))
+                for lean in living.values():  # untimed: the connections the timed run reuses
+                    await pool(N_WARMUP, LIFE_CONCURRENCY, lambda _i, h=lean: lifecycle(h, anomalies))
                 for _ in range(rounds):
-                    for name, http in living.items():
+                    for name, lean in living.items():
                         cpu0, bench0, t0 = cpu_of[name](), bench_cpu_seconds(), time.monotonic()
                         await pool(N_LIFECYCLES // rounds, LIFE_CONCURRENCY,
-                                   lambda _i, h=http: lifecycle(h, anomalies))
+                                   lambda _i, h=lean: lifecycle(h, anomalies))
                         spent[name] += time.monotonic() - t0
                         cpu[name] += cpu_of[name]() - cpu0
                         client[name] += bench_cpu_seconds() - bench0
@@ -687,7 +721,9 @@ async def run_against(ref: str) -> None:
                         if i >= 2:
                             listed[name].append(ms(elapsed))
             finally:
-                for http in living.values():
+                for lean in living.values():
+                    lean.close()
+                for http in sessions.values():
                     await http.close()
         finally:
             if bare is not None:
@@ -709,7 +745,8 @@ async def run_against(ref: str) -> None:
     print(f"{'':34} {'this':>12} {ref:>12} {floor:>12}   this / {ref}")
     for metric, cells, ratio in rows:
         print(f"{metric:34} {cells[this]:>12} {cells[then]:>12} {cells.get(floor, ''):>12}   {ratio:.2f}x")
-    print(f"floor: a bare aiohttp server (uvloop) answering the same three requests, no broker nor store; this / "
+    print(f"floor: a bare aiohttp server (uvloop) answering the same three requests, no broker nor store (each "
+          f"side driven by bench/lean_http.py's client); this / "
           f"floor lifecycles/s {spent[floor] / spent[this]:.2f}x, load {os.getloadavg()[0]:.1f}")
     for what, count in sorted(anomalies.items()):
         print(f"anomaly: {what}: {count}")
@@ -764,7 +801,7 @@ async def run(profile: str | None) -> None:
             say(f"      cancelled {await cancel_all_pending(http)} leftover pending questions")
 
             say(f"[2/3] {N_LIFECYCLES} lifecycles, {LIFE_CONCURRENCY} in flight ...")
-            life = await phase_lifecycles(d, http)
+            life = await phase_lifecycles(d)
             say(f"      {life.seconds:.2f} s; daemon CPU {life.daemon_cpu_s:.2f} s "
                 f"({100 * life.daemon_cpu_s / life.seconds:.0f}% of a core), this process "
                 f"{life.bench_cpu_s:.2f} s ({100 * life.bench_cpu_s / life.seconds:.0f}%)")

@@ -1,12 +1,14 @@
-"""Issue 36 item 7: the CPU of one start of a test peer (tests/peers/sdk_server.py), run directly (`python
-sdk_server.py`, as the suite did) beside started through the test worker's fork server (tests/peer_forks.py, the
-SDK imported once), each to its `initialize` answered and its exit once its stdin closes.
+"""Issue 36 item 7: the CPU of one start of what the suite starts most, run directly beside forked from the test
+worker's fork server of its kind (tests/forks.py): a test peer (tests/peers/sdk_server.py: `python sdk_server.py`,
+or the SDK imported once), to its `initialize` answered and its exit once its stdin closes; and a daemon
+(harness.Daemon: `python -m mcpx daemon`, or mcpx's daemon imported once), to its socket answering and its exit
+on SIGTERM.
 
-CPU, not wall: the suite's time on 2 cores is CPU. Direct: the process's own (RUSAGE_CHILDREN). Forked: the
-stand-in's (fork_client.py, ours) plus the forked peer's, which the fork server reaps (its cutime+cstime from
-/proc). The two kinds alternate, so load that comes and goes falls on both; medians.
+CPU, not wall: the suite's time on 2 cores is CPU. Direct: the process's own and what it started (RUSAGE_CHILDREN).
+Forked: the stand-in's (a peer's fork_client.py, ours) plus the forked process's, which the fork server reaps (its
+cutime+cstime from /proc). The two kinds alternate, so load that comes and goes falls on both; medians.
 
-    .venv/bin/python bench/peer_start.py            # 5 starts of each, well under a minute on 2 cores
+    .venv/bin/python bench/peer_start.py            # 5 starts of each, about a minute on 2 cores
     .venv/bin/python bench/peer_start.py --starts 20
 """
 
@@ -20,13 +22,15 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from harness import PEERS  # noqa: E402
-from peer_forks import fork_server, stop_fork_server  # noqa: E402
+import harness  # noqa: E402
+from forks import ForkServer, fork_server, stop_fork_servers  # noqa: E402
+from harness import PEERS, mcpx_env, scratch_daemon  # noqa: E402
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
@@ -44,7 +48,7 @@ def reaped_cpu(pid: int) -> float:
     return (int(fields[13]) + int(fields[14])) / TICKS
 
 
-def one_start(argv: list[str]) -> float:
+def peer_start(argv: list[str]) -> float:
     """Spawn to exit: initialize answered, then stdin closed. Its wall time."""
     began = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -59,34 +63,65 @@ def one_start(argv: list[str]) -> float:
     return time.monotonic() - began
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--starts", type=int, default=5)
-    starts = parser.parse_args().starts
-    server = fork_server()
-    script = PEERS / "sdk_server.py"
-    command, args = server.command(script, ())
-    one_start([command, *args])  # the fork server ready, and a warm-up of each
-    one_start([sys.executable, str(script)])
-    direct: list[tuple[float, float]] = []
-    forked: list[tuple[float, float]] = []
+def daemon_start(forked: bool) -> float:
+    """A daemon with no servers, started to its socket answering, then stopped (SIGTERM, exit 0). Its wall time."""
+    harness.FORK_DAEMONS = forked
+    d = scratch_daemon("bps-")
+    began = time.monotonic()
     try:
-        for _ in range(starts):
-            before = children_cpu()
-            wall = one_start([sys.executable, str(script)])
-            direct.append((children_cpu() - before, wall))
-            before, before_reaped = children_cpu(), reaped_cpu(server.proc.pid)
-            wall = one_start([command, *args])
-            forked.append((children_cpu() - before + reaped_cpu(server.proc.pid) - before_reaped, wall))
+        d.start()
+        assert d.forked == forked and d.api().json("GET", "/v1/health")["pid"] == d.pid
+        assert d.stop() == 0
     finally:
-        stop_fork_server()
-    load = os.getloadavg()[0]
+        d.cleanup()
+    return time.monotonic() - began
+
+
+def side_by_side(direct: Callable[[], float], forked: Callable[[], float], server: ForkServer,
+                 starts: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(CPU, wall) of each start, the two kinds alternating."""
+    direct()  # the fork server ready, and a warm-up of each
+    forked()
+    rows: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
+    for _ in range(starts):
+        before = children_cpu()
+        wall = direct()
+        rows[0].append((children_cpu() - before, wall))
+        before, before_reaped = children_cpu(), reaped_cpu(server.proc.pid)
+        wall = forked()
+        rows[1].append((children_cpu() - before + reaped_cpu(server.proc.pid) - before_reaped, wall))
+    return rows
+
+
+def show(what: str, starts: int, direct: list[tuple[float, float]], forked: list[tuple[float, float]]) -> None:
     d_cpu, d_wall = (statistics.median(x) for x in zip(*direct, strict=True))
     f_cpu, f_wall = (statistics.median(x) for x in zip(*forked, strict=True))
-    print(f"sdk_server.py start to exit, median of {starts} (load {load:.1f} on {os.cpu_count()} cores)")
+    print(f"{what}, median of {starts} (load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     print(f"  direct       CPU {d_cpu * 1000:7.0f} ms   wall {d_wall * 1000:7.0f} ms")
     print(f"  fork server  CPU {f_cpu * 1000:7.0f} ms   wall {f_wall * 1000:7.0f} ms")
     print(f"  direct / forked: CPU {d_cpu / f_cpu:.1f}x, wall {d_wall / f_wall:.1f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--only", choices=("peer", "daemon"), help="one row alone")
+    opts = parser.parse_args()
+    try:
+        if opts.only != "daemon":
+            server = fork_server("peers")
+            script = PEERS / "sdk_server.py"
+            command, args = server.command(script, ())
+            direct, forked = side_by_side(lambda: peer_start([sys.executable, str(script)]),
+                                          lambda: peer_start([command, *args]), server, opts.starts)
+            show("sdk_server.py start to exit", opts.starts, direct, forked)
+        if opts.only != "peer":
+            server = fork_server("daemons", mcpx_env())
+            direct, forked = side_by_side(lambda: daemon_start(False), lambda: daemon_start(True), server,
+                                          opts.starts)
+            show("mcpx daemon start to serving to exit", opts.starts, direct, forked)
+    finally:
+        stop_fork_servers()
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ bench/peer_server.py as the upstream.
 5. `POST /v1/elicit` -> the `elicit.open` frame at an SSE subscriber in another process, p50 / the
    same through a bare aiohttp relay (bench/broker.py's phase, interleaved there).
 6. durable question lifecycles/s, 16 in flight (bench/broker.py's phase: each answer committed
-   before its waiter is woken).
+   before its waiter is woken), sent by bench/lean_http.py's client. Floor row: a bare aiohttp server
+   answering the same three requests (broker.py's `role_floor`), with its CPU and the client's per lifecycle:
+   what any server on aiohttp costs here, and what the bench itself costs.
 7. `mcpx elicit list` (the installed entry point, a daemon running) / `python -c 'import argparse, json,
    socket'`, wall p50 (bench/cli_start.py, which runs alone too).
 
@@ -101,6 +103,7 @@ PARSING_RELAY = BENCH / "parsing_relay.py"
 FLOOR = "a bare asyncio relay"    # the floor row: the cost of a process in the middle, no MCP in it
 PARSING = "a parsing Python relay"  # the second floor: every message parsed, renumbered, encoded again
 MODERN_DIRECT = "direct, modern era"  # the direct client in the era mcpx calls the upstream in
+FLOOR_SERVER = "a bare aiohttp server"  # figure 6's floor: the same three requests answered, no broker nor store
 MCP_PROXY_VERSION = "0.13.0"
 MCP_PROXY_VENV = ROOT / ".venv" / "peers" / "mcp-proxy"
 
@@ -381,7 +384,7 @@ async def broker_figures(label: str, d: Daemon, rng: random.Random, values: Valu
                 raise RuntimeError(f"{label}: {lat.missing_push} elicit.open frames never arrived")
             await broker.cancel_all_pending(http)
             t1 = time.monotonic()
-            life = await broker.phase_lifecycles(d, http, N_LIFECYCLES)
+            life = await broker.phase_lifecycles(d, N_LIFECYCLES)
             if life.durable != life.n + broker.N_WARMUP or life.anomalies:
                 raise RuntimeError(f"{label}: {life.durable} of {life.n + broker.N_WARMUP} answers durable, "
                                    f"anomalies {dict(life.anomalies)}")
@@ -467,6 +470,11 @@ async def broker_run(plan: Plan, index: int, rng: random.Random, values: Values)
         t0 = time.monotonic()
         await broker_figures(label, mcpx_daemon(plan, label, None), rng, values)
         say(f"  run {index + 1}: [4-6] {label} took {time.monotonic() - t0:.0f} s")
+    with tempfile.TemporaryDirectory(prefix="mcpx-floor-") as where:
+        rate, server_s, client_s = await broker.floor_lifecycles(Path(where) / "floor.sock", N_LIFECYCLES)
+    values[("life", FLOOR_SERVER)] = rate
+    values[("life.server_ms", FLOOR_SERVER)] = 1e3 * server_s
+    values[("life.client_ms", FLOOR_SERVER)] = 1e3 * client_s
     return values
 
 
@@ -548,6 +556,10 @@ def table(runs: list[Values], plan: Plan) -> Report:
         row("push.relay_ms", "5   the bare aiohttp relay p50, beside {}", label, fmt_ms, False)
     for label in mcpx:
         row("life", "6 durable question lifecycles/s", label, per_s, True, "/s")
+    row("life", "6   {} (no broker nor store), lifecycles/s", FLOOR_SERVER, per_s, False)
+    row("life.server_ms", "6   {}'s CPU per lifecycle", FLOOR_SERVER, fmt_ms, False)
+    row("life.client_ms", "6   the bench client's CPU per lifecycle on {} (bench/lean_http.py)", FLOOR_SERVER, fmt_ms,
+        False)
     return report
 
 

@@ -15,6 +15,15 @@ PostgreSQL is a real server from Debian's packages, started by tests/postgres.py
 numbers to compare between runs on these noisy shared machines. It exits 0 whatever the figures are.
 
     .venv/bin/python bench/store.py [--lifecycles 400] [--samples 200]
+
+`--ends` measures instead what a plain call's end costs the store's thread (issue 39), in this process: the ends
+of N calls (each its row and its task.done) through a real broker on a real SQLite file, `--batch` of them per
+commit as a stream of plain calls rides one horizon, on a store that already holds `--preload` ends (its indexes
+have depth, as a daemon's that has run a while); the writer thread's CPU per end (/proc), and the loop's; with
+`--postgresql` on a PostgreSQL database instead (the server's own CPU is not counted).
+`--against REF` runs the same on that revision's sidecar first, for a side by side in one run:
+
+    .venv/bin/python bench/store.py --ends [-n 6000] [--batch 16] [--preload 20000] [--against main] [--postgresql]
 """
 
 from __future__ import annotations
@@ -23,19 +32,25 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the harnesses, however this is run
 from harness import Daemon, make_daemon, run_stoppable, running
 from postgres import Postgres
+
+if TYPE_CHECKING:
+    from mcpx.broker.store import Store
 
 SCHEMA = {"type": "object", "properties": {"repo": {"type": "string"}}}
 IN_FLIGHT = 16
@@ -175,9 +190,110 @@ async def main(total: int, samples: int) -> None:
     report(rows)
 
 
+def thread_cpu() -> tuple[float, float]:
+    """CPU seconds this process's main thread (the loop) and all its other threads (the store's) have used."""
+    tick = os.sysconf("SC_CLK_TCK")
+    main_cpu = others = 0.0
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError):
+            stat = (task / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            used = (int(fields[11]) + int(fields[12])) / tick
+            if task.name == str(os.getpid()):
+                main_cpu += used
+            else:
+                others += used
+    return main_cpu, others
+
+
+async def ends(n: int, batch: int, preload: int, postgresql: bool) -> None:
+    """Plain calls' ends through Broker.finish_task(behind=True), `batch` per commit: the CPU per end, by thread."""
+    with tempfile.TemporaryDirectory(prefix="mcpx-ends-") as tmp:
+        if not postgresql:
+            from mcpx.broker.sqlite import SqliteStore
+
+            await ends_on(SqliteStore(Path(tmp) / "mcpx.db"), n, batch, preload)
+            return
+        from mcpx.broker.postgres import PgStore
+        from mcpx.broker.store import Identity
+
+        with Postgres.start() as pg:
+            me = Identity(id="dmn-00000000000000aa", user="bench", host="bench", pid=os.getpid(), version="0")
+            await ends_on(PgStore(pg.create_database("bench_ends"), me), n, batch, preload)
+
+
+async def ends_on(store: Store, n: int, batch: int, preload: int) -> None:
+    from mcpx.broker.broker import Broker
+    from mcpx.call.record import Call
+    from mcpx.call.request import CallRequest
+    from mcpx.config.models import Config
+    from mcpx.shared.ids import new_id
+
+    @dataclass
+    class Settings:
+        config: Config
+
+    def ended() -> Call:
+        call = Call(new_id("tsk"), new_id("cal"), CallRequest("peer", "echo", {"text": "hello"}, "bench-ends",
+                                                              "fallback", surface="mcp", cwd="/work"))
+        call.connected("legacy")
+        call.ended("completed", {"content": [{"type": "text", "text": "hello"}], "isError": False})
+        return call
+
+    await store.open()
+    broker = Broker(store, Settings(Config()))  # a config source that never changes
+    await broker.start()
+    data = {"state": "completed", "server": "peer", "tool": "echo"}
+
+    async def commit(calls: list[Call]) -> None:
+        """Their ends, committed as a stream of plain calls' are: at the horizon, on the store's thread."""
+        committed = [broker.finish_task(call.stored_row, dict(data), tid=call.id, session="bench-ends",
+                                        trace=call.trace, behind=True) for call in calls]
+        await committed[-1]
+
+    try:
+        for _ in range(0, preload, 500):
+            await commit([ended() for _ in range(500)])
+        calls = [ended() for _ in range(n)]
+        loop_before, store_before = thread_cpu()
+        for i in range(0, n, batch):
+            await commit(calls[i:i + batch])
+        loop_after, store_after = thread_cpu()
+    finally:
+        await broker.stop()
+        await store.close()
+    print(f"  {store.info.kind}: the store's thread {(store_after - store_before) / n * 1e6:6.1f} us per end, the "
+          f"loop {(loop_after - loop_before) / n * 1e6:6.1f} us (n={n}, {batch} per commit, {preload} ends before)")
+
+
+def ends_against(ref: str, args: list[str]) -> None:
+    """This bench's --ends on revision `ref`'s sidecar, in a process of its own."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from upstreams import checkout  # bench/upstreams.py
+
+    with tempfile.TemporaryDirectory(prefix="mcpx-ends-ref-") as tmp:
+        sidecar = checkout(ref, Path(tmp))
+        env = {**os.environ, "PYTHONPATH": str(sidecar)}
+        print(f"{ref}:", flush=True)
+        subprocess.run([sys.executable, __file__, "--ends", *args], env=env, check=True)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     ap.add_argument("--lifecycles", type=int, default=400)
     ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--ends", action="store_true", help="a plain call's end on the store's thread, in process")
+    ap.add_argument("-n", type=int, default=6000, help="--ends: how many ends are counted")
+    ap.add_argument("--batch", type=int, default=16, help="--ends: ends per commit")
+    ap.add_argument("--preload", type=int, default=20000, help="--ends: ends the store holds before")
+    ap.add_argument("--against", metavar="REF", help="--ends: that revision's first, then this tree's")
+    ap.add_argument("--postgresql", action="store_true", help="--ends: on a PostgreSQL store (its writer's thread)")
     opts = ap.parse_args()
-    run_stoppable(main(opts.lifecycles, opts.samples))
+    if opts.ends:
+        same = ["-n", str(opts.n), "--batch", str(opts.batch), "--preload", str(opts.preload)]
+        if opts.against:
+            ends_against(opts.against, same + (["--postgresql"] if opts.postgresql else []))
+            print("this tree:", flush=True)
+        asyncio.run(ends(opts.n, opts.batch, opts.preload, opts.postgresql))
+    else:
+        run_stoppable(main(opts.lifecycles, opts.samples))

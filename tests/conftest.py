@@ -22,7 +22,8 @@ import aiohttp
 import pytest
 from _pytest.nodeid import coerce_node_id
 
-from harness import PATIENCE, SUITE_STORE, Daemon, free_port, make_daemon
+import harness
+from harness import DAEMONS_SWITCH, PATIENCE, SUITE_STORE, Daemon, free_port, make_daemon
 from mcpx.broker.broker import Broker
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.config.models import Config
@@ -31,6 +32,13 @@ STORES = ("sqlite", "postgresql")
 ON_A_FREE_PORT = "127.0.0.1:<free>"  # daemon_of's listen: a loopback port picked for the daemon when it is made
 LONG_FIRST = ("tests/hosts/", "tests/opencode/", "tests/conformance/")  # their tests take minutes each
 _databases = itertools.count()
+# the suite's daemons are forked from a fork server per worker that has mcpx's daemon imported (tests/forks.py;
+# docs/choices.md, "The tests' daemons are forked too"); MCPX_TEST_DAEMONS=direct starts every one as
+# `python -m mcpx daemon`, and a test marked `direct_daemon` (one of the daemon's own start or process) has its own so
+if os.environ.get(DAEMONS_SWITCH, "forked") not in ("forked", "direct"):
+    raise pytest.UsageError(f"{DAEMONS_SWITCH} is 'forked' (the default) or 'direct', not "
+                            f"{os.environ[DAEMONS_SWITCH]!r}")
+harness.FORK_DAEMONS = os.environ.get(DAEMONS_SWITCH, "forked") == "forked"
 
 
 def in_ci() -> bool:
@@ -398,12 +406,19 @@ def postgres() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _peer_fork_server() -> Iterator[None]:
-    """Stops this worker's fork server for the stdio peers (tests/peer_forks.py, started by its first use, often
-    at collection) as the session ends, its children with it."""
-    from peer_forks import stop_fork_server
+def _fork_servers() -> Iterator[None]:
+    """Stops this worker's fork servers, the stdio peers' and the daemons' (tests/forks.py, each started by its
+    first use, the peers' often at collection), as the session ends, their children with them."""
+    from forks import stop_fork_servers
 
     try:
         yield
     finally:
-        stop_fork_server()
+        stop_fork_servers()
+
+
+@pytest.fixture(autouse=True)
+def _direct_daemons(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked `direct_daemon` starts its daemons as `python -m mcpx daemon`, not forked (harness.Daemon)."""
+    if request.node.get_closest_marker("direct_daemon") is not None:
+        monkeypatch.setattr(harness, "FORK_DAEMONS", False)

@@ -17,8 +17,8 @@ from typing import Any
 import aiohttp
 
 from conftest import loud_skip
+from forks import fork_server
 from harness import PATIENCE, PEERS, ROOT, free_port, listening, stop_process, wait_started
-from peer_forks import fork_server
 
 PY = sys.executable
 EVERYTHING = ROOT / "node_modules" / ".bin" / "mcp-server-everything"

@@ -8,9 +8,10 @@ the benchmarks (bench/, which put tests/ on sys.path) and the plugin's node test
 starts a daemon in a temporary home, prints one JSON line {home, config, socket, pid} once it serves, and stops
 it and removes the home when its stdin closes or it is sent SIGTERM/SIGINT.
 
-It imports neither pytest nor anything of the suite, so a benchmark or a runner the conformance suite starts
-can use it as it is. Every wait here is for an event (a process's exit, a file naming our pid, a socket that
-answers), bounded; every process started here is stopped by whoever started it, in a `finally`.
+It imports neither pytest nor anything of the suite but tests/forks.py (the standard library's alone), so a benchmark
+or a runner the conformance suite starts can use it as it is. Every wait here is for an event (a process's exit, a
+file naming our pid, a socket that answers), bounded; every process started here is stopped by whoever started it,
+in a `finally`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
+from forks import ForkedProcess, fork_server
 from mcpx.system.paths import StatePaths
 from mcpx.system.sockets import socket_alive
 
@@ -51,6 +53,14 @@ PATIENCE = 60.0
 SUITE_STORE = "MCPX_TEST_STORE"
 # a unix socket's path is at most this many bytes (sun_path holds 108, with the NUL)
 SOCKET_PATH_MAX = 107
+# Daemon.start forks its daemon from this process's daemons' fork server (tests/forks.py: mcpx's daemon imported
+# once) instead of starting `python -m mcpx daemon`: the suite turns it on (tests/conftest.py), unless
+# MCPX_TEST_DAEMONS=direct. A benchmark, a conformance runner and this file's command start theirs directly, so what
+# they measure and serve is the daemon as a person starts it.
+FORK_DAEMONS = False
+DAEMONS_SWITCH = "MCPX_TEST_DAEMONS"
+# a forked daemon's name (ps -o comm, process accounting): tools/suite_cpu.py's for `python -m mcpx daemon`
+FORKED_DAEMON_NAME = "mx-daemon"
 # what the kernel reports in /proc/<pid>/stat is in clock ticks
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")
@@ -59,7 +69,7 @@ T = TypeVar("T")
 # ---------------------------------------------------------------- processes
 
 
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
+def stop_process(proc: subprocess.Popen[Any] | ForkedProcess, timeout: float = 10.0) -> int:
     """SIGTERM, then SIGKILL if it is still there after `timeout`; its exit code either way."""
     if proc.poll() is None:
         proc.terminate()
@@ -151,8 +161,8 @@ def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(guarded())
 
 
-def wait_started(proc: subprocess.Popen[Any], ready: Callable[[], bool], what: str, timeout: float = PATIENCE,
-                 evidence: Callable[[], str] = lambda: "", interval: float = 0.02) -> None:
+def wait_started(proc: subprocess.Popen[Any] | ForkedProcess, ready: Callable[[], bool], what: str,
+                 timeout: float = PATIENCE, evidence: Callable[[], str] = lambda: "", interval: float = 0.02) -> None:
     """Return once `ready()` holds (a process we started is serving). If the process exits first, or the time runs
     out, it is stopped (one that did not start is not left running) and a RuntimeError says so, with `evidence()`
     (the end of its log)."""
@@ -242,17 +252,25 @@ def child_pids(pid: int) -> set[int]:
 # ---------------------------------------------------------------- the daemon
 
 
-def base_env(home: Path, config: Path, sidecar: Path = SIDECAR) -> dict[str, str]:
-    """The environment of an mcpx process for `home`: none of the caller's own MCPX_* (so nothing here ever talks
+def mcpx_env(sidecar: Path = SIDECAR) -> dict[str, str]:
+    """The environment of an mcpx process of no home: none of the caller's own MCPX_* (so nothing here ever talks
     to the caller's daemon), nor the marks of an agent or of the conformance suite; mcpx from `sidecar` (another
-    revision's copy, say) before the installed one, and tests/ importable (the peers)."""
+    revision's copy, say) before the installed one, and tests/ importable (the peers). The daemons' fork server's:
+    what an import read of it would find is no test's."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MCPX_", "MCP_CONFORMANCE_")) and k not in ("AGENT", "OPENCODE", "CLAUDECODE")}
-    env.update(MCPX_HOME=str(home), MCPX_CONFIG=str(config), PYTHONUNBUFFERED="1")
-    if os.environ.get(SUITE_STORE):  # the suite runs this test on PostgreSQL (conftest's `store`)
-        env["MCPX_STORE"] = os.environ[SUITE_STORE]
+    env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(sidecar), str(TESTS)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
                                                                        else []))
+    return env
+
+
+def base_env(home: Path, config: Path, sidecar: Path = SIDECAR) -> dict[str, str]:
+    """The environment of an mcpx process for `home` (mcpx_env's, with its home and config)."""
+    env = mcpx_env(sidecar)
+    env.update(MCPX_HOME=str(home), MCPX_CONFIG=str(config))
+    if os.environ.get(SUITE_STORE):  # the suite runs this test on PostgreSQL (conftest's `store`)
+        env["MCPX_STORE"] = os.environ[SUITE_STORE]
     return env
 
 
@@ -333,10 +351,15 @@ class Daemon:
     """One real `mcpx daemon` process for a home, and the ways a test or a benchmark talks to it.
 
     As a context manager it starts the daemon and, however the block ends, stops it (and whatever daemon took
-    the home since) and removes a scratch home (see `scratch_daemon`) unless `keep` is set."""
+    the home since) and removes a scratch home (see `scratch_daemon`) unless `keep` is set.
+
+    In the suite (FORK_DAEMONS) it is forked from this worker's daemons' fork server, mcpx's daemon imported there
+    once: the same `mcpx daemon` (its main, argv, environment, cwd, stdin/stdout/stderr), and `proc` is the real
+    process (a ForkedProcess: its pid, kill -9, exit code). `direct`, or `python_args`, start `python -m mcpx
+    daemon` itself: a test of the daemon's own start, whose imports, collections or parent are what it checks."""
 
     def __init__(self, home: Path, config: Path, env: dict[str, str], listen: str | None = None, *,
-                 python_args: Sequence[str] = (), scratch: Path | None = None) -> None:
+                 python_args: Sequence[str] = (), scratch: Path | None = None, direct: bool = False) -> None:
         self.home = home
         self.paths = StatePaths(home)  # the daemon's own names for what it keeps there
         self.config = config
@@ -344,8 +367,9 @@ class Daemon:
         self.listen = listen
         self.python_args = list(python_args)  # before `-m mcpx`: e.g. -m cProfile -o FILE
         self.scratch = scratch  # a directory of ours that holds the home, removed by cleanup()
+        self.direct = direct
         self.keep = False
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.log = home / "daemon.stderr"
 
     @property
@@ -357,6 +381,11 @@ class Daemon:
         assert self.proc is not None, "the daemon was not started"
         return self.proc.pid
 
+    @property
+    def forked(self) -> bool:
+        """Is it started as a fork of the daemons' fork server (see the class)?"""
+        return FORK_DAEMONS and not self.direct and not self.python_args
+
     # ---- its life
 
     def start(self, timeout: float = PATIENCE) -> None:
@@ -364,11 +393,16 @@ class Daemon:
         if (size := len(os.fsencode(self.socket))) > SOCKET_PATH_MAX:
             raise RuntimeError(f"the daemon's socket {self.socket} would be {size} bytes long, and a unix socket's "
                                f"path may be {SOCKET_PATH_MAX} at most: give it a home with a shorter path")
-        args = [sys.executable, *self.python_args, "-m", "mcpx", "daemon"] + (
-            ["--listen", self.listen] if self.listen else [])
+        argv = ["daemon"] + (["--listen", self.listen] if self.listen else [])
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(args, env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                         cwd=self.home)
+            if self.forked:
+                with open(os.devnull, "rb") as null:
+                    self.proc = fork_server("daemons", mcpx_env()).fork(
+                        "mcpx", argv, self.env, self.home, (null.fileno(), out.fileno(), out.fileno()),
+                        FORKED_DAEMON_NAME)
+            else:
+                self.proc = subprocess.Popen([sys.executable, *self.python_args, "-m", "mcpx", *argv], env=self.env,
+                                             stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd=self.home)
         wait_started(self.proc, self.ready, "the daemon", timeout, self.tail)
 
     def ready(self) -> bool:
@@ -478,15 +512,18 @@ async def receiving(handle: Callable[[web.Request], Awaitable[web.StreamResponse
 
 def make_daemon(home: Path, config: dict[str, Any] | None = None, listen: str | None = None,
                 extra_env: dict[str, str] | None = None, *, config_path: Path | None = None,
-                python_args: Sequence[str] = (), sidecar: Path = SIDECAR, scratch: Path | None = None) -> Daemon:
+                python_args: Sequence[str] = (), sidecar: Path = SIDECAR, scratch: Path | None = None,
+                direct: bool = False) -> Daemon:
     """A daemon (not started) for `home`, with `config` (no servers by default) written to `config_path`
-    (home/config.json by default)."""
+    (home/config.json by default). `direct`: started as `python -m mcpx daemon` even in the suite (see Daemon); a
+    daemon of another copy of mcpx (`sidecar`) always is, the fork server having this one's imported."""
     cfg = config_path or home / "config.json"
     cfg.parent.mkdir(parents=True, exist_ok=True)
     cfg.write_text(json.dumps(config if config is not None else {"servers": {}}))
     env = base_env(home, cfg, sidecar)
     env.update(extra_env or {})
-    return Daemon(home, cfg, env, listen, python_args=python_args, scratch=scratch)
+    return Daemon(home, cfg, env, listen, python_args=python_args, scratch=scratch,
+                  direct=direct or sidecar.resolve() != SIDECAR)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+import pytest
+
 from gateway_helpers import stdio
 from harness import (
     PATIENCE,
@@ -24,6 +26,8 @@ from harness import (
     wait_for_sync,
 )
 from mcpx.system import agentshell, processes
+
+pytestmark = pytest.mark.direct_daemon  # the daemon's own process: each started as `python -m mcpx daemon`
 
 PY = sys.executable
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

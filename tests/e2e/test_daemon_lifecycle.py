@@ -11,9 +11,12 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from conftest import ask, events, past, request_in_flight
 from harness import PATIENCE, Daemon, free_port, home_pid, make_daemon, read_log, stop_process, wait_for_sync
+
+pytestmark = pytest.mark.direct_daemon  # the daemon's own process: each started as `python -m mcpx daemon`
 
 
 async def test_kill9_then_restart_loses_nothing_committed(home: Path) -> None:

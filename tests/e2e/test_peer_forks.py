@@ -1,4 +1,4 @@
-"""The test peers' fork server (tests/peer_forks.py, tests/peers/fork_server.py and fork_client.py): what a daemon
+"""The test peers' fork server (tests/forks.py, tests/peers/fork_server.py and fork_client.py): what a daemon
 starts, the stand-in, behaves as the peer would have — its environment, cwd, argv, stdin/stdout/stderr and exit
 reach and come from the forked script — and no peer outlives its stand-in, however that one ends. A fork server
 that is not there is a loud error at once."""
@@ -11,8 +11,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+from forks import fork_server
 from harness import PATIENCE, PEERS, stop_process, wait_gone
-from peer_forks import fork_server
 
 # a peer that says who and where it is, echoes a line, then waits on stdin (as a stdio server does)
 WHO = """import json, os, signal, sys

@@ -15,6 +15,7 @@ the units it writes (`writes`). Which part does what is in docs/architecture.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -161,7 +162,8 @@ class Broker:
     # ---- open
 
     async def open(self, req: OpenRequest, task: Callable[[Elicitation, bool], StoredTask] | None = None,
-                   committing: Callable[[Handle], Awaitable[None]] | None = None, eager: bool = False) -> Handle:
+                   committing: Callable[[Handle], Awaitable[None]] | None = None, eager: bool = False,
+                   left: Callable[[Handle], Awaitable[None]] | None = None) -> Handle:
         """Open a question. `task`: the asking call's record as it stands with this question open (pending, or
         settled at once by the policy), stored in the question's own commit, so a restart knows of the question
         exactly when anyone can.
@@ -178,7 +180,13 @@ class Broker:
         `eager`: the asker may be handed its answer before the answer commits, on a store this daemon alone writes
         (see `answer`). Only for a legacy call's question: such a call does not outlive its daemon, so nothing
         could re-send what its server was told; a call that may be re-driven after a restart is told only what
-        the store holds."""
+        the store holds.
+
+        `left`: the opener was cancelled while the question's commit ran, which nothing can take back: once it
+        committed, it is handed the question (as open would have returned it) to end it, and the cancel goes on. So
+        a question is never left committed pending with nobody to hear its answer, and its opener calls this in its
+        own step, with no task in between (issue 39: the question reaches its client in the turn it is asked).
+        Without `left`, the cancel leaves the question to its deadline."""
         now = time.time()
         ttl = req.ttl if req.ttl is not None else self._settings.config.ttl_for(req.server)
         q, decided = rules.question_of(req, now, ttl)
@@ -227,12 +235,42 @@ class Broker:
                     return Handle(q, told, mine)
             else:
                 written = self._store.submit(self._opening(q, decided, decision, task, req.pid, now))
-            outcome = await written
+            # shielded: a cancel of the opener leaves the commit to the store (it may already be running), not a
+            # cancelled future whose unit still commits unseen
+            outcome = await asyncio.shield(written)
+        except asyncio.CancelledError:
+            if written is None:  # cancelled before anything was queued: the client asked meanwhile hears it ended
+                if told is not None:
+                    waiters.end(q.id, "its asker went away before it was stored", told=told)
+                raise
+            await self._left_open(q, written, told, mine, eager, left)
+            raise
         except BaseException as exc:
             # a failed commit, or a stop before anything was queued: the client asked meanwhile hears it ended
             if told is not None and (written is None or isinstance(exc, Exception)):
                 waiters.end(q.id, f"it could not be stored: {exc or type(exc).__name__}", told=told)
             raise
+        return self._committed_open(q, outcome, told, mine, eager)
+
+    async def _left_open(self, q: Elicitation, written: asyncio.Future[Outcome], told: asyncio.Future[Answer] | None,
+                         mine: asyncio.Future[Answer] | None, eager: bool,
+                         left: Callable[[Handle], Awaitable[None]] | None) -> None:
+        """A question whose opener was cancelled while it committed: once committed, what open does then (its
+        deadline swept), and the question handed to `left` to end it; a failed commit stored nothing to end."""
+        try:
+            handle = self._committed_open(q, await written, told, mine, eager)
+        except Exception as exc:
+            if told is not None:
+                self._waiters.end(q.id, f"it could not be stored: {exc}", told=told)
+            return
+        if left is not None:
+            with contextlib.suppress(Exception):  # what ending it raised was logged where it happened
+                await left(handle)
+
+    def _committed_open(self, q: Elicitation, outcome: Outcome, told: asyncio.Future[Answer] | None,
+                        mine: asyncio.Future[Answer] | None, eager: bool) -> Handle:
+        """What open does once the question's commit landed: its asker's handle, the question as it stands."""
+        waiters = self._waiters
         q, answer, ended = outcome.settled(), outcome.answer, outcome.ended
         # the future the early handle holds, even if an answer committed right behind the question already took
         # it out of the table
@@ -555,18 +593,21 @@ class Broker:
                     trace: str | None, behind: bool = False) -> asyncio.Future[Any]:
         """A task's final record and its task.done, committed together; the record is published after.
 
-        `built`: the task's final row, built (encoded) inside the unit, wherever its batch commits: for a plain
-        call, off the loop. `behind`: nothing durable waits on it (the call never asked, so no stored row of it
+        `built`: the task's final row, built (encoded) inside the unit, wherever its batch commits: off the loop,
+        for every call's end. `behind`: nothing durable waits on it (the call never asked, so no stored row of it
         says it is running, and no restart would re-drive it): it rides with the next commit, within BEHIND
         seconds, or commits on the store's own thread, written with the other such ends by one unit
-        (`Writes.end_call`)."""
+        (`Writes.end_call`). Else (the store holds a row saying the call runs) it commits at once, but after the
+        result, which no longer waits on it: off the loop (issue 39: one commit per question's round trip, after
+        the reply, with the question and its answer that rode until then)."""
         if behind:
             return self._writes.end_call(built, data, tid=tid, session=session, trace=trace, within=BEHIND)
 
         def put(tx: Tx) -> None:
             tx.put_task(built())
 
-        return self._writes.submit_record("task.done", data, session=session, trace=trace, task=tid, with_unit=put)
+        return self._writes.submit_record("task.done", data, session=session, trace=trace, task=tid, with_unit=put,
+                                          waited=False)
 
     async def task(self, tid: str) -> StoredTask | None:
         return await self._store.task(tid)

@@ -8,7 +8,10 @@ seconds for company: it commits with the next unit that cannot wait, or at that 
 so a stream of such records costs one commit per horizon, not one each. A batch made only of such
 units (its horizon came first) is handed to `commit` as `behind`: nobody waits on it, so the store
 commits it off the loop (SQLite on its writer's thread), where its encoding and its system calls
-keep no reply waiting. Units commit in the order submitted, whether they waited or not.
+keep no reply waiting. So is a batch whose units commit at once but no reply waits on (`waited` False:
+the end of a call that asked, written after its result; with it, the question and the answer that
+rode until then: one commit per round trip, off the loop). Units commit in the order submitted,
+whether they waited or not.
 
 A unit's future resolves only after the commit, and the batch's committed audit records are handed
 on (`committed`) in the same loop turn, just before, so nothing is published that the database does
@@ -95,14 +98,16 @@ class CommitQueue:
         self._urgent = False  # the queue holds a unit that cannot wait: its batch commits where it is quickest
         self._horizon: asyncio.TimerHandle | None = None
 
-    def submit(self, unit: Callable[[Any], T], within: float = 0.0) -> asyncio.Future[T]:
+    def submit(self, unit: Callable[[Any], T], within: float = 0.0, waited: bool = True) -> asyncio.Future[T]:
         """Queue `unit`; it commits at once with whatever is queued, or, with `within`, at the latest that many
-        seconds from now (with the first unit that cannot wait, if one comes sooner)."""
+        seconds from now (with the first unit that cannot wait, if one comes sooner). `waited` False: it commits at
+        once all the same, but nobody's reply waits on it (a call's end, written after its result): unless a unit
+        that is waited on joins its batch, the batch is `behind`, and the store commits it off the loop."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(_log_failure)
         self._queue.append((unit, fut))
         if within <= 0:
-            self._urgent = True
+            self._urgent = self._urgent or waited
             self._go()
         elif len(self._queue) >= MAX_WAITING:
             self._go()

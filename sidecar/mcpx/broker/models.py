@@ -6,6 +6,7 @@ These models are also the wire shapes of the /v1 API and appear in openapi.json.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -55,6 +56,27 @@ def rfc3339(moment: datetime) -> str:
     """The one form of a moment mcpx writes anywhere (the API, the store, the audit, messages): RFC 3339 in UTC,
     to the millisecond, e.g. 2026-12-06T14:52:53.912Z."""
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# the last whole second `rfc3339_epoch` wrote, and its text: the moments written together (a batch of calls' ends)
+# share their second, and the loop and the store's thread each swap the whole pair, never half of it
+_SECOND: tuple[int, str] = (-1, "")
+
+
+def rfc3339_epoch(epoch: float) -> str:
+    """`rfc3339(datetime.fromtimestamp(epoch, UTC))`, the same text, without a datetime made and converted twice (a
+    plain call's end writes three: its row's created and updated, its task.done's at). Its microsecond is
+    fromtimestamp's own (the fraction rounded half to even, carried into the second), then cut to the millisecond
+    as isoformat cuts it (tests/unit/call/test_call_end.py holds the two to the same text)."""
+    global _SECOND
+    second = math.floor(epoch)
+    micro = round((epoch - second) * 1e6)
+    if micro >= 1_000_000:
+        second, micro = second + 1, micro - 1_000_000
+    known = _SECOND
+    if known[0] != second:
+        known = _SECOND = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{known[1]}.{micro // 1000:03d}Z"
 
 
 # a moment of a model, as rfc3339 writes it (pydantic's own would write 53.912000Z, or 53Z at a whole second)
@@ -192,9 +214,14 @@ class Elicitation(StoredModel):
     @property
     def form(self) -> FlatSchema:
         """The question's fields (none in url mode), as every reader of its requestedSchema should take them."""
-        if self._form is None:
-            self._form = FlatSchema.of(self.requested_schema)
-        return self._form
+        # its private attributes' own dict, not pydantic's __getattr__ (several times slower): an answer's path
+        # reads the form twice
+        private = self.__pydantic_private__
+        assert private is not None  # a model with private attributes always has them
+        form: FlatSchema | None = private["_form"]
+        if form is None:
+            form = private["_form"] = FlatSchema.of(self.requested_schema)
+        return form
 
     def read_as(self, form: FlatSchema | None) -> Elicitation:
         """This question, its form already read (the check at its opening read it)."""

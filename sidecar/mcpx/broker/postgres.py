@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -34,7 +34,7 @@ from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.documents import record_of
 from mcpx.broker.errors import StoreUnavailable
 from mcpx.broker.models import AuditRecord, StoredTask, TaskState
-from mcpx.broker.sql import SqlReads, SqlTx
+from mcpx.broker.sql import AUDIT_INSERT, SqlReads, SqlTx, audit_values
 from mcpx.broker.store import (
     Follower,
     Identity,
@@ -155,6 +155,21 @@ class PgTx(SqlTx):
         super().__init__(db, (daemon,))
         self._daemon = daemon
 
+    def audit_encoded(self, records: Sequence[tuple[AuditRecord, str]]) -> None:
+        """Several records in one statement run per row (the task.done of a commit's plain calls): psycopg sends them
+        in one pipeline and each returns its seq, in order, where a statement each waited for its own round trip."""
+        if len(records) < 2:
+            super().audit_encoded(records)
+            return
+        cur = self._db.cursor()
+        cur.executemany(self.sql(AUDIT_INSERT + self.RETURNING),
+                        [audit_values(record, doc) for record, doc in records], returning=True)
+        for record, doc in records:
+            row = cur.fetchone()
+            assert row is not None
+            self.records.append(record.numbered(int(row[0]), doc))
+            cur.nextset()
+
     def claim_task(self, tid: str, owner: str) -> bool:
         """Take a call task over from `owner`, whose lease lapsed; False if another daemon took it first."""
         cur = self._db.execute("UPDATE tasks SET daemon=%s WHERE id=%s AND daemon=%s", (self._daemon, tid, owner))
@@ -257,8 +272,8 @@ class PgStore(SqlReads):
     async def write(self, unit: Callable[[Tx], T]) -> T:
         return await self.submit(unit)
 
-    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
-        return self._commits.submit(unit, within)
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0, waited: bool = True) -> asyncio.Future[T]:
+        return self._commits.submit(unit, within, waited)
 
     def holds(self, test: Callable[[Unit], bool]) -> bool:
         return self._commits.holds(test)

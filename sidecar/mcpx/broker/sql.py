@@ -9,8 +9,10 @@ and the connections.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -60,8 +62,7 @@ class SqlTx(Dialect):
 
     def _columns(self, columns: str) -> tuple[str, str]:
         """`columns` and the OWNER ones, and as many marks."""
-        names = [c.strip() for c in columns.split(",")] + list(self.OWNER)
-        return ", ".join(names), ",".join([self.mark] * len(names))
+        return _columns(columns, self.OWNER, self.mark)
 
     def insert_question(self, q: Elicitation) -> None:
         row = row_of(q)
@@ -88,24 +89,33 @@ class SqlTx(Dialect):
 
     def audit(self, record: AuditRecord) -> AuditRecord:
         doc = audit_doc(record)
-        cur = self._db.execute(
-            self.sql("INSERT INTO audit (at, kind, elicit, session, trace, task, doc) VALUES (?,?,?,?,?,?,?)"
-                     + self.RETURNING),
-            (record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task, doc),
-        )
-        seq = cur.fetchone()[0] if self.RETURNING else cur.lastrowid
-        assert seq is not None
-        self.records.append(record := record.numbered(int(seq), doc))
-        return record
+        self.audit_encoded([(record, doc)])
+        return self.records[-1]
+
+    def audit_encoded(self, records: Sequence[tuple[AuditRecord, str]]) -> None:
+        """Append `records`, in order, each with its document as stored (`documents.audit_doc`'s text): each is
+        numbered in place with the seq the log gave it, and kept in `self.records`."""
+        for record, doc in records:
+            cur = self._db.execute(self.sql(AUDIT_INSERT + self.RETURNING), audit_values(record, doc))
+            seq = cur.fetchone()[0] if self.RETURNING else cur.lastrowid
+            assert seq is not None
+            self.records.append(record.numbered(int(seq), doc))
+
+    def _put_task(self) -> str:
+        names, marks = self._columns("id, state, session, updated, doc")
+        return (f"INSERT INTO tasks ({names}) VALUES ({marks})"
+                " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc")
 
     def put_task(self, task: StoredTask | TaskRow) -> None:
         row = task if isinstance(task, TaskRow) else task_row(task)
-        names, marks = self._columns("id, state, session, updated, doc")
-        self._db.execute(
-            f"INSERT INTO tasks ({names}) VALUES ({marks})"
-            " ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated=excluded.updated, doc=excluded.doc",
-            (row.id, row.state, row.session, time.time(), row.doc, *self._owner),
-        )
+        self._db.execute(self._put_task(), (row.id, row.state, row.session, time.time(), row.doc, *self._owner))
+
+    def put_tasks(self, rows: Sequence[TaskRow], at: float) -> None:
+        """Keep these tasks' rows over what was kept before, `at` as their update's moment: one statement for them
+        all (the ends of a commit's plain calls)."""
+        # a cursor's: psycopg's connection has no executemany of its own
+        self._db.cursor().executemany(self._put_task(), [(row.id, row.state, row.session, at, row.doc, *self._owner)
+                                                         for row in rows])
 
     def put_fact(self, key: str, value: Any) -> None:
         self._db.execute(
@@ -133,6 +143,19 @@ class SqlTx(Dialect):
     def remove_passkey(self, person: str, cid: str) -> bool:
         cur = self._db.execute(self.sql("DELETE FROM passkeys WHERE person=? AND id=?"), (person, cid))
         return bool(cur.rowcount)
+
+
+AUDIT_INSERT = "INSERT INTO audit (at, kind, elicit, session, trace, task, doc) VALUES (?,?,?,?,?,?,?)"
+
+
+def audit_values(record: AuditRecord, doc: str) -> tuple[Any, ...]:
+    return record.at.timestamp(), record.kind, record.elicit, record.session, record.trace, record.task, doc
+
+
+@functools.cache
+def _columns(columns: str, owner: tuple[str, ...], mark: str) -> tuple[str, str]:
+    names = [c.strip() for c in columns.split(",")] + list(owner)
+    return ", ".join(names), ",".join([mark] * len(names))
 
 
 PASSKEY_COLUMNS = "id, person, public_key, sign_count, created, last_used"

@@ -21,14 +21,14 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
-from mcpx.broker.models import StoredTask, TaskState
-from mcpx.broker.sql import SqlReads, SqlTx
+from mcpx.broker.models import AuditRecord, StoredTask, TaskState
+from mcpx.broker.sql import AUDIT_INSERT, SqlReads, SqlTx, audit_values
 from mcpx.broker.store import Follower, StoreInfo, StoreLease, StoreRefused, Tx
 from mcpx.shared.errors import McpxError
 
@@ -121,6 +121,20 @@ class SqliteTx(SqlTx):
 
     def claim_task(self, tid: str, owner: str) -> bool:
         return False  # one daemon's own file: no task of it has another owner
+
+    def audit_encoded(self, records: Sequence[tuple[AuditRecord, str]]) -> None:
+        """Several records in one statement (the task.done of a commit's plain calls). AUTOINCREMENT gives each row
+        the seq after the last one, and nothing else writes while this transaction holds the file's write lock:
+        the rows are numbered in turn, up to the last one inserted."""
+        if len(records) < 2:
+            super().audit_encoded(records)
+            return
+        cur = self._db.executemany(AUDIT_INSERT, [audit_values(record, doc) for record, doc in records])
+        assert cur.rowcount == len(records)
+        seq = int(self._db.execute("SELECT last_insert_rowid()").fetchone()[0]) - len(records)
+        for record, doc in records:
+            seq += 1
+            self.records.append(record.numbered(seq, doc))
 
 
 def _log_checkpoint(fut: asyncio.Future[None]) -> None:
@@ -249,10 +263,10 @@ class SqliteStore(SqlReads):
     async def write(self, unit: Callable[[Tx], T]) -> T:
         return await self.submit(unit)
 
-    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0, waited: bool = True) -> asyncio.Future[T]:
         """Queue a unit; units waiting at the same moment are committed together (group commit)."""
         assert self._writer is not None, "store is not open"
-        return self._commits.submit(unit, within)
+        return self._commits.submit(unit, within, waited)
 
     def holds(self, test: Callable[[Unit], bool]) -> bool:
         return self._commits.holds(test)

@@ -23,7 +23,7 @@ pending questions in memory from these alone, so its listings are in step with t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
@@ -155,8 +155,17 @@ class Tx(Protocol):
         """Append `record` to the log; returns it with the seq the log gave it."""
         ...
 
+    def audit_encoded(self, records: Sequence[tuple[AuditRecord, str]]) -> None:
+        """Append records whose documents are encoded already (`documents.audit_doc`'s text), in order; each is
+        numbered in place with the seq the log gave it."""
+        ...
+
     def put_task(self, task: StoredTask | TaskRow) -> None:
         """Keep a call task under its id, over what was kept before."""
+        ...
+
+    def put_tasks(self, rows: Sequence[TaskRow], at: float) -> None:
+        """Keep these call tasks' rows over what was kept before, `at` as the moment of their update."""
         ...
 
     def put_fact(self, key: str, value: Any) -> None: ...
@@ -191,9 +200,10 @@ class Store(Protocol):
         """Commit what was submitted, then close."""
         ...
 
-    def submit(self, unit: Callable[[Tx], T], within: float = 0.0) -> asyncio.Future[T]:
+    def submit(self, unit: Callable[[Tx], T], within: float = 0.0, waited: bool = True) -> asyncio.Future[T]:
         """Queue a unit now (units commit in the order submitted); its future resolves once committed. With
-        `within`, a unit nobody waits on may wait that many seconds for the next commit (broker/commits.py)."""
+        `within`, a unit nobody waits on may wait that many seconds for the next commit; `waited` False, one that
+        commits at once but that no reply waits on: its batch may commit off the loop (broker/commits.py)."""
         ...
 
     async def write(self, unit: Callable[[Tx], T]) -> T:

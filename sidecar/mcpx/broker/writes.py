@@ -29,8 +29,10 @@ from mcpx.broker.models import (
     State,
     StoredTask,
     rfc3339,
+    rfc3339_epoch,
 )
 from mcpx.broker.store import Identity, Store, TaskRow, Tx
+from mcpx.shared import wirejson
 
 log = logging.getLogger("mcpx.broker")
 T = TypeVar("T")
@@ -151,11 +153,33 @@ class CallEnds:
         with self._lock:
             ends, self._ends = self._ends or [], None
         self.weight = len(ends)
-        out: list[AuditRecord] = []
+        # one moment for them all, the commit's: each row's update, each task.done's time (to the millisecond, as
+        # `Writes.audit` keeps it), made and written once
+        now = time.time()
+        at, when, pid = _ms(now), rfc3339_epoch(now), self.writes.pid
+        rows: list[TaskRow] = []
+        records: list[tuple[AuditRecord, str]] = []
         for row, data, session, trace, tid in ends:
-            tx.put_task(row())
-            self.writes.audit(tx, out, "task.done", time.time(), None, data, session=session, trace=trace, task=tid)
+            rows.append(row())
+            records.append(done_record(at, when, data, session, trace, tid, pid))
+        # every row in one statement, every record in one more (each numbered as the log holds it, in order)
+        tx.put_tasks(rows, now)
+        tx.audit_encoded(records)
         return len(ends)
+
+
+def done_record(at: datetime, when: str, data: dict[str, Any], session: str, trace: str | None, tid: str,
+                pid: int) -> tuple[AuditRecord, str]:
+    """A call's task.done at `at` (`when`: as rfc3339 writes it), and its document as `documents.audit_doc` encodes
+    the record, byte for byte: the same fields in the model's order, by alias and without nulls, from a dict of the
+    values the record holds rather than the model encoded (tests/unit/call/test_call_end.py holds the two to the
+    same text)."""
+    record = AuditRecord(seq=0, at=at, kind="task.done", session=session, trace=trace, task=tid, pid=pid, data=data)
+    doc: dict[str, Any] = {"at": when, "kind": "task.done", "session": session, "trace": trace, "task": tid,
+                           "pid": pid, "data": data}
+    if trace is None:
+        del doc["trace"]
+    return record, wirejson.encode(doc).decode()
 
 
 def _retrieved(f: asyncio.Future[Any]) -> None:
@@ -187,15 +211,16 @@ class Writes:
     def submit_record(self, kind: AuditKind, data: dict[str, Any], *, elicit: str | None = None,
                       session: str | None = None, trace: str | None = None, task: str | None = None,
                       pid: int | None = None, with_unit: Callable[[Tx], None] | None = None,
-                      within: float = 0.0) -> asyncio.Future[AuditRecord]:
+                      within: float = 0.0, waited: bool = True) -> asyncio.Future[AuditRecord]:
         """A transition that is not a question's own (elicit.resumed, task.done), queued now.
 
         `with_unit` writes in the same transaction (a task's final state beside its task.done); `within`: the
-        record may wait that long for company (broker/commits.py). The record is published once committed;
-        await the future to know when that is.
+        record may wait that long for company (broker/commits.py); `waited` False: it commits at once, but no reply
+        waits on it, so it may commit off the loop. The record is published once committed; await the future to
+        know when that is.
         """
         unit = RecordUnit(self, kind, data, elicit, session, trace, task, pid, with_unit)
-        self._store.submit(unit, within).add_done_callback(unit.published)
+        self._store.submit(unit, within, waited).add_done_callback(unit.published)
         unit.recorded.add_done_callback(_retrieved)
         return unit.recorded
 

@@ -26,7 +26,15 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Literal
 
-from mcpx.broker.models import REDACTED, Elicitation, StoredTask, TaskDoc, TaskState, TransparentCall, rfc3339
+from mcpx.broker.models import (
+    REDACTED,
+    Elicitation,
+    StoredTask,
+    TaskDoc,
+    TaskState,
+    TransparentCall,
+    rfc3339_epoch,
+)
 from mcpx.broker.store import TaskRow
 from mcpx.call.request import CallRequest, Slot
 from mcpx.shared import wirejson
@@ -200,11 +208,12 @@ class Call:
         self._first_asker = asker
 
     async def ask_first(self, q: Elicitation) -> None:
-        """The question opens (broker.open's `committing`): it is the call's now, and its own client, if one can be
-        asked, is asked before this returns."""
-        self.asked(q, pending=True)
+        """The question opens (broker.open's `committing`): its own client, if one can be asked, is asked first, in
+        this step; then it is the call's, and its watchers are told, so what they wake (the driver, a lean call's
+        runner) runs after the question is written, not on its way."""
         if self._first_asker is not None:
             await self._first_asker(q)
+        self.asked(q, pending=True)
 
     # ---- changes, each told
 
@@ -399,8 +408,8 @@ class Call:
         doc: dict[str, Any] = {"id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server,
                                "tool": r.tool, "session": r.session, "sessionSource": r.session_source,
                                "state": self._state, "era": self._era, "questions": list(self._questions),
-                               "open": list(self._open), "created": rfc3339(datetime.fromtimestamp(self.created, UTC)),
-                               "updated": rfc3339(datetime.fromtimestamp(self._updated, UTC)),
+                               "open": list(self._open), "created": rfc3339_epoch(self.created),
+                               "updated": rfc3339_epoch(self._updated),
                                "result": self._result, "error": self._error, "arguments": self.scrub(r.arguments),
                                "cwd": r.cwd, "surface": r.surface, "policyMode": r.policy_mode}
         if r.transparent:

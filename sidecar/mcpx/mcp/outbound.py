@@ -6,16 +6,32 @@ request's notifications and the server's own requests go on that request's SSE s
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from mcpx.mcp.peer import Peer
 
 
+class Asked(Protocol):
+    """A request written to the client, its reply awaited apart: by another task than the one that wrote it."""
+
+    async def reply(self, timeout: float | None = None) -> dict[str, Any]:
+        """Its result; RpcError for an error reply, PeerClosed (or the stream's error) if it could not be written or
+        the client went away. A wait that is cancelled withdraws the request."""
+        ...
+
+    def abandon(self) -> None:
+        """Nobody will wait for the reply (whoever was to was cancelled before it began): the request is withdrawn,
+        unless its reply came or a wait on it withdrew it already."""
+        ...
+
+
 class Outbound(Protocol):
-    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None,
-                      sent: Callable[[], object] | None = None) -> dict[str, Any]:
-        """A request to the client, tied to the request being handled; `sent` hears when it is written."""
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """A request to the client, tied to the request being handled."""
+        ...
+
+    async def send_request(self, method: str, params: dict[str, Any]) -> Asked:
+        """The same request written now, in this step when the stream takes it at once; its reply awaited apart."""
         ...
 
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
@@ -36,9 +52,11 @@ class PeerOutbound:
         self.peer = peer
         self.request_id = request_id
 
-    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None,
-                      sent: Callable[[], object] | None = None) -> dict[str, Any]:
-        return await self.peer.request(method, params, timeout=timeout, sent=sent)
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        return await self.peer.request(method, params, timeout=timeout)
+
+    async def send_request(self, method: str, params: dict[str, Any]) -> Asked:
+        return await self.peer.send_request(method, params)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.peer.notify(method, params)
@@ -56,8 +74,10 @@ class NoOutbound:
     def __init__(self, notify_to: Any = None) -> None:
         self._notify_to = notify_to
 
-    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None,
-                      sent: Callable[[], object] | None = None) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        raise RuntimeError("a 2026-07-28 request cannot carry server-initiated requests")
+
+    async def send_request(self, method: str, params: dict[str, Any]) -> Asked:
         raise RuntimeError("a 2026-07-28 request cannot carry server-initiated requests")
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:

@@ -285,6 +285,17 @@ class Sent:
             self.peer._pending.pop(self.rid, None)
             self.peer._hearing.pop(self.rid, None)
 
+    def abandon(self) -> None:
+        """Nobody will wait for the reply (whoever was to was cancelled before it began): the request is withdrawn,
+        as a cancelled wait (`reply`) withdraws it, unless its reply came or it was given up on already."""
+        if self.rid is None or self.rid not in self.peer._pending or self.future.done():
+            return
+        self._forget()
+        if self.written:
+            withdrawing = asyncio.create_task(self.peer._withdraw(self.rid))
+            self.peer._notifying.add(withdrawing)  # held, as a notification's handling is
+            withdrawing.add_done_callback(self.peer._notifying.discard)
+
     def when_replied(self, heard: Callable[[], None]) -> None:
         """Call `heard` in the loop turn the reply is read (or the peer dies), once `future` is set: not a loop turn
         later, as a callback on the future would be (a plain call's lean path takes its reply so). Soon, if it came

@@ -18,6 +18,10 @@ class _Entropy:
     from an offset into the helping, not by slicing off what is left (a copy of up to 4 KiB per id: two per call)."""
 
     def __init__(self) -> None:
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop the helping: a fork's child would otherwise mint the ids its parent and its other children mint."""
         self._pool = b""
         self._at = 0
         self._lock = threading.Lock()
@@ -32,6 +36,8 @@ class _Entropy:
 
 
 _entropy = _Entropy()
+# a forked process (the tests' daemons are forks of one that imported mcpx) draws its own; os.fork takes no lock
+os.register_at_fork(after_in_child=_entropy.forget)
 
 
 def new_id(prefix: str) -> str:

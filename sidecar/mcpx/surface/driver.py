@@ -12,6 +12,7 @@ runs past elicit.grace (surface/tasks.py): the call goes on in the daemon, and t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.input_required import InputRequired, Retry
 from mcpx.mcp.jsonrpc import RpcError
-from mcpx.mcp.outbound import Outbound
+from mcpx.mcp.outbound import Asked, Outbound
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.mcp.tasks import is_task
@@ -223,30 +224,46 @@ class CallDriver:
 
     def _first_asker(self, task: Call, state: ClientState, out: Outbound, serving: dict[str, asyncio.Task[bool]],
                      watch: Watch) -> FirstAsker:
-        """The call's step of asking this client first (Call.ask_first): a question it can take is put to it, and
-        the step returns once the request is written, or could not be."""
+        """The call's step of asking this client first (Call.ask_first): a question it can take is written to it in
+        this step, the one its server's request is handled in (no task between), and a task of its own then waits
+        for the client's reply; the step returns once the request is written, or could not be."""
         async def first(q: Elicitation) -> None:
             if q.id in serving or not state.can_ask(q):
                 return
-            sent = asyncio.get_running_loop().create_future()
-            asking = self._serve(serving, q.id, self._ask_client(q, task, state, out, sent), watch)
-            await asyncio.wait((sent, asking), return_when=asyncio.FIRST_COMPLETED)
+            params = shaped(q, state)
+            asked: Asked | Exception
+            try:
+                asked = await out.send_request("elicitation/create", params)
+            except Exception as exc:  # the task that waits for the reply takes it up, as if it had written it
+                asked = exc
+            waiting = self._serve(serving, q.id, self._ask_client(q, task, state, out, (params, asked)), watch)
+            if not isinstance(asked, Exception):
+                waiting.add_done_callback(functools.partial(_unheard, asked))
         return first
 
     # ---- legacy clients: mid-flight requests
 
     async def _ask_client(self, q: Elicitation, task: Call, state: ClientState, out: Outbound,
-                          sent: asyncio.Future[None] | None = None) -> bool:
+                          first: tuple[dict[str, Any], Asked | Exception] | None = None) -> bool:
         """Put `q` to this client; True once it is answered (here or elsewhere), False if the client could not
-        answer it (an error, a timeout, three answers that did not fit): it then waits for other surfaces."""
-        params = shaped(q, state)
+        answer it (an error, a timeout, three answers that did not fit): it then waits for other surfaces.
+        `first`: the question as written to it already, and the request (or why it could not be written)."""
+        asked: Asked | Exception | None = None
+        if first is not None:
+            params, asked = first
+        else:
+            params = shaped(q, state)
         for _attempt in range(3):
             try:
-                reply = await out.request("elicitation/create", params, timeout=q.seconds_left + 5,
-                                          sent=None if sent is None else lambda: _settle(sent))
+                if isinstance(asked, Exception):
+                    raise asked
+                if asked is None:
+                    asked = await out.send_request("elicitation/create", params)
+                reply = await asked.reply(timeout=q.seconds_left + 5)
             except (RpcError, TimeoutError, PeerClosed) as exc:
                 log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
                 return False
+            asked = None  # asked again, it is written again
             action = reply.get("action")
             if state.unattended:
                 # nobody is at the host: its cancel is its own (print mode's), and anything else is what its hook
@@ -325,6 +342,8 @@ class CallDriver:
         return task, given.late
 
 
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+def _unheard(asked: Asked, waiting: asyncio.Task[bool]) -> None:
+    """The task that was to wait for the client's reply was cancelled (the question answered elsewhere, the call
+    over), maybe before it began: the request it never waited on is withdrawn, as a cancelled wait withdraws it."""
+    if waiting.cancelled():
+        asked.abandon()

@@ -18,7 +18,6 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,26 +109,22 @@ class SseOutbound:
         self.writer = writer
         self.request_id = request_id
 
-    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None,
-                      sent: Callable[[], object] | None = None) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        return await (await self.send_request(method, params)).reply(timeout)
+
+    async def send_request(self, method: str, params: dict[str, Any]) -> SseAsked:
         rid = next(self.session.ids)
-        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self.session.pending[rid] = fut
+        asked = SseAsked(self, rid, asyncio.get_running_loop().create_future())
+        self.session.pending[rid] = asked.future
         try:
             await self.writer.send(jsonrpc.request(rid, method, params))
-            if sent is not None:
-                sent()
-            reply = await (asyncio.wait_for(fut, timeout) if timeout else fut)
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await self.writer.send(jsonrpc.notification("notifications/cancelled",
-                                                            {"requestId": rid, "reason": "answered elsewhere"}))
+            await asked.withdraw()
             raise
-        finally:
+        except BaseException:
             self.session.pending.pop(rid, None)
-        if "error" in reply:
-            raise RpcError.from_error(reply["error"])
-        return reply.get("result") or {}
+            raise
+        return asked
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.writer.send(jsonrpc.notification(method, params))
@@ -139,6 +134,44 @@ class SseOutbound:
 
     def withdrawn(self) -> bool:
         return self.request_id in self.session.withdrawn
+
+
+class SseAsked:
+    """A request mcpx wrote on a legacy HTTP client's stream (surface's Asked): its reply comes by POST."""
+
+    def __init__(self, out: SseOutbound, rid: int, future: asyncio.Future[Message]) -> None:
+        self.out = out
+        self.rid = rid
+        self.future = future
+
+    async def reply(self, timeout: float | None = None) -> dict[str, Any]:
+        try:
+            reply = await (asyncio.wait_for(self.future, timeout) if timeout else self.future)
+        except asyncio.CancelledError:
+            await self.withdraw()
+            raise
+        finally:
+            self.out.session.pending.pop(self.rid, None)
+        if "error" in reply:
+            raise RpcError.from_error(reply["error"])
+        return reply.get("result") or {}
+
+    async def withdraw(self) -> None:
+        self.out.session.pending.pop(self.rid, None)
+        with contextlib.suppress(Exception):
+            await self.out.writer.send(jsonrpc.notification("notifications/cancelled",
+                                                            {"requestId": self.rid, "reason": "answered elsewhere"}))
+
+    def abandon(self) -> None:
+        if self.out.session.pending.get(self.rid) is not self.future or self.future.done():
+            return  # its reply came, or a wait on it withdrew it
+        self.out.session.pending.pop(self.rid, None)
+        withdrawing = asyncio.create_task(self.withdraw())
+        _WITHDRAWING.add(withdrawing)  # held until sent: the loop keeps only weak references
+        withdrawing.add_done_callback(_WITHDRAWING.discard)
+
+
+_WITHDRAWING: set[asyncio.Task[None]] = set()
 
 
 def _decode_header(value: str) -> str:

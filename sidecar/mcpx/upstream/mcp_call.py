@@ -9,7 +9,6 @@ the call (`Call.remember`) each time it changes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -158,26 +157,32 @@ class McpCallHooks:
         r = self.call.request
         client_first = legacy and r.surface == "mcp" and r.client_serves("elicitation")
         told: Handle | None = None
+        stored = False
 
         async def committing(handle: Handle) -> None:
             nonlocal told
             told = handle
             await self.call.ask_first(handle.elicitation)
 
-        # Shielded: a call that ends while its question is being stored (its server went away, its client
-        # cancelled) would otherwise leave that question committed and pending with nobody to hear its answer.
-        opening = asyncio.ensure_future(self.broker.open(self._open_request(params, upstream_id),
-                                                         self.call.stored_with if legacy else round_record,
-                                                         committing if client_first else None, eager=legacy))
+        async def left(handle: Handle) -> None:
+            # the call ended while its question was being stored (its server went away, its client cancelled): the
+            # question, committed, is not left pending with nobody to hear its answer
+            nonlocal stored
+            stored = True
+            self.call.raised(handle.id)
+            if not handle.done() and not self.call.suspended:
+                self.call.abandoning(handle.id)
+                await self.broker.abandon(handle.id, self.abandon_reason(handle.id))
+
+        # opened in this task's own step, no task between: a question for the call's own client is written to it
+        # in the turn its server's request is handled (Broker.open's `committing`)
         try:
-            handle = await asyncio.shield(opening)
+            handle = await self.broker.open(self._open_request(params, upstream_id),
+                                            self.call.stored_with if legacy else round_record,
+                                            committing if client_first else None, eager=legacy, left=left)
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                handle = await opening
-                self.call.raised(handle.id)
-                if not handle.done() and not self.call.suspended:
-                    self.call.abandoning(handle.id)
-                    await self.broker.abandon(handle.id, self.abandon_reason(handle.id))
+            if told is not None and not stored:  # its client was asked, and it was never stored: withdrawn
+                self.call.withdrawn(told.id)
             raise
         except InvalidQuestion as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, f"mcpx refused this elicitation: {exc.message}") from None

@@ -6,6 +6,8 @@ lock held by another process as a busy machine or a long backup would hold it.
 - A record whose commit was cancelled resolves its own future (with the cancellation), instead of raising inside
   the callback and leaving whoever awaits it waiting forever.
 - An abandoned question leaves nothing behind in the broker's memory of what it asked.
+- A question whose opener is cancelled while it commits (its call ended) is ended once committed, not left pending
+  with nobody to hear its answer; without anyone to end it, it is still swept at its deadline.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from mcpx.broker.broker import Broker
+from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest
+from mcpx.broker.store import QuestionFilter
 from mcpx.broker.writes import RecordUnit
 
 PATIENCE = 20.0  # bounds the waits; each ends with an event
@@ -72,3 +75,39 @@ async def test_an_abandoned_question_leaves_nothing_of_it_in_the_broker(broker: 
     with pytest.raises(QuestionEnded):
         await asyncio.wait_for(waiting, PATIENCE)
     assert handle.id not in broker._waiters.asked and handle.id not in broker._waiters
+
+
+async def test_a_question_whose_opener_is_cancelled_while_it_commits_is_ended_once_committed(broker: Broker) -> None:
+    """Broker.open runs in its asker's own step (upstream/mcp_call.py: no task between the server's request and its
+    client's): a cancel of that asker while the question commits cannot take the commit back. The question, once
+    committed, is handed to `left`, which ends it, and the cancel goes on. An opener that gave no `left` (a /v1 POST
+    whose client went away) leaves a question that still expires at its deadline, not one pending for good."""
+    openers: list[asyncio.Future[Handle]] = []
+    ended: list[Handle] = []
+
+    async def cancelled_as_it_commits(_handle: Handle) -> None:
+        openers[-1].cancel()  # lands at the opener's next wait: its question's commit, queued once this returns
+
+    async def left(handle: Handle) -> None:
+        ended.append(handle)
+        await broker.abandon(handle.id, "its call ended while it was being stored")
+
+    def request() -> OpenRequest:
+        return OpenRequest(session="s", session_source="argument", server="srv", message="which repository?",
+                           requested_schema=REPO, ttl=60)
+
+    openers.append(asyncio.ensure_future(broker.open(request(), committing=cancelled_as_it_commits, left=left)))
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(openers[-1], PATIENCE)
+    assert len(ended) == 1
+    q, answer = await broker.get(ended[0].id)
+    assert q.state == "abandoned" and answer is None
+    assert q.state_reason == "its call ended while it was being stored"
+
+    openers.append(asyncio.ensure_future(broker.open(request(), committing=cancelled_as_it_commits)))
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(openers[-1], PATIENCE)
+    (left_pending,) = await broker.questions(QuestionFilter(state="pending"))
+    assert await broker.expire_due(time.time() + 120) == 1  # its deadline was put on the sweeper's heap
+    q, answer = await broker.get(left_pending.id)
+    assert q.state == "expired" and answer is not None and answer.by == "expiry"

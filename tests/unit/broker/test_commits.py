@@ -41,7 +41,10 @@ async def test_a_unit_that_may_wait_rides_with_the_next_that_cannot_in_order(tmp
 
 async def test_a_unit_that_may_wait_commits_at_its_horizon_alone_off_the_loop(tmp_path: Path) -> None:
     """Alone at its horizon nobody waits on its batch: it commits on the store's thread, its system calls keeping
-    no reply waiting; a unit that cannot wait (and whatever rides with it) commits on the loop."""
+    no reply waiting; a unit that cannot wait (and whatever rides with it) commits on the loop. A unit that commits
+    at once but that no reply waits on (`waited` False: a call's end after its result) takes what rode until then
+    off the loop with it (issue 39: a question's round trip, one commit after the reply, off the loop), unless a
+    unit a reply waits on joins its batch."""
     store = SqliteStore(tmp_path / "mcpx.db")
     await store.open()
     threads: dict[str, int] = {}
@@ -61,6 +64,16 @@ async def test_a_unit_that_may_wait_commits_at_its_horizon_alone_off_the_loop(tm
         loop_thread = threading.get_ident()
         assert threads["alone"] != loop_thread
         assert threads["urgent"] == threads["riding"] == loop_thread
+
+        question = store.submit(put("question"), within=LONG)
+        end = store.submit(put("end"), waited=False)  # at once: no horizon is waited for
+        await asyncio.wait_for(end, timeout=10)
+        assert question.done() and facts_on_disk(store.path)["end"] == '"yes"'
+        assert threads["question"] == threads["end"] != loop_thread
+
+        aside, waited = store.submit(put("aside"), waited=False), store.submit(put("waited"))
+        await asyncio.wait_for(asyncio.gather(aside, waited), timeout=10)  # one batch: a reply waits on it
+        assert threads["aside"] == threads["waited"] == loop_thread
     finally:
         await store.close()
 

@@ -6,18 +6,35 @@
 - The ends of calls nobody waits on (plain calls) ride together: one unit writes each one's row and task.done, in
   the order they ended, with the next commit that cannot wait; nothing of them is on disk before, and an end that
   comes once they committed rides with the next.
+- Their task.done records, built without a model encoded (`writes.done_record`) and written in one statement, are
+  the records the log holds: the same document as the model's, byte for byte, and each published with the seq of
+  its own row, after other records and beside other units, on SQLite and on PostgreSQL.
+- A moment written without a datetime (`rfc3339_epoch`: the row's created and updated, the record's at) is the text
+  `rfc3339` writes of the datetime, whatever its fraction rounds to.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from conftest import FixedConfig
 from mcpx.broker.broker import Broker
-from mcpx.broker.documents import task_row
-from mcpx.broker.models import OpenRequest, StoredTask
+from mcpx.broker.documents import audit_doc, task_row
+from mcpx.broker.models import AuditRecord, OpenRequest, StoredTask, rfc3339, rfc3339_epoch
+from mcpx.broker.sqlite import SqliteStore
+from mcpx.broker.store import AuditFilter, Identity, Store
+from mcpx.broker.writes import _ms, done_record
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
+from mcpx.config.models import Config
 
 
 def _same(call: Call) -> None:
@@ -97,3 +114,71 @@ async def test_the_ends_of_plain_calls_ride_together_with_the_next_commit(broker
     end = broker.finish_task(later.stored_row, {"state": "completed"}, tid=later.id, session="s1",
                              trace=later.trace, behind=True)
     assert end is not ends[0] and not end.done()  # the next commit's
+
+
+def test_a_task_done_document_is_the_models() -> None:
+    now = 1_765_000_000.9999996  # its microsecond rounds up into the next second
+    for data, trace in (({"state": "completed", "server": "peer", "tool": "echo"}, "cal-00000000000000aa"),
+                        ({"state": "failed", "error": "the server said \udfff", "deep": [None, {"x": None}]}, None)):
+        record, doc = done_record(_ms(now), rfc3339_epoch(now), data, "s1", trace, "tsk-00000000000000aa", 4242)
+        assert doc == audit_doc(record)
+        assert record == AuditRecord(seq=0, at=_ms(now), kind="task.done", session="s1", trace=trace,
+                                     task="tsk-00000000000000aa", pid=4242, data=data)
+
+
+def test_a_moment_without_a_datetime_is_rfc3339s() -> None:
+    seconds = (0, 1_765_000_000, 1_765_000_059, 4_102_444_799)
+    fractions = (0.0, 0.0005, 0.0004995, 0.0009995, 0.1234565, 0.999, 0.9994999, 0.9995, 0.9999994, 0.9999995,
+                 0.99999949)
+    for epoch in (s + f for s in seconds for f in fractions):
+        assert rfc3339_epoch(epoch) == rfc3339(datetime.fromtimestamp(epoch, UTC)), epoch
+    for micro in range(999_990, 1_000_000):  # halves of a microsecond, at the second's end: rounded to even
+        epoch = (1_765_000_000 * 1_000_000 + micro + 0.5) / 1e6
+        assert rfc3339_epoch(epoch) == rfc3339(datetime.fromtimestamp(epoch, UTC)), epoch
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def either_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    made: Store
+    if request.param == "sqlite":
+        made = SqliteStore(tmp_path / "mcpx.db")
+    else:
+        from mcpx.broker.postgres import PgStore
+
+        pg = request.getfixturevalue("postgres")
+        dsn = pg.create_database(f"ends_{secrets.token_hex(6)}")
+        made = PgStore(dsn, Identity(id="dmn-00000000000000aa", user="u", host="h", pid=os.getpid(), version="0"))
+    await made.open()
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+async def test_the_ends_are_numbered_as_the_log_holds_them(either_store: Store) -> None:
+    store = either_store
+    broker = Broker(store, FixedConfig(Config()))
+    await broker.start()
+    try:
+        with broker.bus.subscribe() as heard:
+            request = OpenRequest(session="s1", session_source="fallback", server="peer", message="a question",
+                                  ttl=60)
+            await broker.open(request)  # the log does not start with them
+            calls = [_ended(n) for n in range(5)]
+            data = {"state": "completed", "server": "peer", "tool": "echo"}
+            ends: list[Any] = [broker.finish_task(c.stored_row, data, tid=c.id, session="s1", trace=c.trace,
+                                                  behind=True) for c in calls]
+            await broker.open(request)  # a unit beside them in their commit, after them
+            assert all(e.done() and e.result() == 5 for e in ends)
+            published = [heard.queue.get_nowait() for _ in range(7)]
+            assert heard.queue.empty()
+        logged = await store.audit(AuditFilter(), 100)
+        # what was published is what the log holds, each record with its own row's seq and document
+        assert [(r.seq, r.json_bytes()) for r in published] == [
+            (r.seq, r.model_copy().json_bytes()) for r in logged]
+        assert [r.task for r in published[1:6]] == [c.id for c in calls]
+        assert [r.kind for r in published] == ["elicit.open", *["task.done"] * 5, "elicit.open"]
+        for c in calls:
+            assert (await store.task(c.id)) == StoredTask.model_validate_json(c.stored_row().doc)
+    finally:
+        await broker.stop()
