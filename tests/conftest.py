@@ -5,6 +5,7 @@ sleep."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import itertools
@@ -311,6 +312,17 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`: xdist's loadgroup, with the real hosts' tests kept to lanes of their own
+    (tests/scheduling.py), so that the workers in none run the rest of the suite beside them."""
+    if getattr(config.option, "dist", None) != "loadgroup":
+        return None
+    from scheduling import HostLanes
+
+    return HostLanes(config, log)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`--dist loadgroup` (./dev test): the tests of one `xdist_group` run on one worker, one after another, so a
@@ -318,12 +330,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a test's group by a suffix it writes to `item._nodeid`, which pytest 9 no longer reads (a node's id is `_id`):
     without this every group was spread over the workers, each setting the module up again. Written here where
     pytest 9 reads it, in xdist's own form (`nodeid@group`), once xdist's hook has run. A module's tests marked
-    `shared_daemon` are a group of their own, so the daemons they share start once.
+    `shared_daemon` are a group of their own, so the daemons they share start once. A group is for tests that share
+    what is dear to set up (a TUI, a wheel, a host server started once); a host test that needs only a daemon and a
+    scripted model, cheap to start on each worker, is a unit of its own, so that the hosts' lanes share them out.
 
-    xdist hands the work out in this order (pytest_configure): the longest first, so that none of it is started
-    last, alone, while the other workers have finished. First the groups of the tests that take minutes each (real
-    hosts; one worker runs each group's tests one after another), then the other such tests (the plugin's own, the
-    conformance suites, the hosts' installers), then the groups of tests that share a daemon, then the rest."""
+    xdist hands the work out in this order (pytest_configure; tests/scheduling.py keeps the host tests to their
+    lanes): the longest first, so that none of it is started last, alone, while the other workers have finished.
+    First the groups of the tests that take minutes each (real hosts, the largest group first; one worker runs each
+    group's tests one after another), then the other such tests (the plugin's own, the conformance suites, the
+    hosts' installers), then the groups of tests that share a daemon (the largest first), then the rest."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers, for --dist loadgroup
         return
     groups: dict[str, str] = {}
@@ -335,8 +350,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if named:
             groups[item.nodeid] = "_".join(named)
 
-    def order(item: pytest.Item) -> tuple[bool, bool]:
-        return not item.nodeid.startswith(LONG_FIRST), item.nodeid not in groups
+    sizes = collections.Counter(groups.values())
+
+    def order(item: pytest.Item) -> tuple[bool, bool, int]:
+        group = groups.get(item.nodeid)
+        return not item.nodeid.startswith(LONG_FIRST), group is None, -sizes[group] if group else 0
 
     items.sort(key=order)  # stable: a module's tests stay together, in their order
     for item in items:

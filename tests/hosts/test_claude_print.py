@@ -31,7 +31,8 @@ from gateway_helpers import stdio
 from harness import PATIENCE, make_daemon, wait_for_sync
 from host_world import Person
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("claude-print")]
+# no xdist_group: a test needs only the module's daemon and scripted model, which each worker starts for itself
+pytestmark = [pytest.mark.timeout(300)]
 
 SERVER = "mcpx"  # the MCP entry's name in Claude Code: its tools are mcp__mcpx__SERVER_TOOL
 DELETE = f"mcp__{SERVER}__sdk_delete_branch"

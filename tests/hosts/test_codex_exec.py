@@ -23,7 +23,8 @@ from codex.harness import codex_env, exec_args, install, provider, require_codex
 from harness import PATIENCE, read_log, stop_process, wait_for_sync
 from host_world import GRACE, HeadlessHost, agent_answers, finish, host_daemon, said, two_sessions_one_expiring
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("codex")]
+# no xdist_group: a test needs only the module's daemon and scripted model, which each worker starts for itself
+pytestmark = [pytest.mark.timeout(300)]
 
 NS = "mcp__mcpx__"  # Codex's namespace for the entry mcpx, as its logs name the tools
 DELETE, BRIEF_DELETE = f"{NS}sdk_delete_branch", f"{NS}brief_delete_branch"

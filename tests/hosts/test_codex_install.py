@@ -16,8 +16,6 @@ import pytest
 from codex.harness import require_codex
 from harness import ROOT
 
-pytestmark = [pytest.mark.xdist_group("codex")]
-
 SKILL = ROOT / "skills" / "mcpx-elicitation" / "SKILL.md"
 BIN = Path(sys.executable).parent  # this installation's console scripts: `mcpx` among them
 MINE = """\

@@ -19,7 +19,7 @@ from harness import PATIENCE, wait_for_sync
 from host_world import Person, elicit_daemon, said
 from opencode.tui import Tmux
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("codex")]
+pytestmark = [pytest.mark.timeout(300)]
 
 NEED_REPO, DELETE = "mcp__mcpx__sdk_need_repo", "mcp__mcpx__sdk_delete_branch"
 PROMPT = "Ask Codex to do anything"

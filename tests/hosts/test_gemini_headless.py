@@ -21,7 +21,8 @@ from gemini.harness import gemini_env, headless, prepare, require_gemini
 from harness import PATIENCE, stop_process
 from host_world import HeadlessHost, agent_answers, finish, host_daemon, said, two_sessions_one_expiring
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("gemini")]
+# no xdist_group: a test needs only the module's daemon and scripted model, which each worker starts for itself
+pytestmark = [pytest.mark.timeout(300)]
 
 PREFIX = "mcp_mcpx_"  # Gemini CLI's names for the entry mcpx's tools
 DELETE, BRIEF_DELETE = f"{PREFIX}sdk_delete_branch", f"{PREFIX}brief_delete_branch"

@@ -15,8 +15,6 @@ import pytest
 from gemini.harness import require_gemini
 from harness import ROOT, scratch_daemon
 
-pytestmark = [pytest.mark.xdist_group("gemini")]
-
 SKILL = ROOT / "skills" / "mcpx-elicitation" / "SKILL.md"
 BIN = Path(sys.executable).parent
 ENTRY = {"command": "mcpx", "args": ["serve"], "env": {"MCPX_TOOL_PREFIX": "mcp_mcpx_"}}

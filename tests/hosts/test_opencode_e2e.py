@@ -25,9 +25,13 @@ from harness import PATIENCE, ROOT, Daemon, make_daemon, stop_process, wait_for_
 from opencode.fake_model import Call, Request, Say, ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode, seed_plugin_dependency
 
-# one worker runs them all, so the module's opencode and daemon start once; the first test's bound covers that
-# start-up (opencode, the plugin's build, a daemon) as well as its own turns
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("opencode-e2e")]
+# the tests of one opencode (notify's, ask's) are a group: one worker runs them, so that opencode starts once; the
+# first test's bound covers that start-up (opencode, the plugin's build, a daemon) as well as its own turns. A test
+# that starts an opencode of its own needs only the module's daemon and scripted model, which a worker starts for
+# itself, and is a unit of its own.
+pytestmark = [pytest.mark.timeout(300)]
+ON_NOTIFY = pytest.mark.xdist_group("opencode-e2e-notify")
+ON_ASK = pytest.mark.xdist_group("opencode-e2e-ask")
 
 RESULT_WAIT = 60
 GRACE = 2.0  # elicit.grace, the daemon's default: when mcpx serve returns a call early with its question
@@ -151,6 +155,7 @@ def last_json(text: str) -> Any:
 # ---- notify
 
 
+@ON_NOTIFY
 def test_notify_the_agent_answers_and_the_upstream_receives_it(world: World, notify: Opencode) -> None:
     def answer(r: Request) -> Call:
         return Call("mcpx_mcpx_elicit_answer", {"id": first_id(r), "action": "accept",
@@ -172,6 +177,7 @@ def test_notify_the_agent_answers_and_the_upstream_receives_it(world: World, not
     assert upstream_got(world, turn(requests, 1)) == {"action": "accept", "data": {"repo": "agent/knows"}}
 
 
+@ON_NOTIFY
 def test_notify_a_later_question_is_appended_and_the_shell_knows_the_session(world: World, notify: Opencode) -> None:
     """ask_twice: the agent answers the first question; the resumed call asks a confirmation, which the
     plugin appends to the next tool output (a shell) as the person's; the person answers from a terminal."""
@@ -204,6 +210,7 @@ def test_notify_a_later_question_is_appended_and_the_shell_knows_the_session(wor
                                                       {"action": "accept", "data": {"confirm": True}}]
 
 
+@ON_NOTIFY
 def test_notify_escalation_the_agent_declines_and_the_persons_answer_wins(world: World, notify: Opencode) -> None:
     steps = [
         lambda r: Call("mcpx_sdk_need_repo", {}),
@@ -224,6 +231,7 @@ def test_notify_escalation_the_agent_declines_and_the_persons_answer_wins(world:
     assert upstream_got(world, turn(requests, 1)) == {"action": "accept", "data": {"repo": "person/answer"}}
 
 
+@ON_NOTIFY
 def test_two_sessions_side_by_side_never_see_each_others_questions(world: World, notify: Opencode) -> None:
     def script(repo: str) -> list[Any]:
         return [lambda r: Call("mcpx_sdk_need_repo", {}),
@@ -257,6 +265,7 @@ def test_two_sessions_side_by_side_never_see_each_others_questions(world: World,
     assert json.loads(turn(got["side_b"], 3).last_tool_result())["data"] == {"repo": "bob/repo"}
 
 
+@ON_NOTIFY
 def test_the_skill_is_listed_for_the_model(world: World, notify: Opencode) -> None:
     _session, requests = run(notify, world, "skill", [lambda r: Say("hello")], 1)
     r = requests[0]
@@ -308,6 +317,7 @@ def check_toast(world: World, oc: Opencode, name: str) -> tuple[str, list[Reques
     return eid, first, toast
 
 
+@ON_NOTIFY
 def test_notify_the_person_hears_at_once_in_a_toast_and_the_agent_is_told_so(world: World, notify: Opencode) -> None:
     eid, _, toast = check_toast(world, notify, "toast_notify")
     assert toast["title"] == "● 1 question for you" and toast["variant"] == "warning"
@@ -322,6 +332,7 @@ def test_notify_the_person_hears_at_once_in_a_toast_and_the_agent_is_told_so(wor
     assert done.returncode == 0, done.stderr
 
 
+@ON_ASK
 def test_ask_the_person_hears_at_once_in_a_toast_and_an_answer_from_elsewhere_closes_the_dialog(
         world: World, ask: Opencode) -> None:
     eid, _, toast = check_toast(world, ask, "toast_ask")
@@ -407,6 +418,7 @@ def test_opencode_run_opens_no_dialog_and_records_nothing_even_at_ask(world: Wor
 # ---- ask
 
 
+@ON_ASK
 def test_ask_a_confirmation_opens_the_permission_dialog_in_the_call_with_no_model_step(world: World,
                                                                                       ask: Opencode) -> None:
     """The servers' tools are the plugin's at ask: the call that raises a confirmation opens opencode's permission
@@ -436,6 +448,7 @@ def test_ask_a_confirmation_opens_the_permission_dialog_in_the_call_with_no_mode
     assert turn(requests, 0).tools.count("mcpx_sdk_delete_branch") == 1, "one tool of that name: the plugin's"
 
 
+@ON_ASK
 def test_ask_rejecting_with_a_message_declines_with_the_persons_words(world: World, ask: Opencode) -> None:
     marker = world.model.script("ask_reject", [lambda r: Call("mcpx_sdk_delete_branch", {}), lambda r: Say("done.")])
     session = ask.session()
@@ -449,6 +462,7 @@ def test_ask_rejecting_with_a_message_declines_with_the_persons_words(world: Wor
     assert (answer["action"], answer["by"], answer["reason"]) == ("decline", "person:opencode", "not main, use staging")
 
 
+@ON_ASK
 def test_ask_escalation_free_text_goes_to_the_question_dialog_and_the_persons_answer_wins(
         world: World, ask: Opencode) -> None:
     def ask_tool_call(r: Request) -> Call:

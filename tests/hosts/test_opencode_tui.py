@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -360,11 +359,11 @@ def test_a_question_answered_from_a_terminal_closes_its_dialog_saying_so_and_the
                               env=world.daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         world.tui.wait_text("● 2 questions")
-        answered = time.time()
         done = world.cli("elicit", "answer", q["id"], '{"confirm": true}')
         assert done.returncode == 0, done.stderr
-        _, gone = world.tui.wait_gone("“Really delete branch main?”", timeout=10)
-        assert gone - answered < 5, "bounded here; measured in bench/opencode_tui.py"
+        # the dialog closes on the answer's event, not at a poll: its latency is measured in bench/opencode_tui.py,
+        # never timed here (a loaded machine took 8 s)
+        world.tui.wait_gone("“Really delete branch main?”", timeout=10)
         world.tui.wait_text("was answered elsewhere")  # the toast, one line of it (it wraps beside the sidebar)
         result = tool_result(world, name, 1)
         assert "accept by person:cli" in result and '{"action": "accept", "data": {"confirm": true}}' in result

@@ -1,5 +1,8 @@
 """A terminal program driven as a person drives it: in a tmux of the test's own, at a fixed size, keys in with
-send-keys, judged by what capture-pane shows. Every wait is for something on the screen, bounded.
+send-keys, judged by what capture-pane shows. Every wait is for something on the screen, bounded, and looks again
+when the program has drawn something (tmux's control mode says so), not on a timer: a TUI waiting for a model's
+turn or a question draws nothing for seconds, and a look is a process (tmux capture-pane, ~5 ms of CPU), which
+every 30 ms kept a tenth of a core busy for each test that waited.
 
 `OpencodeTui` is opencode's TUI in such a terminal, in a project set up as for the other end-to-end tests
 (tests/opencode/harness.py), with the scripted model deciding its tool calls.
@@ -12,6 +15,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +42,8 @@ class Tmux:
         self.width, self.height = width, height
         self.started = False
         self.pane_pid: int | None = None
+        self.drawn = threading.Event()  # set when the program has written to its terminal since the last look
+        self.watcher: subprocess.Popen[bytes] | None = None
 
     def _run(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
         done = subprocess.run([self.tmux, "-L", self.socket, *args], env=env, capture_output=True, text=True,
@@ -55,7 +61,19 @@ class Tmux:
         # keep the pane on screen if the program exits, so a test sees what it said last
         self._run("set-option", "-t", "main", "remain-on-exit", "on", check=False)
         self.pane_pid = int(self._run("display-message", "-p", "-t", "main", "#{pane_pid}").strip())
+        # a control-mode client: tmux tells it each write of the program's (%output); it has no size of its own,
+        # so the window stays width × height
+        self.watcher = subprocess.Popen([self.tmux, "-L", self.socket, "-C", "attach", "-t", "main"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        threading.Thread(target=self._watch, args=(self.watcher,), daemon=True).start()
         return self
+
+    def _watch(self, watcher: subprocess.Popen[bytes]) -> None:
+        assert watcher.stdout is not None
+        for line in watcher.stdout:
+            if line.startswith(b"%output "):
+                self.drawn.set()
+        self.drawn.set()  # the server is gone: nothing more will be said, so no wait waits on it
 
     def screen(self) -> str:
         return self._run("capture-pane", "-p", "-t", "main")
@@ -68,15 +86,20 @@ class Tmux:
 
     def wait(self, what: str, ready: Callable[[str], bool], timeout: float = PATIENCE,
              interval: float = 0.03) -> tuple[str, float]:
-        """The screen once `ready` holds of it, and the wall-clock time it was first seen so; bounded."""
+        """The screen once `ready` holds of it, and the wall-clock time it was first seen so; bounded. It looks again
+        once the program has drawn since the last look (at most every `interval`, so that a program that animates
+        is not looked at more often than that), and at least every second whatever the watcher says."""
         deadline = time.monotonic() + timeout
         while True:
+            self.drawn.clear()  # before the look: whatever is drawn after it sets it again
             shown = self.screen()
             if ready(shown):
                 return shown, time.time()
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left < 0:
                 raise AssertionError(f"the screen never showed {what} within {timeout:.0f} s; it shows:\n{shown}")
             time.sleep(interval)
+            self.drawn.wait(min(1.0, left))
 
     def wait_text(self, *texts: str, timeout: float = PATIENCE) -> tuple[str, float]:
         return self.wait(" and ".join(repr(t) for t in texts), lambda s: all(t in flat(s) for t in texts), timeout)
@@ -92,6 +115,15 @@ class Tmux:
             self._run("kill-server", check=False)
             for pid in tree:
                 stop_pid(pid)
+            if self.watcher is not None:  # its server gone, it ends; stopped here if it has not
+                if self.watcher.stdin is not None:
+                    self.watcher.stdin.close()
+                try:
+                    self.watcher.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.watcher.kill()
+                    self.watcher.wait(10)
+                self.watcher = None
             self.started = False
 
 
