@@ -5,6 +5,7 @@
     .venv/bin/python bench/call_cost.py --ask           # the same for elicitation round trips
     .venv/bin/python bench/call_cost.py --cpu           # the daemon's CPU per plain call, by thread (/proc)
     .venv/bin/python bench/call_cost.py --cpu-profile   # cProfile timed by the loop thread's CPU, not the clock
+    .venv/bin/python bench/call_cost.py --count         # the Python calls the loop makes per plain call, by layer
     .venv/bin/python bench/call_cost.py --against main  # the same of another revision's daemon (before/after)
 
 A daemon with bench/peer_server.py as its upstream (`peer`, modern era; `asker --legacy` for --ask), the official
@@ -53,6 +54,64 @@ prof.enable()
 runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 """
 
+# the daemon with cProfile on its loop's thread only while the counted calls run (`python -c THIS OUT -m mcpx
+# daemon`): SIGUSR1 starts it, SIGUSR2 stops it and writes OUT. A signal's handler runs on the main thread, which
+# is the loop's, and a profile hooks the thread that enables it: the store's thread is left out, as it should be
+# (it is sw39's, and counted by --cpu)
+COUNTED = """
+import cProfile, os, runpy, signal, sys
+out = sys.argv[1]
+sys.argv = sys.argv[3:]
+prof = cProfile.Profile()
+signal.signal(signal.SIGUSR1, lambda *_: prof.enable())
+def stop(*_):
+    prof.disable()
+    prof.dump_stats(out + ".part")
+    os.rename(out + ".part", out)  # whole, once there
+signal.signal(signal.SIGUSR2, stop)
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+
+# the layers a plain call crosses, by module, in the order it meets them (--count sums the calls of each)
+LAYERS = (("the pipes and the JSON (mcp/stdio.py, jsonrpc, wirejson)", ("mcp/stdio.py", "mcp/jsonrpc.py",
+                                                                        "shared/wirejson.py")),
+          ("the host's pipe (surface/pipe_endpoint.py)", ("surface/pipe_endpoint.py",)),
+          ("JSON-RPC peers (mcp/peer.py, outbound)", ("mcp/peer.py", "mcp/outbound.py")),
+          ("the surface's dispatch, names, sessions (surface/)", ("surface/",)),
+          ("the call: record, lean path, run, lifecycle (call/)", ("call/",)),
+          ("the gateway, the kind, the pool, the connection (upstream/)", ("upstream/",)),
+          ("the broker and the store (broker/)", ("broker/",)),
+          ("other mcpx code", ("/mcpx/",)),
+          ("asyncio and uvloop's Python parts", ("asyncio/", "uvloop/")),
+          ("the standard library, other packages, frozen modules", ("/",)),
+          ("C functions (builtins, methods)", ("~",)))
+
+
+def layer_of(path: str) -> str:
+    return next((name for name, parts in LAYERS if any(p in path for p in parts)), LAYERS[-2][0])
+
+
+def print_counts(prof: Path, n: int, top: int) -> None:
+    """The loop's function calls per counted call: Python functions and C ones, by layer, and the most called."""
+    stats: dict[tuple[str, int, str], tuple[int, int, float, float, object]] = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
+    by_layer: dict[str, float] = {}
+    python = c_calls = 0
+    for (path, _line, _name), (_cc, nc, *_rest) in stats.items():
+        if path == "~":
+            c_calls += nc
+        else:
+            python += nc
+        by_layer[layer_of(path)] = by_layer.get(layer_of(path), 0) + nc
+    print(f"the loop's calls per plain call (n={n}): {python / n:.1f} Python functions, {c_calls / n:.1f} C functions")
+    for name, _parts in LAYERS:
+        if by_layer.get(name):
+            print(f"  {by_layer[name] / n:7.1f}  {name}")
+    print("the most called Python functions, per plain call:")
+    rows = sorted(((nc, key) for key, (_cc, nc, *_rest) in stats.items() if key[0] != "~"), reverse=True)
+    for nc, (path, line, name) in rows[:top]:
+        short = path.split("/mcpx/", 1)[1] if "/mcpx/" in path else path.rsplit("/", 2)[-1]
+        print(f"  {nc / n:6.2f}  {short}:{line}({name})")
+
 
 async def calls(env: dict[str, str], home: Path, ask: bool, warm: int, n: int, started: asyncio.Event,
                 counting: asyncio.Event) -> None:
@@ -99,7 +158,8 @@ async def main_async(args: argparse.Namespace) -> None:
     # --against: that revision's sidecar, the daemon and `mcpx serve` both (git archive into the scratch directory)
     sidecar = {"sidecar": checkout(args.against, prof.parent)} if args.against else {}
     plain = args.strace or args.cpu
-    profiled = ["-c", CPU_PROFILED, str(prof)] if args.cpu_profile else ["-m", "cProfile", "-o", str(prof)]
+    profiled = (["-c", CPU_PROFILED, str(prof)] if args.cpu_profile else ["-c", COUNTED, str(prof)] if args.count
+                else ["-m", "cProfile", "-o", str(prof)])
     d = scratch_daemon("mcpx-cost-", config, python_args=[] if plain else profiled, **sidecar)
     d.start()
     started, counting = asyncio.Event(), asyncio.Event()
@@ -115,8 +175,15 @@ async def main_async(args: argparse.Namespace) -> None:
             # "Process N attached with M threads": strace traces them all from here on
             await asyncio.wait_for(tracer.stderr.readline(), 30)
         before = thread_cpu(d.pid) if args.cpu else {}
+        if args.count:
+            os.kill(d.pid, signal.SIGUSR1)
         counting.set()
         await runner
+        if args.count:
+            os.kill(d.pid, signal.SIGUSR2)
+            async with asyncio.timeout(30):
+                while not prof.exists():  # noqa: ASYNC110 -- the daemon's signal handler renames it there, whole
+                    await asyncio.sleep(0.05)
         if args.cpu:
             after = thread_cpu(d.pid)
             what = "question round trip" if args.ask else "plain call"
@@ -138,7 +205,11 @@ async def main_async(args: argparse.Namespace) -> None:
         runner.cancel()  # its `mcpx serve` first: one left running would start a daemon of its own
         await asyncio.gather(runner, return_exceptions=True)
         d.stop()
-    if not plain:
+    if args.count:
+        print_counts(prof, args.n, args.top)
+        if args.save:
+            shutil.copy(prof, args.save)
+    elif not plain:
         stats = pstats.Stats(str(prof))
         # the per-call path: the daemon's own code and what it calls per message (startup's imports are left out)
         stats.sort_stats("tottime").print_stats(r"/mcpx/(?!cli|api/table|daemon/server)", args.top)
@@ -159,6 +230,9 @@ def main() -> int:
     parser.add_argument("--cpu-profile", action="store_true",
                         help="profile with the loop thread's CPU time as cProfile's clock (slower, but true on a "
                              "loaded machine)")
+    parser.add_argument("--count", action="store_true",
+                        help="count the Python calls the daemon's loop makes per call, by layer (cProfile on the "
+                             "loop's thread during the counted calls only)")
     parser.add_argument("--ask", action="store_true", help="elicitation round trips rather than plain calls")
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("--warm", type=int, default=50)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -24,7 +25,7 @@ from mcp_types import ElicitResult, ListRootsResult, Root
 
 from conftest import ON_A_FREE_PORT, daemon_of
 from gateway_helpers import answer, stdio, until_pending
-from harness import PATIENCE, Daemon, free_port, make_daemon, stop_process
+from harness import PATIENCE, Daemon, free_port, make_daemon, read_log, stop_process
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,
@@ -697,3 +698,63 @@ async def test_a_plain_call_promoted_by_whatever_happens_to_it_ends_as_any_call(
     assert shown.returncode == 0 and "echo: lean" in shown.stdout, shown
     assert found["lean-cancel"]["state"] == "cancelled", found["lean-cancel"]
     assert "cancelled by the MCP client" in found["lean-cancel"]["error"], found["lean-cancel"]
+
+
+@pytest.mark.shared_daemon
+async def test_a_plain_call_taken_from_the_hosts_pipe_goes_on_when_its_client_goes(surf: Daemon) -> None:
+    """A legacy client's plain call on the pipes `mcpx serve` hands over is taken in the turn its line is read, with no
+    task (surface/plain_call.py), its reply written from the upstream reply's turn. Its host gone while the call is
+    on the lean path (its `mcpx serve` killed, its ends of the pipes closed), the call goes on in the daemon, its
+    result kept for `mcpx task result`; a call that ended lean replied to the client with the server's result."""
+    home = surf.home
+    gate, started, asking = home / "taken-open", home / "taken-started", home / "taken-ask"
+    to_serve, ours_in = os.pipe()  # the host's pipes: the daemon holds serve's ends once they are handed over
+    ours_out, from_serve = os.pipe()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "mcpx", "serve", stdin=to_serve,
+                                                stdout=from_serve, stderr=subprocess.DEVNULL, env=surf.env,
+                                                cwd=surf.home)
+    os.close(to_serve)
+    os.close(from_serve)
+    host_in, host_out = os.fdopen(ours_in, "wb", buffering=0), os.fdopen(ours_out, "rb")
+    try:
+        def send(*msgs: dict[str, Any]) -> None:
+            host_in.write(b"".join(json.dumps(m).encode() + b"\n" for m in msgs))
+
+        async def ask(*msgs: dict[str, Any]) -> dict[str, Any]:
+            send(*msgs)
+            return dict(json.loads(await asyncio.wait_for(asyncio.to_thread(host_out.readline), PATIENCE)))
+
+        def call(rid: int, arguments: dict[str, Any]) -> dict[str, Any]:
+            return {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                    "params": {"name": "sdk_gate", "arguments": {**arguments, "_mcpx_session": "taken-gone"}}}
+
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        await ask({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        gate.write_text("")
+        # the first call lists the tools, starts the server and learns its era; the second, initialized by then, is
+        # taken in its turn and ends lean: its reply is the server's result, written from the reply's turn
+        await ask({"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2, {"path": str(gate)}))
+        lean = await ask(call(3, {"path": str(gate)}))
+        gate.unlink()
+        send(call(4, {"path": str(gate), "ask": True, "ask_when": str(asking), "started": str(started)}))
+        await until_file(started)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+        host_in.close()  # the host is gone: the daemon reads the end of its input, and nobody reads what it writes
+        host_out.close()
+    asking.write_text("")  # the call, gone on without its client, asks now: the question waits at the other doors
+    async with surf.session() as rest:
+        q = (await until_pending(rest, 1, session="taken-gone"))[0]
+        await answer(rest, q["id"], "accept", {"repo": "c/d"})
+        gate.write_text("")
+        async with rest.get(f"/v1/tasks/{q['task']}/result", params={"timeout": str(PATIENCE)}) as r:
+            gone = await r.json()
+    assert lean["id"] == 3 and json.loads(lean["result"]["content"][0]["text"])["gate"] == "taken-open", lean
+    assert gone["state"] == "completed", gone
+    assert json.loads(gone["result"]["content"][0]["text"])["answer"]["data"] == {"repo": "c/d"}, gone
+    said = f"went away; the call goes on: mcpx task result {q['task']}"  # it saw the client go, and let the call be
+    async with asyncio.timeout(PATIENCE):
+        while said not in read_log(surf.home):  # noqa: ASYNC110 -- the event is a line the daemon logs
+            await asyncio.sleep(0.05)

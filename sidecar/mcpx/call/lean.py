@@ -1,8 +1,9 @@
 """A plain call's lean path: forwarded with only what it needs, and promoted to the full path on its first event.
 
 A call whose server, tool and connection are ready (the tool known, nothing to confirm, no secret or login to ask
-for, an instance to be had without waiting: upstream/gateway.py's `start_lean`) is sent by its kind from the
-caller's own task (surface/driver.py), with no runner. While nothing happens to it, its reply is taken as it comes
+for, an instance to be had without waiting: upstream/gateway.py's `start_lean`) is written by its kind at once,
+with no runner and no coroutine: from the turn its client's request was read (surface/plain_call.py), or from the
+caller's own task (surface/driver.py). While nothing happens to it, its reply is taken as it comes
 (a callback on the reply: a plain result ends the call, recorded as any call's end is). The moment anything does —
 a question, a request for the client, progress, its deadline, a cancel (`Call.halt`), the client going away, a reply
 that is not a plain result (an error, input_required, a task) — it is promoted: a runner takes the request in flight
@@ -43,17 +44,24 @@ class Sent(Protocol):
         ...
 
 
+# how a lean call left the lean path, told once (LeanCall): with its plain result, or None once promoted
+Settled = Callable[[Call, dict[str, Any] | None], None]
+
+
 class LeanCall:
-    """A call on the lean path: `outcome` is True once it ended there (`call.result` is its result), False once it
-    was promoted (a runner carries it on: follow it as any call). `promote` promotes it (the driver's own end)."""
+    """A call on the lean path. `settled` hears once how it left it, with the call: its plain result once it ended
+    there (the reply can go at once: its end is recorded right after, in the same turn, so nothing else sees it
+    running), or None once it was promoted (a runner carries it on: follow it as any call), in the turn it happened,
+    before anything else is told of it (a promoted call's first asker is set up there, before the question that
+    promoted it is asked). `promote` promotes it (its caller's own end: withdrawn, gone)."""
 
     def __init__(self, call: Call, sent: Sent, promote: Callable[[], None], finish: Callable[[dict[str, Any]], None],
-                 deadlines: Deadlines) -> None:
+                 deadlines: Deadlines, settled: Settled) -> None:
         self.call = call
-        self.outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._sent = sent
         self._promote = promote
         self._finish = finish
+        self._settled = settled
         self.settled = False
         self._due = deadlines.add(sent.due, self)  # its deadline: promoted then, the runner times it out
         call.lean(self.promote)
@@ -64,28 +72,28 @@ class LeanCall:
             return
         try:
             result = self._sent.plain()
-        except Exception:  # a callback's error would reach no one, and leave the driver waiting: the runner says it
+        except Exception:  # a callback's error would reach no one, and leave the caller waiting: the runner says it
             log.exception("taking the reply of call %s on the lean path failed; it goes the full way", self.call.id)
             result = None
         if result is None:
             self.promote()
             return
-        self._settle(True)
-        self._finish(result)
+        self._leave()
+        self._settled(self.call, result)  # its reply first: the caller goes on while its end is recorded here
+        self._finish(result)  # no event of a lean call's now: its end promotes nothing
 
     def promote(self) -> None:
         """Hand the call to a runner, which continues it from its request in flight (idempotent)."""
         if self.settled:
             return
-        self._settle(False)
+        self._leave()
         self._promote()
+        self._settled(self.call, None)
 
-    def _settle(self, ended: bool) -> None:
+    def _leave(self) -> None:
         self.settled = True
         self._due[2] = None  # its deadline's entry no longer holds it (nor what it holds: the reply, the call)
         self.call.lean(None)
-        if not self.outcome.done():
-            self.outcome.set_result(ended)
 
 
 Due = list[Any]  # [when, order, the LeanCall or None once it settled]: a heap entry of Deadlines

@@ -22,7 +22,7 @@ from mcpx.broker.models import TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.call.deadline import CallTimeout
 from mcpx.call.errors import CallFailed, UnknownTask
-from mcpx.call.lean import Deadlines, LeanCall, Sent
+from mcpx.call.lean import Deadlines, LeanCall, Sent, Settled
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.config.source import ConfigSource
@@ -90,12 +90,13 @@ class Calls:
     def _run_from(self, call: Call, work: Awaitable[dict[str, Any]]) -> None:
         call.started(asyncio.create_task(self._run_to_end(call, work, "running"), name=f"mcpx-call-{call.id}"))
 
-    def lean(self, call: Call, sent: Sent, go_on: Callable[[], Awaitable[dict[str, Any]]]) -> LeanCall:
+    def lean(self, call: Call, sent: Sent, go_on: Callable[[], Awaitable[dict[str, Any]]],
+             settled: Settled) -> LeanCall:
         """A call whose request its kind has sent on the lean path (call/lean.py): it runs without a runner until
-        something happens to it, then `go_on` continues it in one, as a started call runs."""
+        something happens to it, then `go_on` continues it in one, as a started call runs. `settled`: LeanCall's."""
         self.live[call.id] = call
         return LeanCall(call, sent, lambda: self._run_from(call, go_on()),
-                        lambda result: self._ended(call, "completed", result), self._deadlines)
+                        lambda result: self._ended(call, "completed", result), self._deadlines, settled)
 
     async def _run_to_end(self, call: Call, work: Awaitable[dict[str, Any]], doing: str) -> None:
         """Run a call to its end and record how it ended, in words that name the server and the question."""
@@ -164,16 +165,24 @@ class Calls:
             self.live.pop(self._finished.popleft(), None)
 
     async def cancel(self, tid: str, reason: str) -> bool:
-        call = self.live.get(tid)
-        if call is None or call.done:
+        """`cancel_now`, and its end waited for (5 s at most)."""
+        call = self.cancel_now(tid, reason)
+        if call is None:
             return False
-        call.fail(reason, "cancelled")
         if call.runner is not None:
             # the call records its own end (_run_to_end); a cancel of this caller is its own, and goes on up
             done, _ = await asyncio.wait({call.runner}, timeout=5)
             if not done:
                 log.warning("call %s is still ending 5 s after it was cancelled", tid)
         return True
+
+    def cancel_now(self, tid: str, reason: str) -> Call | None:
+        """End a running call now, cancelled for `reason` (its runner records its end); None when none is running."""
+        call = self.live.get(tid)
+        if call is None or call.done:
+            return None
+        call.fail(reason, "cancelled")
+        return call
 
     def servers_gone(self, servers: set[str]) -> None:
         """The config no longer has these servers: their calls fail, saying so."""

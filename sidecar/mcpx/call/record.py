@@ -210,7 +210,10 @@ class Call:
     async def ask_first(self, q: Elicitation) -> None:
         """The question opens (broker.open's `committing`): its own client, if one can be asked, is asked first, in
         this step; then it is the call's, and its watchers are told, so what they wake (the driver, a lean call's
-        runner) runs after the question is written, not on its way."""
+        runner) runs after the question is written, not on its way. A lean call is promoted first (a question is its
+        event): whoever follows it then is its first asker (call/lean.py's `settled`)."""
+        if self._lean is not None:
+            self._lean()
         if self._first_asker is not None:
             await self._first_asker(q)
         self.asked(q, pending=True)

@@ -2,7 +2,8 @@
 
 The two directions keep separate id spaces (a server numbers its own requests from 1 too),
 and each incoming request runs in its own task, so one that waits for a person does not
-hold up the frames behind it.
+hold up the frames behind it; or, on a channel that writes from a callback, a handler may take it in the turn
+it is read, with no task at all (`TakeNow`: a plain call, surface/plain_call.py), and reply from a callback.
 """
 
 from __future__ import annotations
@@ -51,6 +52,23 @@ class PeerClosed(McpxError):
     """The other side went away while we waited for it."""
 
 
+class Taken(Protocol):
+    """A request of the other side's taken in the loop turn it was read, with no task of its own (`TakeNow`): its
+    handler replies from a callback (`Peer.reply_now`), or has a task carry it on (`Peer.take_on`)."""
+
+    def withdraw(self) -> None:
+        """The other side withdrew it (notifications/cancelled): no reply is owed."""
+        ...
+
+    def abandon(self) -> None:
+        """The channel closed: nobody reads a reply."""
+        ...
+
+
+# takes a request in its turn, or declines (None: it runs in a task of its own, as every other request does)
+TakeNow = Callable[[Message], Taken | None]
+
+
 async def _no_requests(msg: Message) -> dict[str, Any]:
     raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {msg.get('method')}")
 
@@ -61,11 +79,16 @@ async def _ignore(_msg: Message) -> None:
 
 class Peer:
     def __init__(self, channel: Channel, on_request: RequestHandler = _no_requests,
-                 on_notification: NotificationHandler = _ignore, name: str = "peer") -> None:
+                 on_notification: NotificationHandler = _ignore, name: str = "peer",
+                 take_now: TakeNow | None = None) -> None:
         self.channel = channel
         self.name = name
         self.on_request = on_request
         self.on_notification = on_notification
+        # a channel that writes from a callback (send_now) may have requests taken in their turn, with no task
+        self._send_now: Callable[[Message], object] | None = getattr(channel, "send_now", None)
+        self._take_now = take_now if self._send_now is not None else None
+        self._taken: dict[jsonrpc.Id, Taken] = {}
         self._ids = itertools.count(1)
         self._pending: dict[jsonrpc.Id, asyncio.Future[Message]] = {}
         # who hears a reply in the loop turn it is read (Sent.when_replied), not a turn later as a future's callback
@@ -77,6 +100,7 @@ class Peer:
         self.withdrawn: set[jsonrpc.Id] = set()
         self._reader: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
+        self.shut = False  # closed.is_set(), read on every message's way without a call
         self.close_reason = ""
 
     def start(self) -> None:
@@ -90,7 +114,7 @@ class Peer:
 
     @property
     def alive(self) -> bool:
-        return not self.closed.is_set()
+        return not self.shut
 
     async def request(self, method: str, params: dict[str, Any] | None = None,
                       timeout: float | None = None, numbered: Callable[[jsonrpc.Id], None] | None = None,
@@ -107,14 +131,10 @@ class Peer:
         """Write a request: its reply is awaited apart (`Sent.reply`), by this task or by another one (a plain
         call's lean path hands its request on so, surface/driver.py). A request that could not be written has its
         error (PeerClosed) as its reply."""
-        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        if self.closed.is_set():
-            fut.set_exception(PeerClosed(self.close_reason or f"{self.name} is closed"))
-            return Sent(self, None, fut, written=False)
-        rid = next(self._ids)
-        if numbered is not None:
-            numbered(rid)
-        self._pending[rid] = fut
+        opened = self._open(numbered)
+        if isinstance(opened, Sent):
+            return opened
+        rid, fut = opened
         try:
             await self._send(jsonrpc.request(rid, method, params), method)
         except PeerClosed as exc:
@@ -129,6 +149,36 @@ class Peer:
             self._pending.pop(rid, None)
             raise
         return Sent(self, rid, fut, written=True)
+
+    def send_request_now(self, method: str, params: dict[str, Any] | None = None,
+                         numbered: Callable[[jsonrpc.Id], None] | None = None) -> Sent:
+        """`send_request` from a callback, on a channel that writes so (`send_now`; else RuntimeError): written now,
+        in order with every other message."""
+        if self._send_now is None:
+            raise RuntimeError(f"{self.name}: its channel cannot write from a callback")
+        opened = self._open(numbered)
+        if isinstance(opened, Sent):
+            return opened
+        rid, fut = opened
+        try:
+            self._send_now(jsonrpc.request(rid, method, params))
+        except (ConnectionError, OSError) as exc:
+            self._pending.pop(rid, None)
+            fut.set_exception(self._unsent(method, exc))
+            return Sent(self, rid, fut, written=False)
+        return Sent(self, rid, fut, written=True)
+
+    def _open(self, numbered: Callable[[jsonrpc.Id], None] | None) -> tuple[jsonrpc.Id, asyncio.Future[Message]] | Sent:
+        """A new request's id and its reply's future, awaited from now on; a closed peer's Sent, its error its reply."""
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        if self.shut:
+            fut.set_exception(PeerClosed(self.close_reason or f"{self.name} is closed"))
+            return Sent(self, None, fut, written=False)
+        rid = next(self._ids)
+        if numbered is not None:
+            numbered(rid)
+        self._pending[rid] = fut
+        return rid, fut
 
     async def _withdraw(self, rid: jsonrpc.Id) -> None:
         """Tell the other side we no longer want request `rid` (the stdio way; HTTP closes the stream)."""
@@ -149,7 +199,10 @@ class Peer:
         try:
             await self.channel.send(msg)
         except (ConnectionError, OSError) as exc:
-            raise PeerClosed(self.close_reason or f"{self.name}: {method} could not be sent: {exc}") from None
+            raise self._unsent(method, exc) from None
+
+    def _unsent(self, method: str, exc: Exception) -> PeerClosed:
+        return PeerClosed(self.close_reason or f"{self.name}: {method} could not be sent: {exc}")
 
     async def _read(self) -> None:
         try:
@@ -165,7 +218,7 @@ class Peer:
             await self._ended()
 
     def _heard(self, msg: Message | None) -> None:
-        if self.closed.is_set() or self._reader is not None:  # closed, or ending: nothing more is read
+        if self.shut or self._reader is not None:  # closed, or ending: nothing more is read
             return
         if msg is not None:
             try:
@@ -199,6 +252,15 @@ class Peer:
                 log.debug("%s: response to unknown id %r dropped", self.name, msg.get("id"))
         elif kind == "request":
             rid = msg["id"]
+            if self._take_now is not None and rid not in self._taken and rid not in self._incoming:
+                try:
+                    taken = self._take_now(msg)
+                except Exception as exc:  # its handler's trouble, said to the other side as any handler's is
+                    self._reply_now(self._failed(msg, exc))
+                    return
+                if taken is not None:
+                    self._taken[rid] = taken
+                    return
             self._incoming[rid] = asyncio.create_task(self._answer(msg), name=f"mcpx-in-{self.name}-{rid}")
         else:
             if msg.get("method") == "notifications/cancelled":
@@ -207,6 +269,9 @@ class Peer:
                 if target is not None and task is not None:
                     self.withdrawn.add(target)
                     task.cancel()
+                elif target is not None and (taken := self._taken.get(target)) is not None:
+                    self.withdrawn.add(target)
+                    taken.withdraw()
             handling = asyncio.create_task(self._notify_safely(msg))
             self._notifying.add(handling)
             handling.add_done_callback(self._notifying.discard)
@@ -217,19 +282,19 @@ class Peer:
         except Exception:
             log.exception("%s: handling %s failed", self.name, msg.get("method"))
 
-    async def _answer(self, msg: Message) -> None:
+    async def _answer(self, msg: Message, work: Awaitable[dict[str, Any]] | None = None) -> None:
+        """Reply to `msg` with what its handler (or `work`, a taken request's carrying on) returns."""
         rid = msg["id"]
         try:
             try:
-                value = await self.on_request(msg)
+                value = await (work if work is not None else self.on_request(msg))
                 reply = jsonrpc.result(rid, value)
             except RpcError as exc:
                 reply = jsonrpc.error(rid, exc.code, exc.message, exc.data)
             except asyncio.CancelledError:
                 raise  # withdrawn by the peer (or we are closing): no reply is owed
             except Exception as exc:
-                log.exception("%s: handling %s failed", self.name, msg.get("method"))
-                reply = jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"mcpx failed handling {msg.get('method')}: {exc}")
+                reply = self._failed(msg, exc)
             if not self.closed.is_set():
                 try:
                     await self.channel.send(reply)
@@ -237,12 +302,41 @@ class Peer:
                     log.debug("%s: could not reply to %r: %s", self.name, rid, exc)
         finally:
             self._incoming.pop(rid, None)
+            self._taken.pop(rid, None)
             self.withdrawn.discard(rid)
 
+    def _failed(self, msg: Message, exc: Exception) -> Message:
+        """The reply to a request whose handler failed (mcpx's own bug: logged whole)."""
+        log.exception("%s: handling %s failed", self.name, msg.get("method"), exc_info=exc)
+        return jsonrpc.error(msg["id"], jsonrpc.INTERNAL_ERROR, f"mcpx failed handling {msg.get('method')}: {exc}")
+
+    def reply_now(self, rid: jsonrpc.Id, value: dict[str, Any]) -> None:
+        """The reply to a taken request, written from a callback; it is over."""
+        self.settle(rid)
+        self._reply_now(jsonrpc.result(rid, value))
+
+    def _reply_now(self, reply: Message) -> None:
+        if self._send_now is not None and not self.shut:
+            try:
+                self._send_now(reply)
+            except Exception as exc:
+                log.debug("%s: could not reply to %r: %s", self.name, reply.get("id"), exc)
+
+    def take_on(self, msg: Message, work: Awaitable[dict[str, Any]]) -> asyncio.Task[None]:
+        """A taken request carried on in a task of its own, replied to as any request is; the task is the taken
+        request's to cancel (withdraw, abandon), and nobody else's."""
+        return asyncio.create_task(self._answer(msg, work), name=f"mcpx-in-{self.name}-{msg['id']}")
+
+    def settle(self, rid: jsonrpc.Id) -> None:
+        """A taken request is over with no reply of this peer's to write (withdrawn, or replied to)."""
+        self._taken.pop(rid, None)
+        self.withdrawn.discard(rid)
+
     def _shut(self, reason: str) -> None:
-        if self.closed.is_set():
+        if self.shut:
             return
         self.close_reason = reason
+        self.shut = True
         self.closed.set()
         for fut in self._pending.values():
             if not fut.done():
@@ -252,6 +346,11 @@ class Peer:
             _hear(heard)
         for task in list(self._incoming.values()):
             task.cancel()
+        for taken in list(self._taken.values()):
+            try:
+                taken.abandon()
+            except Exception:  # one request's trouble is not the others'
+                log.exception("%s: abandoning a request taken in its turn failed", self.name)
 
     async def close(self) -> None:
         self._shut(self.close_reason or "closed by mcpx")

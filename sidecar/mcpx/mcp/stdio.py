@@ -10,7 +10,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from mcpx.mcp import jsonrpc
@@ -46,29 +46,62 @@ class _Sending:
 
     def __init__(self, writer: asyncio.StreamWriter | Any, name: str, answer_bad_frames: bool) -> None:
         self.writer = writer
+        # its transport, written to directly: every message in and out of the daemon is sent here, and the writer's
+        # own write and transport are a Python call each on the way
+        self._transport: asyncio.WriteTransport = writer.transport
         self.name = name
         self.answer_bad_frames = answer_bad_frames
         self._write_lock = asyncio.Lock()
+        self._sending: set[asyncio.Future[None]] = set()  # lines sent from callbacks, still on their way (send_now)
         self.bad_frames = 0
 
     async def send(self, msg: Message) -> None:
         data = jsonrpc.encode(msg)
-        if self.writer.transport.is_closing():
+        if self._transport.is_closing():
             # the other side went (a server that exited at once): a write would raise the transport's own
             # RuntimeError ("the handler is closed"), which no caller expects of a closed pipe
             raise ConnectionResetError(f"{self.name}: the stream is closed")
         if not self._write_lock.locked():
             # nobody's line is under way: written at once, and when the pipe took it all (it nearly always does)
             # there is nothing to drain, nor a lock to hold; every message in and out of the daemon is sent here
-            self.writer.write(data)
-            if not self.writer.transport.get_write_buffer_size():
+            self._transport.write(data)
+            if not self._transport.get_write_buffer_size():
                 return
             async with self._write_lock:
                 await self.writer.drain()
             return
         async with self._write_lock:
-            self.writer.write(data)
+            self._transport.write(data)
             await self.writer.drain()
+
+    def send_now(self, msg: Message) -> asyncio.Future[None] | None:
+        """As send, from a callback (no coroutine): written now, after every line whose send began before it; None
+        once the pipe took it all. A pipe that did not is drained by a task (as send waits for it: whoever sends
+        next waits behind it), and one that cannot take it now (a line under way) is sent by a task, in turn: that
+        task is returned. ConnectionResetError: the other side went."""
+        if self._transport.is_closing():
+            raise ConnectionResetError(f"{self.name}: the stream is closed")
+        if self._write_lock.locked():
+            return self._in_turn(self.send(msg))
+        self._transport.write(jsonrpc.encode(msg))
+        if self._transport.get_write_buffer_size():
+            return self._in_turn(self._drain())
+        return None
+
+    async def _drain(self) -> None:
+        async with self._write_lock:
+            await self.writer.drain()
+
+    def _in_turn(self, sending: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
+        task = asyncio.ensure_future(sending)
+        self._sending.add(task)
+        task.add_done_callback(self._sent)
+        return task
+
+    def _sent(self, task: asyncio.Future[None]) -> None:
+        self._sending.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.debug("%s: a line sent from a callback did not go: %s", self.name, exc)
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -185,7 +218,6 @@ class PipeChannel(_Sending):
         self._kept: collections.deque[Message | None] = collections.deque()  # for receive(), or until deliver_to()
         self._arrived: asyncio.Future[None] | None = None
         self._over = False
-        self._replies: set[asyncio.Task[None]] = set()  # errors for bad frames, on their way out
 
     @classmethod
     async def open(cls, read_fd: int, write_fd: int, name: str, answer_bad_frames: bool = False,
@@ -283,15 +315,7 @@ class PipeChannel(_Sending):
 
     def _answer(self, reply: Message) -> None:
         # sent as any reply is (so close() waits for it), and the next line read as if nothing happened
-        task = asyncio.ensure_future(self._reply(reply))
-        self._replies.add(task)
-        task.add_done_callback(self._replies.discard)
-
-    async def _reply(self, reply: Message) -> None:
-        try:
-            await self.send(reply)
-        except (ConnectionError, OSError, RuntimeError) as exc:
-            log.debug("%s: could not answer a bad frame: %s", self.name, exc)
+        self._in_turn(self.send(reply))
 
     def _ended(self) -> None:
         if self._over:
@@ -315,6 +339,8 @@ class PipeChannel(_Sending):
 
     async def close(self) -> None:
         # a send under way finishes its line first; a host that stopped reading is not waited for long
+        if self._sending:
+            await asyncio.wait(set(self._sending), timeout=2.0)
         try:
             await asyncio.wait_for(self._write_lock.acquire(), 2.0)
         except TimeoutError:

@@ -30,7 +30,9 @@ class ClientConnection:
     def __init__(self, surface: Surface, state: ClientState, channel: Channel) -> None:
         self.surface = surface
         self.state = state
-        self.peer = Peer(channel, self._on_request, self._on_notification, name="mcp-client")
+        # a plain call is taken in the turn its request is read, on a channel that writes from a callback
+        self.peer = Peer(channel, self._on_request, self._on_notification, name="mcp-client",
+                         take_now=lambda msg: surface.take_now(state, msg, self.peer))
         state.push = self.peer.notify
 
     async def _on_request(self, msg: Message) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc, tasks
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import Outbound
+from mcpx.mcp.peer import Peer
 from mcpx.mcp.protocol import (
     LATEST_LEGACY,
     LEGACY_VERSIONS,
@@ -40,6 +41,7 @@ from mcpx.surface.client_state import ClientState
 from mcpx.surface.driver import CallDriver
 from mcpx.surface.naming import ToolNames
 from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG, OwnTools, listed
+from mcpx.surface.plain_call import PlainCall
 from mcpx.surface.request_state import RequestStates
 from mcpx.surface.tasks import METHODS as TASK_METHODS
 from mcpx.surface.tasks import TasksExtension, missing_extension
@@ -138,6 +140,25 @@ class Surface:
         result = await self._dispatch(method, params, meta, state, out, msg.get("id"))
         result.pop("resultType", None)
         return result
+
+    def take_now(self, state: ClientState, msg: Message, peer: Peer) -> PlainCall | None:
+        """A legacy client's tools/call taken in the turn it is read, with no task (surface/plain_call.py): a plain
+        call of a tool it named before, on the aggregate surface. None for anything else, which goes the usual way
+        (`handle`, which also says what is wrong with a request)."""
+        params = msg.get("params")
+        if (msg.get("method") != "tools/call" or state.era != "legacy" or not state.initialized
+                or state.scope is not None or not isinstance(params, dict)):
+            return None
+        name, given, meta = params.get("name"), params.get("arguments"), params.get("_meta") or {}
+        found = self.names.known(name) if isinstance(name, str) and name not in MCPX_TOOLS else None
+        if found is None or not isinstance(given, dict | None) or not isinstance(meta, dict) or META_VERSION in meta:
+            return None
+        host = call_host(state.client_info, meta)
+        if host is not None and host.unattended and not state.unattended:
+            return None  # nobody is at this request's host: `_call` says so on its state
+        arguments = dict(given or {})
+        session, source = self.session_for(state, meta, arguments.pop(SESSION_ARG, None))
+        return self.driver.take_now(state, *found, arguments, session, source, meta, msg, peer)
 
     async def on_notification(self, state: ClientState, msg: Message) -> None:
         if msg.get("method") == "notifications/initialized":

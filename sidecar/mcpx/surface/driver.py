@@ -15,25 +15,26 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound, PresenceNeeded
 from mcpx.broker.models import Elicitation, SessionSource
-from mcpx.call.lean import LeanCall
+from mcpx.call.lean import LeanCall, Settled
 from mcpx.call.record import Call, FirstAsker, Watch
 from mcpx.call.request import CallRequest, Slot
 from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.input_required import InputRequired, Retry
-from mcpx.mcp.jsonrpc import RpcError
-from mcpx.mcp.outbound import Asked, Outbound
-from mcpx.mcp.peer import PeerClosed
+from mcpx.mcp.jsonrpc import Message, RpcError
+from mcpx.mcp.outbound import Asked, Outbound, PeerOutbound
+from mcpx.mcp.peer import Peer, PeerClosed
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.mcp.tasks import is_task
 from mcpx.surface.answers import SLOT, client_content, give, problems
 from mcpx.surface.client_state import ClientState, shaped
+from mcpx.surface.following import Following
+from mcpx.surface.plain_call import PlainCall
 from mcpx.surface.request_state import RequestStates, binding
 from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
 from mcpx.surface.tasks import TasksExtension
@@ -58,62 +59,65 @@ class CallDriver:
                    out: Outbound) -> dict[str, Any]:
         """`name` is the tool as the client called it; a modern retry must name it, its arguments and session again."""
         bound = binding(name, arguments, session) if state.era == "modern" else ""  # only modern retries use it
-        started = not (state.era == "modern" and "requestState" in params)
-        late: list[str] = []
-        serving: dict[str, asyncio.Task[bool]] = {}  # what this client is being asked, by question or slot
-        asks_first = state.era == "legacy"
-        watches: list[Watch] = []
-
-        def attach(call: Call) -> None:
-            watches.append(call.watch())
-            if asks_first:  # it may be asked mid-call: a question it can answer is put to it before its commit
-                call.first_asker(self._first_asker(call, state, out, serving, watches[0]))
-
-        lean: LeanCall | None = None
-        if started:
-            request = self._request(server, tool, arguments, session, source, state, out, meta)
-            if not state.takes_tasks:
-                # a plain call (call/lean.py): sent from this task, attached before its request is written
-                lean = await self._lean(request, attach)
-            if lean is not None:
-                task = lean.call
-            else:
-                task = await self._start(request)
-                attach(task)
-        else:
+        token = meta.get("progressToken")
+        if state.era == "modern" and "requestState" in params:
             task, late = await self._take_retry(params, bound, session, state.unattended)
-            attach(task)
-        watch = watches[0]
+            return await self.follow(task, self.following(task, state, out), state, out, bound, token, late)
+        request = self._request(server, tool, arguments, session, source, state, out, meta)
+        if not state.takes_tasks:
+            # a plain call (call/lean.py): written from this task; followed only once it is promoted
+            waiting = _Waiting(self, state, out)
+            if (lean := self._lean(request, waiting.settled)) is not None:
+                return await waiting.outcome(lean, bound, token)
+        task = await self._start(request)
+        following = self.following(task, state, out)
+        # one loop turn: the call's own task takes its first step, which sends the request upstream, before this sets
+        # up to wait on it; that setup then runs while the server works, not on the request's way
+        await asyncio.sleep(0)
+        return await self.follow(task, following, state, out, bound, token, [])
+
+    def take_now(self, state: ClientState, server: str, tool: str, arguments: dict[str, Any], session: str,
+                 source: SessionSource, meta: dict[str, Any], msg: Message, peer: Peer) -> PlainCall | None:
+        """A legacy client's plain call taken in the turn its request was read (surface/plain_call.py): written
+        upstream now, its reply written back from the upstream reply's own turn; None when it is not one."""
+        out = PeerOutbound(peer, msg["id"])
+        taken = PlainCall(self, state, out, msg, meta.get("progressToken"))
         try:
-            if lean is not None:
-                if await lean.outcome:
-                    return task_result(task)  # it ended on the lean path: nothing happened to it but its reply
-            elif started:
-                # one loop turn: the call's own task takes its first step, which sends the request upstream,
-                # before this sets up to wait on it; that setup then runs while the server works, not on the
-                # request's way
-                await asyncio.sleep(0)
-            result = await self._drive(task, state, out, bound, meta.get("progressToken"), serving, watch)
+            lean = self.gateway.start_lean(self._request(server, tool, arguments, session, source, state, out, meta),
+                                           taken.settled)
+        except UnknownServer:
+            return None  # the usual way says so, in its words
+        return None if lean is None else taken.sent(lean)
+
+    def following(self, call: Call, state: ClientState, out: Outbound) -> Following:
+        """Set up to follow `call` for this client: a legacy client is the call's first asker."""
+        return Following(call, (lambda serving, watch: self._first_asker(call, state, out, serving, watch))
+                         if state.era == "legacy" else None)
+
+    async def follow(self, task: Call, following: Following, state: ClientState, out: Outbound, bound: str,
+                     token: Any, late: list[str]) -> dict[str, Any]:
+        """Follow a call for this client to what it can take (`_drive`); the client withdrawing its request cancels
+        the call, the client going away does not (`left`)."""
+        try:
+            result = await self._drive(task, state, out, bound, token, following.serving, following.watch)
             return result if is_task(result) else with_notes(result, late)
         except asyncio.CancelledError:
-            if lean is not None:
-                lean.promote()  # the client withdrew the request, or went away: either is the call's event
-            if out.withdrawn():  # the client gave up on this request: notifications/cancelled
-                await self.gateway.cancel(task.id, "cancelled by the MCP client")
-            else:
-                # The client went away (its host stopped `mcpx serve`, its HTTP session ended) or the daemon is
-                # stopping: that is not a cancel. The call goes on in the daemon, as if its result had been
-                # returned early: the questions it has open, or opens later, stay answerable from every other
-                # surface, and its result is kept for `mcpx task result`.
-                log.info("the client of %s (%s.%s) went away; the call goes on: mcpx task result %s", task.trace,
-                         task.request.server, task.request.tool, task.id)
+            self.left(task, out.withdrawn())
             raise
         finally:
-            if asks_first:
-                task.first_asker(None)
-            watch.close()
-            for t in serving.values():
-                t.cancel()
+            following.close()
+
+    def left(self, task: Call, withdrawn: bool) -> None:
+        """The client withdrew its request of `task` (notifications/cancelled: the call is cancelled), or went."""
+        if withdrawn:
+            self.gateway.cancel_now(task.id, "cancelled by the MCP client")
+        else:
+            # The client went away (its host stopped `mcpx serve`, its HTTP session ended) or the daemon is
+            # stopping: that is not a cancel. The call goes on in the daemon, as if its result had been
+            # returned early: the questions it has open, or opens later, stay answerable from every other
+            # surface, and its result is kept for `mcpx task result`.
+            log.info("the client of %s (%s.%s) went away; the call goes on: mcpx task result %s", task.trace,
+                     task.request.server, task.request.tool, task.id)
 
     def _request(self, server: str, tool: str, arguments: dict[str, Any], session: str, source: SessionSource,
                  state: ClientState, out: Outbound, meta: dict[str, Any]) -> CallRequest:
@@ -130,9 +134,9 @@ class CallDriver:
                            followed=state.takes_tasks, client_caps=state.declared(),
                            transparent=state.scope is not None, era=state.era)
 
-    async def _lean(self, request: CallRequest, attach: Callable[[Call], None]) -> LeanCall | None:
+    def _lean(self, request: CallRequest, settled: Settled) -> LeanCall | None:
         try:
-            return await self.gateway.start_lean(request, attach)
+            return self.gateway.start_lean(request, settled)
         except UnknownServer as exc:
             raise RpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
 
@@ -347,3 +351,30 @@ def _unheard(asked: Asked, waiting: asyncio.Task[bool]) -> None:
     over), maybe before it began: the request it never waited on is withdrawn, as a cancelled wait withdraws it."""
     if waiting.cancelled():
         asked.abandon()
+
+
+class _Waiting:
+    """A lean call its caller's task waits on (`CallDriver.call`): its result, or, once promoted, followed."""
+
+    def __init__(self, driver: CallDriver, state: ClientState, out: Outbound) -> None:
+        self.driver, self.state, self.out = driver, state, out
+        # None: it ended on the lean path; else promoted, and followed from there
+        self._settled: asyncio.Future[Following | None] = asyncio.get_running_loop().create_future()
+
+    def settled(self, call: Call, result: dict[str, Any] | None) -> None:
+        if not self._settled.done():  # not given up on (the caller's task cancelled)
+            self._settled.set_result(None if result is not None else self.driver.following(call, self.state,
+                                                                                            self.out))
+
+    async def outcome(self, lean: LeanCall, bound: str, token: Any) -> dict[str, Any]:
+        try:
+            following = await self._settled
+        except asyncio.CancelledError:
+            lean.promote()  # the client withdrew the request, or went away: either is the call's event
+            if self._settled.done() and not self._settled.cancelled() and (made := self._settled.result()):
+                made.close()  # promoted just before, and not followed
+            self.driver.left(lean.call, self.out.withdrawn())
+            raise
+        if following is None:
+            return task_result(lean.call)  # it ended on the lean path (recorded since): nothing happened but its reply
+        return await self.driver.follow(lean.call, following, self.state, self.out, bound, token, [])

@@ -49,6 +49,10 @@ class ToolNames:
             log.warning("tools of %s are left out of tools/list: %s", server, exc)
             return []
 
+    def known(self, name: str) -> tuple[str, str] | None:
+        """(server, tool) behind an exposed name of the aggregate surface that a listing named; None for any other."""
+        return self._names.get(name)
+
     async def resolve(self, name: str, state: ClientState) -> tuple[str, str]:
         """(server, tool) behind an exposed name; -32602 naming it when there is none."""
         if state.scope is not None:

@@ -98,6 +98,17 @@ class WatchedPipe:
 
     async def send(self, msg: Message) -> None:
         await self.pipe.send(msg)
+        self._sent(msg)
+
+    def send_now(self, msg: Message) -> None:
+        """As send, from a callback (a plain call's reply, surface/plain_call.py): in the pipe, or on its way in
+        turn, when this returns."""
+        if (going := self.pipe.send_now(msg)) is None:
+            self._sent(msg)
+        else:  # answered once it is in the pipe, as send has it
+            going.add_done_callback(lambda _: self._sent(msg))
+
+    def _sent(self, msg: Message) -> None:
         if "method" not in msg and (rid := jsonrpc.id_of(msg.get("id"))) is not None:
             self._settled(rid)
 

@@ -39,15 +39,20 @@ def task_result(task: Call) -> dict[str, Any]:
     return _ended(task.state, task.result, task.error, task.request.server, task.request.tool)
 
 
+def completed_result(value: dict[str, Any]) -> dict[str, Any]:
+    """A completed call's result as the client gets it: the upstream's own (a copy)."""
+    result = dict(value)
+    meta = {k: v for k, v in (result.get("_meta") or {}).items() if k != META_SERVER_INFO}
+    if meta:
+        result["_meta"] = meta  # passed through untouched, but for the upstream's self-description
+    else:
+        result.pop("_meta", None)
+    return result
+
+
 def _ended(state: str, value: dict[str, Any] | None, error: str | None, server: str, tool: str) -> dict[str, Any]:
     if state == "completed" and value is not None:
-        result = dict(value)
-        meta = {k: v for k, v in (result.get("_meta") or {}).items() if k != META_SERVER_INFO}
-        if meta:
-            result["_meta"] = meta  # passed through untouched, but for the upstream's self-description
-        else:
-            result.pop("_meta", None)
-        return result
+        return completed_result(value)
     upstream_error = (value or {}).get("error")
     if isinstance(upstream_error, dict):
         raise RpcError.from_error(upstream_error)  # the server's own protocol error, passed through

@@ -84,7 +84,8 @@ class UpstreamConnection:
         self._own_caps = declared is None  # mcpx's own capabilities, not a transparent client's (follows_tasks)
         self.channel: ProcessChannel | HttpChannel | None = None
         self.peer: Peer | None = None
-        self.facts: ServerFacts | None = None
+        self._facts: ServerFacts | None = None
+        self.era: Era | None = None  # facts.era, read on every request of every call: kept, not looked up
         self.attribution = Attribution(name)  # the calls in flight, and whose each request of the server's is
         self._tokens = itertools.count(1)
         self.asking = 0  # requests of the server's that wait for someone (a person, the client) or to be told apart
@@ -111,8 +112,14 @@ class UpstreamConnection:
         return self.channel.pid if isinstance(self.channel, ProcessChannel) else None
 
     @property
-    def era(self) -> Era | None:
-        return self.facts.era if self.facts else None
+    def facts(self) -> ServerFacts | None:
+        """What the handshake settled: the era, the protocol version, the server's capabilities."""
+        return self._facts
+
+    @facts.setter
+    def facts(self, facts: ServerFacts | None) -> None:
+        self._facts = facts
+        self.era = facts.era if facts else None
 
     @property
     def calls(self) -> list[InFlight]:
@@ -275,24 +282,44 @@ class UpstreamConnection:
         assert self.peer is not None
         if isinstance(self.channel, HttpChannel) and self.era == "modern" and self.tools is None:
             await self.list_tools()  # its x-mcp-header arguments must be mirrored into Mcp-Param-* headers
+        call, params, meta = self._begin(tool, arguments, hooks, meta, followed)
+        try:
+            first = await self.peer.send_request("tools/call", *self._first(call, params, meta))
+        except BaseException:
+            self._end(call, False)
+            raise
+        return Sending(call, params, meta, first)
+
+    def send_call_now(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall,
+                      meta: dict[str, Any] | None = None, followed: bool = True) -> Sending:
+        """`send_call` from a callback, on a stdio server (a plain call's lean path, call/lean.py): written now."""
+        assert self.peer is not None and isinstance(self.channel, ProcessChannel)
+        call, params, meta = self._begin(tool, arguments, hooks, meta, followed)
+        try:
+            first = self.peer.send_request_now("tools/call", *self._first(call, params, meta))
+        except BaseException:
+            self._end(call, False)
+            raise
+        return Sending(call, params, meta, first)
+
+    def _begin(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall, meta: dict[str, Any] | None,
+               followed: bool) -> tuple[InFlight, dict[str, Any], dict[str, Any] | None]:
+        """A call in flight on this connection from now on: its params, and its _meta with mcpx's own progress token
+        when the caller asked for progress or the call is followed."""
         call = InFlight(hooks, tool)
         call.progress = (meta or {}).get("progressToken")
         if call.progress is not None or followed:
             call.wire_token = f"mcpx-{next(self._tokens)}"
             meta = {**(meta or {}), "progressToken": call.wire_token}
-        params: dict[str, Any] = {"name": tool, "arguments": arguments}
         self.attribution.begin(call)
-        try:
-            if self.era == "legacy":
-                first = await self.peer.send_request("tools/call", self._params(params, meta),
-                                                     numbered=call.numbered)
-            else:
-                first = await self.peer.send_request("tools/call", self._params(params, meta,
-                                                                                 self.follows_tasks(tool)))
-        except BaseException:
-            self._end(call, False)
-            raise
-        return Sending(call, params, meta, first)
+        return call, {"name": tool, "arguments": arguments}, meta
+
+    def _first(self, call: InFlight, params: dict[str, Any], meta: dict[str, Any] | None,
+               ) -> tuple[dict[str, Any], Callable[[jsonrpc.Id], None] | None]:
+        """The first tools/call's params as this era sends them, and who hears its id (legacy: its attribution)."""
+        if self.era == "legacy":
+            return self._params(params, meta), call.numbered
+        return self._params(params, meta, self.follows_tasks(call.tool)), None
 
     def plain_result(self, sending: Sending) -> dict[str, Any] | None:
         """The call's result when its first reply, come already, ends it plainly: a result (legacy), a complete one

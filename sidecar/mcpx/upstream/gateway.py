@@ -20,7 +20,7 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest, SessionSource, TaskDoc
 from mcpx.call.errors import CallFailed, UnknownTask
-from mcpx.call.lean import LeanCall
+from mcpx.call.lean import LeanCall, Settled
 from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
@@ -267,6 +267,10 @@ class Gateway:
     async def cancel(self, tid: str, reason: str) -> bool:
         return await self.calls.cancel(tid, reason)
 
+    def cancel_now(self, tid: str, reason: str) -> None:
+        """`cancel` from a callback: the call ends as soon as its runner takes its next step, not waited for."""
+        self.calls.cancel_now(tid, reason)
+
     def _scope(self, call: Call) -> CallRun:
         return CallRun(self.broker, self.settings, call, self.entry(call.request.server), self.calls.save)
 
@@ -318,11 +322,11 @@ class Gateway:
         except UpstreamError as exc:  # the server went from the config meanwhile, or would not start
             raise CallFailed(str(exc)) from None
 
-    async def start_lean(self, request: CallRequest, prepare: Callable[[Call], None]) -> LeanCall | None:
-        """A plain call sent on the lean path (call/lean.py), or None when it is not one: started then as any call
-        (`start_call`). Plain: a stdio MCP server's tool listed already, nothing for mcpx to ask first (no secrets,
-        no confirmation), mcpx's own capabilities (not /mcp/SERVER), and an instance to be had without waiting.
-        `prepare` is handed the call before its request is written (whoever serves its client sets up there)."""
+    def start_lean(self, request: CallRequest, settled: Settled) -> LeanCall | None:
+        """A plain call written now on the lean path (call/lean.py), or None when it is not one: started then as any
+        call (`start_call`). Plain: a stdio MCP server's tool listed already, nothing for mcpx to ask first (no
+        secrets, no confirmation), mcpx's own capabilities (not /mcp/SERVER), and an instance to be had without
+        waiting. `settled` hears how it leaves the lean path (LeanCall's), never before this returns."""
         entry = self.entry(request.server)
         known = self._tool_cache.get(request.server)
         if (known is None or request.transparent or not isinstance(entry, StdioServer) or secret_names(entry)
@@ -338,13 +342,12 @@ class Gateway:
             return None
         call = self.calls.new(request)
         scope = CallRun(self.broker, self.settings, call, entry, self.calls.save)
-        prepare(call)
         try:
-            sent = await self.mcp.send_plain(scope, lease)
+            sent = self.mcp.send_plain(scope, lease)
         except BaseException:
             lease.release()
             raise
-        return self.calls.lean(call, sent, lambda: self._run(call, (scope, sent)))
+        return self.calls.lean(call, sent, lambda: self._run(call, (scope, sent)), settled)
 
     async def _follow(self, call: Call) -> dict[str, Any]:
         assert call.remembered is not None  # Calls.recover follows only what was remembered

@@ -92,16 +92,17 @@ class McpKind:
         run = _run(scope)
         return await self._said(run.call, self._call_with_era(run, run.entry.timeout, era=None, sent=sent))
 
-    async def send_plain(self, scope: CallRun, lease: Lease) -> LeanSend:
-        """A plain call's request, sent on the lean path (call/lean.py) on an instance taken already: what its
-        runner, should it be promoted, continues from (`call` with it), as `_call_with_era` would have sent it."""
+    def send_plain(self, scope: CallRun, lease: Lease) -> LeanSend:
+        """A plain call's request, written now on the lean path (call/lean.py) on a stdio server's instance taken
+        already: what its runner, should it be promoted, continues from (`call` with it), as `_call_with_era` would
+        have sent it."""
         call, r = scope.call, scope.request
         conn = lease.conn
         call.connected(conn.era)
         deadline = PausableDeadline(scope.entry.timeout)
         hooks = McpCallHooks(self.broker, call, conn, deadline, self._saver(scope))
         since = deadline.start()
-        sending = await conn.send_call(r.tool, r.arguments, hooks, r.meta, r.followed)
+        sending = conn.send_call_now(r.tool, r.arguments, hooks, r.meta, r.followed)
         return LeanSend(lease, hooks, deadline, sending, since)
 
     async def follow(self, scope: CallScope, state: Mapping[str, Any]) -> ToolResult:
