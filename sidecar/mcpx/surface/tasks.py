@@ -34,13 +34,12 @@ import asyncio
 import itertools
 import weakref
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from mcpx.broker.broker import Broker
-from mcpx.broker.models import TaskDoc, rfc3339
+from mcpx.broker.models import TaskDoc, rfc3339, rfc3339_epoch
 from mcpx.call.errors import UnknownTask
 from mcpx.call.record import DONE_STATES, Call
 from mcpx.mcp import jsonrpc
@@ -65,10 +64,6 @@ def missing_extension(what: str) -> RpcError:
                                                 "extension declared in this request's "
                                                 "_meta['io.modelcontextprotocol/clientCapabilities'].extensions",
                     REQUIRED)
-
-
-def _moment(seconds: float) -> str:
-    return rfc3339(datetime.fromtimestamp(seconds, UTC))
 
 
 def _ending(render: Callable[[], dict[str, Any]], state: str, error: str | None) -> dict[str, Any]:
@@ -105,8 +100,9 @@ class TasksExtension:
 
     def detailed(self, task: Call, state: ClientState) -> dict[str, Any]:
         """A live call as a DetailedTask, for this request's client."""
-        fields: dict[str, Any] = {"taskId": task.id, "createdAt": _moment(task.created),
-                                  "lastUpdatedAt": _moment(task.updated), "ttlMs": None, "pollIntervalMs": POLL_MS}
+        fields: dict[str, Any] = {"taskId": task.id, "createdAt": rfc3339_epoch(task.created),
+                                  "lastUpdatedAt": rfc3339_epoch(task.updated), "ttlMs": None,
+                                  "pollIntervalMs": POLL_MS}
         if task.done:
             self._refused.pop(task.id, None)
             return {**fields, **_ending(lambda: task_result(task), task.state, task.error)}
