@@ -65,10 +65,8 @@ class _Sending:
             # nobody's line is under way: written at once, and when the pipe took it all (it nearly always does)
             # there is nothing to drain, nor a lock to hold; every message in and out of the daemon is sent here
             self._transport.write(data)
-            if not self._transport.get_write_buffer_size():
-                return
-            async with self._write_lock:
-                await self.writer.drain()
+            if self._transport.get_write_buffer_size():
+                await self._drain()
             return
         async with self._write_lock:
             self._transport.write(data)
