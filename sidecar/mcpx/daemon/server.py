@@ -175,6 +175,13 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
             raise DaemonError(f"config: {exc}") from None
         parts.callback(log.info, "mcpx daemon stopped")
         parts.callback(_remove, paths.socket, paths.handoff, paths.daemon_json)
+        # From here a SIGTERM drains, even one that comes while the daemon is still starting: whoever reads
+        # daemon.json or finds the socket may stop it at once (`mcpx daemon stop`, a test), and a signal's default
+        # would kill it with its socket, daemon.json and store left as they were. The stop is seen once it serves.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
 
         try:
             store = make_store(settings.config, paths)  # the SQLite file, or the team's PostgreSQL
@@ -234,10 +241,6 @@ async def run(listen: str | None = None, verbose: bool = False, demo: bool = Fal
         log.info("mcpx daemon %s serving on %s%s, the web inbox on %s/inbox (config: %s)", __version__, paths.socket,
                  f" and http://{info.listen}" if tcp else "", inbox.base, settings.origin)
 
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         background = [asyncio.create_task(settings.watch(on_change=gateway.reconfigure), name="mcpx-config-watch")]
         if demo:
             background.append(asyncio.create_task(demo_question(gateway, settings), name="mcpx-demo"))
