@@ -258,6 +258,36 @@ async def test_a_finished_call_is_answered_for_from_the_store_alike_and_only_to_
     assert nothing.is_error and "there is no task" in text(nothing)
 
 
+async def test_the_task_list_shows_each_call_as_it_is_now_not_as_the_store_has_it_yet(surf: Daemon) -> None:
+    """A call's end is written after its result (a plain call's with the next commit), and a call that never asked
+    has no row until it ends: /v1/tasks lists each of the daemon's calls as it is in memory all the same: one in
+    flight, one that just returned, one cancelled a moment ago (the REST client's next request sees its cancel)."""
+
+    async def listed(rest: Any, state: str) -> list[tuple[str, str]]:
+        async with rest.get("/v1/tasks", params={"state": state, "session": "listed"}) as r:
+            assert r.status == 200
+            return [(t["tool"], t["state"]) for t in (await r.json())["tasks"]]
+
+    async with surf.session() as rest:
+        async with rest.post("/v1/call/sdk/sleepy", params={"wait": "0"},
+                             json={"arguments": {"seconds": 60}, "session": "listed"}) as r:
+            assert r.status == 202, await r.text()
+            slow = (await r.json())["task"]
+        assert await listed(rest, "running") == [("sleepy", "running")]
+        async with rest.post("/v1/call/sdk/echo", json={"arguments": {"text": "now"}, "session": "listed"}) as r:
+            assert r.status == 200, await r.text()
+        assert await listed(rest, "all") == [("echo", "completed"), ("sleepy", "running")]
+        async with rest.post("/v1/call/sdk/need_repo", json={"arguments": {}, "session": "listed"}) as r:
+            assert r.status == 202, await r.text()
+            asked = (await r.json())["task"]
+        for task in (asked, slow):
+            async with rest.post(f"/v1/tasks/{task}/cancel") as r:
+                assert r.status == 200 and (await r.json())["state"] == "cancelled"
+        assert await listed(rest, "running,input-required") == []
+        assert sorted(await listed(rest, "all")) == [("echo", "completed"), ("need_repo", "cancelled"),
+                                                     ("sleepy", "cancelled")]
+
+
 async def test_cancelling_the_request_cancels_the_call_and_abandons_its_question(surf: Daemon) -> None:
     asked = asyncio.Event()
 

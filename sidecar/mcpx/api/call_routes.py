@@ -216,8 +216,7 @@ class TaskList(WireModel):
 async def list_tasks(call: Call) -> web.StreamResponse:
     q: TasksQuery = call.query
     states = cast(tuple[TaskState, ...], TASK_STATES if "all" in q.state.split(",") else tuple(q.state.split(",")))
-    found = [t for t in await call.app[BROKER].tasks_in(states) if q.session is None or t.session == q.session]
-    found.sort(key=lambda t: t.updated, reverse=True)
+    found = await call.app[GATEWAY].tasks(states, q.session)
     listed = [ListedTask(**t.shown().model_dump(), survives_restart=bool(
         t.state in ("running", "input-required") and t.era == "modern" and t.resume is not None))
               for t in found[: q.limit]]

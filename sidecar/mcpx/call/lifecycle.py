@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcpx.broker.broker import Broker
-from mcpx.broker.models import TaskDoc, TaskState
+from mcpx.broker.models import StoredTask, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.call.deadline import CallTimeout
 from mcpx.call.errors import CallFailed, UnknownTask
@@ -70,6 +70,21 @@ class Calls:
         if stored is None:
             raise UnknownTask(f"no task {tid}")
         return stored.shown()
+
+    async def listed(self, states: tuple[TaskState, ...], session: str | None = None) -> list[StoredTask]:
+        """The calls in `states` (of `session`), newest first: the store's rows, each of this daemon's calls in memory
+        as it is now. Memory is ahead of the store (a call's end is written after its result, a plain call's with
+        the next commit; a call that never asked has no row until it ends), so a call cancelled or answered a
+        moment ago is listed as it ended, and one in flight is listed at all."""
+        found = {t.id: t for t in await self.broker.tasks_in(states)}
+        for call in list(self.live.values()):
+            if call.state in states:
+                found[call.id] = call.stored()
+            else:
+                found.pop(call.id, None)  # the store's row is behind: the call has moved on
+        listed = [t for t in found.values() if session is None or t.session == session]
+        listed.sort(key=lambda t: t.updated, reverse=True)
+        return listed
 
     async def save(self, call: Call) -> None:
         call.keep()

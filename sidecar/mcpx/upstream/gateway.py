@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import OpenRequest, SessionSource, TaskDoc
+from mcpx.broker.models import OpenRequest, SessionSource, StoredTask, TaskDoc, TaskState
 from mcpx.call.errors import CallFailed, UnknownTask
 from mcpx.call.lean import LeanCall, Settled
 from mcpx.call.lifecycle import Calls
@@ -236,6 +236,9 @@ class Gateway:
 
     async def task_doc(self, tid: str) -> TaskDoc:
         return await self.calls.doc(tid)
+
+    async def tasks(self, states: tuple[TaskState, ...], session: str | None = None) -> list[StoredTask]:
+        return await self.calls.listed(states, session)
 
     async def start_call(self, request: CallRequest) -> Call:
         entry = self.entry(request.server)  # an unknown server is refused before anything is recorded
