@@ -340,7 +340,7 @@ class Gateway:
             refuse_unknown_tool(request.server, request.tool, known)
         if self.settings.config.elicit.confirm_destructive and changes_things(tool):
             return None
-        lease = self.mcp.pool.lease_now(request.server, request.session, request.tool)
+        lease = self.mcp.pool.lease_now(request.server, entry, request.session, request.tool)
         if lease is None:
             return None
         call = self.calls.new(request)
