@@ -76,13 +76,15 @@ class Calls:
         as it is now. Memory is ahead of the store (a call's end is written after its result, a plain call's with
         the next commit; a call that never asked has no row until it ends), so a call cancelled or answered a
         moment ago is listed as it ended, and one in flight is listed at all."""
-        found = {t.id: t for t in await self.broker.tasks_in(states)}
+        found = {t.id: t for t in await self.broker.tasks_in(states) if session is None or t.session == session}
         for call in list(self.live.values()):
+            if session is not None and call.request.session != session:
+                continue
             if call.state in states:
                 found[call.id] = call.stored()
             else:
                 found.pop(call.id, None)  # the store's row is behind: the call has moved on
-        listed = [t for t in found.values() if session is None or t.session == session]
+        listed = list(found.values())
         listed.sort(key=lambda t: t.updated, reverse=True)
         return listed
 
