@@ -285,7 +285,9 @@ async def test_a_question_only_a_passkey_accepts_shows_its_page_opens_it_and_ref
         already = world.opened.read_text().splitlines() if world.opened.exists() else []
         world.tui.keys("Left", "Enter")  # Open passkey page
         world.tui.wait_text("Opened in your browser")
-        [page] = world.opened.read_text().splitlines()[len(already):]
+        # the dialog says so once the opener has started; the opener writes its line a moment later
+        [page] = wait_for_sync(lambda: world.opened.read_text().splitlines()[len(already):],
+                               what="the passkey page given to the browser")
         assert page.startswith("http://localhost:") and f"/inbox/q/{q['id']}?link=" in page, page
         async with chromium() as browser, person_page(browser) as ada:
             enrolled = world.cli("person", "enroll", "ada", "--json")
