@@ -89,6 +89,7 @@ COMMANDS = {"cli": "mcpx.cli.main"}
 # OpenSSL's default paths (aiohttp makes its SSL contexts at import)
 STARTUP_PREFIXES = ("PYTHON", "LC_")
 STARTUP = ("LANG", "LANGUAGE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR", "OPENSSL_CONF")
+BELOW = "read below Python: the interpreter's start, the locale, the time zone, OpenSSL's paths"
 # reads at import that keep nothing of what they read: sysconfig's `_HAS_USER_BASE` is true whatever HOME is
 # (expanduser("~/.local") is a path either way)
 KEEP_NOTHING = {("sysconfig", "HOME")}
@@ -150,7 +151,7 @@ def note_same(reads: dict[str, set[str]]) -> None:
         if any((reader, name) not in KEEP_NOTHING for reader in readers):
             SAME[name] = f"read at import by {', '.join(sorted(readers))}"
     for name in STARTUP:
-        SAME.setdefault(name, "read below Python: the interpreter's start, the locale, the time zone, OpenSSL's paths")
+        SAME.setdefault(name, BELOW)
     if (module := sys.modules.get(MARKS[0])) is not None:
         for name in getattr(module, MARKS[1]):
             SAME.setdefault(name, "an agent's mark, read from /proc/PID/environ")
@@ -164,7 +165,7 @@ def unfit(env: dict[str, str]) -> str | None:
         startup |= {*env, *os.environ}
     for name in sorted(startup | set(SAME) - {"*"}):
         if env.get(name) != os.environ.get(name):
-            why = SAME.get(name, SAME.get("*", "read as the interpreter starts"))
+            why = SAME.get(name, SAME.get("*", BELOW))
             return f"{name} is not the fork server's ({why})"
     return None
 
