@@ -379,7 +379,8 @@ class Daemon:
     In the suite (FORK_DAEMONS) it is forked from this worker's daemons' fork server, mcpx's daemon imported there
     once: the same `mcpx daemon` (its main, argv, environment, cwd, stdin/stdout/stderr), and `proc` is the real
     process (a ForkedProcess: its pid, kill -9, exit code). `direct`, or `python_args`, start `python -m mcpx
-    daemon` itself: a test of the daemon's own start, whose imports, collections or parent are what it checks."""
+    daemon` itself: a test of the daemon's own start, whose imports, collections or parent are what it checks. So
+    does an environment the server will not fork (forks.Unfit: another locale, an agent's mark)."""
 
     def __init__(self, home: Path, config: Path, env: dict[str, str], listen: str | None = None, *,
                  python_args: Sequence[str] = (), scratch: Path | None = None, direct: bool = False) -> None:
