@@ -87,6 +87,10 @@ LAYERS = (("the pipes and the JSON (mcp/stdio.py, jsonrpc, wirejson)", ("mcp/std
           ("C functions (builtins, methods)", ("~",)))
 
 
+# the layers a plain call's own path runs through, once each call whatever the load (the rest move with the commits)
+PATH_LAYERS = {name for name, _parts in LAYERS[:6]} | {LAYERS[7][0]}
+
+
 def layer_of(path: str) -> str:
     return next((name for name, parts in LAYERS if any(p in path for p in parts)), LAYERS[-2][0])
 
@@ -106,6 +110,15 @@ def print_counts(prof: Path, n: int, top: int) -> None:
     for name, _parts in LAYERS:
         if by_layer.get(name):
             print(f"  {by_layer[name] / n:7.1f}  {name}")
+    # the calls' ends ride together, one unit a commit (broker/writes.py's CallEnds): how many calls share one moves
+    # with the calls' pace (the machine's load), and the broker's, asyncio's and the standard library's rows with it
+    # Calls._forget_finished: called once for all the ends a commit wrote
+    units = sum(nc for (path, _line, name), (_cc, nc, *_rest) in stats.items()
+                if path.endswith("call/lifecycle.py") and name == "_forget_finished")
+    if units:
+        on_path = sum(v for k, v in by_layer.items() if k in PATH_LAYERS)
+        print(f"  {units / n:7.2f}  commits of the calls' ends per plain call (a unit each); the call's own path, "
+              f"the layers above the broker's: {on_path / n:.1f} Python calls")
     print("the most called Python functions, per plain call:")
     rows = sorted(((nc, key) for key, (_cc, nc, *_rest) in stats.items() if key[0] != "~"), reverse=True)
     for nc, (path, line, name) in rows[:top]:

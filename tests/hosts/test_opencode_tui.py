@@ -371,6 +371,8 @@ def test_a_question_answered_from_a_terminal_closes_its_dialog_saying_so_and_the
         waiting = [p for p in world.pending(q["session"]) if p["message"] == "Tag the release?"]
         assert len(waiting) == 1 and waiting[0]["state"] == "pending", "nobody answered the second"
         world.tui.keys("Enter")
+        # the dialog goes with its answer; if it stays, the screen it shows says why (a refusal, a key not taken)
+        world.tui.wait_gone("“Tag the release?”")
         out, err = second.communicate(timeout=PATIENCE)
         assert second.returncode == 0, out + err
         answer = world.question(waiting[0]["id"])["answer"]

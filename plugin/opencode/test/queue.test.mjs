@@ -160,6 +160,41 @@ test("answered elsewhere, its dialog closes with one line saying so; the next on
   await desk.idle()
 })
 
+test("the next question's dialog takes the place of one that ended or was answered: the dialog is never taken down between them, however long the level takes to read", async () => {
+  const screen = fakeScreen()
+  const hidden = []
+  const hide = screen.hide
+  screen.hide = () => (hidden.push(screen.open?.open.question.id), hide())
+  let held = null // the level's read, while the test holds it (a daemon slow to say it)
+  const level = () => held ? new Promise((resolve) => held.push(() => resolve("ask"))) : Promise.resolve("ask")
+  const desk = new QuestionQueue(new Daemon(d.env), "mcpx_", screen, { level, command: "ctrl+x i", retryMs: 50 })
+  follow(new Daemon(d.env)).on((e) => desk.onEvent(e))
+  desk.bind("ses_d20")
+  const first = await confirm("ses_d20", "Delete main?")
+  await eventually(() => screen.open, "the first dialog")
+  const second = await confirm("ses_d20", "Delete dev?")
+  const third = await confirm("ses_d20", "Delete old?")
+  await eventually(() => screen.badge_ === 3, "three waiting")
+  held = []
+  const r = await d.client.request("POST", `/v1/elicit/${first.id}/accept`, { body: { content: { confirm: true } },
+    headers: { "X-Mcpx-Answerer": "person:cli" } })
+  assert.equal(r.status, 200)
+  await eventually(() => held.length, "the level asked for, after the first ended elsewhere")
+  assert.deepEqual(hidden, [], "the first's dialog stays until the next takes its place")
+  held.shift()()
+  await eventually(() => screen.open?.open.question.id === second.id, "the second dialog")
+  const answered = screen.open.open.answer("accept", {})
+  await eventually(() => held.length, "the level asked for, after the second was answered")
+  assert.deepEqual(hidden, [], "the second's dialog stays until the next takes its place")
+  while (held.length) held.shift()()
+  assert.deepEqual(await answered, { kind: "answered" })
+  assert.equal(screen.open?.open.question.id, third.id)
+  held = null
+  await screen.open.open.answer("cancel", {})
+  assert.deepEqual([hidden, screen.open, screen.badge_], [[third.id], undefined, 0], "taken down once none follows")
+  await desk.idle()
+})
+
 test("Esc (or a dialog of opencode's replacing ours) answers nothing; the question waits and the command brings it back", async () => {
   const { desk, screen } = desk_("ses_d5")
   const q = await confirm("ses_d5")

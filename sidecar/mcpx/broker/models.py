@@ -353,8 +353,13 @@ class AuditRecord(WireModel):
         """This record, numbered in place, as the log holds it at `seq` (it was built for that row: a copy would cost
         every record its own); `doc`: its document as stored (`documents.audit_doc`, all but the seq, which is the
         first field), so its JSON is that document with the seq put in front, not encoded again."""
-        self.seq = seq
-        self._json = b'{"seq":%d,%s' % (seq, doc[1:].encode())
+        # written into the model's own dicts: pydantic's __setattr__ (a field's handler, the private attributes'
+        # look-up) is four Python calls each, for an int and the bytes it already holds (every record written, on
+        # the store's thread: a plain call's task.done). `seq` was given when the record was made (fields_set)
+        self.__dict__["seq"] = seq
+        private = self.__pydantic_private__
+        assert private is not None  # the model has a private attribute (_json): pydantic made their dict
+        private["_json"] = b'{"seq":%d,%s' % (seq, doc[1:].encode())
         return self
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> AuditRecord:

@@ -76,13 +76,15 @@ class Calls:
         as it is now. Memory is ahead of the store (a call's end is written after its result, a plain call's with
         the next commit; a call that never asked has no row until it ends), so a call cancelled or answered a
         moment ago is listed as it ended, and one in flight is listed at all."""
-        found = {t.id: t for t in await self.broker.tasks_in(states)}
+        found = {t.id: t for t in await self.broker.tasks_in(states) if session is None or t.session == session}
         for call in list(self.live.values()):
+            if session is not None and call.request.session != session:
+                continue
             if call.state in states:
                 found[call.id] = call.stored()
             else:
                 found.pop(call.id, None)  # the store's row is behind: the call has moved on
-        listed = [t for t in found.values() if session is None or t.session == session]
+        listed = list(found.values())
         listed.sort(key=lambda t: t.updated, reverse=True)
         return listed
 
@@ -155,17 +157,18 @@ class Calls:
             # with the other such ends by one unit: a stream of plain calls costs the store a commit per horizon,
             # not one each, and that commit (its rows built in it) runs on the store's thread, off the loop. Here
             # it is only added to that unit
-            self._record_end(call, data)
+            self._record_end(call, data, behind=True)
             return
         # the final state and its task.done commit together one loop turn behind (a call the store holds a row of:
         # it says it is running): a callback, not another step of the call's task, queued behind the watchers'
         # wake-ups, so neither building the record nor the commit is in the reply's way
-        asyncio.get_running_loop().call_soon(self._record_end, call, data)
+        asyncio.get_running_loop().call_soon(self._record_end, call, data, False)
 
-    def _record_end(self, call: Call, data: dict[str, Any]) -> None:
+    def _record_end(self, call: Call, data: dict[str, Any], behind: bool) -> None:
+        """`behind`: the store never heard of the call (not `kept`), so nothing durable waits on its end."""
         # the row is built where it commits: a finished call changes no more, so its thread may read it
         committed = self.broker.finish_task(call.stored_row, data, tid=call.id, session=call.request.session,
-                                            trace=call.trace, behind=not call.kept)
+                                            trace=call.trace, behind=behind)
         if committed is not self._ending_on:  # the first end of this commit: one callback for them all
             self._ending_on, self._ending = committed, []
             committed.add_done_callback(functools.partial(self._forget_finished, self._ending))

@@ -42,7 +42,7 @@ class CallRun:
         self.call = call
         self._entry = entry
         self._save = save
-        self._deadline = PausableDeadline(entry.timeout)
+        self._deadline: PausableDeadline | None = None  # made when asked for: a plain call's kind keeps its own
 
     # ---- CallScope
 
@@ -60,6 +60,8 @@ class CallRun:
 
     @property
     def deadline(self) -> PausableDeadline:
+        if self._deadline is None:
+            self._deadline = PausableDeadline(self._entry.timeout)
         return self._deadline
 
     async def save(self) -> None:
@@ -132,14 +134,14 @@ class CallRun:
             self.call.raised(handle.id)
         else:
             self.call.asked(handle.elicitation, pending=True)
-        self._deadline.pause()
+        self.deadline.pause()
         try:
             return await (waiting if waiting is not None else handle.answer())
         except QuestionEnded as ended:
             raise CallFailed(f"{r.server}.{r.tool} was not run: {what} {handle.id} ended without an answer "
                              f"({ended.reason})") from None
         finally:
-            self._deadline.resume()
+            self.deadline.resume()
             self.call.settled(handle.id)
             self.call.running("running")
 

@@ -270,7 +270,8 @@ class PipeChannel(_Sending):
         end = data.find(b"\n")
         if end < 0:  # a line's middle: kept, and not copied again until it ends
             self._partial += data
-            self._check_length()
+            if len(self._partial) > jsonrpc.MAX_LINE:
+                self._too_long()
             return
         if self._partial:
             self._partial += data[:end]
@@ -282,11 +283,11 @@ class PipeChannel(_Sending):
         self._partial += lines.pop()
         for line in lines:
             self._line(line)
-        self._check_length()
+        if len(self._partial) > jsonrpc.MAX_LINE:  # tested here: a call only for a line too long (never, as a rule)
+            self._too_long()
 
-    def _check_length(self) -> None:
-        if len(self._partial) <= jsonrpc.MAX_LINE:
-            return
+    def _too_long(self) -> None:
+        """The line being read passed MAX_LINE: it is skipped to its end, and said so."""
         self._partial.clear()
         self._skipping = True
         self.bad_frames += 1

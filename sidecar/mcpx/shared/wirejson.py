@@ -77,16 +77,14 @@ def _loads_stdlib(data: str | bytes | bytearray, what: str) -> Any:
 
 
 def _within_depth(value: Any, data: str | bytes | bytearray, what: str) -> Any:
-    # fewer brackets than the cap cannot nest past it: most messages skip the walk
-    if isinstance(value, dict | list) and _brackets(data) > MAX_DEPTH and depth_exceeds(value, MAX_DEPTH):
-        raise JsonRefused(too_deep_message(what), too_deep=True)
+    # fewer brackets than the cap cannot nest past it: most messages skip the walk (counted here, not in a function
+    # of their own: every message in and out is read through this)
+    if isinstance(value, dict | list):
+        brackets = (data.count("[") + data.count("{") if isinstance(data, str)
+                    else data.count(b"[") + data.count(b"{"))
+        if brackets > MAX_DEPTH and depth_exceeds(value, MAX_DEPTH):
+            raise JsonRefused(too_deep_message(what), too_deep=True)
     return value
-
-
-def _brackets(data: str | bytes | bytearray) -> int:
-    if isinstance(data, str):
-        return data.count("[") + data.count("{")
-    return data.count(b"[") + data.count(b"{")
 
 
 def depth_exceeds(value: Any, limit: int) -> bool:

@@ -343,8 +343,9 @@ class UpstreamConnection:
         self.attribution.end(call, answered)
         if answered and not call.asked and self.era == "legacy":  # a modern call's questions come in its result
             self._learnt(call, asks=False)
-        for eid in [e for e, c in self._asked.items() if c is call]:
-            del self._asked[eid]
+        if self._asked:  # a question in hand of some call's (rarely): no list made on every plain call's end
+            for eid in [e for e, c in self._asked.items() if c is call]:
+                del self._asked[eid]
 
     async def resume_modern(self, tool: str, arguments: dict[str, Any], responses: dict[str, Any],
                             request_state: str | None, hooks: ServerToCall, max_rounds: int, round_no: int,

@@ -53,7 +53,7 @@ def changes_things(tool: dict[str, Any] | None) -> bool:
 
 def confirmed_name(name: str, patterns: list[str]) -> bool:
     """Whether a tool's name is one of an MCP server entry's `confirm` (names or globs: delete_*)."""
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    return bool(patterns) and any(fnmatch.fnmatchcase(name, p) for p in patterns)  # none: no generator run
 
 
 class Gateway:
@@ -335,12 +335,14 @@ class Gateway:
         if (known is None or request.transparent or not isinstance(entry, StdioServer) or secret_names(entry)
                 or confirmed_name(request.tool, entry.confirm)):
             return None
-        tool = next((t for t in known if t.get("name") == request.tool), None)  # one look for both checks
-        if tool is None:
+        for tool in known:  # one look for both checks (a loop, not next() over a generator: every plain call's way)
+            if tool.get("name") == request.tool:
+                break
+        else:
             refuse_unknown_tool(request.server, request.tool, known)
         if self.settings.config.elicit.confirm_destructive and changes_things(tool):
             return None
-        lease = self.mcp.pool.lease_now(request.server, request.session, request.tool)
+        lease = self.mcp.pool.lease_now(request.server, entry, request.session, request.tool)
         if lease is None:
             return None
         call = self.calls.new(request)

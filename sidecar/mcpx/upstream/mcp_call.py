@@ -50,19 +50,20 @@ class McpCallHooks:
     """The hooks one MCP call offers its server (hooks.ServerToCall) on one connection: questions go to the broker."""
 
     def __init__(self, broker: Broker, call: Call, conn: UpstreamConnection, deadline: PausableDeadline,
-                 save: Callable[[Call], Awaitable[None]]) -> None:
+                 save: Callable[[], Awaitable[None]]) -> None:
         self.broker = broker
         self.call = call
         self.conn = conn
         self.deadline = deadline
-        self._save = save
+        self._save = save  # the call as it stands, stored now (its scope's `save`)
         # what a restart re-drives the call from: the round in flight, or the task the server made of it
         self.resume = Resume.model_validate(call.remembered) if call.remembered else None
         self.rounds = 0  # rounds of questions answered through these hooks (a re-driven retry was taken)
         # completions the server announced for a question still being opened (they come on their own task)
         self._completed_early: set[str] = set()
         self._following = False  # the call became a task: its deadline stands still (following)
-        self._opening = asyncio.Lock()  # a task's questions are opened one at a time (answer_input)
+        # a task's questions are opened one at a time (answer_input): made by the first, as few calls' servers ask
+        self._opening: asyncio.Lock | None = None
         self._withdrawn: dict[str, str] = {}  # a task's questions the server stopped asking: why they end
 
     def _remember(self, resume: Resume | None) -> None:
@@ -317,7 +318,7 @@ class McpCallHooks:
         if asks:
             self.call.keep()
         else:
-            await self._save(self.call)
+            await self._save()
         for slot in slots.values():
             self.call.slot_opened(slot)
         self.call.round_opened()  # the whole round is open: the watchers are told
@@ -347,7 +348,7 @@ class McpCallHooks:
             self.deadline.pause()
         if self.resume is None or self.resume.task != task_id:
             self._remember(Resume(round=0, task=task_id))
-            await self._save(self.call)
+            await self._save()
             self.call.became_task(task_id)  # a transparent client's call is a task from now on (surface/driver.py)
 
     def keeps_going(self) -> bool:
@@ -373,6 +374,8 @@ class McpCallHooks:
             self._remember(resume)
             return self.call.stored_with(q, pending, resume.stored())
 
+        if self._opening is None:
+            self._opening = asyncio.Lock()
         async with self._opening:  # one at a time: each commit's keys include every question opened before it
             handle = await self.open(params, "modern", record, upstream_id=key)
         self.call.keyed(handle.id, key)

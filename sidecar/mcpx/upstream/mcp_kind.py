@@ -11,7 +11,7 @@ it remembers nothing, and a restart fails it with the reason.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -100,7 +100,7 @@ class McpKind:
         conn = lease.conn
         call.connected(conn.era)
         deadline = PausableDeadline(scope.entry.timeout)
-        hooks = McpCallHooks(self.broker, call, conn, deadline, self._saver(scope))
+        hooks = McpCallHooks(self.broker, call, conn, deadline, scope.save)
         since = deadline.start()
         sending = conn.send_call_now(r.tool, r.arguments, hooks, r.meta, r.followed)
         return LeanSend(lease, hooks, deadline, sending, since)
@@ -136,7 +136,7 @@ class McpKind:
             if sent is None:
                 call.connected(conn.era)
                 deadline = PausableDeadline(timeout)
-                hooks = McpCallHooks(self.broker, call, conn, deadline, self._saver(scope))
+                hooks = McpCallHooks(self.broker, call, conn, deadline, scope.save)
             else:
                 deadline, hooks = sent.deadline, sent.hooks
             try:
@@ -156,12 +156,6 @@ class McpKind:
                 await self.pool.learn_era(r.server, entry_fingerprint(self.pool.entry(r.server)), "legacy")
                 self.pool.retire(conn)
         return await self._call_with_era(scope, timeout, era="legacy")
-
-    @staticmethod
-    def _saver(scope: CallRun) -> Callable[[Call], Awaitable[None]]:
-        async def save(_call: Call) -> None:
-            await scope.save()
-        return save
 
     # ---- after a restart
 
@@ -194,7 +188,7 @@ class McpKind:
         deadline = PausableDeadline(entry.timeout)
         async with self.pool.lease(r.server, r.session, era="modern", declared=r.declared) as conn:
             call.connected(conn.era)
-            hooks = McpCallHooks(self.broker, call, conn, deadline, self._saver(scope))
+            hooks = McpCallHooks(self.broker, call, conn, deadline, scope.save)
             for eid in resume.keys.values():
                 q, _ = await self.broker.get(eid)
                 self.broker.mark_resumed(q, {"era": "modern", "round": resume.round, "afterRestart": True})
@@ -215,7 +209,7 @@ class McpKind:
         entry = self.pool.entry(r.server)
         async with self.pool.lease(r.server, r.session, era="modern", declared=r.declared, tool=r.tool) as conn:
             call.connected(conn.era)
-            hooks = McpCallHooks(self.broker, call, conn, scope.deadline, self._saver(scope))
+            hooks = McpCallHooks(self.broker, call, conn, scope.deadline, scope.save)
             try:
                 return await conn.follow_task(upstream_task, r.tool, hooks)
             except TaskGone as exc:

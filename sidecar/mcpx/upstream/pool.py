@@ -166,22 +166,32 @@ class Pool:
         """
         return Lease(self, server, session, era, timeout, declared, tool)
 
-    def lease_now(self, server: str, session: str, tool: str) -> Lease | None:
+    def lease_now(self, server: str, entry: ServerConfig, session: str, tool: str) -> Lease | None:
         """A lease on an instance to be had at once, taken already (`async with` it gives it back), for a call of
-        `session` to `tool` with mcpx's own capabilities: None when one would be waited for (the server's era not
-        known in memory yet, no instance free, one to start). A plain call's lean path (surface/driver.py) takes
-        one so, or goes the full way."""
-        entry = self.entry(server)
+        `session` to `tool` of `server` (its config `entry`, looked up by the caller) with mcpx's own capabilities:
+        None when one would be waited for (the server's era not known in memory yet, no instance free, one to
+        start). A plain call's lean path (upstream/gateway.py's `start_lean`) takes one so, or goes the full way."""
         fp = entry_fingerprint(entry)
         want = self._eras.get((server, fp))
         if want is None:
             return None
-        found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
+        found = self._shared(server, fp) if want == "modern" else None
+        if found is None:
+            found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
         if found is None or not found.conn.alive:
             return None  # a dead one is the full path's to sweep out, as it starts another
         lease = Lease(self, server, session, None, 0.0, None, tool)
         lease.inst = self._take(found, session, tool)
         return lease
+
+    def _shared(self, server: str, fp: str) -> Instance | None:
+        """The modern instance of `server` every session shares, as `_find` would pick it for mcpx's own
+        capabilities, found in its own group rather than among all the server's instances: a modern instance
+        started with nothing declared is always SHARED's (`_start`), and is returned by `_find` before any other."""
+        for inst in self._groups.get((server, SHARED, ""), ()):
+            if not inst.retired and inst.fingerprint == fp and inst.conn.era == "modern":
+                return inst
+        return None
 
     def _release(self, inst: Instance, session: str, tool: str | None) -> None:
         self._give_back(inst, session, tool)
@@ -196,7 +206,8 @@ class Pool:
                 # its idle clock starts now, and runs out before the reaper would look; or it makes an older idle
                 # instance beside it a spare, due sooner
                 self._wake.set()
-        self._poke()
+        if self._waiting:  # _poke's own test, here: with no lease waiting (nearly always) no call on the way back
+            self._poke()
 
     def _poke(self) -> None:
         """Wake the leases waiting for an instance: one fell free, or stopped waiting for an answer. With none
@@ -345,10 +356,12 @@ class Pool:
 
     @staticmethod
     def _take(inst: Instance, session: str, tool: str | None) -> Instance:
+        # get() rather than Counter's += : a key that _give_back took away (nearly every call's session and tool,
+        # once its last lease ended) is not looked for again through Counter.__missing__, a Python call
         inst.busy += 1
-        inst.calling[session] += 1
+        inst.calling[session] = inst.calling.get(session, 0) + 1
         if tool is not None:
-            inst.tools[tool] += 1
+            inst.tools[tool] = inst.tools.get(tool, 0) + 1
         return inst
 
     @staticmethod

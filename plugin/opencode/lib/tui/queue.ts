@@ -260,13 +260,20 @@ export class QuestionQueue {
     this.track(this.endedNote(id).then((note) => {
       if (!this.waiting.has(id) || this.answering === id) return
       this.waiting.delete(id)
-      if (this.current === id) {
-        this.current = undefined
-        this.screen.hide()
-        this.tell({ variant: "info", message: note, duration: 5000 })
-      }
-      this.changed()
+      if (this.current !== id) return this.changed()
+      this.tell({ variant: "info", message: note, duration: 5000 })
+      return this.moveOn()
     }))
+  }
+
+  /** The question in the dialog is done with: the next one's dialog takes its place, or, when none follows, the
+   * dialog is taken down. What follows is decided first (the level may take a request to the daemon): a dialog
+   * taken down and another opened a moment later would meet the prompt taking the focus back, and its keys. */
+  private async moveOn(): Promise<void> {
+    this.current = undefined
+    this.screen.badge(this.waiting.size)
+    await this.present(false)
+    if (this.current === undefined) this.screen.hide()
   }
 
   /** The line for a question's dialog that closed because it ended elsewhere. */
@@ -299,13 +306,10 @@ export class QuestionQueue {
     }
     if (outcome.kind === "answered" || outcome.kind === "ended") {
       this.waiting.delete(q.id)
-      if (this.current === q.id) {
-        this.current = undefined
-        this.screen.hide()
-      }
       const said = outcome.kind === "answered" ? `${q.render.server} has your answer (${action}).` : outcome.note
       this.tell({ variant: outcome.kind === "answered" ? "success" : "info", message: said, duration: 3000 })
-      this.changed()
+      if (this.current === q.id) await this.moveOn()
+      else this.changed()
     }
     return outcome
   }
