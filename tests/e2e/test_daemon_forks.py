@@ -142,6 +142,11 @@ def test_a_forked_cli_command_is_the_real_one(home: Path, tmp_path: Path, monkey
         assert [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in (0, 1, 2)] == ours
         forked.send_signal(signal.SIGINT)
         assert forked.wait(PATIENCE) == 130 and wait_gone(pid, PATIENCE)
+        # started where SIGINT is ignored (a shell's background job, as a CI script may run the suite), it is ignored
+        # in the fork as in a direct run, whatever the fork server started with
+        _, pid = asking(d, started, interruptible=False)
+        assert ignored_signals(pid) & {signal.SIGINT, signal.SIGQUIT} == {signal.SIGINT, signal.SIGQUIT}, pid
+        assert signal.SIGINT not in ignored_signals(asking(d, started)[1])
         # an agent's mark in its environment (which the daemon reads from /proc, where a fork has the server's):
         # run directly, by the stand-in itself, the same pid
         marked, pid = asking(d, started, AGENT="1")
@@ -158,10 +163,27 @@ def test_a_forked_cli_command_is_the_real_one(home: Path, tmp_path: Path, monkey
         d.stop()
 
 
-def asking(d: harness.Daemon, started: list[subprocess.Popen[str]], **env: str) -> tuple[subprocess.Popen[str], int]:
-    """`mcpx elicit ask` started (harness.Daemon.cli_bg; put in `started`, the caller's to stop), and the pid of the
-    process that asked (its question's audit), once its question is pending."""
-    message = f"Which region? {env}"
-    started.append(proc := d.cli_bg("elicit", "ask", "-m", message, "--ttl", "5m", env=env))
+def asking(d: harness.Daemon, started: list[subprocess.Popen[str]], interruptible: bool = True,
+           **env: str) -> tuple[subprocess.Popen[str], int]:
+    """`mcpx elicit ask` started as harness.Daemon.cli_bg starts it (put in `started`, the caller's to stop), and the
+    pid of the process that asked (its question's audit), once its question is pending. `interruptible`: SIGINT and
+    SIGQUIT at their default, as at a person's terminal, even when the suite runs in a shell's background (where
+    they are ignored); else ignored."""
+    message = f"Which region? ({len(started)}, {env}, {interruptible})"
+
+    def signals() -> None:
+        for sig in (signal.SIGINT, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL if interruptible else signal.SIG_IGN)
+
+    started.append(proc := subprocess.Popen(
+        mcpx_command("elicit", "ask", "-m", message, "--ttl", "5m"), env={**d.env, **env}, cwd=d.home,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=signals))
     [q] = wait_for_sync(lambda: [q for q in d.api().pending() if q["message"] == message])
     return proc, int(d.api().audit(q["id"])[0]["pid"])
+
+
+def ignored_signals(pid: int) -> set[int]:
+    """The signals a process ignores (its SigIgn mask, /proc/PID/status)."""
+    mask = int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("SigIgn:")).split()[1], 16)
+    return {sig for sig in range(1, 65) if mask >> (sig - 1) & 1}

@@ -19,7 +19,7 @@ import os
 import struct
 import sys
 import time
-from _signal import SIG_DFL, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2
+from _signal import SIG_DFL, SIG_IGN, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, getsignal
 from _signal import signal as handle
 from _socket import AF_UNIX, SCM_RIGHTS, SOCK_STREAM, SOL_SOCKET, socket
 
@@ -94,10 +94,14 @@ def main() -> None:
         except OSError:
             pass
 
+    # what a process started here would start with: a signal ignored here (a shell's background job ignores SIGINT and
+    # SIGQUIT) is ignored there too, not as the fork server happened to be started
+    ignored = [sig for sig in FORWARDED if getsignal(sig) == SIG_IGN]
     for sig in FORWARDED:
         handle(sig, forward)
     module = argv[1] if argv[:1] == ["-m"] and len(argv) > 1 else None
-    request: dict[str, object] = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
+    request: dict[str, object] = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(),
+                                  "signals": {sig: sig in ignored for sig in FORWARDED}}
     if module is not None:
         leader = os.getsid(0) == os.getpid()
         request.update(module=module, argv=argv[2:], fit=True, session=leader, group=not leader)
@@ -110,7 +114,7 @@ def main() -> None:
         if pid == 0:  # not forked (its environment does not fit the server's): run it directly, as this process
             conn.close()
             for sig in FORWARDED:
-                handle(sig, SIG_DFL)
+                handle(sig, SIG_IGN if sig in ignored else SIG_DFL)
             if pending:  # what a direct run would have had, as it started
                 os.kill(os.getpid(), pending[0])
             os.execv(sys.executable, [sys.executable, "-m", module, *argv[2:]])

@@ -272,6 +272,12 @@ def run_child(request: dict[str, Any], fds: list[int], parent: int) -> None:
             os.setsid()  # a session of its own, as the daemon gives the client: a signal to ours does not reach it
         elif request.get("group"):
             os.setpgid(0, 0)
+        # the signals the client forwards, as `python` started where the client was would have them: ignored where
+        # the client's were (a shell's background job), else SIGINT raising KeyboardInterrupt and the rest their
+        # default; not as this server was started
+        for sig, ignored in request.get("signals", {}).items():
+            signal.signal(sig, signal.SIG_IGN if ignored else
+                          signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
         os.chdir(request["cwd"])
         # before anything of the child reads it: what the imports read of it was read here, from our own (a `fit`
         # request's holds the same values for what they kept: unfit)
