@@ -55,12 +55,20 @@ def _ready(env: dict[str, str]) -> bool:
 
 
 def _default_collection(address: str) -> bool:
-    """The Secret Service's `default` alias names a collection (ReadAlias answers "/" while there is none)."""
+    """The Secret Service's `default` alias names a collection (ReadAlias answers "/" while there is none), and that
+    collection is unlocked: under load it is made before the password fed on stdin unlocks it, and a store meanwhile
+    is refused ("Cannot create an item in a locked collection")."""
     service = DBusAddress("/org/freedesktop/secrets", bus_name="org.freedesktop.secrets",
                           interface="org.freedesktop.Secret.Service")
     with open_dbus_connection(bus=address) as conn:
         reply = conn.send_and_get_reply(new_method_call(service, "ReadAlias", "s", ("default",)), timeout=PATIENCE)
-    return bool(reply.body) and reply.body[0] != "/"
+        if not reply.body or reply.body[0] == "/":
+            return False
+        collection = DBusAddress(reply.body[0], bus_name="org.freedesktop.secrets",
+                                 interface="org.freedesktop.DBus.Properties")
+        locked = conn.send_and_get_reply(new_method_call(collection, "Get", "ss", (
+            "org.freedesktop.Secret.Collection", "Locked")), timeout=PATIENCE)
+    return bool(locked.body) and locked.body[0][1] is False
 
 
 @contextlib.contextmanager
