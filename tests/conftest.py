@@ -32,13 +32,14 @@ STORES = ("sqlite", "postgresql")
 ON_A_FREE_PORT = "127.0.0.1:<free>"  # daemon_of's listen: a loopback port picked for the daemon when it is made
 LONG_FIRST = ("tests/hosts/", "tests/opencode/", "tests/conformance/")  # their tests take minutes each
 _databases = itertools.count()
-# the suite's daemons are forked from a fork server per worker that has mcpx's daemon imported (tests/forks.py;
-# docs/choices.md, "The tests' daemons are forked too"); MCPX_TEST_DAEMONS=direct starts every one as
-# `python -m mcpx daemon`, and a test marked `direct_daemon` (one of the daemon's own start or process) has its own so
+# the suite's daemons and `mcpx …` commands are forked from fork servers per worker that have mcpx's daemon and its
+# commands imported (tests/forks.py; docs/choices.md, "The tests' daemons are forked too", "The tests' CLI commands
+# are forked too"); MCPX_TEST_DAEMONS=direct starts every one as `python -m mcpx …`, and a test marked
+# `direct_daemon` (one of the daemon's own start or process) has its own so
 if os.environ.get(DAEMONS_SWITCH, "forked") not in ("forked", "direct"):
     raise pytest.UsageError(f"{DAEMONS_SWITCH} is 'forked' (the default) or 'direct', not "
                             f"{os.environ[DAEMONS_SWITCH]!r}")
-harness.FORK_DAEMONS = os.environ.get(DAEMONS_SWITCH, "forked") == "forked"
+harness.FORK_DAEMONS = harness.FORK_CLI = os.environ.get(DAEMONS_SWITCH, "forked") == "forked"
 
 
 def in_ci() -> bool:
@@ -407,8 +408,8 @@ def postgres() -> Iterator[Any]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _fork_servers() -> Iterator[None]:
-    """Stops this worker's fork servers, the stdio peers' and the daemons' (tests/forks.py, each started by its
-    first use, the peers' often at collection), as the session ends, their children with them."""
+    """Stops this worker's fork servers, the stdio peers', the daemons' and the CLI's (tests/forks.py, each started by
+    its first use, the peers' often at collection), as the session ends, their children with them."""
     from forks import stop_fork_servers
 
     try:
@@ -419,6 +420,9 @@ def _fork_servers() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _direct_daemons(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A test marked `direct_daemon` starts its daemons as `python -m mcpx daemon`, not forked (harness.Daemon)."""
+    """A test marked `direct_daemon` starts its daemons as `python -m mcpx daemon`, not forked (harness.Daemon),
+    and its `mcpx …` commands as `python -m mcpx` (harness.mcpx_command): a daemon they start in the background
+    is held to its launcher's pid and parent."""
     if request.node.get_closest_marker("direct_daemon") is not None:
         monkeypatch.setattr(harness, "FORK_DAEMONS", False)
+        monkeypatch.setattr(harness, "FORK_CLI", False)

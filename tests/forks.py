@@ -1,13 +1,16 @@
-"""This test worker's fork servers (tests/peers/fork_server.py), one per kind: the stdio peers' (the mcp SDK imported)
-and the daemons' (mcpx's daemon imported). Each is started on first use and stopped at the session's end
-(tests/conftest.py) or, at the latest, when this process is gone (it reads our pipe to EOF).
+"""This test worker's fork servers (tests/peers/fork_server.py), one per kind: the stdio peers' (the mcp SDK imported),
+the daemons' (mcpx's daemon imported) and the CLI's (mcpx's commands imported). Each is started on first use and
+stopped at the session's end (tests/conftest.py) or, at the latest, when this process is gone (it reads our pipe to
+EOF).
 
-A peer started through its server costs a fork instead of the SDK's import, a daemon one instead of mcpx's
-(docs/choices.md, "The tests' stdio peers are forked …" and "The tests' daemons are forked too", say why and when
-a test keeps the direct command). A peer is started by its stand-in (peers/fork_client.py, the command its daemon
-is given). A daemon is the harness's to hold (tests/harness.py's Daemon): `ForkServer.fork` asks for it here and
+A peer started through its server costs a fork instead of the SDK's import, a daemon or a CLI command one instead of
+mcpx's (docs/choices.md, "The tests' stdio peers are forked …", "The tests' daemons are forked too" and "The tests'
+CLI commands are forked too" say why and when a test keeps the direct command). A peer is started by its stand-in
+(peers/fork_client.py, the command its daemon is given), and so is a CLI command (`module_command`: the command a
+test runs). A daemon is the harness's to hold (tests/harness.py's Daemon): `ForkServer.fork` asks for it here and
 hands back a ForkedProcess, the real daemon, held by its pid and a pidfd, whose exit status the server sends once
-it has reaped it.
+it has reaped it. A module's process (a daemon, a command) is forked only if its environment fits the server's; if
+not (`Unfit`), it is started directly.
 
 The standard library's alone: tests/harness.py imports it, and a benchmark or a runner uses the harness as it is."""
 
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import select
 import shutil
@@ -33,8 +35,10 @@ from pathlib import Path
 PEERS = Path(__file__).resolve().parent / "peers"
 SERVER = PEERS / "fork_server.py"
 CLIENT = PEERS / "fork_client.py"
-KINDS = ("peers", "daemons")
-# fork_server.py's framing: a request's length (its three descriptors ride with it), a pid or a wait status
+KINDS = ("peers", "daemons", "cli")
+LABELS = {"peers": "peers' fork server", "daemons": "daemons' fork server", "cli": "CLI's fork server"}
+# fork_server.py's framing: a request's length (its three descriptors ride with it), a pid (0: not forked, and why)
+# or a wait status
 HEADER = struct.Struct("!Q")
 STATUS = struct.Struct("!i")
 READY_WITHIN = 120.0  # a fork server's own start (its imports) on a loaded machine, as fork_client.py allows it
@@ -44,6 +48,7 @@ class ForkServer:
     def __init__(self, kind: str, env: Mapping[str, str] | None = None) -> None:
         assert kind in KINDS, kind
         self.kind = kind
+        self.label = LABELS[kind]
         # a short path of our own: a unix socket's path has ~107 bytes
         self.dir = Path(tempfile.mkdtemp(prefix=f"mcpx-{kind}-"))
         self.socket = self.dir / "fork.sock"
@@ -58,19 +63,28 @@ class ForkServer:
         """The stand-in's command for a peer (`python -S -E fork_client.py SOCKET PEER.py ARGS…`)."""
         return sys.executable, ["-S", "-E", str(CLIENT), str(self.socket), str(script), *args]
 
+    def module_command(self, module: str, args: Sequence[str]) -> list[str]:
+        """The stand-in's command for `python -m MODULE ARGS…` (`python -S -E fork_client.py SOCKET -m MODULE
+        ARGS…`): the module forked from this server, or, its environment not fitting the server's, run directly by
+        the stand-in itself (exec)."""
+        return [sys.executable, "-S", "-E", str(CLIENT), str(self.socket), "-m", module, *args]
+
     def fork(self, module: str, argv: Sequence[str], env: Mapping[str, str], cwd: Path, stdio: Sequence[int],
              name: str) -> ForkedProcess:
         """`python -m MODULE ARGV…` as a fork of this server, with `env`, `cwd` and the descriptors `stdio` as its
         stdin, stdout and stderr, named `name` (ps -o comm, process accounting). In the server's process group, as
-        a child started directly would be in ours. A server that is not running is an error at once."""
+        a child started directly would be in ours. `Unfit` if `env` does not fit the server's (the process must be
+        started directly); a server that is not running is an error at once."""
         conn = self._connect()
         try:
-            request = json.dumps({"module": module, "argv": list(argv), "env": dict(env), "cwd": str(cwd),
-                                  "name": name, "session": False, "pidfd": True}).encode()
+            request = repr({"module": module, "argv": list(argv), "env": dict(env), "cwd": str(cwd), "name": name,
+                            "session": False, "pidfd": True, "fit": True}).encode()
             socket.send_fds(conn, [HEADER.pack(len(request))], list(stdio))
             conn.sendall(request)
             conn.settimeout(READY_WITHIN)  # it forks as it reads the request: a moment, on a loaded machine more
             data, fds, _, _ = socket.recv_fds(conn, STATUS.size, 1)
+            if len(data) == STATUS.size and not fds and STATUS.unpack(data) == (0,):
+                raise Unfit(_rest(conn).decode(errors="replace"))
             conn.settimeout(None)
         except BaseException:
             conn.close()
@@ -79,7 +93,7 @@ class ForkServer:
             for fd in fds:
                 os.close(fd)
             conn.close()
-            raise RuntimeError(f"the {self.kind}' fork server did not fork `{module} {' '.join(argv)}`{self._tail()}")
+            raise RuntimeError(f"the {self.label} did not fork `{module} {' '.join(argv)}`{self._tail()}")
         (pid,) = STATUS.unpack(data)
         return ForkedProcess(conn, pid, fds[0], [sys.executable, "-m", module, *argv])
 
@@ -94,10 +108,10 @@ class ForkServer:
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 conn.close()
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"the {self.kind}' fork server is not running (it exited "
+                    raise RuntimeError(f"the {self.label} is not running (it exited "
                                        f"{self.proc.returncode}; {exc.strerror}){self._tail()}") from None
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"the {self.kind}' fork server was not ready within {READY_WITHIN:.0f} s"
+                    raise RuntimeError(f"the {self.label} was not ready within {READY_WITHIN:.0f} s"
                                        f"{self._tail()}") from None
                 time.sleep(0.05)  # its socket appears once its imports are done: nothing tells us sooner
 
@@ -117,6 +131,19 @@ class ForkServer:
             self.proc.wait()
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Unfit(Exception):
+    """The fork server will not fork this process: its environment differs from the server's in what a fork keeps
+    as the server had it (the message says which variable, and why)."""
+
+
+def _rest(conn: socket.socket) -> bytes:
+    """What the server sends until it closes the connection."""
+    data = b""
+    while chunk := conn.recv(4096):
+        data += chunk
+    return data
 
 
 class ForkedProcess:

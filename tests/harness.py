@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
-from forks import ForkedProcess, fork_server
+from forks import ForkedProcess, Unfit, fork_server
 from mcpx.system.paths import StatePaths
 from mcpx.system.sockets import socket_alive
 
@@ -59,6 +59,9 @@ SOCKET_PATH_MAX = 107
 # they measure and serve is the daemon as a person starts it.
 FORK_DAEMONS = False
 DAEMONS_SWITCH = "MCPX_TEST_DAEMONS"
+# and the `mcpx …` commands a test runs (mcpx_command) go through this worker's CLI fork server (mcpx's commands
+# imported once): set with FORK_DAEMONS by the suite, off for a test marked `direct_daemon`
+FORK_CLI = False
 # a forked daemon's name (ps -o comm, process accounting): tools/suite_cpu.py's for `python -m mcpx daemon`
 FORKED_DAEMON_NAME = "mx-daemon"
 # what the kernel reports in /proc/<pid>/stat is in clock ticks
@@ -265,6 +268,26 @@ def mcpx_env(sidecar: Path = SIDECAR) -> dict[str, str]:
     return env
 
 
+def mcpx_command(*args: str, direct: bool = False) -> list[str]:
+    """The command of `mcpx ARGS…` as a test runs it (with its own env, cwd, stdin/stdout/stderr): `python -m mcpx
+    ARGS…`, or in the suite (FORK_CLI) its stand-in, `python -S -E fork_client.py SOCKET -m mcpx ARGS…`, which has
+    it forked from this worker's CLI fork server (mcpx's commands imported once), or started directly by the
+    stand-in itself where its environment does not fit the server's (tests/peers/fork_server.py's `unfit`).
+    Either way the same command, argv, environment, cwd, descriptors, exit code and signals (docs/choices.md, "The
+    tests' CLI commands are forked too"). `direct`, and a command on a terminal (a pty, tmux) or one whose own
+    process a test looks at (its pid: a forked command's process is not the stand-in the test started; its parent,
+    command line or sys.modules): `python -m mcpx ARGS…` itself."""
+    if direct or not FORK_CLI:
+        return [sys.executable, "-m", "mcpx", *args]
+    return fork_server("cli", mcpx_env()).module_command("mcpx", args)
+
+
+def python_env() -> dict[str, str]:
+    """The PYTHON* variables of an mcpx process the suite runs (mcpx_env's: this checkout's mcpx first), for a test
+    that makes an environment of its own (a person's shell): `mcpx …` run in it fits the CLI's fork server."""
+    return {name: value for name, value in mcpx_env().items() if name.startswith("PYTHON")}
+
+
 def base_env(home: Path, config: Path, sidecar: Path = SIDECAR) -> dict[str, str]:
     """The environment of an mcpx process for `home` (mcpx_env's, with its home and config)."""
     env = mcpx_env(sidecar)
@@ -356,7 +379,8 @@ class Daemon:
     In the suite (FORK_DAEMONS) it is forked from this worker's daemons' fork server, mcpx's daemon imported there
     once: the same `mcpx daemon` (its main, argv, environment, cwd, stdin/stdout/stderr), and `proc` is the real
     process (a ForkedProcess: its pid, kill -9, exit code). `direct`, or `python_args`, start `python -m mcpx
-    daemon` itself: a test of the daemon's own start, whose imports, collections or parent are what it checks."""
+    daemon` itself: a test of the daemon's own start, whose imports, collections or parent are what it checks. So
+    does an environment the server will not fork (forks.Unfit: another locale, an agent's mark)."""
 
     def __init__(self, home: Path, config: Path, env: dict[str, str], listen: str | None = None, *,
                  python_args: Sequence[str] = (), scratch: Path | None = None, direct: bool = False) -> None:
@@ -395,12 +419,13 @@ class Daemon:
                                f"path may be {SOCKET_PATH_MAX} at most: give it a home with a shorter path")
         argv = ["daemon"] + (["--listen", self.listen] if self.listen else [])
         with open(self.log, "ab") as out:
+            self.proc = None
             if self.forked:
-                with open(os.devnull, "rb") as null:
+                with open(os.devnull, "rb") as null, contextlib.suppress(Unfit):  # Unfit: started directly
                     self.proc = fork_server("daemons", mcpx_env()).fork(
                         "mcpx", argv, self.env, self.home, (null.fileno(), out.fileno(), out.fileno()),
                         FORKED_DAEMON_NAME)
-            else:
+            if self.proc is None:
                 self.proc = subprocess.Popen([sys.executable, *self.python_args, "-m", "mcpx", *argv], env=self.env,
                                              stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd=self.home)
         wait_started(self.proc, self.ready, "the daemon", timeout, self.tail)
@@ -463,11 +488,14 @@ class Daemon:
 
     def cli(self, *args: str, input: str | None = None, timeout: float = PATIENCE, env: dict[str, str] | None = None,
             ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mcpx", *args], env={**self.env, **(env or {})},
-                              capture_output=True, text=True, input=input, timeout=timeout, cwd=self.home)
+        """`mcpx ARGS…` in its home, to its end (mcpx_command)."""
+        return subprocess.run(mcpx_command(*args), env={**self.env, **(env or {})}, capture_output=True, text=True,
+                              input=input, timeout=timeout, cwd=self.home)
 
-    def cli_bg(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "mcpx", *args], env={**self.env, **(env or {})},
+    def cli_bg(self, *args: str, env: dict[str, str] | None = None, direct: bool = False) -> subprocess.Popen[str]:
+        """`mcpx ARGS…` in its home, started (mcpx_command): the caller waits for it or stops it. `direct`: `python
+        -m mcpx` itself, whose pid is the command's own (a forked one's is its stand-in's)."""
+        return subprocess.Popen(mcpx_command(*args, direct=direct), env={**self.env, **(env or {})},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.home)
 
     def write_config(self, data: dict[str, Any]) -> None:

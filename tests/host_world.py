@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway_helpers import stdio
-from harness import PATIENCE, Daemon, make_daemon
+from harness import PATIENCE, Daemon, make_daemon, mcpx_command
 from mcpx.config.models import ElicitSettings
 from opencode.fake_model import TASK_ID, Call, Say, ScriptedServer, ToolResults
 
@@ -41,8 +40,8 @@ class Person:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`mcpx …` from the person's own terminal."""
-        return subprocess.run([sys.executable, "-m", "mcpx", *args], env=self.daemon.env, capture_output=True,
-                              text=True, timeout=PATIENCE)
+        return subprocess.run(mcpx_command(*args), env=self.daemon.env, capture_output=True, text=True,
+                              timeout=PATIENCE)
 
     def cli_json(self, *args: str) -> Any:
         done = self.cli(*args, "--json")

@@ -119,8 +119,9 @@ async def test_status_list_and_audit(daemon: Daemon, http: aiohttp.ClientSession
     status = json.loads(daemon.cli("status", "--json").stdout)
     assert status["ok"] and status["pending"] == 0
     async with events(http, kinds="elicit.open") as stream:
-        opened = daemon.cli_bg("elicit", "ask", "-m", "Which region?", "--schema",
-                               json.dumps({"region": {"type": "string", "enum": ["eu", "us"]}}), "--ttl", "30s")
+        opened = daemon.cli_bg("elicit", "ask", "-m", "Which region?", "--schema",  # the asker's pid: its own
+                               json.dumps({"region": {"type": "string", "enum": ["eu", "us"]}}), "--ttl", "30s",
+                               direct=True)
         try:
             await asked(http, stream, "Which region?")
             listing = json.loads(daemon.cli("elicit", "list", "--json").stdout)

@@ -8,7 +8,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import aiohttp
@@ -16,7 +15,7 @@ from test_cli_call import Terminal
 
 from conftest import ask
 from gateway_helpers import stdio
-from harness import PATIENCE, Daemon, make_daemon
+from harness import PATIENCE, Daemon, make_daemon, mcpx_command
 
 FORM = {"type": "object", "required": ["repo"], "properties": {"repo": {"type": "string"}}}
 
@@ -147,7 +146,7 @@ def test_a_reader_that_goes_away_ends_the_cli_quietly(daemon: Daemon) -> None:
     read, write = os.pipe()
     os.close(read)
     try:
-        out = subprocess.run([sys.executable, "-m", "mcpx", "status"], env=daemon.env, stdout=write,
+        out = subprocess.run(mcpx_command("status"), env=daemon.env, stdout=write,
                              stderr=subprocess.PIPE, text=True, timeout=PATIENCE, cwd=daemon.home)
     finally:
         os.close(write)

@@ -2,20 +2,33 @@
 tests/peers/fork_server.py; harness.Daemon): the process a test holds is the real daemon — its pid is daemon.json's
 and the API's, it lives in the test's environment, cwd and descriptors and in nothing of the server's, a kill -9 is
 the daemon's own and takes what it started with it, and its exit code is its own. A fork server that is not running
-is a loud error at once."""
+is a loud error at once. So are the `mcpx …` commands the tests run (harness.mcpx_command), from the CLI's fork
+server: each is the command a direct run is, and one whose environment does not fit the server's runs directly."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import harness
-from forks import ForkServer, fork_server
+from forks import ForkServer, Unfit, fork_server
 from gateway_helpers import call, result, stdio, tool_text
-from harness import FORKED_DAEMON_NAME, PATIENCE, child_pids, home_pid, make_daemon, mcpx_env, wait_gone
+from harness import (
+    FORKED_DAEMON_NAME,
+    PATIENCE,
+    child_pids,
+    home_pid,
+    make_daemon,
+    mcpx_command,
+    mcpx_env,
+    wait_for_sync,
+    wait_gone,
+)
 
 
 def seen(pid: int) -> tuple[int, str, str]:
@@ -86,3 +99,69 @@ def test_a_daemons_fork_server_that_is_not_running_is_an_error_at_once(tmp_path:
             server.fork("mcpx", ["daemon"], {}, tmp_path, (0, 1, 2), FORKED_DAEMON_NAME)
     finally:
         server.stop()
+
+
+def test_a_forked_cli_command_is_the_real_one(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(harness, "FORK_CLI", True)  # as the suite has it, even under MCPX_TEST_DAEMONS=direct
+    d = make_daemon(home)
+    project = tmp_path / "project"
+    (project / ".mcpx").mkdir(parents=True)
+    (project / ".mcpx" / "config.json").write_text(json.dumps({"servers": {}, "elicit": {"ttl": "7m"}}))
+    person = {name: value for name, value in d.env.items() if name != "MCPX_CONFIG"}  # the config found from cwd
+    d.start()
+    started: list[subprocess.Popen[str]] = []
+    try:
+        # what it says, where and how it ends, as a direct run: the config its cwd and environment find; what it
+        # reads on stdin (not a hook's input: said on stderr); an exit code of its own; usage on stderr, exit 2
+        said = {}
+        for args, cwd, env, stdin in ((("config", "check"), project, person, None),
+                                      (("claude", "hook"), home, d.env, '{"hook_event_name": "Elicitation"}'),
+                                      (("elicit", "answer", "elc-0123456789abcdef", "x=1"), home, d.env, None),
+                                      ((), home, d.env, None)):
+            direct, forked = (subprocess.run(mcpx_command(*args, direct=direct), cwd=cwd, env=env, input=stdin,
+                                             capture_output=True, text=True, timeout=PATIENCE)
+                              for direct in (True, False))
+            said[args] = (forked.returncode, forked.stdout, forked.stderr)
+            assert said[args] == (direct.returncode, direct.stdout, direct.stderr), args
+        assert said["config", "check"][:2] == (0, f"{project}/.mcpx/config.json: ok — servers (none); elicit.mode "
+                                                  "ask; 0 rule(s); ttl 420s\n")
+        assert said["claude", "hook"][2].startswith("mcpx claude hook: what Claude Code sent is not an elicitation")
+        assert said["elicit", "answer", "elc-0123456789abcdef", "x=1"][0] == 1
+        assert said[()][0] == 2 and said[()][2].startswith("usage: mcpx")
+        # one that waits: the process that asks is a fork of the CLI's server, named as process accounting names
+        # `mcpx elicit`, in the home, on the test's own stdin and pipes; Ctrl-C (SIGINT, to the command the test
+        # holds) reaches it and it ends as it does (130)
+        server = fork_server("cli", mcpx_env())
+        forked, pid = asking(d, started)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        assert pid != forked.pid and int(stat.rsplit(")", 1)[1].split()[1]) == server.proc.pid
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == "mx-elicit"
+        assert os.readlink(f"/proc/{pid}/cwd") == str(home)
+        assert forked.stdout is not None and forked.stderr is not None
+        ours = [os.readlink(f"/proc/self/fd/{fd}") for fd in (0, forked.stdout.fileno(), forked.stderr.fileno())]
+        assert [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in (0, 1, 2)] == ours
+        forked.send_signal(signal.SIGINT)
+        assert forked.wait(PATIENCE) == 130 and wait_gone(pid, PATIENCE)
+        # an agent's mark in its environment (which the daemon reads from /proc, where a fork has the server's):
+        # run directly, by the stand-in itself, the same pid
+        marked, pid = asking(d, started, AGENT="1")
+        assert pid == marked.pid and Path(f"/proc/{pid}/comm").read_text().strip() != "mx-elicit"
+        marked.send_signal(signal.SIGINT)
+        assert marked.wait(PATIENCE) == 130
+        # nor is a daemon of another locale (harness.Daemon starts it directly)
+        with pytest.raises(Unfit, match="LC_ALL is not the fork server's"):
+            fork_server("daemons", mcpx_env()).fork("mcpx", ["--version"], {**d.env, "LC_ALL": "C"}, home,
+                                                    (0, 1, 2), FORKED_DAEMON_NAME)
+    finally:
+        for proc in started:
+            harness.stop_process(proc)
+        d.stop()
+
+
+def asking(d: harness.Daemon, started: list[subprocess.Popen[str]], **env: str) -> tuple[subprocess.Popen[str], int]:
+    """`mcpx elicit ask` started (harness.Daemon.cli_bg; put in `started`, the caller's to stop), and the pid of the
+    process that asked (its question's audit), once its question is pending."""
+    message = f"Which region? {env}"
+    started.append(proc := d.cli_bg("elicit", "ask", "-m", message, "--ttl", "5m", env=env))
+    [q] = wait_for_sync(lambda: [q for q in d.api().pending() if q["message"] == message])
+    return proc, int(d.api().audit(q["id"])[0]["pid"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 from conftest import ask, daemon_of
 from gateway_helpers import HttpPeer, call, stdio
-from harness import Daemon, make_daemon
+from harness import Daemon, make_daemon, mcpx_command
 
 DEEP_ARRAY = b"[" * 100_000
 DEEP_META = b'{"a":' * 5000 + b"1" + b"}" * 5000
@@ -181,7 +180,7 @@ async def serve(d: Daemon, lines: list[bytes], expect: set[int], env: dict[str, 
     Its replies by id; the errors it could give no id to, as a list of codes under None.
     """
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mcpx", "serve", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        *mcpx_command("serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, env={**d.env, **(env or {})}, cwd=d.home, limit=1 << 20)
     assert proc.stdin is not None and proc.stdout is not None
     replies: dict[Any, Any] = {None: []}

@@ -25,7 +25,7 @@ from mcp_types import ElicitResult, ListRootsResult, Root
 
 from conftest import ON_A_FREE_PORT, daemon_of
 from gateway_helpers import answer, stdio, until_pending
-from harness import PATIENCE, Daemon, free_port, make_daemon, read_log, stop_process
+from harness import PATIENCE, Daemon, free_port, make_daemon, mcpx_command, read_log, stop_process
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,
@@ -72,8 +72,8 @@ async def http_client(d: Daemon, mode: str = "auto", callback: Any = None, **kw:
 @asynccontextmanager
 async def stdio_client(d: Daemon, mode: str = "auto", callback: Any = None, env: dict[str, str] | None = None,
                        **kw: Any) -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcpx", "serve"], env={**d.env, **(env or {})},
-                                   cwd=str(d.home))
+    command, *args = mcpx_command("serve")
+    params = StdioServerParameters(command=command, args=args, env={**d.env, **(env or {})}, cwd=str(d.home))
     async with Client(params, mode=mode, elicitation_callback=callback, **kw) as client:
         yield client
 
@@ -506,7 +506,7 @@ async def test_origin_and_host_are_checked_against_dns_rebinding(surf: Daemon) -
 
 @pytest.mark.shared_daemon
 def test_garbage_into_mcpx_serve_gets_json_rpc_errors_and_it_keeps_serving(surf: Daemon) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "mcpx", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(mcpx_command("serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=surf.env, cwd=surf.home)
     sent = [b"this is not json\n", b'{"jsonrpc": "2.0"}\n', b"[1, 2, 3]\n",
             b'{"jsonrpc": "1.0", "id": 7, "method": "x"}\n',
@@ -677,8 +677,8 @@ async def test_a_plain_call_promoted_by_whatever_happens_to_it_ends_as_any_call(
             # a client that goes away mid-call (its `mcpx serve` killed): the call goes on, and asks later
             started = home / "gone-started"
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "mcpx", "serve", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, env=d.env, cwd=d.home)
+                *mcpx_command("serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                env=d.env, cwd=d.home)
             try:
                 call = {"name": "sdk_gate", "arguments": {"path": str(home / "gone-open"), "ask": True,
                                                           "ask_when": str(gone_q), "started": str(started),
@@ -740,9 +740,8 @@ async def test_a_plain_call_taken_from_the_hosts_pipe_goes_on_when_its_client_go
     gate, started, asking = home / "taken-open", home / "taken-started", home / "taken-ask"
     to_serve, ours_in = os.pipe()  # the host's pipes: the daemon holds serve's ends once they are handed over
     ours_out, from_serve = os.pipe()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "mcpx", "serve", stdin=to_serve,
-                                                stdout=from_serve, stderr=subprocess.DEVNULL, env=surf.env,
-                                                cwd=surf.home)
+    proc = await asyncio.create_subprocess_exec(*mcpx_command("serve"), stdin=to_serve, stdout=from_serve,
+                                                stderr=subprocess.DEVNULL, env=surf.env, cwd=surf.home)
     os.close(to_serve)
     os.close(from_serve)
     host_in, host_out = os.fdopen(ours_in, "wb", buffering=0), os.fdopen(ours_out, "rb")

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import json
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from test_upstream_tasks import peer_task, upstream_task
 
 from gateway_helpers import HttpPeer, answer, result, stdio, until_pending
-from harness import PATIENCE, Daemon, free_port, make_daemon
+from harness import PATIENCE, Daemon, free_port, make_daemon, mcpx_command
 
 MODERN = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -166,9 +165,8 @@ async def wire(d: Daemon, transport: str) -> AsyncIterator[Wire]:
     if transport == "http":
         yield Http(d)
         return
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "mcpx", "serve", stdin=subprocess.PIPE,
-                                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=d.env,
-                                                cwd=d.home, limit=1 << 24)
+    proc = await asyncio.create_subprocess_exec(*mcpx_command("serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                stderr=subprocess.DEVNULL, env=d.env, cwd=d.home, limit=1 << 24)
     pipe = Pipe(proc)
     try:
         yield pipe
@@ -216,7 +214,7 @@ async def test_the_extension_is_declared_in_the_modern_era_only(surf: Daemon, tr
         scoped = ok(await Http(surf, "/mcp/sdk").request("server/discover", {}))
         assert "extensions" not in scoped["capabilities"]
     else:
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "mcpx", "serve", stdin=subprocess.PIPE,
+        proc = await asyncio.create_subprocess_exec(*mcpx_command("serve"), stdin=subprocess.PIPE,
                                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                                     env=surf.env, cwd=surf.home)
         out, _ = await asyncio.wait_for(proc.communicate(json.dumps(

@@ -27,6 +27,7 @@ from harness import (
     Daemon,
     child_pids,
     make_daemon,
+    mcpx_command,
     read_log,
     stop_process,
     wait_for_sync,
@@ -237,7 +238,8 @@ async def test_two_sessions_calls_on_the_shared_instance_each_hear_only_their_ow
     heard: dict[str, list[str]] = {"alice": [], "bob": []}
 
     async def client(session: str) -> str:
-        params = StdioServerParameters(command=PY, args=["-m", "mcpx", "serve"], cwd=str(d.home),
+        command, *args = mcpx_command("serve")
+        params = StdioServerParameters(command=command, args=args, cwd=str(d.home),
                                        env={**d.env, "MCPX_SESSION_ID": session})
         async with Client(params) as c:
 

@@ -17,7 +17,7 @@ import pytest
 from claude.fake_model import Call, Request, Say, ScriptedClaudeModel
 from claude.harness import claude_env, require_claude, run_print, seed_home, start_print
 from gateway_helpers import answer, stdio
-from harness import PATIENCE, ROOT, scratch_daemon, stop_process
+from harness import PATIENCE, ROOT, mcpx_command, python_env, scratch_daemon, stop_process
 from mcpx.config.finding import load_config
 
 SKILL = ROOT / "skills" / "mcpx-elicitation" / "SKILL.md"
@@ -37,14 +37,14 @@ def place(tmp_path: Path) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MCPX_", "CLAUDE", "XDG_", "GITHUB_")) and k not in ("AGENT", "OPENCODE")}
     # this mcpx on PATH, first: the person's shell after `./dev run` (or pipx)
-    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT / "sidecar"),
+    env.update(HOME=str(tmp_path / "home"), **python_env(),
                PATH=os.pathsep.join([str(BIN), "/usr/bin", "/bin"]))
     (tmp_path / "home").mkdir()
     return {"project": project, "home": tmp_path / "home", "env": env, "tmp": tmp_path}
 
 
 def mcpx(place: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mcpx", "claude", *args], cwd=place["project"],
+    return subprocess.run(mcpx_command("claude", *args), cwd=place["project"],
                           env={**place["env"], **(env or {})}, capture_output=True, text=True, timeout=60)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from codex.harness import require_codex
-from harness import ROOT
+from harness import ROOT, mcpx_command, python_env
 
 SKILL = ROOT / "skills" / "mcpx-elicitation" / "SKILL.md"
 BIN = Path(sys.executable).parent  # this installation's console scripts: `mcpx` among them
@@ -41,14 +41,14 @@ def place(tmp_path: Path) -> dict[str, Any]:
     project.mkdir()
     (home / ".codex").mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MCPX_", "CODEX", "XDG_", "GITHUB_"))}
-    env.update(HOME=str(home), PYTHONPATH=str(ROOT / "sidecar"), PATH=os.pathsep.join([str(BIN), "/usr/bin", "/bin"]),
+    env.update(HOME=str(home), **python_env(), PATH=os.pathsep.join([str(BIN), "/usr/bin", "/bin"]),
                MCPX_CONFIG=str(tmp_path / "mcpx.json"))
     (tmp_path / "mcpx.json").write_text(json.dumps({"servers": {}, "elicit": {"ttl": "20m"}}))
     return {"project": project, "home": home, "env": env, "tmp": tmp_path, "user": home / ".codex" / "config.toml"}
 
 
 def mcpx(place: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mcpx", "codex", *args], cwd=place["project"], env=place["env"],
+    return subprocess.run(mcpx_command("codex", *args), cwd=place["project"], env=place["env"],
                           capture_output=True, text=True, timeout=60)
 
 

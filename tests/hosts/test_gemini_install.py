@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gemini.harness import require_gemini
-from harness import ROOT, scratch_daemon
+from harness import ROOT, mcpx_command, python_env, scratch_daemon
 
 SKILL = ROOT / "skills" / "mcpx-elicitation" / "SKILL.md"
 BIN = Path(sys.executable).parent
@@ -26,14 +26,14 @@ def place(tmp_path: Path) -> dict[str, Any]:
     project.mkdir()
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MCPX_", "GEMINI", "XDG_", "GITHUB_"))}
-    env.update(HOME=str(home), PYTHONPATH=str(ROOT / "sidecar"), PATH=os.pathsep.join([str(BIN), "/usr/bin", "/bin"]),
+    env.update(HOME=str(home), **python_env(), PATH=os.pathsep.join([str(BIN), "/usr/bin", "/bin"]),
                MCPX_CONFIG=str(tmp_path / "mcpx.json"), GEMINI_CLI_NO_RELAUNCH="true", GITHUB_TOKEN="t0ken")
     (tmp_path / "mcpx.json").write_text(json.dumps({"servers": {}}))
     return {"project": project, "home": home, "env": env, "tmp": tmp_path, "user": home / ".gemini" / "settings.json"}
 
 
 def mcpx(place: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mcpx", "gemini", *args], cwd=place["project"], env=place["env"],
+    return subprocess.run(mcpx_command("gemini", *args), cwd=place["project"], env=place["env"],
                           capture_output=True, text=True, timeout=60)
 
 

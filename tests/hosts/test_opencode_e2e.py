@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from gateway_helpers import stdio
-from harness import PATIENCE, ROOT, Daemon, make_daemon, stop_process, wait_for_sync
+from harness import PATIENCE, ROOT, Daemon, make_daemon, mcpx_command, stop_process, wait_for_sync
 from opencode.fake_model import Call, Request, Say, ScriptedModel
 from opencode.harness import Opencode, clean_env, make_project, require_opencode, seed_plugin_dependency
 
@@ -46,8 +45,8 @@ class World:
     env: dict[str, str]
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mcpx", *args], env=self.daemon.env, capture_output=True,
-                              text=True, timeout=PATIENCE + RESULT_WAIT)
+        return subprocess.run(mcpx_command(*args), env=self.daemon.env, capture_output=True, text=True,
+                              timeout=PATIENCE + RESULT_WAIT)
 
     def pending(self) -> list[dict[str, Any]]:
         return self.daemon.api().pending()
@@ -78,7 +77,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     home.mkdir()
     with make_daemon(home, {"servers": {"sdk": stdio("sdk_server.py")}}) as daemon:
         # the sdk server's first start, now: opencode's plugin lists the servers' tools when it starts (level ask)
-        listed = subprocess.run([sys.executable, "-m", "mcpx", "tools"], env=daemon.env, capture_output=True, text=True,
+        listed = subprocess.run(mcpx_command("tools"), env=daemon.env, capture_output=True, text=True,
                                 timeout=PATIENCE)
         assert listed.returncode == 0, listed.stderr
         model = ScriptedModel(root / "model-requests.jsonl").start()

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import loud_skip
 from gateway_helpers import call, tool_text
-from harness import PEERS, ROOT, make_daemon
+from harness import PEERS, ROOT, make_daemon, mcpx_command, python_env
 from mcpx.config.finding import load_config
 from opencode.harness import PLUGIN, build_plugin
 
@@ -36,13 +36,13 @@ def place(tmp_path: Path) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MCPX_", "OPENCODE_", "XDG_", "GITHUB_")) and k not in ("AGENT", "OPENCODE")}
     # this mcpx on PATH, first: the person's shell after `./dev run` (or pipx)
-    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT / "sidecar"),
+    env.update(HOME=str(tmp_path / "home"), **python_env(),
                PATH=os.pathsep.join([str(BIN), "/usr/bin", "/bin"]))
     return {"project": project, "env": env, "tmp": tmp_path}
 
 
 def mcpx(place: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mcpx", "opencode", *args], cwd=place["project"],
+    return subprocess.run(mcpx_command("opencode", *args), cwd=place["project"],
                           env={**place["env"], **(env or {})}, capture_output=True, text=True, timeout=60)
 
 

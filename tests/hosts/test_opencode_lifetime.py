@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway_helpers import stdio
-from harness import PATIENCE, ApiProbe, base_env, child_pids, read_log, stop_pid, wait_for_sync
+from harness import PATIENCE, ApiProbe, base_env, child_pids, mcpx_command, read_log, stop_pid, wait_for_sync
 from mcpx.system import processes
 from mcpx.system.paths import StatePaths
 from opencode.fake_model import Call, Say, ScriptedModel
@@ -27,8 +26,7 @@ pytestmark = [pytest.mark.timeout(300)]
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mcpx", *args], env=env, capture_output=True, text=True,
-                          timeout=2 * PATIENCE)
+    return subprocess.run(mcpx_command(*args), env=env, capture_output=True, text=True, timeout=2 * PATIENCE)
 
 
 def pending(home: Path) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import pytest
 
 from browser import chromium, create_passkey, person_page, sign_on_page
 from gateway_helpers import stdio
-from harness import PATIENCE, Daemon, free_port, make_daemon, wait_for_sync
+from harness import PATIENCE, Daemon, free_port, make_daemon, mcpx_command, wait_for_sync
 from opencode.fake_model import Call, Request, Say, ScriptedModel
 from opencode.harness import clean_env, make_project, require_opencode
 from opencode.tui import Tmux, flat
@@ -41,8 +41,8 @@ class World:
     opened: Path  # what the fake browser opener was asked to open, one URL a line
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mcpx", *args], env=self.daemon.env, capture_output=True,
-                              text=True, timeout=PATIENCE)
+        return subprocess.run(mcpx_command(*args), env=self.daemon.env, capture_output=True, text=True,
+                              timeout=PATIENCE)
 
     def audit(self, eid: str, kind: str) -> list[dict[str, Any]]:
         return [r for r in self.daemon.api().audit(eid) if r["kind"] == kind]
@@ -80,8 +80,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     # a TCP listener: the inbox, where a passkey signs (docs/presence.md)
     config = {"servers": {"sdk": stdio("sdk_server.py")}}
     with make_daemon(mcpx_home, config, listen=f"127.0.0.1:{free_port()}") as daemon:
-        listed = subprocess.run([sys.executable, "-m", "mcpx", "tools"], env=daemon.env, capture_output=True,
-                                text=True, timeout=PATIENCE)  # the server's first start, now: the plugin lists tools
+        listed = subprocess.run(mcpx_command("tools"), env=daemon.env, capture_output=True, text=True,
+                                timeout=PATIENCE)  # the server's first start, now: the plugin lists tools
         assert listed.returncode == 0, listed.stderr
         model = ScriptedModel(root / "model-requests.jsonl").start()
         home = root / "home"
@@ -285,7 +285,9 @@ async def test_a_question_only_a_passkey_accepts_shows_its_page_opens_it_and_ref
         already = world.opened.read_text().splitlines() if world.opened.exists() else []
         world.tui.keys("Left", "Enter")  # Open passkey page
         world.tui.wait_text("Opened in your browser")
-        [page] = world.opened.read_text().splitlines()[len(already):]
+        # the dialog says so once the opener has started; the opener writes its line a moment later
+        [page] = wait_for_sync(lambda: world.opened.read_text().splitlines()[len(already):],
+                               what="the passkey page given to the browser")
         assert page.startswith("http://localhost:") and f"/inbox/q/{q['id']}?link=" in page, page
         async with chromium() as browser, person_page(browser) as ada:
             enrolled = world.cli("person", "enroll", "ada", "--json")

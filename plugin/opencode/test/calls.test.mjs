@@ -7,7 +7,10 @@ import { stopFollowing } from "../dist/lib/shared/events.js"
 import { ROOT, SCHEMAS, hooks, startDaemon, toolContext } from "./helpers.mjs"
 
 const PY = join(ROOT, ".venv", "bin", "python")
-const sdk = { command: PY, args: [join(ROOT, "tests", "peers", "sdk_server.py")] }
+// the suite gives the peer's command: its fork server's stand-in (tests/opencode/test_plugin.py); by hand, the peer itself
+const sdk = process.env.MCPX_TEST_SDK_SERVER
+  ? JSON.parse(process.env.MCPX_TEST_SDK_SERVER)
+  : { command: PY, args: [join(ROOT, "tests", "peers", "sdk_server.py")] }
 
 let d
 before(async () => {
