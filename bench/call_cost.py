@@ -6,6 +6,8 @@
     .venv/bin/python bench/call_cost.py --cpu           # the daemon's CPU per plain call, by thread (/proc)
     .venv/bin/python bench/call_cost.py --cpu-profile   # cProfile timed by the loop thread's CPU, not the clock
     .venv/bin/python bench/call_cost.py --count         # the Python calls the loop makes per plain call, by layer
+    .venv/bin/python bench/call_cost.py --store         # the store's thread: its CPU per plain call, in its work or not
+    .venv/bin/python bench/call_cost.py --store-profile # the same, and cProfile (thread CPU as clock) on its work
     .venv/bin/python bench/call_cost.py --against main  # the same of another revision's daemon (before/after)
 
 A daemon with bench/peer_server.py as its upstream (`peer`, modern era; `asker --legacy` for --ask), the official
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile  # noqa: F401 (the daemon runs under it)
+import json
 import os
 import pstats
 import re
@@ -68,6 +71,48 @@ def stop(*_):
     prof.disable()
     prof.dump_stats(out + ".part")
     os.rename(out + ".part", out)  # whole, once there
+signal.signal(signal.SIGUSR2, stop)
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+
+# the daemon with the store's writer thread watched while the counted calls run (`python -c THIS OUT PROFILE -m mcpx
+# daemon`): SIGUSR1 starts, SIGUSR2 stops and writes OUT.json (the thread's id, its CPU inside the work items handed
+# to it, their number) and, with PROFILE "1", OUT (cProfile of those items, the thread's CPU time as its clock). In
+# Python 3.11 a profile hooks only the thread that enables it: each work item enables it on the store's thread
+STORE_WATCHED = """
+import cProfile, json, os, runpy, signal, sys, threading, time
+from concurrent.futures import thread as pool
+out, profiled = sys.argv[1], sys.argv[2] == "1"
+sys.argv = sys.argv[4:]
+prof = cProfile.Profile(time.thread_time)
+on, lock = [False], threading.Lock()
+seen = {"tid": 0, "inside": 0.0, "items": 0}
+run = pool._WorkItem.run
+def watched(self):
+    if not (on[0] and threading.current_thread().name.startswith("mcpx-db-write")):
+        return run(self)
+    with lock:
+        seen["tid"] = threading.get_native_id()
+        t = time.thread_time()
+        if profiled:
+            prof.enable()
+        try:
+            return run(self)
+        finally:
+            if profiled:
+                prof.disable()
+            seen["inside"] += time.thread_time() - t
+            seen["items"] += 1
+pool._WorkItem.run = watched
+signal.signal(signal.SIGUSR1, lambda *_: on.__setitem__(0, True))
+def stop(*_):
+    on[0] = False
+    with lock:
+        if profiled:
+            prof.dump_stats(out)
+        with open(out + ".part", "w") as f:
+            json.dump(seen, f)
+        os.rename(out + ".part", out + ".json")  # whole, once there
 signal.signal(signal.SIGUSR2, stop)
 runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 """
@@ -142,16 +187,28 @@ async def calls(env: dict[str, str], home: Path, ask: bool, warm: int, n: int, s
 
 def thread_cpu(pid: int) -> dict[str, float]:
     """CPU seconds (user + system) each thread of `pid` has used: the main one (the event loop's), then the others by
-    name and id (the store's writer, the thread pool's)."""
-    tick = os.sysconf("SC_CLK_TCK")
+    name and id (the store's writer, the thread pool's). The scheduler's own count, to the nanosecond (/proc's
+    schedstat; stat's ticks are 10 ms, which the store thread's share of a short run is a few of)."""
     out: dict[str, float] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError):
-            stat = (task / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
+            used = int((task / "schedstat").read_text().split()[0]) / 1e9
             name = "main (the loop)" if task.name == str(pid) else f"{(task / 'comm').read_text().strip()} {task.name}"
-            out[name] = (int(fields[11]) + int(fields[12])) / tick
+            out[name] = used
     return out
+
+
+def print_store(seen: dict[str, float], before: dict[str, float], after: dict[str, float], n: int) -> None:
+    """The store's writer thread per plain call: its CPU (/proc), the part inside the work handed to it (commits,
+    checkpoints) and the rest (waking, waiting for the next item), and the work items per call."""
+    name = next((k for k in after if k.endswith(f" {int(seen['tid'])}")), None)
+    if name is None:
+        print("the store's thread ran no work while the calls were counted")
+        return
+    cpu = after[name] - before.get(name, 0.0)
+    print(f"the store's thread per plain call (n={n}): {cpu / n * 1000:.3f} ms of CPU (/proc, {name}); inside its "
+          f"work items {seen['inside'] / n * 1000:.3f} ms, outside them {(cpu - seen['inside']) / n * 1000:.3f} ms; "
+          f"{seen['items'] / n:.3f} work items (commits, checkpoints) per call")
 
 
 def strace_counts(text: str) -> dict[str, int]:
@@ -171,7 +228,9 @@ async def main_async(args: argparse.Namespace) -> None:
     # --against: that revision's sidecar, the daemon and `mcpx serve` both (git archive into the scratch directory)
     sidecar = {"sidecar": checkout(args.against, prof.parent)} if args.against else {}
     plain = args.strace or args.cpu
+    store = args.store or args.store_profile
     profiled = (["-c", CPU_PROFILED, str(prof)] if args.cpu_profile else ["-c", COUNTED, str(prof)] if args.count
+                else ["-c", STORE_WATCHED, str(prof), "1" if args.store_profile else "0"] if store
                 else ["-m", "cProfile", "-o", str(prof)])
     d = scratch_daemon("mcpx-cost-", config, python_args=[] if plain else profiled, **sidecar)
     d.start()
@@ -187,16 +246,24 @@ async def main_async(args: argparse.Namespace) -> None:
             assert tracer.stderr is not None
             # "Process N attached with M threads": strace traces them all from here on
             await asyncio.wait_for(tracer.stderr.readline(), 30)
-        before = thread_cpu(d.pid) if args.cpu else {}
-        if args.count:
+        before = thread_cpu(d.pid) if args.cpu or store else {}
+        if args.count or store:
             os.kill(d.pid, signal.SIGUSR1)
         counting.set()
         await runner
-        if args.count:
+        if args.count or store:
+            if store:
+                # the calls' last ends ride behind their replies: a commit's horizon (writes.BEHIND) later they are
+                # written; the thread's CPU is read before the watch stops, as the watch's count ends
+                await asyncio.sleep(0.2)
+                store_cpu = thread_cpu(d.pid)
             os.kill(d.pid, signal.SIGUSR2)
+            written = prof.with_suffix(".prof.json") if store else prof
             async with asyncio.timeout(30):
-                while not prof.exists():  # noqa: ASYNC110 -- the daemon's signal handler renames it there, whole
+                while not written.exists():  # noqa: ASYNC110 -- the daemon's signal handler renames it there, whole
                     await asyncio.sleep(0.05)
+        if store:
+            print_store(json.loads(written.read_text()), before, store_cpu, args.n)
         if args.cpu:
             after = thread_cpu(d.pid)
             what = "question round trip" if args.ask else "plain call"
@@ -218,11 +285,17 @@ async def main_async(args: argparse.Namespace) -> None:
         runner.cancel()  # its `mcpx serve` first: one left running would start a daemon of its own
         await asyncio.gather(runner, return_exceptions=True)
         d.stop()
-    if args.count:
+    if args.store_profile:
+        stats = pstats.Stats(str(prof))
+        stats.sort_stats("tottime").print_stats(args.top)
+        stats.sort_stats("cumulative").print_stats(args.top)
+        if args.save:
+            shutil.copy(prof, args.save)
+    elif args.count:
         print_counts(prof, args.n, args.top)
         if args.save:
             shutil.copy(prof, args.save)
-    elif not plain:
+    elif not plain and not store:
         stats = pstats.Stats(str(prof))
         # the per-call path: the daemon's own code and what it calls per message (startup's imports are left out)
         stats.sort_stats("tottime").print_stats(r"/mcpx/(?!cli|api/table|daemon/server)", args.top)
@@ -246,6 +319,10 @@ def main() -> int:
     parser.add_argument("--count", action="store_true",
                         help="count the Python calls the daemon's loop makes per call, by layer (cProfile on the "
                              "loop's thread during the counted calls only)")
+    parser.add_argument("--store", action="store_true",
+                        help="the store's writer thread per call: its CPU, inside its work items and outside them")
+    parser.add_argument("--store-profile", action="store_true",
+                        help="--store, and cProfile (the thread's CPU time as clock) on the store thread's work")
     parser.add_argument("--ask", action="store_true", help="elicitation round trips rather than plain calls")
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("--warm", type=int, default=50)

@@ -21,9 +21,13 @@ of N calls (each its row and its task.done) through a real broker on a real SQLi
 commit as a stream of plain calls rides one horizon, on a store that already holds `--preload` ends (its indexes
 have depth, as a daemon's that has run a while); the writer thread's CPU per end (/proc), and the loop's; with
 `--postgresql` on a PostgreSQL database instead (the server's own CPU is not counted).
+`--hot` commits each batch at once rather than at its horizon (back to back: the caches stay warm, which a daemon's
+commits 50 ms apart never find), `--split` (SQLite) prints where a commit's CPU on the store's thread goes, by
+statement (its time inside each `execute`; the rest is the Python that built the rows and the records).
 `--against REF` runs the same on that revision's sidecar first, for a side by side in one run:
 
-    .venv/bin/python bench/store.py --ends [-n 6000] [--batch 16] [--preload 20000] [--against main] [--postgresql]
+    .venv/bin/python bench/store.py --ends [-n 6000] [--batch 16] [--preload 20000] [--hot] [--split] [--against main]
+                                           [--postgresql]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -191,14 +196,12 @@ async def main(total: int, samples: int) -> None:
 
 
 def thread_cpu() -> tuple[float, float]:
-    """CPU seconds this process's main thread (the loop) and all its other threads (the store's) have used."""
-    tick = os.sysconf("SC_CLK_TCK")
+    """CPU seconds this process's main thread (the loop) and all its other threads (the store's) have used: the
+    scheduler's own count, to the nanosecond (/proc's schedstat; stat's ticks are 10 ms, a few hundred ends')."""
     main_cpu = others = 0.0
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
         with contextlib.suppress(OSError):
-            stat = (task / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            used = (int(fields[11]) + int(fields[12])) / tick
+            used = int((task / "schedstat").read_text().split()[0]) / 1e9
             if task.name == str(os.getpid()):
                 main_cpu += used
             else:
@@ -206,23 +209,50 @@ def thread_cpu() -> tuple[float, float]:
     return main_cpu, others
 
 
-async def ends(n: int, batch: int, preload: int, postgresql: bool) -> None:
+class TimedDb:
+    """SQLite's writer connection, each statement's CPU on the calling thread added up by its first words (--split)."""
+
+    def __init__(self, db: Any, spent: dict[str, float]) -> None:
+        self._db = db
+        self.spent = spent
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    def _timed(self, what: str, run: Any, *args: Any) -> Any:
+        began = time.thread_time()
+        try:
+            return run(*args)
+        finally:
+            self.spent[what] = self.spent.get(what, 0.0) + time.thread_time() - began
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        return self._timed(" ".join(sql.split()[:2]), self._db.execute, sql, *args)
+
+    def executemany(self, sql: str, rows: Any) -> Any:
+        return self._timed("executemany " + sql.split()[2], self._db.executemany, sql, rows)
+
+    def cursor(self) -> Any:
+        return self  # put_tasks's cursor().executemany: timed the same
+
+
+async def ends(n: int, batch: int, preload: int, postgresql: bool, hot: bool = False, split: bool = False) -> None:
     """Plain calls' ends through Broker.finish_task(behind=True), `batch` per commit: the CPU per end, by thread."""
     with tempfile.TemporaryDirectory(prefix="mcpx-ends-") as tmp:
         if not postgresql:
             from mcpx.broker.sqlite import SqliteStore
 
-            await ends_on(SqliteStore(Path(tmp) / "mcpx.db"), n, batch, preload)
+            await ends_on(SqliteStore(Path(tmp) / "mcpx.db"), n, batch, preload, hot, split)
             return
         from mcpx.broker.postgres import PgStore
         from mcpx.broker.store import Identity
 
         with Postgres.start() as pg:
             me = Identity(id="dmn-00000000000000aa", user="bench", host="bench", pid=os.getpid(), version="0")
-            await ends_on(PgStore(pg.create_database("bench_ends"), me), n, batch, preload)
+            await ends_on(PgStore(pg.create_database("bench_ends"), me), n, batch, preload, hot)
 
 
-async def ends_on(store: Store, n: int, batch: int, preload: int) -> None:
+async def ends_on(store: Store, n: int, batch: int, preload: int, hot: bool = False, split: bool = False) -> None:
     from mcpx.broker.broker import Broker
     from mcpx.call.record import Call
     from mcpx.call.request import CallRequest
@@ -249,12 +279,20 @@ async def ends_on(store: Store, n: int, batch: int, preload: int) -> None:
         """Their ends, committed as a stream of plain calls' are: at the horizon, on the store's thread."""
         committed = [broker.finish_task(call.stored_row, dict(data), tid=call.id, session="bench-ends",
                                         trace=call.trace, behind=True) for call in calls]
+        if hot:
+            store._commits._go()  # type: ignore[attr-defined]  # at once, not at the horizon (--hot)
         await committed[-1]
 
     try:
         for _ in range(0, preload, 500):
             await commit([ended() for _ in range(500)])
         calls = [ended() for _ in range(n)]
+        spent: dict[str, float] = {}
+        if split:
+            # --split: the writer's statements timed from here on (the store's thread runs one batch at a time)
+            timed = TimedDb(store._writer, spent)  # type: ignore[attr-defined]
+            store._writer = timed  # type: ignore[attr-defined]
+            store._run_batch = functools.partial(timed._timed, "batch", store._run_batch)  # type: ignore[attr-defined]
         loop_before, store_before = thread_cpu()
         for i in range(0, n, batch):
             await commit(calls[i:i + batch])
@@ -263,7 +301,18 @@ async def ends_on(store: Store, n: int, batch: int, preload: int) -> None:
         await broker.stop()
         await store.close()
     print(f"  {store.info.kind}: the store's thread {(store_after - store_before) / n * 1e6:6.1f} us per end, the "
-          f"loop {(loop_after - loop_before) / n * 1e6:6.1f} us (n={n}, {batch} per commit, {preload} ends before)")
+          f"loop {(loop_after - loop_before) / n * 1e6:6.1f} us (n={n}, {batch} per commit, {preload} ends before"
+          f"{', back to back' if hot else ''})")
+    if split:
+        commits = -(-n // batch)
+        batches = spent.pop("batch")
+        python = batches - sum(spent.values())
+        print(f"    a commit's CPU, us: {(store_after - store_before) / commits * 1e6:.0f} on the store's threads, "
+              f"{batches / commits * 1e6:.0f} in the batch: " +
+              ", ".join(f"{what} {used / commits * 1e6:.0f}" for what, used in sorted(spent.items(),
+                                                                                   key=lambda kv: -kv[1])) +
+              f", Python (the rows, the records) {python / commits * 1e6:.0f}; the rest is outside the batch "
+              f"(checkpoints, hand-offs, the threads' waking)")
 
 
 def ends_against(ref: str, args: list[str]) -> None:
@@ -288,12 +337,15 @@ if __name__ == "__main__":
     ap.add_argument("--preload", type=int, default=20000, help="--ends: ends the store holds before")
     ap.add_argument("--against", metavar="REF", help="--ends: that revision's first, then this tree's")
     ap.add_argument("--postgresql", action="store_true", help="--ends: on a PostgreSQL store (its writer's thread)")
+    ap.add_argument("--hot", action="store_true", help="--ends: each batch committed at once, back to back")
+    ap.add_argument("--split", action="store_true", help="--ends: a commit's CPU by statement (SQLite)")
     opts = ap.parse_args()
     if opts.ends:
-        same = ["-n", str(opts.n), "--batch", str(opts.batch), "--preload", str(opts.preload)]
+        same = ["-n", str(opts.n), "--batch", str(opts.batch), "--preload", str(opts.preload),
+                *(["--hot"] if opts.hot else []), *(["--split"] if opts.split else [])]
         if opts.against:
             ends_against(opts.against, same + (["--postgresql"] if opts.postgresql else []))
             print("this tree:", flush=True)
-        asyncio.run(ends(opts.n, opts.batch, opts.preload, opts.postgresql))
+        asyncio.run(ends(opts.n, opts.batch, opts.preload, opts.postgresql, opts.hot, opts.split))
     else:
         run_stoppable(main(opts.lifecycles, opts.samples))

@@ -174,7 +174,7 @@ def done_record(at: datetime, when: str, data: dict[str, Any], session: str, tra
     the record, byte for byte: the same fields in the model's order, by alias and without nulls, from a dict of the
     values the record holds rather than the model encoded (tests/unit/call/test_call_end.py holds the two to the
     same text)."""
-    record = AuditRecord(seq=0, at=at, kind="task.done", session=session, trace=trace, task=tid, pid=pid, data=data)
+    record = AuditRecord.task_done(at, session, trace, tid, pid, data)
     doc: dict[str, Any] = {"at": when, "kind": "task.done", "session": session, "trace": trace, "task": tid,
                            "pid": pid, "data": data}
     if trace is None:

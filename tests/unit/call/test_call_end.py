@@ -122,8 +122,15 @@ def test_a_task_done_document_is_the_models() -> None:
                         ({"state": "failed", "error": "the server said \udfff", "deep": [None, {"x": None}]}, None)):
         record, doc = done_record(_ms(now), rfc3339_epoch(now), data, "s1", trace, "tsk-00000000000000aa", 4242)
         assert doc == audit_doc(record)
-        assert record == AuditRecord(seq=0, at=_ms(now), kind="task.done", session="s1", trace=trace,
-                                     task="tsk-00000000000000aa", pid=4242, data=data)
+        # made without validation (`AuditRecord.task_done`): what the validating constructor makes, fields, fields
+        # set, private attributes, JSON, and a copy of it
+        validated = AuditRecord(seq=0, at=_ms(now), kind="task.done", session="s1", trace=trace,
+                                task="tsk-00000000000000aa", pid=4242, data=data)
+        assert record == validated
+        assert record.model_fields_set == validated.model_fields_set
+        assert record.json_bytes() == validated.json_bytes()
+        assert record.numbered(7, doc).json_bytes() == validated.model_copy(update={"seq": 7}).json_bytes()
+        assert record.model_copy(update={"seq": 8}) == validated.model_copy(update={"seq": 8})
 
 
 def test_a_moment_without_a_datetime_is_rfc3339s() -> None:
