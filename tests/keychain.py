@@ -25,6 +25,21 @@ from conftest import loud_skip
 from harness import PATIENCE, stop_process, wait_for_sync
 
 PASSWORD = b"mcpx-test-keyring"
+# Debian's session.conf without its service directories: no service is activated, the bus only carries ours
+BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <keep_umask/>
+  <listen>unix:tmpdir=/tmp</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
 PARTS = {"dbus-daemon": "dbus-daemon (Debian: dbus-daemon)", "gnome-keyring-daemon": "gnome-keyring",
          "secret-tool": "secret-tool (Debian: libsecret-tools)"}
 
@@ -80,7 +95,12 @@ def private_keychain(tmp: Path) -> Iterator[Keychain]:
     data.mkdir(parents=True)
     runtime.mkdir(mode=0o700, parents=True)
     base = {"HOME": str(tmp), "XDG_DATA_HOME": str(data), "XDG_RUNTIME_DIR": str(runtime)}
-    bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
+    # a session bus that starts nothing itself: Debian's session.conf would activate a gnome-keyring-daemon of its own
+    # (no password, so a locked login keyring: "Cannot create an item in a locked collection") for a request that
+    # comes before ours has taken the name, as the readiness probe below does on a loaded machine
+    config = tmp / "session-bus.conf"
+    config.write_text(BUS_CONFIG)
+    bus = subprocess.Popen(["dbus-daemon", f"--config-file={config}", "--nofork", "--nopidfile", "--print-address=1"],
                            env={**os.environ, **base}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     keyring: subprocess.Popen[bytes] | None = None
     try:
