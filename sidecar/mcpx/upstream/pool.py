@@ -175,23 +175,12 @@ class Pool:
         want = self._eras.get((server, fp))
         if want is None:
             return None
-        found = self._shared(server, fp) if want == "modern" else None
-        if found is None:
-            found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
+        found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
         if found is None or not found.conn.alive:
             return None  # a dead one is the full path's to sweep out, as it starts another
         lease = Lease(self, server, session, None, 0.0, None, tool)
         lease.inst = self._take(found, session, tool)
         return lease
-
-    def _shared(self, server: str, fp: str) -> Instance | None:
-        """The modern instance of `server` every session shares, as `_find` would pick it for mcpx's own
-        capabilities, found in its own group rather than among all the server's instances: a modern instance
-        started with nothing declared is always SHARED's (`_start`), and is returned by `_find` before any other."""
-        for inst in self._groups.get((server, SHARED, ""), ()):
-            if not inst.retired and inst.fingerprint == fp and inst.conn.era == "modern":
-                return inst
-        return None
 
     def _release(self, inst: Instance, session: str, tool: str | None) -> None:
         self._give_back(inst, session, tool)
