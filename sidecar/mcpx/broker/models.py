@@ -5,16 +5,18 @@ These models are also the wire shapes of the /v1 API and appear in openapi.json.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Self, TypeGuard, cast, get_args
+from typing import Annotated, Any, Literal, Self, TypeGuard, TypeVar, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PrivateAttr, computed_field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticUndefined
 
 from mcpx.broker.credentials import secret_fields
 from mcpx.broker.schema import FlatSchema
@@ -107,11 +109,16 @@ class StoredModel(WireModel):
 
     def stored(self, doc: bytes) -> None:
         """`doc` is this object's document as its store wrote it (by alias, without nulls)."""
-        self._doc = doc
+        _private(self)["_doc"] = doc
+
+    def doc(self) -> bytes | None:
+        """The document its store wrote, if one did (`stored`)."""
+        doc: bytes | None = _private(self)["_doc"]
+        return doc
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         copy = super().model_copy(update=update, deep=deep)
-        copy._doc = None  # what it was encoded as may no longer be what it holds
+        _private(copy)["_doc"] = None  # what it was encoded as may no longer be what it holds
         return copy
 
     def __eq__(self, other: object) -> bool:
@@ -121,6 +128,14 @@ class StoredModel(WireModel):
         return (type(self) is type(other) and self.__dict__ == other.__dict__
                 and _unstored(self) == _unstored(other)
                 and (self.__pydantic_extra__ or {}) == (other.__pydantic_extra__ or {}))
+
+
+def _private(model: BaseModel) -> dict[str, Any]:
+    """A model's private attributes, read and written in their own dict: pydantic's __getattr__ and __setattr__ for
+    them are several Python calls each, and a question's lifecycle reads and writes its documents a dozen times."""
+    private = model.__pydantic_private__
+    assert private is not None  # a model with private attributes always has them
+    return private
 
 
 def _unstored(model: StoredModel) -> dict[str, Any]:
@@ -216,8 +231,7 @@ class Elicitation(StoredModel):
         """The question's fields (none in url mode), as every reader of its requestedSchema should take them."""
         # its private attributes' own dict, not pydantic's __getattr__ (several times slower): an answer's path
         # reads the form twice
-        private = self.__pydantic_private__
-        assert private is not None  # a model with private attributes always has them
+        private = _private(self)
         form: FlatSchema | None = private["_form"]
         if form is None:
             form = private["_form"] = FlatSchema.of(self.requested_schema)
@@ -225,7 +239,7 @@ class Elicitation(StoredModel):
 
     def read_as(self, form: FlatSchema | None) -> Elicitation:
         """This question, its form already read (the check at its opening read it)."""
-        self._form = form
+        _private(self)["_form"] = form
         return self
 
     @model_validator(mode="before")
@@ -251,9 +265,10 @@ class Elicitation(StoredModel):
     def json_bytes(self) -> bytes:
         """The question as the API shows it: its stored document (which never holds secondsLeft, the one computed
         field, always written last) with its secondsLeft of now, or encoded now if no store wrote this object."""
-        if self._doc is None:
+        doc = self.doc()
+        if doc is None:
             return wirejson.encode_models(self)
-        return self._doc[:-1] + b',"secondsLeft":%d}' % self.seconds_left
+        return doc[:-1] + b',"secondsLeft":%d}' % self.seconds_left
 
 
 AnswererKind = Literal["person", "agent", "script", "policy", "expiry", "upstream"]
@@ -327,13 +342,61 @@ class Answer(StoredModel):
 
     def json_bytes(self) -> bytes:
         """The answer as the API shows it: the document its store wrote, or encoded now if none wrote this object."""
-        return self._doc if self._doc is not None else wirejson.encode_models(self)
+        doc = self.doc()
+        return doc if doc is not None else wirejson.encode_models(self)
 
 
-# what `AuditRecord.task_done` writes as pydantic's own constructor would (object's, past the model's __setattr__), and
-# the fields its arguments set
+# what `made` writes as pydantic's own constructor would: object's, past the model's __setattr__
 _set = object.__setattr__
-_TASK_DONE_SET = frozenset(("seq", "at", "kind", "session", "trace", "task", "pid", "data"))
+M = TypeVar("M", bound=BaseModel)
+
+
+@functools.cache
+def _made_plan(cls: type[BaseModel]) -> tuple[tuple[tuple[str, Any, Callable[[], Any] | None], ...],
+                                              dict[str, Any] | None]:
+    """What `made` fills in for the fields it is not given, in the model's order (its __dict__'s order is the order
+    pydantic encodes in): each field's default, or what makes it afresh for each model as pydantic does (a
+    default_factory, a copy of a mutable default); PydanticUndefined for a required one. And the private
+    attributes' defaults."""
+    plan: list[tuple[str, Any, Callable[[], Any] | None]] = []
+    for name, info in cls.model_fields.items():
+        if info.default_factory is not None:
+            plan.append((name, None, cast(Callable[[], Any], info.default_factory)))
+        elif isinstance(info.default, (dict, list, set)):
+            plan.append((name, None, functools.partial(copy.deepcopy, info.default)))
+        else:
+            plan.append((name, info.default, None))
+    private = {name: attr.get_default() for name, attr in cls.__private_attributes__.items()} or None
+    return tuple(plan), private
+
+
+def made(cls: type[M], values: dict[str, Any]) -> M:
+    """`cls(**values)` for values the daemon made itself, already of the fields' types (a datetime, a literal it
+    chose, a dict a boundary's model validated): the same fields, fields set and private attributes' defaults,
+    without pydantic's validation and its private attributes' set-up, which are most of a model's making (issue 39:
+    a question's lifecycle made five such models; tests/unit/broker/test_made.py holds each to the validating
+    constructor's). `values` by field name, every required field among them; it becomes the model's own."""
+    plan, private = _made_plan(cls)
+    fields: dict[str, Any] = {}
+    for name, default, factory in plan:
+        if name in values:
+            fields[name] = values[name]
+        elif factory is not None:
+            fields[name] = factory()
+        elif default is PydanticUndefined:
+            raise TypeError(f"{cls.__name__}: {name} is required")
+        else:
+            fields[name] = default
+    model = cls.__new__(cls)
+    _set(model, "__dict__", fields)
+    _set(model, "__pydantic_fields_set__", set(values))
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None if private is None else dict(private))
+    return model
+
+
+# an audit record's document's fields after `at` (`AuditRecord.of`), in the model's order; each alias is its name
+_RECORD_DOC = ("kind", "elicit", "session", "trace", "task", "pid", "data")
 
 
 class AuditRecord(WireModel):
@@ -351,25 +414,28 @@ class AuditRecord(WireModel):
 
     def json_bytes(self) -> bytes:
         """The record as the API shows it (by alias, without nulls), encoded once."""
-        if self._json is None:
-            self._json = wirejson.encode_models(self)
-        return self._json
+        private = _private(self)
+        json: bytes | None = private["_json"]
+        if json is None:
+            json = private["_json"] = wirejson.encode_models(self)
+        return json
 
     @classmethod
-    def task_done(cls, at: datetime, session: str, trace: str | None, task: str, pid: int,
-                  data: dict[str, Any]) -> AuditRecord:
-        """A call's task.done as `AuditRecord(seq=0, at=at, kind="task.done", ...)` makes it, of values the daemon made
-        and of their types already (a datetime, strs, an int, the end's dict), without pydantic's validation and its
-        private attribute's default on the way: every plain call's end makes one, on the store's thread, where the
-        validating constructor was ~15 µs of a call's ~75 µs (tests/unit/call/test_call_end.py holds the two equal:
-        fields, fields set, JSON)."""
-        record = cls.__new__(cls)
-        _set(record, "__dict__", {"seq": 0, "at": at, "kind": "task.done", "elicit": None, "session": session,
-                                  "trace": trace, "task": task, "pid": pid, "data": data})
-        _set(record, "__pydantic_fields_set__", set(_TASK_DONE_SET))
-        _set(record, "__pydantic_extra__", None)
-        _set(record, "__pydantic_private__", {"_json": None})
-        return record
+    def of(cls, at: datetime, when: str, fields: dict[str, Any]) -> tuple[AuditRecord, str]:
+        """A record of the daemon's own values, `AuditRecord(seq=0, at=at, **fields)` as `made` makes it, and its
+        document as `documents.audit_doc` encodes it, byte for byte (the same fields in the model's order, by alias,
+        without nulls), from a dict of its values rather than the model encoded. `when`: `at` as rfc3339 writes it
+        (`rfc3339_epoch`: many records share it, a batch of calls' ends). Every record the broker writes is made
+        here: each plain call's end (on the store's thread), two in each question's lifecycle, where the validating
+        constructor and the model's encoder were ~17 µs a record (docs/bench.md; tests/unit/call/test_call_end.py
+        holds the two to the same fields, fields set and text)."""
+        record = made(cls, {"seq": 0, "at": at, **fields})
+        values = record.__dict__
+        doc: dict[str, Any] = {"at": when}
+        for name in _RECORD_DOC:
+            if (value := values[name]) is not None:
+                doc[name] = value
+        return record, wirejson.encode_models(doc).decode()
 
     def numbered(self, seq: int, doc: str) -> AuditRecord:
         """This record, numbered in place, as the log holds it at `seq` (it was built for that row: a copy would cost
@@ -379,14 +445,12 @@ class AuditRecord(WireModel):
         # look-up) is four Python calls each, for an int and the bytes it already holds (every record written, on
         # the store's thread: a plain call's task.done). `seq` was given when the record was made (fields_set)
         self.__dict__["seq"] = seq
-        private = self.__pydantic_private__
-        assert private is not None  # the model has a private attribute (_json): pydantic made their dict
-        private["_json"] = b'{"seq":%d,%s' % (seq, doc[1:].encode())
+        _private(self)["_json"] = b'{"seq":%d,%s' % (seq, doc[1:].encode())
         return self
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> AuditRecord:
         copy = super().model_copy(update=update, deep=deep)
-        copy._json = None  # what it was encoded as may no longer be what it holds
+        _private(copy)["_json"] = None  # what it was encoded as may no longer be what it holds
         return copy
 
 

@@ -22,7 +22,7 @@ from mcpx.broker.errors import (
     InvalidQuestion,
     PresenceNeeded,
 )
-from mcpx.broker.models import REDACTED, Action, Answer, Answerer, Elicitation, OpenRequest, rfc3339
+from mcpx.broker.models import REDACTED, Action, Answer, Answerer, Elicitation, OpenRequest, made, rfc3339
 from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema
 from mcpx.shared import wirejson
 from mcpx.shared.ids import new_id
@@ -73,14 +73,14 @@ def question_of(req: OpenRequest, now: float, ttl: float) -> tuple[Elicitation, 
         raise InvalidQuestion("message is required: the words the person or agent will read")
     secrets = sorted(secret_fields(flat))  # decided once: the question carries them from here on
     decided = routing.route(req.mode, flat, req.message, req.meta, req.audience, secrets)
-    q = Elicitation(
-        id=new_id("elc"), trace=req.trace, parent=req.parent, task=req.task, session=req.session,
-        session_source=req.session_source, server=req.server, tool=req.tool, mode=req.mode,
-        message=req.message, requested_schema=schema, url=req.url, upstream_id=req.upstream_id,
-        audience=decided.audience, reason=decided.reason, created=ts(now), expires_at=ts(now + ttl),
-        state="pending", ambiguous=req.ambiguous,
-        secret_fields=secrets, confirms=req.confirms,
-    ).read_as(flat)
+    # made, not validated again: `req` was (OpenRequest), and the rest is the broker's own
+    q = made(Elicitation, {
+        "id": new_id("elc"), "trace": req.trace, "parent": req.parent, "task": req.task, "session": req.session,
+        "session_source": req.session_source, "server": req.server, "tool": req.tool, "mode": req.mode,
+        "message": req.message, "requested_schema": schema, "url": req.url, "upstream_id": req.upstream_id,
+        "audience": decided.audience, "reason": decided.reason, "created": ts(now), "expires_at": ts(now + ttl),
+        "state": "pending", "ambiguous": req.ambiguous, "secret_fields": secrets, "confirms": req.confirms,
+    }).read_as(flat)
     return q, decided
 
 

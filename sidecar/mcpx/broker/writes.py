@@ -28,11 +28,11 @@ from mcpx.broker.models import (
     Elicitation,
     State,
     StoredTask,
+    made,
     rfc3339,
     rfc3339_epoch,
 )
 from mcpx.broker.store import Identity, Store, TaskRow, Tx
-from mcpx.shared import wirejson
 
 log = logging.getLogger("mcpx.broker")
 T = TypeVar("T")
@@ -170,16 +170,9 @@ class CallEnds:
 
 def done_record(at: datetime, when: str, data: dict[str, Any], session: str, trace: str | None, tid: str,
                 pid: int) -> tuple[AuditRecord, str]:
-    """A call's task.done at `at` (`when`: as rfc3339 writes it), and its document as `documents.audit_doc` encodes
-    the record, byte for byte: the same fields in the model's order, by alias and without nulls, from a dict of the
-    values the record holds rather than the model encoded (tests/unit/call/test_call_end.py holds the two to the
-    same text)."""
-    record = AuditRecord.task_done(at, session, trace, tid, pid, data)
-    doc: dict[str, Any] = {"at": when, "kind": "task.done", "session": session, "trace": trace, "task": tid,
-                           "pid": pid, "data": data}
-    if trace is None:
-        del doc["trace"]
-    return record, wirejson.encode(doc).decode()
+    """A call's task.done at `at` (`when`: as rfc3339 writes it), and its document (`AuditRecord.of`)."""
+    return AuditRecord.of(at, when, {"kind": "task.done", "session": session, "trace": trace, "task": tid, "pid": pid,
+                                     "data": data})
 
 
 def _retrieved(f: asyncio.Future[Any]) -> None:
@@ -263,17 +256,19 @@ class Writes:
         """`pid` None is mcpx's own doing (the daemon's pid), unless `exact_pid`: then nobody's known pid."""
         if q is not None:
             elicit, session, trace, task = q.id, q.session, q.trace, q.task
-        record = AuditRecord(seq=0, at=_ms(at), kind=kind, elicit=elicit, session=session, trace=trace, task=task,
-                             pid=pid if pid is not None or exact_pid else self.pid, data=data)
-        out.append(tx.audit(record))  # as the log holds it: with its seq
+        record, doc = AuditRecord.of(_ms(at), rfc3339_epoch(at), {
+            "kind": kind, "elicit": elicit, "session": session, "trace": trace, "task": task,
+            "pid": pid if pid is not None or exact_pid else self.pid, "data": data})
+        tx.audit_encoded(((record, doc),))
+        out.append(record)  # as the log holds it: numbered with its seq
 
     def answer_of(self, q: Elicitation, action: Action, content: dict[str, Any] | None, by: str,
                   session: str | None, pid: int | None, reason: str | None, now: float) -> Answer:
-        return Answer(
-            id=q.id, action=action, content=content, by=by, at=rules.ts(now), session=session, pid=pid,
-            user=self._me.user if self._me else None, host=self._me.host if self._me else None,
-            answered_after_ms=max(0, int((now - q.created.timestamp()) * 1000)), reason=reason,
-        )
+        # made, not validated: the content was checked against the question's form, the rest is the daemon's own
+        return made(Answer, {
+            "id": q.id, "action": action, "content": content, "by": by, "at": rules.ts(now), "session": session,
+            "pid": pid, "user": self._me.user if self._me else None, "host": self._me.host if self._me else None,
+            "answered_after_ms": max(0, int((now - q.created.timestamp()) * 1000)), "reason": reason})
 
     def commit_answer(self, tx: Tx, records: list[AuditRecord], q: Elicitation, action: Action,
                       content: dict[str, Any] | None, by: str, session: str | None, pid: int | None,

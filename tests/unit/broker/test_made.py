@@ -1,0 +1,73 @@
+"""The models the broker makes of its own values without validating them (`models.made`, issue 39) are the validating
+constructor's: the same fields (in the same order, so the same JSON), fields set and private attributes; a default
+that is mutable or made by a factory is each model's own; a required field left out is refused by name. And an audit
+record's document made from its values (`AuditRecord.of`) is the model's own encoding, byte for byte."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from mcpx.broker.documents import audit_doc
+from mcpx.broker.models import Answer, AuditRecord, Confirms, Elicitation, made, rfc3339_epoch
+from mcpx.broker.rules import ts
+from mcpx.broker.writes import _ms
+from mcpx.shared import wirejson
+
+NOW = 1_765_000_000.4567
+QUESTION: dict[str, Any] = {
+    "id": "elc-00000000000000aa", "trace": "cal-00000000000000bb", "parent": None, "task": None, "session": "s1",
+    "session_source": "argument", "server": "peer", "tool": "deploy", "mode": "form", "message": "which repo?",
+    "requested_schema": {"type": "object", "properties": {"repo": {"type": "string"}, "token": {"type": "string"}}},
+    "url": None, "upstream_id": None, "audience": "agent-then-human", "reason": "the agent may answer first",
+    "created": ts(NOW), "expires_at": ts(NOW + 600), "state": "pending", "ambiguous": False,
+    "secret_fields": ["token"], "confirms": Confirms(server="peer", tool="deploy", request="ab" * 32),
+}
+ANSWER: dict[str, Any] = {
+    "id": "elc-00000000000000aa", "action": "accept", "content": {"repo": "a/b", "n": 1.5e300}, "by": "person:rest",
+    "at": ts(NOW + 1), "session": None, "pid": 4242, "user": None, "host": None, "answered_after_ms": 1000,
+    "reason": None,
+}
+
+
+def _same(made_one: BaseModel, validated: BaseModel) -> None:
+    assert made_one == validated
+    assert list(made_one.__dict__) == list(validated.__dict__)
+    assert made_one.model_fields_set == validated.model_fields_set
+    assert made_one.__pydantic_private__ == validated.__pydantic_private__
+    assert wirejson.encode_models(made_one) == wirejson.encode_models(validated)
+
+
+@pytest.mark.parametrize("values", [QUESTION, {**QUESTION, "mode": "url", "requested_schema": None,
+                                               "url": "https://example.com/x", "secret_fields": [], "confirms": None}])
+def test_a_question_made_is_the_validated_one(values: dict[str, Any]) -> None:
+    q = made(Elicitation, dict(values))
+    _same(q, Elicitation(**values))
+    assert q.json_bytes().startswith(b'{"id":"elc-00000000000000aa"')
+    assert made(Elicitation, dict(values)).approvals is None
+
+
+@pytest.mark.parametrize("values", [ANSWER, {**ANSWER, "action": "decline", "content": None, "reason": "no"}])
+def test_an_answer_made_is_the_validated_one(values: dict[str, Any]) -> None:
+    _same(made(Answer, dict(values)), Answer(**values))
+
+
+def test_a_record_made_is_the_validated_one_and_its_document_the_models() -> None:
+    now = time.time()
+    fields: dict[str, Any] = {"kind": "elicit.answered", "elicit": "elc-00000000000000aa", "session": "s1",
+                              "trace": None, "task": None, "pid": None,
+                              "data": {"action": "accept", "content": {"repo": "a/\udfffb", "n": [None, 1e-7]}}}
+    record, doc = AuditRecord.of(_ms(now), rfc3339_epoch(now), fields)
+    validated = AuditRecord(seq=0, at=_ms(now), **fields)
+    _same(record, validated)
+    assert doc == audit_doc(validated)  # a lone surrogate written as its escape, as the model's encoder writes it
+    assert record.numbered(9, doc).json_bytes() == validated.model_copy(update={"seq": 9}).json_bytes()
+    # a mutable default is each model's own, as pydantic makes it
+    bare = made(AuditRecord, {"seq": 1, "at": _ms(now), "kind": "elicit.shown"})
+    assert bare.data == {} and bare.data is not made(AuditRecord, {"seq": 2, "at": _ms(now), "kind": "x"}).data
+    assert bare.model_fields_set == {"seq", "at", "kind"}
+    with pytest.raises(TypeError, match="kind is required"):
+        made(AuditRecord, {"seq": 1, "at": _ms(now)})
