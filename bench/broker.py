@@ -23,6 +23,7 @@ Run it from the repository root (the venv has mcpx installed editable):
 
     .venv/bin/python bench/broker.py              # the whole run, well under 3 minutes on 2 cores
     .venv/bin/python bench/broker.py --against main   # lifecycles, the 10k listing and RSS, here and on main
+    .venv/bin/python bench/broker.py --against main --lifecycles --rounds 8   # figure 6 alone, here and on main
     .venv/bin/python bench/broker.py --profile /tmp/daemon.prof   # the same under cProfile, in the daemon
 
 It is a benchmark, not a test: it exits 0 whether or not targets are met, and says MISSED where
@@ -665,12 +666,12 @@ def checkout(ref: str, into: Path) -> Path:
     return into / "sidecar"
 
 
-async def run_against(ref: str) -> None:
+async def run_against(ref: str, listing: bool = True, rounds: int = 4) -> None:
     """Lifecycles/s, the 10k listing and RSS on two daemons at once: this checkout's and `ref`'s. The lifecycles
     run in alternating rounds and the listings alternate request by request, so the load of the machine at any
     moment falls on both alike; compare the ratios. The floor's lifecycles (a bare aiohttp server answering the
-    same three requests, `role_floor`) run in the same rounds: what the client and aiohttp alone cost."""
-    rounds = 4
+    same three requests, `role_floor`) run in the same rounds: what the client and aiohttp alone cost. Without
+    `listing`, the lifecycles alone (figure 6, in a minute or so)."""
     floor = "floor"
     with tempfile.TemporaryDirectory(prefix="mcpx-against-") as tmp:
         daemons = {"this": scratch_daemon("mcpx-bench-"),
@@ -706,14 +707,15 @@ async def run_against(ref: str) -> None:
                         spent[name] += time.monotonic() - t0
                         cpu[name] += cpu_of[name]() - cpu0
                         client[name] += bench_cpu_seconds() - bench0
-                say(f"{N_MANY} pending questions on each daemon, then listings alternating between them ...")
                 rss: dict[str, int] = {}
-                for name, http in sessions.items():
+                listed: dict[str, list[float]] = {name: [] for name in daemons}
+                if listing:
+                    say(f"{N_MANY} pending questions on each daemon, then listings alternating between them ...")
+                for name, http in sessions.items() if listing else ():
                     await pool(N_MANY, OPEN_CONCURRENCY,
                                lambda _i, h=http: open_question(h, MANY_SESSION, ttl=3600))
                     rss[name] = daemons[name].rss_kib()
-                listed: dict[str, list[float]] = {name: [] for name in daemons}
-                for i in range(N_LIST + 2):
+                for i in range(N_LIST + 2 if listing else 0):
                     for name, http in sessions.items():
                         elapsed, _, count = await timed_get(http, {"limit": "10000"})
                         if count != N_MANY:
@@ -736,11 +738,11 @@ async def run_against(ref: str) -> None:
             ("daemon CPU per lifecycle", {n: f"{1e3 * cpu[n] / N_LIFECYCLES:.2f} ms" for n in living},
              cpu[this] / cpu[then]),
             ("the client's CPU per lifecycle", {n: f"{1e3 * client[n] / N_LIFECYCLES:.2f} ms" for n in living},
-             client[this] / client[then]),
-            ("GET ?limit=10000 p50", {n: fmt_ms(p50(listed[n])) for n in daemons},
+             client[this] / client[then])]
+    rows += [("GET ?limit=10000 p50", {n: fmt_ms(p50(listed[n])) for n in daemons},
              p50(listed[this]) / p50(listed[then])),
             ("daemon RSS per pending question", {n: f"{(rss[n] - idle[n]) / N_MANY:.2f} KiB" for n in daemons},
-             (rss[this] - idle[this]) / max(1, rss[then] - idle[then]))]
+             (rss[this] - idle[this]) / max(1, rss[then] - idle[then]))] if listing else []
     print()
     print(f"{'':34} {'this':>12} {ref:>12} {floor:>12}   this / {ref}")
     for metric, cells, ratio in rows:
@@ -891,6 +893,9 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE")
     parser.add_argument("--against", metavar="REF", help="lifecycles, the 10k listing and RSS here and on this git "
                         "revision's daemon, side by side")
+    parser.add_argument("--lifecycles", action="store_true", help="with --against: figure 6's lifecycles alone, "
+                        "no 10k listing (about a minute)")
+    parser.add_argument("--rounds", type=int, default=4, help="with --against: alternating rounds (default 4)")
     parser.add_argument("--role", choices=("sse", "poll", "relay", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--session", help=argparse.SUPPRESS)
@@ -905,7 +910,7 @@ def main() -> int:
     elif args.role == "floor":
         role_floor(args.socket)
     elif args.against:
-        run_stoppable(run_against(args.against))
+        run_stoppable(run_against(args.against, listing=not args.lifecycles, rounds=args.rounds))
     else:
         run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the helper processes
     return 0
