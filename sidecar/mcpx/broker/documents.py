@@ -34,9 +34,12 @@ def document(model: BaseModel, exclude: set[str] | None = None) -> str:
 
 def stored_question(q: Elicitation) -> str:
     """A question's document as kept: secondsLeft is of the moment it is read, so it is never stored. Kept on `q`
-    too, for a reply that shows it (Elicitation.json_bytes)."""
-    raw = wirejson.encode_models(q, {"seconds_left"})
-    q.stored(raw)
+    too, for a reply that shows it (Elicitation.json_bytes); the one `q` holds already if it has one (an answered
+    question's, `Elicitation.in_state`)."""
+    raw = q.doc()
+    if raw is None:
+        raw = wirejson.encode_models(q, {"seconds_left"})
+        q.stored(raw)
     return raw.decode()
 
 

@@ -281,7 +281,7 @@ class Writes:
                      secret: Collection[str], state: State = "answered") -> Elicitation:
         """`answer` to pending `q`, written: the question as it now stands."""
         stored = rules.as_stored(answer, secret)
-        q = q.model_copy(update={"state": state})
+        q = q.in_state(state)
         if not tx.update_question(q):
             raise AlreadyAnswered(f"{q.id} was answered a moment ago")  # unreachable: units never interleave
         tx.insert_answer(stored)

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from mcpx.broker.documents import audit_doc
-from mcpx.broker.models import Answer, AuditRecord, Confirms, Elicitation, made, rfc3339_epoch
+from mcpx.broker.models import Answer, Approvals, AuditRecord, Confirms, Elicitation, made, rfc3339_epoch
 from mcpx.broker.rules import ts
 from mcpx.broker.writes import _ms
 from mcpx.shared import wirejson
@@ -71,3 +71,24 @@ def test_a_record_made_is_the_validated_one_and_its_document_the_models() -> Non
     assert bare.model_fields_set == {"seq", "at", "kind"}
     with pytest.raises(TypeError, match="kind is required"):
         made(AuditRecord, {"seq": 1, "at": _ms(now)})
+
+
+def test_an_answered_question_keeps_its_document_changed_in_place() -> None:
+    """`Elicitation.in_state`: the stored document with its state changed is the answered question encoded, whatever
+    its schema holds (here the very pair it looks for); with approvals it is encoded again; and the copy is
+    pydantic's own (fields, fields set, private attributes)."""
+    tricky = {"type": "object", "properties": {"repo": {"type": "string", "default": "x"}},
+              "x-note": {"a": 1, "state": "pending", "b": 2}}
+    for values in (QUESTION, {**QUESTION, "requested_schema": tricky, "state_reason": '"state":"pending",'}):
+        q = made(Elicitation, dict(values))
+        q.stored(wirejson.encode_models(q, {"seconds_left"}))
+        for state in ("answered", "expired"):
+            moved = q.in_state(state)
+            assert moved.doc() == wirejson.encode_models(moved, {"seconds_left"})
+            assert moved.state == state and q.state == "pending" and q.doc() is not moved.doc()
+            validated = Elicitation(**values).model_copy(update={"state": state})
+            assert moved == validated and moved.model_fields_set == validated.model_fields_set
+    approvals = Approvals(need=1, waiting=["state"], passkeys={"state": "pending"})
+    approved = made(Elicitation, {**QUESTION, "approvals": approvals})
+    approved.stored(wirejson.encode_models(approved, {"seconds_left"}))
+    assert approved.in_state("answered").doc() is None  # encoded again where it is written
