@@ -385,22 +385,24 @@ M = TypeVar("M", bound=BaseModel)
 
 
 @functools.cache
-def _made_plan(cls: type[BaseModel]) -> tuple[tuple[tuple[str, Any, Callable[[], Any] | None], ...],
-                                              dict[str, Any] | None]:
-    """What `made` fills in for the fields it is not given, in the model's order (its __dict__'s order is the order
-    pydantic encodes in): each field's default, or what makes it afresh for each model as pydantic does (a
-    default_factory, a copy of a mutable default); PydanticUndefined for a required one. And the private
-    attributes' defaults."""
-    plan: list[tuple[str, Any, Callable[[], Any] | None]] = []
+def _made_plan(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...],
+                                              frozenset[str], dict[str, Any] | None]:
+    """What `made` starts from: every field in the model's order (its __dict__'s order is the order pydantic encodes
+    in) with its default; the fields made afresh for each model as pydantic makes them (a default_factory, a copy of
+    a mutable default); the required fields; and the private attributes' defaults."""
+    template: dict[str, Any] = {}
+    fresh: list[tuple[str, Callable[[], Any]]] = []
+    required: set[str] = set()
     for name, info in cls.model_fields.items():
+        template[name] = info.default
         if info.default_factory is not None:
-            plan.append((name, None, cast(Callable[[], Any], info.default_factory)))
+            fresh.append((name, cast(Callable[[], Any], info.default_factory)))
         elif isinstance(info.default, (dict, list, set)):
-            plan.append((name, None, functools.partial(copy.deepcopy, info.default)))
-        else:
-            plan.append((name, info.default, None))
+            fresh.append((name, functools.partial(copy.deepcopy, info.default)))
+        elif info.default is PydanticUndefined:
+            required.add(name)
     private = {name: attr.get_default() for name, attr in cls.__private_attributes__.items()} or None
-    return tuple(plan), private
+    return template, tuple(fresh), frozenset(required), private
 
 
 def made(cls: type[M], values: dict[str, Any]) -> M:
@@ -409,22 +411,21 @@ def made(cls: type[M], values: dict[str, Any]) -> M:
     without pydantic's validation and its private attributes' set-up, which are most of a model's making (issue 39:
     a question's lifecycle made five such models; tests/unit/broker/test_made.py holds each to the validating
     constructor's). `values` by field name, every required field among them; it becomes the model's own."""
-    plan, private = _made_plan(cls)
-    fields: dict[str, Any] = {}
-    for name, default, factory in plan:
-        if name in values:
-            fields[name] = values[name]
-        elif factory is not None:
+    template, fresh, required, private = _made_plan(cls)
+    fields = template.copy()
+    fields.update(values)  # a field keeps its place in the model's order
+    if len(fields) != len(template):
+        raise TypeError(f"{cls.__name__}: {', '.join(sorted(values.keys() - template.keys()))} is not a field")
+    if not required <= values.keys():
+        raise TypeError(f"{cls.__name__}: {', '.join(sorted(required - values.keys()))} is required")
+    for name, factory in fresh:
+        if name not in values:
             fields[name] = factory()
-        elif default is PydanticUndefined:
-            raise TypeError(f"{cls.__name__}: {name} is required")
-        else:
-            fields[name] = default
     model = cls.__new__(cls)
     _set(model, "__dict__", fields)
     _set(model, "__pydantic_fields_set__", set(values))
     _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", None if private is None else dict(private))
+    _set(model, "__pydantic_private__", None if private is None else private.copy())
     return model
 
 

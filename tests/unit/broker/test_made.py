@@ -71,6 +71,8 @@ def test_a_record_made_is_the_validated_one_and_its_document_the_models() -> Non
     assert bare.model_fields_set == {"seq", "at", "kind"}
     with pytest.raises(TypeError, match="kind is required"):
         made(AuditRecord, {"seq": 1, "at": _ms(now)})
+    with pytest.raises(TypeError, match="kinds is not a field"):
+        made(AuditRecord, {"seq": 1, "at": _ms(now), "kind": "elicit.shown", "kinds": []})
 
 
 def test_an_answered_question_keeps_its_document_changed_in_place() -> None:
