@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from pydantic import BaseModel, ValidationError
 
 from mcpx import __version__
@@ -285,33 +286,43 @@ async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
         raise RouteError(400, "bad_body", message, fields=fields) from None
 
 
-@web.middleware
-async def errors_middleware(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-                            ) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except RouteError as exc:
-        return error_response(exc.status, exc.code, exc.message, **exc.details)
-    except BrokerError as exc:
-        return error_response(exc.status, exc.code, exc.message, **exc.details)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http_error")
-        message = {
-            404: f"no route {request.method} {request.path}; see GET /v1/openapi.json",
-            405: f"{request.method} is not allowed on {request.path}",
-            413: f"the body is larger than the limit of {MAX_BODY} bytes",
-        }.get(exc.status, exc.reason)
-        response = (rpc_error_response(exc.status, message) if _on_mcp(request)
-                    else error_response(exc.status, code, message))
-        if "Allow" in exc.headers:  # a 405 says what is allowed (RFC 9110)
-            response.headers["Allow"] = exc.headers["Allow"]
-        return response
-    except Exception as exc:  # a bug: say so, keep serving
-        log.exception("request %s %s failed", request.method, request.path)
-        message = f"internal error: {type(exc).__name__}: {exc}"
-        return rpc_error_response(500, message) if _on_mcp(request) else error_response(500, "internal", message)
+RequestHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def errors_middleware(refused: Callable[[web.Request], web.StreamResponse | None]) -> Middleware:
+    """The daemon's one middleware: a request `refused` answers is refused (the daemon's own check: TCP without the
+    bearer token), and what a handler raised becomes its error reply. One layer for both, not one each: aiohttp runs
+    each middleware as a coroutine of its own around every request, a few µs each (docs/bench.md, issue 39)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: RequestHandler) -> web.StreamResponse:
+        try:
+            refusal = refused(request)
+            return refusal if refusal is not None else await handler(request)
+        except RouteError as exc:
+            return error_response(exc.status, exc.code, exc.message, **exc.details)
+        except BrokerError as exc:
+            return error_response(exc.status, exc.code, exc.message, **exc.details)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http_error")
+            message = {
+                404: f"no route {request.method} {request.path}; see GET /v1/openapi.json",
+                405: f"{request.method} is not allowed on {request.path}",
+                413: f"the body is larger than the limit of {MAX_BODY} bytes",
+            }.get(exc.status, exc.reason)
+            response = (rpc_error_response(exc.status, message) if _on_mcp(request)
+                        else error_response(exc.status, code, message))
+            if "Allow" in exc.headers:  # a 405 says what is allowed (RFC 9110)
+                response.headers["Allow"] = exc.headers["Allow"]
+            return response
+        except Exception as exc:  # a bug: say so, keep serving
+            log.exception("request %s %s failed", request.method, request.path)
+            message = f"internal error: {type(exc).__name__}: {exc}"
+            return rpc_error_response(500, message) if _on_mcp(request) else error_response(500, "internal", message)
+
+    return middleware
 
 
 def _on_mcp(request: web.Request) -> bool:

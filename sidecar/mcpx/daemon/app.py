@@ -27,22 +27,23 @@ from mcpx.upstream.gateway import Gateway
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@web.middleware
-async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def refused(request: web.Request) -> web.Response | None:
     """The unix socket is the owner's alone (0600); TCP needs the bearer token (given with --listen), but for what
-    a guest checks itself."""
-    if not is_unix(request) and not any(admits(request) for admits in request.app[TCP_GUESTS]):
-        token = request.app[INFO].token
-        given = request.headers.get("Authorization", "")
-        if not token:
-            return error_response(401, "unauthorized",
-                                  "this port serves the web inbox (`mcpx inbox` opens it); /v1 and /mcp are served on "
-                                  "TCP only by a daemon started with --listen, behind its bearer token")
-        if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].strip(), token):
-            return error_response(401, "unauthorized",
-                                  "this port needs 'Authorization: Bearer <token>'; the token is in the state "
-                                  "directory's 'token' file (mcpx status shows where)")
-    return await handler(request)
+    a guest checks itself. The 401 of a request that may not come in; None for one that may (checked by the daemon's
+    one middleware, api/table.py's errors_middleware, before any handler)."""
+    if is_unix(request) or any(admits(request) for admits in request.app[TCP_GUESTS]):
+        return None
+    token = request.app[INFO].token
+    given = request.headers.get("Authorization", "")
+    if not token:
+        return error_response(401, "unauthorized",
+                              "this port serves the web inbox (`mcpx inbox` opens it); /v1 and /mcp are served on "
+                              "TCP only by a daemon started with --listen, behind its bearer token")
+    if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].strip(), token):
+        return error_response(401, "unauthorized",
+                              "this port needs 'Authorization: Bearer <token>'; the token is in the state "
+                              "directory's 'token' file (mcpx status shows where)")
+    return None
 
 
 def build_api() -> Api:
@@ -63,7 +64,7 @@ def stop_streams(app: web.Application) -> None:
 
 def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Gateway,
              surface: Surface, inbox: Inbox) -> web.Application:
-    app = web.Application(middlewares=[errors_middleware, auth_middleware], client_max_size=MAX_BODY)
+    app = web.Application(middlewares=[errors_middleware(refused)], client_max_size=MAX_BODY)
     app[INFO] = info
     app[CONFIG] = config
     app[BROKER] = broker
