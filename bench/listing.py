@@ -137,9 +137,9 @@ def steps(n: int) -> None:
 
     timed("the pending index's walk (select, no filter)", lambda: index.select(everything, N_PENDING))
     timed("the same, filtered by session", lambda: index.select(one_session, N_PENDING))
-    chosen = index.select(everything, N_PENDING)
-    timed("the body built (json_pieces)", lambda: index.json_pieces(chosen, time.time()))
-    pieces = index.json_pieces(chosen, time.time())
+    timed("the body's pieces (listing, no filter)", lambda: index.listing(everything, N_PENDING, time.time()))
+    timed("the same, filtered by session", lambda: index.listing(one_session, N_PENDING, time.time()))
+    pieces, _count = index.listing(everything, N_PENDING, time.time())
     timed("the pieces joined", lambda: b"".join(pieces))
     timed("all of it: Reads.questions_json and the join", lambda: b"".join(asyncio.run(
         reads.questions_json(everything, N_PENDING))[0]))

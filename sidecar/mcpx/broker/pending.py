@@ -5,6 +5,13 @@ splice of secondsLeft into each row, on the event loop. The index holds each pen
 filter columns and its stored document, encoded once (the JSON object's bytes without its closing
 brace), so a listing is a scan and a join, and secondsLeft is appended at send time.
 
+A listing of every pending question reads two arrays side by side, in listing order: the documents'
+bytes and the deadlines, not one object per question. 10,000 questions opened among a daemon's other
+work lie all over its heap, and a walk that visits each one's entry, its deadline and its bytes waits
+on memory more than it computes (docs/bench.md: 10,000 pending listed, 2026-12-07). Deadlines that
+never go down along the listing (questions of one ttl, oldest first) give their secondsLeft in runs
+of the same whole second, found by bisection: the listing's pieces are put by slices, not one by one.
+
 It is kept in step with the store by the store alone: the broker hands it the rows of the
 questions each committed batch touched (broker/store.py, Follower), its own daemon's and, for a
 shared store, the other daemons' too. A row that is no longer pending leaves it. Nothing is put in
@@ -14,8 +21,11 @@ before it has committed, so a listing never shows what a kill -9 could take back
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
+from operator import le
 
 from mcpx.broker.models import Elicitation, seconds_left
 from mcpx.broker.store import QuestionFilter, QuestionRow
@@ -49,6 +59,10 @@ class Pending:
         return self.head + b',"secondsLeft":%d}' % seconds_left(self.expires, now, "pending")
 
 
+# a run of secondsLeft is put by bisection and a slice, a few µs: worth it while runs are this long on average, and a
+# question at a time (~0.2 µs each) is cheaper below it
+RUN = 32
+
 # questions opened through this daemon lately, kept parsed beside their entries: the answer that follows a moment
 # later (a lifecycle's accept, its /wait) is checked against this copy, not a parse of the stored document (nor a read
 # of the store). Few, so that 10,000 pending cost no more memory than their documents
@@ -64,6 +78,12 @@ class PendingIndex:
         self._inserted = 0
         self._in_order = True  # the dict's order is (created, order): a question created earlier may arrive later
         self._filling: set[str] | None = None  # while the fill is read: the questions the store moved meanwhile
+        # the listing's view of _by_id: its documents' bytes and its deadlines in listing order, side by side (None:
+        # out of step, built again by the next listing); a question put at the end is added to it, any other change
+        # drops it
+        self._heads: list[bytes] | None = []
+        self._expires = array("d")
+        self._ascending = True  # no deadline in the view is earlier than the one before it
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -87,6 +107,7 @@ class PendingIndex:
             old = self._by_id.get(row.id)
             if old is not None:
                 self._kept.pop(row.id, None)  # its row moved on: the copy kept of the old one is not it
+                self._heads = None
             if row.state != "pending":
                 if old is not None:
                     del self._by_id[row.id]
@@ -97,7 +118,13 @@ class PendingIndex:
             self._inserted += 1
             if self._by_id and row.created < next(reversed(self._by_id.values())).created:
                 self._in_order = False
-            self._by_id[row.id] = Pending(row, self._inserted)
+                self._heads = None
+            entry = self._by_id[row.id] = Pending(row, self._inserted)
+            if self._heads is not None:
+                if self._expires and entry.expires < self._expires[-1]:
+                    self._ascending = False
+                self._heads.append(entry.head)
+                self._expires.append(entry.expires)
 
     def get(self, eid: str) -> Pending | None:
         return self._by_id.get(eid)
@@ -132,8 +159,7 @@ class PendingIndex:
 
     def select(self, where: QuestionFilter, limit: int) -> list[Pending]:
         """The pending questions `where` names (its state is taken as pending), oldest first, at most `limit`."""
-        wanted = [(name, value) for name in ("session", "server", "audience", "trace", "task")
-                  if (value := getattr(where, name)) is not None]
+        wanted = [(name, value) for name in FILTERS if (value := getattr(where, name)) is not None]
         if not wanted:
             return list(islice(self._ordered(), max(0, limit)))
         out: list[Pending] = []
@@ -146,21 +172,62 @@ class PendingIndex:
                     break
         return out
 
-    @staticmethod
-    def json_pieces(chosen: list[Pending], now: float) -> list[bytes]:
-        """The questions' documents, each with its secondsLeft of `now`, comma-separated, as pieces to be joined
-        once inside whatever holds them (10,000 of them are 5 MB: copied once, into the reply's body)."""
-        pieces: list[bytes] = []
+    def listing(self, where: QuestionFilter, limit: int, now: float) -> tuple[list[bytes], int]:
+        """The pending questions `where` names, oldest first, at most `limit`: their documents, each with its
+        secondsLeft of `now`, comma-separated, as pieces to be joined once inside whatever holds them (10,000 of
+        them are 5 MB: copied once, into the reply's body); and how many they are."""
+        if any(getattr(where, name) is not None for name in FILTERS):
+            chosen = self.select(where, limit)
+            expires = [p.expires for p in chosen]
+            return _pieces([p.head for p in chosen], expires, now, _ascending(expires)), len(chosen)
+        if self._heads is None or not self._in_order:
+            entries = list(self._ordered())
+            self._heads = [p.head for p in entries]
+            self._expires = array("d", [p.expires for p in entries])
+            self._ascending = _ascending(self._expires)
+        heads = self._heads[:max(0, limit)]
+        return _pieces(heads, self._expires[:len(heads)], now, self._ascending), len(heads)
+
+
+FILTERS = ("session", "server", "audience", "trace", "task")  # what a listing may be narrowed by, but its state
+TAIL = b',"secondsLeft":%d},'  # what follows a question's document in a listing: its secondsLeft, its brace, a comma
+
+
+def _pieces(heads: Sequence[bytes], expires: Sequence[float], now: float, ascending: bool) -> list[bytes]:
+    """Each document in `heads` with the secondsLeft of `now` its deadline in `expires` gives, comma-separated."""
+    n = len(heads)
+    if not n:
+        return []
+    base = now - 0.999  # seconds_left's rule (rounded up, never negative), inlined: this runs 10,000 times
+
+    def left_of(expiry: float) -> int:
+        return int(expiry - base)
+
+    pieces: list[bytes]
+    if ascending and (left_of(expires[-1]) - left_of(expires[0]) + 1) * RUN <= n:
+        # left_of never goes down along `expires`: each run of one secondsLeft ends where bisection says
+        pieces = [b""] * (2 * n)
+        pieces[::2] = heads
+        i = 0
+        while i < n:
+            left = left_of(expires[i])
+            j = bisect_right(expires, left, i, n, key=left_of)
+            pieces[2 * i + 1:2 * j:2] = [TAIL % max(0, left)] * (j - i)
+            i = j
+    else:
+        pieces = []
         add = pieces.append
         tails: dict[int, bytes] = {}  # the same few secondsLeft over and over: each end encoded once
-        base = now - 0.999  # seconds_left's rule (rounded up, never negative), inlined: this runs 10,000 times
-        for p in chosen:
-            left = int(p.expires - base)
+        for head, expiry in zip(heads, expires, strict=True):
+            left = int(expiry - base)
             tail = tails.get(left)
             if tail is None:
-                tail = tails[left] = b',"secondsLeft":%d},' % max(0, left)
-            add(p.head)
+                tail = tails[left] = TAIL % max(0, left)
+            add(head)
             add(tail)
-        if pieces:
-            pieces[-1] = pieces[-1][:-1]  # no comma after the last
-        return pieces
+    pieces[-1] = pieces[-1][:-1]  # no comma after the last
+    return pieces
+
+
+def _ascending(expires: Sequence[float]) -> bool:
+    return all(map(le, expires, islice(expires, 1, None)))
