@@ -10,6 +10,7 @@ it). `--steps` times the listing's steps in this process instead (the pending in
 the join), on 10,000 questions as the daemon lists them.
 
     .venv/bin/python bench/listing.py --against main            # ~1 minute: both daemons and the floor
+    .venv/bin/python bench/listing.py --against main --churn    # the same, the set moved before each listing
     .venv/bin/python bench/listing.py --steps                   # the steps, in one process
 """
 
@@ -45,8 +46,11 @@ async def opened(d: Daemon) -> float:
         return (d.rss_kib() - before) / N_PENDING
 
 
-async def listings(sides: dict[str, tuple[Path, int]], rounds: int) -> dict[str, tuple[list[float], float]]:
-    """`rounds` listings of each side (socket, pid), rotated; each side's wall times (ms) and CPU per listing (ms)."""
+async def listings(sides: dict[str, tuple[Path, int]], rounds: int, churn: set[str],
+                   ) -> dict[str, tuple[list[float], float]]:
+    """`rounds` listings of each side (socket, pid), rotated; each side's wall times (ms) and CPU per listing (ms).
+    Before each listing of a side in `churn`, untimed: a question opened and cancelled (the set moved since the last
+    listing, as on a daemon where questions come and go)."""
     sessions = {name: unix_session(socket, timeout=None) for name, (socket, _pid) in sides.items()}
     walls: dict[str, list[float]] = {name: [] for name in sides}
     cpu = dict.fromkeys(sides, 0.0)
@@ -55,6 +59,9 @@ async def listings(sides: dict[str, tuple[Path, int]], rounds: int) -> dict[str,
         for i in range(rounds + 2):
             k = i % len(names)
             for name in names[k:] + names[:k]:
+                if name in churn:
+                    await broker.answer(sessions[name], await broker.open_question(sessions[name], "bench-churn"),
+                                        "cancel")
                 cpu0 = process_cpu_seconds(sides[name][1])
                 elapsed, _size, count = await broker.timed_get(sessions[name], PARAMS)
                 if count != N_PENDING:
@@ -68,7 +75,7 @@ async def listings(sides: dict[str, tuple[Path, int]], rounds: int) -> dict[str,
     return {name: (walls[name], cpu[name] * 1e3 / rounds) for name in sides}
 
 
-async def against(ref: str | None, rounds: int) -> None:
+async def against(ref: str | None, rounds: int, churn: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="mcpx-listing-") as tmp:
         daemons = {"this": scratch_daemon("mcpx-bench-")}
         if ref is not None:
@@ -87,7 +94,7 @@ async def against(ref: str | None, rounds: int) -> None:
                                             script=HERE / "speed.py")
             sides = {name: (d.socket, d.pid) for name, d in daemons.items()}
             sides["bare send"] = (bare_socket, bare.proc.pid)
-            results = await listings(sides, rounds)
+            results = await listings(sides, rounds, set(daemons) if churn else set())
         finally:
             if bare is not None:
                 await bare.finish()
@@ -95,7 +102,7 @@ async def against(ref: str | None, rounds: int) -> None:
                 d.cleanup()
     floor = statistics.median(results["bare send"][0])
     print(f"GET /v1/elicit?limit={N_PENDING}, {N_PENDING} pending, {len(body)} bytes, {rounds} listings a side, "
-          f"load {os.getloadavg()[0]:.1f}")
+          f"{'a question opened and cancelled before each listing, ' if churn else ''}load {os.getloadavg()[0]:.1f}")
     print(f"{'':12} {'p50 ms':>8} {'min':>7} {'max':>7} {'/ bare':>7} {'CPU ms':>7} {'KiB/question':>13}")
     for name, (walls, cpu_ms) in results.items():
         p50 = statistics.median(walls)
@@ -139,6 +146,27 @@ def steps(n: int) -> None:
     timed("the same, filtered by session", lambda: index.select(one_session, N_PENDING))
     timed("the body's pieces (listing, no filter)", lambda: index.listing(everything, N_PENDING, time.time()))
     timed("the same, filtered by session", lambda: index.listing(one_session, N_PENDING, time.time()))
+    moved = iter(range(N_PENDING, 10 * N_PENDING))
+
+    def after_an_end() -> None:
+        i = next(moved)
+        ended = rows[i - N_PENDING]._replace(state="answered")
+        index.apply([ended, rows[0]._replace(id=f"elc-{i:016x}", created=now + i * 1e-4,
+                                             expires=now + 3600 + i * 1e-4)])
+        t0 = time.perf_counter()
+        index.listing(everything, N_PENDING, time.time())
+        spent.append(time.perf_counter() - t0)
+
+    def built_again() -> None:
+        index._view = None  # as a question opened out of turn leaves it
+        index.listing(everything, N_PENDING, time.time())
+
+    timed("the same, its view built again (a question out of turn)", built_again)
+    spent: list[float] = []
+    for _ in range(n):
+        after_an_end()
+    print(f"{'the same, after a question ended and one was opened':58} {statistics.median(spent) * 1e3:6.2f} ms "
+          f"(min {min(spent) * 1e3:.2f})")
     pieces, _count = index.listing(everything, N_PENDING, time.time())
     timed("the pieces joined", lambda: b"".join(pieces))
     timed("all of it: Reads.questions_json and the join", lambda: b"".join(asyncio.run(
@@ -150,12 +178,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", metavar="REF", help="also list on this git revision's daemon")
     parser.add_argument("--rounds", type=int, default=30, help="timed listings of each side (default 30)")
+    parser.add_argument("--churn", action="store_true",
+                        help="open and cancel a question (untimed) before each listing of a daemon")
     parser.add_argument("--steps", action="store_true", help="time the listing's steps in this process instead")
     args = parser.parse_args()
     if args.steps:
         steps(max(5, args.rounds))
     else:
-        asyncio.run(against(args.against, args.rounds))
+        asyncio.run(against(args.against, args.rounds, args.churn))
     return 0
 
 

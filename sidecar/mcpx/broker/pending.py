@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from operator import le
@@ -78,12 +78,7 @@ class PendingIndex:
         self._inserted = 0
         self._in_order = True  # the dict's order is (created, order): a question created earlier may arrive later
         self._filling: set[str] | None = None  # while the fill is read: the questions the store moved meanwhile
-        # the listing's view of _by_id: its documents' bytes and its deadlines in listing order, side by side (None:
-        # out of step, built again by the next listing); a question put at the end is added to it, any other change
-        # drops it
-        self._heads: list[bytes] | None = []
-        self._expires = array("d")
-        self._ascending = True  # no deadline in the view is earlier than the one before it
+        self._view: ListingView | None = ListingView([])  # None: built again by the next listing of them all
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -107,24 +102,24 @@ class PendingIndex:
             old = self._by_id.get(row.id)
             if old is not None:
                 self._kept.pop(row.id, None)  # its row moved on: the copy kept of the old one is not it
-                self._heads = None
             if row.state != "pending":
                 if old is not None:
                     del self._by_id[row.id]
+                    if self._view is not None:
+                        self._view.drop(old)
                 continue
             if old is not None:
-                self._by_id[row.id] = Pending(row, old.order)
+                entry = self._by_id[row.id] = Pending(row, old.order)
+                if self._view is not None:
+                    self._view.put(entry)
                 continue
             self._inserted += 1
             if self._by_id and row.created < next(reversed(self._by_id.values())).created:
                 self._in_order = False
-                self._heads = None
+                self._view = None  # its place is not the end
             entry = self._by_id[row.id] = Pending(row, self._inserted)
-            if self._heads is not None:
-                if self._expires and entry.expires < self._expires[-1]:
-                    self._ascending = False
-                self._heads.append(entry.head)
-                self._expires.append(entry.expires)
+            if self._view is not None:
+                self._view.append(entry)
 
     def get(self, eid: str) -> Pending | None:
         return self._by_id.get(eid)
@@ -178,15 +173,57 @@ class PendingIndex:
         them are 5 MB: copied once, into the reply's body); and how many they are."""
         if any(getattr(where, name) is not None for name in FILTERS):
             chosen = self.select(where, limit)
-            expires = [p.expires for p in chosen]
-            return _pieces([p.head for p in chosen], expires, now, _ascending(expires)), len(chosen)
-        if self._heads is None or not self._in_order:
+            deadlines = [p.expires for p in chosen]
+            return _pieces([p.head for p in chosen], deadlines, now, _ascending(deadlines)), len(chosen)
+        if self._view is None:
             entries = list(self._ordered())
-            self._heads = [p.head for p in entries]
-            self._expires = array("d", [p.expires for p in entries])
-            self._ascending = _ascending(self._expires)
-        heads = self._heads[:max(0, limit)]
-        return _pieces(heads, self._expires[:len(heads)], now, self._ascending), len(heads)
+            if not _ascending([p.order for p in entries]):
+                # questions created out of turn: numbered again in listing order, which is what the view finds by
+                for i, p in enumerate(entries, 1):
+                    p.order = i
+                self._inserted = len(entries)
+            self._view = ListingView(entries)
+        heads, expires, ascending = self._view.first(max(0, limit))
+        return _pieces(heads, expires, now, ascending), len(heads)
+
+
+class ListingView:
+    """Every pending question's document bytes and deadline, in listing order, in two arrays side by side (and each
+    one's `order`, by which its place is found): what a listing of them all reads. A question that leaves is taken
+    out of its place at once: a move of 8 bytes a question behind it in each array (~5 µs for 10,000), where closing
+    up places marked gone at the next listing costs that listing ~2 ms of building arrays again."""
+
+    def __init__(self, entries: list[Pending]) -> None:
+        self._heads = [p.head for p in entries]
+        self._expires = array("d", [p.expires for p in entries])
+        self._orders = array("q", [p.order for p in entries])  # rising: a place is found by bisection
+        # no deadline earlier than the one before it (a question leaving keeps it so; one put or moved may not)
+        self._ascending = _ascending(self._expires)
+
+    def append(self, p: Pending) -> None:
+        if self._expires and p.expires < self._expires[-1]:
+            self._ascending = False
+        self._heads.append(p.head)
+        self._expires.append(p.expires)
+        self._orders.append(p.order)
+
+    def put(self, p: Pending) -> None:
+        """`p` is the question in its place, as its row is now."""
+        i = bisect_left(self._orders, p.order)
+        self._heads[i] = p.head
+        if self._expires[i] != p.expires:
+            self._expires[i] = p.expires
+            if (i > 0 and self._expires[i - 1] > p.expires) or (i + 1 < len(self._expires)
+                                                                 and p.expires > self._expires[i + 1]):
+                self._ascending = False
+
+    def drop(self, p: Pending) -> None:
+        i = bisect_left(self._orders, p.order)
+        del self._heads[i], self._expires[i], self._orders[i]
+
+    def first(self, limit: int) -> tuple[list[bytes], array[float], bool]:
+        """The first `limit` questions' documents and deadlines, and whether those deadlines never go down."""
+        return self._heads[:limit], self._expires[:limit], self._ascending
 
 
 FILTERS = ("session", "server", "audience", "trace", "task")  # what a listing may be narrowed by, but its state

@@ -84,6 +84,12 @@ def test_a_long_listing_gives_each_question_its_own_seconds_left() -> None:
     index.apply([row("early", NOW - 1, expires=NOW + 99)])  # created before all of them: first, and out of order
     check(NOW + 0.3)
     assert listed(index, NOW + 0.3)[0]["id"] == "early"
+    index.apply([row("q100", NOW + 100, state="expired"), row("q200", NOW + 200, expires=NOW + 1.01),
+                 row("z2", NOW + 501, expires=NOW + 3.3)])  # and again, once the listing's places are numbered anew
+    check(NOW + 0.3)
+    index.apply([row(f"q{i:03}", NOW + i, state="answered") for i in range(0, 400, 2)])  # half of them leave at once
+    check(NOW + 1.5)
+    assert len(listed(index, NOW)) == len(index) == 203
 
 
 def test_a_question_kept_parsed_is_read_back_only_while_its_row_stands() -> None:
