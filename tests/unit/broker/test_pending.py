@@ -78,6 +78,7 @@ def test_a_long_listing_gives_each_question_its_own_seconds_left() -> None:
         check(now)
         check(now, limit=150)
         check(now, session="t")
+        check(now, 20, session="s", audience="human")
     index.apply([row("q050", NOW + 50, state="answered"), row("q051", NOW + 51, audience="agent"),
                  row("z", NOW + 500, expires=NOW + 3.2)])  # one ends, one moves in its place, one joins at the end
     check(NOW + 0.3)
