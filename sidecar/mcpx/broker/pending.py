@@ -264,5 +264,6 @@ def _pieces(heads: Sequence[bytes], expires: Sequence[float], now: float, ascend
     return pieces
 
 
-def _ascending(expires: Sequence[float]) -> bool:
-    return all(map(le, expires, islice(expires, 1, None)))
+def _ascending(values: Sequence[float]) -> bool:
+    """No value is less than the one before it (compared in C: 10,000 in ~0.2 ms)."""
+    return all(map(le, values, islice(values, 1, None)))
