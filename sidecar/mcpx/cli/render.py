@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcpx.broker.schema import FlatSchema
+from mcpx.client.replies import AnswerDoc, QuestionDoc
 from mcpx.config.durations import format_duration
 from mcpx.presentation.answering import respond_with
 from mcpx.presentation.rendering import presence_text
@@ -17,7 +18,7 @@ AUDIENCE_WORDS = {
 }
 
 
-def answer_commands(q: dict[str, Any]) -> list[str]:
+def answer_commands(q: QuestionDoc) -> list[str]:
     eid = q["id"]
     if isinstance(approvals := q.get("approvals"), dict):
         # only its approvers' own links accept or decline it (any other answer is refused): hand each theirs
@@ -38,7 +39,7 @@ def field_lines(schema: dict[str, Any] | None) -> list[str]:
     return [plain(f.describe(), 400) for f in FlatSchema.of(schema).fields]
 
 
-def render_question(q: dict[str, Any], answer: dict[str, Any] | None = None) -> str:
+def render_question(q: QuestionDoc, answer: AnswerDoc | None = None) -> str:
     state = q.get("state", "?")
     head = f"{q['id']} · {state}"
     if state == "pending":

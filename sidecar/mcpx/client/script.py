@@ -29,6 +29,7 @@ from mcpx.client.daemon_client import DaemonClient
 from mcpx.client.prompt import TerminalForm, read_answer
 from mcpx.client.question_watch import EndedMeanwhile as EndedMeanwhile  # mcpx.EndedMeanwhile, for a script
 from mcpx.client.question_watch import Watch
+from mcpx.client.replies import QuestionDoc
 from mcpx.client.target import split_target
 from mcpx.client.transport import ApiError, Response
 from mcpx.daemon.launch import ensure_daemon
@@ -82,7 +83,7 @@ class Question:
     schema: dict[str, Any] | None
     url: str | None
     task: str | None
-    document: dict[str, Any] = field(repr=False)
+    document: QuestionDoc = field(repr=False)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -90,7 +91,7 @@ class Question:
         return tuple(f.name for f in FlatSchema.of(self.schema).fields)
 
     @classmethod
-    def of(cls, doc: dict[str, Any]) -> Question:
+    def of(cls, doc: QuestionDoc) -> Question:
         return cls(id=doc["id"], server=doc["server"], tool=doc.get("tool"), mode=doc["mode"], message=doc["message"],
                    audience=doc["audience"], reason=doc.get("reason", ""), schema=doc.get("requestedSchema"),
                    url=doc.get("url"), task=doc.get("task"), document=doc)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mcpx.broker.schema import FlatSchema, example_content
@@ -11,7 +11,7 @@ from mcpx.presentation.text import json_text, plain, quoted, shell_quote_json
 from mcpx.shared.names import WITHHELD_META
 
 
-def respond_with(q: dict[str, Any]) -> str:
+def respond_with(q: Mapping[str, Any]) -> str:
     """The one command that answers this question, with a placeholder of the right shape."""
     eid = q["id"]
     if q.get("mode") == "url":

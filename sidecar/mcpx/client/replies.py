@@ -1,0 +1,121 @@
+"""What the daemon's /v1 replies hold, as the CLI and the client library read them: typed dicts, not models.
+
+The daemon's pydantic models (broker/models.py, api/) are the shapes; these are the keys a client reads of them,
+typed. They are TypedDicts, which cost nothing: a reply stays the dict `json.loads` made, and the request/response
+commands start without pydantic (issue 39 item 4: importing it alone costs `mcpx call` tens of milliseconds).
+tests/unit/client/test_replies.py holds each key here to its model's, so that the two cannot drift apart.
+
+What stays `dict[str, Any]` in them is arbitrary JSON a server wrote (a tool's inputSchema, a result's
+structuredContent, a question's requestedSchema and answer content), which mcpx passes on as it came.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+
+class ToolAnnotations(TypedDict, total=False):
+    """A tool's hints (mcp/protocol.py's ToolAnnotations): those the CLI shows."""
+
+    readOnlyHint: bool
+    destructiveHint: bool
+
+
+class ToolDoc(TypedDict, total=False):
+    """One tool as its server listed it (/v1/tools/{server}, passed through): a server may leave out any key."""
+
+    name: str
+    title: str
+    description: str
+    inputSchema: dict[str, Any]  # a JSON Schema, the server's own
+    annotations: ToolAnnotations
+
+
+class ContentBlock(TypedDict, total=False):
+    """One item of a result's content: text, or another type the CLI prints as JSON."""
+
+    type: str
+    text: str
+
+
+class ToolResult(TypedDict, total=False):
+    """A call's result: the server's CallToolResult (`content`, `structuredContent`, `isError`), or a finished
+    call's document whose `error` says why it ended without one."""
+
+    content: list[ContentBlock]
+    structuredContent: Any  # the server's own JSON
+    isError: bool
+    error: Any
+
+
+class TaskView(TypedDict, total=False):
+    """A call as /v1/tasks and /v1/tasks/{id} show it (broker/models.py's TaskDoc, api/call_routes.py's
+    ListedTask)."""
+
+    id: str
+    trace: str
+    server: str
+    tool: str
+    session: str
+    state: str
+    open: list[str]
+    updated: str
+    error: str | None
+    progress: dict[str, Any] | None  # the server's last progress report, as it sent it
+    survivesRestart: bool
+
+
+class QuestionDoc(TypedDict, total=False):
+    """A question as /v1 shows it (broker/models.py's Elicitation on the wire, with a waiting call's `respondWith`
+    and `page`): every key, a script's `Question.document` being one. A key whose value is null is left out."""
+
+    id: str
+    trace: str
+    parent: str
+    upstreamId: str
+    created: str
+    escalated: bool
+    ambiguous: bool
+    confirms: dict[str, Any]  # the exact request a confirmation is bound to (broker/models.py's Confirms)
+    state: str
+    stateReason: str
+    mode: Literal["form", "url"]
+    server: str
+    tool: str
+    task: str
+    message: str
+    url: str
+    requestedSchema: dict[str, Any]  # the server's flat form, read through broker/schema.py's FlatSchema
+    secretFields: list[str]
+    audience: str
+    reason: str
+    session: str
+    sessionSource: str
+    expiresAt: str
+    secondsLeft: int
+    presence: bool
+    approvals: dict[str, Any]  # who must approve it, and who has (broker/models.py's Approvals)
+    respondWith: str
+    page: str
+
+
+class AnswerDoc(TypedDict, total=False):
+    """A question's answer as /v1 shows it (broker/models.py's Answer)."""
+
+    action: str
+    content: dict[str, Any] | None  # the answer's field values, as the form took them
+    reason: str | None
+    by: str
+    at: str
+    answeredAfterMs: int | None
+
+
+class CallWaiting(TypedDict):
+    """A call that waits for input or still runs (202 from /v1/call and /v1/tasks/{id}/result: api/call_routes.py's
+    CallInputRequired)."""
+
+    status: Literal["input-required", "running"]
+    task: str
+    trace: str
+    elicitations: list[QuestionDoc]
+    result: str
