@@ -24,6 +24,7 @@ from mcpx import __version__
 from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.cli.doctor_findings import Finding
 from mcpx.cli.policy_cmd import CheckedConfig, checked_config
+from mcpx.client.replies import HealthDoc, StoreDoc
 from mcpx.client.transport import ApiError, DaemonApi, NoDaemon
 from mcpx.config.models import ServerConfig, secret_names
 from mcpx.system import keychain
@@ -110,7 +111,7 @@ def _config() -> Generator[Finding, None, CheckedConfig]:
 # ---- the daemon and its store
 
 
-def _daemon() -> Generator[Finding, None, dict[str, Any] | None]:
+def _daemon() -> Generator[Finding, None, HealthDoc | None]:
     from mcpx.daemon.launch import LaunchError, ensure_daemon
     from mcpx.system.paths import StatePaths
 
@@ -122,7 +123,7 @@ def _daemon() -> Generator[Finding, None, dict[str, Any] | None]:
                       f"read {paths.root / 'daemon.out'} and the config's problems above")
         return None
     try:
-        health: dict[str, Any] = _get("/v1/health")
+        health: HealthDoc = _get("/v1/health")
     except (NoDaemon, ApiError) as exc:
         yield Finding("daemon", str(paths.socket), False, f"it does not answer: {exc}",
                       "`mcpx daemon restart` (its log: daemon.log in the state directory)")
@@ -144,8 +145,8 @@ def _get(path: str, timeout: float = 30.0, **params: Any) -> Any:
     return DaemonApi().get(path, timeout=timeout, params=params or None)
 
 
-def _store(health: dict[str, Any]) -> list[Finding]:
-    store = health.get("store") or {}
+def _store(health: HealthDoc) -> list[Finding]:
+    store: StoreDoc = health.get("store") or {}
     where = f"{store.get('kind', '?')} {store.get('where', '')}".strip()
     try:
         _get("/v1/tasks", state="all", limit=1)  # a read of the store itself, not of memory

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcpx.client.replies import QuestionDoc
 from mcpx.config.durations import format_duration
 from mcpx.presentation.text import plain
 
 
-def render_row(q: dict[str, Any]) -> str:
+def render_row(q: QuestionDoc) -> str:
     left = format_duration(q.get("secondsLeft", 0)) if q.get("state") == "pending" else q.get("state", "")
     return (f"{q['id']}  {left:>7}  {q.get('audience', ''):<16}  {plain(q.get('server', ''), 20):<12}  "
             f"{plain(q.get('message', ''), 70)}")

@@ -110,6 +110,59 @@ class AnswerDoc(TypedDict, total=False):
     answeredAfterMs: int | None
 
 
+class LeaseDoc(TypedDict):
+    """A daemon on a shared store (api/schemas.py's DaemonLease)."""
+
+    id: str
+    user: str
+    host: str
+    pid: int
+    version: str
+    startedAt: str
+    heartbeat: str
+    alive: bool
+
+
+class StoreDoc(TypedDict, total=False):
+    """The daemon's store (api/schemas.py's StoreStatus)."""
+
+    kind: Literal["sqlite", "postgresql"]
+    where: str
+    daemon: str
+    lease: float
+    daemons: list[LeaseDoc]
+
+
+class NotifyDoc(TypedDict, total=False):
+    """One notification target's counts (inbox/notify.py's NotifyStat)."""
+
+    target: str
+    sent: int
+    failed: int
+    lastError: str
+
+
+class HealthDoc(TypedDict, total=False):
+    """The daemon as /v1/health shows it (api/schemas.py's Health): every key."""
+
+    ok: bool
+    version: str
+    pid: int
+    startedAt: str
+    socket: str
+    listen: str
+    config: str
+    configError: str
+    pending: int
+    servers: list[str]
+    serverCommands: dict[str, str]
+    pluginElicit: str
+    inbox: str
+    notify: list[NotifyDoc]
+    store: StoreDoc
+    needsLogin: dict[str, str]
+
+
 class CallWaiting(TypedDict):
     """A call that waits for input or still runs (202 from /v1/call and /v1/tasks/{id}/result: api/call_routes.py's
     CallInputRequired)."""

@@ -47,3 +47,13 @@ def test_a_wrong_key_is_caught() -> None:
         sessionId: str  # the model's is `session`
 
     assert not set(get_type_hints(Stale)) <= wire_keys(ListedTask)
+
+
+def test_the_health_document_names_every_key() -> None:
+    """`mcpx status` and `mcpx doctor` read /v1/health as HealthDoc, its store and its daemons as theirs."""
+    from mcpx.api.schemas import DaemonLease, Health, StoreStatus
+    from mcpx.inbox.notify import NotifyStat
+
+    for view, model in ((replies.HealthDoc, Health), (replies.StoreDoc, StoreStatus),
+                        (replies.LeaseDoc, DaemonLease), (replies.NotifyDoc, NotifyStat)):
+        assert set(get_type_hints(view)) == wire_keys(model), view.__name__
