@@ -17,9 +17,9 @@ import asyncio
 import contextlib
 import os
 import threading
-from typing import Any
 
 from mcpx.client.daemon_client import wait_for_answer
+from mcpx.client.replies import AnswerDoc
 from mcpx.client.transport import ApiError
 from mcpx.presentation.text import plain
 from mcpx.shared.errors import McpxError
@@ -32,7 +32,7 @@ class EndedMeanwhile(McpxError):
     """The question a prompt was asking ended elsewhere; the message says how."""
 
 
-def how_it_ended(eid: str, answer: dict[str, Any]) -> str:
+def how_it_ended(eid: str, answer: AnswerDoc) -> str:
     """A question's end in words, from its answer as stored."""
     if answer.get("by") == "expiry":
         return f"{eid} expired: nobody answered it in time"
@@ -48,7 +48,7 @@ class Watch:
         self.eid = eid
         self.paths = paths
         self.how: str | None = None
-        self.answer: dict[str, Any] | None = None
+        self.answer: AnswerDoc | None = None
         self._over = threading.Event()
         self._read_end, self._write_end = os.pipe()
         self._loop = asyncio.new_event_loop()

@@ -100,14 +100,22 @@ class QuestionDoc(TypedDict, total=False):
 
 
 class AnswerDoc(TypedDict, total=False):
-    """A question's answer as /v1 shows it (broker/models.py's Answer)."""
+    """A question's answer as /v1 shows it (broker/models.py's Answer): every key, a script's `Client.ask` returning
+    one. A key whose value is null is left out."""
 
-    action: str
-    content: dict[str, Any] | None  # the answer's field values, as the form took them
-    reason: str | None
+    id: str
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any]  # the answer's field values, as the form took them
+    reason: str
     by: str
     at: str
-    answeredAfterMs: int | None
+    session: str
+    pid: int
+    user: str
+    host: str
+    answeredAfterMs: int
+    approvers: list[str]
+    passkeys: list[str]
 
 
 class LeaseDoc(TypedDict):

@@ -29,7 +29,7 @@ from mcpx.client.daemon_client import DaemonClient
 from mcpx.client.prompt import TerminalForm, read_answer
 from mcpx.client.question_watch import EndedMeanwhile as EndedMeanwhile  # mcpx.EndedMeanwhile, for a script
 from mcpx.client.question_watch import Watch
-from mcpx.client.replies import QuestionDoc
+from mcpx.client.replies import AnswerDoc, QuestionDoc
 from mcpx.client.target import split_target
 from mcpx.client.transport import ApiError, Response
 from mcpx.daemon.launch import ensure_daemon
@@ -237,7 +237,7 @@ class Client:
             elif exc.status not in (409, 410):  # 409, 410: answered by someone else first, or ended: no matter
                 raise
 
-    async def ask(self, q: Question) -> dict[str, Any]:
+    async def ask(self, q: Question) -> AnswerDoc:
         """Put `q` to the person at this terminal, field by field, until they answer; recorded as theirs
         (`person:cli`). The answer as stored. The prompt blocks this client while the person types.
 
@@ -268,11 +268,11 @@ class Client:
                         if exc.status in (409, 410) and await asyncio.to_thread(watch.wait, POLL):
                             return _ended_elsewhere(form, watch)
                         raise
-                    doc: dict[str, Any] = answered.get("answer") or {}
+                    doc: AnswerDoc = answered.get("answer") or AnswerDoc()
                     return doc
 
 
-def _ended_elsewhere(form: TerminalForm, watch: Watch) -> dict[str, Any]:
+def _ended_elsewhere(form: TerminalForm, watch: Watch) -> AnswerDoc:
     """Said at the terminal: how the question being asked ended elsewhere. The answer it ended with; an abandoned
     question, which has none, is raised (EndedMeanwhile)."""
     ended = watch.ended()
@@ -301,7 +301,7 @@ class BlockingClient:
     def call(self, target: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self._runner.run(self.client.call(target, arguments))
 
-    def ask(self, q: Question) -> dict[str, Any]:
+    def ask(self, q: Question) -> AnswerDoc:
         return self._runner.run(self.client.ask(q))
 
     def close(self) -> None:

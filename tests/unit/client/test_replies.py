@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from mcpx.api.call_routes import CallInputRequired, ListedTask, WaitingQuestion
+from mcpx.broker.models import Answer
 from mcpx.client import replies
 from mcpx.mcp.protocol import ToolAnnotations
 
@@ -49,11 +50,12 @@ def test_a_wrong_key_is_caught() -> None:
     assert not set(get_type_hints(Stale)) <= wire_keys(ListedTask)
 
 
-def test_the_health_document_names_every_key() -> None:
-    """`mcpx status` and `mcpx doctor` read /v1/health as HealthDoc, its store and its daemons as theirs."""
+def test_the_documents_a_script_or_status_is_handed_name_every_key() -> None:
+    """`mcpx status` and `mcpx doctor` read /v1/health as HealthDoc, its store and its daemons as theirs; a script's
+    `Client.ask` returns an AnswerDoc."""
     from mcpx.api.schemas import DaemonLease, Health, StoreStatus
     from mcpx.inbox.notify import NotifyStat
 
-    for view, model in ((replies.HealthDoc, Health), (replies.StoreDoc, StoreStatus),
+    for view, model in ((replies.HealthDoc, Health), (replies.AnswerDoc, Answer), (replies.StoreDoc, StoreStatus),
                         (replies.LeaseDoc, DaemonLease), (replies.NotifyDoc, NotifyStat)):
         assert set(get_type_hints(view)) == wire_keys(model), view.__name__
