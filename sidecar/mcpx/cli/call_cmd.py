@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, shown
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
-from mcpx.client.replies import CallWaiting, QuestionDoc, TaskView, ToolDoc, ToolResult
 from mcpx.client.target import split_target
 from mcpx.client.transport import ApiError, DaemonApi, Response, ensure_running
 from mcpx.presentation.text import clock, one_line, plain
 
 if TYPE_CHECKING:
     from mcpx.client.prompt import TerminalForm
+    from mcpx.client.replies import CallWaiting, QuestionDoc, TaskView, ToolDoc, ToolResult
 
 # Each command here asks the daemon through transport.DaemonApi, one blocking exchange per request, and starts
 # without aiohttp, asyncio or pydantic; what only a question needs (its rendering, the terminal's form and the watch
@@ -220,7 +220,8 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
         if resp.status != 202 or body.get("elicitations"):
             line.clear()
         if resp.status == 200:
-            result: ToolResult = (body.get("result") if "result" in body else body) or ToolResult()
+            found = body.get("result") if "result" in body else body
+            result: ToolResult = found if found else {}
             if args.json:
                 emit_json(body)
             elif isinstance(body, dict) and body.get("state") in ("failed", "cancelled"):

@@ -16,19 +16,21 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from mcpx.cli.common import add_json_flag, emit_json, guarded
 from mcpx.cli.lines import upstream_lines
-from mcpx.client.replies import HealthDoc, StoreDoc, TaskView
 from mcpx.client.transport import EX_UNAVAILABLE, ApiError, DaemonApi, NoDaemon
 from mcpx.config.finding import config_sources, unread_configs
 from mcpx.daemon.origin import Origin
 from mcpx.presentation.text import plain
 from mcpx.system import processes
 from mcpx.system.paths import StatePaths
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import HealthDoc, StoreDoc, TaskView
 
 LISTEN_HELP = "also serve /v1 and /mcp on loopback TCP, behind a bearer token"
 

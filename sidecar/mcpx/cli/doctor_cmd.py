@@ -18,16 +18,18 @@ import argparse
 import sys
 import time
 from collections.abc import Generator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpx import __version__
 from mcpx.cli.common import add_json_flag, emit_json
 from mcpx.cli.doctor_findings import Finding
 from mcpx.cli.policy_cmd import CheckedConfig, checked_config
-from mcpx.client.replies import HealthDoc, StoreDoc
 from mcpx.client.transport import ApiError, DaemonApi, NoDaemon
 from mcpx.config.models import ServerConfig, secret_names
 from mcpx.system import keychain
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import HealthDoc, StoreDoc
 
 ASK_PATIENCE = 30.0  # s: how long doctor waits for the daemon to keep a secret it was just given
 

@@ -250,9 +250,9 @@ def result_cmd(args: argparse.Namespace) -> int:
             emit_json(resp.body)
         else:
             from mcpx.cli.call_cmd import print_result
-            from mcpx.client.replies import ToolResult
 
-            print_result(resp.body.get("result") or ToolResult())
+            found = resp.body.get("result")
+            print_result(found if found else {})
         return 0 if resp.body.get("state") == "completed" else 1
     answer = body.get("answer")
     if answer is None and q["state"] == "pending":

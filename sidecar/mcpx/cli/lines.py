@@ -4,11 +4,13 @@ these commands start without pydantic."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpx.client.replies import QuestionDoc
 from mcpx.config.durations import format_duration
 from mcpx.presentation.text import plain
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import QuestionDoc
 
 
 def render_row(q: QuestionDoc) -> str:

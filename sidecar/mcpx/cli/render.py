@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpx.broker.schema import FlatSchema
-from mcpx.client.replies import AnswerDoc, QuestionDoc
 from mcpx.config.durations import format_duration
 from mcpx.presentation.answering import respond_with
 from mcpx.presentation.rendering import presence_text
 from mcpx.presentation.text import plain, quoted, shell_quote_json
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc, QuestionDoc
 
 AUDIENCE_WORDS = {
     "agent": "the agent (fixed choices it can pick from what it has seen)",

@@ -8,10 +8,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from mcpx.client.replies import TaskView
 from mcpx.presentation.text import plain
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import TaskView
 
 
 class StatusLine:

@@ -8,11 +8,10 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from mcpx.client.replies import AnswerDoc
 from mcpx.client.transport import (
     RESTART_PAUSE,
     ApiError,
@@ -24,6 +23,9 @@ from mcpx.client.transport import (
 )
 from mcpx.shared import sse
 from mcpx.system.paths import StatePaths
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc
 
 
 class DaemonClient:

@@ -12,13 +12,15 @@ import select
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mcpx.broker.schema import Field, FlatSchema, Option
 from mcpx.client.question_watch import Watch
-from mcpx.client.replies import QuestionDoc
 from mcpx.presentation.text import plain, quoted
 from mcpx.shared.errors import McpxError
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import QuestionDoc
 
 Reader = Callable[[str], str]
 

@@ -17,13 +17,16 @@ import asyncio
 import contextlib
 import os
 import threading
+from typing import TYPE_CHECKING
 
 from mcpx.client.daemon_client import wait_for_answer
-from mcpx.client.replies import AnswerDoc
 from mcpx.client.transport import ApiError
 from mcpx.presentation.text import plain
 from mcpx.shared.errors import McpxError
 from mcpx.system.paths import StatePaths
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc
 
 STOP_PATIENCE = 5.0  # s: how long leaving the watch waits for its thread (its poll is cancelled at once)
 

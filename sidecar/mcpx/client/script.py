@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mcpx.broker.models import SCRIPT_NAME, Answerer
 from mcpx.broker.schema import FlatSchema
@@ -29,12 +29,14 @@ from mcpx.client.daemon_client import DaemonClient
 from mcpx.client.prompt import TerminalForm, read_answer
 from mcpx.client.question_watch import EndedMeanwhile as EndedMeanwhile  # mcpx.EndedMeanwhile, for a script
 from mcpx.client.question_watch import Watch
-from mcpx.client.replies import AnswerDoc, QuestionDoc
 from mcpx.client.target import split_target
 from mcpx.client.transport import ApiError, Response
 from mcpx.daemon.launch import ensure_daemon
 from mcpx.shared.errors import McpxError
 from mcpx.system.paths import StatePaths
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc, QuestionDoc
 
 log = logging.getLogger("mcpx.client")
 
@@ -268,7 +270,8 @@ class Client:
                         if exc.status in (409, 410) and await asyncio.to_thread(watch.wait, POLL):
                             return _ended_elsewhere(form, watch)
                         raise
-                    doc: AnswerDoc = answered.get("answer") or AnswerDoc()
+                    found = answered.get("answer")
+                    doc: AnswerDoc = found if found else {}
                     return doc
 
 

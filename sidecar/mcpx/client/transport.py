@@ -17,14 +17,16 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from mcpx.client.replies import AnswerDoc
 from mcpx.shared.errors import McpxError
 from mcpx.system import agentshell
 from mcpx.system.paths import StatePaths
 from mcpx.system.sockets import socket_alive
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc
 
 EX_UNAVAILABLE = 69
 MAX_HEAD = 64 * 1024  # a reply's status line and headers; the daemon's are a few hundred bytes
