@@ -173,6 +173,20 @@ class HealthDoc(TypedDict, total=False):
     needsLogin: dict[str, str]
 
 
+class LoginDoc(TypedDict, total=False):
+    """One server's login as /v1/auth lists it (oauth/models.py's LoginView): never a token."""
+
+    server: str
+    url: str
+    state: Literal["logged-in", "needs-login", "asking", "none"]
+    issuer: str
+    subject: str
+    scopes: list[str]
+    expiresAt: float  # the access token's end, seconds since the epoch
+    question: str  # the login question open now
+    problem: str
+
+
 class CallWaiting(TypedDict):
     """A call that waits for input or still runs (202 from /v1/call and /v1/tasks/{id}/result: api/call_routes.py's
     CallInputRequired)."""

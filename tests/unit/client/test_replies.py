@@ -13,6 +13,7 @@ from mcpx.api.call_routes import CallInputRequired, ListedTask, WaitingQuestion
 from mcpx.broker.models import Answer
 from mcpx.client import replies
 from mcpx.mcp.protocol import ToolAnnotations
+from mcpx.oauth.models import LoginView
 
 
 def wire_keys(model: type[BaseModel]) -> set[str]:
@@ -25,6 +26,7 @@ def wire_keys(model: type[BaseModel]) -> set[str]:
     (replies.QuestionDoc, wire_keys(WaitingQuestion)),
     (replies.CallWaiting, wire_keys(CallInputRequired)),
     (replies.ToolAnnotations, wire_keys(ToolAnnotations)),
+    (replies.LoginDoc, wire_keys(LoginView)),
     # what MCP says of a tool and a result, as the SDK models them: the daemon passes a server's own on
     (replies.ToolDoc, wire_keys(mcp.types.Tool)),
     (replies.ContentBlock, wire_keys(mcp.types.TextContent)),

@@ -457,7 +457,10 @@ export type LoginStarted = {
   url: string
 }
 
-/** One server's login as `mcpx auth list` shows it: no token in it. */
+/**
+ * One server's login as `mcpx auth list` shows it: no token in it. Its keys camelCase on the wire, as every
+ * /v1 document's are (`expiresAt`).
+ */
 export type LoginView = {
   server: string
   url: string
@@ -465,7 +468,7 @@ export type LoginView = {
   issuer?: string | null
   subject?: string | null
   scopes?: string[]
-  expires_at?: number | null
+  expiresAt?: number | null
   question?: string | null
   problem?: string | null
 }
