@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcpx.cli import inbox_cmd
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
@@ -17,7 +17,7 @@ from mcpx.client.transport import ApiError, DaemonApi, NoDaemon, ensure_running
 from mcpx.presentation.text import plain
 
 if TYPE_CHECKING:
-    from mcpx.client.replies import QuestionDoc
+    from mcpx.client.replies import AuditDoc, QuestionDoc
 
 # What only some of these commands need is imported where they run (the schema's rules and a question's full
 # rendering read with pydantic; the prompt; aiohttp for the event stream and the long waits): `mcpx elicit list`,
@@ -223,7 +223,8 @@ async def watch_cmd(args: argparse.Namespace) -> int:
                     if args.json:
                         print(json.dumps({"id": event_id, "event": event, "data": data}), flush=True)
                     else:
-                        print(render_event(event, data if isinstance(data, dict) else {}), flush=True)
+                        record = cast("AuditDoc", data) if isinstance(data, dict) else {}  # an audit record
+                        print(render_event(event, record), flush=True)
         except NoDaemon:
             failures_since = failures_since or time.monotonic()
             if time.monotonic() - failures_since > 30:

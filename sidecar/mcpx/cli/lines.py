@@ -10,7 +10,7 @@ from mcpx.config.durations import format_duration
 from mcpx.presentation.text import plain
 
 if TYPE_CHECKING:
-    from mcpx.client.replies import QuestionDoc
+    from mcpx.client.replies import AuditDoc, QuestionDoc
 
 
 def render_row(q: QuestionDoc) -> str:
@@ -19,7 +19,7 @@ def render_row(q: QuestionDoc) -> str:
             f"{plain(q.get('message', ''), 70)}")
 
 
-def render_event(event: str, data: dict[str, Any]) -> str:
+def render_event(event: str, data: AuditDoc) -> str:
     eid = data.get("elicit") or data.get("task") or ""
     d = data.get("data") or {}
     detail = ""

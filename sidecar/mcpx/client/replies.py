@@ -52,16 +52,22 @@ class ToolResult(TypedDict, total=False):
 
 class TaskView(TypedDict, total=False):
     """A call as /v1/tasks and /v1/tasks/{id} show it (broker/models.py's TaskDoc, api/call_routes.py's
-    ListedTask)."""
+    ListedTask): every key."""
 
     id: str
     trace: str
+    parent: str
     server: str
     tool: str
     session: str
+    sessionSource: str
     state: str
+    era: Literal["legacy", "modern"]
+    questions: list[str]
     open: list[str]
+    created: str
     updated: str
+    result: dict[str, Any]  # the server's CallToolResult, once completed
     error: str | None
     progress: dict[str, Any] | None  # the server's last progress report, as it sent it
     survivesRestart: bool
@@ -185,6 +191,20 @@ class LoginDoc(TypedDict, total=False):
     expiresAt: float  # the access token's end, seconds since the epoch
     question: str  # the login question open now
     problem: str
+
+
+class AuditDoc(TypedDict, total=False):
+    """One audit record as /v1/audit and the event stream send it (broker/models.py's AuditRecord)."""
+
+    seq: int
+    at: str
+    kind: str
+    elicit: str
+    session: str
+    trace: str
+    task: str
+    pid: int
+    data: dict[str, Any]  # what happened, in a shape of its own for each kind (broker/models.py's AuditKind)
 
 
 class CallWaiting(TypedDict):

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from mcpx.api.call_routes import CallInputRequired, ListedTask, WaitingQuestion
-from mcpx.broker.models import Answer
+from mcpx.broker.models import Answer, AuditRecord
 from mcpx.client import replies
 from mcpx.mcp.protocol import ToolAnnotations
 from mcpx.oauth.models import LoginView
@@ -58,6 +58,7 @@ def test_the_documents_a_script_or_status_is_handed_name_every_key() -> None:
     from mcpx.api.schemas import DaemonLease, Health, StoreStatus
     from mcpx.inbox.notify import NotifyStat
 
-    for view, model in ((replies.HealthDoc, Health), (replies.AnswerDoc, Answer), (replies.StoreDoc, StoreStatus),
+    for view, model in ((replies.HealthDoc, Health), (replies.AnswerDoc, Answer), (replies.AuditDoc, AuditRecord),
+                        (replies.TaskView, ListedTask), (replies.StoreDoc, StoreStatus),
                         (replies.LeaseDoc, DaemonLease), (replies.NotifyDoc, NotifyStat)):
         assert set(get_type_hints(view)) == wire_keys(model), view.__name__
