@@ -36,7 +36,7 @@ from mcpx.surface.client_state import ClientState, shaped
 from mcpx.surface.following import Following
 from mcpx.surface.plain_call import PlainCall
 from mcpx.surface.request_state import RequestStates, binding
-from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
+from mcpx.surface.results import completed_result, task_result, waiting_on, waiting_result, with_notes
 from mcpx.surface.tasks import TasksExtension
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
@@ -361,9 +361,9 @@ class _Waiting:
         # None: it ended on the lean path; else promoted, and followed from there
         self._settled: asyncio.Future[Following | None] = asyncio.get_running_loop().create_future()
 
-    def settled(self, call: Call, result: dict[str, Any] | None) -> None:
+    def settled(self, lean: LeanCall, result: dict[str, Any] | None) -> None:
         if not self._settled.done():  # not given up on (the caller's task cancelled)
-            self._settled.set_result(None if result is not None else self.driver.following(call, self.state,
+            self._settled.set_result(None if result is not None else self.driver.following(lean.call, self.state,
                                                                                             self.out))
 
     async def outcome(self, lean: LeanCall, bound: str, token: Any) -> dict[str, Any]:
@@ -375,6 +375,7 @@ class _Waiting:
                 made.close()  # promoted just before, and not followed
             self.driver.left(lean.call, self.out.withdrawn())
             raise
-        if following is None:
-            return task_result(lean.call)  # it ended on the lean path (recorded since): nothing happened but its reply
+        if following is None:  # it ended on the lean path (recorded since): nothing happened but its reply
+            assert lean.result is not None
+            return completed_result(lean.result)  # nothing of a plain call's to scrub (call/lean.py)
         return await self.driver.follow(lean.call, following, self.state, self.out, bound, token, [])

@@ -290,11 +290,12 @@ class UpstreamConnection:
             raise
         return Sending(call, params, meta, first)
 
-    def send_call_now(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall,
+    def send_call_now(self, tool: str, arguments: dict[str, Any], hooks: Callable[[], ServerToCall],
                       meta: dict[str, Any] | None = None, followed: bool = True) -> Sending:
-        """`send_call` from a callback, on a stdio server (a plain call's lean path, call/lean.py): written now."""
+        """`send_call` from a callback, on a stdio server (a plain call's lean path, call/lean.py): written now. Its
+        `hooks` are made the first time the server sends the call anything (InFlight's `made`)."""
         assert self.peer is not None and isinstance(self.channel, ProcessChannel)
-        call, params, meta = self._begin(tool, arguments, hooks, meta, followed)
+        call, params, meta = self._begin(tool, arguments, None, meta, followed, hooks)
         try:
             first = self.peer.send_request_now("tools/call", *self._first(call, params, meta))
         except BaseException:
@@ -302,11 +303,12 @@ class UpstreamConnection:
             raise
         return Sending(call, params, meta, first)
 
-    def _begin(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall, meta: dict[str, Any] | None,
-               followed: bool) -> tuple[InFlight, dict[str, Any], dict[str, Any] | None]:
+    def _begin(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall | None, meta: dict[str, Any] | None,
+               followed: bool, made: Callable[[], ServerToCall] | None = None,
+               ) -> tuple[InFlight, dict[str, Any], dict[str, Any] | None]:
         """A call in flight on this connection from now on: its params, and its _meta with mcpx's own progress token
         when the caller asked for progress or the call is followed."""
-        call = InFlight(hooks, tool)
+        call = InFlight(hooks, tool, made=made)
         call.progress = (meta or {}).get("progressToken")
         if call.progress is not None or followed:
             call.wire_token = f"mcpx-{next(self._tokens)}"
