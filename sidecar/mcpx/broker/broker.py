@@ -49,8 +49,8 @@ from mcpx.broker.rules import redact as redact  # where daemon/ and inbox/ have 
 from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Store, StoreInfo, StoreLease, TaskRow, Tx
 from mcpx.broker.sweeper import Sweeper
 from mcpx.broker.team import Team
+from mcpx.broker.waiters import Hand, Waiters, retrieved
 from mcpx.broker.waiters import Handle as Handle
-from mcpx.broker.waiters import Waiters, retrieved
 from mcpx.broker.writes import Outcome, Writes
 from mcpx.config.models import Config
 from mcpx.shared import wirejson
@@ -392,6 +392,8 @@ class Broker:
         if refusal is not None:
             raise refusal
         clean = rules.checked_content(q, action, content)
+        if (hand := self._waiters.take_hand(q.id)) is not None:
+            hand(action, clean, reason)  # the asker passes it on now, before its record is built (or in its turn)
         writes = self._writes
         answer = writes.answer_of(q, action, clean, by, session, pid, reason, now)
         mine.set_result(answer)  # before the unit is queued: the asker's turn comes before the commit's
@@ -399,6 +401,12 @@ class Broker:
                                within)
         written.add_done_callback(functools.partial(self._landed, q.id, answer))
         return written, answer
+
+    def hand_first(self, eid: str, hand: Hand | None) -> None:
+        """An eager asker that can pass its answer on in the step it is taken (a legacy server's reply written from
+        there: upstream/mcp_call.py) is handed it through `hand` there, before its record (the Answer, the unit) is
+        built; it is then told it as before, in its own turn. None: no more (it stopped waiting)."""
+        self._waiters.hand(eid, hand)
 
     def _landed(self, eid: str, answer: Answer, written: asyncio.Future[Elicitation]) -> None:
         """An answer its asker already had has committed, or failed to: the long polls are woken with it; or the
