@@ -340,6 +340,7 @@ def test_a_daemon_killed_takes_its_servers_trees_with_it_and_the_next_one_ends_w
     imposter = subprocess.Popen(["sleep", "600"], start_new_session=True)  # a pid an old record names wrongly
     askers: list[subprocess.Popen[str]] = []
     trees: list[tuple[int, int | None]] = []  # each process of the npx trees, with its start time
+    held: list[tuple[int, int | None]] = []  # the escaping processes, stopped, with their start times
     try:
         # kill -9 with a question pending on a real npx tree: the whole tree goes with the daemon (its watcher)
         d.start()
@@ -365,6 +366,11 @@ def test_a_daemon_killed_takes_its_servers_trees_with_it_and_the_next_one_ends_w
         kept = json.loads(record.read_text())
         kept["children"][str(imposter.pid)] = [started + 1, "reused"]  # its pid, another process's start time
         record.write_text(json.dumps(kept))
+        # npx's node ends by itself when its stdin ends, as the daemon dies: stopped, what escapes stays for the next
+        # daemon to find, as a server that ignores its stdin would (a stopped process still dies of SIGTERM)
+        held += [(pid, groups.start_time(pid)) for pid in tree if pid != leader]
+        for pid, _ in held:
+            os.kill(pid, signal.SIGSTOP)
         d.kill9()
         assert wait_gone(leader, PATIENCE)  # npm, by the kernel's signal
         escaped = group_of(leader)
@@ -376,6 +382,9 @@ def test_a_daemon_killed_takes_its_servers_trees_with_it_and_the_next_one_ends_w
         assert "a daemon before this one left running" in read_log(home)
     finally:
         d.stop()
+        for pid, started in held:  # a failed part leaves none stopped; a pid since reused is not ours
+            if groups.start_time(pid) == started:
+                os.kill(pid, signal.SIGKILL)
         for proc in [imposter, *askers]:
             stop_process(proc)
         for pid, started in trees:  # what a failure left: each still the process it was (a pid is soon reused)
