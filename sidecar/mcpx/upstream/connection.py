@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -495,7 +496,8 @@ class UpstreamConnection:
                 if eid in self._completed:  # announced while its owner was being worked out: the call keeps it
                     self._completed.discard(eid)
                     await call.hooks.complete(eid)
-            return await call.hooks.ask(ask)
+            # its answer may be written from the step that has it (Peer.reply_early), before its record is built
+            return await call.hooks.ask(ask, functools.partial(self.peer.reply_early, msg["id"]) if self.peer else None)
         except UnattributedRequest as exc:
             for suspect in exc.suspects:  # one of them asked: each runs alone from now on
                 self._learnt(suspect, asks=True)
