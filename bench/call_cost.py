@@ -9,6 +9,7 @@
     .venv/bin/python bench/call_cost.py --store         # the store's thread: its CPU per plain call, in its work or not
     .venv/bin/python bench/call_cost.py --store-profile # the same, and cProfile (thread CPU as clock) on its work
     .venv/bin/python bench/call_cost.py --against main  # the same of another revision's daemon (before/after)
+    .venv/bin/python bench/call_cost.py --relay         # the floor: a parsing relay's CPU per plain call, beside --cpu
 
 A daemon with bench/peer_server.py as its upstream (`peer`, modern era; `asker --legacy` for --ask), the official
 SDK client through `mcpx serve` (legacy era, as bench/speed.py); warm-up calls first, then N calls counted. The
@@ -220,7 +221,37 @@ def strace_counts(text: str) -> dict[str, int]:
     return counts
 
 
+async def relay_cpu(args: argparse.Namespace) -> None:
+    """The floor of the daemon's loop: bench/parsing_relay.py (reads, parses, renumbers and writes again every line,
+    on uvloop, as the daemon's pipes do) between the same client and peer, its CPU per plain call from /proc."""
+    py = sys.executable
+    target = StdioServerParameters(command=py, args=[str(BENCH / "parsing_relay.py"), py, str(PEER)])
+    async with Client(target, mode="legacy", elicitation_callback=answer_elicit) as client:
+        call = SdkCaller(client, "echo")
+        for _ in range(args.warm):
+            await call()
+        relay = _relay_pid()
+        before = sum(thread_cpu(relay).values())
+        for _ in range(args.n):
+            await call()
+        used = sum(thread_cpu(relay).values()) - before
+    print(f"a parsing relay's CPU per plain call (n={args.n}): {used / args.n * 1000:.3f} ms")
+
+
+def _relay_pid() -> int:
+    """The parsing relay the client started: this process's child running bench/parsing_relay.py."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            ppid = int((proc / "stat").read_text().rsplit(") ", 1)[1].split()[1])
+            if ppid == os.getpid() and b"parsing_relay.py" in (proc / "cmdline").read_bytes():
+                return int(proc.name)
+    raise RuntimeError("the parsing relay is not running")
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    if args.relay:
+        await relay_cpu(args)
+        return
     py = sys.executable
     config = {"servers": {"peer": {"command": py, "args": [str(PEER)]},
                           "asker": {"command": py, "args": [str(PEER), "--legacy"]}}}
@@ -324,6 +355,8 @@ def main() -> int:
     parser.add_argument("--store-profile", action="store_true",
                         help="--store, and cProfile (the thread's CPU time as clock) on the store thread's work")
     parser.add_argument("--ask", action="store_true", help="elicitation round trips rather than plain calls")
+    parser.add_argument("--relay", action="store_true",
+                        help="the floor: bench/parsing_relay.py's CPU per plain call between the same client and peer")
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("--warm", type=int, default=50)
     parser.add_argument("--top", type=int, default=40)

@@ -54,8 +54,8 @@ SAVE: list[str] = []  # --save: where the profile is kept
 # the daemon with its messages and commits stamped; what it saw is written to OUT as JSON lines at its exit
 STEPS = """
 import atexit, cProfile, json, runpy, sys, threading, time
-out, edges = sys.argv[1], sys.argv[2]
-sys.argv = sys.argv[4:]
+out, edges, marks = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.argv = sys.argv[5:]
 seen = []
 # edges "in elicitation/create,out elicitation/create": cProfile (the loop thread's CPU as its clock) runs from each
 # first stamp to the next second one, whatever runs on the loop in between; "" profiles nothing
@@ -120,6 +120,36 @@ def run_batch(self, units, patience=0.0):
 
 sqlite.SqliteStore._run_batch = run_batch
 
+# marks "mcpx.broker.rules:question_of,...": the loop thread's CPU stamped as each is entered and as it returns
+import asyncio, functools, importlib
+
+def marked(name, fn):
+    if asyncio.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def stamped(*a, **k):
+            seen.append((stamp(), "enter", name, cpu()))
+            try:
+                return await fn(*a, **k)
+            finally:
+                seen.append((stamp(), "exit", name, cpu()))
+    else:
+        @functools.wraps(fn)
+        def stamped(*a, **k):
+            seen.append((stamp(), "enter", name, cpu()))
+            try:
+                return fn(*a, **k)
+            finally:
+                seen.append((stamp(), "exit", name, cpu()))
+    return stamped
+
+for spec in filter(None, marks.split(",")):
+    module, _, qual = spec.partition(":")
+    owner = importlib.import_module(module)
+    *path, last = qual.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    setattr(owner, last, marked(qual, getattr(owner, last)))
+
 def dump():
     if prof is not None:
         prof.dump_stats(out + ".prof")
@@ -156,18 +186,20 @@ def trips(rows: list[list[Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for at, side, what, used in rows:
         if side == "in" and what == "tools/call":
-            out.append({"stamps": {}, "cpu": {}, "commits": []})
+            out.append({"stamps": {}, "cpu": {}, "commits": [], "marks": {}})
         if not out:
             continue
         if side == "commit":
             out[-1]["commits"].append((at, *what))
+        elif side in ("enter", "exit"):
+            out[-1]["marks"].setdefault((side, what), used)
         else:
             out[-1]["stamps"].setdefault((side, what), at)
             out[-1]["cpu"].setdefault((side, what), used)
     return out
 
 
-def report(label: str, rows: list[list[Any]], warm: int) -> None:
+def report(label: str, rows: list[list[Any]], warm: int, marks: str = "") -> None:
     counted = [t for t in trips(rows)[warm:] if len(t["stamps"]) == 8]
     print(f"\n{label}: {len(counted)} round trips counted; medians in µs: wall (its p90), and the loop thread's CPU")
     total = total_cpu = 0.0
@@ -193,14 +225,35 @@ def report(label: str, rows: list[list[Any]], warm: int) -> None:
     before = len(commits) - len(after)
     print(f"  commits begun before the host's result was written: {before}; after it: {len(after)}"
           + (f" (median {statistics.median(after):.1f} µs after)" if after else ""))
+    if marks:
+        print_marks(counted, marks)
+
+
+def print_marks(counted: list[dict[str, Any]], marks: str) -> None:
+    """--marks: each function's first entry and return in a round trip, as the loop thread's CPU since the step it
+    falls in began (medians over the round trips that reached it), and what it took itself."""
+    print("  marks (loop CPU since its step began, µs: at entry, at return; its own median)")
+    for spec in filter(None, marks.split(",")):
+        name = spec.partition(":")[2]
+        rows = []
+        for t in counted:
+            enter, leave = t["marks"].get(("enter", name)), t["marks"].get(("exit", name))
+            if enter is None or leave is None:
+                continue
+            begun = max((t["cpu"][s] for s in t["cpu"] if s[0] == "in" and t["cpu"][s] <= enter), default=None)
+            if begun is not None:
+                rows.append(((enter - begun) / 1000, (leave - begun) / 1000, (leave - enter) / 1000))
+        if rows:
+            med = [statistics.median(r[i] for r in rows) for i in range(3)]
+            print(f"    {name:44} {med[0]:7.1f} {med[1]:7.1f}   own {med[2]:7.1f}   ({len(rows)} trips)")
 
 
 async def one(label: str, sidecar: dict[str, Path], warm: int, n: int, scratch: Path, profile: str,
-              ) -> list[list[Any]]:
+              marks: str = "") -> list[list[Any]]:
     py = sys.executable
     config = {"servers": {"asker": {"command": py, "args": [str(PEER), "--legacy"]}}}
     out = scratch / f"{label}.steps"
-    d = scratch_daemon("mcpx-steps-", config, python_args=["-c", STEPS, str(out), profile], **sidecar)
+    d = scratch_daemon("mcpx-steps-", config, python_args=["-c", STEPS, str(out), profile, marks], **sidecar)
     d.start()
     try:
         await round_trips(d.env, d.home, warm, n)
@@ -223,8 +276,9 @@ async def main_async(args: argparse.Namespace) -> None:
         if args.against:
             sides.append((args.against, {"sidecar": checkout(args.against, scratch)}))
         for label, sidecar in sides:
-            rows = await one(label.replace("/", "_"), sidecar, args.warm, args.n, scratch, args.profile or "")
-            report(label, rows, args.warm)
+            rows = await one(label.replace("/", "_"), sidecar, args.warm, args.n, scratch, args.profile or "",
+                             args.marks or "")
+            report(label, rows, args.warm, args.marks or "")
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(scratch)
@@ -237,6 +291,8 @@ def main() -> int:
     parser.add_argument("--against", metavar="REF", help="the same of another revision's daemon, after this one's")
     parser.add_argument("--profile", metavar="FROM,TO", help="cProfile the loop between two stamps, e.g. "
                         "'in elicitation/create,out elicitation/create' (the step's own figures are then slower)")
+    parser.add_argument("--marks", metavar="MODULE:NAME,...", help="stamp the loop's CPU as each of these functions "
+                        "is entered and returns, e.g. 'mcpx.broker.rules:question_of,mcpx.call.record:Call.ask_first'")
     parser.add_argument("--save", metavar="FILE", help="keep --profile's profile there (pstats)")
     args = parser.parse_args()
     SAVE[:] = [args.save] if args.save else []

@@ -103,6 +103,9 @@ PARSING_RELAY = BENCH / "parsing_relay.py"
 FLOOR = "a bare asyncio relay"    # the floor row: the cost of a process in the middle, no MCP in it
 PARSING = "a parsing Python relay"  # the second floor: every message parsed, renumbered, encoded again
 MODERN_DIRECT = "direct, modern era"  # the direct client in the era mcpx calls the upstream in
+# figure 1 through this tree's daemon to the same peer script started legacy-only (`--legacy`): what calling the
+# upstream in the legacy era would buy a plain call (issue 39 item 2; docs/choices.md says why mcpx calls modern)
+LEGACY_UPSTREAM = "through mcpx to the upstream in the legacy era"
 FLOOR_SERVER = "a bare aiohttp server"  # figure 6's floor: the same three requests answered, no broker nor store
 MCP_PROXY_VERSION = "0.13.0"
 MCP_PROXY_VENV = ROOT / ".venv" / "peers" / "mcp-proxy"
@@ -268,6 +271,11 @@ async def plain_calls(routes: list[Route], env: dict[str, str], values: Values) 
             if route.daemon is not None:  # the daemon's CPU over this side's blocks: its calls alone ran then
                 side.watch = {"daemon": [route.daemon.pid]}
             sides.append(side)
+            if route.kind == "mcpx" and route.label == "mcpx":
+                client, prefix = await connect(stack, route, "asker", [str(PEER), "--legacy"], env)
+                legacy = Side(LEGACY_UPSTREAM, SdkCaller(client, f"{prefix}echo"))
+                legacy.watch = side.watch
+                sides.append(legacy)
         for side in sides:
             for _ in range(WARMUP_CALLS):
                 await side.call()
@@ -522,7 +530,8 @@ def table(runs: list[Values], plan: Plan) -> Report:
         report.add(name, spread(xs, fmt), f"{op} {target:g}{unit}", ok)
 
     mcpx = [label for label in labels if label.startswith("mcpx")]
-    peers = [label for label in labels if label not in mcpx and label not in ("direct", FLOOR, PARSING, MODERN_DIRECT)]
+    peers = [label for label in labels
+             if label not in mcpx and label not in ("direct", FLOOR, PARSING, MODERN_DIRECT, LEGACY_UPSTREAM)]
     for fig, title, floor, fmt_floor in (
             ("call", "1 plain tools/call p50", "call.direct_ms", fmt_ms),
             ("ask", "2 elicitation round trip p50", "ask.direct_ms", fmt_ms),
@@ -539,6 +548,8 @@ def table(runs: list[Values], plan: Plan) -> Report:
         if fig == "call":
             for label in mcpx:
                 row("cpu", f"{n}   the daemon's CPU per plain call, {{}}", label, fmt_ms, True, " ms")
+            row(fig, f"{n}   {{}} / direct", LEGACY_UPSTREAM, ratio, False)
+            row("cpu", f"{n}   the daemon's CPU per plain call, {{}}", LEGACY_UPSTREAM, fmt_ms, False, " ms")
         if peers and mcpx:
             best = [statistics.median(got(fig, p)) for p in peers if got(fig, p)]
             if best:

@@ -174,6 +174,8 @@ async def test_a_call_asks_the_person_to_log_in_and_goes_on_kept_across_restarts
         row = {r["server"]: r for r in json.loads(listed.stdout)["logins"]}
         assert row["notes"]["state"] == "logged-in" and row["notes"]["subject"] == "ada"
         assert row["notes"]["scopes"] == ["notes:read", "notes:write"] and row["notes"]["issuer"] == servers["issuer"]
+        said = {line.split()[0]: line for line in d.cli("auth", "list").stdout.splitlines() if line.strip()}
+        assert "logged in as ada" in said["notes"] and "expires in" in said["notes"], said  # the token's end, as sent
         kept = kept_login(keys, servers)
         assert kept.get("refresh_token") and kept["access_token"], {k: v for k, v in kept.items() if "token" not in k}
         outputs += [r.stdout + r.stderr for r in (*runs, *done, listed, plain, stepped)]

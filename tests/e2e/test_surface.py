@@ -787,3 +787,73 @@ async def test_a_plain_call_taken_from_the_hosts_pipe_goes_on_when_its_client_go
     async with asyncio.timeout(PATIENCE):
         while said not in read_log(surf.home):  # noqa: ASYNC110 -- the event is a line the daemon logs
             await asyncio.sleep(0.05)
+
+
+@pytest.mark.shared_daemon
+async def test_a_plain_call_read_or_cancelled_from_another_door_while_lean(surf: Daemon) -> None:
+    """A plain call on the lean path has no `Call` made until something reads it or happens to it (call/lean.py).
+    One that ended lean with none made is read back from memory as it ended (its result, the same in the store);
+    one read while in flight (/v1/tasks lists it, GET /v1/tasks/ID shows it running) still ends lean, its client
+    getting the server's result and every door its end; one cancelled from another door while in flight is
+    promoted, ends cancelled, and its client is told so."""
+    home = surf.home
+    gate, started, shut = home / "read-open", home / "read-started", home / "read-never"
+
+    async def tasks(rest: Any, session: str, state: str) -> list[dict[str, Any]]:
+        async with rest.get("/v1/tasks", params={"state": state, "session": session}) as r:
+            assert r.status == 200
+            return list((await r.json())["tasks"])
+
+    async def doc(rest: Any, tid: str, part: str = "") -> dict[str, Any]:
+        async with rest.get(f"/v1/tasks/{tid}{part}", params={"timeout": str(PATIENCE)} if part else {}) as r:
+            assert r.status == 200, await r.text()
+            return dict(await r.json())
+
+    async def in_flight(client: Client, rest: Any, path: Path, session: str,
+                        ) -> tuple[asyncio.Task[Any], dict[str, Any]]:
+        """A call of the gate started, once the server runs it, and the call as /v1/tasks lists it then."""
+        started.unlink(missing_ok=True)
+        calling = asyncio.create_task(client.call_tool(
+            "sdk_gate", {"path": str(path), "started": str(started), "_mcpx_session": session}))
+        await until_file(started)
+        [listed] = await tasks(rest, session, "running")
+        return calling, listed
+
+    async with stdio_client(surf, "legacy") as client, surf.session() as rest:
+        gate.write_text("")  # the first call lists the tools, starts the server and learns its era
+        await client.call_tool("sdk_gate", {"path": str(gate), "_mcpx_session": "read-warm"})
+        quick = await client.call_tool("sdk_gate", {"path": str(gate), "_mcpx_session": "read-ended"})
+        [ended] = await tasks(rest, "read-ended", "all")  # from memory: its end may not be committed yet
+        ended_result = await doc(rest, ended["id"], "/result")
+
+        gate.unlink()
+        running, listed = await in_flight(client, rest, gate, "read-running")
+        shown = await doc(rest, listed["id"])
+        gate.write_text("")
+        replied = await asyncio.wait_for(running, PATIENCE)
+        after = await doc(rest, listed["id"], "/result")
+
+        cancelling, victim = await in_flight(client, rest, shut, "read-cancel")
+        async with rest.post(f"/v1/tasks/{victim['id']}/cancel") as r:
+            assert r.status == 200 and (await r.json())["state"] == "cancelled"
+        told = await asyncio.wait_for(cancelling, PATIENCE)
+        cancelled = await doc(rest, victim["id"])
+    assert json.loads(text(quick))["gate"] == "read-open" and not quick.is_error, quick
+    assert ended["state"] == "completed" and ended["tool"] == "gate", ended
+    assert ended_result["state"] == "completed", ended_result
+    assert json.loads(ended_result["result"]["content"][0]["text"])["gate"] == "read-open", ended_result
+    assert listed["state"] == "running" and shown["state"] == "running" and shown["tool"] == "gate", shown
+    assert json.loads(text(replied))["gate"] == "read-open" and not replied.is_error, replied
+    assert after["state"] == "completed", after
+    assert json.loads(after["result"]["content"][0]["text"])["gate"] == "read-open", after
+    assert told.is_error and "cancel" in text(told), text(told)
+    assert cancelled["state"] == "cancelled", cancelled
+    async with surf.session() as rest, asyncio.timeout(PATIENCE):  # each end in the audit, as memory said it
+        for tid, state in ((ended["id"], "completed"), (listed["id"], "completed"), (victim["id"], "cancelled")):
+            while True:
+                async with rest.get(f"/v1/audit/chain/{tid}") as r:
+                    records = [(rec["kind"], rec["data"].get("state")) for rec in (await r.json())["records"]]
+                if records:  # the end rides with the next commit, within its short horizon
+                    break
+                await asyncio.sleep(0.05)
+            assert records == [("task.done", state)], (tid, records)

@@ -20,6 +20,7 @@ from mcpx.api.schemas import (
     AuditList,
     AuditQuery,
     ConsentBody,
+    DaemonLease,
     ElicitationList,
     ElicitationWithAnswer,
     EventsHeaders,
@@ -101,7 +102,7 @@ async def health(call: Call) -> web.StreamResponse:
     config = settings.config
     where = broker.store_info
     store = StoreStatus(kind=where.kind, where=where.where, daemon=where.daemon.id if where.daemon else None,
-                        lease=where.lease, daemons=[d.wire() for d in await broker.daemons()])
+                        lease=where.lease, daemons=[DaemonLease.of(d) for d in await broker.daemons()])
     body = Health(
         ok=True, version=__version__, pid=os.getpid(), started_at=info.started_at, socket=str(info.paths.socket),
         listen=info.listen, config=settings.origin, config_error=settings.error,

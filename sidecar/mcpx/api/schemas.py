@@ -31,6 +31,7 @@ from mcpx.broker.models import (
     State,
     WireModel,
 )
+from mcpx.broker.store import StoreLease
 from mcpx.config.durations import PATTERN as DURATION
 from mcpx.inbox.notify import NotifyStat
 from mcpx.presentation.rendering import Rendering
@@ -123,14 +124,32 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class DaemonLease(WireModel):
+    """A daemon's lease on a shared store, and whether its heartbeat is within it (broker/store.py's StoreLease)."""
+
+    id: str = Field(description="the daemon's id on the store (dmn-…)")
+    user: str
+    host: str
+    pid: int
+    version: str
+    started_at: Moment
+    heartbeat: Moment
+    alive: bool = Field(description="its heartbeat is within the lease")
+
+    @classmethod
+    def of(cls, lease: StoreLease) -> DaemonLease:
+        return cls(id=lease.id, user=lease.user, host=lease.host, pid=lease.pid, version=lease.version,
+                   started_at=lease.started, heartbeat=lease.heartbeat, alive=lease.alive)
+
+
 class StoreStatus(WireModel):
     kind: Literal["sqlite", "postgresql"]
     where: str = Field(description="the SQLite file, or the PostgreSQL url without its password")
     daemon: str | None = Field(default=None, description="a shared store: this daemon's id (dmn-…) on it")
     lease: float | None = Field(default=None, description="a shared store: seconds without a heartbeat before a "
                                 "daemon counts as gone")
-    daemons: list[dict[str, Any]] = Field(default=[], description="a shared store: every daemon with a lease row, "
-                                          "this one first: id, user, host, pid, version, startedAt, heartbeat, alive")
+    daemons: list[DaemonLease] = Field(default=[], description="a shared store: every daemon with a lease row, this "
+                                       "one first")
 
 
 class Health(WireModel):

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from mcpx.broker import approvals, passkeys, policy, routing, rules
-from mcpx.broker.errors import Forbidden, InvalidContent, NotFound
+from mcpx.broker.errors import BrokerError, Forbidden, InvalidContent, NotFound
 from mcpx.broker.errors import (
     InvalidQuestion as InvalidQuestion,  # where upstream/mcp_call.py has always found it
 )
@@ -49,8 +49,8 @@ from mcpx.broker.rules import redact as redact  # where daemon/ and inbox/ have 
 from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Store, StoreInfo, StoreLease, TaskRow, Tx
 from mcpx.broker.sweeper import Sweeper
 from mcpx.broker.team import Team
+from mcpx.broker.waiters import Hand, Waiters, retrieved
 from mcpx.broker.waiters import Handle as Handle
-from mcpx.broker.waiters import Waiters, retrieved
 from mcpx.broker.writes import Outcome, Writes
 from mcpx.config.models import Config
 from mcpx.shared import wirejson
@@ -343,18 +343,13 @@ class Broker:
         if (queued := self._queuing.get(eid)) is not None:
             await queued  # its question is being asked of its own client: its commit is queued first
         now = time.time()
-        mine = self._waiters.eager(eid)
-        if proof is None and mine is not None and not mine.done() and not self._writes.moving(eid):
-            # the question as stored, or as queued to be (it rides: open's `committing`): held in memory since its
-            # commit, unless the store changed it since (then its stored document)
-            q = self._waiters.held(eid, self._pending.get(eid)) or self._pending.question(eid)
-            first = None if q is None else self._deliver_first(q, mine, action, content, by, session, pid, reason,
-                                                               now, 0.0 if acknowledged else BEHIND)
-            if first is not None:
-                landing, given = first
-                # shielded: a caller that stops waiting (a call's driver ends as its call does) leaves the landing
-                # to the store's future, which wakes the long polls once committed (_landed)
-                return await asyncio.shield(landing), given
+        first = None if proof is not None else self._eagerly(eid, action, content, by, session, pid, reason, now,
+                                                              0.0 if acknowledged else BEHIND)
+        if first is not None:
+            landing, given = first
+            # shielded: a caller that stops waiting (a call's driver ends as its call does) leaves the landing
+            # to the store's future, which wakes the long polls once committed (_landed)
+            return await asyncio.shield(landing), given
         # on a store this daemon alone writes, with nothing queued that may move it, the question as stored is the
         # one the pending index holds: the unit takes that, not a read of its row and a parse of its document
         known = self._pending.question(eid) if self._me is None and not self._writes.moving(eid) else None
@@ -368,6 +363,34 @@ class Broker:
             if reached is not None:
                 self._waiters.wake(eid, reached)
         return outcome.settled(), outcome.answer
+
+    def hand_over(self, eid: str, action: Action, content: dict[str, Any] | None, *, by: str,
+                  session: str | None) -> bool:
+        """An MCP client's answer to the question it was asked (its reply to elicitation/create, which has no reply of
+        its own), handed to the question's eager asker in the step the reply is read: as `answer(...,
+        acknowledged=False)` hands it (`_deliver_first`: the asker first, the commit riding), with nothing awaited.
+        True if it was; False, with nothing done, where it is not that simple (no eager asker waiting, the question
+        still being queued, a unit queued that may move it, an answer that does not fit or is refused): `answer`
+        then takes it the usual way, and says why."""
+        if eid in self._queuing or wirejson.lone_surrogate({"content": content}) is not None:
+            return False
+        try:
+            return self._eagerly(eid, action, content, by, session, None, None, time.time(), BEHIND) is not None
+        except BrokerError:  # refused, or it does not fit: `answer` says so, the same way
+            return False
+
+    def _eagerly(self, eid: str, action: Action, content: dict[str, Any] | None, by: str, session: str | None,
+                 pid: int | None, reason: str | None, now: float, within: float,
+                 ) -> tuple[asyncio.Future[Elicitation], Answer] | None:
+        """`_deliver_first`, if the question has an eager asker still waiting and nothing queued may move it."""
+        mine = self._waiters.eager(eid)
+        if mine is None or mine.done() or self._writes.moving(eid):
+            return None
+        # the question as stored, or as queued to be (it rides: open's `committing`): held in memory since its
+        # commit, unless the store changed it since (then its stored document)
+        q = self._waiters.held(eid, self._pending.get(eid)) or self._pending.question(eid)
+        return None if q is None else self._deliver_first(q, mine, action, content, by, session, pid, reason, now,
+                                                          within)
 
     def _deliver_first(self, q: Elicitation, mine: asyncio.Future[Answer], action: Action,
                        content: dict[str, Any] | None, by: str, session: str | None, pid: int | None,
@@ -392,6 +415,8 @@ class Broker:
         if refusal is not None:
             raise refusal
         clean = rules.checked_content(q, action, content)
+        if (hand := self._waiters.take_hand(q.id)) is not None:
+            hand(action, clean, reason)  # the asker passes it on now, before its record is built (or in its turn)
         writes = self._writes
         answer = writes.answer_of(q, action, clean, by, session, pid, reason, now)
         mine.set_result(answer)  # before the unit is queued: the asker's turn comes before the commit's
@@ -399,6 +424,12 @@ class Broker:
                                within)
         written.add_done_callback(functools.partial(self._landed, q.id, answer))
         return written, answer
+
+    def hand_first(self, eid: str, hand: Hand | None) -> None:
+        """An eager asker that can pass its answer on in the step it is taken (a legacy server's reply written from
+        there: upstream/mcp_call.py) is handed it through `hand` there, before its record (the Answer, the unit) is
+        built; it is then told it as before, in its own turn. None: no more (it stopped waiting)."""
+        self._waiters.hand(eid, hand)
 
     def _landed(self, eid: str, answer: Answer, written: asyncio.Future[Elicitation]) -> None:
         """An answer its asker already had has committed, or failed to: the long polls are woken with it; or the

@@ -54,8 +54,7 @@ class Reads:
     async def questions_json(self, where: QuestionFilter, limit: int) -> tuple[list[bytes], int]:
         now = time.time()
         if where.state == "pending":
-            chosen = self._pending.select(where, limit)
-            return self._pending.json_pieces(chosen, now), len(chosen)
+            return self._pending.listing(where, limit, now)
         rows = await self._store.question_rows(where, limit)
         docs = [f'{row.doc[:-1]},"secondsLeft":{seconds_left(row.expires, now, row.state)}}}' for row in rows]
         return [",".join(docs).encode()], len(docs)

@@ -475,24 +475,3 @@ def parse_assignments(schema: dict[str, Any] | None, pairs: list[str]) -> dict[s
 def example_content(schema: dict[str, Any] | None) -> dict[str, Any]:
     """A placeholder answer showing the shape; strings are '...' so nothing looks like a real value."""
     return FlatSchema.of(schema).example()
-
-
-# Deprecated: the loose readings of the dict, kept only while mcpx.presentation.answering still calls them (its texts
-# are another change's); read FlatSchema instead.
-
-def properties(schema: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    if not schema:
-        return {}
-    props = schema.get("properties") or {}
-    return {k: v for k, v in props.items() if isinstance(v, dict)}
-
-
-def required(schema: dict[str, Any] | None) -> list[str]:
-    if not schema:
-        return []
-    req = schema.get("required") or []
-    return [r for r in req if isinstance(r, str)]
-
-
-def describe_field(name: str, prop: dict[str, Any], is_required: bool) -> str:
-    return Field.of(name, prop, is_required).describe()

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, Passkey, State, StoredTask, TaskState, rfc3339
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, Passkey, State, StoredTask, TaskState
 from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
@@ -86,10 +86,6 @@ class StoreLease:
     started: datetime
     heartbeat: datetime
     alive: bool
-
-    def wire(self) -> dict[str, Any]:
-        return {"id": self.id, "user": self.user, "host": self.host, "pid": self.pid, "version": self.version,
-                "startedAt": rfc3339(self.started), "heartbeat": rfc3339(self.heartbeat), "alive": self.alive}
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from mcpx.broker.errors import Gone, QuestionEnded
-from mcpx.broker.models import Answer, Elicitation
+from mcpx.broker.models import Action, Answer, Elicitation
+
+# an eager asker's way of passing its answer on in the step the broker takes it (the action, the content as checked,
+# the reason), before the answer's record is built
+Hand = Callable[[Action, dict[str, Any] | None, str | None], None]
 
 
 def retrieved(f: asyncio.Future[Any]) -> None:
@@ -84,6 +89,7 @@ class Waiters:
         # an eager asker's question as its commit left it, with the pending index's entry that commit made: an answer
         # checked against it is checked against the question as stored while the index holds that same entry
         self._held: dict[str, tuple[object, Elicitation]] = {}
+        self._hands: dict[str, Hand] = {}  # eager askers that pass an answer on in the step it is taken (`hand`)
         # a store a team shares: the credential questions this daemon's askers hold, which only this daemon may
         # take a credential for (nothing else could carry it: rules.elsewhere)
         self.asked: set[str] = set()
@@ -125,6 +131,17 @@ class Waiters:
         if self._eager.get(eid) is mine:
             del self._eager[eid]
             self._held.pop(eid, None)
+            self._hands.pop(eid, None)
+
+    def hand(self, eid: str, hand: Hand | None) -> None:
+        """An eager asker still waiting passes its answer on through `hand` in the step it is taken (None: no more)."""
+        if hand is None:
+            self._hands.pop(eid, None)
+        elif eid in self._eager:
+            self._hands[eid] = hand
+
+    def take_hand(self, eid: str) -> Hand | None:
+        return self._hands.pop(eid, None)
 
     def hold(self, eid: str, entry: object, q: Elicitation) -> None:
         """`q` as its commit stored it, which put `entry` in the pending index (None: its unit is queued, not yet

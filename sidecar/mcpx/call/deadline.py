@@ -20,10 +20,13 @@ class CallTimeout(McpxError):
 
 
 class PausableDeadline:
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, since: float | None = None) -> None:
+        """`since`: loop time its clock began running, for work begun before it was made (a plain call's lean path
+        sends its request before its deadline is made, if it ever is: call/lean.py); `run(begun=True)` counts from
+        there."""
         self.seconds = seconds
         self._left = seconds
-        self._since: float | None = None  # loop time the clock last started running
+        self._since: float | None = since  # loop time the clock last started running
         self._paused = 0
         self._timeout: asyncio.Timeout | None = None
 
@@ -49,14 +52,8 @@ class PausableDeadline:
             if self._timeout is not None:
                 self._timeout.reschedule(self._since + max(0.0, self._left))
 
-    def start(self) -> float:
-        """Its clock runs from now (loop time, returned), for work begun before `run` (a plain call's lean path
-        sends its request before any runner: call/lean.py)."""
-        self._since = self._now()
-        return self._since
-
     async def run(self, work: Awaitable[T], what: str, begun: bool = False) -> T:
-        """`work` within the deadline, its clock running from now, or, `begun`, from `start` (and any pause since)."""
+        """`work` within the deadline, its clock running from now, or, `begun`, from its `since` (and pauses since)."""
         since = self._since if begun and self._since is not None else self._now()
         self._since = since
         when = None if self._paused else since + self._left

@@ -10,6 +10,13 @@ that is not a plain result (an error, input_required, a task) — it is promoted
 on from there, through the same code a started call runs (the kind's `call` with what was sent), so what a call
 promises (its audit, `mcpx task result`, timeouts, cancellation, restart recovery of modern calls, early results)
 is the full path's.
+
+What a lean call is made of: its ids and request, the kind's `Sent` (the instance's lease, the request in flight)
+and a heap entry for its deadline. Its `Call`, the scope a runner needs, the kind's hooks and deadline are made only
+on promotion, or when something reads the call first (`LeanCall.call`: a door asking for it, `/v1/tasks`, a cancel;
+the hooks, when its server sends it anything, which promotes it anyway); a call that ends plainly with none made is
+recorded from its own fields (`LeanCall.stored_row`, the row its `Call` would give) and read back from them until
+the store answers for it (`Calls.made`).
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ import heapq
 import itertools
 import logging
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from mcpx.call.record import Call
+from mcpx.broker.store import TaskRow
+from mcpx.call.record import Call, task_row
+from mcpx.call.request import CallRequest
 
 log = logging.getLogger("mcpx.call")
 
@@ -30,8 +40,9 @@ log = logging.getLogger("mcpx.call")
 class Sent(Protocol):
     """What a kind hands the lean path once a call's request is written."""
 
-    def when_replied(self, heard: Callable[[], None]) -> None:
-        """Call `heard` in the loop turn the upstream's reply is read (or the connection fails)."""
+    @property
+    def era(self) -> str | None:
+        """The era of the connection the request went on (the call's, once it has a `Call`)."""
         ...
 
     @property
@@ -39,61 +50,145 @@ class Sent(Protocol):
         """Loop time the call's deadline runs out at, unless something pauses it (then it is promoted first)."""
         ...
 
+    def when_replied(self, heard: Callable[[], None]) -> None:
+        """Call `heard` in the loop turn the upstream's reply is read (or the connection fails)."""
+        ...
+
     def plain(self) -> dict[str, Any] | None:
         """The call's result when the reply ends it plainly (what the call held is given back then); else None."""
         ...
 
+    def taken_on(self, call: Call) -> Awaitable[dict[str, Any]]:
+        """The runner's work once the call is promoted: the call continued from its request in flight."""
+        ...
+
+
+class Keeper(Protocol):
+    """Who keeps the daemon's calls (call/lifecycle.py's Calls), as a lean call needs them."""
+
+    def made(self, lean: LeanCall) -> Call:
+        """The lean call's `Call`, made now and kept as any call's is (it is read, or something happened to it)."""
+        ...
+
+    def promoted(self, lean: LeanCall, call: Call) -> None:
+        """A runner carries the call on from its request in flight."""
+        ...
+
+    def ended(self, lean: LeanCall, result: dict[str, Any]) -> None:
+        """The call ended on the lean path: its end recorded as any call's is."""
+        ...
+
+    async def save(self, call: Call) -> None: ...
+
 
 # how a lean call left the lean path, told once (LeanCall): with its plain result, or None once promoted
-Settled = Callable[[Call, dict[str, Any] | None], None]
+Settled = Callable[["LeanCall", dict[str, Any] | None], None]
 
 
 class LeanCall:
-    """A call on the lean path. `settled` hears once how it left it, with the call: its plain result once it ended
-    there (the reply can go at once: its end is recorded right after, in the same turn, so nothing else sees it
-    running), or None once it was promoted (a runner carries it on: follow it as any call), in the turn it happened,
-    before anything else is told of it (a promoted call's first asker is set up there, before the question that
-    promoted it is asked). `promote` promotes it (its caller's own end: withdrawn, gone)."""
+    """A call on the lean path, with nothing made for it but what its request and reply need: its ids, its request,
+    the kind's `Sent` and a deadline's heap entry. Its `Call` (and the kind's hooks and deadline, which need one) is
+    made only when something reads it (`call`: a door, `/v1/tasks`, a cancel) or happens to it (it is promoted); a
+    call that ends plainly with none made has its end recorded from these fields alone (`stored_row`), the same row
+    and task.done a `Call` gives.
 
-    def __init__(self, call: Call, sent: Sent, promote: Callable[[], None], finish: Callable[[dict[str, Any]], None],
-                 deadlines: Deadlines, settled: Settled) -> None:
-        self.call = call
-        self._sent = sent
-        self._promote = promote
-        self._finish = finish
-        self._settled = settled
+    `settled` hears once how it left the lean path: its plain result once it ended there (the reply can go at once:
+    its end is recorded right after, in the same turn, so nothing else sees it running), or None once it was
+    promoted (a runner carries it on: follow `call` as any call), in the turn it happened, before anything else is
+    told of it (a promoted call's first asker is set up there, before the question that promoted it is asked).
+    `promote` promotes it (its caller's own end: withdrawn, gone). A plain call hands its server no credential (the
+    lean path takes no server with secrets or a login: upstream/gateway.py's `start_lean`), so nothing it keeps or
+    shows needs scrubbing."""
+
+    __slots__ = ("_call", "_due", "_keeper", "_sent", "_settled", "created", "ended_at", "era", "id", "request",
+                 "result", "settled", "trace")
+
+    def __init__(self, keeper: Keeper, tid: str, trace: str, request: CallRequest) -> None:
+        self._keeper = keeper
+        self.id = tid
+        self.trace = trace
+        self.request = request
+        self.created = time.time()
+        self._call: Call | None = None
+        self._sent: Sent | None = None
+        self._settled: Settled | None = None
+        self._due: Due | None = None
         self.settled = False
+        self.era: str | None = None  # its connection's, once sent
+        self.result: dict[str, Any] | None = None  # once it ended on the lean path
+        self.ended_at = 0.0
+
+    def sent(self, sent: Sent, deadlines: Deadlines, settled: Settled) -> None:
+        """Its request is written (`sent`): from here its reply is taken as it comes, and its deadline runs."""
+        self._sent = sent
+        self.era = sent.era
+        self._settled = settled
         self._due = deadlines.add(sent.due, self)  # its deadline: promoted then, the runner times it out
-        call.lean(self.promote)
         sent.when_replied(self._replied)
+
+    @property
+    def made(self) -> bool:
+        """Its `Call` was made (it ends as that call then)."""
+        return self._call is not None
+
+    @property
+    def call(self) -> Call:
+        """The call as every door knows it, made now if it was not before (kept by the keeper from then on)."""
+        if self._call is None:
+            self._call = self._keeper.made(self)
+            if not self.settled:
+                self._call.lean(self.promote)  # an event of the call's promotes it
+        return self._call
+
+    async def save(self) -> None:
+        """The call as it stands, stored now (the kind's hooks save through this: they have its `Call`)."""
+        await self._keeper.save(self.call)
 
     def _replied(self) -> None:
         if self.settled:
             return
+        assert self._sent is not None
         try:
             result = self._sent.plain()
         except Exception:  # a callback's error would reach no one, and leave the caller waiting: the runner says it
-            log.exception("taking the reply of call %s on the lean path failed; it goes the full way", self.call.id)
+            log.exception("taking the reply of call %s on the lean path failed; it goes the full way", self.id)
             result = None
         if result is None:
             self.promote()
             return
         self._leave()
-        self._settled(self.call, result)  # its reply first: the caller goes on while its end is recorded here
-        self._finish(result)  # no event of a lean call's now: its end promotes nothing
+        self.result, self.ended_at = result, time.time()
+        assert self._settled is not None
+        self._settled(self, result)  # its reply first: the caller goes on while its end is recorded here
+        self._keeper.ended(self, result)  # no event of a lean call's now: its end promotes nothing
 
     def promote(self) -> None:
         """Hand the call to a runner, which continues it from its request in flight (idempotent)."""
         if self.settled:
             return
+        call = self.call
         self._leave()
-        self._promote()
-        self._settled(self.call, None)
+        self._keeper.promoted(self, call)
+        assert self._settled is not None
+        self._settled(self, None)
+
+    def taken_on(self, call: Call) -> Awaitable[dict[str, Any]]:
+        """What its runner runs once promoted (the kind's, from the request in flight)."""
+        assert self._sent is not None
+        return self._sent.taken_on(call)
 
     def _leave(self) -> None:
         self.settled = True
-        self._due[2] = None  # its deadline's entry no longer holds it (nor what it holds: the reply, the call)
-        self.call.lean(None)
+        if self._due is not None:
+            self._due[2] = None  # its deadline's entry no longer holds it (nor what it holds: the reply, the call)
+        if self._call is not None:
+            self._call.lean(None)
+
+    def stored_row(self) -> TaskRow:
+        """The row of the call, ended plainly, without its `Call` (built on the store's thread: a lean call that
+        ended changes no more): `Call.stored_row`'s of the same call (tests/unit/call/test_call_end.py)."""
+        return task_row(self.id, self.trace, self.request, "completed", self.era, self.created, self.ended_at,
+                        self.result, None)
 
 
 Due = list[Any]  # [when, order, the LeanCall or None once it settled]: a heap entry of Deadlines

@@ -48,6 +48,8 @@ class Calls:
         self._run = run
         self._follow = follow
         self.live: dict[str, Call] = {}  # running calls, and the most recent finished ones
+        # plain calls on the lean path with no Call made (call/lean.py), and those that ended there until forgotten
+        self._light: dict[str, LeanCall] = {}
         self._finished: deque[str] = deque()
         self._reaper: asyncio.Task[None] | None = None
         self._deadlines = Deadlines()  # of the calls on the lean path
@@ -58,12 +60,20 @@ class Calls:
     # ---- reading
 
     def get(self, tid: str) -> Call | None:
-        return self.live.get(tid)
+        """The call, running or among the last finished; a plain call's on the lean path made now (LeanCall.call)."""
+        call = self.live.get(tid)
+        if call is None and (lean := self._light.get(tid)) is not None:
+            call = lean.call
+        return call
+
+    def servers(self) -> set[str]:
+        """The servers of the calls in memory."""
+        return {c.request.server for c in self.live.values()} | {c.request.server for c in self._light.values()}
 
     async def doc(self, tid: str) -> TaskDoc:
         if not is_id(tid, "tsk"):
             raise UnknownTask(f"{tid!r} is not a task id (they look like tsk- and 16 hex digits)")
-        live = self.live.get(tid)
+        live = self.get(tid)
         if live is not None:
             return live.doc()
         stored = await self.broker.task(tid)
@@ -77,6 +87,9 @@ class Calls:
         the next commit; a call that never asked has no row until it ends), so a call cancelled or answered a
         moment ago is listed as it ended, and one in flight is listed at all."""
         found = {t.id: t for t in await self.broker.tasks_in(states) if session is None or t.session == session}
+        for lean in list(self._light.values()):
+            if session is None or lean.request.session == session:
+                lean.call  # noqa: B018 -- made now, and kept with the others (listing is not a plain call's way)
         for call in list(self.live.values()):
             if session is not None and call.request.session != session:
                 continue
@@ -107,13 +120,42 @@ class Calls:
     def _run_from(self, call: Call, work: Awaitable[dict[str, Any]]) -> None:
         call.started(asyncio.create_task(self._run_to_end(call, work, "running"), name=f"mcpx-call-{call.id}"))
 
-    def lean(self, call: Call, sent: Sent, go_on: Callable[[], Awaitable[dict[str, Any]]],
-             settled: Settled) -> LeanCall:
-        """A call whose request its kind has sent on the lean path (call/lean.py): it runs without a runner until
-        something happens to it, then `go_on` continues it in one, as a started call runs. `settled`: LeanCall's."""
+    def leaning(self, request: CallRequest) -> LeanCall:
+        """A plain call about to be sent on the lean path (call/lean.py): its ids, no `Call` yet."""
+        return LeanCall(self, new_id("tsk"), new_id("cal"), request)
+
+    def lean(self, lean: LeanCall, sent: Sent, settled: Settled) -> LeanCall:
+        """A call whose request its kind has sent on the lean path: it runs without a runner until something happens
+        to it, then its kind's `taken_on` continues it in one, as a started call runs. `settled`: LeanCall's."""
+        self._light[lean.id] = lean
+        lean.sent(sent, self._deadlines, settled)
+        return lean
+
+    # ---- Keeper: what a lean call needs of its keeper
+
+    def made(self, lean: LeanCall) -> Call:
+        """Its `Call`, kept from now on as any call's is (it ends as that call does)."""
+        if lean.result is None:
+            call = Call(id=lean.id, trace=lean.trace, request=lean.request, era=lean.era, created=lean.created)
+            self._light.pop(lean.id, None)
+        else:  # it ended lean: it stays there too, until forgotten (`_forget_finished` looks in both)
+            call = Call(id=lean.id, trace=lean.trace, request=lean.request, era=lean.era, created=lean.created,
+                        state="completed", result=lean.result, updated=lean.ended_at)
         self.live[call.id] = call
-        return LeanCall(call, sent, lambda: self._run_from(call, go_on()),
-                        lambda result: self._ended(call, "completed", result), self._deadlines, settled)
+        return call
+
+    def promoted(self, lean: LeanCall, call: Call) -> None:
+        self._run_from(call, lean.taken_on(call))
+
+    def ended(self, lean: LeanCall, result: dict[str, Any]) -> None:
+        if lean.made:
+            self._ended(lean.call, "completed", result)
+            return
+        # recorded from the lean call's own fields, as `_ended` records a call the store never heard of
+        r = lean.request
+        self._committing(self.broker.finish_task(
+            lean.stored_row, {"state": "completed", "server": r.server, "tool": r.tool}, tid=lean.id,
+            session=r.session, trace=lean.trace, behind=True), lean.id)
 
     async def _run_to_end(self, call: Call, work: Awaitable[dict[str, Any]], doing: str) -> None:
         """Run a call to its end and record how it ended, in words that name the server and the question."""
@@ -167,12 +209,15 @@ class Calls:
     def _record_end(self, call: Call, data: dict[str, Any], behind: bool) -> None:
         """`behind`: the store never heard of the call (not `kept`), so nothing durable waits on its end."""
         # the row is built where it commits: a finished call changes no more, so its thread may read it
-        committed = self.broker.finish_task(call.stored_row, data, tid=call.id, session=call.request.session,
-                                            trace=call.trace, behind=behind)
+        self._committing(self.broker.finish_task(call.stored_row, data, tid=call.id, session=call.request.session,
+                                                 trace=call.trace, behind=behind), call.id)
+
+    def _committing(self, committed: asyncio.Future[Any], tid: str) -> None:
+        """Call `tid`'s end is in `committed`: forgotten from memory once it is done."""
         if committed is not self._ending_on:  # the first end of this commit: one callback for them all
             self._ending_on, self._ending = committed, []
             committed.add_done_callback(functools.partial(self._forget_finished, self._ending))
-        self._ending.append(call.id)
+        self._ending.append(tid)
 
     def _forget_finished(self, tids: list[str], committed: asyncio.Future[Any]) -> None:
         """Keep the last few finished calls in memory, the rest in the store alone (which answers for them)."""
@@ -180,7 +225,9 @@ class Calls:
             return  # the store does not hold their end: memory stays the only record of it
         self._finished.extend(tids)
         while len(self._finished) > KEEP_FINISHED:
-            self.live.pop(self._finished.popleft(), None)
+            tid = self._finished.popleft()
+            self.live.pop(tid, None)
+            self._light.pop(tid, None)  # a plain call that ended lean: here, and in `live` too once read
 
     async def cancel(self, tid: str, reason: str) -> bool:
         """`cancel_now`, and its end waited for (5 s at most)."""
@@ -196,7 +243,7 @@ class Calls:
 
     def cancel_now(self, tid: str, reason: str) -> Call | None:
         """End a running call now, cancelled for `reason` (its runner records its end); None when none is running."""
-        call = self.live.get(tid)
+        call = self.get(tid)
         if call is None or call.done:
             return None
         call.fail(reason, "cancelled")
@@ -204,7 +251,8 @@ class Calls:
 
     def servers_gone(self, servers: set[str]) -> None:
         """The config no longer has these servers: their calls fail, saying so."""
-        for call in self.live.values():
+        self._make_running()
+        for call in list(self.live.values()):
             if not call.done and call.request.server in servers:
                 call.fail(f"server {call.request.server!r} was removed from the config during the call", "failed")
 
@@ -212,6 +260,7 @@ class Calls:
         if self._reaper is not None:
             self._reaper.cancel()
             await asyncio.gather(self._reaper, return_exceptions=True)
+        self._make_running()
         for call in list(self.live.values()):
             if call.done:
                 continue
@@ -222,6 +271,11 @@ class Calls:
                 call.fail("the mcpx daemon stopped during the call", "failed")
         runners = [c.runner for c in self.live.values() if c.runner is not None and not c.runner.done()]
         await asyncio.gather(*runners, return_exceptions=True)
+
+    def _make_running(self) -> None:
+        """The calls on the lean path have their `Call` made (something is about to happen to them all)."""
+        for lean in [lean for lean in self._light.values() if not lean.settled]:
+            lean.call  # noqa: B018 -- made now, into `live`
 
     # ---- after a restart
 

@@ -7,8 +7,9 @@ its client answers through (a question passed over, a report that changed). Who 
 (api/call_routes.py), each with a `Watch` (`Call.watch`), which wakes on the call's next event, or when its
 owner pokes it (the driver, when a request it made of its client ends).
 
-A plain call (one nothing asks about) costs one `Call`: no task of its own but its runner, no record until it
-ends (`kept`: the store holds a row of it only once it asked or a restart found it).
+A call that runs costs one `Call`: no task of its own but its runner, no record until it ends (`kept`: the store
+holds a row of it only once it asked or a restart found it). A plain call on the lean path (call/lean.py) has none
+made unless something reads it or happens to it: its end is recorded from its own fields (`task_row`).
 
 One step is the call's own because two layers meet in it: a legacy call's question that its own MCP client can
 answer is asked of that client before its commit is queued (`ask_first`, which the question's opener hands the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -41,6 +43,27 @@ from mcpx.shared import wirejson
 
 DONE_STATES = ("completed", "failed", "cancelled")
 
+
+def task_row(tid: str, trace: str, r: CallRequest, state: TaskState, era: str | None, created: float,
+             updated: float, result: dict[str, Any] | None, error: str | None, questions: list[str] | None = None,
+             open_: list[str] | None = None, remembered: Mapping[str, Any] | None = None) -> TaskRow:
+    """The tasks table's row of a call from its fields (`Call.stored_row`'s, and a plain call's that ended with no
+    `Call` made: call/lean.py's `LeanCall.stored_row`): StoredTask's document, by alias and without nulls."""
+    doc: dict[str, Any] = {"id": tid, "trace": trace, "parent": r.parent, "server": r.server,
+                           "tool": r.tool, "session": r.session, "sessionSource": r.session_source,
+                           "state": state, "era": era, "questions": list(questions or ()),
+                           "open": list(open_ or ()), "created": rfc3339_epoch(created),
+                           "updated": rfc3339_epoch(updated),
+                           "result": result, "error": error, "arguments": r.arguments,
+                           "cwd": r.cwd, "surface": r.surface, "policyMode": r.policy_mode}
+    if r.transparent:
+        transparent = {"era": r.era, "clientCaps": r.client_caps}
+        doc["transparent"] = {k: v for k, v in transparent.items() if v is not None}
+    if remembered is not None:
+        doc["resume"] = dict(remembered)
+    shown = {k: v for k, v in doc.items() if v is not None}
+    return TaskRow(tid, state, r.session, wirejson.encode(shown).decode())
+
 Change = Literal["connected", "asked", "settled", "withdrawn", "slot", "passed-over", "report", "became-task",
                  "progress", "running", "ended"]
 
@@ -54,7 +77,7 @@ class Call:
     def __init__(self, id: str, trace: str, request: CallRequest, *, state: TaskState = "running",
                  era: str | None = None, questions: list[str] | None = None,
                  remembered: Mapping[str, Any] | None = None, created: float | None = None,
-                 kept: bool = False) -> None:
+                 kept: bool = False, result: dict[str, Any] | None = None, updated: float | None = None) -> None:
         self.id = id
         self.trace = trace
         self.request = request
@@ -69,10 +92,10 @@ class Call:
         # open questions the calling client was given and could not answer (an unattended host's, one it refused):
         # they wait for other doors, and that client is not given them again
         self._passed_over: set[str] = set()
-        self._result: dict[str, Any] | None = None
+        self._result = result  # a call made once it ended (a plain call's on the lean path: call/lean.py)
         self._error: str | None = None
         self.created = created if created is not None else time.time()
-        self._updated = self.created
+        self._updated = updated if updated is not None else self.created
         # what the call's kind can continue it from after a restart (upstream/kind.py, `CallScope.remember`)
         self._remembered = dict(remembered) if remembered is not None else None
         self._upstream_task: str | None = (remembered or {}).get("task")
@@ -408,20 +431,10 @@ class Call:
         document is StoredTask's, by alias and without nulls, field for field (tests/unit/call/test_call_end.py
         holds the two to the same bytes)."""
         r = self.request
-        doc: dict[str, Any] = {"id": self.id, "trace": self.trace, "parent": r.parent, "server": r.server,
-                               "tool": r.tool, "session": r.session, "sessionSource": r.session_source,
-                               "state": self._state, "era": self._era, "questions": list(self._questions),
-                               "open": list(self._open), "created": rfc3339_epoch(self.created),
-                               "updated": rfc3339_epoch(self._updated),
-                               "result": self._result, "error": self._error, "arguments": self.scrub(r.arguments),
-                               "cwd": r.cwd, "surface": r.surface, "policyMode": r.policy_mode}
-        if r.transparent:
-            transparent = {"era": r.era, "clientCaps": self.scrub(r.client_caps)}
-            doc["transparent"] = {k: v for k, v in transparent.items() if v is not None}
-        if self._remembered is not None:
-            doc["resume"] = dict(self._remembered)
-        shown = {k: v for k, v in doc.items() if v is not None}
-        return TaskRow(self.id, self._state, r.session, wirejson.encode(shown).decode())
+        if self._secrets:  # what the call keeps of what it was given, without the credentials it handed on
+            r = dataclasses.replace(r, arguments=self.scrub(r.arguments), client_caps=self.scrub(r.client_caps))
+        return task_row(self.id, self.trace, r, self._state, self._era, self.created, self._updated, self._result,
+                        self._error, self._questions, list(self._open), self._remembered)
 
     def stored_with(self, q: Elicitation, pending: bool, remembered: Mapping[str, Any] | None = None) -> StoredTask:
         """What the tasks table keeps once `q` is open (pending, or settled at once), and with `remembered` what

@@ -4,12 +4,15 @@ that followed from it."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpx.cli.common import add_json_flag, emit_json, guarded
 from mcpx.cli.lines import render_event
 from mcpx.client.transport import DaemonApi
 from mcpx.presentation.text import plain
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AuditDoc, TaskView
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +48,7 @@ def audit_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def record_line(record: dict[str, Any]) -> str:
+def record_line(record: AuditDoc) -> str:
     extra = f"  pid {record['pid']}" if record.get("pid") else ""
     data = record.get("data") or {}
     # an approval, or an answer, signed by a person's passkey (an enrolment names its passkey, signed by none)
@@ -54,7 +57,7 @@ def record_line(record: dict[str, Any]) -> str:
     return f"{record['seq']:>6}  {render_event(record['kind'], record)}{extra}"
 
 
-def call_entry(task: dict[str, Any]) -> dict[str, Any]:
+def call_entry(task: TaskView) -> dict[str, Any]:
     """The call, as the first entry of its chain: when it started, what it called, for which session."""
     return {"kind": "call", "at": task["created"], "task": task["id"], "trace": task["trace"],
             "session": task["session"], "server": task["server"], "tool": task["tool"], "state": task["state"]}

@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpx.cli.common import add_json_flag, emit_json, guarded, run, shown
 from mcpx.client.daemon_client import DaemonClient, wait_for_answer
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import LoginDoc
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +48,7 @@ def _when(at: float | None) -> str:
     return "expired" if left <= 0 else f"expires in {int(left // 60)}m{int(left % 60):02d}s"
 
 
-def _line(row: dict[str, Any]) -> str:
+def _line(row: LoginDoc) -> str:
     state = row["state"]
     if state == "logged-in":
         who = f" as {row['subject']}" if row.get("subject") else ""

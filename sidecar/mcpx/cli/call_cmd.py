@@ -24,6 +24,7 @@ from mcpx.presentation.text import clock, one_line, plain
 
 if TYPE_CHECKING:
     from mcpx.client.prompt import TerminalForm
+    from mcpx.client.replies import CallWaiting, QuestionDoc, TaskView, ToolDoc, ToolResult
 
 # Each command here asks the daemon through transport.DaemonApi, one blocking exchange per request, and starts
 # without aiohttp, asyncio or pydantic; what only a question needs (its rendering, the terminal's form and the watch
@@ -79,7 +80,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=guarded(tools_cmd))
 
 
-def print_result(result: dict[str, Any]) -> None:
+def print_result(result: ToolResult) -> None:
     texts = [c.get("text", "") for c in result.get("content") or [] if c.get("type") == "text"]
     others = [c for c in result.get("content") or [] if c.get("type") != "text"]
     for text in texts:
@@ -96,7 +97,7 @@ def clock_of(moment: str) -> str:
     return clock(datetime.fromisoformat(moment.replace("Z", "+00:00")))
 
 
-def _exit_for_result(result: dict[str, Any]) -> int:
+def _exit_for_result(result: ToolResult) -> int:
     return 1 if result.get("isError") or "error" in result else 0
 
 
@@ -141,7 +142,7 @@ def _arguments(words: list[str], schema: dict[str, Any] | None) -> dict[str, Any
     return out
 
 
-def print_waiting(doc: dict[str, Any], as_json: bool) -> None:
+def print_waiting(doc: CallWaiting, as_json: bool) -> None:
     from mcpx.cli.render import render_question
 
     if as_json:
@@ -219,17 +220,18 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
         if resp.status != 202 or body.get("elicitations"):
             line.clear()
         if resp.status == 200:
-            result = body.get("result") if "result" in body else body
+            found = body.get("result") if "result" in body else body
+            result: ToolResult = found if found else {}
             if args.json:
                 emit_json(body)
             elif isinstance(body, dict) and body.get("state") in ("failed", "cancelled"):
                 print(f"mcpx: {body.get('error') or body['state']}", file=sys.stderr)
                 return 1
             else:
-                print_result(result or {})
+                print_result(result)
             if isinstance(body, dict) and body.get("state") in ("failed", "cancelled"):
                 return 1
-            return _exit_for_result(result or {})
+            return _exit_for_result(result)
         if resp.status == 502:
             if args.json:
                 emit_json(body)
@@ -251,8 +253,8 @@ def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
         resp = _result(body["task"], 30, wake="question")
 
 
-def _task(task: str) -> dict[str, Any]:
-    doc: dict[str, Any] = DaemonApi().get(f"/v1/tasks/{task}")
+def _task(task: str) -> TaskView:
+    doc: TaskView = DaemonApi().get(f"/v1/tasks/{task}")
     return doc
 
 
@@ -261,7 +263,7 @@ def _result(task: str, timeout: float, wake: str = "result") -> Response:
                                timeout=timeout + 10)
 
 
-def _prompt_one(q: dict[str, Any]) -> None:
+def _prompt_one(q: QuestionDoc) -> None:
     """Put one question to the person at this terminal until it has a valid answer, or until it ends elsewhere
     (answered from another door, expired, abandoned): then say how, and ask no more."""
     from mcpx.client.prompt import TerminalForm
@@ -275,7 +277,7 @@ def _prompt_one(q: dict[str, Any]) -> None:
             form.say(f"  ({ended})")
 
 
-def _ask_until_answered(form: TerminalForm, q: dict[str, Any]) -> None:
+def _ask_until_answered(form: TerminalForm, q: QuestionDoc) -> None:
     from mcpx.client.prompt import read_answer
 
     content: dict[str, Any] = {}
@@ -304,7 +306,7 @@ def task_result_cmd(args: argparse.Namespace) -> int:
     return _follow(args, resp, "return")
 
 
-def task_line(doc: dict[str, Any]) -> str:
+def task_line(doc: TaskView) -> str:
     """A call in one line: its id, state, tool, session, when it last moved, what it waits for."""
     line = (f"{doc['id']} · {doc['state']:<14} · {plain(doc['server'])}.{plain(doc['tool'])} · session "
             f"{plain(doc['session'])} · {clock_of(doc['updated'])}")
@@ -329,7 +331,7 @@ def task_list_cmd(args: argparse.Namespace) -> int:
 
 
 def task_show_cmd(args: argparse.Namespace) -> int:
-    def say(doc: dict[str, Any]) -> None:
+    def say(doc: TaskView) -> None:
         print(f"{doc['id']} · {doc['state']} · {doc['server']}.{doc['tool']} · session {doc['session']}")
         for eid in doc.get("open") or []:
             print(f"  waiting for {eid}: mcpx elicit show {eid}")
@@ -367,7 +369,7 @@ def tools_cmd(args: argparse.Namespace) -> int:
 NAME_WIDTH = 48  # the names' column at most: a longer name pushes its own description right, not every row's
 
 
-def print_listing(servers: dict[str, list[dict[str, Any]] | str]) -> None:
+def print_listing(servers: dict[str, list[ToolDoc] | str]) -> None:
     """Every server's tools, one line each: SERVER.TOOL, then its description (in one line) in one column aligned
     over the whole listing, and its annotations."""
     names = {server: [f"{plain(server)}.{plain(t.get('name', '?'), 200)}" for t in tools]
@@ -386,11 +388,11 @@ def print_listing(servers: dict[str, list[dict[str, Any]] | str]) -> None:
                    + (f"  [{', '.join(flags)}]" if flags else "")).rstrip())
 
 
-def _listings(api: DaemonApi, servers: list[str]) -> dict[str, list[dict[str, Any]] | str]:
+def _listings(api: DaemonApi, servers: list[str]) -> dict[str, list[ToolDoc] | str]:
     """Each server's tools, or why it could not list them (one bad server hides no other). A server that is not
     running is started to be listed, seconds each (an npx download: many): on a terminal the status line names the
     ones still starting meanwhile. Each server is asked in a thread of its own (the requests block)."""
-    out: dict[str, list[dict[str, Any]] | str] = {}
+    out: dict[str, list[ToolDoc] | str] = {}
 
     def one(name: str) -> None:
         resp = api.request("GET", f"/v1/tools/{name}", timeout=120, ok=(502,))
@@ -424,7 +426,7 @@ def in_thread(work: Callable[[str], None], name: str) -> Future[None]:
     return done
 
 
-def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[dict[str, Any]]) -> int:
+def _one_tool(args: argparse.Namespace, server: str, tool: str, tools: list[ToolDoc]) -> int:
     """One tool: what it does, what it takes (each argument's type, whether it is required, its default and
     description), and how to call it."""
     from mcpx.shared.upstream_errors import UnknownTool, refuse_unknown_tool  # here: only `tools SERVER.TOOL` needs it

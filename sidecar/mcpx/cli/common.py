@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from mcpx.client.transport import EX_UNAVAILABLE, ApiError, NoDaemon
+
+Doc = TypeVar("Doc")  # a reply as its command reads it (client/replies.py)
 
 EX_USAGE = 2  # what was given is wrong: a malformed id, an option out of range
 EX_DATAERR = 65  # an answer that does not fit its question (each field's problem is named)
@@ -68,14 +70,13 @@ def emit_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def shown(args: argparse.Namespace, path: str, say: Callable[[dict[str, Any]], None],
-          post: dict[str, Any] | None = None) -> dict[str, Any]:
+def shown(args: argparse.Namespace, path: str, say: Callable[[Doc], None], post: dict[str, Any] | None = None) -> Doc:
     """A command that is one request: the daemon's document at `path` (GET; POSTed `post`, where given), printed as
     the API's JSON under --json, else said in words by `say`. One blocking exchange (DaemonApi): no event loop."""
     from mcpx.client.transport import DaemonApi
 
     api = DaemonApi()
-    doc: dict[str, Any] = api.get(path) if post is None else api.post(path, post)
+    doc: Doc = api.get(path) if post is None else api.post(path, post)
     if args.json:
         emit_json(doc)
     else:

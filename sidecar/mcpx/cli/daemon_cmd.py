@@ -16,7 +16,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -28,6 +28,9 @@ from mcpx.daemon.origin import Origin
 from mcpx.presentation.text import plain
 from mcpx.system import processes
 from mcpx.system.paths import StatePaths
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import HealthDoc, StoreDoc, TaskView
 
 LISTEN_HELP = "also serve /v1 and /mcp on loopback TCP, behind a bearer token"
 
@@ -119,7 +122,7 @@ def recorded_origin(paths: StatePaths, pid: int) -> Origin | None:
 
 def status(args: argparse.Namespace) -> int:
     api = DaemonApi()
-    health = api.get("/v1/health")
+    health: HealthDoc = api.get("/v1/health")
     try:
         upstreams = api.get("/v1/upstreams")
     except ApiError as exc:
@@ -164,7 +167,7 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def store_lines(store: dict[str, Any] | None) -> list[str]:
+def store_lines(store: StoreDoc | None) -> list[str]:
     """The store, and for one a team shares, the other daemons on it and whether each is alive."""
     if not store:
         return []
@@ -191,9 +194,9 @@ class Running:
     answering: bool  # False: daemon.json names a live mcpx process that does not answer (stuck, or starting)
 
 
-def _health(paths: StatePaths) -> dict[str, Any] | None:
+def _health(paths: StatePaths) -> HealthDoc | None:
     try:
-        health: dict[str, Any] = DaemonApi(paths).get("/v1/health", timeout=5)
+        health: HealthDoc = DaemonApi(paths).get("/v1/health", timeout=5)
         return health
     except (NoDaemon, ApiError):
         return None
@@ -272,7 +275,7 @@ def _stop(args: argparse.Namespace, found: Running, action: str) -> str | None:
     return None
 
 
-def _in_flight() -> list[dict[str, Any]] | None:
+def _in_flight() -> list[TaskView] | None:
     """The calls a stop would end (a legacy call lives in its server process; a modern one mid-round is re-driven
     after a restart); None when the daemon does not say. A question asked over REST or by `mcpx elicit ask` is no
     call's: it waits in the store across a restart, and is not counted."""
@@ -280,7 +283,8 @@ def _in_flight() -> list[dict[str, Any]] | None:
         body = DaemonApi().get("/v1/tasks", params={"state": "running,input-required"}, timeout=10)
     except (NoDaemon, ApiError, OSError, TimeoutError):
         return None
-    return [t for t in body.get("tasks") or [] if not t.get("survivesRestart")]
+    tasks: list[TaskView] = body.get("tasks") or []
+    return [t for t in tasks if not t.get("survivesRestart")]
 
 
 def _refused(args: argparse.Namespace, action: str) -> int | None:

@@ -18,7 +18,7 @@ import argparse
 import sys
 import time
 from collections.abc import Generator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpx import __version__
 from mcpx.cli.common import add_json_flag, emit_json
@@ -27,6 +27,9 @@ from mcpx.cli.policy_cmd import CheckedConfig, checked_config
 from mcpx.client.transport import ApiError, DaemonApi, NoDaemon
 from mcpx.config.models import ServerConfig, secret_names
 from mcpx.system import keychain
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import HealthDoc, StoreDoc
 
 ASK_PATIENCE = 30.0  # s: how long doctor waits for the daemon to keep a secret it was just given
 
@@ -110,7 +113,7 @@ def _config() -> Generator[Finding, None, CheckedConfig]:
 # ---- the daemon and its store
 
 
-def _daemon() -> Generator[Finding, None, dict[str, Any] | None]:
+def _daemon() -> Generator[Finding, None, HealthDoc | None]:
     from mcpx.daemon.launch import LaunchError, ensure_daemon
     from mcpx.system.paths import StatePaths
 
@@ -122,7 +125,7 @@ def _daemon() -> Generator[Finding, None, dict[str, Any] | None]:
                       f"read {paths.root / 'daemon.out'} and the config's problems above")
         return None
     try:
-        health: dict[str, Any] = _get("/v1/health")
+        health: HealthDoc = _get("/v1/health")
     except (NoDaemon, ApiError) as exc:
         yield Finding("daemon", str(paths.socket), False, f"it does not answer: {exc}",
                       "`mcpx daemon restart` (its log: daemon.log in the state directory)")
@@ -144,8 +147,8 @@ def _get(path: str, timeout: float = 30.0, **params: Any) -> Any:
     return DaemonApi().get(path, timeout=timeout, params=params or None)
 
 
-def _store(health: dict[str, Any]) -> list[Finding]:
-    store = health.get("store") or {}
+def _store(health: HealthDoc) -> list[Finding]:
+    store: StoreDoc = health.get("store") or {}
     where = f"{store.get('kind', '?')} {store.get('where', '')}".strip()
     try:
         _get("/v1/tasks", state="all", limit=1)  # a read of the store itself, not of memory

@@ -8,13 +8,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcpx.cli import inbox_cmd
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, run
 from mcpx.cli.lines import render_event, render_row
 from mcpx.client.transport import ApiError, DaemonApi, NoDaemon, ensure_running
 from mcpx.presentation.text import plain
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AuditDoc, QuestionDoc
 
 # What only some of these commands need is imported where they run (the schema's rules and a question's full
 # rendering read with pydantic; the prompt; aiohttp for the event stream and the long waits): `mcpx elicit list`,
@@ -120,8 +123,10 @@ def show_cmd(args: argparse.Namespace) -> int:
     else:
         from mcpx.cli.render import render_question
 
-        q = body["elicitation"]
-        print(render_question({**q, "page": (q.get("render") or {}).get("page")}, body.get("answer")))
+        q: QuestionDoc = body["elicitation"]
+        if page := (body["elicitation"].get("render") or {}).get("page"):
+            q["page"] = page
+        print(render_question(q, body.get("answer")))
     return 0
 
 
@@ -218,7 +223,8 @@ async def watch_cmd(args: argparse.Namespace) -> int:
                     if args.json:
                         print(json.dumps({"id": event_id, "event": event, "data": data}), flush=True)
                     else:
-                        print(render_event(event, data if isinstance(data, dict) else {}), flush=True)
+                        record = cast("AuditDoc", data) if isinstance(data, dict) else {}  # an audit record
+                        print(render_event(event, record), flush=True)
         except NoDaemon:
             failures_since = failures_since or time.monotonic()
             if time.monotonic() - failures_since > 30:
@@ -246,7 +252,8 @@ def result_cmd(args: argparse.Namespace) -> int:
         else:
             from mcpx.cli.call_cmd import print_result
 
-            print_result(resp.body.get("result") or {})
+            found = resp.body.get("result")
+            print_result(found if found else {})
         return 0 if resp.body.get("state") == "completed" else 1
     answer = body.get("answer")
     if answer is None and q["state"] == "pending":

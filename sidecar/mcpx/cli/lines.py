@@ -4,19 +4,22 @@ these commands start without pydantic."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpx.config.durations import format_duration
 from mcpx.presentation.text import plain
 
+if TYPE_CHECKING:
+    from mcpx.client.replies import AuditDoc, QuestionDoc
 
-def render_row(q: dict[str, Any]) -> str:
+
+def render_row(q: QuestionDoc) -> str:
     left = format_duration(q.get("secondsLeft", 0)) if q.get("state") == "pending" else q.get("state", "")
     return (f"{q['id']}  {left:>7}  {q.get('audience', ''):<16}  {plain(q.get('server', ''), 20):<12}  "
             f"{plain(q.get('message', ''), 70)}")
 
 
-def render_event(event: str, data: dict[str, Any]) -> str:
+def render_event(event: str, data: AuditDoc) -> str:
     eid = data.get("elicit") or data.get("task") or ""
     d = data.get("data") or {}
     detail = ""

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpx.broker.schema import FlatSchema
 from mcpx.config.durations import format_duration
 from mcpx.presentation.answering import respond_with
 from mcpx.presentation.rendering import presence_text
 from mcpx.presentation.text import plain, quoted, shell_quote_json
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc, QuestionDoc
 
 AUDIENCE_WORDS = {
     "agent": "the agent (fixed choices it can pick from what it has seen)",
@@ -17,7 +20,7 @@ AUDIENCE_WORDS = {
 }
 
 
-def answer_commands(q: dict[str, Any]) -> list[str]:
+def answer_commands(q: QuestionDoc) -> list[str]:
     eid = q["id"]
     if isinstance(approvals := q.get("approvals"), dict):
         # only its approvers' own links accept or decline it (any other answer is refused): hand each theirs
@@ -38,7 +41,7 @@ def field_lines(schema: dict[str, Any] | None) -> list[str]:
     return [plain(f.describe(), 400) for f in FlatSchema.of(schema).fields]
 
 
-def render_question(q: dict[str, Any], answer: dict[str, Any] | None = None) -> str:
+def render_question(q: QuestionDoc, answer: AnswerDoc | None = None) -> str:
     state = q.get("state", "?")
     head = f"{q['id']} · {state}"
     if state == "pending":

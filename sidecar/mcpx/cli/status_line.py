@@ -8,9 +8,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mcpx.presentation.text import plain
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import TaskView
 
 
 class StatusLine:
@@ -55,7 +58,7 @@ def while_waiting(work: Sequence[Future[Any]], say: Callable[[], str], every: fl
         future.result()
 
 
-def progress_text(doc: dict[str, Any]) -> str:
+def progress_text(doc: TaskView) -> str:
     """A call's status in a few words: the tool, and the server's own progress when it reported any."""
     head = f"{doc.get('server')}.{doc.get('tool')}"
     p = doc.get("progress") or {}

@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -23,6 +23,9 @@ from mcpx.client.transport import (
 )
 from mcpx.shared import sse
 from mcpx.system.paths import StatePaths
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc
 
 
 class DaemonClient:
@@ -105,7 +108,7 @@ class DaemonClient:
             raise NoDaemon(self.where, str(exc)) from None
 
 
-async def wait_for_answer(eid: str, seconds: float, paths: StatePaths | None = None) -> dict[str, Any] | None:
+async def wait_for_answer(eid: str, seconds: float, paths: StatePaths | None = None) -> AnswerDoc | None:
     """The question's answer once it has one (an expiry is the answer cancel), waiting up to `seconds` through the
     daemon's restarts: the question is durable. None if none came in time; ApiError 410 if it was abandoned.
     `paths`: the daemon's home (by default this environment's)."""
@@ -120,5 +123,6 @@ async def wait_for_answer(eid: str, seconds: float, paths: StatePaths | None = N
             await asyncio.sleep(RESTART_PAUSE)  # the daemon restarts; the question waits in its store
             continue
         if resp.status == 200:
-            return dict(resp.body)
+            answer: AnswerDoc = resp.body
+            return answer
     return None

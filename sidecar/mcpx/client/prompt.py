@@ -12,12 +12,15 @@ import select
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mcpx.broker.schema import Field, FlatSchema, Option
 from mcpx.client.question_watch import Watch
 from mcpx.presentation.text import plain, quoted
 from mcpx.shared.errors import McpxError
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import QuestionDoc
 
 Reader = Callable[[str], str]
 
@@ -132,13 +135,13 @@ class TerminalForm:
             raise Declined(reason or None)
         return text
 
-    def header(self, q: dict[str, Any]) -> None:
+    def header(self, q: QuestionDoc) -> None:
         who = plain(q.get("server", "?")) + (f", during {plain(q['tool'])}" if q.get("tool") else "")
         self.say()
         self.say(f"{who} (via mcpx) asks: {quoted(q.get('message', ''))}")
         self.say(f"  ({q['id']}; type 'decline' to say no, Ctrl-C to cancel)")
 
-    def url(self, q: dict[str, Any]) -> str:
+    def url(self, q: QuestionDoc) -> str:
         """accept / decline / cancel for a url-mode question."""
         self.header(q)
         self.say(f"  open this page yourself: {plain(q.get('url', ''))}")
@@ -151,7 +154,7 @@ class TerminalForm:
             if text in ("c", "cancel"):
                 raise KeyboardInterrupt
 
-    def form(self, q: dict[str, Any], problems: dict[str, str] | None = None,
+    def form(self, q: QuestionDoc, problems: dict[str, str] | None = None,
              only: set[str] | None = None) -> dict[str, Any]:
         """The question's fields asked one by one (`problems`: only those, after a refused answer, with their
         problems; `only`: only these, the others being given already). A credential is read with the terminal's
@@ -196,7 +199,7 @@ class TerminalForm:
         return content
 
 
-def read_answer(form: TerminalForm, q: dict[str, Any], content: dict[str, Any],
+def read_answer(form: TerminalForm, q: QuestionDoc, content: dict[str, Any],
                 problems: dict[str, str] | None) -> tuple[str, dict[str, Any] | None, str | None]:
     """The person's answer to `q` at this terminal (`content`: what they gave before `problems` were found in it):
     its action, content and reason. Ctrl-C or the end of input is cancel."""

@@ -17,13 +17,16 @@ import asyncio
 import contextlib
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mcpx.client.daemon_client import wait_for_answer
 from mcpx.client.transport import ApiError
 from mcpx.presentation.text import plain
 from mcpx.shared.errors import McpxError
 from mcpx.system.paths import StatePaths
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc
 
 STOP_PATIENCE = 5.0  # s: how long leaving the watch waits for its thread (its poll is cancelled at once)
 
@@ -32,7 +35,7 @@ class EndedMeanwhile(McpxError):
     """The question a prompt was asking ended elsewhere; the message says how."""
 
 
-def how_it_ended(eid: str, answer: dict[str, Any]) -> str:
+def how_it_ended(eid: str, answer: AnswerDoc) -> str:
     """A question's end in words, from its answer as stored."""
     if answer.get("by") == "expiry":
         return f"{eid} expired: nobody answered it in time"
@@ -48,7 +51,7 @@ class Watch:
         self.eid = eid
         self.paths = paths
         self.how: str | None = None
-        self.answer: dict[str, Any] | None = None
+        self.answer: AnswerDoc | None = None
         self._over = threading.Event()
         self._read_end, self._write_end = os.pipe()
         self._loop = asyncio.new_event_loop()

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mcpx.broker.models import SCRIPT_NAME, Answerer
 from mcpx.broker.schema import FlatSchema
@@ -34,6 +34,9 @@ from mcpx.client.transport import ApiError, Response
 from mcpx.daemon.launch import ensure_daemon
 from mcpx.shared.errors import McpxError
 from mcpx.system.paths import StatePaths
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc, QuestionDoc
 
 log = logging.getLogger("mcpx.client")
 
@@ -82,7 +85,7 @@ class Question:
     schema: dict[str, Any] | None
     url: str | None
     task: str | None
-    document: dict[str, Any] = field(repr=False)
+    document: QuestionDoc = field(repr=False)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -90,7 +93,7 @@ class Question:
         return tuple(f.name for f in FlatSchema.of(self.schema).fields)
 
     @classmethod
-    def of(cls, doc: dict[str, Any]) -> Question:
+    def of(cls, doc: QuestionDoc) -> Question:
         return cls(id=doc["id"], server=doc["server"], tool=doc.get("tool"), mode=doc["mode"], message=doc["message"],
                    audience=doc["audience"], reason=doc.get("reason", ""), schema=doc.get("requestedSchema"),
                    url=doc.get("url"), task=doc.get("task"), document=doc)
@@ -236,7 +239,7 @@ class Client:
             elif exc.status not in (409, 410):  # 409, 410: answered by someone else first, or ended: no matter
                 raise
 
-    async def ask(self, q: Question) -> dict[str, Any]:
+    async def ask(self, q: Question) -> AnswerDoc:
         """Put `q` to the person at this terminal, field by field, until they answer; recorded as theirs
         (`person:cli`). The answer as stored. The prompt blocks this client while the person types.
 
@@ -267,11 +270,12 @@ class Client:
                         if exc.status in (409, 410) and await asyncio.to_thread(watch.wait, POLL):
                             return _ended_elsewhere(form, watch)
                         raise
-                    doc: dict[str, Any] = answered.get("answer") or {}
+                    found = answered.get("answer")
+                    doc: AnswerDoc = found if found else {}
                     return doc
 
 
-def _ended_elsewhere(form: TerminalForm, watch: Watch) -> dict[str, Any]:
+def _ended_elsewhere(form: TerminalForm, watch: Watch) -> AnswerDoc:
     """Said at the terminal: how the question being asked ended elsewhere. The answer it ended with; an abandoned
     question, which has none, is raised (EndedMeanwhile)."""
     ended = watch.ended()
@@ -300,7 +304,7 @@ class BlockingClient:
     def call(self, target: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self._runner.run(self.client.call(target, arguments))
 
-    def ask(self, q: Question) -> dict[str, Any]:
+    def ask(self, q: Question) -> AnswerDoc:
         return self._runner.run(self.client.ask(q))
 
     def close(self) -> None:

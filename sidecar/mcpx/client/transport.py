@@ -17,13 +17,16 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from mcpx.shared.errors import McpxError
 from mcpx.system import agentshell
 from mcpx.system.paths import StatePaths
 from mcpx.system.sockets import socket_alive
+
+if TYPE_CHECKING:
+    from mcpx.client.replies import AnswerDoc
 
 EX_UNAVAILABLE = 69
 MAX_HEAD = 64 * 1024  # a reply's status line and headers; the daemon's are a few hundred bytes
@@ -293,7 +296,7 @@ def answer_wait_step(deadline: float) -> float:
     return max(1.0, min(30.0, deadline - time.monotonic()))
 
 
-def wait_for_answer_blocking(eid: str, seconds: float, paths: StatePaths | None = None) -> dict[str, Any] | None:
+def wait_for_answer_blocking(eid: str, seconds: float, paths: StatePaths | None = None) -> AnswerDoc | None:
     """daemon_client.wait_for_answer without an event loop (`mcpx claude hook`, which waits and does nothing else):
     the question's answer once it has one (an expiry is the answer cancel), waiting up to `seconds` through the
     daemon's restarts. None if none came in time; ApiError 410 if it was abandoned."""
@@ -307,5 +310,6 @@ def wait_for_answer_blocking(eid: str, seconds: float, paths: StatePaths | None 
             time.sleep(RESTART_PAUSE)  # the daemon restarts; the question waits in its store
             continue
         if resp.status == 200:
-            return dict(resp.body)
+            answer: AnswerDoc = resp.body
+            return answer
     return None

@@ -22,14 +22,14 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from mcpx.broker.broker import Broker
-from mcpx.broker.models import AuditRecord, Elicitation, WireModel
+from mcpx.broker.models import Audience, AuditRecord, Elicitation, Mode, WireModel
 from mcpx.config.models import NotifyTarget, Person
 from mcpx.presentation.text import plain
 from mcpx.presentation.urlfacts import LOOPBACK_NOTE, reachable_elsewhere
@@ -55,13 +55,57 @@ class SendFailed(McpxError):
     pass
 
 
-def payload(q: Elicitation, link: str | None, event: str) -> dict[str, Any]:
-    doc = q.wire()  # the deadline as the API writes it
-    body = {"event": event, "id": q.id, "server": q.server, "tool": q.tool, "message": q.message, "mode": q.mode,
-            "audience": q.audience, "deadline": doc["expiresAt"], "link": link}
-    if (why := reach(link)) is not None:
-        body["reach"] = why
-    return body
+class Notice(BaseModel):
+    """A webhook's JSON: news of one question (docs/inbox.md). Never an answer's values, never the inbox's token."""
+
+    event: str
+    id: str
+    server: str
+    tool: str | None
+    message: str
+    mode: Mode
+    audience: Audience
+    deadline: str  # as the API writes a question's expiresAt
+    link: str | None  # its one-answer link, None while the inbox has no address
+    reach: str | None = None  # given only when the link cannot be opened where the notification is read
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON object POSTed: what was given, `reach` left out when there is none."""
+        return self.model_dump(exclude_unset=True)
+
+
+class Action(BaseModel):
+    """One of an approver's buttons: a bot performs it exactly as given (POST `url` with `body`)."""
+
+    label: str
+    action: Literal["accept", "decline"]
+    url: str
+    method: Literal["POST"]
+    body: str
+
+
+class Tally(BaseModel):
+    """Where a question's approvals stand, as an approver's notice says it."""
+
+    need: int
+    by: list[str]
+    waiting: list[str]
+
+
+class ApproverNotice(Notice):
+    """An approver's webhook JSON (docs/approvals.md): the question's news, and theirs to act on."""
+
+    person: str
+    why: str  # asked, reminder or escalation
+    approvals: Tally
+    status: str
+    actions: list[Action]
+
+
+def payload(q: Elicitation, link: str | None, event: str) -> Notice:
+    return Notice(event=event, id=q.id, server=q.server, tool=q.tool, message=q.message, mode=q.mode,
+                  audience=q.audience, deadline=q.wire()["expiresAt"], link=link,
+                  **({"reach": why} if (why := reach(link)) is not None else {}))
 
 
 def signature(key: bytes, body: bytes) -> str:
@@ -84,18 +128,18 @@ class Approver:
     accept: str
     decline: str
 
-    def actions(self) -> list[dict[str, str]]:
-        return [{"label": "Approve", "action": "accept", "url": self.accept, "method": "POST", "body": ""},
-                {"label": "Decline", "action": "decline", "url": self.decline, "method": "POST", "body": ""}]
+    def actions(self) -> list[Action]:
+        return [Action(label="Approve", action="accept", url=self.accept, method="POST", body=""),
+                Action(label="Decline", action="decline", url=self.decline, method="POST", body="")]
 
 
-def approver_payload(q: Elicitation, who: Approver, event: str) -> dict[str, Any]:
-    body = payload(q, who.link, event)
+def approver_payload(q: Elicitation, who: Approver, event: str) -> ApproverNotice:
+    news = payload(q, who.link, event)
     assert q.approvals is not None
     a = q.approvals
-    body.update(person=who.person, why=who.why, approvals={"need": a.need, "by": a.by, "waiting": a.waiting},
-                status=a.status, actions=who.actions())
-    return body
+    return ApproverNotice(**{name: getattr(news, name) for name in news.model_fields_set}, person=who.person,
+                          why=who.why, approvals=Tally(need=a.need, by=a.by, waiting=a.waiting), status=a.status,
+                          actions=who.actions())
 
 
 def _header(text: str) -> str:
@@ -192,12 +236,12 @@ class Notifier:
                     + [(p, "escalation") for p in record.data.get("escalate", [])])
         return []
 
-    def _spawn(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any], who: Approver | None) -> None:
+    def _spawn(self, target: NotifyTarget, q: Elicitation, body: Notice, who: Approver | None) -> None:
         task = asyncio.create_task(self._send(target, q, body, who), name=f"mcpx-notify-{target.kind}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _send(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any], who: Approver | None) -> None:
+    async def _send(self, target: NotifyTarget, q: Elicitation, body: Notice, who: Approver | None) -> None:
         stat = self.stats.setdefault(target.shown, NotifyStat(target=target.shown))
         delay = BACKOFF
         for attempt in range(1, ATTEMPTS + 1):
@@ -218,19 +262,19 @@ class Notifier:
                 await asyncio.sleep(delay)
                 delay *= 2
 
-    async def _deliver(self, target: NotifyTarget, q: Elicitation, body: dict[str, Any], who: Approver | None) -> None:
+    async def _deliver(self, target: NotifyTarget, q: Elicitation, body: Notice, who: Approver | None) -> None:
         title = f"mcpx: {q.server} asks" + (" you" if q.audience == "human" else "")
         if who is not None:
             title = f"mcpx: {q.server} asks {who.person} to approve" + (" (reminder)" if who.why == "reminder" else "")
-        message = q.message + (f"\n{body['status']}" if "status" in body else "")
-        if body.get("reach"):
-            message += f"\n{body['reach']}"
+        message = q.message + (f"\n{body.status}" if isinstance(body, ApproverNotice) else "")
+        if body.reach:
+            message += f"\n{body.reach}"
         if target.kind == "desktop":
             await self._desktop(title, message)
             return
         assert self._http is not None
         if target.kind == "webhook":
-            raw = json.dumps(body).encode()
+            raw = json.dumps(body.wire()).encode()
             headers = {"Content-Type": "application/json"}
             if (key := target.signing_key()) is not None:
                 headers[SIGNATURE] = signature(key, raw)
@@ -240,9 +284,9 @@ class Notifier:
             request = self._http.post(root, data=raw, headers={"Content-Type": "application/json"})
         else:
             headers = {"Title": _header(title), "Tags": "question"}
-            if body["link"]:
-                headers["Click"] = body["link"]
-                headers["Actions"] = f"view, Answer, {body['link']}"
+            if body.link:
+                headers["Click"] = body.link
+                headers["Actions"] = f"view, Answer, {body.link}"
             request = self._http.post(target.ntfy or "", data=message.encode(), headers=headers)
         async with request as resp:
             if resp.status >= 300:
@@ -276,8 +320,8 @@ def ntfy_json(topic_url: str, title: str, message: str, who: Approver) -> tuple[
     parts = urlsplit(topic_url)
     topic = parts.path.strip("/")
     root = urlunsplit((parts.scheme, parts.netloc, "/", "", ""))
-    actions = [{"action": "http", "label": a["label"], "url": a["url"], "method": a["method"], "body": a["body"],
-                "clear": True} for a in who.actions()]
+    actions = [{"action": "http", "label": a.label, "url": a.url, "method": a.method, "body": a.body, "clear": True}
+               for a in who.actions()]
     doc = {"topic": topic, "title": title, "message": message, "tags": ["question"], "click": who.link,
            "actions": actions}
     return root, json.dumps(doc).encode()

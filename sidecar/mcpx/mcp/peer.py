@@ -98,6 +98,7 @@ class Peer:
         # incoming requests the other side withdrew (notifications/cancelled), as opposed to ones ended because
         # the channel closed: only the former is a cancel (surface/driver.py)
         self.withdrawn: set[jsonrpc.Id] = set()
+        self._replied: set[jsonrpc.Id] = set()  # requests still being handled whose reply went early (reply_early)
         self._reader: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.shut = False  # closed.is_set(), read on every message's way without a call
@@ -295,6 +296,8 @@ class Peer:
                 raise  # withdrawn by the peer (or we are closing): no reply is owed
             except Exception as exc:
                 reply = self._failed(msg, exc)
+            if rid in self._replied:
+                return  # its reply went early, from the step that had it (reply_early)
             if not self.closed.is_set():
                 try:
                     await self.channel.send(reply)
@@ -304,11 +307,28 @@ class Peer:
             self._incoming.pop(rid, None)
             self._taken.pop(rid, None)
             self.withdrawn.discard(rid)
+            self._replied.discard(rid)
 
     def _failed(self, msg: Message, exc: Exception) -> Message:
         """The reply to a request whose handler failed (mcpx's own bug: logged whole)."""
         log.exception("%s: handling %s failed", self.name, msg.get("method"), exc_info=exc)
         return jsonrpc.error(msg["id"], jsonrpc.INTERNAL_ERROR, f"mcpx failed handling {msg.get('method')}: {exc}")
+
+    def reply_early(self, rid: jsonrpc.Id, value: dict[str, Any]) -> bool:
+        """The reply to request `rid`, whose handler is still running, written now from a callback's step (a question's
+        answer handed to its server before the answer's record is built: upstream/mcp_call.py); what the handler then
+        returns is not written. False, and nothing written, where it cannot be: a channel that does not write from a
+        callback, a request not being handled here (or withdrawn, or replied to already), a closed peer."""
+        if (self._send_now is None or self.shut or rid not in self._incoming or rid in self.withdrawn
+                or rid in self._replied):
+            return False
+        try:
+            self._send_now(jsonrpc.result(rid, value))
+        except Exception as exc:  # the other side went: its handler's reply would not go either
+            log.debug("%s: could not reply to %r: %s", self.name, rid, exc)
+            return False
+        self._replied.add(rid)
+        return True
 
     def reply_now(self, rid: jsonrpc.Id, value: dict[str, Any]) -> None:
         """The reply to a taken request, written from a callback; it is over."""

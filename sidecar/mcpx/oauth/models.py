@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from mcpx.config.models import HttpServer, ServerAuth
 
@@ -74,7 +75,10 @@ class Tokens(BaseModel):
 
 
 class LoginView(BaseModel):
-    """One server's login as `mcpx auth list` shows it: no token in it."""
+    """One server's login as `mcpx auth list` shows it: no token in it. Its keys camelCase on the wire, as every
+    /v1 document's are (`expiresAt`)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     server: str
     url: str

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mcpx.broker.schema import describe_field, example_content, properties, required
+from mcpx.broker.schema import FlatSchema, example_content
 from mcpx.presentation.text import json_text, plain, quoted, shell_quote_json
 from mcpx.shared.names import WITHHELD_META
 
 
-def respond_with(q: dict[str, Any]) -> str:
+def respond_with(q: Mapping[str, Any]) -> str:
     """The one command that answers this question, with a placeholder of the right shape."""
     eid = q["id"]
     if q.get("mode") == "url":
@@ -43,9 +43,8 @@ def head_lines(q: dict[str, Any]) -> list[str]:
     if q.get("mode") == "url":
         lines.append(f"  it asks the person to open {plain(q.get('url', ''))} in a browser")
     else:
-        req = set(required(q.get("requestedSchema")))
-        for name, prop in properties(q.get("requestedSchema")).items():
-            lines.append("  field " + plain(describe_field(name, prop, name in req), 300))
+        for field in FlatSchema.of(q.get("requestedSchema")).fields:
+            lines.append("  field " + plain(field.describe(), 300))
     lines.append(f"  answer by {q.get('expiresAt')} ({q.get('secondsLeft', 0)} s left; then it counts as cancel)")
     return lines
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from mcpx.config.environment import references, server_environment
 from mcpx.config.models import SLOT, CommandTool
 from mcpx.services.http import BadArguments
-from mcpx.services.outgoing import command_exact
+from mcpx.services.outgoing import CommandExact, command_exact
 
 OUTPUT_LIMIT = 1024 * 1024  # bytes of stdout and of stderr a result carries
 
@@ -32,7 +32,7 @@ class CommandRun(BaseModel):
     cwd: str
     env: dict[str, str]  # the whole environment of the process
     timeout: float
-    exact: dict[str, Any]  # what the person confirms: argv, directory, the entry's variables (credentials masked)
+    exact: CommandExact  # what the person confirms: argv, directory, the entry's variables (credentials masked)
 
 
 _TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),

@@ -20,7 +20,7 @@ from yarl import URL
 from mcpx.mcp.http_client import challenge_of
 from mcpx.services import styles
 from mcpx.services.document import Operation
-from mcpx.services.outgoing import http_exact
+from mcpx.services.outgoing import HttpExact, http_exact
 from mcpx.shared.errors import McpxError
 
 ERROR_START = 500  # characters of an error response's body the result carries
@@ -39,7 +39,7 @@ class HttpRequest(BaseModel):
     url: str
     headers: list[tuple[str, str]]
     body: bytes | None
-    exact: dict[str, Any]  # what the person confirms: all of it, credentials masked
+    exact: HttpExact  # what the person confirms: all of it, credentials masked
 
 
 def build(op: Operation, arguments: dict[str, Any], base_url: str, headers: list[tuple[str, str]],

@@ -47,7 +47,7 @@ ASKS = 3
 
 
 async def confirmed_send(scope: CallScope, prepare: Callable[[], Any], send: Callable[[Any], Any],
-                         exact: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+                         exact: Callable[[Any], Mapping[str, Any]]) -> dict[str, Any]:
     """Build the request (`prepare`: it and whether it is confirmed, from the config as it stands), have the person
     confirm its exact document when it must be, build it again and send it (`send`) only if it is still exactly
     what was confirmed."""

@@ -10,29 +10,48 @@ a credential, and the kind sends exactly the rest of it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
+
+from typing_extensions import TypedDict  # pydantic validates a TypedDict field only of this one before Python 3.12
 
 from mcpx.shared.masking import MASK, secret_name
+
+
+class HttpExact(TypedDict):
+    """An HTTP request as the person confirms it. A TypedDict: it is the JSON that is shown and digested."""
+
+    method: str
+    url: str  # the query as sent
+    headers: dict[str, str]  # every header, a credential's value masked
+    body: NotRequired[Any]  # a JSON body's value, or the exact string of a form or a text; none without a body
+
+
+class CommandExact(TypedDict):
+    """A command run as the person confirms it."""
+
+    argv: list[str]
+    cwd: str
+    env: NotRequired[dict[str, str]]  # the variables its entry sets, a credential's masked; none when it sets none
 
 
 def _hidden(name: str, secret: set[str]) -> bool:
     return name.lower() in {s.lower() for s in secret} or secret_name(name)
 
 
-def http_exact(method: str, url: str, headers: list[tuple[str, str]], secret: set[str], body: Any) -> dict[str, Any]:
+def http_exact(method: str, url: str, headers: list[tuple[str, str]], secret: set[str], body: Any) -> HttpExact:
     """`secret`: the names of the headers whose values are credentials; `body`: a JSON body's value (its bytes are
     its one compact serialization), a form's or a text's string exactly as sent, or None."""
-    doc: dict[str, Any] = {"method": method, "url": url,
-                           "headers": {k: MASK if _hidden(k, secret) else v for k, v in headers}}
+    doc: HttpExact = {"method": method, "url": url,
+                      "headers": {k: MASK if _hidden(k, secret) else v for k, v in headers}}
     if body is not None:
         doc["body"] = body
     return doc
 
 
-def command_exact(argv: list[str], cwd: str, env: dict[str, str], secret: set[str]) -> dict[str, Any]:
+def command_exact(argv: list[str], cwd: str, env: dict[str, str], secret: set[str]) -> CommandExact:
     """`env`: the variables the command's entry sets (not the inherited PATH & co.); `secret`: those from a
     reference."""
-    doc: dict[str, Any] = {"argv": argv, "cwd": cwd}
+    doc: CommandExact = {"argv": argv, "cwd": cwd}
     if env:
         doc["env"] = {k: MASK if _hidden(k, secret) else v for k, v in sorted(env.items())}
     return doc

@@ -8,6 +8,7 @@ lacks (upstream/gateway.py), and the CLI, which checks a tool against a listing 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcpx.shared.errors import McpxError
@@ -28,7 +29,7 @@ class UnknownTool(UnknownServer):
     server refuses it by its tool the same way (a /v1 404, an MCP invalid-params error)."""
 
 
-def refuse_unknown_tool(server: str, tool: str, tools: list[dict[str, Any]] | None) -> None:
+def refuse_unknown_tool(server: str, tool: str, tools: Sequence[Mapping[str, Any]] | None) -> None:
     """UnknownTool when `tools` (the server's listing; None while it is not known) has no `tool`."""
     if tools is None or any(t.get("name") == tool for t in tools):  # every call's check: no sorted listing for it
         return

@@ -28,7 +28,7 @@ from mcpx.mcp import jsonrpc
 from mcpx.mcp.input_required import InputRequired, Retry
 from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import Asked, Outbound, PeerOutbound
-from mcpx.mcp.peer import Peer, PeerClosed
+from mcpx.mcp.peer import Peer, PeerClosed, Sent
 from mcpx.mcp.protocol import META_LOG_LEVEL
 from mcpx.mcp.tasks import is_task
 from mcpx.surface.answers import SLOT, client_content, give, problems
@@ -36,13 +36,15 @@ from mcpx.surface.client_state import ClientState, shaped
 from mcpx.surface.following import Following
 from mcpx.surface.plain_call import PlainCall
 from mcpx.surface.request_state import RequestStates, binding
-from mcpx.surface.results import task_result, waiting_on, waiting_result, with_notes
+from mcpx.surface.results import completed_result, task_result, waiting_on, waiting_result, with_notes
 from mcpx.surface.tasks import TasksExtension
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
 log = logging.getLogger("mcpx.surface")
 
 HEARTBEAT = 10.0  # progress notifications keep a host's timeout from firing while a call is honestly busy
+ANSWERS = ("accept", "decline", "cancel")  # a client's reply to elicitation/create that is an answer
+BY_CLIENT = "person:mcp-client"  # who answered, when the call's own MCP client did
 
 
 class CallDriver:
@@ -240,18 +242,35 @@ class CallDriver:
                 asked = await out.send_request("elicitation/create", params)
             except Exception as exc:  # the task that waits for the reply takes it up, as if it had written it
                 asked = exc
-            waiting = self._serve(serving, q.id, self._ask_client(q, task, state, out, (params, asked)), watch)
+            taken: list[bool] = []
+            if isinstance(asked, Sent) and not state.unattended:
+                # its answer handed on in the turn the reply is read (on to the server: Broker.hand_over), not a
+                # turn later in the task that waits for it, which then has nothing left to do
+                asked.when_replied(functools.partial(self._took, q, task, asked, taken))
+            waiting = self._serve(serving, q.id, self._ask_client(q, task, state, out, (params, asked), taken), watch)
             if not isinstance(asked, Exception):
                 waiting.add_done_callback(functools.partial(_unheard, asked))
         return first
 
     # ---- legacy clients: mid-flight requests
 
+    def _took(self, q: Elicitation, task: Call, asked: Sent, taken: list[bool]) -> None:
+        """The client's first reply to `q`, in the turn it is read: an answer handed to the call's eager asker now
+        (`taken` says so), or left to the task that waits for it (an error, what is no answer, what is refused)."""
+        if asked.future.cancelled() or asked.future.exception() is not None:
+            return
+        reply = asked.future.result().get("result")
+        if isinstance(reply, dict) and (action := reply.get("action")) in ANSWERS and self.broker.hand_over(
+                q.id, action, client_content(q, reply), by=BY_CLIENT, session=task.request.session):
+            taken.append(True)
+
     async def _ask_client(self, q: Elicitation, task: Call, state: ClientState, out: Outbound,
-                          first: tuple[dict[str, Any], Asked | Exception] | None = None) -> bool:
+                          first: tuple[dict[str, Any], Asked | Exception] | None = None,
+                          taken: list[bool] | None = None) -> bool:
         """Put `q` to this client; True once it is answered (here or elsewhere), False if the client could not
         answer it (an error, a timeout, three answers that did not fit): it then waits for other surfaces.
-        `first`: the question as written to it already, and the request (or why it could not be written)."""
+        `first`: the question as written to it already, and the request (or why it could not be written); `taken`:
+        its reply's answer was handed over in the turn it was read (`_took`)."""
         asked: Asked | Exception | None = None
         if first is not None:
             params, asked = first
@@ -267,6 +286,8 @@ class CallDriver:
             except (RpcError, TimeoutError, PeerClosed) as exc:
                 log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
                 return False
+            if taken:
+                return True  # handed over as it was read
             asked = None  # asked again, it is written again
             action = reply.get("action")
             if state.unattended:
@@ -275,12 +296,12 @@ class CallDriver:
                 log.info("the unattended host replied %r to %s; not an answer: it waits for the person elsewhere",
                          action, q.id)
                 return q.id not in task.open
-            if action not in ("accept", "decline", "cancel"):
+            if action not in ANSWERS:
                 log.info("client answered %s with %r; it stays open", q.id, action)
                 return False
             try:
                 # the client's reply has no reply: nobody is told the answer was stored, so it may wait for company
-                await self.broker.answer(q.id, action, client_content(q, reply), by="person:mcp-client",
+                await self.broker.answer(q.id, action, client_content(q, reply), by=BY_CLIENT,
                                          session=task.request.session,
                                          acknowledged=False)
                 return True
@@ -361,9 +382,9 @@ class _Waiting:
         # None: it ended on the lean path; else promoted, and followed from there
         self._settled: asyncio.Future[Following | None] = asyncio.get_running_loop().create_future()
 
-    def settled(self, call: Call, result: dict[str, Any] | None) -> None:
+    def settled(self, lean: LeanCall, result: dict[str, Any] | None) -> None:
         if not self._settled.done():  # not given up on (the caller's task cancelled)
-            self._settled.set_result(None if result is not None else self.driver.following(call, self.state,
+            self._settled.set_result(None if result is not None else self.driver.following(lean.call, self.state,
                                                                                             self.out))
 
     async def outcome(self, lean: LeanCall, bound: str, token: Any) -> dict[str, Any]:
@@ -375,6 +396,7 @@ class _Waiting:
                 made.close()  # promoted just before, and not followed
             self.driver.left(lean.call, self.out.withdrawn())
             raise
-        if following is None:
-            return task_result(lean.call)  # it ended on the lean path (recorded since): nothing happened but its reply
+        if following is None:  # it ended on the lean path (recorded since): nothing happened but its reply
+            assert lean.result is not None
+            return completed_result(lean.result)  # nothing of a plain call's to scrub (call/lean.py)
         return await self.driver.follow(lean.call, following, self.state, self.out, bound, token, [])

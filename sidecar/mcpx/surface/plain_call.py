@@ -4,7 +4,8 @@ On a channel that writes from a callback (the pipes `mcpx serve` hands over: mcp
 `tools/call` of a tool named already (surface/dispatch.py's `take_now`) is not handed to a task of its own: the call
 is written upstream in that same turn (`CallDriver.take_now`, the lean path of call/lean.py), and when the upstream's
 reply ends it plainly, its result is written to the client from the reply's own turn (`Peer.reply_now`). In between
-the daemon holds a `Call`, a `LeanCall` and this, and no future anyone awaits.
+the daemon holds a `LeanCall` (its `Call` made only if something reads it or happens to it) and this, and no future
+anyone awaits.
 
 The moment the call leaves the lean path it is followed as any call is: promoted (a question, a request for the
 client, progress, its deadline, a cancel from another door, a reply that is not a plain result), a task carries the
@@ -58,14 +59,15 @@ class PlainCall:
 
     # ---- how it leaves the lean path (LeanCall's `settled`)
 
-    def settled(self, call: Call, result: dict[str, Any] | None) -> None:
+    def settled(self, lean: LeanCall, result: dict[str, Any] | None) -> None:
         if result is not None:  # the reply goes first; the call's end is recorded after it, in this same turn
-            reply = completed_result(call.scrub(result))
+            reply = completed_result(result)  # nothing of a plain call's to scrub (call/lean.py)
             reply.pop("resultType", None)  # a legacy client's result, as Surface.handle has it
             self.out.peer.reply_now(self.msg["id"], reply)
             return
         if self._left:
             return
+        call = lean.call
         self._following = following = self.driver.following(call, self.state, self.out)
         self._work = self._follow(call, following)
         self._carrying = self.out.peer.take_on(self.msg, self._work)

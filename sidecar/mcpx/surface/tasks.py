@@ -36,7 +36,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import TaskDoc, rfc3339, rfc3339_epoch
@@ -44,7 +44,7 @@ from mcpx.call.errors import UnknownTask
 from mcpx.call.record import DONE_STATES, Call
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
-from mcpx.mcp.tasks import EXTENSION, UpdateParams
+from mcpx.mcp.tasks import EXTENSION, Status, Task, UpdateParams
 from mcpx.surface.answers import SLOT, give, problems
 from mcpx.surface.client_state import ClientState, shaped
 from mcpx.surface.results import finished_result, task_result, waiting_on
@@ -56,6 +56,7 @@ FOLLOW_IDLE = 60.0  # a follower's wait between two looks at a quiet call (each 
 REQUIRED: dict[str, Any] = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+_INLINED = {"input_requests", "result", "error"}  # what a report carries and a handle does not
 
 
 def missing_extension(what: str) -> RpcError:
@@ -66,16 +67,40 @@ def missing_extension(what: str) -> RpcError:
                     REQUIRED)
 
 
-def _ending(render: Callable[[], dict[str, Any]], state: str, error: str | None) -> dict[str, Any]:
-    """The terminal part of a DetailedTask: what the plain tools/call would have answered, as the spec maps it
-    (a result, an isError one included, is `completed`; a JSON-RPC error is `failed`)."""
+class Report(Task):
+    """A DetailedTask as mcpx reports its own call: mcp/tasks.py's `Task`, with the times the spec requires of a
+    server (an upstream's own task is read without them). Built with only what it says: `wire` leaves out what
+    was not given, as the spec's optional fields are (and keeps `ttlMs: null`, mcpx keeping a task for its life)."""
+
+    created_at: str = Field(alias="createdAt")
+    last_updated_at: str = Field(alias="lastUpdatedAt")
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+def _report(tid: str, created: str, updated: str, status: Status, message: str | None = None, **inlined: Any
+            ) -> Report:
+    """A report of task `tid`; `message`, and what goes with `status` (`input_requests`, `result`, `error`), only
+    when there is one."""
+    report = Report(task_id=tid, created_at=created, last_updated_at=updated, ttl_ms=None, poll_interval_ms=POLL_MS,
+                    status=status, **inlined)
+    if message is not None:
+        report.status_message = message  # set, so `wire` carries it
+    return report
+
+
+def _ending(tid: str, created: str, updated: str, render: Callable[[], dict[str, Any]], state: str,
+            error: str | None) -> Report:
+    """A finished task's report: what the plain tools/call would have answered, as the spec maps it (a result,
+    an isError one included, is `completed`; a JSON-RPC error is `failed`)."""
     if state == "cancelled":
-        return {"status": "cancelled", "statusMessage": error or "cancelled"}
+        return _report(tid, created, updated, "cancelled", error or "cancelled")
     try:
         result = render()
     except RpcError as exc:
-        return {"status": "failed", "statusMessage": exc.message, "error": exc.to_error()}
-    return {"status": "completed", "result": result, **({"statusMessage": error} if error else {})}
+        return _report(tid, created, updated, "failed", exc.message, error=exc.to_error())
+    return _report(tid, created, updated, "completed", error or None, result=result)
 
 
 class TasksExtension:
@@ -94,36 +119,36 @@ class TasksExtension:
 
     def handle(self, task: Call, state: ClientState) -> dict[str, Any]:
         """The CreateTaskResult for a call: its status as tasks/get would say it now, nothing inlined."""
-        detail = self.detailed(task, state)
-        return {k: v for k, v in detail.items() if k not in ("inputRequests", "result", "error")} | {
+        return self.report(task, state).model_dump(by_alias=True, exclude_unset=True, exclude=_INLINED) | {
             "resultType": "task"}
 
     def detailed(self, task: Call, state: ClientState) -> dict[str, Any]:
-        """A live call as a DetailedTask, for this request's client."""
-        fields: dict[str, Any] = {"taskId": task.id, "createdAt": rfc3339_epoch(task.created),
-                                  "lastUpdatedAt": rfc3339_epoch(task.updated), "ttlMs": None,
-                                  "pollIntervalMs": POLL_MS}
+        """A live call as a DetailedTask, for this request's client, as the wire carries it."""
+        return self.report(task, state).wire()
+
+    def report(self, task: Call, state: ClientState) -> Report:
+        """A live call's report, for this request's client."""
+        created, updated = rfc3339_epoch(task.created), rfc3339_epoch(task.updated)
         if task.done:
             self._refused.pop(task.id, None)
-            return {**fields, **_ending(lambda: task_result(task), task.state, task.error)}
+            return _ending(task.id, created, updated, lambda: task_result(task), task.state, task.error)
         requests = {key: request for key, (_, request) in self._outstanding(task, state).items()}
         refused = self._refused.get(task.id, {})
         notes = [f"the answer to {eid} was not accepted: {why}" for eid, why in refused.items() if eid in task.open]
         message = "; ".join([waiting_on(task), *notes])
         if requests:
-            return {**fields, "status": "input_required", "statusMessage": message, "inputRequests": requests}
-        return {**fields, "status": "working", "statusMessage": message}
+            return _report(task.id, created, updated, "input_required", message, input_requests=requests)
+        return _report(task.id, created, updated, "working", message)
 
     @staticmethod
     def stored(doc: TaskDoc) -> dict[str, Any]:
         """A call the daemon no longer holds in memory, as the store has it."""
-        fields: dict[str, Any] = {"taskId": doc.id, "createdAt": rfc3339(doc.created),
-                                  "lastUpdatedAt": rfc3339(doc.updated), "ttlMs": None, "pollIntervalMs": POLL_MS}
+        created, updated = rfc3339(doc.created), rfc3339(doc.updated)
         if doc.state in DONE_STATES:
-            return {**fields, **_ending(lambda: finished_result(doc), doc.state, doc.error)}
+            return _ending(doc.id, created, updated, lambda: finished_result(doc), doc.state, doc.error).wire()
         why = f"{doc.id} is {doc.state}, but its call is not running in this daemon (it was lost in a restart)"
-        return {**fields, "status": "failed", "statusMessage": why,
-                "error": {"code": jsonrpc.INTERNAL_ERROR, "message": why}}
+        return _report(doc.id, created, updated, "failed", why,
+                       error={"code": jsonrpc.INTERNAL_ERROR, "message": why}).wire()
 
     def _outstanding(self, task: Call, state: ClientState) -> dict[str, tuple[str, dict[str, Any]]]:
         """Each request of the call this client can take, under its key: what a response to it answers, and the

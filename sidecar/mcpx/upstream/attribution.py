@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,17 +28,31 @@ log = logging.getLogger("mcpx.upstream")
 HOLD_LIMIT = 10.0
 
 
-@dataclass(eq=False)
 class InFlight:
     """A call on this instance now: who hears about it, and its progress token (the caller's, and mcpx's own
-    on the wire: two callers may pick the same token, and an instance may carry both their calls)."""
+    on the wire: two callers may pick the same token, and an instance may carry both their calls).
 
-    hooks: ServerToCall
-    tool: str = ""
-    progress: Any = None
-    wire_token: str | None = None
-    asked: bool = False  # the server asked something of this call (or may have: one it could not be told from)
-    wire_id: jsonrpc.Id | None = None  # its tools/call's id on the wire (legacy)
+    Its hooks are given, or (`made`) made the first time anything of the server's reaches the call: a plain call on
+    the lean path (call/lean.py) has none made unless its server sends it something, which promotes it anyway."""
+
+    __slots__ = ("_hooks", "_made", "asked", "progress", "tool", "wire_id", "wire_token")
+
+    def __init__(self, hooks: ServerToCall | None, tool: str = "", *,
+                 made: Callable[[], ServerToCall] | None = None) -> None:
+        self._hooks = hooks
+        self._made = made
+        self.tool = tool
+        self.progress: Any = None
+        self.wire_token: str | None = None
+        self.asked = False  # the server asked something of this call (or may have: one it could not be told from)
+        self.wire_id: jsonrpc.Id | None = None  # its tools/call's id on the wire (legacy)
+
+    @property
+    def hooks(self) -> ServerToCall:
+        if self._hooks is None:
+            assert self._made is not None, "a call in flight has hooks, or how to make them"
+            self._hooks, self._made = self._made(), None
+        return self._hooks
 
     def numbered(self, wire_id: jsonrpc.Id) -> None:
         self.wire_id = wire_id

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -290,11 +291,12 @@ class UpstreamConnection:
             raise
         return Sending(call, params, meta, first)
 
-    def send_call_now(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall,
+    def send_call_now(self, tool: str, arguments: dict[str, Any], hooks: Callable[[], ServerToCall],
                       meta: dict[str, Any] | None = None, followed: bool = True) -> Sending:
-        """`send_call` from a callback, on a stdio server (a plain call's lean path, call/lean.py): written now."""
+        """`send_call` from a callback, on a stdio server (a plain call's lean path, call/lean.py): written now. Its
+        `hooks` are made the first time the server sends the call anything (InFlight's `made`)."""
         assert self.peer is not None and isinstance(self.channel, ProcessChannel)
-        call, params, meta = self._begin(tool, arguments, hooks, meta, followed)
+        call, params, meta = self._begin(tool, arguments, None, meta, followed, hooks)
         try:
             first = self.peer.send_request_now("tools/call", *self._first(call, params, meta))
         except BaseException:
@@ -302,11 +304,12 @@ class UpstreamConnection:
             raise
         return Sending(call, params, meta, first)
 
-    def _begin(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall, meta: dict[str, Any] | None,
-               followed: bool) -> tuple[InFlight, dict[str, Any], dict[str, Any] | None]:
+    def _begin(self, tool: str, arguments: dict[str, Any], hooks: ServerToCall | None, meta: dict[str, Any] | None,
+               followed: bool, made: Callable[[], ServerToCall] | None = None,
+               ) -> tuple[InFlight, dict[str, Any], dict[str, Any] | None]:
         """A call in flight on this connection from now on: its params, and its _meta with mcpx's own progress token
         when the caller asked for progress or the call is followed."""
-        call = InFlight(hooks, tool)
+        call = InFlight(hooks, tool, made=made)
         call.progress = (meta or {}).get("progressToken")
         if call.progress is not None or followed:
             call.wire_token = f"mcpx-{next(self._tokens)}"
@@ -493,7 +496,8 @@ class UpstreamConnection:
                 if eid in self._completed:  # announced while its owner was being worked out: the call keeps it
                     self._completed.discard(eid)
                     await call.hooks.complete(eid)
-            return await call.hooks.ask(ask)
+            # its answer may be written from the step that has it (Peer.reply_early), before its record is built
+            return await call.hooks.ask(ask, functools.partial(self.peer.reply_early, msg["id"]) if self.peer else None)
         except UnattributedRequest as exc:
             for suspect in exc.suspects:  # one of them asked: each runs alone from now on
                 self._learnt(suspect, asks=True)

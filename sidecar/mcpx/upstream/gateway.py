@@ -96,7 +96,7 @@ class Gateway:
 
     async def reconfigure(self) -> None:
         servers = self.settings.config.servers
-        self.calls.servers_gone({c.request.server for c in self.calls.live.values()} - set(servers))
+        self.calls.servers_gone(self.calls.servers() - set(servers))
         self._tool_cache = {k: v for k, v in self._tool_cache.items() if k in servers}
         await self.kinds.each(lambda kind: kind.reconfigure())
         for server in servers:
@@ -304,13 +304,13 @@ class Gateway:
                                  f"{scope.why_not(answer)})")
         raise CallFailed(f"{r.server}.{r.tool} was not run: its server still refused after three logins")
 
-    async def _run(self, call: Call, lean: tuple[CallRun, LeanSend] | None = None) -> dict[str, Any]:
+    async def _run(self, call: Call, lean: LeanSend | None = None) -> dict[str, Any]:
         """Run a call to its result: what mcpx asks first (secrets, a confirmation), then its kind's call. `lean`:
         the call was sent on the lean path (`start_lean`, which found nothing to ask first): taken on from there."""
         try:
             if lean is not None:
-                scope, sent = lean
-                once: list[LeanSend] = [sent]  # a login's retry sends the call again, as the full path does
+                scope = CallRun(self.broker, self.settings, call, lean.entry, self.calls.save)
+                once: list[LeanSend] = [lean]  # a login's retry sends the call again, as the full path does
                 return await self._logged_in(scope, lambda: self.mcp.call(scope, once.pop() if once else None))
             scope = self._scope(call)
             await self._secrets_for(scope)
@@ -345,14 +345,13 @@ class Gateway:
         lease = self.mcp.pool.lease_now(request.server, entry, request.session, request.tool)
         if lease is None:
             return None
-        call = self.calls.new(request)
-        scope = CallRun(self.broker, self.settings, call, entry, self.calls.save)
+        lean = self.calls.leaning(request)  # its ids; its Call, scope, hooks and deadline only if it needs them
         try:
-            sent = self.mcp.send_plain(scope, lease)
+            sent = self.mcp.send_plain(lean, entry, lease, self._run)
         except BaseException:
             lease.release()
             raise
-        return self.calls.lean(call, sent, lambda: self._run(call, (scope, sent)), settled)
+        return self.calls.lean(lean, sent, settled)
 
     async def _follow(self, call: Call) -> dict[str, Any]:
         assert call.remembered is not None  # Calls.recover follows only what was remembered

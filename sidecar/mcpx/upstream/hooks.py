@@ -21,8 +21,11 @@ from mcpx.mcp.protocol import ElicitParams
 class ServerToCall(Protocol):
     """What a call in flight offers its server: questions, roots, progress. Implemented by `mcp_call.McpCallHooks`."""
 
-    async def ask(self, params: ElicitParams) -> dict[str, Any]:
-        """A legacy server's `elicitation/create`: the ElicitResult, once the question is answered."""
+    async def ask(self, params: ElicitParams, reply: Callable[[dict[str, Any]], bool] | None = None,
+                  ) -> dict[str, Any]:
+        """A legacy server's `elicitation/create`: the ElicitResult, once the question is answered. `reply` writes the
+        request's reply at once (False if it cannot): the answer may go by it, and what this returns is then not
+        written again."""
         ...
 
     async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from mcpx.broker.broker import Broker, Handle, InvalidQuestion
 from mcpx.broker.errors import QuestionEnded
-from mcpx.broker.models import REDACTED, Answer, Elicitation, OpenRequest, StoredTask
+from mcpx.broker.models import REDACTED, Action, Answer, Elicitation, OpenRequest, StoredTask
 from mcpx.call.deadline import PausableDeadline
 from mcpx.call.errors import CallFailed
 from mcpx.call.record import Call
@@ -38,11 +38,16 @@ def elicit_result(answer: Answer) -> dict[str, Any]:
     """The ElicitResult an upstream gets: decline stays decline, cancel (and expiry) stays cancel. The reason a
     decline or cancel was given with (the person's words in a dialog, the agent's) goes along in _meta: the protocol
     has no field for it, and a server that reads it can do better than try again blindly."""
-    out: dict[str, Any] = {"action": answer.action}
-    if answer.action == "accept" and answer.content is not None:
-        out["content"] = answer.content
-    if answer.action != "accept" and answer.reason:
-        out["_meta"] = {REASON_META: answer.reason}
+    return result_of(answer.action, answer.content, answer.reason)
+
+
+def result_of(action: Action, content: dict[str, Any] | None, reason: str | None) -> dict[str, Any]:
+    """`elicit_result` of an answer's words, before its Answer is built (McpCallHooks.ask's early reply)."""
+    out: dict[str, Any] = {"action": action}
+    if action == "accept" and content is not None:
+        out["content"] = content
+    if action != "accept" and reason:
+        out["_meta"] = {REASON_META: reason}
     return out
 
 
@@ -209,10 +214,7 @@ class McpCallHooks:
         self.deadline.pause()
         try:
             answer = await handle.answer()
-            for name in handle.elicitation.secret_fields:
-                value = (answer.content or {}).get(name)
-                if isinstance(value, str) and len(value) >= 4:
-                    self.call.handed_secret(value)
+            self._handed(handle.elicitation, answer.content)
             return answer
         except QuestionEnded as ended:
             # policy `error`: the call fails loudly, naming the question (and the other questions it leaves)
@@ -229,6 +231,13 @@ class McpCallHooks:
             self.deadline.resume()
             self.call.settled(handle.id)
 
+    def _handed(self, q: Elicitation, content: dict[str, Any] | None) -> None:
+        """The credentials an answer hands the server: kept out of what the call returns (Call.scrub)."""
+        for name in q.secret_fields:
+            value = (content or {}).get(name)
+            if isinstance(value, str) and len(value) >= 4:
+                self.call.handed_secret(value)
+
     def abandon_reason(self, eid: str) -> str:
         if eid in self._withdrawn:
             return self._withdrawn[eid]
@@ -239,18 +248,34 @@ class McpCallHooks:
             return f"server {self.conn.name!r} went away while {eid} was open: {peer.close_reason}"
         return f"the call {self.call.trace} ended before {eid} was answered"
 
-    async def ask(self, params: ElicitParams) -> dict[str, Any]:
+    async def ask(self, params: ElicitParams, reply: Callable[[dict[str, Any]], bool] | None = None,
+                  ) -> dict[str, Any]:
         """A legacy server's elicitation/create, on its own request: the call itself runs on in the runner.
 
         An MCP client that can answer questions is asked while the question commits, and the server is handed
         the answer while the answer commits: a legacy call does not outlive its daemon, so nothing re-drives it,
-        nor could re-send what the server was told; the client's answer commits after the question."""
+        nor could re-send what the server was told; the client's answer commits after the question.
+
+        `reply`: writes the request's reply at once, from whatever step has it (`Peer.reply_early`; False if it
+        cannot). With it, an answer the broker hands over before it commits reaches the server in the step the
+        broker takes it, before its record is built and without this task's turn (Broker.hand_first); what this
+        returns is then not written again. The answer is recorded, and `elicit.resumed` written, as before."""
         handle = await self.open(params, "legacy")
+        if reply is not None and not handle.done():
+            q = handle.elicitation
+
+            def hand(action: Action, content: dict[str, Any] | None, reason: str | None) -> None:
+                self._handed(q, content)  # kept out of the call's result before the server can send it
+                reply(result_of(action, content, reason))
+
+            self.broker.hand_first(q.id, hand)
         try:
             answer = await self.wait(handle)
         except CallFailed as exc:
             self.call.fail(str(exc))  # the runner waits for the server's result: the call ends there, failed
             raise RpcError(jsonrpc.INTERNAL_ERROR, str(exc)) from None
+        finally:
+            self.broker.hand_first(handle.id, None)
         self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "legacy"})
         return elicit_result(answer)
 

@@ -10,8 +10,9 @@ it remembers nothing, and a restart fails it with the reason.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -19,6 +20,7 @@ from pydantic import BaseModel
 from mcpx.broker.broker import Broker
 from mcpx.call.deadline import PausableDeadline
 from mcpx.call.errors import CallFailed
+from mcpx.call.lean import LeanCall
 from mcpx.call.record import Call
 from mcpx.call.run import CallRun
 from mcpx.config.models import HttpServer, StdioServer
@@ -33,6 +35,7 @@ from mcpx.mcp.stdio import Spawned
 from mcpx.mcp.tasks import TaskError, TaskGone
 from mcpx.shared.upstream_errors import UpstreamError
 from mcpx.upstream.connection import NeedsLegacy, Sending
+from mcpx.upstream.hooks import ServerToCall
 from mcpx.upstream.kind import CallScope, InstanceInfo, Tool, ToolResult, UpstreamHost
 from mcpx.upstream.mcp_call import McpCallHooks, elicit_result, usable
 from mcpx.upstream.pool import Lease, Pool, entry_fingerprint
@@ -92,18 +95,14 @@ class McpKind:
         run = _run(scope)
         return await self._said(run.call, self._call_with_era(run, run.entry.timeout, era=None, sent=sent))
 
-    def send_plain(self, scope: CallRun, lease: Lease) -> LeanSend:
+    def send_plain(self, lean: LeanCall, entry: StdioServer, lease: Lease, go_on: GoOn) -> LeanSend:
         """A plain call's request, written now on the lean path (call/lean.py) on a stdio server's instance taken
-        already: what its runner, should it be promoted, continues from (`call` with it), as `_call_with_era` would
-        have sent it."""
-        call, r = scope.call, scope.request
-        conn = lease.conn
-        call.connected(conn.era)
-        deadline = PausableDeadline(scope.entry.timeout)
-        hooks = McpCallHooks(self.broker, call, conn, deadline, scope.save)
-        since = deadline.start()
-        sending = conn.send_call_now(r.tool, r.arguments, hooks, r.meta, r.followed)
-        return LeanSend(lease, hooks, deadline, sending, since)
+        already: what its runner, should it be promoted, continues from (`go_on`, the gateway's: `call` with it),
+        as `_call_with_era` would have sent it. Its hooks and deadline are made only if it needs them."""
+        r = lean.request
+        sent = LeanSend(self.broker, lean, entry, lease, go_on)
+        sent.sending = sent.conn.send_call_now(r.tool, r.arguments, sent.made_hooks, r.meta, r.followed)
+        return sent
 
     async def follow(self, scope: CallScope, state: Mapping[str, Any]) -> ToolResult:
         run = _run(scope)
@@ -222,26 +221,56 @@ class McpKind:
                 raise CallFailed(reason) from None
 
 
+GoOn = Callable[[Call, "LeanSend"], Awaitable[ToolResult]]  # how a promoted lean call goes on (the gateway's)
+
+
 class LeanSend:
-    """A plain call's request sent on the lean path (call/lean.py's `Sent`): the instance it holds, its hooks and
-    deadline, and the request in flight, for the runner that continues it if it is promoted."""
+    """A plain call's request sent on the lean path (call/lean.py's `Sent`): the instance it holds and the request in
+    flight, for the runner that continues it if it is promoted; its hooks and deadline, made the first time they
+    are needed (its server sends it something, or it is promoted): a call that ends plainly never has them."""
 
-    def __init__(self, lease: Lease, hooks: McpCallHooks, deadline: PausableDeadline, sending: Sending,
-                 since: float) -> None:
-        self.lease, self.hooks, self.deadline, self.sending, self.since = lease, hooks, deadline, sending, since
+    __slots__ = ("_deadline", "_go_on", "_hooks", "_lean", "broker", "conn", "due", "entry", "era", "lease",
+                 "sending", "since")
 
-    def when_replied(self, heard: Callable[[], None]) -> None:
-        self.sending.first.when_replied(heard)
+    def __init__(self, broker: Broker, lean: LeanCall, entry: StdioServer, lease: Lease, go_on: GoOn) -> None:
+        self.broker, self._lean, self.entry, self.lease, self._go_on = broker, lean, entry, lease, go_on
+        self.conn = lease.conn
+        self.era = self.conn.era
+        self.since = asyncio.get_running_loop().time()  # the call's deadline runs from its request's writing
+        self.due = self.since + entry.timeout
+        self.sending: Sending | None = None
+        self._deadline: PausableDeadline | None = None
+        self._hooks: McpCallHooks | None = None
 
     @property
-    def due(self) -> float:
-        return self.since + self.deadline.seconds
+    def deadline(self) -> PausableDeadline:
+        if self._deadline is None:
+            self._deadline = PausableDeadline(self.entry.timeout, since=self.since)
+        return self._deadline
+
+    @property
+    def hooks(self) -> McpCallHooks:
+        """The hooks its server's requests reach (made with its `Call`: what they touch promotes it)."""
+        if self._hooks is None:
+            self._hooks = McpCallHooks(self.broker, self._lean.call, self.conn, self.deadline, self._lean.save)
+        return self._hooks
+
+    def made_hooks(self) -> ServerToCall:
+        return self.hooks
+
+    def when_replied(self, heard: Callable[[], None]) -> None:
+        assert self.sending is not None
+        self.sending.first.when_replied(heard)
 
     def plain(self) -> dict[str, Any] | None:
-        result = self.lease.conn.plain_result(self.sending)
+        assert self.sending is not None
+        result = self.conn.plain_result(self.sending)
         if result is not None:
             self.lease.release()
         return result
+
+    def taken_on(self, call: Call) -> Awaitable[ToolResult]:
+        return self._go_on(call, self)
 
 
 def _run(scope: CallScope) -> CallRun:

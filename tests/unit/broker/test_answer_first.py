@@ -63,6 +63,57 @@ async def test_an_eager_asker_has_its_answer_before_the_store_and_the_answerer_a
     assert stored is not None and stored.content == {"repo": "a/b"} and stored.at == answer.at
 
 
+async def test_an_eager_asker_passes_its_answer_on_before_it_is_told_and_before_the_store(
+        broker: Broker, tmp_path: Path) -> None:
+    """Broker.hand_first (a legacy server's reply written from the step the answer is taken in, upstream/mcp_call.py):
+    the hand has the answer's words, as checked, before the asker's own future is told and before the store; an
+    answer that is refused reaches no hand, and a hand taken back hears nothing."""
+    handle = await ask(broker, eager=True)
+    passed: list[tuple[Any, ...]] = []
+    broker.hand_first(handle.id, lambda action, content, reason: passed.append((action, content, handle.done())))
+    with pytest.raises(Exception, match="repo"):
+        await broker.answer(handle.id, "accept", {"repo": 7}, by="human")  # does not fit the form: refused
+    assert passed == []
+    held = Held(tmp_path / "mcpx.db")
+    try:
+        answering = asyncio.ensure_future(broker.answer(handle.id, "accept", {"repo": "a/b"}, by="human"))
+        got = await asyncio.wait_for(handle.answer(), PATIENCE)
+        assert passed == [("accept", {"repo": "a/b"}, False)]  # before its asker was told
+        assert got.content == {"repo": "a/b"} and held.state(handle.id) == "pending"
+    finally:
+        held.release()
+    assert (await asyncio.wait_for(answering, PATIENCE))[0].state == "answered"
+    other = await ask(broker, eager=True)
+    broker.hand_first(other.id, lambda *words: passed.append(words))
+    broker.hand_first(other.id, None)
+    await asyncio.wait_for(broker.answer(other.id, "decline", by="human"), PATIENCE)
+    assert (await asyncio.wait_for(other.answer(), PATIENCE)).action == "decline" and len(passed) == 1
+
+
+async def test_a_clients_answer_handed_over_in_its_step_or_left_to_answer_with_nothing_done(
+        broker: Broker, tmp_path: Path) -> None:
+    """Broker.hand_over (the call's own client's reply, taken in the turn it is read: surface/driver.py): an eager
+    asker has the answer at once, before the store, and the answer commits behind it; an answer that does not fit,
+    or a question with no eager asker, is left to `answer` with nothing done, which then says why."""
+    handle = await ask(broker, eager=True)
+    assert not broker.hand_over(handle.id, "accept", {"repo": 7}, by="person:mcp-client", session="s")
+    assert not handle.done()
+    with pytest.raises(Exception, match="repo"):
+        await broker.answer(handle.id, "accept", {"repo": 7}, by="person:mcp-client", session="s")
+    held = Held(tmp_path / "mcpx.db")
+    try:
+        assert broker.hand_over(handle.id, "accept", {"repo": "a/b"}, by="person:mcp-client", session="s")
+        got = await asyncio.wait_for(handle.answer(), PATIENCE)
+        assert got.content == {"repo": "a/b"} and held.state(handle.id) == "pending"
+    finally:
+        held.release()
+    stored = await asyncio.wait_for(broker.wait(handle.id, PATIENCE), PATIENCE)  # once it committed
+    assert stored is not None and stored.at == got.at and stored.by == "person:mcp-client"
+    plain = await ask(broker, eager=False)
+    assert not broker.hand_over(plain.id, "decline", None, by="person:mcp-client", session="s")
+    assert not plain.done()
+
+
 async def test_an_asker_not_eager_is_woken_only_by_the_commit(broker: Broker, tmp_path: Path) -> None:
     """A modern call's question (and mcpx's own confirmation): a restart re-drives it from what the store holds."""
     handle = await ask(broker, eager=False)

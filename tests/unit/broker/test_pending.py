@@ -42,14 +42,55 @@ def test_a_fill_does_not_bring_back_what_another_daemon_ended_while_it_was_read(
     assert ids(index) == ["y"]
 
 
+def listed(index: PendingIndex, now: float, limit: int = 1000, **where: str) -> list[dict[str, object]]:
+    pieces, count = index.listing(QuestionFilter(state="pending", **where), limit, now)
+    out: list[dict[str, object]] = json.loads(b"[" + b"".join(pieces) + b"]")
+    assert count == len(out)
+    return out
+
+
 def test_the_listing_is_each_document_with_its_seconds_left() -> None:
     index = PendingIndex()
     index.apply([row("a", NOW, expires=NOW + 10.2), row("b", NOW + 1, expires=NOW - 5)])
-    listed = json.loads(b"[" + b"".join(index.json_pieces(index.select(QuestionFilter(state="pending"), 10), NOW))
-                        + b"]")
-    assert listed == [{"id": "a", "session": "s", "audience": "human", "state": "pending", "secondsLeft": 11},
-                      {"id": "b", "session": "s", "audience": "human", "state": "pending", "secondsLeft": 0}]
-    assert index.json_pieces([], NOW) == []
+    assert listed(index, NOW) == [{"id": "a", "session": "s", "audience": "human", "state": "pending",
+                                   "secondsLeft": 11},
+                                  {"id": "b", "session": "s", "audience": "human", "state": "pending",
+                                   "secondsLeft": 0}]
+    assert listed(index, NOW, session="nobody") == [] and listed(index, NOW, limit=0) == []
+
+
+def test_a_long_listing_gives_each_question_its_own_seconds_left() -> None:
+    """Deadlines that never go down along the listing are given their secondsLeft a run at a time: every question's
+    is still its own, through questions that are added, end and move while the listing is kept."""
+    index = PendingIndex()
+    # 400 questions, deadlines rising over ~4 s, some already past: runs of ~100 a second
+    index.apply([row(f"q{i:03}", NOW + i, session="s" if i % 3 else "t", expires=NOW - 1.5 + i / 100)
+                 for i in range(400)])
+
+    def check(now: float, limit: int = 1000, **where: str) -> None:
+        got = listed(index, now, limit, **where)
+        want = index.select(QuestionFilter(state="pending", **where), limit)
+        assert [q["id"] for q in got] == [p.id for p in want]
+        # seconds_left's rule as a listing has always inlined it (its rounding may differ from it by one ulp)
+        assert [q["secondsLeft"] for q in got] == [max(0, int(p.expires - (now - 0.999))) for p in want]
+
+    for now in (NOW, NOW + 0.0049, NOW + 0.5, NOW + 1.999, NOW + 2.5, NOW + 9):
+        check(now)
+        check(now, limit=150)
+        check(now, session="t")
+        check(now, 20, session="s", audience="human")
+    index.apply([row("q050", NOW + 50, state="answered"), row("q051", NOW + 51, audience="agent"),
+                 row("z", NOW + 500, expires=NOW + 3.2)])  # one ends, one moves in its place, one joins at the end
+    check(NOW + 0.3)
+    index.apply([row("early", NOW - 1, expires=NOW + 99)])  # created before all of them: first, and out of order
+    check(NOW + 0.3)
+    assert listed(index, NOW + 0.3)[0]["id"] == "early"
+    index.apply([row("q100", NOW + 100, state="expired"), row("q200", NOW + 200, expires=NOW + 1.01),
+                 row("z2", NOW + 501, expires=NOW + 3.3)])  # and again, once the listing's places are numbered anew
+    check(NOW + 0.3)
+    index.apply([row(f"q{i:03}", NOW + i, state="answered") for i in range(0, 400, 2)])  # half of them leave at once
+    check(NOW + 1.5)
+    assert len(listed(index, NOW)) == len(index) == 203
 
 
 def test_a_question_kept_parsed_is_read_back_only_while_its_row_stands() -> None:

@@ -32,6 +32,7 @@ from mcpx.broker.models import AuditRecord, OpenRequest, StoredTask, rfc3339, rf
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.store import AuditFilter, Identity, Store
 from mcpx.broker.writes import _ms, done_record
+from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.config.models import Config
@@ -72,6 +73,28 @@ def test_a_transparent_call_without_an_era() -> None:
                 CallRequest("fs", "read", {}, "s3", "meta", transparent=True))
     call.ended("cancelled", None, "cancelled by the MCP client")
     _same(call)
+
+
+async def test_a_plain_call_that_ended_lean_is_recorded_and_read_as_its_call_would_be(broker: Broker) -> None:
+    """A plain call that ended on the lean path with no `Call` made (call/lean.py) is recorded from its own fields:
+    its row is the row its `Call` would give, byte for byte, and the `Call` made when a door reads it afterwards
+    (`Calls.made`) is that call, ended: the same row, result, times and era."""
+    calls = Calls(broker, FixedConfig(Config()), _never, _never)
+    lean = calls.leaning(CallRequest("peer", "echo", {"text": "héllo", "none": None}, "s1", "fallback",
+                                     surface="mcp", cwd="/work", era="legacy"))
+    lean.era = "modern"  # its connection's (LeanCall.sent)
+    lean.result, lean.ended_at = {"content": [{"type": "text", "text": "héllo"}], "isError": False}, lean.created + 1
+    call = Call(lean.id, lean.trace, lean.request, state="completed", era="modern", created=lean.created,
+                result=lean.result, updated=lean.ended_at)
+    assert lean.stored_row() == call.stored_row() == task_row(call.stored())  # the validated model's, too
+    read = calls.made(lean)
+    assert (read.state, read.result, read.era, read.created, read.updated) == (
+        "completed", lean.result, "modern", lean.created, lean.ended_at)
+    assert read.stored_row() == lean.stored_row() and calls.get(lean.id) is read
+
+
+async def _never(_call: Call) -> dict[str, Any]:
+    raise AssertionError("no call runs here")
 
 
 def _ended(n: int) -> Call:

@@ -222,6 +222,20 @@ export type ConsentBody = {
   open: boolean
 }
 
+/** A daemon's lease on a shared store, and whether its heartbeat is within it (broker/store.py's StoreLease). */
+export type DaemonLease = {
+  /** the daemon's id on the store (dmn-…) */
+  id: string
+  user: string
+  host: string
+  pid: number
+  version: string
+  startedAt: string
+  heartbeat: string
+  /** its heartbeat is within the lease */
+  alive: boolean
+}
+
 /** Everything a dialog shows of a question, in the order it shows it. */
 export type DialogForm = {
   /** who asks: 'SERVER (via mcpx) asks' */
@@ -443,7 +457,10 @@ export type LoginStarted = {
   url: string
 }
 
-/** One server's login as `mcpx auth list` shows it: no token in it. */
+/**
+ * One server's login as `mcpx auth list` shows it: no token in it. Its keys camelCase on the wire, as every
+ * /v1 document's are (`expiresAt`).
+ */
 export type LoginView = {
   server: string
   url: string
@@ -451,7 +468,7 @@ export type LoginView = {
   issuer?: string | null
   subject?: string | null
   scopes?: string[]
-  expires_at?: number | null
+  expiresAt?: number | null
   question?: string | null
   problem?: string | null
 }
@@ -623,8 +640,8 @@ export type StoreStatus = {
   daemon?: string | null
   /** a shared store: seconds without a heartbeat before a daemon counts as gone */
   lease?: number | null
-  /** a shared store: every daemon with a lease row, this one first: id, user, host, pid, version, startedAt, heartbeat, alive */
-  daemons?: (Record<string, unknown>)[]
+  /** a shared store: every daemon with a lease row, this one first */
+  daemons?: DaemonLease[]
 }
 
 /** A call as a task: what /v1/tasks/{id} and mcpx's own task tools show. */
