@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("wheel")]
 
 
 @dataclass
-class Installed:
+class WheelInstall:
     wheel: Path
     venv: Path
 
@@ -45,7 +45,7 @@ class Installed:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> WheelInstall:
     if shutil.which("npm") is None or shutil.which("node") is None:
         loud_skip("Node.js and npm are not installed: the wheel's plugin cannot be built here "
                   "(./dev test installs them)")
@@ -57,7 +57,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     assert len(wheels) == 1, wheels
     venv = root / "venv"
     install_into_a_fresh_venv(wheels[0], venv)
-    return Installed(wheels[0], venv)
+    return WheelInstall(wheels[0], venv)
 
 
 def install_into_a_fresh_venv(wheel: Path, venv: Path) -> None:
@@ -79,7 +79,7 @@ def install_into_a_fresh_venv(wheel: Path, venv: Path) -> None:
         assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_wheel_carries_the_built_plugin_and_the_skill(installed: Installed) -> None:
+def test_the_wheel_carries_the_built_plugin_and_the_skill(installed: WheelInstall) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     built = sorted(p.relative_to(ROOT / "plugin" / "opencode" / "dist").as_posix()
                    for p in (ROOT / "plugin" / "opencode" / "dist").rglob("*.js"))
@@ -88,7 +88,7 @@ def test_the_wheel_carries_the_built_plugin_and_the_skill(installed: Installed) 
     assert not [n for n in names if n.endswith(".ts")]  # the plugin's sources stay in the repository
 
 
-def test_the_wheel_carries_the_web_inbox_pages(installed: Installed) -> None:
+def test_the_wheel_carries_the_web_inbox_pages(installed: WheelInstall) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     assert {"mcpx/inbox/templates/page.html", "mcpx/inbox/static/inbox.css", "mcpx/inbox/static/inbox.js"} <= names
     python = installed.venv / "bin" / "python"
@@ -97,16 +97,16 @@ def test_the_wheel_carries_the_web_inbox_pages(installed: Installed) -> None:
     assert shown.returncode == 0 and "/inbox/static/inbox.css" in shown.stdout, shown.stderr
 
 
-def test_the_wheel_is_typed(installed: Installed) -> None:
+def test_the_wheel_is_typed(installed: WheelInstall) -> None:
     """mypy reads a script's use of mcpx.Client from the installed package (docs/scripts.md)."""
     assert "mcpx/py.typed" in set(zipfile.ZipFile(installed.wheel).namelist())
 
 
-def site_packages(installed: Installed) -> Path:
+def site_packages(installed: WheelInstall) -> Path:
     return next((installed.venv / "lib").glob("python3*/site-packages"))
 
 
-def test_opencode_install_from_the_wheel_where_node_is_not_on_path(installed: Installed, tmp_path: Path) -> None:
+def test_opencode_install_from_the_wheel_where_node_is_not_on_path(installed: WheelInstall, tmp_path: Path) -> None:
     assert shutil.which("node", path=installed.path) is None
     project = tmp_path / "project"
     project.mkdir()
@@ -135,7 +135,8 @@ def test_opencode_install_from_the_wheel_where_node_is_not_on_path(installed: In
                                                                            "./tui": "./tui.js"}
 
 
-def test_node_imports_the_installed_plugin_through_a_projects_entry_point(installed: Installed, tmp_path: Path) -> None:
+def test_node_imports_the_installed_plugin_through_a_projects_entry_point(installed: WheelInstall,
+                                                                          tmp_path: Path) -> None:
     node = shutil.which("node")
     assert node is not None
     project = tmp_path / "project"
@@ -161,7 +162,7 @@ def test_node_imports_the_installed_plugin_through_a_projects_entry_point(instal
 
 
 @pytest.fixture
-def opencode_with_the_wheel(installed: Installed, tmp_path: Path) -> Iterator[tuple[Opencode, Installed]]:
+def opencode_with_the_wheel(installed: WheelInstall, tmp_path: Path) -> Iterator[tuple[Opencode, WheelInstall]]:
     binary = require_opencode(tmp_path)
     model = ScriptedModel(tmp_path / "model-requests.jsonl").start()
     oc: Opencode | None = None
@@ -184,7 +185,7 @@ def stop_daemon_of(home: Path) -> None:
         stop_pid(int(json.loads((home / "daemon.json").read_text())["pid"]))
 
 
-def test_opencode_loads_the_plugin_the_wheel_installed(opencode_with_the_wheel: tuple[Opencode, Installed]) -> None:
+def test_opencode_loads_the_plugin_the_wheel_installed(opencode_with_the_wheel: tuple[Opencode, WheelInstall]) -> None:
     oc, _installed = opencode_with_the_wheel
     ids = oc.call("GET", "/experimental/tool/ids")
     assert "mcpx_ask_person" in ids, ids  # the tool the plugin defines: it loaded, from the wheel
@@ -192,7 +193,7 @@ def test_opencode_loads_the_plugin_the_wheel_installed(opencode_with_the_wheel: 
 
 
 def test_first_use_from_the_wheel_a_fresh_home_and_no_daemon_the_first_calls_dialog_opens(
-        installed: Installed, tmp_path: Path) -> None:
+        installed: WheelInstall, tmp_path: Path) -> None:
     """A person's first try: the wheel installed, `mcpx opencode install`, no daemon, no config (the embedded
     default and its demo server), opencode's TUI started: the first call that asks opens mcpx's dialog."""
     binary = require_opencode(tmp_path)

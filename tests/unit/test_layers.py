@@ -212,6 +212,17 @@ def test_the_package_root_holds_only_packages() -> None:
     assert not loose, f"modules loose at the package root (give each the package of its role): {loose}"
 
 
+def test_one_name_one_thing_no_two_classes_share_a_name() -> None:
+    """A grep for a class's name finds that class alone (issue 36 item 4): two things of one name across packages
+    read as one thing to a newcomer. Each host's installer names its own (ClaudePlace, CodexPlace, ...)."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
+
+
 def test_the_architecture_page_draws_every_package() -> None:
     """docs/architecture.md's tree names each package of sidecar/mcpx, and no package that is gone."""
     doc = (ROOT.parent / "docs" / "architecture.md").read_text()

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpx.api.inbox_routes import TCP_GUESTS
 from mcpx.api.state import CONFIG, GATEWAY
-from mcpx.api.table import Api, Call, Reply, RouteError
+from mcpx.api.table import Api, Reply, RouteCall, RouteError
 from mcpx.broker.models import OpenRequest, WireModel
 from mcpx.config.models import HttpServer, OpenApiServer
 from mcpx.inbox import pages
@@ -59,7 +59,7 @@ class Completed(WireModel):
     server: str
 
 
-async def _protected(call: Call) -> tuple[str, Protected]:
+async def _protected(call: RouteCall) -> tuple[str, Protected]:
     """The server named in the path and what its login is for: an HTTP server's, or a REST service's with auth."""
     name = call.path["server"]
     if name not in call.app[CONFIG].config.servers:
@@ -74,14 +74,14 @@ async def _protected(call: Call) -> tuple[str, Protected]:
     return name, protected
 
 
-def _logins(call: Call) -> Logins:
+def _logins(call: RouteCall) -> Logins:
     return call.app[GATEWAY].logins
 
 
 @api.route("GET", "/v1/auth", "Each HTTP server's (and REST service's) login: logged in (as whom, scopes, expiry), "
            "needs login, or none",
            tag="auth", replies={200: Reply("the logins (never a token)", AuthList)})
-async def list_logins(call: Call) -> web.StreamResponse:
+async def list_logins(call: RouteCall) -> web.StreamResponse:
     logins = _logins(call)
     servers: dict[str, HttpServer | Protected] = {}
     for name, entry in call.app[CONFIG].config.servers.items():
@@ -105,7 +105,7 @@ async def list_logins(call: Call) -> web.StreamResponse:
            replies={200: Reply("the login question", LoginStarted), 404: Reply("no such server"),
                     400: Reply("not an HTTP server"), 502: Reply("the login could not be begun (discovery, "
                                                                   "registration): the message says which step")})
-async def login(call: Call) -> web.StreamResponse:
+async def login(call: RouteCall) -> web.StreamResponse:
     name, entry = await _protected(call)
     config = call.app[CONFIG]
     try:
@@ -121,7 +121,7 @@ async def login(call: Call) -> web.StreamResponse:
            tag="auth", params=ServerPath,
            replies={200: Reply("forgotten", LoggedOut), 404: Reply("no such server"),
                     400: Reply("not an HTTP server")})
-async def logout(call: Call) -> web.StreamResponse:
+async def logout(call: RouteCall) -> web.StreamResponse:
     name, entry = await _protected(call)
     was, revoked = await _logins(call).logout(name, entry)
     return web.json_response(LoggedOut(server=name, was_logged_in=was, revoked=revoked).wire())
@@ -131,7 +131,7 @@ async def logout(call: Call) -> web.StreamResponse:
            "another device, which cannot reach this daemon's /oauth/callback)", tag="auth", body=CompleteBody,
            replies={200: Reply("logged in", Completed),
                     400: Reply("not the return of a login mcpx has open, or the server refused it")})
-async def complete(call: Call) -> web.StreamResponse:
+async def complete(call: RouteCall) -> web.StreamResponse:
     try:
         server = await _logins(call).complete(call.body.url, by="person:cli")
     except LoginError as exc:

@@ -16,7 +16,7 @@ from mcpx.api.inbox_routes import page_of
 from mcpx.api.peers import session_of
 from mcpx.api.schemas import ChainPath, ErrorDetail, TaskPath
 from mcpx.api.state import BROKER, CONFIG, GATEWAY
-from mcpx.api.table import Api, Call, Reply, RouteError
+from mcpx.api.table import Api, Reply, RouteCall, RouteError
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import AuditRecord, Elicitation, TaskDoc, TaskState, WireModel
 from mcpx.broker.store import AuditFilter
@@ -70,7 +70,7 @@ class CallResult(BaseModel):
     result: dict[str, Any] = Field(description="the server's CallToolResult, as it sent it")
 
 
-class CallFailed(BaseModel):
+class CallFailure(BaseModel):
     model_config = ConfigDict(extra="forbid")
     error: ErrorDetail
     task: str
@@ -147,7 +147,7 @@ def waiting_response(task: record.Call, broker: Broker, page: Callable[[str], st
 def finished_response(task: record.Call) -> web.Response:
     if task.state == "completed":
         return _json(CallResult(task=task.id, trace=task.trace, result=task.result or {}))
-    return _json(CallFailed(error=ErrorDetail(code=f"call_{task.state}", message=task.error or task.state),
+    return _json(CallFailure(error=ErrorDetail(code=f"call_{task.state}", message=task.error or task.state),
                             task=task.id, trace=task.trace), 502)
 
 
@@ -157,8 +157,8 @@ def finished_response(task: record.Call) -> web.Response:
                     202: Reply("the call waits for input (or is still running); it keeps running", CallInputRequired,
                                headers=("Location", "Retry-After")),
                     404: Reply("no such server, or no such tool on it (its tools named, and the nearest)"),
-                    502: Reply("the call failed: the message names the server and what happened", CallFailed)})
-async def call_tool(call: Call) -> web.StreamResponse:
+                    502: Reply("the call failed: the message names the server and what happened", CallFailure)})
+async def call_tool(call: RouteCall) -> web.StreamResponse:
     gw = call.app[GATEWAY]
     body: CallBody = call.body
     headers = call.request.headers
@@ -213,7 +213,7 @@ class TaskList(WireModel):
 
 @api.route("GET", "/v1/tasks", "Calls, newest first (default: the ones in flight)", tag="call", query=TasksQuery,
            replies={200: Reply("the calls", TaskList), 400: Reply("a state that is none")})
-async def list_tasks(call: Call) -> web.StreamResponse:
+async def list_tasks(call: RouteCall) -> web.StreamResponse:
     q: TasksQuery = call.query
     states = cast(tuple[TaskState, ...], TASK_STATES if "all" in q.state.split(",") else tuple(q.state.split(",")))
     found = await call.app[GATEWAY].tasks(states, q.session)
@@ -226,7 +226,7 @@ async def list_tasks(call: Call) -> web.StreamResponse:
 @api.route("GET", "/v1/tasks/{id}", "A call's status: running, input-required, completed, failed, cancelled",
            tag="call", params=TaskPath,
            replies={200: Reply("the task", TaskDoc), 404: Reply("no such task")})
-async def get_task(call: Call) -> web.StreamResponse:
+async def get_task(call: RouteCall) -> web.StreamResponse:
     return web.json_response((await _task_or_404(call.app[GATEWAY], call.path["id"])).wire())
 
 
@@ -236,7 +236,7 @@ async def get_task(call: Call) -> web.StreamResponse:
                     202: Reply("still running or waiting for input", CallInputRequired,
                                headers=("Location", "Retry-After")),
                     404: Reply("no such task")})
-async def task_result(call: Call) -> web.StreamResponse:
+async def task_result(call: RouteCall) -> web.StreamResponse:
     gw = call.app[GATEWAY]
     broker = call.app[BROKER]
     live = gw.task(call.path["id"])
@@ -255,7 +255,7 @@ async def task_result(call: Call) -> web.StreamResponse:
 @api.route("POST", "/v1/tasks/{id}/cancel", "Cancel a running call; its open questions are abandoned", tag="call",
            params=TaskPath,
            replies={200: Reply("cancelled", TaskDoc), 404: Reply("no such task"), 409: Reply("already finished")})
-async def cancel_task(call: Call) -> web.StreamResponse:
+async def cancel_task(call: RouteCall) -> web.StreamResponse:
     gw = call.app[GATEWAY]
     doc = await _task_or_404(gw, call.path["id"])
     if not await gw.cancel(call.path["id"], "cancelled through the REST API"):
@@ -279,7 +279,7 @@ CHAIN_LIMIT = 10000  # a call that asked more than this is a loop: its first rec
            replies={200: Reply("the call and its records, oldest first", AuditChain),
                     400: Reply("not a tsk-, cal- or elc- id"),
                     404: Reply("no such call, or a question no call raised")})
-async def audit_chain(call: Call) -> web.StreamResponse:
+async def audit_chain(call: RouteCall) -> web.StreamResponse:
     broker = call.app[BROKER]
     rid: str = call.path["id"]
     tid: str | None = rid if is_id(rid, "tsk") else None
@@ -310,14 +310,14 @@ async def _task_or_404(gw: Gateway, tid: str) -> TaskDoc:
 
 @api.route("GET", "/v1/tools", "Every upstream server's tools (or why a server could not list them)", tag="call",
            replies={200: Reply("tools by server", ToolsList)})
-async def list_tools(call: Call) -> web.StreamResponse:
+async def list_tools(call: RouteCall) -> web.StreamResponse:
     return web.json_response({"servers": await call.app[GATEWAY].all_tools()})
 
 
 @api.route("GET", "/v1/tools/{server}", "One server's tools", tag="call",
            replies={200: Reply("its tools", ToolsList), 404: Reply("no such server"),
                     502: Reply("it could not list its tools: the message says why")})
-async def server_tools(call: Call) -> web.StreamResponse:
+async def server_tools(call: RouteCall) -> web.StreamResponse:
     gw = call.app[GATEWAY]
     server = call.path["server"]
     headers = call.request.headers
@@ -334,7 +334,7 @@ async def server_tools(call: Call) -> web.StreamResponse:
 
 @api.route("GET", "/v1/upstreams", "The upstream server instances running now: era, sessions, memory", tag="call",
            replies={200: Reply("the instances, oldest first per server", UpstreamList)})
-async def upstreams(call: Call) -> web.StreamResponse:
+async def upstreams(call: RouteCall) -> web.StreamResponse:
     instances = await call.app[GATEWAY].instances()
     body = UpstreamList(instances=instances, processes=sum(i.processes or 0 for i in instances),
                         rss_kib=sum(i.rss_kib or 0 for i in instances))
@@ -344,7 +344,7 @@ async def upstreams(call: Call) -> web.StreamResponse:
 @api.route("POST", "/v1/secrets/{server}/changed", "A server's secrets changed in the keychain (mcpx secrets set and "
            "forget say so): what the daemon knew of them is dropped, and its instances are replaced", tag="call",
            replies={200: Reply("what was replaced", SecretsChanged), 404: Reply("no such server")})
-async def secrets_changed(call: Call) -> web.StreamResponse:
+async def secrets_changed(call: RouteCall) -> web.StreamResponse:
     gw = call.app[GATEWAY]
     server = call.path["server"]
     try:

@@ -38,7 +38,7 @@ from mcpx.api.schemas import (
     kind_list,
 )
 from mcpx.api.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS
-from mcpx.api.table import Api, Call, Reply, RouteError, json_reply
+from mcpx.api.table import Api, Reply, RouteCall, RouteError, json_reply
 from mcpx.broker.broker import redact
 from mcpx.broker.errors import PresenceNeeded
 from mcpx.broker.models import (
@@ -89,7 +89,7 @@ def answer_document(answer: Answer | None, q: Elicitation) -> Answer | dict[str,
     return doc
 
 
-def rendered(call: Call, q: Elicitation, answer: Answer | None, prefix: str, **where: Any) -> dict[str, Any]:
+def rendered(call: RouteCall, q: Elicitation, answer: Answer | None, prefix: str, **where: Any) -> dict[str, Any]:
     """A question as the API shows it, with what each party is shown of it (mcpx.presentation.rendering; `where`:
     its keywords)."""
     return {**q.wire(), "render": render(q, answer, prefix, page_of(call.app)(q.id), **where).wire()}
@@ -97,7 +97,7 @@ def rendered(call: Call, q: Elicitation, answer: Answer | None, prefix: str, **w
 
 @api.route("GET", "/v1/health", "Is the daemon up, and what is it running", tag="daemon",
            replies={200: Reply("the daemon is serving", Health)})
-async def health(call: Call) -> web.StreamResponse:
+async def health(call: RouteCall) -> web.StreamResponse:
     info, settings, broker = call.app[INFO], call.app[CONFIG], call.app[BROKER]
     config = settings.config
     where = broker.store_info
@@ -119,13 +119,13 @@ async def health(call: Call) -> web.StreamResponse:
 
 @api.route("GET", "/v1/openapi.json", "This API, generated from the route table", tag="daemon",
            replies={200: Reply("OpenAPI 3.1", OpenApiDocument)})
-async def openapi(call: Call) -> web.StreamResponse:
+async def openapi(call: RouteCall) -> web.StreamResponse:
     return web.json_response(call.app[OPENAPI]())
 
 
 @api.route("GET", "/v1/elicit", "Questions, oldest first (default: pending ones)", query=ListQuery,
            replies={200: Reply("the questions", ElicitationList), 400: _ERR[400]})
-async def list_questions(call: Call) -> web.StreamResponse:
+async def list_questions(call: RouteCall) -> web.StreamResponse:
     q: ListQuery = call.query
     where = QuestionFilter(state=None if q.state == "all" else q.state, session=q.session, server=q.server,
                            audience=q.audience, trace=q.trace, task=q.task)
@@ -153,7 +153,7 @@ async def list_questions(call: Call) -> web.StreamResponse:
 
 @api.route("POST", "/v1/elicit", "mcpx asks on its own behalf: approvals from CI and scripts", body=AskBody,
            replies={201: Reply("the question is open", Opened, headers=("Location",)), 400: _ERR[400]})
-async def ask(call: Call) -> web.StreamResponse:
+async def ask(call: RouteCall) -> web.StreamResponse:
     body: AskBody = call.body
     mode = body.mode or ("url" if body.url else "form")
     try:
@@ -179,7 +179,7 @@ async def ask(call: Call) -> web.StreamResponse:
                         headers={"Location": f"/v1/elicit/{handle.id}"}, content_type="application/json")
 
 
-def _approvals(call: Call, body: AskBody) -> ApprovalRequest | None:
+def _approvals(call: RouteCall, body: AskBody) -> ApprovalRequest | None:
     """The approvals an ask names, checked against the config's people; None when it names none (an
     elicit.approvals rule may still ask for some)."""
     if body.approvers is None:
@@ -214,7 +214,7 @@ def _positive(name: str, value: float | str) -> float:
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,
            query=QuestionRenderQuery,
            replies={200: Reply("the question", ElicitationWithAnswer), 400: _ERR[400], 404: _ERR[404]})
-async def get_question(call: Call) -> web.StreamResponse:
+async def get_question(call: RouteCall) -> web.StreamResponse:
     q, answer = await call.app[BROKER].get(call.path["id"])
     query: QuestionRenderQuery = call.query
     doc = rendered(call, q, answer, query.tool_prefix, waiting=query.waiting, shown_at=query.shown_at,
@@ -222,7 +222,7 @@ async def get_question(call: Call) -> web.StreamResponse:
     return json_reply({"elicitation": doc, "answer": answer_document(answer, q)})
 
 
-async def _pending(call: Call) -> Elicitation:
+async def _pending(call: RouteCall) -> Elicitation:
     """The question of the path, while it waits for an answer (410 once it does not)."""
     q, answer = await call.app[BROKER].get(call.path["id"])
     if q.state != "pending":
@@ -235,7 +235,7 @@ async def _pending(call: Call) -> Elicitation:
            replies={200: Reply("the question, with what each party is shown of it: a pending one, else (it ended "
                                "before the hook asked) the last that ended, with its answer", ElicitationWithAnswer),
                     400: _ERR[400], 404: Reply("no question of that session was passed as that")})
-async def passed(call: Call) -> web.StreamResponse:
+async def passed(call: RouteCall) -> web.StreamResponse:
     body: PassedBody = call.body
 
     def alike(questions: list[Elicitation]) -> list[Elicitation]:
@@ -267,7 +267,7 @@ async def passed(call: Call) -> web.StreamResponse:
            body=ShownBody, params=QuestionPath,
            replies={200: Reply("recorded as elicit.shown", AuditRecord), 400: _ERR[400], 404: _ERR[404],
                     410: Reply("it no longer waits for an answer")})
-async def shown(call: Call) -> web.StreamResponse:
+async def shown(call: RouteCall) -> web.StreamResponse:
     body: ShownBody = call.body
     q = await _pending(call)
     record = await call.app[BROKER].record_shown(q, body.where, body.how, answerer_of(call.request),
@@ -279,7 +279,7 @@ async def shown(call: Call) -> web.StreamResponse:
            "(audited)", body=ConsentBody, params=QuestionPath,
            replies={200: Reply("recorded as elicit.consent", AuditRecord), 400: _ERR[400], 404: _ERR[404],
                     409: Reply("not a url-mode question"), 410: Reply("it no longer waits for an answer")})
-async def consent(call: Call) -> web.StreamResponse:
+async def consent(call: RouteCall) -> web.StreamResponse:
     body: ConsentBody = call.body
     q = await _pending(call)
     if q.mode != "url" or not q.url:
@@ -292,7 +292,7 @@ async def consent(call: Call) -> web.StreamResponse:
            body=AnswerBody, params=AnswerPath,
            replies={200: Reply("answered (or, for an agent's decline, escalated to the person)", AnswerResult),
                     **{s: _ERR[s] for s in (400, 403, 404, 409, 410, 422)}})
-async def answer_question(call: Call) -> web.StreamResponse:
+async def answer_question(call: RouteCall) -> web.StreamResponse:
     action = call.path["action"]
     assert is_action(action)  # AnswerPath refused any other
     body: AnswerBody = call.body
@@ -317,7 +317,7 @@ async def answer_question(call: Call) -> web.StreamResponse:
     return web.Response(body=reply, content_type="application/json")
 
 
-def with_page(call: Call, eid: str, by: str, exc: PresenceNeeded) -> PresenceNeeded:
+def with_page(call: RouteCall, eid: str, by: str, exc: PresenceNeeded) -> PresenceNeeded:
     """The refusal of an accept without a passkey, naming the page where the passkey signs: the question's link
     (by name, where a passkey works) for the person past the agent guard, its signed-in page for anyone else."""
     inbox = call.app.get(INBOX)
@@ -327,7 +327,7 @@ def with_page(call: Call, eid: str, by: str, exc: PresenceNeeded) -> PresenceNee
     return PresenceNeeded(f"{exc.message}. Its page: {page}", **{**exc.details, "page": page})
 
 
-async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict[str, Any]:
+async def _content_of_replies(call: RouteCall, action: str, body: AnswerBody) -> dict[str, Any]:
     """The content of the question dialog's replies (render.questions), typed by the question's own schema."""
     assert body.replies is not None
     replies = body.replies
@@ -335,14 +335,14 @@ async def _content_of_replies(call: Call, action: str, body: AnswerBody) -> dict
                              (RepliesProblem,))
 
 
-async def _content_of_form(call: Call, action: str, body: AnswerBody) -> dict[str, Any]:
+async def _content_of_form(call: RouteCall, action: str, body: AnswerBody) -> dict[str, Any]:
     """The content of the entries of the question's own dialog (render.form), typed by the question's own schema."""
     assert body.form is not None
     form = body.form
     return await _content_of(call, action, body, "form", lambda q: content_of_entries(q, form), (EntriesProblem,))
 
 
-async def _content_of(call: Call, action: str, body: AnswerBody, name: str,
+async def _content_of(call: RouteCall, action: str, body: AnswerBody, name: str,
                       make: Callable[[Elicitation], dict[str, Any]],
                       problems: tuple[type[ValueError], ...]) -> dict[str, Any]:
     """What a dialog sent back in place of content (`name`: replies or form), as content; only with accept, and
@@ -364,7 +364,7 @@ async def _content_of(call: Call, action: str, body: AnswerBody, name: str,
            replies={200: Reply("the answer", Answer),
                     204: Reply("not answered within the timeout", headers=("Retry-After",)),
                     400: _ERR[400], 404: _ERR[404], 410: Reply("abandoned")})
-async def wait_answer(call: Call) -> web.StreamResponse:
+async def wait_answer(call: RouteCall) -> web.StreamResponse:
     answer = await call.app[BROKER].wait(call.path["id"], call.query.timeout, stop=call.app[SHUTDOWN])
     if answer is None:  # the timeout; or the daemon is stopping, and the client may ask its successor
         return web.Response(status=204, headers={"Retry-After": "1"} if call.app[SHUTDOWN].done() else None)
@@ -397,7 +397,7 @@ def sse_frame(record: AuditRecord) -> bytes:
            query=EventsQuery, headers=EventsHeaders,
            replies={200: Reply("an event stream: each event is an audit record, its id the record's seq", AuditRecord,
                                content_type="text/event-stream"), 400: _ERR[400]})
-async def events(call: Call) -> web.StreamResponse:
+async def events(call: RouteCall) -> web.StreamResponse:
     broker = call.app[BROKER]
     q: EventsQuery = call.query
     kinds = _kinds(q.kinds)
@@ -461,7 +461,7 @@ async def events(call: Call) -> web.StreamResponse:
 
 @api.route("GET", "/v1/audit", "The audit trail, by question, session or trace", query=AuditQuery,
            replies={200: Reply("audit records, oldest first", AuditList), 400: _ERR[400]})
-async def audit(call: Call) -> web.StreamResponse:
+async def audit(call: RouteCall) -> web.StreamResponse:
     q: AuditQuery = call.query
     where = AuditFilter(after=q.after, elicit=q.elicit, session=q.session, trace=q.trace, task=q.task,
                         kinds=_kinds(q.kinds))

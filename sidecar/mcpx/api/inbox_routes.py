@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcpx.api.peers import answerer_of, refuse_agent_as_person
 from mcpx.api.schemas import QuestionPath
 from mcpx.api.state import BROKER
-from mcpx.api.table import Api, Call, Reply, RouteError, json_reply
+from mcpx.api.table import Api, Reply, RouteCall, RouteError, json_reply
 from mcpx.broker import approvals
 from mcpx.broker.errors import Gone
 from mcpx.broker.models import Passkey, WireModel
@@ -47,7 +47,7 @@ def page_of(app: web.Application) -> Callable[[str], str | None]:
     return lambda eid: inbox.page_url(eid) if inbox is not None and inbox.base else None
 
 
-def inbox_of(call: Call) -> Inbox:
+def inbox_of(call: RouteCall) -> Inbox:
     inbox = call.app.get(INBOX)
     if inbox is None or not inbox.base:
         raise RouteError(503, "no_inbox", "this daemon serves no web inbox (it has no TCP listener)")
@@ -57,7 +57,7 @@ def inbox_of(call: Call) -> Inbox:
 @api.route("GET", "/v1/inbox", "The address that opens the web inbox signed in (it carries the inbox's token)",
            tag="inbox", replies={200: Reply("the address", InboxAddress), 403: _AGENT,
                                  503: Reply("no web inbox on this daemon")})
-async def inbox_address(call: Call) -> web.StreamResponse:
+async def inbox_address(call: RouteCall) -> web.StreamResponse:
     refuse_agent_as_person(call.request, BY)
     return web.json_response({"url": inbox_of(call).login_url()})
 
@@ -66,7 +66,7 @@ async def inbox_address(call: Call) -> web.StreamResponse:
            "it is pending", params=QuestionPath, query=LinkQuery, tag="inbox",
            replies={200: Reply("the link", InboxAddress), 403: _AGENT, 404: Reply("no such question"),
                     410: Reply("the question has ended: its link is dead"), 503: Reply("no web inbox on this daemon")})
-async def question_link(call: Call) -> web.StreamResponse:
+async def question_link(call: RouteCall) -> web.StreamResponse:
     refuse_agent_as_person(call.request, BY)
     inbox = inbox_of(call)
     q, _ = await inbox.broker.get(call.path["id"])
@@ -108,7 +108,7 @@ class EnrolLink(WireModel):
 @api.route("POST", "/v1/people/{name}/enroll", "A single-use link where the person creates a passkey "
            "(docs/presence.md)", params=PersonPath, tag="inbox",
            replies={200: Reply("the link", EnrolLink), 403: _AGENT, 503: Reply("no web inbox on this daemon")})
-async def enrol_link(call: Call) -> web.StreamResponse:
+async def enrol_link(call: RouteCall) -> web.StreamResponse:
     refuse_agent_as_person(call.request, BY)
     inbox, name = inbox_of(call), call.path["name"]
     terms = enrolment_terms(name, await inbox.broker.vouchers(name))
@@ -117,7 +117,7 @@ async def enrol_link(call: Call) -> web.StreamResponse:
 
 @api.route("GET", "/v1/people/passkeys", "Every person's passkeys", tag="inbox",
            replies={200: Reply("the passkeys", PasskeyList)})
-async def passkey_list(call: Call) -> web.StreamResponse:
+async def passkey_list(call: RouteCall) -> web.StreamResponse:
     keys = await call.app[BROKER].passkeys()
     return web.json_response({"passkeys": [key.wire() for key in keys]})
 
@@ -125,7 +125,7 @@ async def passkey_list(call: Call) -> web.StreamResponse:
 @api.route("DELETE", "/v1/people/{name}/passkeys/{passkey}", "Revoke a person's passkey: it signs nothing from "
            "now on", params=PasskeyPath, tag="inbox",
            replies={200: Reply("revoked"), 403: _AGENT, 404: Reply("no such passkey")})
-async def passkey_revoke(call: Call) -> web.StreamResponse:
+async def passkey_revoke(call: RouteCall) -> web.StreamResponse:
     refuse_agent_as_person(call.request, BY)
     await call.app[BROKER].revoke(call.path["name"], call.path["passkey"])
     return web.json_response({"revoked": call.path["passkey"], "person": call.path["name"]})

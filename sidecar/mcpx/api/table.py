@@ -63,7 +63,7 @@ class Reply:
 
 
 @dataclass
-class Call:
+class RouteCall:
     """What a handler gets: the request, its path parameters and its validated query, headers and body."""
 
     request: web.Request
@@ -77,7 +77,7 @@ class Call:
         return self.request.app
 
 
-Handler = Callable[[Call], Awaitable[web.StreamResponse]]
+Handler = Callable[[RouteCall], Awaitable[web.StreamResponse]]
 
 # what the wrapper itself answers, so every route whose input it checks lists it
 FRAMEWORK_REPLIES = {
@@ -92,7 +92,7 @@ TOO_LONG = "; a request line or header over 8190 bytes is refused by the HTTP se
 
 
 @dataclass
-class Endpoint:
+class RouteSpec:
     method: str
     path: str
     summary: str
@@ -125,14 +125,14 @@ def _validated(model: type[BaseModel], raw: dict[str, str], where: str) -> Any:
 @dataclass
 class Api:
     title: str = "mcpx daemon"
-    endpoints: list[Endpoint] = field(default_factory=list)
+    endpoints: list[RouteSpec] = field(default_factory=list)
 
     def route(self, method: str, path: str, summary: str, *, query: type[BaseModel] | None = None,
               body: type[BaseModel] | None = None, replies: dict[int, Reply], tag: str = "elicit",
               headers: type[BaseModel] | None = None, params: type[BaseModel] | None = None,
               ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            self.endpoints.append(Endpoint(method, path, summary, handler, query, body, replies, tag, headers, params))
+            self.endpoints.append(RouteSpec(method, path, summary, handler, query, body, replies, tag, headers, params))
             return handler
         return register
 
@@ -141,7 +141,7 @@ class Api:
             app.router.add_route(ep.method, ep.path, self._wrap(ep))
 
     @staticmethod
-    def _wrap(ep: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def _wrap(ep: RouteSpec) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             if ep.params is not None:
                 _validated(ep.params, dict(request.match_info), "path")
@@ -154,7 +154,7 @@ class Api:
             body = None
             if ep.body is not None:
                 body = await read_json_body(request, ep.body)
-            return await ep.handler(Call(request, dict(request.match_info), query, body, headers))
+            return await ep.handler(RouteCall(request, dict(request.match_info), query, body, headers))
         return handle
 
     def openapi(self) -> dict[str, Any]:

@@ -352,7 +352,7 @@ class Broker:
             return await asyncio.shield(landing), given
         # on a store this daemon alone writes, with nothing queued that may move it, the question as stored is the
         # one the pending index holds: the unit takes that, not a read of its row and a parse of its document
-        known = self._pending.question(eid) if self._me is None and not self._writes.moving(eid) else None
+        known = self._pending.question(eid) if self._me is None and not self._writes.move_queued(eid) else None
         unit = self._writes.answering(eid, action, content, by, session, pid, reason, now,
                                       self._waiters.asked.__contains__, proof, self._may_sign, known)
         try:
@@ -384,7 +384,7 @@ class Broker:
                  ) -> tuple[asyncio.Future[Elicitation], Answer] | None:
         """`_deliver_first`, if the question has an eager asker still waiting and nothing queued may move it."""
         mine = self._waiters.eager(eid)
-        if mine is None or mine.done() or self._writes.moving(eid):
+        if mine is None or mine.done() or self._writes.move_queued(eid):
             return None
         # the question as stored, or as queued to be (it rides: open's `committing`): held in memory since its
         # commit, unless the store changed it since (then its stored document)

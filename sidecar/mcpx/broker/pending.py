@@ -32,7 +32,7 @@ from mcpx.broker.models import Elicitation, seconds_left
 from mcpx.broker.store import QuestionFilter, QuestionRow
 
 
-class Pending:
+class PendingEntry:
     """One pending question: what a listing filters on, and its document's bytes up to the closing brace."""
 
     __slots__ = ("approvals", "audience", "created", "expires", "head", "id", "order", "server", "session", "task",
@@ -74,8 +74,8 @@ class PendingIndex:
     """Every pending question of the store, oldest first (as the store orders them: created, then insertion)."""
 
     def __init__(self) -> None:
-        self._by_id: dict[str, Pending] = {}
-        self._kept: dict[str, tuple[Pending, Elicitation]] = {}  # KEPT questions as parsed, with their entries
+        self._by_id: dict[str, PendingEntry] = {}
+        self._kept: dict[str, tuple[PendingEntry, Elicitation]] = {}  # KEPT questions as parsed, with their entries
         self._inserted = 0
         self._in_order = True  # the dict's order is (created, order): a question created earlier may arrive later
         self._filling: set[str] | None = None  # while the fill is read: the questions the store moved meanwhile
@@ -110,7 +110,7 @@ class PendingIndex:
                         self._view.drop(old)
                 continue
             if old is not None:
-                entry = self._by_id[row.id] = Pending(row, old.order)
+                entry = self._by_id[row.id] = PendingEntry(row, old.order)
                 if self._view is not None:
                     self._view.put(entry)
                 continue
@@ -118,11 +118,11 @@ class PendingIndex:
             if self._by_id and row.created < next(reversed(self._by_id.values())).created:
                 self._in_order = False
                 self._view = None  # its place is not the end
-            entry = self._by_id[row.id] = Pending(row, self._inserted)
+            entry = self._by_id[row.id] = PendingEntry(row, self._inserted)
             if self._view is not None:
                 self._view.append(entry)
 
-    def get(self, eid: str) -> Pending | None:
+    def get(self, eid: str) -> PendingEntry | None:
         return self._by_id.get(eid)
 
     def keep(self, q: Elicitation) -> None:
@@ -147,13 +147,13 @@ class PendingIndex:
     def deadlines(self) -> list[tuple[float, str]]:
         return [(p.expires, p.id) for p in self._by_id.values()]
 
-    def _ordered(self) -> ValuesView[Pending]:
+    def _ordered(self) -> ValuesView[PendingEntry]:
         if not self._in_order:
             self._by_id = {p.id: p for p in sorted(self._by_id.values(), key=lambda p: (p.created, p.order))}
             self._in_order = True
         return self._by_id.values()
 
-    def select(self, where: QuestionFilter, limit: int) -> list[Pending]:
+    def select(self, where: QuestionFilter, limit: int) -> list[PendingEntry]:
         """The pending questions `where` names (its state is taken as pending), oldest first, at most `limit`."""
         wanted = [(name, value) for name in FILTERS if (value := getattr(where, name)) is not None]
         entries = self._ordered()
@@ -191,21 +191,21 @@ class ListingView:
     out of its place at once: a move of 8 bytes a question behind it in each array (~5 µs for 10,000), where closing
     up places marked gone at the next listing costs that listing ~2 ms of building arrays again."""
 
-    def __init__(self, entries: list[Pending]) -> None:
+    def __init__(self, entries: list[PendingEntry]) -> None:
         self._heads = [p.head for p in entries]
         self._expires = array("d", [p.expires for p in entries])
         self._orders = array("q", [p.order for p in entries])  # rising: a place is found by bisection
         # no deadline earlier than the one before it (a question leaving keeps it so; one put or moved may not)
         self._ascending = _ascending(self._expires)
 
-    def append(self, p: Pending) -> None:
+    def append(self, p: PendingEntry) -> None:
         if self._expires and p.expires < self._expires[-1]:
             self._ascending = False
         self._heads.append(p.head)
         self._expires.append(p.expires)
         self._orders.append(p.order)
 
-    def put(self, p: Pending) -> None:
+    def put(self, p: PendingEntry) -> None:
         """`p` is the question in its place, as its row is now."""
         i = bisect_left(self._orders, p.order)
         self._heads[i] = p.head
@@ -215,7 +215,7 @@ class ListingView:
                                                                  and p.expires > self._expires[i + 1]):
                 self._ascending = False
 
-    def drop(self, p: Pending) -> None:
+    def drop(self, p: PendingEntry) -> None:
         i = bisect_left(self._orders, p.order)
         del self._heads[i], self._expires[i], self._orders[i]
 

@@ -197,7 +197,7 @@ class Writes:
         """Queue a unit that may end or escalate the questions `eids`."""
         return self._store.submit(_Moves(eids, unit), within)
 
-    def moving(self, eid: str) -> bool:
+    def move_queued(self, eid: str) -> bool:
         """Whether a unit that may end or escalate `eid` was queued and has not yet committed."""
         return self._store.holds(lambda u: isinstance(u, _Moves) and eid in u.eids)
 

@@ -7,7 +7,7 @@ from typing import Any
 from mcpx.shared.errors import McpxError
 
 
-class CallFailed(McpxError):
+class CallError(McpxError):
     """A call that ended without a result; the message names the server and, where one was open, the question.
     `result`: what the call keeps as its result all the same (a server's own protocol error, passed on to a
     client that called it as if mcpx were not there)."""

@@ -11,7 +11,7 @@ on from there, through the same code a started call runs (the kind's `call` with
 promises (its audit, `mcpx task result`, timeouts, cancellation, restart recovery of modern calls, early results)
 is the full path's.
 
-What a lean call is made of: its ids and request, the kind's `Sent` (the instance's lease, the request in flight)
+What a lean call is made of: its ids and request, the kind's `SentCall` (the instance's lease, the request in flight)
 and a heap entry for its deadline. Its `Call`, the scope a runner needs, the kind's hooks and deadline are made only
 on promotion, or when something reads the call first (`LeanCall.call`: a door asking for it, `/v1/tasks`, a cancel;
 the hooks, when its server sends it anything, which promotes it anyway); a call that ends plainly with none made is
@@ -37,7 +37,7 @@ from mcpx.call.request import CallRequest
 log = logging.getLogger("mcpx.call")
 
 
-class Sent(Protocol):
+class SentCall(Protocol):
     """What a kind hands the lean path once a call's request is written."""
 
     @property
@@ -63,7 +63,7 @@ class Sent(Protocol):
         ...
 
 
-class Keeper(Protocol):
+class CallKeeper(Protocol):
     """Who keeps the daemon's calls (call/lifecycle.py's Calls), as a lean call needs them."""
 
     def made(self, lean: LeanCall) -> Call:
@@ -87,7 +87,7 @@ Settled = Callable[["LeanCall", dict[str, Any] | None], None]
 
 class LeanCall:
     """A call on the lean path, with nothing made for it but what its request and reply need: its ids, its request,
-    the kind's `Sent` and a deadline's heap entry. Its `Call` (and the kind's hooks and deadline, which need one) is
+    the kind's `SentCall` and a deadline's heap entry. Its `Call` (and the kind's hooks and deadline, which need one) is
     made only when something reads it (`call`: a door, `/v1/tasks`, a cancel) or happens to it (it is promoted); a
     call that ends plainly with none made has its end recorded from these fields alone (`stored_row`), the same row
     and task.done a `Call` gives.
@@ -103,14 +103,14 @@ class LeanCall:
     __slots__ = ("_call", "_due", "_keeper", "_sent", "_settled", "created", "ended_at", "era", "id", "request",
                  "result", "settled", "trace")
 
-    def __init__(self, keeper: Keeper, tid: str, trace: str, request: CallRequest) -> None:
+    def __init__(self, keeper: CallKeeper, tid: str, trace: str, request: CallRequest) -> None:
         self._keeper = keeper
         self.id = tid
         self.trace = trace
         self.request = request
         self.created = time.time()
         self._call: Call | None = None
-        self._sent: Sent | None = None
+        self._sent: SentCall | None = None
         self._settled: Settled | None = None
         self._due: Due | None = None
         self.settled = False
@@ -118,7 +118,7 @@ class LeanCall:
         self.result: dict[str, Any] | None = None  # once it ended on the lean path
         self.ended_at = 0.0
 
-    def sent(self, sent: Sent, deadlines: Deadlines, settled: Settled) -> None:
+    def sent(self, sent: SentCall, deadlines: Deadlines, settled: Settled) -> None:
         """Its request is written (`sent`): from here its reply is taken as it comes, and its deadline runs."""
         self._sent = sent
         self.era = sent.era

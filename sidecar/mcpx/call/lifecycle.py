@@ -21,8 +21,8 @@ from mcpx.broker.broker import Broker
 from mcpx.broker.models import StoredTask, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.call.deadline import CallTimeout
-from mcpx.call.errors import CallFailed, UnknownTask
-from mcpx.call.lean import Deadlines, LeanCall, Sent, Settled
+from mcpx.call.errors import CallError, UnknownTask
+from mcpx.call.lean import Deadlines, LeanCall, SentCall, Settled
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.config.source import ConfigSource
@@ -124,7 +124,7 @@ class Calls:
         """A plain call about to be sent on the lean path (call/lean.py): its ids, no `Call` yet."""
         return LeanCall(self, new_id("tsk"), new_id("cal"), request)
 
-    def lean(self, lean: LeanCall, sent: Sent, settled: Settled) -> LeanCall:
+    def lean(self, lean: LeanCall, sent: SentCall, settled: Settled) -> LeanCall:
         """A call whose request its kind has sent on the lean path: it runs without a runner until something happens
         to it, then its kind's `taken_on` continues it in one, as a started call runs. `settled`: LeanCall's."""
         self._light[lean.id] = lean
@@ -168,7 +168,7 @@ class Calls:
                 return  # the daemon is stopping: the stored state is what the next daemon resumes from
             await self._finish(call, call.end_state, error=call.end_reason or "the call was cancelled")
             return
-        except CallFailed as exc:
+        except CallError as exc:
             await self._finish(call, "failed", result=exc.result, error=str(exc))
             return
         except CallTimeout as exc:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class Question(BaseModel):
+class OwnQuestion(BaseModel):
     """A question a kind asks the person in mcpx's own name, during a call (`CallScope.ask`)."""
 
     model_config = ConfigDict(frozen=True)

@@ -16,8 +16,8 @@ from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Answerer, Audience, Confirms, OpenRequest
 from mcpx.call.deadline import PausableDeadline
-from mcpx.call.errors import CallFailed
-from mcpx.call.questions import Question, digest
+from mcpx.call.errors import CallError
+from mcpx.call.questions import OwnQuestion, digest
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.config.models import ServerConfig
@@ -68,7 +68,7 @@ class CallRun:
         """The call as it stands, stored now."""
         await self._save(self.call)
 
-    async def ask(self, question: Question) -> Answer:
+    async def ask(self, question: OwnQuestion) -> Answer:
         r = self.request
         about = question.about or f"{r.server}.{r.tool}"
         handle = await self.broker.open(self.own_request(about, question.message, question.requested_schema,
@@ -91,7 +91,7 @@ class CallRun:
         content = answer.content or {}
         if answer.action == "accept" and content.get("confirm") is True and content.get(DIGEST) == bound:
             return
-        raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and "
+        raise CallError(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and "
                          f"{self.why_not(answer)}")
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
@@ -127,7 +127,7 @@ class CallRun:
 
     async def own_answer(self, handle: Handle, what: str, waiting: Awaitable[Answer] | None = None) -> Answer:
         """Wait, as the call, on a question of mcpx's own: open in the call meanwhile, then the answer (`waiting`,
-        or the handle's); the call's deadline stands still; CallFailed when it ended unanswered."""
+        or the handle's); the call's deadline stands still; CallError when it ended unanswered."""
         r = self.request
         self.call.keep()
         if handle.done():
@@ -138,7 +138,7 @@ class CallRun:
         try:
             return await (waiting if waiting is not None else handle.answer())
         except QuestionEnded as ended:
-            raise CallFailed(f"{r.server}.{r.tool} was not run: {what} {handle.id} ended without an answer "
+            raise CallError(f"{r.server}.{r.tool} was not run: {what} {handle.id} ended without an answer "
                              f"({ended.reason})") from None
         finally:
             self.deadline.resume()
@@ -167,5 +167,5 @@ class CallRun:
         answer = await self.own_answer(handle, "mcpx's confirmation")
         if answer.action == "accept" and (answer.content or {}).get("confirm") is True:
             return
-        raise CallFailed(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and "
+        raise CallError(f"{r.server}.{r.tool} was not run: mcpx asked first ({handle.id}) and "
                          f"{self.why_not(answer)}")

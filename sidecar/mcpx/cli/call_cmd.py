@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mcpx.cli.common import EX_TEMPFAIL, add_json_flag, emit_json, guarded, shown
 from mcpx.cli.status_line import StatusLine, progress_text, while_waiting
 from mcpx.client.target import split_target
-from mcpx.client.transport import ApiError, DaemonApi, Response, ensure_running
+from mcpx.client.transport import ApiError, ApiResponse, DaemonApi, ensure_running
 from mcpx.presentation.text import clock, one_line, plain
 
 if TYPE_CHECKING:
@@ -204,12 +204,12 @@ def _input_schema(server: str, tool: str) -> dict[str, Any]:
     return schema if isinstance(schema, dict) else {}
 
 
-def _post(path: str, body: dict[str, Any], wait: float | None = None) -> Response:
+def _post(path: str, body: dict[str, Any], wait: float | None = None) -> ApiResponse:
     return DaemonApi().request("POST", path, json_body=body, timeout=3700, ok=(502,),
                                params={"wait": wait} if wait is not None else None)
 
 
-def _follow(args: argparse.Namespace, resp: Response, mode: str) -> int:
+def _follow(args: argparse.Namespace, resp: ApiResponse, mode: str) -> int:
     """Print the result, or put the questions to the person here, until the call is done.
 
     Prompting happens outside any event loop, so Ctrl-C interrupts the prompt itself (and means cancel).
@@ -258,7 +258,7 @@ def _task(task: str) -> TaskView:
     return doc
 
 
-def _result(task: str, timeout: float, wake: str = "result") -> Response:
+def _result(task: str, timeout: float, wake: str = "result") -> ApiResponse:
     return DaemonApi().request("GET", f"/v1/tasks/{task}/result", params={"timeout": timeout, "wake": wake},
                                timeout=timeout + 10)
 
@@ -267,9 +267,9 @@ def _prompt_one(q: QuestionDoc) -> None:
     """Put one question to the person at this terminal until it has a valid answer, or until it ends elsewhere
     (answered from another door, expired, abandoned): then say how, and ask no more."""
     from mcpx.client.prompt import TerminalForm
-    from mcpx.client.question_watch import EndedMeanwhile, Watch
+    from mcpx.client.question_watch import EndedMeanwhile, QuestionWatch
 
-    with Watch(q["id"]) as watch:
+    with QuestionWatch(q["id"]) as watch:
         form = TerminalForm.until(watch)
         try:
             _ask_until_answered(form, q)

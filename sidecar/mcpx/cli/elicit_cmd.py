@@ -164,9 +164,9 @@ def answer_cmd(args: argparse.Namespace) -> int:
     # the prompt stops as soon as the question ends elsewhere (answered, expired, abandoned), saying how
     from mcpx.broker.schema import FlatSchema
     from mcpx.client.prompt import Declined, TerminalForm
-    from mcpx.client.question_watch import EndedMeanwhile, Watch
+    from mcpx.client.question_watch import EndedMeanwhile, QuestionWatch
 
-    with Watch(args.id) as watch:
+    with QuestionWatch(args.id) as watch:
         form = TerminalForm.until(watch)
         given = content or {}
         missing = {f.name for f in FlatSchema.of(schema).fields

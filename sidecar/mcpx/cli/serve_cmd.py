@@ -49,7 +49,7 @@ def serve(args: argparse.Namespace) -> int:
             handoff = serve_handoff.Handoff(paths, serve_handoff.hello_from_environment(args.server))
             try:
                 ended = handoff.run()
-            except serve_handoff.Refused as exc:
+            except serve_handoff.HandoffRefused as exc:
                 print(f"mcpx serve: {exc}", file=sys.stderr)
                 return 2
             except KeyboardInterrupt:

@@ -29,7 +29,7 @@ GONE = ("the mcpx daemon went away during this request (restarting?); mcpx serve
         "next one — send it again")
 
 
-class Refused(McpxError):
+class HandoffRefused(McpxError):
     """The daemon will not serve this client at all (an unknown --server): said on stderr, serve exits 2."""
 
 
@@ -111,7 +111,7 @@ class Handoff:
                 word = HandoffMessage.parse(line)
                 if word.refused is not None:
                     if not word.fallback:
-                        raise Refused(word.refused)
+                        raise HandoffRefused(word.refused)
                     print(f"mcpx serve: the daemon took no hand-off ({word.refused}); pumping instead",
                           file=sys.stderr)
                     self.accepted = False  # as if it had not

@@ -35,7 +35,7 @@ def pump(paths: StatePaths, server: str | None, initialize: dict[str, Any] | Non
     bridge.initialize, bridge.initialized = initialize, initialized
     try:
         asyncio.run(bridge.run())
-    except serve_handoff.Refused as exc:
+    except serve_handoff.HandoffRefused as exc:
         print(f"mcpx serve: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -148,7 +148,7 @@ class Bridge:
                     sender.cancel()
         except aiohttp.WSServerHandshakeError as exc:
             if exc.status == 404 and self.server:  # no such server: asking again will not make one
-                raise serve_handoff.Refused(await self._refusal(url, auth)) from None
+                raise serve_handoff.HandoffRefused(await self._refusal(url, auth)) from None
             if not self.closing:
                 await self._restart_daemon(exc)
             return

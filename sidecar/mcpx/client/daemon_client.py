@@ -15,9 +15,9 @@ import aiohttp
 from mcpx.client.transport import (
     RESTART_PAUSE,
     ApiError,
-    Endpoint,
+    ApiResponse,
+    DaemonAddress,
     NoDaemon,
-    Response,
     answer_body,
     answer_wait_step,
 )
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 class DaemonClient:
     def __init__(self, paths: StatePaths | None = None, base_url: str | None = None, token: str | None = None,
                  answerer: str | None = None) -> None:
-        self.endpoint = Endpoint.of(paths, base_url, token, answerer)
+        self.endpoint = DaemonAddress.of(paths, base_url, token, answerer)
         self.paths = self.endpoint.paths
         self.base_url = self.endpoint.base_url
         self.answerer = self.endpoint.answerer
@@ -56,7 +56,7 @@ class DaemonClient:
 
     async def request(self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None,
                       timeout: float = 30.0, headers: dict[str, str] | None = None,
-                      ok: tuple[int, ...] = ()) -> Response:
+                      ok: tuple[int, ...] = ()) -> ApiResponse:
         assert self._session is not None, "use `async with DaemonClient()`"
         clean = {k: str(v) for k, v in (params or {}).items() if v is not None}
         try:
@@ -66,7 +66,7 @@ class DaemonClient:
                 body: Any = json.loads(text) if text and resp.content_type == "application/json" else text
                 if resp.status >= 400 and resp.status not in ok:
                     raise ApiError(resp.status, body)
-                return Response(resp.status, body, dict(resp.headers))
+                return ApiResponse(resp.status, body, dict(resp.headers))
         except (aiohttp.ClientConnectorError, FileNotFoundError, ConnectionRefusedError) as exc:
             raise NoDaemon(self.where, str(getattr(exc, "os_error", exc) or "")) from None
         except aiohttp.ServerDisconnectedError:

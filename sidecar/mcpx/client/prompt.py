@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mcpx.broker.schema import Field, FlatSchema, Option
-from mcpx.client.question_watch import Watch
+from mcpx.client.question_watch import QuestionWatch
 from mcpx.presentation.text import plain, quoted
 from mcpx.shared.errors import McpxError
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 Reader = Callable[[str], str]
 
 
-def read_line(prompt: str, until: Watch | None = None) -> str:
+def read_line(prompt: str, until: QuestionWatch | None = None) -> str:
     """input() for a terminal, except that Ctrl-C cancels whenever it is pressed. CPython's input() misses a
     SIGINT that lands after the prompt is written and before its read() blocks (no EINTR comes then) until the
     person types a line; seen as a Ctrl-C that did nothing on a loaded machine. Here the signal also writes to
@@ -57,7 +57,7 @@ def read_line(prompt: str, until: Watch | None = None) -> str:
         os.close(wake_w)
 
 
-def read_secret(prompt: str, until: Watch | None = None) -> str:
+def read_secret(prompt: str, until: QuestionWatch | None = None) -> str:
     """read_line with the terminal's echo off: a credential typed here is never shown (nor left on the screen for
     the scrollback); the line ends with the person's Enter. Not a terminal: read as any line."""
     fd = sys.stdin.fileno()
@@ -120,7 +120,7 @@ class TerminalForm:
         self.out = out
 
     @classmethod
-    def until(cls, watch: Watch) -> TerminalForm:
+    def until(cls, watch: QuestionWatch) -> TerminalForm:
         """A form at this terminal that stops asking once `watch`'s question ends elsewhere (EndedMeanwhile)."""
         return cls(read=functools.partial(read_line, until=watch), read_hidden=functools.partial(read_secret,
                                                                                                 until=watch))

@@ -42,7 +42,7 @@ def how_it_ended(eid: str, answer: AnswerDoc) -> str:
     return f"{eid} was answered elsewhere: {plain(answer.get('action', '?'))} by {plain(answer.get('by', '?'))}"
 
 
-class Watch:
+class QuestionWatch:
     """`with Watch(eid) as watch:` — `watch.fileno()` turns readable once the question has ended, `watch.ended()` is
     the EndedMeanwhile that says how, and `watch.answer` what it ended with (an answer from another door, or the
     expiry's cancel; None when it was abandoned). `paths`: the daemon's home (by default this environment's)."""
@@ -58,7 +58,7 @@ class Watch:
         self._task = self._loop.create_task(self._watch())
         self._thread = threading.Thread(target=self._run, name=f"watch {eid}", daemon=True)
 
-    def __enter__(self) -> Watch:
+    def __enter__(self) -> QuestionWatch:
         self._thread.start()
         return self
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 
-class ToolAnnotations(TypedDict, total=False):
+class ToolHints(TypedDict, total=False):
     """A tool's hints (mcp/protocol.py's ToolAnnotations): those the CLI shows."""
 
     readOnlyHint: bool
@@ -30,7 +30,7 @@ class ToolDoc(TypedDict, total=False):
     title: str
     description: str
     inputSchema: dict[str, Any]  # a JSON Schema, the server's own
-    annotations: ToolAnnotations
+    annotations: ToolHints
 
 
 class ContentBlock(TypedDict, total=False):

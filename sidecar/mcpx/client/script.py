@@ -28,9 +28,9 @@ from mcpx.broker.schema import FlatSchema
 from mcpx.client.daemon_client import DaemonClient
 from mcpx.client.prompt import TerminalForm, read_answer
 from mcpx.client.question_watch import EndedMeanwhile as EndedMeanwhile  # mcpx.EndedMeanwhile, for a script
-from mcpx.client.question_watch import Watch
+from mcpx.client.question_watch import QuestionWatch
 from mcpx.client.target import split_target
-from mcpx.client.transport import ApiError, Response
+from mcpx.client.transport import ApiError, ApiResponse
 from mcpx.daemon.launch import ensure_daemon
 from mcpx.shared.errors import McpxError
 from mcpx.system.paths import StatePaths
@@ -189,14 +189,14 @@ class Client:
                 await self._cancel(task)
             raise
 
-    async def _result(self, task: str, known: set[str]) -> Response:
+    async def _result(self, task: str, known: set[str]) -> ApiResponse:
         """The call's result, or its questions as soon as one waits that is not among those `known`."""
         # the daemon takes 23 (call_routes.KNOWN_MAX): a call that leaves more to others is no call a script makes
         params = {"timeout": POLL, "wake": "question", "known": ",".join(sorted(known)[:23]) or None}
         return await self.daemon.request("GET", f"/v1/tasks/{task}/result", params=params, timeout=POLL + 30)
 
     @staticmethod
-    def _ended(resp: Response) -> dict[str, Any]:
+    def _ended(resp: ApiResponse) -> dict[str, Any]:
         body = resp.body
         if resp.status == 502:
             raise CallFailed(body["error"]["message"])
@@ -251,7 +251,7 @@ class Client:
                             "one). They can answer it in the inbox (mcpx inbox) or with mcpx tui.")
         content: dict[str, Any] = {}
         problems: dict[str, str] | None = None
-        with Watch(q.id, self.paths) as watch:
+        with QuestionWatch(q.id, self.paths) as watch:
             form = TerminalForm.until(watch)
             async with DaemonClient(self.paths) as person:  # the person's own identity: person:cli (agent:cli in
                 while True:                                  # an agent's shell, which the daemon holds to)
@@ -275,7 +275,7 @@ class Client:
                     return doc
 
 
-def _ended_elsewhere(form: TerminalForm, watch: Watch) -> AnswerDoc:
+def _ended_elsewhere(form: TerminalForm, watch: QuestionWatch) -> AnswerDoc:
     """Said at the terminal: how the question being asked ended elsewhere. The answer it ended with; an abandoned
     question, which has none, is raised (EndedMeanwhile)."""
     ended = watch.ended()

@@ -49,7 +49,7 @@ class ApiError(McpxError):
 
 
 @dataclass
-class Response:
+class ApiResponse:
     status: int
     body: Any
     headers: dict[str, str]
@@ -111,7 +111,7 @@ def answer_body(content: dict[str, Any] | None, reason: str | None) -> dict[str,
 
 
 @dataclass
-class Endpoint:
+class DaemonAddress:
     """Where the daemon is and who asks: its socket in the state directory, or MCPX_DAEMON_URL (a daemon elsewhere,
     with MCPX_TOKEN or the state directory's token as its bearer); the answerer an answer is sent as."""
 
@@ -122,7 +122,7 @@ class Endpoint:
 
     @classmethod
     def of(cls, paths: StatePaths | None = None, base_url: str | None = None, token: str | None = None,
-           answerer: str | None = None) -> Endpoint:
+           answerer: str | None = None) -> DaemonAddress:
         return cls(paths or StatePaths.current(),
                    (base_url or os.environ.get("MCPX_DAEMON_URL") or "").rstrip("/") or None,
                    token or os.environ.get("MCPX_TOKEN"),
@@ -151,11 +151,11 @@ class DaemonApi:
 
     def __init__(self, paths: StatePaths | None = None, base_url: str | None = None, token: str | None = None,
                  answerer: str | None = None) -> None:
-        self.endpoint = Endpoint.of(paths, base_url, token, answerer)
+        self.endpoint = DaemonAddress.of(paths, base_url, token, answerer)
         self.answerer = self.endpoint.answerer
 
     def request(self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None,
-                timeout: float = 30.0, headers: dict[str, str] | None = None, ok: tuple[int, ...] = ()) -> Response:
+                timeout: float = 30.0, headers: dict[str, str] | None = None, ok: tuple[int, ...] = ()) -> ApiResponse:
         clean = {k: str(v) for k, v in (params or {}).items() if v is not None}
         target = path + ("?" + urlencode(clean, quote_via=quote) if clean else "")
         body = b"" if json_body is None else json.dumps(json_body).encode()
@@ -177,7 +177,7 @@ class DaemonApi:
         value: Any = json.loads(text) if text and content_type.strip().lower() == "application/json" else text
         if status >= 400 and status not in ok:
             raise ApiError(status, value)
-        return Response(status, value, head)
+        return ApiResponse(status, value, head)
 
     def get(self, path: str, **kw: Any) -> Any:
         return self.request("GET", path, **kw).body

@@ -22,14 +22,14 @@ from pydantic import BaseModel
 
 from mcpx.oauth.discovery import same_issuer
 from mcpx.oauth.errors import LoginError
-from mcpx.oauth.models import Client, ServerMetadata, Tokens
+from mcpx.oauth.models import OAuthClient, ServerMetadata, Tokens
 from mcpx.shared import wirejson
 from mcpx.shared.masking import shown_url
 
 FORM = "application/x-www-form-urlencoded"
 
 
-class Pending(BaseModel):
+class PendingLogin(BaseModel):
     """A login begun: what its link carries and what the code's exchange needs back. In memory only."""
 
     server: str
@@ -42,7 +42,7 @@ class Pending(BaseModel):
     url: str
 
 
-async def register(http: aiohttp.ClientSession, meta: ServerMetadata, redirect_uri: str) -> Client:
+async def register(http: aiohttp.ClientSession, meta: ServerMetadata, redirect_uri: str) -> OAuthClient:
     """Register mcpx as a public client (no secret: it runs on the person's machine). No `scope` is registered:
     a resource's scopes are asked for with each login, and a server may refuse to register ones it does not list
     itself (oidc-provider does)."""
@@ -59,12 +59,12 @@ async def register(http: aiohttp.ClientSession, meta: ServerMetadata, redirect_u
         raise LoginError(f"the authorization server {meta.issuer} registered mcpx without a client_id")
     method = data.get("token_endpoint_auth_method", "none")
     secret = data.get("client_secret")
-    return Client(client_id=client_id, client_secret=secret if isinstance(secret, str) else None,
+    return OAuthClient(client_id=client_id, client_secret=secret if isinstance(secret, str) else None,
                   token_endpoint_auth_method=method if isinstance(method, str) else "none", redirect_uri=redirect_uri,
                   registered=True)
 
 
-def begin(server: str, meta: ServerMetadata, client: Client, resource: str, scope: str) -> Pending:
+def begin(server: str, meta: ServerMetadata, client: OAuthClient, resource: str, scope: str) -> PendingLogin:
     from authlib.common.security import generate_token
     from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
     from authlib.oauth2.rfc7636 import create_s256_code_challenge
@@ -77,8 +77,8 @@ def begin(server: str, meta: ServerMetadata, client: Client, resource: str, scop
     url = prepare_grant_uri(meta.authorization_endpoint, client.client_id, "code", redirect_uri=client.redirect_uri,
                             scope=scope or None, state=state, code_challenge=create_s256_code_challenge(verifier),
                             code_challenge_method="S256", resource=resource, **extra)
-    return Pending(server=server, state=state, verifier=verifier, issuer=meta.issuer, resource=resource, scope=scope,
-                   redirect_uri=client.redirect_uri, url=url)
+    return PendingLogin(server=server, state=state, verifier=verifier, issuer=meta.issuer, resource=resource,
+                        scope=scope, redirect_uri=client.redirect_uri, url=url)
 
 
 def callback_params(address: str) -> dict[str, str]:
@@ -87,7 +87,7 @@ def callback_params(address: str) -> dict[str, str]:
     return dict(parse_qsl(query))
 
 
-async def finish(http: aiohttp.ClientSession, meta: ServerMetadata, client: Client, pending: Pending,
+async def finish(http: aiohttp.ClientSession, meta: ServerMetadata, client: OAuthClient, pending: PendingLogin,
                  params: dict[str, str]) -> Tokens:
     """The tokens for the code the browser brought back; the caller has matched `state` to `pending` already."""
     iss = params.get("iss")
@@ -105,7 +105,7 @@ async def finish(http: aiohttp.ClientSession, meta: ServerMetadata, client: Clie
                         code_verifier=pending.verifier, resource=pending.resource)
 
 
-async def refresh(http: aiohttp.ClientSession, meta: ServerMetadata, client: Client, tokens: Tokens,
+async def refresh(http: aiohttp.ClientSession, meta: ServerMetadata, client: OAuthClient, tokens: Tokens,
                   resource: str) -> Tokens:
     if tokens.refresh_token is None:
         raise LoginError("the login has no refresh token")
@@ -118,7 +118,7 @@ async def refresh(http: aiohttp.ClientSession, meta: ServerMetadata, client: Cli
     return fresh.model_copy(update=update)
 
 
-async def revoke(http: aiohttp.ClientSession, meta: ServerMetadata, client: Client, tokens: Tokens) -> bool:
+async def revoke(http: aiohttp.ClientSession, meta: ServerMetadata, client: OAuthClient, tokens: Tokens) -> bool:
     """Revoke the refresh token (and with it, at most servers, the grant) and the access token; False where the
     server offers no revocation."""
     from authlib.oauth2.rfc7009 import prepare_revoke_token_request
@@ -161,7 +161,7 @@ async def _post_json(http: aiohttp.ClientSession, meta: ServerMetadata, url: str
     return _json(text, f"answer to {what}")
 
 
-def _client_auth(client: Client, form: dict[str, str], headers: dict[str, str]) -> tuple[dict[str, str],
+def _client_auth(client: OAuthClient, form: dict[str, str], headers: dict[str, str]) -> tuple[dict[str, str],
                                                                                       dict[str, str]]:
     """How the client proves itself at the token and revocation endpoints (RFC 6749 §2.3.1)."""
     if client.token_endpoint_auth_method == "client_secret_basic" and client.client_secret:
@@ -173,7 +173,7 @@ def _client_auth(client: Client, form: dict[str, str], headers: dict[str, str]) 
     return form, headers
 
 
-async def _token(http: aiohttp.ClientSession, meta: ServerMetadata, client: Client, grant: str,
+async def _token(http: aiohttp.ClientSession, meta: ServerMetadata, client: OAuthClient, grant: str,
                  **params: str | None) -> Tokens:
     from authlib.oauth2.rfc6749.parameters import prepare_token_request
 

@@ -18,7 +18,7 @@ import aiohttp
 
 from mcpx.oauth import discovery, flow, vault
 from mcpx.oauth.errors import LoginError
-from mcpx.oauth.models import Client, LoginView, Protected, ResourceMetadata, ServerMetadata, Tokens
+from mcpx.oauth.models import LoginView, OAuthClient, Protected, ResourceMetadata, ServerMetadata, Tokens
 from mcpx.shared.masking import shown_url
 from mcpx.system import keychain
 
@@ -36,7 +36,7 @@ class Keeper(Protocol):
 
     async def fact(self, key: str) -> Any: ...
 
-    async def client_for(self, login: Login, register: bool = True) -> Client | None: ...
+    async def client_for(self, login: Login, register: bool = True) -> OAuthClient | None: ...
 
     async def keep(self, login: Login, tokens: Tokens) -> None: ...
 

@@ -29,7 +29,7 @@ from mcpx.config.source import ConfigSource
 from mcpx.oauth import discovery, flow, vault
 from mcpx.oauth.errors import LoginError
 from mcpx.oauth.login import ISSUER_FACT, Login, union_scopes
-from mcpx.oauth.models import Client, LoginView, Protected, Tokens
+from mcpx.oauth.models import LoginView, OAuthClient, Protected, Tokens
 from mcpx.shared.masking import shown_url
 from mcpx.system import keychain
 
@@ -50,7 +50,7 @@ class Logins:
         self._http: aiohttp.ClientSession | None = None
         self._logins: dict[str, Login] = {}
         self._asking: dict[str, tuple[Handle, asyncio.Task[None]]] = {}
-        self._pending: dict[str, tuple[flow.Pending, Handle]] = {}  # state -> the login begun, its question
+        self._pending: dict[str, tuple[flow.PendingLogin, Handle]] = {}  # state -> the login begun, its question
         self._opening: dict[str, asyncio.Lock] = {}
 
     @property
@@ -86,7 +86,7 @@ class Logins:
 
     # ---- the client mcpx is at an authorization server
 
-    async def client_for(self, login: Login, register: bool = True) -> Client | None:
+    async def client_for(self, login: Login, register: bool = True) -> OAuthClient | None:
         """The config's client, else the one mcpx registered there for this redirect address, else (when
         `register`) a new registration, kept."""
         assert login.meta is not None
@@ -102,7 +102,7 @@ class Logins:
                 if secret is None:
                     raise LoginError(f"its client secret {auth.client_secret} is not in the keychain (run `mcpx "
                                      f"secrets set {login.server} {auth.client_secret}`)")
-            return Client(client_id=auth.client_id, client_secret=secret, redirect_uri=redirect,
+            return OAuthClient(client_id=auth.client_id, client_secret=secret, redirect_uri=redirect,
                           token_endpoint_auth_method="client_secret_basic" if secret else "none")
         issuer = login.meta.issuer
         try:

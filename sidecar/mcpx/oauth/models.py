@@ -45,7 +45,7 @@ class ServerMetadata(_Wire):
     client_id_metadata_document_supported: bool = False
 
 
-class Client(BaseModel):
+class OAuthClient(BaseModel):
     """The client mcpx is at one authorization server: from the config, or registered there (RFC 7591)."""
 
     client_id: str

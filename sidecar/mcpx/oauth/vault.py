@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from mcpx.oauth.models import Client, Tokens
+from mcpx.oauth.models import OAuthClient, Tokens
 from mcpx.system import keychain
 
 SERVICE = "mcpx-oauth:"  # + the authorization server's issuer
@@ -32,13 +32,13 @@ def forget_tokens(issuer: str, resource: str) -> bool:
     return keychain.delete(SERVICE + issuer, "tokens " + resource)
 
 
-def client(issuer: str, redirect_uri: str) -> Client | None:
+def client(issuer: str, redirect_uri: str) -> OAuthClient | None:
     text = keychain.read(SERVICE + issuer, "client " + redirect_uri)
     try:
-        return Client.model_validate_json(text) if text else None
+        return OAuthClient.model_validate_json(text) if text else None
     except ValidationError:
         return None
 
 
-def keep_client(issuer: str, value: Client) -> None:
+def keep_client(issuer: str, value: OAuthClient) -> None:
     keychain.write(SERVICE + issuer, "client " + value.redirect_uri, value.model_dump_json(exclude_none=True))

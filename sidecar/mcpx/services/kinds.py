@@ -30,7 +30,7 @@ from mcpx.shared.upstream_errors import UpstreamError
 from mcpx.upstream import secrets
 from mcpx.upstream.kind import (
     Authorizer,
-    CallFailed,
+    CallError,
     CallScope,
     InstanceInfo,
     KindFactory,
@@ -66,8 +66,8 @@ async def confirmed_send(scope: CallScope, prepare: Callable[[], Any], send: Cal
                 return result
             request = again  # what would go is not what was accepted: ask about what it is now
     except (BadArguments, document.DocumentError) as exc:
-        raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: {exc}") from None
-    raise CallFailed(f"{r.server}.{r.tool}: nothing was sent: the request changed each time it was confirmed")
+        raise CallError(f"{r.server}.{r.tool}: nothing was sent: {exc}") from None
+    raise CallError(f"{r.server}.{r.tool}: nothing was sent: the request changed each time it was confirmed")
 
 
 async def _secrets(server: str, entry: OpenApiServer | CommandsServer) -> dict[str, str]:
@@ -78,9 +78,9 @@ async def _secrets(server: str, entry: OpenApiServer | CommandsServer) -> dict[s
         raise BadArguments(str(exc)) from None
 
 
-def _never_remembered(scope: CallScope) -> CallFailed:
+def _never_remembered(scope: CallScope) -> CallError:
     # neither kind remembers anything (upstream/kind.py: `remember`), so no daemon leaves one of their calls to follow
-    return CallFailed(f"{scope.request.server}.{scope.request.tool}: a service's call is not continued after a "
+    return CallError(f"{scope.request.server}.{scope.request.tool}: a service's call is not continued after a "
                       "restart; nothing was sent since (call it again to be asked again)")
 
 
@@ -192,7 +192,7 @@ class OpenApiKind:
 
     async def _login(self, scope: CallScope, entry: OpenApiServer, base_url: str) -> Authorizer | None:
         """The service's login, when its entry has `auth`: its token held (kept, or refreshed if it is about to
-        expire); CallFailed when there is none, on which the gateway asks the person to log in and calls again."""
+        expire); CallError when there is none, on which the gateway asks the person to log in and calls again."""
         r = scope.request
         if entry.auth is None:
             return None
@@ -202,7 +202,7 @@ class OpenApiKind:
             # anything is sent, a write above all
             refused = await login.challenged(401, None)
             if refused is not None:
-                raise CallFailed(f"{r.server}.{r.tool} was not sent: {refused}")
+                raise CallError(f"{r.server}.{r.tool} was not sent: {refused}")
         return login
 
     @staticmethod
@@ -212,7 +212,7 @@ class OpenApiKind:
             return request
         authorization = await login.authorization()
         if authorization is None:
-            raise CallFailed(f"{scope.request.server}.{scope.request.tool} was not sent: its login ended meanwhile")
+            raise CallError(f"{scope.request.server}.{scope.request.tool} was not sent: its login ended meanwhile")
         scope.secret(authorization.partition(" ")[2])
         headers = [(k, authorization if k == "Authorization" else v) for k, v in request.headers]
         return request.model_copy(update={"headers": headers})
@@ -257,7 +257,7 @@ class OpenApiKind:
                     # else the login is needed again, and the gateway asks for it
                     refused = await login.challenged(response.status, response.challenge)
                     if refused is not None:
-                        raise CallFailed(f"{r.server}.{r.tool}: {refused}")
+                        raise CallError(f"{r.server}.{r.tool}: {refused}")
                 return http.result(response, request.url)
             except aiohttp.ClientError as exc:
                 return {"content": [{"type": "text", "text": f"{request.method} {request.url} failed: "

@@ -23,7 +23,7 @@ Python or a library raised. Each family stays where its layer is; this module im
      │    │    └── UnknownTool
      │    └── MissingSecrets      upstream/secrets.py: a server's secret not in the keychain, or no keychain
      ├── NoKeychain, KeychainError  system/keychain.py: no OS keychain answers here; or it answered with a refusal
-     ├── CallFailed               call/errors.py: a call that ended without a result
+     ├── CallError                call/errors.py: a call that ended without a result
      ├── CallTimeout              call/deadline.py
      ├── UnknownTask              call/errors.py
      ├── Refused                  surface/http_endpoint.py: a /mcp request answered before the surface

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from mcpx.broker.broker import Broker, Handle
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest, SessionSource, StoredTask, TaskDoc, TaskState
-from mcpx.call.errors import CallFailed, UnknownTask
+from mcpx.call.errors import CallError, UnknownTask
 from mcpx.call.lean import LeanCall, Settled
 from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
@@ -285,7 +285,7 @@ class Gateway:
         for _login in range(3):
             try:
                 return await call()
-            except (UpstreamError, RpcError, PeerClosed, CallFailed):
+            except (UpstreamError, RpcError, PeerClosed, CallError):
                 # an HTTP server's login, or a REST service's (services/kinds.py): whichever the server's login is for
                 protected = self.logins.held(r.server)
                 if protected is None or not self.logins.needs_login(r.server):
@@ -294,15 +294,15 @@ class Gateway:
                 handle = await self.logins.asking(r.server, protected, scope.own_request(r.server, "", {}),
                                                   scope.call.stored_with)
             except LoginError as exc:
-                raise CallFailed(f"{r.server}.{r.tool} was not run: its server needs a login, and it cannot be "
+                raise CallError(f"{r.server}.{r.tool} was not run: its server needs a login, and it cannot be "
                                  f"begun: {exc}") from None
             answer = await scope.own_answer(handle, "mcpx's login question")
             if answer.action == "decline":
-                raise CallFailed(f"{r.server}.{r.tool} was not run: login declined ({handle.id}, by {answer.by})")
+                raise CallError(f"{r.server}.{r.tool} was not run: login declined ({handle.id}, by {answer.by})")
             if answer.action != "accept":
-                raise CallFailed(f"{r.server}.{r.tool} was not run: nobody logged in ({handle.id}: "
+                raise CallError(f"{r.server}.{r.tool} was not run: nobody logged in ({handle.id}: "
                                  f"{scope.why_not(answer)})")
-        raise CallFailed(f"{r.server}.{r.tool} was not run: its server still refused after three logins")
+        raise CallError(f"{r.server}.{r.tool} was not run: its server still refused after three logins")
 
     async def _run(self, call: Call, lean: LeanSend | None = None) -> dict[str, Any]:
         """Run a call to its result: what mcpx asks first (secrets, a confirmation), then its kind's call. `lean`:
@@ -323,7 +323,7 @@ class Gateway:
                     await scope.confirm_destructive("may change or delete things")
             return await self._logged_in(scope, lambda: self.kinds.of(scope.entry).call(scope))
         except UpstreamError as exc:  # the server went from the config meanwhile, or would not start
-            raise CallFailed(str(exc)) from None
+            raise CallError(str(exc)) from None
 
     def start_lean(self, request: CallRequest, settled: Settled) -> LeanCall | None:
         """A plain call written now on the lean path (call/lean.py), or None when it is not one: started then as any
@@ -359,7 +359,7 @@ class Gateway:
             scope = self._scope(call)
             return await self.kinds.of(scope.entry).follow(scope, call.remembered)
         except UpstreamError as exc:
-            raise CallFailed(str(exc)) from None
+            raise CallError(str(exc)) from None
 
     async def _may_change_things(self, call: Call) -> bool:
         try:
@@ -383,10 +383,10 @@ class Gateway:
             answer = await scope.own_answer(handle, "mcpx's question for its secrets",
                                             self.secrets.settled(r.server, handle))
             if answer.action != "accept":
-                raise CallFailed(f"{r.server}.{r.tool} was not run: its server needs secrets, mcpx asked for them "
+                raise CallError(f"{r.server}.{r.tool} was not run: its server needs secrets, mcpx asked for them "
                                  f"({handle.id}) and {scope.why_not(answer)}")
             if lacking := await self.secrets.lacking(r.server, entry):
-                raise CallFailed(f"{r.server}.{r.tool} was not run: {', '.join(lacking)} answered in {handle.id} "
+                raise CallError(f"{r.server}.{r.tool} was not run: {', '.join(lacking)} answered in {handle.id} "
                                  "but the keychain did not keep them (the daemon's log says why)")
         except secrets.MissingSecrets as exc:
-            raise CallFailed(str(exc)) from None
+            raise CallError(str(exc)) from None

@@ -16,7 +16,7 @@ How a kind plugs in
    `KindFactory` per kind, which it calls with itself (`Gateway(broker, config, kinds=[lambda host: MyKind(...,
    host)])`, where the daemon builds its parts: `daemon/server.py`). It keeps
    whatever it needs per server (processes, HTTP clients, parsed documents) and ends all of it in `stop`.
-   Import everything a kind needs from this module (`CallFailed`, `CallRequest`, ...): these names stay put
+   Import everything a kind needs from this module (`CallError`, `CallRequest`, ...): these names stay put
    while the modules behind them move.
 3. **Listing tools.** `tools(server)` returns the server's tools as MCP `Tool` objects (`name`, `description`,
    `inputSchema`, and `annotations` when known: `readOnlyHint`/`destructiveHint` decide whether mcpx's own
@@ -26,15 +26,15 @@ How a kind plugs in
    optionally `structuredContent`, `isError`). The scope (`CallScope`) is the call's context: the request
    (`scope.request`: server, tool, arguments, the caller's session and directory), its deadline, and the only
    ways a kind may reach a person or the store:
-   - `await scope.ask(Question(...))`: a question of mcpx's own, in the call. The call shows as
+   - `await scope.ask(OwnQuestion(...))`: a question of mcpx's own, in the call. The call shows as
      `input-required` with the question open (every door sees it: the host, the CLI, REST, the inbox, a phone
      link), the call's deadline stands still, and the coroutine returns the person's `Answer` once given
-     (accept with its content, decline, cancel, or cancel by expiry after `ttl`). It raises `CallFailed` (the call
+     (accept with its content, decline, cancel, or cancel by expiry after `ttl`). It raises `CallError` (the call
      ends, naming the question) when the question ends with no answer allowed (policy `error`, the call ending).
    - `await scope.confirm(summary, exact)`: a confirmation bound to one exact request. `exact` is what the kind
      is about to send, as a JSON document (an HTTP method, URL, headers without credentials, body; a command's
      argv): the person is shown it verbatim, and the question carries its digest (`digest(exact)`). It returns
-     only on an explicit yes to that document; anything else raises `CallFailed` saying who refused and how. The
+     only on an explicit yes to that document; anything else raises `CallError` saying who refused and how. The
      kind must then send exactly `exact`: a changed request needs a new confirmation, one per write.
    - `scope.progress(progress, total, message)`: a report for whoever follows the call (relayed to an MCP client
      that asked for progress; kept on the call for `mcpx call` and `GET /v1/tasks/ID`).
@@ -44,7 +44,7 @@ How a kind plugs in
      restarts (an upstream job's id, a retry that was due). It is stored with the call at once; after a restart
      the gateway calls `follow(scope, state)` with the last one remembered, in place of `call`. A kind that
      remembers nothing has its calls fail at a restart with the reason said (nothing can continue them).
-   A kind says why a call failed by raising `CallFailed` with words a person understands (naming the server, the
+   A kind says why a call failed by raising `CallError` with words a person understands (naming the server, the
    tool and what to do); `CallTimeout` when its upstream let the deadline pass. Any other exception is reported
    as mcpx failing the call, with its type.
 5. **Cancelling and stopping.** A call is cancelled by cancelling the coroutine running `call` (or `follow`):
@@ -67,17 +67,33 @@ from pydantic import BaseModel, Field
 
 from mcpx.broker.models import Answer, Moment, WireModel
 from mcpx.call.deadline import CallTimeout, PausableDeadline
-from mcpx.call.errors import CallFailed
-from mcpx.call.questions import Question, digest
+from mcpx.call.errors import CallError
+from mcpx.call.questions import OwnQuestion, digest
 from mcpx.call.request import CallRequest
 from mcpx.config.models import ServerConfig
 from mcpx.mcp.http_client import Authorizer
 from mcpx.mcp.protocol import Era
 from mcpx.oauth.models import Protected
 
-__all__ = ["Authorizer", "CallFailed", "CallRequest", "CallScope", "CallTimeout", "InstanceInfo", "KindFactory",
-           "Kinds", "LoginKind", "PausableDeadline", "Protected", "Question", "Tool", "ToolResult", "UpstreamHost",
-           "UpstreamKind", "digest"]
+__all__ = [
+    "Authorizer",
+    "CallError",
+    "CallRequest",
+    "CallScope",
+    "CallTimeout",
+    "InstanceInfo",
+    "KindFactory",
+    "Kinds",
+    "LoginKind",
+    "OwnQuestion",
+    "PausableDeadline",
+    "Protected",
+    "Tool",
+    "ToolResult",
+    "UpstreamHost",
+    "UpstreamKind",
+    "digest",
+]
 
 Tool = dict[str, Any]  # an MCP Tool, as the MCP surface serves it: name, description, inputSchema, annotations
 ToolResult = dict[str, Any]  # an MCP CallToolResult: content, structuredContent, isError
@@ -128,12 +144,12 @@ class CallScope(Protocol):
         work; it stands still while the call waits on a person."""
         ...
 
-    async def ask(self, question: Question) -> Answer:
-        """Ask the person; the call waits (input-required) until they answer. CallFailed if no answer may come."""
+    async def ask(self, question: OwnQuestion) -> Answer:
+        """Ask the person; the call waits (input-required) until they answer. CallError if no answer may come."""
         ...
 
     async def confirm(self, summary: str, exact: Mapping[str, Any]) -> None:
-        """Returns once the person confirmed exactly `exact`; CallFailed (who refused, how) otherwise."""
+        """Returns once the person confirmed exactly `exact`; CallError (who refused, how) otherwise."""
         ...
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
@@ -162,7 +178,7 @@ class UpstreamHost(Protocol):
 
     def authorizer(self, server: str, protected: Protected) -> Authorizer:
         """The server's login (oauth/), as the wire knows one: the Authorization header for a request, and what a
-        401 means. When it raises `CallFailed` because the login is missing, the gateway asks the person to log in
+        401 means. When it raises `CallError` because the login is missing, the gateway asks the person to log in
         (one url-mode question per server) and runs the call again once they have."""
         ...
 

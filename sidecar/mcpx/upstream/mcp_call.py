@@ -17,7 +17,7 @@ from mcpx.broker.broker import Broker, Handle, InvalidQuestion
 from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import REDACTED, Action, Answer, Elicitation, OpenRequest, StoredTask
 from mcpx.call.deadline import PausableDeadline
-from mcpx.call.errors import CallFailed
+from mcpx.call.errors import CallError
 from mcpx.call.record import Call
 from mcpx.call.request import Slot
 from mcpx.mcp import jsonrpc
@@ -221,7 +221,7 @@ class McpCallHooks:
             reason = (f"{self.call.request.server}.{self.call.request.tool} needed an answer to {handle.id} "
                       f"({handle.elicitation.message!r}) and none may be given: {ended.reason}")
             self.call.note_end_reason(reason)
-            raise CallFailed(reason) from None
+            raise CallError(reason) from None
         except asyncio.CancelledError:
             if not self.call.suspended:
                 self.call.abandoning(handle.id)
@@ -271,7 +271,7 @@ class McpCallHooks:
             self.broker.hand_first(q.id, hand)
         try:
             answer = await self.wait(handle)
-        except CallFailed as exc:
+        except CallError as exc:
             self.call.fail(str(exc))  # the runner waits for the server's result: the call ends there, failed
             raise RpcError(jsonrpc.INTERNAL_ERROR, str(exc)) from None
         finally:
@@ -294,19 +294,19 @@ class McpCallHooks:
         self._completed_early.add(elicitation_id)
 
     def _planned(self, key: str, req: Any) -> tuple[str, Any]:
-        """One of inputRequests, checked: its method and params (an elicitation's as ElicitParams); CallFailed for
+        """One of inputRequests, checked: its method and params (an elicitation's as ElicitParams); CallError for
         a request that is invalid or that mcpx did not declare (sampling, unless the calling client serves it)."""
         method = req.get("method") if isinstance(req, dict) else None
         if method == "elicitation/create":
             try:
                 return method, ElicitParams.model_validate(req.get("params") or {})
             except Exception as exc:
-                raise CallFailed(f"server {self.conn.name!r} sent an invalid elicitation in inputRequests"
+                raise CallError(f"server {self.conn.name!r} sent an invalid elicitation in inputRequests"
                                  f"[{key!r}]: {exc}") from None
         if method == "roots/list" or (method == "sampling/createMessage"
                                       and self.call.request.client_serves("sampling")):
             return method, req.get("params") or {}
-        raise CallFailed(f"server {self.conn.name!r} asked for {method!r} in inputRequests[{key!r}], which "
+        raise CallError(f"server {self.conn.name!r} asked for {method!r} in inputRequests[{key!r}], which "
                          "mcpx did not declare to it")
 
     async def answer_round(self, asked: InputRequired, round_no: int) -> dict[str, Any]:
@@ -417,7 +417,7 @@ class McpCallHooks:
         if answer is None and q.state == "pending":
             handle = self.broker.handle(eid, q)
             if handle is None:
-                raise CallFailed(f"{eid} cannot be re-attached after the restart")
+                raise CallError(f"{eid} cannot be re-attached after the restart")
             self._opened(handle)
             answer = await self.wait(handle)
         if answer is None:  # it ended without an answer (abandoned): the server is not left waiting for it
@@ -436,6 +436,6 @@ class McpCallHooks:
 def usable(answer: Answer) -> dict[str, Any]:
     """A stored answer as the ElicitResult to send after a restart: never one whose credential was redacted."""
     if answer.content and REDACTED in answer.content.values():
-        raise CallFailed(f"the answer to {answer.id} held a credential, which mcpx never stores; after the "
+        raise CallError(f"the answer to {answer.id} held a credential, which mcpx never stores; after the "
                          "restart the call cannot be re-driven with it — run the call again")
     return elicit_result(answer)

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from mcpx.broker.broker import Broker
 from mcpx.call.deadline import PausableDeadline
-from mcpx.call.errors import CallFailed
+from mcpx.call.errors import CallError
 from mcpx.call.lean import LeanCall
 from mcpx.call.record import Call
 from mcpx.call.run import CallRun
@@ -110,19 +110,19 @@ class McpKind:
 
     @staticmethod
     async def _said(call: Call, work: Any) -> ToolResult:
-        """The call's result; what went wrong, in words that name the server and the question (CallFailed)."""
+        """The call's result; what went wrong, in words that name the server and the question (CallError)."""
         r = call.request
         try:
             result: ToolResult = await work
             return result
         except (UpstreamError, RoundsError, TaskError) as exc:
-            raise CallFailed(str(exc)) from None
+            raise CallError(str(exc)) from None
         except PeerClosed as exc:
             named = [*call.abandoned, *call.open]
             which = f" while question {named[-1]} was open" if named else ""
-            raise CallFailed(f"server {r.server!r} went away during {r.tool}{which}: {exc}") from None
+            raise CallError(f"server {r.server!r} went away during {r.tool}{which}: {exc}") from None
         except RpcError as exc:
-            raise CallFailed(f"server {r.server!r} answered {r.tool} with error {exc.code}: {exc.message}",
+            raise CallError(f"server {r.server!r} answered {r.tool} with error {exc.code}: {exc.message}",
                              result={"error": exc.to_error()}) from None
 
     async def _call_with_era(self, scope: CallRun, timeout: float, era: Era | None,
@@ -173,11 +173,11 @@ class McpKind:
             elif q.state == "pending":
                 handle = self.broker.handle(eid, q)
                 if handle is None:
-                    raise CallFailed(f"{eid} cannot be re-attached after the restart")
+                    raise CallError(f"{eid} cannot be re-attached after the restart")
                 call.asked(q, pending=True, tell=False)
                 waits[key] = handle
             else:
-                raise CallFailed(f"{eid} was {q.state} during the restart: {q.state_reason or 'no answer'}")
+                raise CallError(f"{eid} was {q.state} during the restart: {q.state_reason or 'no answer'}")
         call.running("input-required" if waits else "running")
         for key, handle in waits.items():
             answer = await handle.answer()
@@ -198,7 +198,7 @@ class McpKind:
             except RpcError as exc:
                 if exc.code != jsonrpc.INVALID_PARAMS or hooks.rounds:
                     raise
-                raise CallFailed(forgotten(r.server, r.tool, exc, list(resume.keys.values()))) from None
+                raise CallError(forgotten(r.server, r.tool, exc, list(resume.keys.values()))) from None
 
     async def _refollow(self, scope: CallRun, upstream_task: str) -> ToolResult:
         """Follow again the task the server made of the call: its questions still pending are re-attached as its
@@ -218,15 +218,15 @@ class McpKind:
                 call.note_end_reason(reason)
                 for eid in (hooks.resume.keys.values() if hooks.resume else ()):
                     await self.broker.abandon(eid, reason)
-                raise CallFailed(reason) from None
+                raise CallError(reason) from None
 
 
 GoOn = Callable[[Call, "LeanSend"], Awaitable[ToolResult]]  # how a promoted lean call goes on (the gateway's)
 
 
 class LeanSend:
-    """A plain call's request sent on the lean path (call/lean.py's `Sent`): the instance it holds and the request in
-    flight, for the runner that continues it if it is promoted; its hooks and deadline, made the first time they
+    """A plain call's request sent on the lean path (call/lean.py's `SentCall`): the instance it holds and the request
+    in flight, for the runner that continues it if it is promoted; its hooks and deadline, made the first time they
     are needed (its server sends it something, or it is promoted): a call that ends plainly never has them."""
 
     __slots__ = ("_deadline", "_go_on", "_hooks", "_lean", "broker", "conn", "due", "entry", "era", "lease",

@@ -11,12 +11,12 @@ import pytest
 from conftest import FixedConfig
 from mcpx.broker.broker import Broker
 from mcpx.broker.errors import InvalidContent
-from mcpx.call.errors import CallFailed
+from mcpx.call.errors import CallError
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.call.run import CallRun
 from mcpx.config.models import Config, StdioServer
-from mcpx.upstream.kind import Question, digest
+from mcpx.upstream.kind import OwnQuestion, digest
 
 PATIENCE = 10.0  # no wait here is for time: each ends with an event, this only bounds it
 
@@ -59,11 +59,11 @@ async def test_a_kind_asks_confirms_an_exact_request_and_remembers(broker: Broke
     refusing = asyncio.ensure_future(scope.confirm("create_issue writes to the tracker", exact))
     eid = await opened(call)
     await broker.answer(eid, "decline", by="person:cli", reason="not today")
-    with pytest.raises(CallFailed, match=rf"mcpx asked first \({eid}\) and person:cli said decline \(not today\)"):
+    with pytest.raises(CallError, match=rf"mcpx asked first \({eid}\) and person:cli said decline \(not today\)"):
         await asyncio.wait_for(refusing, PATIENCE)
 
     # a question of mcpx's own: the person's answer, as given
-    asking = asyncio.ensure_future(scope.ask(Question(
+    asking = asyncio.ensure_future(scope.ask(OwnQuestion(
         message="which project?", requested_schema={"type": "object", "properties": {"project": {"type": "string"}}})))
     eid = await opened(call)
     await broker.answer(eid, "accept", {"project": "mcpx"}, by="person:cli")

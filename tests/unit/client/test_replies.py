@@ -25,7 +25,7 @@ def wire_keys(model: type[BaseModel]) -> set[str]:
     (replies.TaskView, wire_keys(ListedTask)),
     (replies.QuestionDoc, wire_keys(WaitingQuestion)),
     (replies.CallWaiting, wire_keys(CallInputRequired)),
-    (replies.ToolAnnotations, wire_keys(ToolAnnotations)),
+    (replies.ToolHints, wire_keys(ToolAnnotations)),
     (replies.LoginDoc, wire_keys(LoginView)),
     # what MCP says of a tool and a result, as the SDK models them: the daemon passes a server's own on
     (replies.ToolDoc, wire_keys(mcp.types.Tool)),

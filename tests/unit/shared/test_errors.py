@@ -7,7 +7,7 @@ import pytest
 from mcpx.api.table import RouteError
 from mcpx.broker.errors import BrokerError, Gone, QuestionEnded
 from mcpx.broker.store import StoreRefused
-from mcpx.call.errors import CallFailed, UnknownTask
+from mcpx.call.errors import CallError, UnknownTask
 from mcpx.client.transport import ApiError, NoDaemon
 from mcpx.config.problems import ConfigError
 from mcpx.mcp.jsonrpc import RpcError
@@ -17,7 +17,7 @@ from mcpx.shared.upstream_errors import UpstreamError
 
 
 @pytest.mark.parametrize("family", [BrokerError, Gone, QuestionEnded, StoreRefused, ConfigError, RpcError,
-                                    PeerClosed, UpstreamError, CallFailed, UnknownTask, RouteError, NoDaemon,
+                                    PeerClosed, UpstreamError, CallError, UnknownTask, RouteError, NoDaemon,
                                     ApiError])
 def test_every_family_derives_from_the_one_root(family: type[BaseException]) -> None:
     assert issubclass(family, McpxError)

@@ -168,7 +168,7 @@ export type CallBody = {
   elicit?: "ask" | "auto" | "decline" | "error" | null
 }
 
-export type CallFailed = {
+export type CallFailure = {
   error: ErrorDetail
   task: string
   trace: string

@@ -54,7 +54,7 @@ def project_key(cwd: Path) -> str:
 
 
 @dataclass(frozen=True)
-class Place:
+class ClaudePlace:
     """Where install writes, for a scope."""
 
     scope: Scope
@@ -65,14 +65,14 @@ class Place:
     skill: Path
 
     @staticmethod
-    def of(scope: Scope, cwd: Path | None = None) -> Place:
+    def of(scope: Scope, cwd: Path | None = None) -> ClaudePlace:
         if scope == "user":
             own = config_dir()
             root = own if os.environ.get("CLAUDE_CONFIG_DIR") else Path.home()
-            return Place(scope, root, user_file(), own / "settings.json", None, own / "skills" / SKILL)
+            return ClaudePlace(scope, root, user_file(), own / "settings.json", None, own / "skills" / SKILL)
         root = (cwd or Path.cwd()).resolve()
         dot = root / ".claude"
-        return Place(scope, root, root / ".mcp.json", dot / "settings.json", dot / "settings.local.json",
+        return ClaudePlace(scope, root, root / ".mcp.json", dot / "settings.json", dot / "settings.local.json",
                      dot / "skills" / SKILL)
 
     def shown(self, path: Path) -> str:

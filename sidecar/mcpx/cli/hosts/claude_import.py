@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpx.cli.common import emit_json
-from mcpx.cli.hosts.claude_files import DOC, MCP_KEY, Place, project_key, read_json, user_file
+from mcpx.cli.hosts.claude_files import DOC, MCP_KEY, ClaudePlace, project_key, read_json, user_file
 from mcpx.cli.hosts.claude_install import ENTRY, TOOL_PREFIX, apply, is_mcpx_entry
 from mcpx.cli.hosts.host_files import import_target, write_json
 from mcpx.cli.hosts.server_import import Unimportable, move, namesakes, tell
@@ -62,7 +62,7 @@ def imported_entry(name: str, entry: Any, environ: Mapping[str, str]) -> tuple[A
     return out, passed
 
 
-def _sources(place: Place, cwd: Path) -> list[tuple[Path, list[str]]]:
+def _sources(place: ClaudePlace, cwd: Path) -> list[tuple[Path, list[str]]]:
     """The files and the keys to the `mcpServers` objects import reads, the one Claude Code prefers first."""
     if place.scope == "user":
         return [(user_file(), [MCP_KEY])]
@@ -78,7 +78,7 @@ def _servers(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
 
 def import_servers(args: argparse.Namespace) -> int:
     cwd = Path.cwd().resolve()
-    place = Place.of(args.scope, cwd)
+    place = ClaudePlace.of(args.scope, cwd)
     sources = _sources(place, cwd)
     data = {path: read_json(path) for path, _ in sources}  # every file read first: one refused, none written
     target = import_target(args.scope, cwd)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpx.cli.common import emit_json
-from mcpx.cli.hosts.claude_files import MCP_KEY, Place, read_json
+from mcpx.cli.hosts.claude_files import MCP_KEY, ClaudePlace, read_json
 from mcpx.cli.hosts.host_cmd import installer
 from mcpx.cli.hosts.host_files import (
     Created,
@@ -71,7 +71,7 @@ def hook_timeout(cwd: Path) -> int:
 
 
 @dataclass(frozen=True)
-class Wanted:
+class ClaudeWanted:
     command: list[str]  # `mcpx serve`, as serve_command() resolves it
     timeout: int
 
@@ -130,16 +130,16 @@ def _without_ours(group: Any) -> Any:
     return {**group, HOOKS: kept} if kept else None
 
 
-Change = Callable[[dict[str, Any], Wanted, Path, list[str]], dict[str, Any]]
+Change = Callable[[dict[str, Any], ClaudeWanted, Path, list[str]], dict[str, Any]]
 
 
-def with_entry(data: dict[str, Any], want: Wanted, file: Path, created: list[str]) -> dict[str, Any]:
+def with_entry(data: dict[str, Any], want: ClaudeWanted, file: Path, created: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = copied(data)
     _at(out, [MCP_KEY], dict, file, created)[ENTRY] = want.mcp
     return out
 
 
-def with_hook(data: dict[str, Any], want: Wanted, file: Path, created: list[str]) -> dict[str, Any]:
+def with_hook(data: dict[str, Any], want: ClaudeWanted, file: Path, created: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = copied(data)
     groups = _at(out, [HOOKS, EVENT], list, file, created)
     ours = [g for g in groups if _without_ours(g) is not g]
@@ -148,7 +148,7 @@ def with_hook(data: dict[str, Any], want: Wanted, file: Path, created: list[str]
     return out
 
 
-def with_approval(data: dict[str, Any], want: Wanted, file: Path, created: list[str]) -> dict[str, Any]:
+def with_approval(data: dict[str, Any], want: ClaudeWanted, file: Path, created: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = copied(data)
     approved = _at(out, [APPROVED], list, file, created)
     if ENTRY not in approved:
@@ -181,7 +181,7 @@ def without(data: dict[str, Any], created: set[str]) -> tuple[dict[str, Any], li
 # ---- the command
 
 
-def _files(place: Place) -> list[tuple[Path, Change]]:
+def _files(place: ClaudePlace) -> list[tuple[Path, Change]]:
     changes: list[tuple[Path, Change]] = [(place.mcp, with_entry), (place.settings, with_hook)]
     if place.approvals is not None:
         changes.append((place.approvals, with_approval))
@@ -189,11 +189,11 @@ def _files(place: Place) -> list[tuple[Path, Change]]:
 
 
 @dataclass
-class Installed:
+class ClaudeInstalled:
     """What one install did, and what it wants in each file."""
 
-    place: Place
-    want: Wanted
+    place: ClaudePlace
+    want: ClaudeWanted
     machine: bool  # the entry names this machine's mcpx, not the one on PATH
     written: list[str]
     disabled: bool  # the person turned the project's mcpx off (disabledMcpjsonServers)
@@ -250,7 +250,7 @@ def git_ignores(path: Path) -> bool | None:
     return {0: True, 1: False}.get(asked.returncode)  # 128: not a work tree
 
 
-def apply(place: Place) -> Installed:
+def apply(place: ClaudePlace) -> ClaudeInstalled:
     """Install into `place`: every file read first (one refused, none written), each written only if it changes."""
     files = _files(place)
     before = {path: read_json(path) for path, _ in files}
@@ -258,7 +258,7 @@ def apply(place: Place) -> Installed:
     if not skill.is_file():
         raise HostConfigError(f"{skill} not found: {missing_hint()}")
     command, machine = serve_command()
-    want = Wanted(command, hook_timeout(Path.cwd()))
+    want = ClaudeWanted(command, hook_timeout(Path.cwd()))
     record = Created("claude")
     written: list[str] = []
     for path, change in files:
@@ -272,10 +272,10 @@ def apply(place: Place) -> Installed:
         written.append(place.shown(place.skill / "SKILL.md"))
     record.save()
     disabled = place.approvals is not None and ENTRY in (before[place.approvals].get("disabledMcpjsonServers") or [])
-    return Installed(place, want, machine, written, disabled)
+    return ClaudeInstalled(place, want, machine, written, disabled)
 
 
-def _uninstall(args: argparse.Namespace, place: Place) -> int:
+def _uninstall(args: argparse.Namespace, place: ClaudePlace) -> int:
     before = {path: read_json(path) for path, _ in _files(place)}
     record = Created("claude")
     removed: dict[str, list[str]] = {}
@@ -316,4 +316,4 @@ def _uninstall(args: argparse.Namespace, place: Place) -> int:
     return 0
 
 
-install = installer(Place.of, apply, _uninstall)
+install = installer(ClaudePlace.of, apply, _uninstall)

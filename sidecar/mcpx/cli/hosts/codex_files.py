@@ -57,16 +57,16 @@ def write_toml(path: Path, doc: TOMLDocument) -> bool:
 
 
 @dataclass(frozen=True)
-class Place(host_entry.Place):
+class CodexPlace(host_entry.Place):
     """Where install writes, for a scope: Codex's config.toml and skills folder."""
 
     @staticmethod
-    def of(scope: Scope, cwd: Path | None = None) -> Place:
+    def of(scope: Scope, cwd: Path | None = None) -> CodexPlace:
         if scope == "user":
             home = codex_home()
-            return Place(scope, home, home / "config.toml", home / "skills" / SKILL)
+            return CodexPlace(scope, home, home / "config.toml", home / "skills" / SKILL)
         root = (cwd or Path.cwd()).resolve()
-        return Place(scope, root, root / ".codex" / "config.toml", root / ".codex" / "skills" / SKILL)
+        return CodexPlace(scope, root, root / ".codex" / "config.toml", root / ".codex" / "skills" / SKILL)
 
     def trusted(self) -> bool:
         """Codex reads this project's config: the user's config trusts the project (or a folder above it)."""

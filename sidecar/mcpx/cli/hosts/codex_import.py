@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mcpx.cli.hosts.codex_files import DOC, MCP_KEY, Place, plain, read_toml, write_toml
+from mcpx.cli.hosts.codex_files import DOC, MCP_KEY, CodexPlace, plain, read_toml, write_toml
 from mcpx.cli.hosts.codex_install import ENTRY, TOOL_PREFIX, apply
 from mcpx.cli.hosts.host_cmd import imported
 from mcpx.cli.hosts.host_entry import is_mcpx_entry
@@ -61,7 +61,7 @@ def imported_entry(entry: Any) -> tuple[Any, list[str]]:
 
 def import_servers(args: argparse.Namespace) -> int:
     cwd = Path.cwd().resolve()
-    place = Place.of(args.scope, cwd)
+    place = CodexPlace.of(args.scope, cwd)
     doc = read_toml(place.config)  # read first: a file that does not parse is refused before anything is written
     servers = doc.get(MCP_KEY)
     tables: dict[str, Any] = servers if isinstance(servers, dict) else {}

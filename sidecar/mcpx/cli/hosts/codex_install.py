@@ -27,7 +27,7 @@ from typing import Any
 import tomlkit
 from tomlkit.items import Table
 
-from mcpx.cli.hosts.codex_files import MCP_KEY, Place, plain, read_toml, write_toml
+from mcpx.cli.hosts.codex_files import MCP_KEY, CodexPlace, plain, read_toml, write_toml
 from mcpx.cli.hosts.host_cmd import installer
 from mcpx.cli.hosts.host_entry import put_entry, take_entry
 from mcpx.cli.hosts.host_files import HostConfigError, longest_wait, serve_command
@@ -43,7 +43,7 @@ OURS = ("command", "args", "env", "env_vars", "tool_timeout_sec")  # the keys of
 
 
 @dataclass(frozen=True)
-class Wanted:
+class CodexWanted:
     command: list[str]  # `mcpx serve`, as serve_command() resolves it
     timeout: int
 
@@ -100,9 +100,9 @@ class ConfigToml:
 
 
 @dataclass
-class Installed:
-    place: Place
-    want: Wanted
+class CodexInstalled:
+    place: CodexPlace
+    want: CodexWanted
     machine: bool  # the entry names this machine's mcpx, not the one on PATH
     written: list[str]
 
@@ -137,17 +137,17 @@ class Installed:
                   "if you want it to. When you change a TTL in mcpx's config, install again: the timeout follows it.")
 
 
-def apply(place: Place) -> Installed:
+def apply(place: CodexPlace) -> CodexInstalled:
     """Install into `place`: the config read first (refused, nothing written), each file written only if it
     changes."""
     doc = read_toml(place.config)
     command, machine = serve_command()
-    want = Wanted(command, longest_wait(Path.cwd(), "the tool timeout") + TIMEOUT_MARGIN)
-    return Installed(place, want, machine, put_entry(ConfigToml(), place, doc, want.entry))
+    want = CodexWanted(command, longest_wait(Path.cwd(), "the tool timeout") + TIMEOUT_MARGIN)
+    return CodexInstalled(place, want, machine, put_entry(ConfigToml(), place, doc, want.entry))
 
 
-def _uninstall(args: argparse.Namespace, place: Place) -> int:
+def _uninstall(args: argparse.Namespace, place: CodexPlace) -> int:
     return take_entry(args, ConfigToml(), place)
 
 
-install = installer(Place.of, apply, _uninstall)
+install = installer(CodexPlace.of, apply, _uninstall)

@@ -25,10 +25,10 @@ def runnable(command: str) -> bool:
 
 def opencode() -> Iterator[Finding]:
     from mcpx.cli.hosts.opencode_files import read_json
-    from mcpx.cli.hosts.opencode_install import ENTRY_POINTS, Place, _plugin_spec_of, is_mcpx_entry
+    from mcpx.cli.hosts.opencode_install import ENTRY_POINTS, OpencodePlace, _plugin_spec_of, is_mcpx_entry
 
     for global_, where, flag in ((False, "this project", ""), (True, "your own config", " --global")):
-        place = Place.of(global_)
+        place = OpencodePlace.of(global_)
         try:
             config, tui = read_json(place.opencode), read_json(place.tui)
         except HostConfigError as exc:
@@ -61,11 +61,11 @@ def opencode() -> Iterator[Finding]:
 
 
 def claude() -> Iterator[Finding]:
-    from mcpx.cli.hosts.claude_files import MCP_KEY, Place, read_json
+    from mcpx.cli.hosts.claude_files import MCP_KEY, ClaudePlace, read_json
     from mcpx.cli.hosts.claude_install import EVENT, HOOKS, is_mcpx_entry, is_mcpx_hook
 
     for scope, where in (("project", "this project"), ("user", "your own config")):
-        place = Place.of(scope)  # type: ignore[arg-type]
+        place = ClaudePlace.of(scope)  # type: ignore[arg-type]
         command = "mcpx claude install" + (" --scope user" if scope == "user" else "")
         install = f"run `{command}` again"
         try:
@@ -93,13 +93,13 @@ def claude() -> Iterator[Finding]:
 
 
 def codex() -> Iterator[Finding]:
-    from mcpx.cli.hosts.codex_files import MCP_KEY, Place, plain, read_toml
+    from mcpx.cli.hosts.codex_files import MCP_KEY, CodexPlace, plain, read_toml
     from mcpx.cli.hosts.codex_install import TIMEOUT_MARGIN
     from mcpx.cli.hosts.host_entry import is_mcpx_entry
     from mcpx.cli.hosts.host_files import longest_wait
 
     for scope, where in (("project", "this project"), ("user", "your own config")):
-        place = Place.of(scope)  # type: ignore[arg-type]
+        place = CodexPlace.of(scope)  # type: ignore[arg-type]
         command = "mcpx codex install" + (" --scope user" if scope == "user" else "")
         try:
             servers = plain(read_toml(place.config).get(MCP_KEY)) or {}
@@ -138,11 +138,11 @@ def codex() -> Iterator[Finding]:
 
 
 def gemini() -> Iterator[Finding]:
-    from mcpx.cli.hosts.gemini_files import MCP_KEY, Place, read_json, trusted
+    from mcpx.cli.hosts.gemini_files import MCP_KEY, GeminiPlace, read_json, trusted
     from mcpx.cli.hosts.host_entry import is_mcpx_entry
 
     for scope, where in (("project", "this project"), ("user", "your own config")):
-        place = Place.of(scope)  # type: ignore[arg-type]
+        place = GeminiPlace.of(scope)  # type: ignore[arg-type]
         command = "mcpx gemini install" + (" --scope user" if scope == "user" else "")
         try:
             settings = read_json(place.config)

@@ -36,16 +36,16 @@ def gemini_dir() -> Path:
 
 
 @dataclass(frozen=True)
-class Place(host_entry.Place):
+class GeminiPlace(host_entry.Place):
     """Where install writes, for a scope: Gemini CLI's settings.json (`config`) and skills folder."""
 
     @staticmethod
-    def of(scope: Scope, cwd: Path | None = None) -> Place:
+    def of(scope: Scope, cwd: Path | None = None) -> GeminiPlace:
         if scope == "user":
             own = gemini_dir()
-            return Place(scope, own, own / "settings.json", own / "skills" / SKILL)
+            return GeminiPlace(scope, own, own / "settings.json", own / "skills" / SKILL)
         root = (cwd or Path.cwd()).resolve()
-        return Place(scope, root, root / ".gemini" / "settings.json", root / ".gemini" / "skills" / SKILL)
+        return GeminiPlace(scope, root, root / ".gemini" / "settings.json", root / ".gemini" / "skills" / SKILL)
 
 
 def trusted(folder: Path) -> bool:

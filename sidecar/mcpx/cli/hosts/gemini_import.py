@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mcpx.cli.hosts.gemini_files import DOC, MCP_KEY, Place, read_json
+from mcpx.cli.hosts.gemini_files import DOC, MCP_KEY, GeminiPlace, read_json
 from mcpx.cli.hosts.gemini_install import ENTRY, TOOL_PREFIX, apply
 from mcpx.cli.hosts.host_cmd import imported
 from mcpx.cli.hosts.host_entry import is_mcpx_entry
@@ -64,7 +64,7 @@ def imported_entry(name: str, entry: Any, environ: Mapping[str, str]) -> tuple[A
 
 def import_servers(args: argparse.Namespace) -> int:
     cwd = Path.cwd().resolve()
-    place = Place.of(args.scope, cwd)
+    place = GeminiPlace.of(args.scope, cwd)
     data = read_json(place.config)  # read first: a file that is refused leaves everything as it was
     found = data.get(MCP_KEY)
     servers: dict[str, Any] = found if isinstance(found, dict) else {}

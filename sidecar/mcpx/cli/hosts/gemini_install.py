@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpx.cli.hosts.gemini_files import MCP_KEY, Place, read_json, trusted
+from mcpx.cli.hosts.gemini_files import MCP_KEY, GeminiPlace, read_json, trusted
 from mcpx.cli.hosts.host_cmd import installer
 from mcpx.cli.hosts.host_entry import put_entry, take_entry
 from mcpx.cli.hosts.host_files import HostConfigError, copied, serve_command, write_json
@@ -74,8 +74,8 @@ class SettingsJson:
 
 
 @dataclass
-class Installed:
-    place: Place
+class GeminiInstalled:
+    place: GeminiPlace
     entry: dict[str, Any]
     machine: bool
     written: list[str]
@@ -108,15 +108,15 @@ class Installed:
                   "the call returns at once saying so.")
 
 
-def apply(place: Place) -> Installed:
+def apply(place: GeminiPlace) -> GeminiInstalled:
     before = read_json(place.config)
     command, machine = serve_command()
     entry = wanted(command)
-    return Installed(place, entry, machine, put_entry(SettingsJson(), place, before, entry))
+    return GeminiInstalled(place, entry, machine, put_entry(SettingsJson(), place, before, entry))
 
 
-def _uninstall(args: argparse.Namespace, place: Place) -> int:
+def _uninstall(args: argparse.Namespace, place: GeminiPlace) -> int:
     return take_entry(args, SettingsJson(), place)
 
 
-install = installer(Place.of, apply, _uninstall)
+install = installer(GeminiPlace.of, apply, _uninstall)

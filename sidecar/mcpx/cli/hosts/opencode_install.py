@@ -48,7 +48,7 @@ ENTRY_POINTS = ("package.json", "server.js", "tui.js")  # plugin/opencode/entry/
 
 
 @dataclass(frozen=True)
-class Place:
+class OpencodePlace:
     """Where install writes, for a project or for opencode's global config directory."""
 
     root: Path
@@ -58,7 +58,7 @@ class Place:
     skill: Path
 
     @staticmethod
-    def of(global_: bool, cwd: Path | None = None) -> Place:
+    def of(global_: bool, cwd: Path | None = None) -> OpencodePlace:
         if global_:
             root = global_config_dir()
             dot = root
@@ -68,7 +68,7 @@ class Place:
         config = opencode_config(global_, cwd)
         here = config.parent
         tuis = [here / "tui.json", here / "tui.jsonc"]
-        return Place(root, config, next((t for t in tuis if t.is_file()), tuis[0]), dot / "mcpx",
+        return OpencodePlace(root, config, next((t for t in tuis if t.is_file()), tuis[0]), dot / "mcpx",
                      dot / "skills" / "mcpx-elicitation")
 
     def spec(self, config: Path) -> str:
@@ -103,7 +103,7 @@ def is_mcpx_entry(entry: Any) -> bool:
 
 
 @dataclass
-class Wanted:
+class OpencodeWanted:
     entry: str
     command: list[str]
 
@@ -141,7 +141,7 @@ def _with_plugin(data: dict[str, Any], item: Any, spec: str) -> dict[str, Any]:
     return out
 
 
-def merged(data: dict[str, Any], want: Wanted, spec: str) -> dict[str, Any]:
+def merged(data: dict[str, Any], want: OpencodeWanted, spec: str) -> dict[str, Any]:
     out: dict[str, Any] = copied(data)  # a deep copy, keys in their order
     if not out:
         out["$schema"] = SCHEMA_URL
@@ -165,14 +165,14 @@ def merged(data: dict[str, Any], want: Wanted, spec: str) -> dict[str, Any]:
     return out
 
 
-def merged_tui(data: dict[str, Any], want: Wanted, spec: str) -> dict[str, Any]:
+def merged_tui(data: dict[str, Any], want: OpencodeWanted, spec: str) -> dict[str, Any]:
     out = _with_plugin(data, want.plugin_item(spec, server=False), spec)
     if not data:
         out = {"$schema": TUI_SCHEMA_URL, **out}
     return out
 
 
-def removed(data: dict[str, Any], want: Wanted, spec: str, mcp_too: bool) -> tuple[dict[str, Any], list[str]]:
+def removed(data: dict[str, Any], want: OpencodeWanted, spec: str, mcp_too: bool) -> tuple[dict[str, Any], list[str]]:
     out: dict[str, Any] = copied(data)
     gone: list[str] = []
     mcp = out.get("mcp")
@@ -216,9 +216,9 @@ def _config_changed(path: Path, before: dict[str, Any], after: dict[str, Any], s
 
 
 def install(args: argparse.Namespace) -> int:
-    place = Place.of(args.global_)
+    place = OpencodePlace.of(args.global_)
     command, machine = serve_command()
-    want = Wanted(args.entry, command)
+    want = OpencodeWanted(args.entry, command)
     oc_spec, tui_spec = place.spec(place.opencode), place.spec(place.tui)
     oc_before, tui_before = read_json(place.opencode), read_json(place.tui)
     if args.uninstall:
@@ -275,7 +275,7 @@ def install(args: argparse.Namespace) -> int:
     return 0
 
 
-def _uninstall(args: argparse.Namespace, place: Place, want: Wanted, oc_before: dict[str, Any],
+def _uninstall(args: argparse.Namespace, place: OpencodePlace, want: OpencodeWanted, oc_before: dict[str, Any],
                tui_before: dict[str, Any]) -> int:
     oc_after, oc_gone = removed(oc_before, want, place.spec(place.opencode), mcp_too=True)
     tui_after, tui_gone = removed(tui_before, want, place.spec(place.tui), mcp_too=False)
