@@ -580,7 +580,7 @@ def table(runs: list[Values], plan: Plan) -> Report:
     row("life.server_ms", "6   {}'s CPU per lifecycle", FLOOR_SERVER, fmt_ms, False)
     row("life", "6   {} (each transition committed as mcpx does), lifecycles/s", DURABLE_FLOOR, per_s, False)
     row("life.server_ms", "6   {}'s CPU per lifecycle", DURABLE_FLOOR, fmt_ms, False)
-    row("life.commit_ms", "6   of which its commits on the loop (SQLite)", DURABLE_FLOOR, fmt_ms, False)
+    row("life.commit_ms", "6   of which {}'s commits on the loop (SQLite)", DURABLE_FLOOR, fmt_ms, False)
     row("life.client_ms", "6   the bench client's CPU per lifecycle on {} (bench/lean_http.py)", FLOOR_SERVER, fmt_ms,
         False)
     return report
