@@ -14,8 +14,10 @@ What it measures, in one run against one fresh `python -m mcpx daemon` (empty co
 3. lifecycles per second: open -> long-poll `/wait` -> accept -> the waiter holds the 200, with
    16 lifecycles in flight; each answer is committed to SQLite (WAL) before the waiter is woken. The three
    requests are sent by bench/lean_http.py's client, not aiohttp's, which cost the bench about as much CPU as the
-   server spent (issue 39: on two shared cores the figure was its own client's); --against's floor row, a bare
-   aiohttp server answering the same requests, is driven by the same client.
+   server spent (issue 39: on two shared cores the figure was its own client's). --against's and --lifecycles'
+   two floor rows are driven by the same client: a bare aiohttp server answering the same requests (`role_floor`),
+   and the same server committing each transition to SQLite as mcpx does (`role_durable_floor`,
+   bench/durable_floor.py).
 4. `GET /v1/elicit?limit=10000` with 10,000 pending questions (and the default 1000-item page).
 5. the daemon's VmRSS idle and with the 10,000 pending.
 
@@ -24,6 +26,7 @@ Run it from the repository root (the venv has mcpx installed editable):
     .venv/bin/python bench/broker.py              # the whole run, well under 3 minutes on 2 cores
     .venv/bin/python bench/broker.py --against main   # lifecycles, the 10k listing and RSS, here and on main
     .venv/bin/python bench/broker.py --against main --lifecycles --rounds 8   # figure 6 alone, here and on main
+    .venv/bin/python bench/broker.py --lifecycles --rounds 8   # figure 6 alone beside its two floors
     .venv/bin/python bench/broker.py --profile /tmp/daemon.prof   # the same under cProfile, in the daemon
 
 It is a benchmark, not a test: it exits 0 whether or not targets are met, and says MISSED where
@@ -59,6 +62,7 @@ import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the daemon harness, however this is run
+import durable_floor
 from harness import Daemon, process_cpu_seconds, run_stoppable, scratch_daemon, unix_session
 from lean_http import LeanHttp
 
@@ -342,49 +346,69 @@ async def serve_until_closed(app: web.Application, socket: str, stopping: Callab
     await runner.cleanup()
 
 
-def role_floor(socket: str) -> None:
+def role_floor(socket: str, store: Path | None = None) -> None:
     """The floor for lifecycles: an aiohttp server on uvloop (the daemon's loop) that serves a lifecycle's three
-    requests and nothing else: POST /v1/elicit parses the body and answers 201 with a question of the same size,
-    /wait holds until the accept, the accept parses its body, wakes it and answers 200. No broker, no store, no
-    validation: what the same client and the same three aiohttp requests cost on this machine."""
+    requests and nothing else: POST /v1/elicit parses the body and answers 201 with the question as the daemon
+    does, /wait holds until the accept, the accept parses its body, wakes it and answers 200 with the question and
+    its answer (the daemon's documents, bench/durable_floor.py's). No broker, no validation: what the same client
+    and the same three aiohttp requests cost on this machine. With `store` (`role_durable_floor`), each transition is
+    committed there before it is answered or told."""
     import uvloop  # the daemon's loop, so that the floor is measured as the daemon runs
 
-    waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+    waiting: dict[str, tuple[dict[str, Any], float, asyncio.Future[dict[str, Any]]]] = {}
     opened = itertools.count(1)
+    durable: durable_floor.DurableStore | None = None
 
     async def post(request: web.Request) -> web.Response:
         eid = f"elc-{next(opened):016x}"
-        waiting[eid] = asyncio.get_running_loop().create_future()
         body = await request.json()
-        doc = {"id": eid, "session": body.get("session"), "sessionSource": "argument", "server": "mcpx",
-               "mode": "form", "message": body.get("message"), "requestedSchema": body.get("requestedSchema"),
-               "audience": "agent-then-human", "reason": "the agent may answer first", "state": "pending",
-               "created": "2026-12-07T00:00:00.000Z", "expiresAt": "2026-12-07T00:10:00.000Z", "secondsLeft": 600}
-        return web.json_response({"elicitation": doc}, status=201)
+        now = time.time()
+        q = durable_floor.question(eid, body, now)
+        waiting[eid] = (q, now, asyncio.get_running_loop().create_future())
+        if durable is not None:
+            await durable.submit(durable_floor.opened(q, now))  # on disk before anyone hears of it
+        return web.json_response({"elicitation": {**q, "secondsLeft": int(durable_floor.TTL_S)}}, status=201)
 
     async def wait(request: web.Request) -> web.Response:
         eid = request.match_info["id"]
-        answer = await asyncio.shield(waiting[eid])  # the accept may have come first: it sets, the wait takes
+        got = await asyncio.shield(waiting[eid][2])  # the accept may have come first: it sets, the wait takes
         del waiting[eid]
-        return web.json_response(answer)
+        return web.json_response(got)
 
     async def accept(request: web.Request) -> web.Response:
         eid = request.match_info["id"]
         body = await request.json()
-        answer = {"id": eid, "action": "accept", "content": body.get("content"), "by": "person:rest",
-                  "at": "2026-12-07T00:00:00.001Z", "answeredAfterMs": 1}
-        waiting[eid].set_result(answer)
-        return web.json_response({"elicitation": {"id": eid, "state": "answered"}, "answer": answer})
+        q, asked, answered = waiting[eid]
+        got = durable_floor.answer(eid, body.get("content"), asked, time.time())
+        if durable is not None and not await durable.submit(durable_floor.answered(q, got)):
+            return web.json_response({"error": f"{eid} is not pending"}, status=409)
+        answered.set_result(got)  # only once committed: the waiter is woken from the stored answer
+        return web.json_response({"elicitation": {**q, "state": "answered", "secondsLeft": 0}, "answer": got,
+                                  "escalated": False})
 
     async def serve() -> None:
+        nonlocal durable
+        if store is not None:
+            durable = durable_floor.DurableStore(store)
         app = web.Application()
         app.router.add_post("/v1/elicit", post)
         app.router.add_get("/v1/elicit/{id}/wait", wait)
         app.router.add_post("/v1/elicit/{id}/accept", accept)
         await serve_until_closed(app, socket)
-        print(json.dumps({"lifecycles": next(opened) - 1}), flush=True)
+        done: dict[str, float] = {"lifecycles": next(opened) - 1}
+        if durable is not None:
+            await durable.close()
+            done.update(durable.counts)
+        print(json.dumps(done), flush=True)
 
     uvloop.run(serve())
+
+
+def role_durable_floor(socket: str) -> None:
+    """The durable floor for lifecycles: `role_floor` with bench/durable_floor.py's store under it (mcpx.db's tables,
+    mcpx's pragmas and group commit), in a file beside the socket: what a Python server on aiohttp that commits each
+    transition before it answers costs, with none of mcpx's layers."""
+    role_floor(socket, Path(socket).with_suffix(".db"))
 
 
 async def role_poll(socket: str, session: str, interval: float) -> None:
@@ -574,10 +598,21 @@ async def phase_lifecycles(d: Daemon, n: int = N_LIFECYCLES) -> Lifecycles:
                       bench_cpu_seconds() - bench0, durable, anomalies)
 
 
-async def floor_lifecycles(socket: Path, n: int = N_LIFECYCLES) -> tuple[float, float, float]:
+@dataclass
+class Floor:
+    """One floor's lifecycles (`floor_lifecycles`): per second, and its CPU and the client's per lifecycle (s)."""
+
+    rate: float
+    server_s: float
+    client_s: float
+    said: dict[str, float]  # what the floor process said when it stopped (the durable one: its commits' counts)
+    stored: int = 0         # the durable floor's answers, read from its file by this process
+
+
+async def floor_lifecycles(socket: Path, n: int = N_LIFECYCLES, role: str = "floor") -> Floor:
     """Figure 6's floor: a bare aiohttp server (`role_floor`) answering the same three requests, driven by the same
-    client the same way; its lifecycles/s, its own CPU and the client's per lifecycle (seconds)."""
-    bare = await Child.start("floor", socket)
+    client the same way; `role` "durable-floor": the same server committing each transition as mcpx does."""
+    bare = await Child.start(role, socket)
     http = LeanHttp(str(socket))
     anomalies: Counter[str] = Counter()
     try:
@@ -585,10 +620,15 @@ async def floor_lifecycles(socket: Path, n: int = N_LIFECYCLES) -> tuple[float, 
         cpu0, bench0, t0 = process_cpu_seconds(bare.proc.pid), bench_cpu_seconds(), time.monotonic()
         await pool(n, LIFE_CONCURRENCY, lambda _i: lifecycle(http, anomalies))
         elapsed = time.monotonic() - t0
-        return n / elapsed, (process_cpu_seconds(bare.proc.pid) - cpu0) / n, (bench_cpu_seconds() - bench0) / n
+        floor = Floor(n / elapsed, (process_cpu_seconds(bare.proc.pid) - cpu0) / n,
+                      (bench_cpu_seconds() - bench0) / n, {})
     finally:
         http.close()
-        await bare.finish()
+        said = await bare.finish()
+    floor.said = said
+    if role == "durable-floor":
+        floor.stored = durable_answers(socket.with_suffix(".db"), LIFE_SESSION)
+    return floor
 
 
 def durable_answers(db: Path, session: str) -> int:
@@ -666,33 +706,40 @@ def checkout(ref: str, into: Path) -> Path:
     return into / "sidecar"
 
 
-async def run_against(ref: str, listing: bool = True, rounds: int = 4) -> None:
-    """Lifecycles/s, the 10k listing and RSS on two daemons at once: this checkout's and `ref`'s. The lifecycles
-    run in alternating rounds and the listings alternate request by request, so the load of the machine at any
-    moment falls on both alike; compare the ratios. The floor's lifecycles (a bare aiohttp server answering the
-    same three requests, `role_floor`) run in the same rounds: what the client and aiohttp alone cost. Without
-    `listing`, the lifecycles alone (figure 6, in a minute or so)."""
-    floor = "floor"
+FLOORS = {"floor": "floor", "durable floor": "durable-floor"}  # figure 6's floors, by column: their --role
+
+
+async def run_against(ref: str | None, listing: bool = True, rounds: int = 4) -> None:
+    """Lifecycles/s, the 10k listing and RSS on two daemons at once: this checkout's and `ref`'s (`ref` None: this
+    checkout's alone). The lifecycles run in alternating rounds and the listings alternate request by request, so
+    the load of the machine at any moment falls on both alike; compare the ratios. Figure 6's two floors run in the
+    same rounds: a bare aiohttp server answering the same three requests (`role_floor`: what the client and aiohttp
+    alone cost) and the same server committing each transition as mcpx does (`role_durable_floor`: what any
+    durable Python server on aiohttp costs). Without `listing`, the lifecycles alone (figure 6, in a minute or so)."""
     with tempfile.TemporaryDirectory(prefix="mcpx-against-") as tmp:
-        daemons = {"this": scratch_daemon("mcpx-bench-"),
-                   ref: scratch_daemon("mcpx-bench-", sidecar=checkout(ref, Path(tmp)))}
-        floor_socket = Path(tmp) / "floor.sock"
-        bare: Child | None = None
+        daemons = {"this": scratch_daemon("mcpx-bench-")}
+        if ref is not None:
+            daemons[ref] = scratch_daemon("mcpx-bench-", sidecar=checkout(ref, Path(tmp)))
+        sockets = {name: Path(tmp) / f"{role}.sock" for name, role in FLOORS.items()}
+        bare: dict[str, Child] = {}
+        said: dict[str, dict[str, float]] = {}
         try:
             for d in daemons.values():
                 d.start()
-            bare = await Child.start("floor", floor_socket)
+            for name, role in FLOORS.items():
+                bare[name] = await Child.start(role, sockets[name])
             limit = 2 * max(LIFE_CONCURRENCY, OPEN_CONCURRENCY) + 8
             sessions = {name: d.session(limit=limit) for name, d in daemons.items()}
             cpu_of: dict[str, Callable[[], float]] = {name: d.cpu_seconds for name, d in daemons.items()}
-            cpu_of[floor] = functools.partial(process_cpu_seconds, bare.proc.pid)
+            cpu_of.update({name: functools.partial(process_cpu_seconds, child.proc.pid)
+                           for name, child in bare.items()})
             try:
                 idle = {name: (await pending_count(http), daemons[name].rss_kib())[1]
                         for name, http in sessions.items()}
-                say(f"{N_LIFECYCLES} lifecycles on each daemon and on the floor, {LIFE_CONCURRENCY} in flight, in "
-                    f"{rounds} alternating rounds ...")
+                say(f"{N_LIFECYCLES} lifecycles on each daemon and on each floor, {LIFE_CONCURRENCY} in flight, in "
+                    f"{rounds} alternating rounds, load {os.getloadavg()[0]:.2f} ...")
                 living = {**{name: LeanHttp(str(d.socket)) for name, d in daemons.items()},
-                          floor: LeanHttp(str(floor_socket))}
+                          **{name: LeanHttp(str(sockets[name])) for name in FLOORS}}
                 spent = dict.fromkeys(living, 0.0)
                 cpu = dict.fromkeys(living, 0.0)
                 client = dict.fromkeys(living, 0.0)
@@ -728,11 +775,12 @@ async def run_against(ref: str, listing: bool = True, rounds: int = 4) -> None:
                 for http in sessions.values():
                     await http.close()
         finally:
-            if bare is not None:
-                await bare.finish()
+            for name, child in bare.items():
+                said[name] = await child.finish()
             for d in daemons.values():
                 d.cleanup()
-    this, then = "this", ref
+        stored = durable_answers(sockets["durable floor"].with_suffix(".db"), LIFE_SESSION)
+    this, then = "this", ref or "this"
     rows = [("lifecycles/s", {n: f"{N_LIFECYCLES / spent[n]:.0f}/s" for n in living},
              spent[then] / spent[this]),
             ("daemon CPU per lifecycle", {n: f"{1e3 * cpu[n] / N_LIFECYCLES:.2f} ms" for n in living},
@@ -743,15 +791,30 @@ async def run_against(ref: str, listing: bool = True, rounds: int = 4) -> None:
              p50(listed[this]) / p50(listed[then])),
             ("daemon RSS per pending question", {n: f"{(rss[n] - idle[n]) / N_MANY:.2f} KiB" for n in daemons},
              (rss[this] - idle[this]) / max(1, rss[then] - idle[then]))] if listing else []
+    columns = [*daemons, *FLOORS]
     print()
-    print(f"{'':34} {'this':>12} {ref:>12} {floor:>12}   this / {ref}")
+    print(f"{'':34} " + " ".join(f"{c:>13}" for c in columns) + (f"   this / {ref}" if ref else ""))
     for metric, cells, ratio in rows:
-        print(f"{metric:34} {cells[this]:>12} {cells[then]:>12} {cells.get(floor, ''):>12}   {ratio:.2f}x")
-    print(f"floor: a bare aiohttp server (uvloop) answering the same three requests, no broker nor store (each "
-          f"side driven by bench/lean_http.py's client); this / "
-          f"floor lifecycles/s {spent[floor] / spent[this]:.2f}x, load {os.getloadavg()[0]:.1f}")
+        print(f"{metric:34} " + " ".join(f"{cells.get(c, ''):>13}" for c in columns)
+              + (f"   {ratio:.2f}x" if ref else ""))
+    print(f"floor: a bare aiohttp server (uvloop) answering the same three requests, no broker nor store; durable "
+          f"floor: the same committing each transition as mcpx does (bench/durable_floor.py); each side driven by "
+          f"bench/lean_http.py's client. this / floor lifecycles/s {spent['floor'] / spent[this]:.2f}x, this / "
+          f"durable floor {spent['durable floor'] / spent[this]:.2f}x; load {os.getloadavg()[0]:.1f}")
+    print(durable_share(said["durable floor"], stored))
     for what, count in sorted(anomalies.items()):
         print(f"anomaly: {what}: {count}")
+
+
+def durable_share(counts: dict[str, float], stored: int) -> str:
+    """What the durable floor said of its commits (`DurableStore.counts`, over every lifecycle it served, the
+    warm-up's included), per lifecycle, and how many answers another process reads from its file."""
+    n = max(1, int(counts["lifecycles"]))
+    units = counts["units"] / max(1.0, counts["commits"])
+    return (f"durable floor: {counts['commits'] / n:.2f} commits a lifecycle ({units:.1f} units each); its commits' "
+            f"CPU on the loop {1e3 * counts['commit_s'] / n:.3f} ms a lifecycle (COMMIT alone "
+            f"{1e3 * counts['commit_only_s'] / n:.3f} ms), its checkpoints' "
+            f"{1e3 * counts['checkpoint_s'] / n:.3f} ms; answers read back from its file {stored}/{n}")
 
 
 # ---- the run
@@ -893,10 +956,10 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE")
     parser.add_argument("--against", metavar="REF", help="lifecycles, the 10k listing and RSS here and on this git "
                         "revision's daemon, side by side")
-    parser.add_argument("--lifecycles", action="store_true", help="with --against: figure 6's lifecycles alone, "
-                        "no 10k listing (about a minute)")
+    parser.add_argument("--lifecycles", action="store_true", help="figure 6's lifecycles alone beside its two floors "
+                        "(with --against, REF's too), no 10k listing (about a minute)")
     parser.add_argument("--rounds", type=int, default=4, help="with --against: alternating rounds (default 4)")
-    parser.add_argument("--role", choices=("sse", "poll", "relay", "floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=("sse", "poll", "relay", "floor", "durable-floor"), help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--session", help=argparse.SUPPRESS)
     parser.add_argument("--interval", type=float, default=POLL_INTERVAL_S, help=argparse.SUPPRESS)
@@ -909,7 +972,9 @@ def main() -> int:
         asyncio.run(role_relay(args.socket))
     elif args.role == "floor":
         role_floor(args.socket)
-    elif args.against:
+    elif args.role == "durable-floor":
+        role_durable_floor(args.socket)
+    elif args.against or args.lifecycles:
         run_stoppable(run_against(args.against, listing=not args.lifecycles, rounds=args.rounds))
     else:
         run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the helper processes

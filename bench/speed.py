@@ -34,7 +34,9 @@ bench/peer_server.py as the upstream.
 6. durable question lifecycles/s, 16 in flight (bench/broker.py's phase: each answer committed
    before its waiter is woken), sent by bench/lean_http.py's client. Floor row: a bare aiohttp server
    answering the same three requests (broker.py's `role_floor`), with its CPU and the client's per lifecycle:
-   what any server on aiohttp costs here, and what the bench itself costs.
+   what any server on aiohttp costs here, and what the bench itself costs. Second floor row: the same server
+   committing each transition to SQLite before it answers, as mcpx does (broker.py's `role_durable_floor`,
+   bench/durable_floor.py), with its CPU and its commits' per lifecycle: what any durable Python server costs.
 7. `mcpx elicit list` (the installed entry point, a daemon running) / `python -c 'import argparse, json,
    socket'`, wall p50 (bench/cli_start.py, which runs alone too).
 
@@ -107,6 +109,7 @@ MODERN_DIRECT = "direct, modern era"  # the direct client in the era mcpx calls 
 # upstream in the legacy era would buy a plain call (issue 39 item 2; docs/choices.md says why mcpx calls modern)
 LEGACY_UPSTREAM = "through mcpx to the upstream in the legacy era"
 FLOOR_SERVER = "a bare aiohttp server"  # figure 6's floor: the same three requests answered, no broker nor store
+DURABLE_FLOOR = "a durable aiohttp server"  # its second: the same, each transition committed to SQLite as mcpx does
 MCP_PROXY_VERSION = "0.13.0"
 MCP_PROXY_VENV = ROOT / ".venv" / "peers" / "mcp-proxy"
 
@@ -478,11 +481,17 @@ async def broker_run(plan: Plan, index: int, rng: random.Random, values: Values)
         t0 = time.monotonic()
         await broker_figures(label, mcpx_daemon(plan, label, None), rng, values)
         say(f"  run {index + 1}: [4-6] {label} took {time.monotonic() - t0:.0f} s")
-    with tempfile.TemporaryDirectory(prefix="mcpx-floor-") as where:
-        rate, server_s, client_s = await broker.floor_lifecycles(Path(where) / "floor.sock", N_LIFECYCLES)
-    values[("life", FLOOR_SERVER)] = rate
-    values[("life.server_ms", FLOOR_SERVER)] = 1e3 * server_s
-    values[("life.client_ms", FLOOR_SERVER)] = 1e3 * client_s
+    for label, role in ((FLOOR_SERVER, "floor"), (DURABLE_FLOOR, "durable-floor")):
+        with tempfile.TemporaryDirectory(prefix="mcpx-floor-") as where:
+            floor = await broker.floor_lifecycles(Path(where) / "floor.sock", N_LIFECYCLES, role)
+        values[("life", label)] = floor.rate
+        values[("life.server_ms", label)] = 1e3 * floor.server_s
+        values[("life.client_ms", label)] = 1e3 * floor.client_s
+        if floor.said.get("commits"):
+            n = floor.said["lifecycles"]
+            values[("life.commit_ms", label)] = 1e3 * floor.said["commit_s"] / n
+            if floor.stored != n:
+                raise RuntimeError(f"{label}: {floor.stored} of {n:.0f} answers read back from its file")
     return values
 
 
@@ -569,6 +578,9 @@ def table(runs: list[Values], plan: Plan) -> Report:
         row("life", "6 durable question lifecycles/s", label, per_s, True, "/s")
     row("life", "6   {} (no broker nor store), lifecycles/s", FLOOR_SERVER, per_s, False)
     row("life.server_ms", "6   {}'s CPU per lifecycle", FLOOR_SERVER, fmt_ms, False)
+    row("life", "6   {} (each transition committed as mcpx does), lifecycles/s", DURABLE_FLOOR, per_s, False)
+    row("life.server_ms", "6   {}'s CPU per lifecycle", DURABLE_FLOOR, fmt_ms, False)
+    row("life.commit_ms", "6   of which {}'s commits on the loop (SQLite)", DURABLE_FLOOR, fmt_ms, False)
     row("life.client_ms", "6   the bench client's CPU per lifecycle on {} (bench/lean_http.py)", FLOOR_SERVER, fmt_ms,
         False)
     return report
