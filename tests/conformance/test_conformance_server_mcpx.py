@@ -19,7 +19,7 @@ directly as well (the tasks-* extension: the mcp SDK has none) are not judged.
 The ten tasks-* scenarios are judged in a run of their own, "0.2.0-alpha.12:tasks" (server_baseline.TASKS_RUN),
 with tasks_fixture.py (FastMCP with fastmcp-tasks) behind /mcp/fixture instead: all ten pass against it
 directly and through mcpx (there mcpx passes the client's declaration of the extension on, follows the task the
-server makes and serves it as its own, at once: surface/tasks.py).
+server makes and serves it as its own, at once: surface/tasks_extension.py).
 
 Needs `npm install` at the repository root (node@22, conformance-0116, conformance-020a12); without it every
 test is skipped, loudly. The checks.json of each run are kept under the test's tmp_path.

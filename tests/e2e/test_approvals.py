@@ -394,8 +394,8 @@ def test_people_approvals_and_secrets_are_checked_at_load(home: Path) -> None:
 
 def test_the_counting_rules_count_each_person_once_and_a_schedule_once() -> None:
     from mcpx.broker import approvals as rules
-    from mcpx.broker.errors import AlreadyAnswered, Forbidden, InvalidQuestion
     from mcpx.broker.models import ApprovalRequest, OpenRequest
+    from mcpx.broker.refusals import AlreadyAnswered, Forbidden, InvalidQuestion
     from mcpx.broker.rules import question_of
 
     q, _ = question_of(OpenRequest(session="s", session_source="fallback", server="mcpx", message="Ship?",

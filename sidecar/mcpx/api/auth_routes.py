@@ -20,7 +20,7 @@ from mcpx.broker.models import OpenRequest, WireModel
 from mcpx.config.models import HttpServer, OpenApiServer
 from mcpx.inbox import pages
 from mcpx.inbox.web_routes import html
-from mcpx.oauth.errors import LoginError
+from mcpx.oauth.login_error import LoginError
 from mcpx.oauth.logins import CALLBACK_PATH, Logins
 from mcpx.oauth.models import LoginView, Protected
 from mcpx.shared.upstream_errors import UpstreamError

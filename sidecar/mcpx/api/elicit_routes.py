@@ -40,7 +40,6 @@ from mcpx.api.schemas import (
 from mcpx.api.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS
 from mcpx.api.table import Api, Reply, RouteCall, RouteError, json_reply
 from mcpx.broker.broker import redact
-from mcpx.broker.errors import PresenceNeeded
 from mcpx.broker.models import (
     Answer,
     Answerer,
@@ -50,6 +49,7 @@ from mcpx.broker.models import (
     OpenRequest,
     is_action,
 )
+from mcpx.broker.refusals import PresenceNeeded
 from mcpx.broker.store import AuditFilter, QuestionFilter
 from mcpx.config.durations import parse_duration
 from mcpx.presentation.dialog_form import EntriesProblem, content_of_entries

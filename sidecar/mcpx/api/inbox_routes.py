@@ -16,8 +16,8 @@ from mcpx.api.schemas import QuestionPath
 from mcpx.api.state import BROKER
 from mcpx.api.table import Api, Reply, RouteCall, RouteError, json_reply
 from mcpx.broker import approvals
-from mcpx.broker.errors import Gone
 from mcpx.broker.models import Passkey, WireModel
+from mcpx.broker.refusals import Gone
 from mcpx.inbox.ceremony import enrolment_terms
 from mcpx.inbox.notify import Notifier
 from mcpx.inbox.web_routes import BY, Inbox

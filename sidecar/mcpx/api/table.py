@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from mcpx import __version__
 from mcpx.api.schemas import ErrorBody
-from mcpx.broker.errors import BrokerError
+from mcpx.broker.refusals import BrokerError
 from mcpx.mcp import jsonrpc
 from mcpx.shared import wirejson
 from mcpx.shared.errors import McpxError

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, InvalidQuestion
 from mcpx.broker.models import Action, ApprovalRequest, Approvals, Elicitation, EscalationStep, rfc3339
 from mcpx.broker.policy import matches
+from mcpx.broker.refusals import AlreadyAnswered, BrokerError, Forbidden, InvalidQuestion
 from mcpx.broker.rules import ts
 from mcpx.broker.schema import Field
 from mcpx.config.models import ElicitSettings

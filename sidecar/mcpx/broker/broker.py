@@ -25,10 +25,6 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from mcpx.broker import approvals, passkeys, policy, routing, rules
-from mcpx.broker.errors import BrokerError, Forbidden, InvalidContent, NotFound
-from mcpx.broker.errors import (
-    InvalidQuestion as InvalidQuestion,  # where upstream/mcp_call.py has always found it
-)
 from mcpx.broker.events import EventBus
 from mcpx.broker.models import (
     Action,
@@ -44,6 +40,10 @@ from mcpx.broker.models import (
 from mcpx.broker.passkeys import Vouch
 from mcpx.broker.pending import PendingIndex
 from mcpx.broker.reads import Reads, valid_id
+from mcpx.broker.refusals import BrokerError, Forbidden, InvalidContent, NotFound
+from mcpx.broker.refusals import (
+    InvalidQuestion as InvalidQuestion,  # where upstream/mcp_call.py has always found it
+)
 from mcpx.broker.rules import as_stored
 from mcpx.broker.rules import redact as redact  # where daemon/ and inbox/ have always found it
 from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, Store, StoreInfo, StoreLease, TaskRow, Tx

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from mcpx.broker.errors import Forbidden
 from mcpx.broker.models import Elicitation, Passkey
+from mcpx.broker.refusals import Forbidden
 from mcpx.broker.store import Tx
 
 RP_NAME = "mcpx"

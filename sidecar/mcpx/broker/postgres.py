@@ -32,8 +32,8 @@ import psycopg
 
 from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
 from mcpx.broker.documents import record_of
-from mcpx.broker.errors import StoreUnavailable
 from mcpx.broker.models import AuditRecord, StoredTask, TaskState
+from mcpx.broker.refusals import StoreUnavailable
 from mcpx.broker.sql import AUDIT_INSERT, SqlReads, SqlTx, audit_values
 from mcpx.broker.store import (
     Follower,

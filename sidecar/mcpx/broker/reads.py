@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from mcpx.broker.errors import InvalidId, NotFound
 from mcpx.broker.models import Answer, Elicitation, State, seconds_left
 from mcpx.broker.pending import PendingIndex
+from mcpx.broker.refusals import InvalidId, NotFound
 from mcpx.broker.store import QuestionFilter, Store
 from mcpx.shared import wirejson
 from mcpx.shared.ids import is_id

@@ -13,7 +13,8 @@ from typing import Any
 
 from mcpx.broker import routing
 from mcpx.broker.credentials import secret_fields
-from mcpx.broker.errors import (
+from mcpx.broker.models import REDACTED, Action, Answer, Answerer, Elicitation, OpenRequest, made, rfc3339
+from mcpx.broker.refusals import (
     AlreadyAnswered,
     BrokerError,
     Forbidden,
@@ -22,7 +23,6 @@ from mcpx.broker.errors import (
     InvalidQuestion,
     PresenceNeeded,
 )
-from mcpx.broker.models import REDACTED, Action, Answer, Answerer, Elicitation, OpenRequest, made, rfc3339
 from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema
 from mcpx.shared import wirejson
 from mcpx.shared.ids import new_id

@@ -12,8 +12,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from mcpx.broker.errors import Gone, QuestionEnded
 from mcpx.broker.models import Action, Answer, Elicitation
+from mcpx.broker.refusals import Gone, QuestionEnded
 
 # an eager asker's way of passing its answer on in the step the broker takes it (the action, the content as checked,
 # the reason), before the answer's record is built

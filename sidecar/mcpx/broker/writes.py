@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from mcpx.broker import approvals, passkeys, policy, routing, rules
-from mcpx.broker.errors import AlreadyAnswered, BrokerError, Forbidden, InvalidContent, NotFound, QuestionEnded
 from mcpx.broker.models import (
     Action,
     Answer,
@@ -32,6 +31,7 @@ from mcpx.broker.models import (
     rfc3339,
     rfc3339_epoch,
 )
+from mcpx.broker.refusals import AlreadyAnswered, BrokerError, Forbidden, InvalidContent, NotFound, QuestionEnded
 from mcpx.broker.store import Identity, Store, TaskRow, Tx
 
 log = logging.getLogger("mcpx.broker")

@@ -8,5 +8,5 @@
   `CallScope`): mcpx's own questions, confirmations, progress, secrets, what a restart continues from.
 - `lifecycle.py`: the daemon's calls (`Calls`): started, run to their end and recorded, cancelled, and taken up
   again after a restart.
-- `errors.py`: how a call ends without a result (`CallError`), and an id no call has (`UnknownTask`).
+- `failures.py`: how a call ends without a result (`CallError`), and an id no call has (`UnknownTask`).
 """

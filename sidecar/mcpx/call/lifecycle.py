@@ -21,7 +21,7 @@ from mcpx.broker.broker import Broker
 from mcpx.broker.models import StoredTask, TaskDoc, TaskState
 from mcpx.broker.store import QuestionFilter
 from mcpx.call.deadline import CallTimeout
-from mcpx.call.errors import CallError, UnknownTask
+from mcpx.call.failures import CallError, UnknownTask
 from mcpx.call.lean import Deadlines, LeanCall, SentCall, Settled
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest

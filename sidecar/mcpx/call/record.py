@@ -3,7 +3,7 @@
 Who changes a call: whatever runs it (call/lifecycle.py: its start and end), the kind of upstream that serves it
 (the questions its server asks, the requests for the calling client, a task the server made of it), and the doors
 its client answers through (a question passed over, a report that changed). Who watches it: the surface's driver
-(surface/driver.py), the task door's followers (surface/tasks.py) and the REST routes' long polls
+(surface/driver.py), the task door's followers (surface/tasks_extension.py) and the REST routes' long polls
 (api/call_routes.py), each with a `Watch` (`Call.watch`), which wakes on the call's next event, or when its
 owner pokes it (the driver, when a request it made of its client ends).
 

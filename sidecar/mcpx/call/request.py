@@ -13,7 +13,7 @@ from mcpx.mcp import tasks
 
 def routable(client_caps: dict[str, Any] | None) -> dict[str, Any]:
     """Of a client's capabilities, those mcpx can carry to it from an upstream: its requests, and the Tasks
-    extension (mcpx follows the server's task and serves it to the client as its own: surface/tasks.py)."""
+    extension (mcpx follows the server's task and serves it to the client as its own: surface/tasks_extension.py)."""
     caps = {k: v for k, v in (client_caps or {}).items() if k in ("elicitation", "roots", "sampling")}
     return tasks.declaring(caps) if tasks.offered(client_caps or {}) else caps
 

@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcpx.broker.broker import Broker, Handle
-from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Answerer, Audience, Confirms, OpenRequest
+from mcpx.broker.refusals import QuestionEnded
 from mcpx.call.deadline import PausableDeadline
-from mcpx.call.errors import CallError
+from mcpx.call.failures import CallError
 from mcpx.call.questions import OwnQuestion, digest
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest

@@ -26,8 +26,8 @@ from mcpx import __version__
 from mcpx.api.inbox_routes import NOTIFIER
 from mcpx.api.state import DaemonInfo
 from mcpx.broker.broker import Broker
-from mcpx.broker.errors import BrokerError
 from mcpx.broker.models import rfc3339
+from mcpx.broker.refusals import BrokerError
 from mcpx.broker.store import StoreRefused
 from mcpx.broker.stores import make_store
 from mcpx.call.request import CallRequest

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
-from mcpx.broker.errors import Forbidden
 from mcpx.broker.models import Passkey
+from mcpx.broker.refusals import Forbidden
 
 ENROL_TTL = 900.0  # a link printed in a terminal, opened in the browser beside it
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}

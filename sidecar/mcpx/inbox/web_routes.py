@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcpx.broker import passkeys
 from mcpx.broker.broker import Broker
-from mcpx.broker.errors import BrokerError, InvalidContent
 from mcpx.broker.models import ACTIONS, Answer, Elicitation, is_action
+from mcpx.broker.refusals import BrokerError, InvalidContent
 from mcpx.broker.store import QuestionFilter
 from mcpx.inbox import pages
 from mcpx.inbox.ceremony import Enrolments, enrolment_terms, passkey_base, relying_party

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
-from mcpx.oauth.errors import LoginError
+from mcpx.oauth.login_error import LoginError
 from mcpx.oauth.models import Challenge, ResourceMetadata, ServerMetadata
 from mcpx.shared import wirejson
 from mcpx.shared.masking import shown_url

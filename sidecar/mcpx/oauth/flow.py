@@ -21,7 +21,7 @@ import aiohttp
 from pydantic import BaseModel
 
 from mcpx.oauth.discovery import same_issuer
-from mcpx.oauth.errors import LoginError
+from mcpx.oauth.login_error import LoginError
 from mcpx.oauth.models import OAuthClient, ServerMetadata, Tokens
 from mcpx.shared import wirejson
 from mcpx.shared.masking import shown_url

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from mcpx.oauth import discovery, flow, vault
-from mcpx.oauth.errors import LoginError
+from mcpx.oauth.login_error import LoginError
 from mcpx.oauth.models import LoginView, OAuthClient, Protected, ResourceMetadata, ServerMetadata, Tokens
 from mcpx.shared.masking import shown_url
 from mcpx.system import keychain

@@ -21,14 +21,14 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from mcpx.broker.broker import Broker, Handle
-from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Elicitation, OpenRequest, StoredTask
+from mcpx.broker.refusals import QuestionEnded
 from mcpx.broker.store import QuestionFilter
 from mcpx.config.models import HttpServer
 from mcpx.config.source import ConfigSource
 from mcpx.oauth import discovery, flow, vault
-from mcpx.oauth.errors import LoginError
 from mcpx.oauth.login import ISSUER_FACT, Login, union_scopes
+from mcpx.oauth.login_error import LoginError
 from mcpx.oauth.models import LoginView, OAuthClient, Protected, Tokens
 from mcpx.shared.masking import shown_url
 from mcpx.system import keychain

@@ -3,10 +3,10 @@ Python or a library raised. Each family stays where its layer is; this module im
 (the wire included) may derive from it.
 
     McpxError
-     ├── BrokerError              broker/errors.py: an answer refused, each with its HTTP status
+     ├── BrokerError              broker/refusals.py: an answer refused, each with its HTTP status
      │    └── InvalidId · NotFound · AlreadyAnswered · Gone · InvalidContent · Forbidden · StoreUnavailable ·
      │        InvalidQuestion
-     ├── QuestionEnded            broker/errors.py: told to an asker whose question ended unanswered
+     ├── QuestionEnded            broker/refusals.py: told to an asker whose question ended unanswered
      ├── StoreRefused             broker/store.py: the configured store cannot be used at all
      ├── Busy                     broker/sqlite.py: the database is locked by another process
      ├── ConfigError              config/problems.py: a config that does not hold, naming file and field
@@ -23,9 +23,9 @@ Python or a library raised. Each family stays where its layer is; this module im
      │    │    └── UnknownTool
      │    └── MissingSecrets      upstream/secrets.py: a server's secret not in the keychain, or no keychain
      ├── NoKeychain, KeychainError  system/keychain.py: no OS keychain answers here; or it answered with a refusal
-     ├── CallError                call/errors.py: a call that ended without a result
+     ├── CallError                call/failures.py: a call that ended without a result
      ├── CallTimeout              call/deadline.py
-     ├── UnknownTask              call/errors.py
+     ├── UnknownTask              call/failures.py
      ├── Refused                  surface/http_endpoint.py: a /mcp request answered before the surface
      ├── RouteError               api/table.py: a /v1 route's refusal
      ├── DaemonError              daemon/server.py

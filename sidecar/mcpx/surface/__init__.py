@@ -4,7 +4,7 @@
     naming.py           the tools behind mcpx under the names a client sees (SERVER_TOOL)
     driver.py           a tools/call carried to its end for either era: questions, retries, early results
     answers.py          a modern client's answers (a retry's, a tasks/update's) given where they belong
-    tasks.py            the Tasks extension for mcpx's own clients: a call as a task, tasks/*, notifications/tasks
+    tasks_extension.py  the Tasks extension for mcpx's own clients: a call as a task, tasks/*, notifications/tasks
     own_tools.py        mcpx's own tools (mcpx_elicit_*, mcpx_task_result)
     results.py          the CallToolResults those two answer with
     client.py           what mcpx knows of one client, and a question shaped for it

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpx.broker.broker import Broker
-from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent
 from mcpx.broker.models import Elicitation
+from mcpx.broker.refusals import AlreadyAnswered, Gone, InvalidContent
 from mcpx.call.record import Call
 
 SLOT = "slot:"  # a target that is a request for the client itself, by its key in Call.slots

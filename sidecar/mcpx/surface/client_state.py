@@ -64,9 +64,9 @@ class ClientState:
 
     @property
     def takes_tasks(self) -> bool:
-        """A call of this request may be answered with a task (surface/tasks.py): a 2026-07-28 request whose _meta
-        declares the Tasks extension. On the aggregate surface mcpx decides when; on /mcp/SERVER the server does
-        (`mirrors_tasks`)."""
+        """A call of this request may be answered with a task (surface/tasks_extension.py): a 2026-07-28 request
+        whose _meta declares the Tasks extension. On the aggregate surface mcpx decides when; on /mcp/SERVER the
+        server does (`mirrors_tasks`)."""
         return self.era == "modern" and tasks.offered(self.declared())
 
     @property

@@ -43,8 +43,8 @@ from mcpx.surface.naming import ToolNames
 from mcpx.surface.own_tools import MCPX_TOOLS, SESSION_ARG, OwnTools, listed
 from mcpx.surface.plain_call import PlainCall
 from mcpx.surface.request_state import RequestStates
-from mcpx.surface.tasks import METHODS as TASK_METHODS
-from mcpx.surface.tasks import TasksExtension, missing_extension
+from mcpx.surface.tasks_extension import METHODS as TASK_METHODS
+from mcpx.surface.tasks_extension import TasksExtension, missing_extension
 from mcpx.upstream.connection import UpstreamConnection
 from mcpx.upstream.gateway import Gateway
 
@@ -235,8 +235,8 @@ class Surface:
                       request_id: Any) -> dict[str, Any]:
         """subscriptions/listen: a long-lived stream of the notifications asked for, that mcpx can honour.
 
-        mcpx honours toolsListChanged, and taskIds (notifications/tasks: surface/tasks.py) for the session's own
-        tasks from a request that declared the Tasks extension (-32021 otherwise, as the extension says); what it
+        mcpx honours toolsListChanged, and taskIds (notifications/tasks: surface/tasks_extension.py) for the session's
+        own tasks from a request that declared the Tasks extension (-32021 otherwise, as the extension says); what it
         does not support, or another session's task, is left out of the acknowledgment.
         """
         wanted: dict[str, Any] = found if isinstance(found := params.get("notifications"), dict) else {}

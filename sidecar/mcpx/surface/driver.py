@@ -5,7 +5,7 @@ clients get `input_required` and answer on their retry, which carries a signed r
 A question the client cannot ask (it declared no such mode, or it is the person's and this is
 an agent) gets, after elicit.grace, an early result it can act on while the call keeps running.
 A modern client that declares the Tasks extension gets a task instead, once the call waits on anything or
-runs past elicit.grace (surface/tasks.py): the call goes on in the daemon, and the task reports it. On
+runs past elicit.grace (surface/tasks_extension.py): the call goes on in the daemon, and the task reports it. On
 /mcp/SERVER it gets one exactly when the server made the call a task (its declaration is passed on), at once.
 """
 
@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from mcpx.broker.broker import Broker
-from mcpx.broker.errors import AlreadyAnswered, Gone, InvalidContent, NotFound, PresenceNeeded
 from mcpx.broker.models import Elicitation, SessionSource
+from mcpx.broker.refusals import AlreadyAnswered, Gone, InvalidContent, NotFound, PresenceNeeded
 from mcpx.call.lean import LeanCall, Settled
 from mcpx.call.record import Call, FirstAsker, Watch
 from mcpx.call.request import CallRequest, Slot
@@ -37,7 +37,7 @@ from mcpx.surface.following import Following
 from mcpx.surface.plain_call import PlainCall
 from mcpx.surface.request_state import RequestStates, binding
 from mcpx.surface.results import completed_result, task_result, waiting_on, waiting_result, with_notes
-from mcpx.surface.tasks import TasksExtension
+from mcpx.surface.tasks_extension import TasksExtension
 from mcpx.upstream.gateway import Gateway, UnknownServer
 
 log = logging.getLogger("mcpx.surface")
@@ -168,7 +168,7 @@ class CallDriver:
                 return task_result(task)
             if mirrored and task.upstream_task is not None:
                 return self.tasks.handle(task, state)  # the server made the call a task: so does mcpx, at once
-            if as_task:  # surface/tasks.py: a call that waits on anything, or runs past the grace, is a task
+            if as_task:  # surface/tasks_extension.py: a call that waits on anything, or runs past the grace, is a task
                 left = grace - (time.monotonic() - started)
                 if task.open or task.slots or left <= 0:
                     return self.tasks.handle(task, state)

@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from mcpx.broker.broker import Broker
-from mcpx.broker.errors import BrokerError
 from mcpx.broker.models import Elicitation
+from mcpx.broker.refusals import BrokerError
 from mcpx.broker.store import QuestionFilter
 from mcpx.call.record import DONE_STATES
 from mcpx.mcp import jsonrpc

@@ -17,9 +17,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from mcpx.broker.broker import Broker, Handle
-from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest, SessionSource, StoredTask, TaskDoc, TaskState
-from mcpx.call.errors import CallError, UnknownTask
+from mcpx.broker.refusals import QuestionEnded
+from mcpx.call.failures import CallError, UnknownTask
 from mcpx.call.lean import LeanCall, Settled
 from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
@@ -31,7 +31,7 @@ from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
 from mcpx.mcp.protocol import ToolAnnotations
 from mcpx.mcp.stdio import Spawned
-from mcpx.oauth.errors import LoginError
+from mcpx.oauth.login_error import LoginError
 from mcpx.oauth.logins import Logins
 from mcpx.shared.upstream_errors import UnknownServer, UpstreamError, refuse_unknown_tool
 from mcpx.upstream import secrets

@@ -67,7 +67,7 @@ from pydantic import BaseModel, Field
 
 from mcpx.broker.models import Answer, Moment, WireModel
 from mcpx.call.deadline import CallTimeout, PausableDeadline
-from mcpx.call.errors import CallError
+from mcpx.call.failures import CallError
 from mcpx.call.questions import OwnQuestion, digest
 from mcpx.call.request import CallRequest
 from mcpx.config.models import ServerConfig

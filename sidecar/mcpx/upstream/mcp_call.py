@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcpx.broker.broker import Broker, Handle, InvalidQuestion
-from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import REDACTED, Action, Answer, Elicitation, OpenRequest, StoredTask
+from mcpx.broker.refusals import QuestionEnded
 from mcpx.call.deadline import PausableDeadline
-from mcpx.call.errors import CallError
+from mcpx.call.failures import CallError
 from mcpx.call.record import Call
 from mcpx.call.request import Slot
 from mcpx.mcp import jsonrpc

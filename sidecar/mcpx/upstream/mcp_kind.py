@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from mcpx.broker.broker import Broker
 from mcpx.call.deadline import PausableDeadline
-from mcpx.call.errors import CallError
+from mcpx.call.failures import CallError
 from mcpx.call.lean import LeanCall
 from mcpx.call.record import Call
 from mcpx.call.run import CallRun

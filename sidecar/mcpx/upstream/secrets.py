@@ -18,8 +18,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from mcpx.broker.broker import Broker, Handle
-from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import Answer, Elicitation, OpenRequest, StoredTask
+from mcpx.broker.refusals import QuestionEnded
 from mcpx.broker.store import QuestionFilter
 from mcpx.config.models import ServerConfig, secret_names
 from mcpx.config.source import ConfigSource

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from mcpx.broker.broker import Broker, Handle
-from mcpx.broker.errors import Gone, QuestionEnded
 from mcpx.broker.models import OpenRequest
+from mcpx.broker.refusals import Gone, QuestionEnded
 from mcpx.broker.store import AuditFilter, QuestionFilter
 
 PATIENCE = 10.0  # no wait here is for time: each ends with an event, this only bounds it

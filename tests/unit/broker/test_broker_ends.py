@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from mcpx.broker.broker import Broker, Handle
-from mcpx.broker.errors import QuestionEnded
 from mcpx.broker.models import OpenRequest
+from mcpx.broker.refusals import QuestionEnded
 from mcpx.broker.store import QuestionFilter
 from mcpx.broker.writes import RecordUnit
 

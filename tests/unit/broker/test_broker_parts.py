@@ -12,8 +12,8 @@ import time
 import pytest
 
 from mcpx.broker import rules
-from mcpx.broker.errors import Gone, QuestionEnded
 from mcpx.broker.models import Answer, Elicitation, OpenRequest
+from mcpx.broker.refusals import Gone, QuestionEnded
 from mcpx.broker.sweeper import Sweeper
 from mcpx.broker.waiters import Handle, Waiters
 

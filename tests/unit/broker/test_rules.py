@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from mcpx.broker import rules
-from mcpx.broker.errors import AlreadyAnswered, Forbidden, Gone, InvalidContent, InvalidQuestion, PresenceNeeded
 from mcpx.broker.models import REDACTED, Action, Answer, Audience, Elicitation, OpenRequest
 from mcpx.broker.passkeys import CHALLENGE_TTL, Nonces, challenge_for
+from mcpx.broker.refusals import AlreadyAnswered, Forbidden, Gone, InvalidContent, InvalidQuestion, PresenceNeeded
 
 NOW = 1_700_000_000.0
 REPO = {"type": "object", "properties": {"repo": {"type": "string"}, "depth": {"type": "integer", "default": 3}},

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import FixedConfig
 from mcpx.broker.broker import Broker
-from mcpx.broker.errors import InvalidContent
-from mcpx.call.errors import CallError
+from mcpx.broker.refusals import InvalidContent
+from mcpx.call.failures import CallError
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.call.run import CallRun

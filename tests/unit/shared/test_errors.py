@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from mcpx.api.table import RouteError
-from mcpx.broker.errors import BrokerError, Gone, QuestionEnded
+from mcpx.broker.refusals import BrokerError, Gone, QuestionEnded
 from mcpx.broker.store import StoreRefused
-from mcpx.call.errors import CallError, UnknownTask
+from mcpx.call.failures import CallError, UnknownTask
 from mcpx.client.transport import ApiError, NoDaemon
 from mcpx.config.problems import ConfigError
 from mcpx.mcp.jsonrpc import RpcError

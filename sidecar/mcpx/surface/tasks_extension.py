@@ -40,7 +40,7 @@ from pydantic import Field, ValidationError
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import TaskDoc, rfc3339, rfc3339_epoch
-from mcpx.call.errors import UnknownTask
+from mcpx.call.failures import UnknownTask
 from mcpx.call.record import DONE_STATES, Call
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import RpcError
