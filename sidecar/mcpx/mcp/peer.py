@@ -319,14 +319,10 @@ class Peer:
         answer handed to its server before the answer's record is built: upstream/mcp_call.py); what the handler then
         returns is not written. False, and nothing written, where it cannot be: a channel that does not write from a
         callback, a request not being handled here (or withdrawn, or replied to already), a closed peer."""
-        if (self._send_now is None or self.shut or rid not in self._incoming or rid in self.withdrawn
-                or rid in self._replied):
+        if rid not in self._incoming or rid in self.withdrawn or rid in self._replied:
             return False
-        try:
-            self._send_now(jsonrpc.result(rid, value))
-        except Exception as exc:  # the other side went: its handler's reply would not go either
-            log.debug("%s: could not reply to %r: %s", self.name, rid, exc)
-            return False
+        if not self._reply_now(jsonrpc.result(rid, value)):
+            return False  # the other side went (its handler's reply would not go either), or no such channel
         self._replied.add(rid)
         return True
 
@@ -335,12 +331,17 @@ class Peer:
         self.settle(rid)
         self._reply_now(jsonrpc.result(rid, value))
 
-    def _reply_now(self, reply: Message) -> None:
-        if self._send_now is not None and not self.shut:
-            try:
-                self._send_now(reply)
-            except Exception as exc:
-                log.debug("%s: could not reply to %r: %s", self.name, reply.get("id"), exc)
+    def _reply_now(self, reply: Message) -> bool:
+        """`reply` written from a callback's step; False where it could not be (no such channel, a closed peer, the
+        other side gone)."""
+        if self._send_now is None or self.shut:
+            return False
+        try:
+            self._send_now(reply)
+        except Exception as exc:
+            log.debug("%s: could not reply to %r: %s", self.name, reply.get("id"), exc)
+            return False
+        return True
 
     def take_on(self, msg: Message, work: Awaitable[dict[str, Any]]) -> asyncio.Task[None]:
         """A taken request carried on in a task of its own, replied to as any request is; the task is the taken
