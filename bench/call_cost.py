@@ -10,6 +10,7 @@
     .venv/bin/python bench/call_cost.py --store-profile # the same, and cProfile (thread CPU as clock) on its work
     .venv/bin/python bench/call_cost.py --against main  # the same of another revision's daemon (before/after)
     .venv/bin/python bench/call_cost.py --relay         # the floor: a parsing relay's CPU per plain call, beside --cpu
+    .venv/bin/python bench/call_cost.py --relay --durable  # the same relay keeping mcpx's records (--ask: round trips)
 
 A daemon with bench/peer_server.py as its upstream (`peer`, modern era; `asker --legacy` for --ask), the official
 SDK client through `mcpx serve` (legacy era, as bench/speed.py); warm-up calls first, then N calls counted. The
@@ -40,6 +41,7 @@ from mcp.client import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from harness import scratch_daemon  # noqa: E402
+from parsing_relay import relay_pid  # noqa: E402
 from speed import AskCaller, answer_elicit  # noqa: E402
 from surface import SdkCaller  # noqa: E402
 from upstreams import checkout  # noqa: E402
@@ -223,29 +225,24 @@ def strace_counts(text: str) -> dict[str, int]:
 
 async def relay_cpu(args: argparse.Namespace) -> None:
     """The floor of the daemon's loop: bench/parsing_relay.py (reads, parses, renumbers and writes again every line,
-    on uvloop, as the daemon's pipes do) between the same client and peer, its CPU per plain call from /proc."""
+    on uvloop, as the daemon's pipes do) between the same client and peer, its CPU per plain call (or round trip,
+    --ask) from /proc; --durable: the relay keeping mcpx's records too (a question committed before it is told, each
+    call's end and answer after, in mcpx.db's tables), all its threads."""
     py = sys.executable
-    target = StdioServerParameters(command=py, args=[str(BENCH / "parsing_relay.py"), py, str(PEER)])
+    durable = ["--durable", str(Path(tempfile.mkdtemp(prefix="mcpx-cost-relay-")) / "mcpx.db")] if args.durable else []
+    peer = [str(PEER), "--legacy"] if args.ask else [str(PEER)]
+    target = StdioServerParameters(command=py, args=[str(BENCH / "parsing_relay.py"), *durable, py, *peer])
     async with Client(target, mode="legacy", elicitation_callback=answer_elicit) as client:
-        call = SdkCaller(client, "echo")
+        call = AskCaller(client, "ask") if args.ask else SdkCaller(client, "echo")
         for _ in range(args.warm):
             await call()
-        relay = _relay_pid()
+        relay = relay_pid(args.durable)
         before = sum(thread_cpu(relay).values())
         for _ in range(args.n):
             await call()
         used = sum(thread_cpu(relay).values()) - before
-    print(f"a parsing relay's CPU per plain call (n={args.n}): {used / args.n * 1000:.3f} ms")
-
-
-def _relay_pid() -> int:
-    """The parsing relay the client started: this process's child running bench/parsing_relay.py."""
-    for proc in Path("/proc").iterdir():
-        with contextlib.suppress(OSError, ValueError):
-            ppid = int((proc / "stat").read_text().rsplit(") ", 1)[1].split()[1])
-            if ppid == os.getpid() and b"parsing_relay.py" in (proc / "cmdline").read_bytes():
-                return int(proc.name)
-    raise RuntimeError("the parsing relay is not running")
+    what = f"a {'durable ' if args.durable else ''}parsing relay's CPU per {'round trip' if args.ask else 'plain call'}"
+    print(f"{what} (n={args.n}): {used / args.n * 1000:.3f} ms")
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -357,6 +354,8 @@ def main() -> int:
     parser.add_argument("--ask", action="store_true", help="elicitation round trips rather than plain calls")
     parser.add_argument("--relay", action="store_true",
                         help="the floor: bench/parsing_relay.py's CPU per plain call between the same client and peer")
+    parser.add_argument("--durable", action="store_true",
+                        help="with --relay: the relay keeping mcpx's records (bench/parsing_relay.py --durable)")
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("--warm", type=int, default=50)
     parser.add_argument("--top", type=int, default=40)

@@ -94,6 +94,7 @@ import broker  # noqa: E402
 import cli_start  # noqa: E402
 from broker import Child, Report, fmt_ms, ms, p50, say  # noqa: E402
 from harness import Daemon, free_port, run_stoppable, scratch_daemon, unix_session  # noqa: E402
+from parsing_relay import relay_pid  # noqa: E402
 from surface import SdkCaller, Side, interleaved  # noqa: E402
 from upstreams import checkout  # noqa: E402
 
@@ -104,6 +105,9 @@ BARE_RELAY = BENCH / "bare_relay.py"
 PARSING_RELAY = BENCH / "parsing_relay.py"
 FLOOR = "a bare asyncio relay"    # the floor row: the cost of a process in the middle, no MCP in it
 PARSING = "a parsing Python relay"  # the second floor: every message parsed, renumbered, encoded again
+# the third: the parsing relay keeping mcpx's records (a question committed before it is told, each call's end and
+# answer recorded after), in mcpx.db's tables (bench/parsing_relay.py --durable): what keeping mcpx's promises costs
+DURABLE = "a durable parsing relay"
 MODERN_DIRECT = "direct, modern era"  # the direct client in the era mcpx calls the upstream in
 # figure 1 through this tree's daemon to the same peer script started legacy-only (`--legacy`): what calling the
 # upstream in the legacy era would buy a plain call (issue 39 item 2; docs/choices.md says why mcpx calls modern)
@@ -206,6 +210,10 @@ async def connect(stack: contextlib.AsyncExitStack, route: Route, server: str, u
     elif route.kind in ("relay", "parsing-relay"):
         script = BARE_RELAY if route.kind == "relay" else PARSING_RELAY
         target = StdioServerParameters(command=py, args=[str(script), py, *upstream], env=env)
+    elif route.kind == "durable-relay":  # its records in a file of its own, gone with the bench's run
+        where = stack.enter_context(tempfile.TemporaryDirectory(prefix="mcpx-durable-relay-"))
+        target = StdioServerParameters(
+            command=py, args=[str(PARSING_RELAY), "--durable", str(Path(where) / "mcpx.db"), py, *upstream], env=env)
     elif route.kind == "mcpx":
         assert route.daemon is not None
         d = route.daemon
@@ -273,6 +281,8 @@ async def plain_calls(routes: list[Route], env: dict[str, str], values: Values) 
             side = Side(route.label, SdkCaller(client, f"{prefix}echo"))
             if route.daemon is not None:  # the daemon's CPU over this side's blocks: its calls alone ran then
                 side.watch = {"daemon": [route.daemon.pid]}
+            elif route.kind == "durable-relay":  # the same of the durable relay: the floor of that figure
+                side.watch = {"daemon": [relay_pid(durable=True)]}
             sides.append(side)
             if route.kind == "mcpx" and route.label == "mcpx":
                 client, prefix = await connect(stack, route, "asker", [str(PEER), "--legacy"], env)
@@ -448,7 +458,7 @@ async def one_run(plan: Plan, index: int, rng: random.Random) -> Values:
             daemons.append((label, mcpx_daemon(plan, label, servers_config())))
             daemons[-1][1].start()
         ours = [Route("direct", "direct"), Route(FLOOR, "relay"), Route(PARSING, "parsing-relay"),
-                *(Route(label, "mcpx", d, goal=True) for label, d in daemons)]
+                Route(DURABLE, "durable-relay"), *(Route(label, "mcpx", d, goal=True) for label, d in daemons)]
         modern = Route(MODERN_DIRECT, "direct-modern")  # figure 1 alone: figures 2-3's server speaks legacy only
         proxy = [] if plan.short else [Route("FastMCP create_proxy", "fastmcp")]
         if plan.mcp_proxy is None and not plan.short:
@@ -540,7 +550,7 @@ def table(runs: list[Values], plan: Plan) -> Report:
 
     mcpx = [label for label in labels if label.startswith("mcpx")]
     peers = [label for label in labels
-             if label not in mcpx and label not in ("direct", FLOOR, PARSING, MODERN_DIRECT, LEGACY_UPSTREAM)]
+             if label not in mcpx and label not in ("direct", FLOOR, PARSING, DURABLE, MODERN_DIRECT, LEGACY_UPSTREAM)]
     for fig, title, floor, fmt_floor in (
             ("call", "1 plain tools/call p50", "call.direct_ms", fmt_ms),
             ("ask", "2 elicitation round trip p50", "ask.direct_ms", fmt_ms),
@@ -549,12 +559,14 @@ def table(runs: list[Values], plan: Plan) -> Report:
         n = title[:1]
         row(fig, f"{n}   {{}} (the floor of any process between) / direct", FLOOR, ratio, False)
         row(fig, f"{n}   {{}} (the floor of any MCP proxy) / direct", PARSING, ratio, False)
+        row(fig, f"{n}   {{}} (the floor of a proxy keeping mcpx's records) / direct", DURABLE, ratio, False)
         row(fig, f"{n}   {{}} (what the era mcpx calls in costs the server) / direct", MODERN_DIRECT, ratio, False)
         for label in mcpx:
             row(fig, f"{n}   {{}} / direct", label, ratio, True, "x")
         for label in peers:
             row(fig, f"{n}   {{}} / direct", label, ratio, False)
         if fig == "call":
+            row("cpu", f"{n}   {{}}'s CPU per plain call (the floor of the daemon's)", DURABLE, fmt_ms, False)
             for label in mcpx:
                 row("cpu", f"{n}   the daemon's CPU per plain call, {{}}", label, fmt_ms, True, " ms")
             row(fig, f"{n}   {{}} / direct", LEGACY_UPSTREAM, ratio, False)
