@@ -188,12 +188,14 @@ class Broker:
         own step, with no task in between (issue 39: the question reaches its client in the turn it is asked).
         Without `left`, the cancel leaves the question to its deadline."""
         now = time.time()
-        ttl = req.ttl if req.ttl is not None else self._settings.config.ttl_for(req.server)
+        config = self._settings.config  # one config for the whole decision, read once
+        ttl = req.ttl if req.ttl is not None else config.ttl_for(req.server)
         q, decided = rules.question_of(req, now, ttl)
-        wanted = req.approvals or approvals.rule_for(self._settings.config.elicit, q, req.asker or self.asker())
+        # who asks is looked up only where an approvals rule could name them (most configs have none)
+        wanted = req.approvals or (approvals.rule_for(config.elicit, q, req.asker or self.asker())
+                                   if config.elicit.approvals else None)
         decision: policy.Decision | None = None
-        if req.presence or (wanted is not None and wanted.presence) or policy.needs_presence(
-                self._settings.config, q):
+        if req.presence or (wanted is not None and wanted.presence) or policy.needs_presence(config, q):
             # only a person's passkey accepts it: the agent, which can only decline it, is not asked first
             q = q.model_copy(update={"presence": True} if q.audience == "human" else {
                 "presence": True, "audience": "human",
@@ -202,7 +204,7 @@ class Broker:
             # named people's approvals are the answer: no rule answers for them
             q = q.model_copy(update={"approvals": approvals.start(q, wanted)})
         elif not q.presence:  # a question only the person's passkey accepts: no rule answers for them either
-            decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
+            decision, _checks = policy.evaluate(config.elicit, q, mode=req.policy_mode)
         waiters = self._waiters
         told: asyncio.Future[Answer] | None = None
         mine: asyncio.Future[Answer] | None = None
