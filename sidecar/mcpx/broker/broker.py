@@ -219,8 +219,9 @@ class Broker:
                 # while that client reads the question. An answer that comes sooner waits on _queuing, and so
                 # commits behind the question, as any answer does.
                 queued = self._queuing[q.id] = asyncio.get_running_loop().create_future()
+                early = Handle(q, told, mine)  # the handle its client is asked with, and an eager asker's own
                 try:
-                    await committing(Handle(q, told, mine))
+                    await committing(early)
                     # the question's record (the call's row with it open, the unit) is built once its client has
                     # it: not on the way to that client. An eager asker's question rides (BEHIND): its client's
                     # answer is handed over while it is still queued, and the answer and the call's end commit
@@ -234,7 +235,7 @@ class Broker:
                     queued.set_result(None)
                 if mine is not None:
                     written.add_done_callback(functools.partial(self._rode, q, told))
-                    return Handle(q, told, mine)
+                    return early
             else:
                 written = self._store.submit(self._opening(q, decided, decision, task, req.pid, now))
             # shielded: a cancel of the opener leaves the commit to the store (it may already be running), not a
