@@ -188,12 +188,14 @@ class Broker:
         own step, with no task in between (issue 39: the question reaches its client in the turn it is asked).
         Without `left`, the cancel leaves the question to its deadline."""
         now = time.time()
-        ttl = req.ttl if req.ttl is not None else self._settings.config.ttl_for(req.server)
+        config = self._settings.config  # one config for the whole decision, read once
+        ttl = req.ttl if req.ttl is not None else config.ttl_for(req.server)
         q, decided = rules.question_of(req, now, ttl)
-        wanted = req.approvals or approvals.rule_for(self._settings.config.elicit, q, req.asker or self.asker())
+        # who asks is looked up only where an approvals rule could name them (most configs have none)
+        wanted = req.approvals or (approvals.rule_for(config.elicit, q, req.asker or self.asker())
+                                   if config.elicit.approvals else None)
         decision: policy.Decision | None = None
-        if req.presence or (wanted is not None and wanted.presence) or policy.needs_presence(
-                self._settings.config, q):
+        if req.presence or (wanted is not None and wanted.presence) or policy.needs_presence(config, q):
             # only a person's passkey accepts it: the agent, which can only decline it, is not asked first
             q = q.model_copy(update={"presence": True} if q.audience == "human" else {
                 "presence": True, "audience": "human",
@@ -202,7 +204,7 @@ class Broker:
             # named people's approvals are the answer: no rule answers for them
             q = q.model_copy(update={"approvals": approvals.start(q, wanted)})
         elif not q.presence:  # a question only the person's passkey accepts: no rule answers for them either
-            decision, _checks = policy.evaluate(self._settings.config.elicit, q, mode=req.policy_mode)
+            decision, _checks = policy.evaluate(config.elicit, q, mode=req.policy_mode)
         waiters = self._waiters
         told: asyncio.Future[Answer] | None = None
         mine: asyncio.Future[Answer] | None = None
@@ -217,8 +219,9 @@ class Broker:
                 # while that client reads the question. An answer that comes sooner waits on _queuing, and so
                 # commits behind the question, as any answer does.
                 queued = self._queuing[q.id] = asyncio.get_running_loop().create_future()
+                early = Handle(q, told, mine)  # the handle its client is asked with, and an eager asker's own
                 try:
-                    await committing(Handle(q, told, mine))
+                    await committing(early)
                     # the question's record (the call's row with it open, the unit) is built once its client has
                     # it: not on the way to that client. An eager asker's question rides (BEHIND): its client's
                     # answer is handed over while it is still queued, and the answer and the call's end commit
@@ -232,7 +235,7 @@ class Broker:
                     queued.set_result(None)
                 if mine is not None:
                     written.add_done_callback(functools.partial(self._rode, q, told))
-                    return Handle(q, told, mine)
+                    return early
             else:
                 written = self._store.submit(self._opening(q, decided, decision, task, req.pid, now))
             # shielded: a cancel of the opener leaves the commit to the store (it may already be running), not a

@@ -97,10 +97,17 @@ class PendingIndex:
     def apply(self, rows: Iterable[QuestionRow]) -> None:
         """Committed rows, in the order they were written: a pending one is put (over its earlier row, in its
         place), one that ended leaves."""
-        for row in rows:
+        batch = rows if isinstance(rows, list) else list(rows)
+        # each question's last row in the batch: one opened and ended in it (a legacy round trip's question commits
+        # with its answer) was pending to no reader of the index, and is not put in to be taken out again
+        last = {row.id: row for row in batch} if len(batch) > 1 else None
+        for row in batch:
             if self._filling is not None:
                 self._filling.add(row.id)
             old = self._by_id.get(row.id)
+            if last is not None and old is None and (end := last[row.id]) is not row and end.state != "pending":
+                self._inserted += 1  # its place in the order, as if it had been put
+                continue
             if old is not None:
                 self._kept.pop(row.id, None)  # its row moved on: the copy kept of the old one is not it
             if row.state != "pending":

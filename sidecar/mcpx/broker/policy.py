@@ -125,4 +125,5 @@ def needs_presence(config: Config, q: Elicitation) -> bool:
     if q.confirms is not None and (entry := config.servers.get(q.confirms.server)) is not None \
             and entry.confirm_presence:
         return True
-    return any(matches(rule.match, q) is None for rule in config.elicit.presence)
+    presence = config.elicit.presence
+    return bool(presence) and any(matches(rule.match, q) is None for rule in presence)

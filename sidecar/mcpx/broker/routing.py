@@ -42,10 +42,13 @@ def route(
     meta: dict[str, Any] | None = None,
     floor: Audience | None = None,
     secrets: Sequence[str] | None = None,
+    by_content: Route | None = None,
 ) -> Route:
-    """`secrets`: the schema's credential fields, when the caller has them already (credentials.secret_fields)."""
-    base = _route_by_content(mode, schema, message, sorted(secret_fields(schema)) if secrets is None else secrets)
-    hint = (meta or {}).get(AUDIENCE_HINT_KEY)
+    """`secrets`: the schema's credential fields, when the caller has them already (credentials.secret_fields).
+    `by_content`: the form's `form_route`, when the caller has it already (it is decided once per form)."""
+    base = by_content or _route_by_content(mode, schema, message,
+                                           sorted(secret_fields(schema)) if secrets is None else secrets)
+    hint = meta.get(AUDIENCE_HINT_KEY) if meta else None
     ignored: str | None = None
     if hint in ("user", "human") and base.audience != "human":
         base = Route("human", f"the server asked for the person (_meta {AUDIENCE_HINT_KEY}={hint!r}); "
@@ -55,7 +58,17 @@ def route(
                    "the person, never past them")
     if floor is not None and _ORDER[floor] > _ORDER[base.audience]:
         base = Route(floor, f"the asker required audience {floor!r}; routing alone said: {base.reason}")
-    return Route(base.audience, base.reason, ignored)
+    # a Route is frozen: the one decided by content alone is every such question's
+    return base if ignored is None and base.hint_ignored is None else Route(base.audience, base.reason, ignored)
+
+
+def form_route(flat: FlatSchema, secrets: Sequence[str]) -> Route | None:
+    """The route a form takes by its fields alone, whatever message asks it (routing's rules read the message only for
+    a lone yes/no): None for such a form."""
+    fields = flat.fields
+    if not secrets and len(fields) == 1 and fields[0].kind == "boolean":
+        return None
+    return _route_by_content("form", flat, "", secrets)
 
 
 def _route_by_content(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from mcpx.broker import routing
@@ -23,7 +24,7 @@ from mcpx.broker.refusals import (
     InvalidQuestion,
     PresenceNeeded,
 )
-from mcpx.broker.schema import FlatSchema, SchemaProblem, check_schema
+from mcpx.broker.schema import FlatSchema, SchemaProblem, checked_key, schema_key
 from mcpx.shared import wirejson
 from mcpx.shared.ids import new_id
 
@@ -46,40 +47,80 @@ def as_stored(answer: Answer, secret: Collection[str]) -> Answer:
     return answer.model_copy(update={"content": redact(answer.content, secret)})
 
 
+class _Form:
+    """What a form decides of the question that asks it, whatever else the question holds: its fields, its credential
+    fields (sorted) and its route by content, None where its message has a say (a lone yes/no)."""
+
+    __slots__ = ("flat", "route", "secrets")
+
+    def __init__(self, flat: FlatSchema) -> None:
+        self.flat = flat
+        self.secrets = tuple(sorted(secret_fields(flat)))
+        self.route = routing.form_route(flat, self.secrets)
+
+
+@lru_cache(maxsize=512)
+def _form_of(key: bytes) -> _Form | SchemaProblem:
+    """A form's `_Form`, or what is wrong with it, by its schema's JSON text (`schema_key`): decided once per text (a
+    server asks the same few forms again and again), never per dict, which its holder may change after."""
+    flat = checked_key(key)
+    return flat if isinstance(flat, SchemaProblem) else _Form(flat)
+
+
+EMPTY_FORM = b'{"type":"object","properties":{}}'  # a form-mode question without a schema asks for nothing
+
+
 def question_of(req: OpenRequest, now: float, ttl: float) -> tuple[Elicitation, routing.Route]:
     """The question `req` asks, pending from `now` for `ttl` seconds, and its route; InvalidQuestion if it cannot
     be asked as given."""
-    # what is stored and shown must be text: a lone surrogate could be neither written nor typed back
-    where = wirejson.lone_surrogate({"message": req.message, "requestedSchema": req.requested_schema,
-                                     "url": req.url, "session": req.session, "server": req.server,
-                                     "tool": req.tool, "elicitationId": req.upstream_id})
-    if where is not None:
-        raise InvalidQuestion(f"{where} {wirejson.SURROGATE_PROBLEM}", fields={where: wirejson.SURROGATE_PROBLEM})
+    schema = req.requested_schema
+    # the schema's key is its text: what no text can hold (a lone surrogate) leaves it none
+    key = schema_key(schema) if schema is not None else None
+    # what is stored and shown must be text: a lone surrogate could be neither written nor typed back. ASCII holds
+    # none, and a schema with a key none: only what may (the rare question) is looked into, naming where
+    if (schema is not None and key is None) or not (req.message + req.session + req.server + (req.tool or "")
+                                                    + (req.url or "") + (req.upstream_id or "")).isascii():
+        where = wirejson.lone_surrogate({"message": req.message, "requestedSchema": schema, "url": req.url,
+                                         "session": req.session, "server": req.server, "tool": req.tool,
+                                         "elicitationId": req.upstream_id})
+        if where is not None:
+            raise InvalidQuestion(f"{where} {wirejson.SURROGATE_PROBLEM}",
+                                  fields={where: wirejson.SURROGATE_PROBLEM})
     if req.mode == "form":
-        schema = req.requested_schema if req.requested_schema is not None else {"type": "object", "properties": {}}
+        if schema is None:
+            schema, key = {"type": "object", "properties": {}}, EMPTY_FORM
         try:
-            flat: FlatSchema | None = check_schema(schema)
+            if key is None:  # no JSON, from within the process: decided afresh
+                form = _Form(FlatSchema.checked(schema))
+            elif isinstance(found := _form_of(key), SchemaProblem):
+                raise SchemaProblem(str(found))
+            else:
+                form = found
         except SchemaProblem as exc:
             raise InvalidQuestion(f"requestedSchema is not the flat schema form mode allows: {exc}") from None
         if req.url is not None:
             raise InvalidQuestion("a form-mode question takes requestedSchema, not url")
+        flat: FlatSchema | None = form.flat
+        secrets: tuple[str, ...] = form.secrets
+        by_content = form.route
     else:
-        schema, flat = None, None
+        flat, secrets, by_content = None, (), None
         if not req.url or not req.url.startswith(("https://", "http://")):
             raise InvalidQuestion("a url-mode question needs an http(s) url")
-        if req.requested_schema is not None:
+        if schema is not None:
             raise InvalidQuestion("a url-mode question takes url, not requestedSchema")
     if not req.message or not req.message.strip():
         raise InvalidQuestion("message is required: the words the person or agent will read")
-    secrets = sorted(secret_fields(flat))  # decided once: the question carries them from here on
-    decided = routing.route(req.mode, flat, req.message, req.meta, req.audience, secrets)
+    decided = routing.route(req.mode, flat, req.message, req.meta, req.audience, secrets, by_content)
     # made, not validated again: `req` was (OpenRequest), and the rest is the broker's own
     q = made(Elicitation, {
         "id": new_id("elc"), "trace": req.trace, "parent": req.parent, "task": req.task, "session": req.session,
         "session_source": req.session_source, "server": req.server, "tool": req.tool, "mode": req.mode,
         "message": req.message, "requested_schema": schema, "url": req.url, "upstream_id": req.upstream_id,
-        "audience": decided.audience, "reason": decided.reason, "created": ts(now), "expires_at": ts(now + ttl),
-        "state": "pending", "ambiguous": req.ambiguous, "secret_fields": secrets, "confirms": req.confirms,
+        "audience": decided.audience, "reason": decided.reason, "created": datetime.fromtimestamp(now, UTC),
+        "expires_at": datetime.fromtimestamp(now + ttl, UTC), "state": "pending", "ambiguous": req.ambiguous,
+        "secret_fields": list(secrets),  # decided once: the question carries them from here on (a list its own)
+        "confirms": req.confirms,
     }).read_as(flat)
     return q, decided
 

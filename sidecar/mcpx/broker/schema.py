@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 # the string formats an answer is checked against; any other (password, color, int32…) is taken as plain input,
@@ -161,8 +162,8 @@ class Field(BaseModel):
 
     def problem(self, value: Any) -> str | None:
         """Why `value` does not fit the field, or None when it does."""
-        allowed = [v for v, _ in self.options]
         if self.kind == "multi-enum":
+            allowed = [v for v, _ in self.options]
             if not isinstance(value, list):
                 return "must be a list of choices"
             bad = [v for v in value if v not in allowed]
@@ -176,6 +177,7 @@ class Field(BaseModel):
                 return f"choose at most {self.max_items}"
             return None
         if self.kind == "enum":
+            allowed = [v for v, _ in self.options]
             return None if value in allowed and type(value) is type(allowed[allowed.index(value)]) else (
                 f"{json.dumps(value)} is not one of {json.dumps(allowed)}"
             )
@@ -301,8 +303,8 @@ class FlatSchema(BaseModel):
             return schema
         if not schema:
             return _NONE
-        text = _schema_text(schema)
-        return cls._read(schema) if text is None else _read_text(text)
+        key = schema_key(schema)
+        return cls._read(schema) if key is None else _read_key(key)
 
     @classmethod
     def _read(cls, schema: dict[str, Any]) -> FlatSchema:
@@ -315,13 +317,15 @@ class FlatSchema(BaseModel):
                                 if isinstance(prop, dict)))
 
     @classmethod
-    def checked(cls, schema: Any) -> FlatSchema:
+    def checked(cls, schema: Any, key: bytes | None = None) -> FlatSchema:
         """The fields of `schema`, or SchemaProblem naming every way it is not a flat object of the spec's
-        primitive fields. Checked once per schema's text: a server asks the same few forms again and again."""
-        text = _schema_text(schema) if isinstance(schema, dict) else None
-        if text is None:
-            return cls._check(schema)
-        flat = _checked_text(text)
+        primitive fields. Checked once per schema's text: a server asks the same few forms again and again.
+        `key`: the schema's `schema_key`, if the caller has it already."""
+        if key is None:
+            key = schema_key(schema) if isinstance(schema, dict) else None
+            if key is None:
+                return cls._check(schema)
+        flat = checked_key(key)
         if isinstance(flat, SchemaProblem):
             raise SchemaProblem(str(flat))  # a new one each time: a raised exception keeps its traceback
         return flat
@@ -359,10 +363,19 @@ class FlatSchema(BaseModel):
 
     @property
     def names(self) -> list[str]:
-        return list(self._by_name)
+        return list(_by_name(self))
 
     def get(self, name: str) -> Field | None:
-        return self._by_name.get(name)
+        return _by_name(self).get(name)
+
+    def asked_only(self, content: dict[str, Any]) -> dict[str, Any]:
+        """`content` less the keys that name none of the form's fields: `content` itself when it has none such (every
+        answer of a client that built its form from the schema), not a copy."""
+        by_name = _by_name(self)
+        for key in content:
+            if key not in by_name:
+                return {k: v for k, v in content.items() if k in by_name}
+        return content
 
     def check_content(self, content: Any) -> tuple[dict[str, Any], dict[str, str]]:
         """Check an accepted answer; returns (content with defaults filled, {field: problem})."""
@@ -372,10 +385,11 @@ class FlatSchema(BaseModel):
             return {}, {"content": "must be a JSON object of field values"}
         problems: dict[str, str] = {}
         filled = dict(content)
+        by_name = _by_name(self)
         for name in content:
-            if name not in self._by_name:
+            if name not in by_name:
                 problems[name] = "is not a field of this question" + (
-                    f" (fields: {', '.join(self._by_name)})" if self.fields else "")
+                    f" (fields: {', '.join(by_name)})" if self.fields else "")
         for f in self.fields:
             if f.name in content:
                 problem = f.problem(content[f.name])
@@ -426,31 +440,39 @@ class FlatSchema(BaseModel):
 _NONE = FlatSchema()
 
 
-# made once: json.dumps with options of its own builds an encoder at every call, half the cost of a small schema's key
-_KEY_TEXT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+def _by_name(flat: FlatSchema) -> dict[str, Field]:
+    """A form's fields by name, from its private attributes' own dict: pydantic's __getattr__ for a private attribute
+    is several Python calls, and an answer's path looks its fields up twice (surface/answers.py, check_content)."""
+    private = flat.__pydantic_private__
+    assert private is not None  # a FlatSchema always has its private attributes
+    by_name: dict[str, Field] = private["_by_name"]
+    return by_name
 
 
-def _schema_text(schema: dict[str, Any]) -> str | None:
-    """A schema's JSON text, its key in the caches below (order kept: it is the form's); None if it is not JSON
-    (only a caller in-process can hand such a dict: it is read uncached)."""
+def schema_key(schema: dict[str, Any]) -> bytes | None:
+    """A schema's JSON text, its key in the caches below (order kept: it is the form's); None if it has no such text
+    (a lone surrogate, which no question may hold, or what is no JSON at all, which only a caller in-process can hand
+    over): it is then read uncached. pydantic's encoder: a third of the standard library's cost (a question's
+    schema is keyed as it opens), and the text is read back to make the form, so a form is always its key's."""
     try:
-        return _KEY_TEXT.encode(schema)
-    except (TypeError, ValueError):
+        return pydantic_core.to_json(schema)
+    except pydantic_core.PydanticSerializationError:
         return None
 
 
 @lru_cache(maxsize=512)
-def _read_text(text: str) -> FlatSchema:
+def _read_key(key: bytes) -> FlatSchema:
     """A schema read from its JSON text: the same text is the same form, whoever holds a copy of it."""
-    schema = json.loads(text)
+    schema = json.loads(key)
     return FlatSchema._read(schema) if isinstance(schema, dict) else _NONE
 
 
 @lru_cache(maxsize=512)
-def _checked_text(text: str) -> FlatSchema | SchemaProblem:
-    """A schema checked from its JSON text: its form, or what is wrong with it (the same text, the same verdict)."""
+def checked_key(key: bytes) -> FlatSchema | SchemaProblem:
+    """A schema checked from its JSON text (`schema_key`): its form, or what is wrong with it (the same text, the
+    same verdict)."""
     try:
-        return FlatSchema._check(json.loads(text))
+        return FlatSchema._check(json.loads(key))
     except SchemaProblem as exc:
         return exc
 

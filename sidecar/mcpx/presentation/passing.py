@@ -23,8 +23,10 @@ def passed_schema(q: Elicitation) -> dict[str, Any]:
 def passed_message(q: Elicitation) -> str:
     """The message a client is passed: the asker named, its words unchanged; for a question only the person's
     passkey accepts, the sentence that says so (its client's accept is refused, and it is asked again)."""
-    presence = presence_text(q.id, q.presence, None)
-    return f"{q.server} (via mcpx) asks: {q.message}" + (f"\n\n({presence}.)" if presence else "")
+    asks = f"{q.server} (via mcpx) asks: {q.message}"
+    if not q.presence:  # most questions: no sentence to add (every question a client is asked is passed here)
+        return asks
+    return f"{asks}\n\n({presence_text(q.id, q.presence, None)}.)"
 
 
 def passed_as(q: Elicitation, message: str, mode: str, schema: dict[str, Any] | None, url: str | None) -> bool:

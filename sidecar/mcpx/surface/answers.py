@@ -76,8 +76,7 @@ def client_content(q: Elicitation | None, reply: dict[str, Any]) -> Any:
     content = reply.get("content")
     if not isinstance(content, dict):
         return content  # not an object: refused as it is, naming the problem
-    names = set(q.form.names)
-    return {k: v for k, v in content.items() if k in names}
+    return q.form.asked_only(content)  # the reply's own dict when it holds nothing else (the broker copies it)
 
 
 def problems(refused: InvalidContent) -> str:

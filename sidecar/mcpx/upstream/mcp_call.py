@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcpx.broker.broker import Broker, Handle, InvalidQuestion
-from mcpx.broker.models import REDACTED, Action, Answer, Elicitation, OpenRequest, StoredTask
+from mcpx.broker.models import REDACTED, Action, Answer, Elicitation, OpenRequest, StoredTask, made
 from mcpx.broker.refusals import QuestionEnded
 from mcpx.call.deadline import PausableDeadline
 from mcpx.call.failures import CallError
@@ -131,16 +131,18 @@ class McpCallHooks:
                 log.debug("relaying %s for %s failed: %s", method, self.call.id, exc)
 
     def _open_request(self, params: ElicitParams, upstream_id: str | None) -> OpenRequest:
+        """Made, not validated again (issue 39: a question built without validating models twice): the server's
+        words were validated as `params` (ElicitParams), the rest is the call's own, validated as it came in."""
         r = self.call.request
         mode = params.effective_mode
-        return OpenRequest(
-            session=r.session, session_source=r.session_source, server=r.server, tool=r.tool,
-            mode=mode,
-            message=params.message, requested_schema=params.requested_schema if mode == "form" else None,
-            url=params.url if mode == "url" else None, upstream_id=upstream_id or params.elicitation_id,
-            trace=self.call.trace,
-            parent=r.parent, task=self.call.id, meta=params.meta, pid=self.conn.pid, policy_mode=r.policy_mode,
-        )
+        return made(OpenRequest, {
+            "session": r.session, "session_source": r.session_source, "server": r.server, "tool": r.tool,
+            "mode": mode, "message": params.message,
+            "requested_schema": params.requested_schema if mode == "form" else None,
+            "url": params.url if mode == "url" else None, "upstream_id": upstream_id or params.elicitation_id,
+            "trace": self.call.trace, "parent": r.parent, "task": self.call.id, "meta": params.meta,
+            "pid": self.conn.pid, "policy_mode": r.policy_mode,
+        })
 
     async def open(self, params: ElicitParams, era: Era,
                    round_record: Callable[[Elicitation, bool], StoredTask] | None = None,
@@ -214,7 +216,8 @@ class McpCallHooks:
         self.deadline.pause()
         try:
             answer = await handle.answer()
-            self._handed(handle.elicitation, answer.content)
+            if handle.elicitation.secret_fields:
+                self._handed(handle.elicitation, answer.content)
             return answer
         except QuestionEnded as ended:
             # policy `error`: the call fails loudly, naming the question (and the other questions it leaves)
@@ -265,7 +268,8 @@ class McpCallHooks:
             q = handle.elicitation
 
             def hand(action: Action, content: dict[str, Any] | None, reason: str | None) -> None:
-                self._handed(q, content)  # kept out of the call's result before the server can send it
+                if q.secret_fields:
+                    self._handed(q, content)  # kept out of the call's result before the server can send it
                 reply(result_of(action, content, reason))
 
             self.broker.hand_first(q.id, hand)

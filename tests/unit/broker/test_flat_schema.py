@@ -233,3 +233,11 @@ def test_a_credential_is_known_by_its_format_name_title_words_or_write_only() ->
                               pat={"type": "string", "description": "a personal access token"},
                               code={"type": "string", "writeOnly": True}, max_tokens={"type": "integer"}))
     assert [f.name for f in flat.fields if is_secret(f)] == ["pin", "apiKey", "value", "pat", "code"]
+
+
+def test_only_the_fields_asked_for_are_kept_and_an_answer_of_nothing_else_is_kept_as_it_is() -> None:
+    flat = FlatSchema.of(form(repo={"type": "string"}, depth={"type": "integer"}))
+    given = {"repo": "a/b", "depth": 2}
+    assert flat.asked_only(given) is given
+    assert flat.asked_only({"repo": "a/b", "extra": 1, "depth": 2}) == {"repo": "a/b", "depth": 2}
+    assert FlatSchema.of(None).asked_only({"x": 1}) == {}

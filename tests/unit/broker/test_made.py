@@ -12,7 +12,16 @@ import pytest
 from pydantic import BaseModel
 
 from mcpx.broker.documents import audit_doc
-from mcpx.broker.models import Answer, Approvals, AuditRecord, Confirms, Elicitation, made, rfc3339_epoch
+from mcpx.broker.models import (
+    Answer,
+    Approvals,
+    AuditRecord,
+    Confirms,
+    Elicitation,
+    OpenRequest,
+    made,
+    rfc3339_epoch,
+)
 from mcpx.broker.rules import ts
 from mcpx.broker.writes import _ms
 from mcpx.shared import wirejson
@@ -53,6 +62,20 @@ def test_a_question_made_is_the_validated_one(values: dict[str, Any]) -> None:
 @pytest.mark.parametrize("values", [ANSWER, {**ANSWER, "action": "decline", "content": None, "reason": "no"}])
 def test_an_answer_made_is_the_validated_one(values: dict[str, Any]) -> None:
     _same(made(Answer, dict(values)), Answer(**values))
+
+
+@pytest.mark.parametrize("values", [
+    {"session": "s1", "session_source": "meta", "server": "peer", "tool": "ask", "mode": "form", "message": "which?",
+     "requested_schema": {"type": "object", "properties": {"repo": {"type": "string"}}}, "url": None,
+     "upstream_id": None, "trace": "cal-00000000000000bb", "parent": None, "task": "tsk-00000000000000cc",
+     "meta": None, "pid": 4242, "policy_mode": None},
+    {"session": "s1", "session_source": "header", "server": "peer", "tool": None, "mode": "url", "message": "sign in",
+     "requested_schema": None, "url": "https://example.com/x", "upstream_id": "u1", "trace": None, "parent": "cal-1",
+     "task": None, "meta": {"io.mcpx/audience": "human"}, "pid": None, "policy_mode": "auto"},
+])
+def test_an_open_request_made_is_the_validated_one(values: dict[str, Any]) -> None:
+    # a server's question is made into its OpenRequest from what was validated already (upstream/mcp_call.py)
+    _same(made(OpenRequest, dict(values)), OpenRequest(**values))
 
 
 def test_a_record_made_is_the_validated_one_and_its_document_the_models() -> None:

@@ -125,3 +125,15 @@ def test_a_question_kept_parsed_is_read_back_only_while_its_row_stands() -> None
     for q in many:
         index.keep(q)
     assert index.question(many[0].id) is not many[0] and index.question(many[-1].id) is many[-1]  # the latest KEPT
+
+
+def test_a_question_opened_and_ended_in_one_batch_is_never_listed_and_the_others_keep_their_places() -> None:
+    index = PendingIndex()
+    index.apply([row("a", NOW)])
+    # a round trip's question and its answer commit together; another question opens, is moved and stays pending
+    index.apply([row("q", NOW + 1), row("b", NOW + 2), row("q", NOW + 1, state="answered"),
+                 row("b", NOW + 2, audience="agent")])
+    assert ids(index) == ["a", "b"] and ids(index, audience="agent") == ["b"] and index.get("q") is None
+    assert [p["id"] for p in listed(index, NOW)] == ["a", "b"]
+    index.apply([row("c", NOW + 3), row("a", NOW, state="expired")])
+    assert ids(index) == ["b", "c"] and [p["id"] for p in listed(index, NOW)] == ["b", "c"]

@@ -154,3 +154,63 @@ def test_presence_takes_an_accept_only_with_a_passkey_and_each_challenge_once_fo
     assert "used before" in str(nonces.take(q.id, first, now=NOW))
     late = nonces.issue(q.id, now=NOW)
     assert "expired" in str(nonces.take(q.id, late, now=NOW + CHALLENGE_TTL + 1))
+
+
+def _asked(schema: dict[str, Any], message: str = "which one?") -> Elicitation:
+    req = OpenRequest(session="s", session_source="argument", server="srv", message=message, requested_schema=schema)
+    return rules.question_of(req, NOW, 60)[0]
+
+
+def test_each_form_is_decided_by_its_own_text_never_by_another_or_a_stale_one() -> None:
+    # what a form decides (its fields, credentials, route) is kept per schema's text: two forms never share it, and a
+    # schema changed after a question asked it is decided again, not served what its old text decided
+    plain = {"type": "object", "properties": {"repo": {"type": "string"}}}
+    secret = {"type": "object", "properties": {"repo": {"type": "string"}, "api_key": {"type": "string"}}}
+    first, other = _asked(plain), _asked(secret)
+    assert (first.secret_fields, first.audience, first.form.names) == ([], "agent-then-human", ["repo"])
+    assert (other.secret_fields, other.audience, other.form.names) == (["api_key"], "human", ["repo", "api_key"])
+    schema = {"type": "object", "properties": {"repo": {"type": "string"}}}
+    assert _asked(schema).secret_fields == []
+    schema["properties"]["password"] = {"type": "string"}  # the same dict, changed in place
+    changed = _asked(schema)
+    assert (changed.secret_fields, changed.audience, changed.form.names) == (["password"], "human",
+                                                                              ["repo", "password"])
+    schema["properties"]["password"] = {"type": "object"}  # now no flat form at all
+    with pytest.raises(InvalidQuestion, match="flat schema"):
+        _asked(schema)
+    # the same fields in another order are another form: a form's order is the server's
+    swapped = {"type": "object", "properties": {"api_key": {"type": "string"}, "repo": {"type": "string"}}}
+    assert _asked(swapped).form.names == ["api_key", "repo"]
+    # one JSON type is not another: a default of true is not a default of 1
+    ones = _asked({"type": "object", "properties": {"n": {"type": "integer", "default": 1}}})
+    trues = _asked({"type": "object", "properties": {"n": {"type": "integer", "default": True}}})
+    assert type(ones.form.fields[0].default) is int and trues.form.fields[0].default is True
+    # each question's credential fields are its own list: one changed is not the next question's
+    first_again = _asked(secret)
+    first_again.secret_fields.append("repo")
+    assert _asked(secret).secret_fields == ["api_key"]
+
+
+def test_a_lone_yes_no_is_routed_by_its_own_message_whatever_asked_the_same_form_before() -> None:
+    lone = {"type": "object", "properties": {"go": {"type": "boolean"}}}
+    assert "message asks for consent" in _asked(lone, "really delete it?").reason
+    assert "is a confirmation" in _asked(lone, "ok?").reason
+
+
+@pytest.mark.parametrize(("schema", "message", "where"), [
+    ({"type": "object", "properties": {"a\udfff": {"type": "string"}}}, "which?",
+     "requestedSchema.properties.a\\udfff"),
+    ({"type": "object", "properties": {"a": {"type": "string", "title": "\ud800"}}}, "which?",
+     "requestedSchema.properties.a.title"),
+    ({"type": "object", "properties": {"a": {"type": "string"}}}, "déjà \udfff", "message"),
+])
+def test_a_lone_surrogate_anywhere_in_a_question_is_named_where_it_is(schema: dict[str, Any], message: str,
+                                                                      where: str) -> None:
+    with pytest.raises(InvalidQuestion) as refused:
+        _asked(schema, message)
+    assert refused.value.details == {"fields": {where: rules.wirejson.SURROGATE_PROBLEM}}
+
+
+def test_a_question_in_any_script_is_asked() -> None:
+    q = _asked({"type": "object", "properties": {"città": {"type": "string", "title": "Città 🏙"}}}, "Quale città? 🏙")
+    assert (q.message, q.form.names) == ("Quale città? 🏙", ["città"])
