@@ -36,11 +36,19 @@ from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.config.models import Config
+from mcpx.shared import wirejson
 
 
 def _same(call: Call) -> None:
     row = call.stored_row()
     assert row == task_row(call.stored())
+    # the model made of the call's own values (`Call.stored`, not validated) is the validated one: fields, fields set
+    stored = call.stored()
+    validated = StoredTask(**{name: getattr(stored, name) for name in stored.model_fields_set})
+    assert stored == validated
+    assert list(stored.__dict__) == list(validated.__dict__)
+    assert stored.model_fields_set == validated.model_fields_set
+    assert wirejson.encode_models(stored) == wirejson.encode_models(validated)
 
 
 def test_a_plain_call_that_completed() -> None:
