@@ -477,7 +477,9 @@ class UpstreamConnection:
         ask = self._elicitation(params) if method == "elicitation/create" else None
         if ask is None and method not in ("roots/list", "sampling/createMessage"):
             raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}")
-        fixed = self._fixed_answer(method)
+        # only roots have an answer that is the same whichever call asked (`CallHooks.fixed_answer`): a question is
+        # not asked of every call in flight's hooks first (which would make each one's, and its `Call`)
+        fixed = self._fixed_answer(method) if method == "roots/list" else None
         if fixed is not None:
             return fixed
         self.asking += 1
