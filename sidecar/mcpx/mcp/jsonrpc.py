@@ -109,7 +109,7 @@ def check(msg: Any) -> Message:
 
 # a JSON-RPC id's types: a string or an integer, a bool being none. Decoded JSON holds no subclass of either, so a
 # value's type is looked up as it is, with no isinstance walking its bases (every frame and reply checks one)
-_ID_TYPES = frozenset((str, int))
+_ID_TYPES = ID_TYPES = frozenset((str, int))
 
 
 def _valid_id(value: Any) -> bool:
