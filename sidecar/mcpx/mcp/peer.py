@@ -66,8 +66,10 @@ class Taken(Protocol):
         ...
 
 
-# takes a request in its turn, or declines (None: it runs in a task of its own, as every other request does)
-TakeNow = Callable[[Message], Taken | None]
+# takes a request in its turn, or declines (None: it runs in a task of its own, as every other request does); it is
+# handed the peer the request came on (what it replies through), so that a handler needs no closure of its own over
+# it: a partial does
+TakeNow = Callable[[Message, "Peer"], Taken | None]
 
 
 async def _no_requests(msg: Message) -> dict[str, Any]:
@@ -262,7 +264,7 @@ class Peer:
             rid = msg["id"]
             if self._take_now is not None and rid not in self._taken and rid not in self._incoming:
                 try:
-                    taken = self._take_now(msg)
+                    taken = self._take_now(msg, self)
                 except Exception as exc:  # its handler's trouble, said to the other side as any handler's is
                     self._reply_now(self._failed(msg, exc))
                     return
