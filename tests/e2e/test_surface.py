@@ -325,6 +325,33 @@ async def test_tool_list_changes_are_announced(surf: Daemon) -> None:
     assert "res_need_repo" not in names and "sdk_need_repo" in names
 
 
+async def test_a_plain_calls_route_is_looked_up_again_once_the_config_changes(home: Path) -> None:
+    """What a plain call of a tool needs to know before it is sent (upstream/gateway.py's `PlainRoute`: lean or not, its
+    entry) is kept between its calls, and looked up again the moment the config in force changes: a tool that may
+    change things is confirmed on the very next call once a reload says so (elicit.confirmDestructive), where a kept
+    route would send it lean, unasked, on the same instance."""
+    config: dict[str, Any] = {"servers": {"sdk": stdio("sdk_server.py")}}
+    with make_daemon(home, config) as d:
+        seen: list[str] = []
+        heard = asyncio.Event()
+
+        async def on_message(message: Any) -> None:
+            if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
+                heard.set()
+
+        async with stdio_client(d, "legacy", accepting({"confirm": True}, seen), message_handler=on_message
+                                ) as client:
+            await client.call_tool("sdk_echo", {"text": "warm"})  # listed, started, its era known
+            before = [text(await client.call_tool("sdk_echo", {"text": f"lean {n}"})) for n in range(2)]
+            assert seen == []  # sent lean, nothing asked
+            # the server as it was (its instance kept, its fingerprint the same): only what mcpx asks first changed
+            d.write_config({**config, "elicit": {"confirmDestructive": True}})
+            await asyncio.wait_for(heard.wait(), PATIENCE)
+            after = [text(await client.call_tool("sdk_echo", {"text": f"asked {n}"})) for n in range(2)]
+    assert before == ["echo: lean 0", "echo: lean 1"] and after == ["echo: asked 0", "echo: asked 1"], (before, after)
+    assert len(seen) == 2, seen  # each call after the reload confirmed with the client first
+
+
 async def test_a_tool_its_server_lacks_is_named_with_its_tools_on_rest_and_mcp_but_its_own_endpoint(home: Path) -> None:
     """A call to a tool its server lacks, on a server not listed yet (a fresh daemon; a server a reload replaced
     under a name a host knows), is refused in the words `mcpx call` says (the server's tools, the nearest), before

@@ -26,7 +26,7 @@ from mcpx.call.lean import Deadlines, LeanCall, SentCall, Settled
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.config.source import ConfigSource
-from mcpx.shared.ids import is_id, new_id
+from mcpx.shared.ids import call_ids, is_id
 
 log = logging.getLogger("mcpx.call")
 
@@ -109,7 +109,8 @@ class Calls:
 
     @staticmethod
     def new(request: CallRequest) -> Call:
-        return Call(id=new_id("tsk"), trace=new_id("cal"), request=request)
+        tid, trace = call_ids()
+        return Call(id=tid, trace=trace, request=request)
 
     def start(self, request: CallRequest) -> Call:
         call = self.new(request)
@@ -122,7 +123,7 @@ class Calls:
 
     def leaning(self, request: CallRequest) -> LeanCall:
         """A plain call about to be sent on the lean path (call/lean.py): its ids, no `Call` yet."""
-        return LeanCall(self, new_id("tsk"), new_id("cal"), request)
+        return LeanCall(self, *call_ids(), request)
 
     def lean(self, lean: LeanCall, sent: SentCall, settled: Settled) -> LeanCall:
         """A call whose request its kind has sent on the lean path: it runs without a runner until something happens

@@ -32,7 +32,7 @@ class ConfigSource:
     def __init__(self, loaded: LoadedConfig, keep_demo: bool = False) -> None:
         self._asked = keep_demo
         self.keep_demo = keep_demo or not loaded.sources
-        self._loaded = self._with_demo(loaded)
+        self._put(self._with_demo(loaded))
         self.error: str | None = None  # why the last reload was refused, until one succeeds
         self._warned: set[str] = set()
         self._warn()
@@ -40,7 +40,7 @@ class ConfigSource:
     def _warn(self) -> None:
         """Log what the config in force holds but will not do as written (a timeout under the start's minimum):
         each once, not again on a reload that still has it."""
-        now = {str(w) for w in config_warnings(self._loaded.config, self._loaded.origin)}
+        now = {str(w) for w in config_warnings(self.loaded.config, self.loaded.origin)}
         for warning in sorted(now - self._warned):
             log.warning("config: %s", warning)
         self._warned = now
@@ -56,20 +56,18 @@ class ConfigSource:
         config = loaded.config.model_copy(update={"servers": {**loaded.config.servers, DEMO: demo}})
         return replace(loaded, config=config)
 
-    @property
-    def config(self) -> Config:
-        return self._loaded.config
-
-    @property
-    def loaded(self) -> LoadedConfig:
-        return self._loaded
+    def _put(self, loaded: LoadedConfig) -> None:
+        """The config in force and what it was loaded from, replaced together: attributes, not properties (read on
+        every call's way, some more than once)."""
+        self.loaded: LoadedConfig = loaded
+        self.config: Config = loaded.config
 
     @property
     def origin(self) -> str:
-        return self._loaded.origin
+        return self.loaded.origin
 
     def fallback_session(self, cwd: str | Path | None = None) -> str:
-        return self._loaded.fallback_session(cwd)
+        return self.loaded.fallback_session(cwd)
 
     def apply(self, update: LoadedConfig | ConfigError) -> bool:
         """Take a reloaded config, or keep the previous one and remember why the new one was refused."""
@@ -77,7 +75,7 @@ class ConfigSource:
             self.error = str(update)
             log.error("config reload refused, previous config stays in force: %s", update)
             return False
-        self._loaded = self._with_demo(update)
+        self._put(self._with_demo(update))
         self.error = None
         log.info("config reloaded from %s", update.origin)
         self._warn()
@@ -87,7 +85,7 @@ class ConfigSource:
         """Apply every change to the config's files until cancelled; `on_change` runs after each one taken."""
         while True:
             try:
-                async for update in watch_config(self._loaded):
+                async for update in watch_config(self.loaded):
                     if self.apply(update):
                         await on_change()
                 return

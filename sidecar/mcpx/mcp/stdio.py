@@ -10,11 +10,12 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Protocol
 
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
+from mcpx.shared import wirejson
 from mcpx.shared.errors import McpxError
 from mcpx.shared.masking import mask_text, shown_command
 
@@ -52,6 +53,9 @@ class _Sending:
         self.name = name
         self.answer_bad_frames = answer_bad_frames
         self._write_lock = asyncio.Lock()
+        # writers holding the lock or waiting for it: send_now reads this, not the lock's locked(), a Python call on
+        # every message out of the daemon (and stricter: a waiter counts while the lock passes to it)
+        self._writing = 0
         self._sending: set[asyncio.Future[None]] = set()  # lines sent from callbacks, still on their way (send_now)
         self.bad_frames = 0
 
@@ -61,16 +65,26 @@ class _Sending:
             # the other side went (a server that exited at once): a write would raise the transport's own
             # RuntimeError ("the handler is closed"), which no caller expects of a closed pipe
             raise ConnectionResetError(f"{self.name}: the stream is closed")
-        if not self._write_lock.locked():
+        if not self._writing:
             # nobody's line is under way: written at once, and when the pipe took it all (it nearly always does)
             # there is nothing to drain, nor a lock to hold; every message in and out of the daemon is sent here
             self._transport.write(data)
             if self._transport.get_write_buffer_size():
                 await self._drain()
             return
-        async with self._write_lock:
+        async with self._in_line():
             self._transport.write(data)
             await self.writer.drain()
+
+    @contextlib.asynccontextmanager
+    async def _in_line(self) -> AsyncIterator[None]:
+        """The write lock held, counted in `_writing` from before it is waited for."""
+        self._writing += 1
+        try:
+            async with self._write_lock:
+                yield
+        finally:
+            self._writing -= 1
 
     def send_now(self, msg: Message) -> asyncio.Future[None] | None:
         """As send, from a callback (no coroutine): written now, after every line whose send began before it; None
@@ -79,15 +93,15 @@ class _Sending:
         task is returned. ConnectionResetError: the other side went."""
         if self._transport.is_closing():
             raise ConnectionResetError(f"{self.name}: the stream is closed")
-        if self._write_lock.locked():
+        if self._writing:
             return self._in_turn(self.send(msg))
-        self._transport.write(jsonrpc.encode(msg))
+        self._transport.write(wirejson.encode(msg) + b"\n")  # jsonrpc.encode's, with one call less on the way
         if self._transport.get_write_buffer_size():
             return self._in_turn(self._drain())
         return None
 
     async def _drain(self) -> None:
-        async with self._write_lock:
+        async with self._in_line():
             await self.writer.drain()
 
     def _in_turn(self, sending: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
@@ -178,24 +192,7 @@ class _Output(asyncio.streams.FlowControlMixin):
 Heard = Callable[[Message | None], None]
 
 
-class _Lines(asyncio.Protocol):
-    """A read pipe's protocol: what arrives, cut into lines, each handed to its channel in the turn it is read."""
-
-    def __init__(self, channel: PipeChannel) -> None:
-        self.channel = channel
-
-    def data_received(self, data: bytes) -> None:
-        self.channel._take(data)
-
-    def eof_received(self) -> bool:
-        self.channel._ended()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.channel._ended()
-
-
-class PipeChannel(_Sending):
+class PipeChannel(_Sending, asyncio.Protocol):
     """JSON-RPC on two file descriptors of pipes or sockets: a process's stdin and stdout, handed over to us.
 
     A reader that asks to be delivered to is handed each message in the loop turn its line is read, with no task
@@ -203,6 +200,9 @@ class PipeChannel(_Sending):
     otherwise receive() returns them in turn. A send returns once its bytes are in the pipe, so
     whoever takes the pipe over after close() starts at a line's beginning; pause() and
     take_unread() let a reader stop and hand on what it had read of a line it had not finished.
+
+    It is its read pipe's protocol itself: what arrives is cut into lines in `data_received`, with no protocol
+    object in between to pass it on (a Python call on every message in).
     """
 
     def __init__(self, writer: asyncio.StreamWriter, output_gone: asyncio.Event, name: str,
@@ -230,9 +230,9 @@ class PipeChannel(_Sending):
 
     async def _read_from(self, rfile: Any, unread: bytes = b"") -> None:
         if unread:
-            self._take(unread)
+            self.data_received(unread)
         try:
-            self.read_transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: _Lines(self), rfile)
+            self.read_transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: self, rfile)
         except BaseException:
             rfile.close()
             self.writer.close()
@@ -260,7 +260,9 @@ class PipeChannel(_Sending):
         if self._arrived is not None and not self._arrived.done():
             self._arrived.set_result(None)
 
-    def _take(self, data: bytes) -> None:
+    # ---- the read pipe's protocol
+
+    def data_received(self, data: bytes) -> None:
         if self._skipping:
             end = data.find(b"\n")
             if end < 0:
@@ -310,7 +312,17 @@ class PipeChannel(_Sending):
             if self.bad_frames <= 5:
                 log.warning("%s: ignoring a line that is not JSON-RPC (%s): %.200r", self.name, exc, line)
             return
-        self._put(msg)
+        if self._heard is not None:  # _put's own test, here: every message in is handed on so
+            self._heard(msg)
+        else:
+            self._put(msg)
+
+    def eof_received(self) -> bool:
+        self._ended()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended()
 
     def _answer(self, reply: Message) -> None:
         # sent as any reply is (so close() waits for it), and the next line read as if nothing happened
@@ -340,12 +352,15 @@ class PipeChannel(_Sending):
         # a send under way finishes its line first; a host that stopped reading is not waited for long
         if self._sending:
             await asyncio.wait(set(self._sending), timeout=2.0)
+        self._writing += 1
         try:
             await asyncio.wait_for(self._write_lock.acquire(), 2.0)
         except TimeoutError:
             log.warning("%s: closing with a line half written: its reader stopped reading", self.name)
         else:
             self._write_lock.release()
+        finally:
+            self._writing -= 1
         if self.read_transport is not None:
             self.read_transport.close()
         self.writer.close()

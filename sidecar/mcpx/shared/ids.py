@@ -44,6 +44,12 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{_entropy.take(8).hex()}"
 
 
+def call_ids() -> tuple[str, str]:
+    """A call's two ids, its task's (`tsk-`) and its trace's (`cal-`), from one take: every call mints both."""
+    drawn = _entropy.take(16).hex()
+    return f"tsk-{drawn[:16]}", f"cal-{drawn[16:]}"
+
+
 def is_id(value: str, prefix: str) -> bool:
     match = _ID.match(value)
     return match is not None and match.group(1) == prefix

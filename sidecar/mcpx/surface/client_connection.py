@@ -3,6 +3,7 @@ stdin and stdout `mcpx serve` handed over. Its requests go to the surface; mcpx'
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -32,7 +33,7 @@ class ClientConnection:
         self.state = state
         # a plain call is taken in the turn its request is read, on a channel that writes from a callback
         self.peer = Peer(channel, self._on_request, self._on_notification, name="mcp-client",
-                         take_now=lambda msg: surface.take_now(state, msg, self.peer))
+                         take_now=functools.partial(surface.take_now, state))
         state.push = self.peer.notify
 
     async def _on_request(self, msg: Message) -> dict[str, Any]:

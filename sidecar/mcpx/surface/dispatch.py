@@ -35,7 +35,7 @@ from mcpx.mcp.protocol import (
     InitializeParams,
 )
 from mcpx.mcp.tasks import EXTENSION
-from mcpx.shared.hostenv import call_host
+from mcpx.shared.hostenv import Host, call_host
 from mcpx.shared.sessions import resolve_session
 from mcpx.surface.client_state import ClientState
 from mcpx.surface.driver import CallDriver
@@ -157,7 +157,7 @@ class Surface:
         if host is not None and host.unattended and not state.unattended:
             return None  # nobody is at this request's host: `_call` says so on its state
         arguments = dict(given or {})
-        session, source = self.session_for(state, meta, arguments.pop(SESSION_ARG, None))
+        session, source = self._session(state, meta, arguments.pop(SESSION_ARG, None), host)
         return self.driver.take_now(state, *found, arguments, session, source, meta, msg, peer)
 
     async def on_notification(self, state: ClientState, msg: Message) -> None:
@@ -277,8 +277,13 @@ class Surface:
     # ---- sessions
 
     def session_for(self, state: ClientState, meta: dict[str, Any], argument: Any) -> tuple[str, SessionSource]:
-        host = call_host(state.client_info, meta)
-        return resolve_session(self.settings.fallback_session, meta=meta.get(META_SESSION), argument=argument,
+        return self._session(state, meta, argument, call_host(state.client_info, meta))
+
+    def _session(self, state: ClientState, meta: dict[str, Any], argument: Any, host: Host | None,
+                 ) -> tuple[str, SessionSource]:
+        """`session_for`, of a request whose host was read already (a plain call's: `take_now`)."""
+        # the loaded config's own fallback, not ConfigSource's (which passes it on): a call less on every call's way
+        return resolve_session(self.settings.loaded.fallback_session, meta=meta.get(META_SESSION), argument=argument,
                                header=state.env_session, source=state.env_source, cwd=state.cwd,
                                host=host.session if host is not None else None)
 

@@ -89,7 +89,10 @@ class CallDriver:
                                            taken.settled)
         except UnknownServer:
             return None  # the usual way says so, in its words
-        return None if lean is None else taken.sent(lean)
+        if lean is None:
+            return None
+        taken.lean = lean
+        return taken
 
     def following(self, call: Call, state: ClientState, out: Outbound) -> Following:
         """Set up to follow `call` for this client: a legacy client is the call's first asker."""
@@ -130,10 +133,15 @@ class CallDriver:
                 return
             await out.notify(method, params)
 
-        forwarded = {k: meta[k] for k in ("progressToken", META_LOG_LEVEL) if k in meta}
+        forwarded: dict[str, Any] | None = None  # what of _meta goes on to the server (a loop: no comprehension's call)
+        if meta:
+            for k in ("progressToken", META_LOG_LEVEL):
+                if k in meta:
+                    forwarded = forwarded or {}
+                    forwarded[k] = meta[k]
         return CallRequest(server=server, tool=tool, arguments=arguments, session=session, session_source=source,
-                           cwd=state.cwd, surface="mcp", meta=forwarded or None, relay=relay,
-                           followed=state.takes_tasks, client_caps=state.declared(),
+                           cwd=state.cwd, surface="mcp", meta=forwarded, relay=relay,
+                           followed=state.era == "modern" and state.takes_tasks, client_caps=state.declared(),
                            transparent=state.scope is not None, era=state.era)
 
     def _lean(self, request: CallRequest, settled: Settled) -> LeanCall | None:

@@ -37,8 +37,9 @@ class WatchedPipe:
         self.say = say
         self.open: dict[jsonrpc.Id, float] = {}  # requests read and not yet answered: when, oldest first
         self.named: set[jsonrpc.Id] = set()  # those of them serve was told of
-        self.none_open = asyncio.Event()
-        self.none_open.set()
+        # set once none is open, made only for whoever waits for that (the end of input, a hand-back): not cleared
+        # and set again on every request's way
+        self._answered: asyncio.Event | None = None
         self.stopping = False
         self._ending: asyncio.Future[None] | None = None  # at the end of input: what was asked being answered
         self._loop = asyncio.get_running_loop()
@@ -73,7 +74,11 @@ class WatchedPipe:
         if method is None:
             return msg  # an answer to one of mcpx's own requests
         if "id" in msg:
-            self._opened(msg["id"])
+            rid = msg["id"]
+            self.open.pop(rid, None)  # an id used again counts from its new use
+            self.open[rid] = self._loop.time()
+            if self._naming is None:
+                self._naming = self._loop.call_later(WAITING_AFTER, self._name_waiting)
             if method == "initialize":
                 self.say(HandoffMessage(initialize=msg))
         elif method == "notifications/initialized":
@@ -88,7 +93,7 @@ class WatchedPipe:
         """At the client's end of input, let what it asked be answered before the session ends: bounded, and not at
         all once nobody reads the answers (the host is gone). A tools/list right behind initialize waits for every
         upstream to start, which takes seconds on a loaded machine."""
-        answered = asyncio.ensure_future(self.none_open.wait())
+        answered = asyncio.ensure_future(self.all_answered())
         gone = asyncio.ensure_future(self.pipe.output_gone.wait())
         try:
             await asyncio.wait({answered, gone}, timeout=DRAIN_LIMIT, return_when=asyncio.FIRST_COMPLETED)
@@ -103,21 +108,23 @@ class WatchedPipe:
     def send_now(self, msg: Message) -> None:
         """As send, from a callback (a plain call's reply, surface/plain_call.py): in the pipe, or on its way in
         turn, when this returns."""
-        if (going := self.pipe.send_now(msg)) is None:
-            self._sent(msg)
-        else:  # answered once it is in the pipe, as send has it
+        if (going := self.pipe.send_now(msg)) is not None:  # answered once it is in the pipe, as send has it
             going.add_done_callback(lambda _: self._sent(msg))
+        elif ("method" not in msg and "id" in msg and self.open.pop(msg["id"], None) is not None
+              and (self.named or self._answered is not None)):  # _sent's, inline: every plain call's reply
+            self._closed(msg["id"])
 
     def _sent(self, msg: Message) -> None:
         if "method" not in msg and (rid := jsonrpc.id_of(msg.get("id"))) is not None:
             self._settled(rid)
 
-    def _opened(self, rid: jsonrpc.Id) -> None:
-        self.open.pop(rid, None)  # an id used again counts from its new use
-        self.open[rid] = self._loop.time()
-        self.none_open.clear()
-        if self._naming is None:
-            self._naming = self._loop.call_later(WAITING_AFTER, self._name_waiting)
+    async def all_answered(self) -> None:
+        """Until every request read is answered (or withdrawn)."""
+        if not self.open:
+            return
+        if self._answered is None:
+            self._answered = asyncio.Event()
+        await self._answered.wait()
 
     def _name_waiting(self) -> None:
         """Tell serve of every request that has waited WAITING_AFTER; be due again for the next that will have."""
@@ -132,14 +139,18 @@ class WatchedPipe:
             self._naming = self._loop.call_at(min(later) + WAITING_AFTER, self._name_waiting)
 
     def _settled(self, rid: jsonrpc.Id) -> None:
-        if self.open.pop(rid, None) is None:
-            return
+        if self.open.pop(rid, None) is not None:
+            self._closed(rid)
+
+    def _closed(self, rid: jsonrpc.Id) -> None:
+        """Request `rid`, open until now, is answered: serve is told if it was told of it, a waiter if none is left."""
         if rid in self.named:
             self.named.discard(rid)
             # after the answer is in the pipe: a death between costs a duplicate
             self.say(HandoffMessage(answered=[rid]))
-        if not self.open:
-            self.none_open.set()
+        if not self.open and self._answered is not None:
+            self._answered.set()
+            self._answered = None
 
     def unnamed(self) -> list[jsonrpc.Id]:
         return [rid for rid in self.open if rid not in self.named]
@@ -190,7 +201,7 @@ class PipeSession:
         self.watch.stopping = True
         self.watch.pipe.pause()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.watch.none_open.wait(), grace)
+            await asyncio.wait_for(self.watch.all_answered(), grace)
         unread = self.watch.pipe.take_unread()
         serving.cancel()
         await asyncio.wait({serving})  # ends the requests still running: the client is told of them by serve

@@ -46,16 +46,12 @@ class PlainCall:
 
     def __init__(self, driver: Follower, state: ClientState, out: PeerOutbound, msg: Message, token: Any) -> None:
         self.driver, self.state, self.out, self.msg, self.token = driver, state, out, msg, token
-        self.lean: LeanCall | None = None
+        self.lean: LeanCall | None = None  # once sent (CallDriver.take_now)
         self._carrying: asyncio.Task[None] | None = None  # the task that follows it once promoted
         self._work: Coroutine[Any, Any, dict[str, Any]] | None = None  # what that task runs
         self._following: Following | None = None
         self._begun = False  # that task took its first step (a cancel before it would skip its whole body)
         self._left = False  # the client withdrew it or went before it was promoted: nobody follows it
-
-    def sent(self, lean: LeanCall) -> PlainCall:
-        self.lean = lean
-        return self
 
     # ---- how it leaves the lean path (LeanCall's `settled`)
 

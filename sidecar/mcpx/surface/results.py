@@ -42,6 +42,8 @@ def task_result(task: Call) -> dict[str, Any]:
 def completed_result(value: dict[str, Any]) -> dict[str, Any]:
     """A completed call's result as the client gets it: the upstream's own (a copy)."""
     result = dict(value)
+    if "_meta" not in result:  # nearly every result: no comprehension run over nothing
+        return result
     meta = {k: v for k, v in (result.get("_meta") or {}).items() if k != META_SERVER_INFO}
     if meta:
         result["_meta"] = meta  # passed through untouched, but for the upstream's self-description

@@ -336,7 +336,7 @@ class UpstreamConnection:
         if "error" in reply or not isinstance(result, dict):
             return None
         if self.era != "legacy" and (result.get("resultType", "complete") != "complete"
-                                     or asks_over_back_channel(result)):
+                                     or (result.get("isError") and asks_over_back_channel(result))):
             return None
         first.result()  # the reply taken: it is no longer pending
         self._end(sending.call, True)
@@ -375,11 +375,11 @@ class UpstreamConnection:
         otherwise (the refusal names the extension; then the call is sent again declaring it, and so is every
         later call of that tool here): a stdio server's task dies with its process, so it buys no durability, and
         a tool that may run either way answers a plain call at once rather than after a poll interval."""
-        if self.era != "modern" or self.facts is None or not self._own_caps:
+        if self.era != "modern" or self._facts is None or not self._own_caps:
             return False
         if tool in self._task_tools:
             return True
-        return isinstance(self.channel, HttpChannel) and tasks.offered(self.facts.capabilities)
+        return isinstance(self.channel, HttpChannel) and tasks.offered(self._facts.capabilities)
 
     async def _drive(self, params: dict[str, Any], hooks: ServerToCall, max_rounds: int,
                      meta: dict[str, Any] | None, round_no: int, first: Sent | None = None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
 from mcpx.call.run import CallRun
-from mcpx.config.models import HttpServer, ServerConfig, StdioServer, secret_names
+from mcpx.config.models import Config, HttpServer, ServerConfig, StdioServer, secret_names
 from mcpx.config.source import ConfigSource
 from mcpx.mcp.jsonrpc import RpcError
 from mcpx.mcp.peer import PeerClosed
@@ -37,6 +37,7 @@ from mcpx.shared.upstream_errors import UnknownServer, UpstreamError, refuse_unk
 from mcpx.upstream import secrets
 from mcpx.upstream.kind import Authorizer, InstanceInfo, KindFactory, Kinds, LoginKind, Protected, UpstreamKind
 from mcpx.upstream.mcp_kind import LeanSend, McpKind
+from mcpx.upstream.pool import entry_fingerprint
 
 log = logging.getLogger("mcpx.upstream")
 
@@ -49,6 +50,19 @@ def changes_things(tool: dict[str, Any] | None) -> bool:
         return ToolAnnotations.model_validate((tool or {}).get("annotations") or {}).may_change_things
     except ValidationError:  # hints that are not what the protocol says they are: no hint at all
         return True
+
+
+class PlainRoute:
+    """What a plain call of one tool needs to know before it is sent (`Gateway.start_lean`), looked up once for the
+    config in force and the server's tools as listed: its call is lean (`entry`: its stdio server's) or not (None),
+    and its server's fingerprint. Kept while both are the same objects: a reload replaces the config whole, a listing
+    replaces the server's tools whole (and a change of them drops them), so one identity test each tells."""
+
+    __slots__ = ("config", "entry", "fingerprint", "tools")
+
+    def __init__(self, config: Config, tools: list[dict[str, Any]] | None, entry: StdioServer | None,
+                 fingerprint: str) -> None:
+        self.config, self.tools, self.entry, self.fingerprint = config, tools, entry, fingerprint
 
 
 def confirmed_name(name: str, patterns: list[str]) -> bool:
@@ -67,6 +81,7 @@ class Gateway:
         self.kinds = Kinds([self.mcp, *(build(self) for build in kinds)])
         self.calls = Calls(broker, config, self._run, self._follow)
         self._tool_cache: dict[str, list[dict[str, Any]]] = {}
+        self._routes: dict[tuple[str, str], PlainRoute] = {}  # (server, tool) -> what its plain calls need
         self.tool_listeners: list[Any] = []  # callables notified when a server's tools change
         self.secrets = secrets.SecretAsker(broker, config, self.tools_changed)
         self._refused_secrets: set[str] = set()  # servers whose secrets the person would not give: listings stop asking
@@ -330,28 +345,46 @@ class Gateway:
         call (`start_call`). Plain: a stdio MCP server's tool listed already, nothing for mcpx to ask first (no
         secrets, no confirmation), mcpx's own capabilities (not /mcp/SERVER), and an instance to be had without
         waiting. `settled` hears how it leaves the lean path (LeanCall's), never before this returns."""
-        entry = self.entry(request.server)
-        known = self._tool_cache.get(request.server)
-        if (known is None or request.transparent or not isinstance(entry, StdioServer) or secret_names(entry)
-                or confirmed_name(request.tool, entry.confirm)):
+        if request.transparent:
             return None
-        for tool in known:  # one look for both checks (a loop, not next() over a generator: every plain call's way)
-            if tool.get("name") == request.tool:
-                break
-        else:
-            refuse_unknown_tool(request.server, request.tool, known)
-        if self.settings.config.elicit.confirm_destructive and changes_things(tool):
+        server, config = request.server, self.settings.config
+        route = self._routes.get((server, request.tool))
+        if route is None or route.config is not config or route.tools is not self._tool_cache.get(server):
+            route = self._route(server, request.tool, config)
+        if route.entry is None:
             return None
-        lease = self.mcp.pool.lease_now(request.server, entry, request.session, request.tool)
+        lease = self.mcp.pool.lease_now(server, route.entry, route.fingerprint, request.session, request.tool)
         if lease is None:
             return None
         lean = self.calls.leaning(request)  # its ids; its Call, scope, hooks and deadline only if it needs them
         try:
-            sent = self.mcp.send_plain(lean, entry, lease, self._run)
+            sent = self.mcp.send_plain(lean, route.entry, lease, self._run)
         except BaseException:
             lease.release()
             raise
         return self.calls.lean(lean, sent, settled)
+
+    def _route(self, server: str, tool: str, config: Config) -> PlainRoute:
+        """What `start_lean` looks up for a tool of a server, looked up now and kept until the config in force or the
+        server's tools are not those it was looked up in. UnknownServer, UnknownTool: as `entry` and the listing say
+        (then nothing is kept: a server or a tool that comes later is looked up again)."""
+        entry = self.entry(server)
+        known = self._tool_cache.get(server)
+        lean: StdioServer | None = None
+        if (known is not None and isinstance(entry, StdioServer) and not secret_names(entry)
+                and not confirmed_name(tool, entry.confirm)):
+            for listed in known:  # one look for both checks
+                if listed.get("name") == tool:
+                    break
+            else:
+                refuse_unknown_tool(server, tool, known)
+            if not (config.elicit.confirm_destructive and changes_things(listed)):
+                lean = entry
+        route = PlainRoute(config, known, lean, entry_fingerprint(lean) if lean is not None else "")
+        if len(self._routes) > 1000:  # tools of servers gone, under configs gone: not kept for ever
+            self._routes.clear()
+        self._routes[(server, tool)] = route
+        return route
 
     async def _follow(self, call: Call) -> dict[str, Any]:
         assert call.remembered is not None  # Calls.recover follows only what was remembered

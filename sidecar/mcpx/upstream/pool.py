@@ -166,35 +166,58 @@ class Pool:
         """
         return Lease(self, server, session, era, timeout, declared, tool)
 
-    def lease_now(self, server: str, entry: ServerConfig, session: str, tool: str) -> Lease | None:
+    def lease_now(self, server: str, entry: ServerConfig, fp: str, session: str, tool: str) -> Lease | None:
         """A lease on an instance to be had at once, taken already (`async with` it gives it back), for a call of
-        `session` to `tool` of `server` (its config `entry`, looked up by the caller) with mcpx's own capabilities:
-        None when one would be waited for (the server's era not known in memory yet, no instance free, one to
-        start). A plain call's lean path (upstream/gateway.py's `start_lean`) takes one so, or goes the full way."""
-        fp = entry_fingerprint(entry)
+        `session` to `tool` of `server` (its config `entry` and its fingerprint `fp`, looked up by the caller) with
+        mcpx's own capabilities: None when one would be waited for (the server's era not known in memory yet, no
+        instance free, one to start). A plain call's lean path (upstream/gateway.py's `start_lean`) takes one so, or
+        goes the full way."""
         want = self._eras.get((server, fp))
         if want is None:
             return None
-        found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
-        if found is None or not found.conn.alive:
+        if want == "modern":
+            # what _find answers for a modern server with mcpx's own capabilities (the first instance of its shared
+            # group that speaks modern and is as configured now), read from that group alone: every plain call's way
+            found = None
+            for inst in self._groups.get((server, SHARED, ""), ()):  # a loop: a generator's every step is a call
+                if not inst.retired and inst.fingerprint == fp and inst.conn.era == "modern":
+                    found = inst
+                    break
+        else:
+            found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
+        if found is None or (peer := found.conn.peer) is None or peer.shut:  # conn.alive, inline
             return None  # a dead one is the full path's to sweep out, as it starts another
         lease = Lease(self, server, session, None, 0.0, None, tool)
         lease.inst = self._take(found, session, tool)
         return lease
 
     def _release(self, inst: Instance, session: str, tool: str | None) -> None:
-        self._give_back(inst, session, tool)
+        # what _take counted, uncounted, a session or tool with no lease left gone from its Counter (not `-=`, which
+        # builds two Counters; and inline, with no function of its own: every call's way back)
+        inst.busy -= 1
+        for counter, key in ((inst.calling, session), (inst.tools, tool)):
+            if key is not None:
+                left = counter.get(key, 0) - 1
+                if left > 0:
+                    counter[key] = left
+                else:
+                    counter.pop(key, None)
         inst.last_used = time.monotonic()
         if inst.retired and inst.busy == 0:
             self._stop(inst)
         elif inst.busy == 0:
-            # alone in its group and no listing's, it is no spare: its due time needs no look at the others (which
-            # would sort every instance on every call's way back)
-            alone = len(self._groups.get(inst.key, ())) <= 1
-            if not alone or self._due(inst, set() if inst.owner != LISTING else None) < self._next_reap:
-                # its idle clock starts now, and runs out before the reaper would look; or it makes an older idle
-                # instance beside it a spare, due sooner
-                self._wake.set()
+            if len(self._groups.get((inst.server, inst.owner, inst.declared), ())) > 1:
+                self._wake.set()  # it makes an older idle instance beside it a spare, due sooner
+            else:
+                # alone in its group and no listing's, it is no spare: its due time needs no look at the others
+                # (which would sort every instance on every call's way back); _due's own sum, inline then
+                if inst.owner == LISTING:
+                    due = self._due(inst)
+                else:
+                    entry = self._entries().get(inst.server)
+                    due = inst.last_used + entry.idle_timeout if entry is not None else inst.last_used
+                if due < self._next_reap:
+                    self._wake.set()  # its idle clock starts now, and runs out before the reaper would look
         if self._waiting:  # _poke's own test, here: with no lease waiting (nearly always) no call on the way back
             self._poke()
 
@@ -345,21 +368,13 @@ class Pool:
 
     @staticmethod
     def _take(inst: Instance, session: str, tool: str | None) -> Instance:
-        # get() rather than Counter's += : a key that _give_back took away (nearly every call's session and tool,
+        # get() rather than Counter's += : a key that _release took away (nearly every call's session and tool,
         # once its last lease ended) is not looked for again through Counter.__missing__, a Python call
         inst.busy += 1
         inst.calling[session] = inst.calling.get(session, 0) + 1
         if tool is not None:
             inst.tools[tool] = inst.tools.get(tool, 0) + 1
         return inst
-
-    @staticmethod
-    def _give_back(inst: Instance, session: str, tool: str | None) -> None:
-        """What _take counted, uncounted: a session or tool with no lease left is gone from its Counter."""
-        inst.busy -= 1
-        _uncount(inst.calling, session)
-        if tool is not None:
-            _uncount(inst.tools, tool)
 
     async def _gated_start(self, gate: GroupKey, server: str, session: str, entry: ServerConfig, era: Era | None,
                            declared: dict[str, Any] | None, decl: str) -> Instance:
@@ -546,14 +561,4 @@ class Lease:
         if self.inst is not None:
             inst, self.inst = self.inst, None
             self.pool._release(inst, self.session, self.tool)
-
-
-def _uncount(counter: Counter[str], key: str) -> None:
-    """One of `key` taken off `counter`, and the key gone with its last (`counter -= Counter((key,))` builds two
-    Counters to do it, on every call's reply path)."""
-    left = counter.get(key, 0) - 1
-    if left > 0:
-        counter[key] = left
-    else:
-        counter.pop(key, None)
 
