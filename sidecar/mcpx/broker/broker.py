@@ -635,7 +635,8 @@ class Broker:
         result, which no longer waits on it: off the loop (issue 39: one commit per question's round trip, after
         the reply, with the question and its answer that rode until then)."""
         if behind:
-            return self._writes.end_call(built, data, tid=tid, session=session, trace=trace, within=BEHIND)
+            return self._writes.end_call(built, data, tid=tid, session=session, trace=trace, within=BEHIND,
+                                         heard=self.bus.hears)
 
         def put(tx: Tx) -> None:
             tx.put_task(built())

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from mcpx.broker.models import AuditRecord
-from mcpx.broker.store import QuestionRow
+from mcpx.broker.store import QuestionRow, TaskDones
 
 T = TypeVar("T")
 Unit = Callable[[Any], Any]
@@ -40,10 +40,11 @@ MAX_WAITING = 512  # units that may wait: this many waiting go at once, whatever
 
 class RecordingTx(Protocol):
     """A Tx that keeps the audit records and question rows it wrote, in order, so a unit rolled back takes its
-    own with it."""
+    own with it (and the records it left to be made once committed: `later`, see `heard_records`)."""
 
     records: list[AuditRecord]
     questions: list[QuestionRow]
+    later: list[tuple[int, int, TaskDones]]
 
 
 @dataclass
@@ -55,6 +56,26 @@ class Committed:
     records: list[AuditRecord] = field(default_factory=list)
     questions: list[QuestionRow] = field(default_factory=list)
     after: int = 0  # the log's last seq before this batch's records (a shared log: another daemon's, maybe)
+    # records written but not made, nobody being there to hear of them as they were: where each run of them belongs
+    # among `records`, its first seq, and what they are made of (`heard_records`)
+    later: list[tuple[int, int, TaskDones]] = field(default_factory=list)
+
+
+def heard_records(done: Committed) -> list[AuditRecord]:
+    """The batch's records in the log's order, on the loop once it committed: those left to be made (`later`) made
+    now, in their place, if someone is to hear of them now (a subscriber that came while they committed), else
+    left out, since nothing would take them: the log holds them, and whoever reads it finds them there."""
+    if not done.later:
+        return done.records
+    out: list[AuditRecord] = []
+    taken = 0
+    for at, first, dones in done.later:
+        out += done.records[taken:at]
+        taken = at
+        if dones.wanted():
+            out += dones.records(first)
+    out += done.records[taken:]
+    return out
 
 
 def run_units(tx: RecordingTx, units: list[Unit], execute: Callable[[str], Any]) -> list[tuple[bool, Any]]:
@@ -65,7 +86,7 @@ def run_units(tx: RecordingTx, units: list[Unit], execute: Callable[[str], Any])
         return [(True, units[0](tx))]
     out: list[tuple[bool, Any]] = []
     for unit in units:
-        mark, rows = len(tx.records), len(tx.questions)
+        mark, rows, later = len(tx.records), len(tx.questions), len(tx.later)
         execute("SAVEPOINT unit")
         try:
             out.append((True, unit(tx)))
@@ -73,6 +94,7 @@ def run_units(tx: RecordingTx, units: list[Unit], execute: Callable[[str], Any])
             execute("ROLLBACK TO SAVEPOINT unit")
             del tx.records[mark:]
             del tx.questions[rows:]
+            del tx.later[later:]
             out.append((False, exc))
         execute("RELEASE SAVEPOINT unit")
     return out
@@ -153,7 +175,7 @@ class CommitQueue:
                 continue
             finally:
                 self._committing = []
-            if done.records:
+            if done.records or done.later:
                 try:
                     self._committed(done)
                 except Exception:  # a follower's fault is logged; the units' callers are told all the same

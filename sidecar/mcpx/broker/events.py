@@ -11,9 +11,10 @@ Filter = Callable[[AuditRecord], bool]
 
 
 class Subscription:
-    def __init__(self, bus: EventBus, accept: Filter, capacity: int) -> None:
+    def __init__(self, bus: EventBus, accept: Filter | None, capacity: int, kinds: frozenset[str] | None) -> None:
         self._bus = bus
         self.accept = accept
+        self.kinds = kinds  # the only kinds it takes, if it says (EventBus.hears); None: any `accept` takes
         self.queue: asyncio.Queue[AuditRecord | None] = asyncio.Queue(maxsize=capacity)
         self.ended = False  # a None is queued: the next get ends the stream
 
@@ -42,7 +43,7 @@ class Subscription:
             self.queue.put_nowait(None)
 
     def close(self) -> None:
-        self._bus._subs.discard(self)
+        self._bus._leave(self)
 
     def __enter__(self) -> Subscription:
         return self
@@ -55,13 +56,37 @@ class EventBus:
     def __init__(self) -> None:
         self._subs: set[Subscription] = set()
         self.closed = False
+        # what the subscribers take, for `hears`: how many take any kind their `accept` takes (they said no kinds),
+        # and the kinds the others said. Rebuilt on the loop as they come and go; read whole from any thread
+        self._any = 0
+        self._kinds: frozenset[str] = frozenset()
 
-    def subscribe(self, accept: Filter = lambda _r: True, capacity: int = 10000) -> Subscription:
-        sub = Subscription(self, accept, capacity)
+    def subscribe(self, accept: Filter | None = None, capacity: int = 10000,
+                  kinds: frozenset[str] | None = None) -> Subscription:
+        """Records `accept` takes (None: every one), of `kinds` only if it says (then `accept` is asked of those
+        alone)."""
+        sub = Subscription(self, accept, capacity, kinds)
         self._subs.add(sub)
+        self._heard()
         if self.closed:
             sub.end()
         return sub
+
+    def _leave(self, sub: Subscription) -> None:
+        if sub in self._subs:
+            self._subs.discard(sub)
+            self._heard()
+
+    def _heard(self) -> None:
+        kinds = [s.kinds for s in self._subs if s.kinds is not None]
+        self._kinds = frozenset().union(*kinds)
+        self._any = len(self._subs) - len(kinds)
+
+    def hears(self, kind: str) -> bool:
+        """Whether a record of `kind` published now might reach a subscriber (one that says no kinds might take any).
+        Asked from the store's thread too (store.TaskDones): two reads of values the loop replaces whole, so at
+        worst an answer of a moment ago, which the loop asks again before it publishes."""
+        return self._any > 0 or kind in self._kinds
 
     def close(self) -> None:
         """The daemon is stopping: every subscriber's stream ends now, and any opened later at once."""
@@ -71,7 +96,8 @@ class EventBus:
 
     def publish(self, record: AuditRecord) -> None:
         for sub in list(self._subs):
-            if sub.ended or not sub.accept(record):
+            if sub.ended or (sub.kinds is not None and record.kind not in sub.kinds) or (
+                    sub.accept is not None and not sub.accept(record)):
                 continue
             try:
                 sub.queue.put_nowait(record)

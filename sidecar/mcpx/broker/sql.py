@@ -32,7 +32,7 @@ from mcpx.broker.documents import (
     update_row,
 )
 from mcpx.broker.models import Answer, AuditRecord, Elicitation, Passkey, State, StoredTask
-from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, TaskRow
+from mcpx.broker.store import AuditFilter, QuestionFilter, QuestionRow, TaskDones, TaskRow
 
 
 class Dialect:
@@ -59,6 +59,9 @@ class SqlTx(Dialect):
         self._owner = owner
         self.records: list[AuditRecord] = []  # what this batch wrote to the log, in order
         self.questions: list[QuestionRow] = []  # and the question rows it wrote
+        # task.done records written but not made (`TaskDones`, nobody to hear of them yet): where they belong among
+        # `records`, the seq of the first, and what they are made of (commits.heard_records)
+        self.later: list[tuple[int, int, TaskDones]] = []
 
     def _columns(self, columns: str) -> tuple[str, str]:
         """`columns` and the OWNER ones, and as many marks."""
@@ -100,6 +103,10 @@ class SqlTx(Dialect):
             seq = cur.fetchone()[0] if self.RETURNING else cur.lastrowid
             assert seq is not None
             self.records.append(record.numbered(int(seq), doc))
+
+    def audit_dones(self, dones: TaskDones) -> None:
+        """Their records made now and appended as any are (`audit_encoded`)."""
+        self.audit_encoded([(dones.record(i), doc) for i, doc in enumerate(dones.docs)])
 
     def _put_task(self) -> str:
         names, marks = self._columns("id, state, session, updated, doc")

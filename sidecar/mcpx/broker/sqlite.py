@@ -21,15 +21,15 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mcpx.broker.commits import CommitQueue, Committed, Unit, run_units
-from mcpx.broker.models import AuditRecord, StoredTask, TaskState
-from mcpx.broker.sql import AUDIT_INSERT, SqlReads, SqlTx, audit_values
-from mcpx.broker.store import Follower, StoreInfo, StoreLease, StoreRefused, Tx
+from mcpx.broker.commits import CommitQueue, Committed, Unit, heard_records, run_units
+from mcpx.broker.models import StoredTask, TaskState
+from mcpx.broker.sql import AUDIT_INSERT, SqlReads, SqlTx
+from mcpx.broker.store import Follower, StoreInfo, StoreLease, StoreRefused, TaskDones, Tx
 from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
@@ -122,19 +122,23 @@ class SqliteTx(SqlTx):
     def claim_task(self, tid: str, owner: str) -> bool:
         return False  # one daemon's own file: no task of it has another owner
 
-    def audit_encoded(self, records: Sequence[tuple[AuditRecord, str]]) -> None:
-        """Several records in one statement (the task.done of a commit's plain calls). AUTOINCREMENT gives each row
-        the seq after the last one, and nothing else writes while this transaction holds the file's write lock:
-        the rows are numbered in turn, up to the last one inserted."""
-        if len(records) < 2:
-            super().audit_encoded(records)
-            return
-        cur = self._db.executemany(AUDIT_INSERT, [audit_values(record, doc) for record, doc in records])
-        assert cur.rowcount == len(records)
-        seq = int(self._db.execute("SELECT last_insert_rowid()").fetchone()[0]) - len(records)
-        for record, doc in records:
-            seq += 1
-            self.records.append(record.numbered(seq, doc))
+    def audit_dones(self, dones: TaskDones) -> None:
+        """Every record in one statement. AUTOINCREMENT gives each row the seq after the last one, and nothing else
+        writes while this transaction holds the file's write lock: the rows are numbered in turn, up to the last one
+        inserted. Their `AuditRecord`s are made here only if someone is to hear of them now; if nobody is, they are
+        left to be made on the loop once committed, and only if someone is by then (`commits.heard_records`): a plain
+        call's task.done that nobody follows costs its row, not a model, and no publishing."""
+        values = dones.values()
+        if len(values) == 1:
+            last = self._db.execute(AUDIT_INSERT, values[0]).lastrowid
+        else:
+            self._db.executemany(AUDIT_INSERT, values)
+            last = self._db.execute("SELECT last_insert_rowid()").fetchone()[0]
+        first = int(last) - len(values) + 1
+        if dones.wanted():
+            self.records.extend(dones.records(first))
+        else:
+            self.later.append((len(self.records), first, dones))
 
 
 def _log_checkpoint(fut: asyncio.Future[None]) -> None:
@@ -195,8 +199,9 @@ class SqliteStore(SqlReads):
 
     def _committed(self, done: Committed) -> None:
         # one writer, in this process alone: the order of its commits is the log's order
-        if self._follower is not None:
-            self._follower(done.records, True, done.questions)
+        records = heard_records(done)
+        if self._follower is not None and records:
+            self._follower(records, True, done.questions)
 
     def _private_files(self) -> None:
         """mcpx.db, mcpx.db-wal and mcpx.db-shm are the owner's alone (0600), and never briefly wider.
@@ -321,7 +326,7 @@ class SqliteStore(SqlReads):
         finally:
             if patience:
                 db.execute("PRAGMA busy_timeout=0")
-        return Committed(out, tx.records, tx.questions)
+        return Committed(out, tx.records, tx.questions, later=tx.later)
 
     def _run_checkpoint(self) -> None:
         """On the store's thread: copy the -wal file's committed pages into the database (they fsync),

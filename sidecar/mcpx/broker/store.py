@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from mcpx.broker.models import Answer, AuditRecord, Elicitation, Passkey, State, StoredTask, TaskState
+from mcpx.broker.models import Answer, AuditRecord, Elicitation, Passkey, State, StoredTask, TaskState, made
 from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
@@ -127,6 +127,45 @@ class TaskRow(NamedTuple):
     doc: str
 
 
+# a call's end nobody waits on (writes.CallEnds): its row (built when written) and its task.done's data, session,
+# trace and task id
+CallEnd = tuple[Callable[[], TaskRow], dict[str, Any], str, str | None, str]
+
+
+class TaskDones:
+    """The task.done records of a commit's plain calls (writes.CallEnds), as the log's rows take them: each end's
+    data, session, trace and task id (`ends`) and its document (`docs`, encoded as `AuditRecord.of` encodes it), all
+    at `at`, written by daemon `pid`. The `AuditRecord`s are made of them only if someone is to hear of them: `heard`
+    says whether a task.done published now would reach anyone (the event bus's `hears`; None: always made). A store
+    whose units run off the loop asks it there, and if nobody would, makes none, and asks again on the loop once
+    they committed (`commits.heard_records`): a subscriber that came in between is handed them all the same."""
+
+    __slots__ = ("at", "docs", "ends", "heard", "pid")
+
+    def __init__(self, at: datetime, pid: int, ends: list[CallEnd], docs: list[str],
+                 heard: Callable[[str], bool] | None) -> None:
+        self.at, self.pid, self.ends, self.docs, self.heard = at, pid, ends, docs, heard
+
+    def wanted(self) -> bool:
+        return self.heard is None or self.heard("task.done")
+
+    def values(self) -> list[tuple[Any, ...]]:
+        """The audit rows (`sql.AUDIT_INSERT`'s values), in order: `sql.audit_values` of each record."""
+        at = self.at.timestamp()
+        return [(at, "task.done", None, session, trace, tid, doc)
+                for (_row, _data, session, trace, tid), doc in zip(self.ends, self.docs, strict=True)]
+
+    def record(self, i: int) -> AuditRecord:
+        """The `i`th record, not numbered yet: `AuditRecord.of`'s, made of the same values."""
+        _row, data, session, trace, tid = self.ends[i]
+        return made(AuditRecord, {"seq": 0, "at": self.at, "kind": "task.done", "session": session, "trace": trace,
+                                  "task": tid, "pid": self.pid, "data": data})
+
+    def records(self, first: int) -> list[AuditRecord]:
+        """Every record, numbered as the log holds them from `first` on, with the document each row holds."""
+        return [self.record(i).numbered(first + i, doc) for i, doc in enumerate(self.docs)]
+
+
 # committed audit records, in seq order; True when this store's own units wrote them; the rows of the
 # questions they touched, as stored once they had committed (or later: a row never goes back in time)
 Follower = Callable[[list[AuditRecord], bool, list[QuestionRow]], None]
@@ -154,6 +193,11 @@ class Tx(Protocol):
     def audit_encoded(self, records: Sequence[tuple[AuditRecord, str]]) -> None:
         """Append records whose documents are encoded already (`documents.audit_doc`'s text), in order; each is
         numbered in place with the seq the log gave it."""
+        ...
+
+    def audit_dones(self, dones: TaskDones) -> None:
+        """Append the task.done records of a commit's plain calls, in order (their records made now, or, on a store
+        whose units run off the loop and if nobody is to hear of them, once committed if someone is by then)."""
         ...
 
     def put_task(self, task: StoredTask | TaskRow) -> None:

@@ -32,7 +32,8 @@ from mcpx.broker.models import (
     rfc3339_epoch,
 )
 from mcpx.broker.refusals import AlreadyAnswered, BrokerError, Forbidden, InvalidContent, NotFound, QuestionEnded
-from mcpx.broker.store import Identity, Store, TaskRow, Tx
+from mcpx.broker.store import CallEnd, Identity, Store, TaskDones, TaskRow, Tx
+from mcpx.shared import wirejson
 
 log = logging.getLogger("mcpx.broker")
 T = TypeVar("T")
@@ -119,8 +120,6 @@ class RecordUnit:
             recorded.set_result(self.out[0])
 
 
-# a call's end nobody waits on: its row (built when written) and its task.done's data, session, trace and id
-CallEnd = tuple[Callable[[], TaskRow], dict[str, Any], str, str | None, str]
 ENDS_PER_UNIT = 512  # as many as the commit queue lets wait: more start a unit of their own
 
 
@@ -128,26 +127,20 @@ class CallEnds:
     """The ends of calls nobody waits on (`Writes.end_call`: calls that never asked), written by one unit for all
     that wait for the same commit: each its row and its task.done, as a RecordUnit writes them, without a unit, a
     savepoint and two futures of its own (a stream of plain calls ends hundreds within a horizon). `committed`
-    resolves, to how many it wrote, once they committed."""
+    resolves, to how many it wrote, once they committed. `heard`: whether a task.done published now would reach
+    anyone (the event bus's); their `AuditRecord`s are made only if so (store.TaskDones)."""
 
-    __slots__ = ("_ends", "_lock", "committed", "weight", "writes")
+    __slots__ = ("_ends", "_lock", "committed", "heard", "weight", "writes")
 
-    def __init__(self, writes: Writes) -> None:
+    def __init__(self, writes: Writes, heard: Callable[[str], bool] | None) -> None:
         self.writes = writes
+        self.heard = heard
         # the unit takes its ends where its batch commits (the store's thread, for a batch nobody waits on) while the
-        # loop may be adding one: an end added once the unit took them goes to the next unit
+        # loop may be adding one (`Writes.end_call`): an end added once the unit took them goes to the next unit
         self._lock = threading.Lock()
         self._ends: list[CallEnd] | None = []
         self.committed: asyncio.Future[int] | None = None
         self.weight = 0  # how many it wrote: what the store counts towards its next checkpoint
-
-    def add(self, end: CallEnd) -> bool:
-        """Whether this unit writes `end`: not once it began writing, nor once it holds ENDS_PER_UNIT."""
-        with self._lock:
-            if self._ends is None or len(self._ends) >= ENDS_PER_UNIT:
-                return False
-            self._ends.append(end)
-            return True
 
     def __call__(self, tx: Tx) -> int:
         with self._lock:
@@ -156,23 +149,26 @@ class CallEnds:
         # one moment for them all, the commit's: each row's update, each task.done's time (to the millisecond, as
         # `Writes.audit` keeps it), made and written once
         now = time.time()
-        at, when, pid = _ms(now), rfc3339_epoch(now), self.writes.pid
+        when, pid = rfc3339_epoch(now), self.writes.pid
         rows: list[TaskRow] = []
-        records: list[tuple[AuditRecord, str]] = []
+        docs: list[str] = []
         for row, data, session, trace, tid in ends:
             rows.append(row())
-            records.append(done_record(at, when, data, session, trace, tid, pid))
+            docs.append(done_doc(when, data, session, trace, tid, pid))
         # every row in one statement, every record in one more (each numbered as the log holds it, in order)
         tx.put_tasks(rows, now)
-        tx.audit_encoded(records)
+        tx.audit_dones(TaskDones(_ms(now), pid, ends, docs, self.heard))
         return len(ends)
 
 
-def done_record(at: datetime, when: str, data: dict[str, Any], session: str, trace: str | None, tid: str,
-                pid: int) -> tuple[AuditRecord, str]:
-    """A call's task.done at `at` (`when`: as rfc3339 writes it), and its document (`AuditRecord.of`)."""
-    return AuditRecord.of(at, when, {"kind": "task.done", "session": session, "trace": trace, "task": tid, "pid": pid,
-                                     "data": data})
+def done_doc(when: str, data: dict[str, Any], session: str, trace: str | None, tid: str, pid: int) -> str:
+    """A call's task.done's document at `when` (as rfc3339 writes it): `AuditRecord.of`'s, byte for byte (the
+    record's fields in its order, by alias, without nulls), without the record (store.TaskDones makes it if anyone
+    is to hear of it)."""
+    doc = {"at": when, "kind": "task.done", "session": session, "trace": trace, "task": tid, "pid": pid, "data": data}
+    if trace is None:
+        del doc["trace"]
+    return wirejson.encode_models(doc).decode()
 
 
 def _retrieved(f: asyncio.Future[Any]) -> None:
@@ -218,18 +214,25 @@ class Writes:
         return unit.recorded
 
     def end_call(self, row: Callable[[], TaskRow], data: dict[str, Any], *, tid: str, session: str,
-                 trace: str | None, within: float) -> asyncio.Future[int]:
+                 trace: str | None, within: float, heard: Callable[[str], bool] | None = None) -> asyncio.Future[int]:
         """A call's end that nobody waits on: its final row (`row`, built where it is written) and its task.done,
         written with the other such ends that wait for the same commit by one unit (`CallEnds`), which may wait
-        `within` seconds for company. The future resolves once they committed (the same future for all of them)."""
+        `within` seconds for company. The future resolves once they committed (the same future for all of them).
+        `heard`: whether a task.done published now would reach anyone (CallEnds)."""
         end: CallEnd = (row, data, session, trace, tid)
         ends = self._ends
-        if ends is None or not ends.add(end):
-            ends = CallEnds(self)
-            ends.add(end)
-            ends.committed = self._store.submit(ends, within)
-            self._ends = ends  # once queued: a store that refused it leaves no unit for the next end to join
-        assert ends.committed is not None
+        if ends is not None:
+            # CallEnds' own list, here rather than a method of it: every plain call's end comes this way, on the loop
+            with ends._lock:
+                if ends._ends is not None and len(ends._ends) < ENDS_PER_UNIT:
+                    ends._ends.append(end)
+                    assert ends.committed is not None
+                    return ends.committed
+        ends = CallEnds(self, heard)
+        assert ends._ends is not None
+        ends._ends.append(end)
+        ends.committed = self._store.submit(ends, within)
+        self._ends = ends  # once queued: a store that refused it leaves no unit for the next end to join
         return ends.committed
 
     # ---- what answered questions leave behind

@@ -57,13 +57,26 @@ def task_row(tid: str, trace: str, r: CallRequest, state: TaskState, era: str | 
                            "updated": rfc3339_epoch(updated),
                            "result": result, "error": error, "arguments": r.arguments,
                            "cwd": r.cwd, "surface": r.surface, "policyMode": r.policy_mode}
+    # without nulls: the fields that may be None taken out where they are, the rest keeping their places (rather
+    # than a second dict of them all: this runs for every plain call's end, on the store's thread)
+    if r.parent is None:
+        del doc["parent"]
+    if era is None:
+        del doc["era"]
+    if result is None:
+        del doc["result"]
+    if error is None:
+        del doc["error"]
+    if r.cwd is None:
+        del doc["cwd"]
+    if r.policy_mode is None:
+        del doc["policyMode"]
     if r.transparent:
         transparent = {"era": r.era, "clientCaps": r.client_caps}
         doc["transparent"] = {k: v for k, v in transparent.items() if v is not None}
     if remembered is not None:
         doc["resume"] = dict(remembered)
-    shown = {k: v for k, v in doc.items() if v is not None}
-    return TaskRow(tid, state, r.session, wirejson.encode(shown).decode())
+    return TaskRow(tid, state, r.session, wirejson.encode(doc).decode())
 
 Change = Literal["connected", "asked", "settled", "withdrawn", "slot", "passed-over", "report", "became-task",
                  "progress", "running", "ended"]

@@ -186,7 +186,9 @@ class Notifier:
 
     async def _follow(self) -> None:
         while not self.broker.bus.closed:
-            with self.broker.bus.subscribe(lambda r: r.kind in KINDS) as sub:
+            # by kinds, not a filter: the bus asks nothing of it for another kind's record, and knows nobody here
+            # hears a plain call's task.done (EventBus.hears: such records are then not even made)
+            with self.broker.bus.subscribe(kinds=frozenset(KINDS)) as sub:
                 while (record := await sub.get()) is not None:
                     try:
                         await self._news(record)

@@ -14,6 +14,7 @@ import pytest
 from conftest import EventStream, ask
 from harness import PATIENCE, Daemon, make_daemon, stop_process
 from mcpx.broker import documents
+from mcpx.broker.events import EventBus
 from mcpx.broker.models import AuditRecord
 
 pytestmark = pytest.mark.stores  # the store and broker suite: on SQLite and on PostgreSQL
@@ -104,6 +105,29 @@ def test_a_record_copied_is_encoded_anew() -> None:
     assert stored.json_bytes() == stored.model_dump_json(by_alias=True, exclude_none=True).encode()
     moved = stored.model_copy(update={"session": "s"})
     assert json.loads(moved.json_bytes())["session"] == "s"
+
+
+async def test_a_subscriber_of_kinds_is_handed_those_alone_and_the_bus_knows_who_hears_what() -> None:
+    bus = EventBus()
+    at = datetime.now(UTC)
+    opened, done = (AuditRecord(seq=n, at=at, kind=k, data={}) for n, k in ((1, "elicit.open"), (2, "task.done")))
+    assert not bus.hears("task.done")
+    notices = bus.subscribe(kinds=frozenset({"elicit.open"}))
+    assert bus.hears("elicit.open") and not bus.hears("task.done")  # a plain call's end then reaches nobody
+    sessions = bus.subscribe(lambda r: r.seq > 1, kinds=frozenset({"elicit.open", "task.done"}))
+    assert bus.hears("task.done")
+    sessions.close()
+    assert not bus.hears("task.done")
+    every = bus.subscribe(lambda r: r.kind != "elicit.reminded")  # says no kinds: it may take any
+    assert bus.hears("task.done") and bus.hears("elicit.reminded")
+    bus.publish(opened)
+    bus.publish(done)
+    assert [notices.queue.get_nowait()] == [opened] and notices.queue.empty()
+    assert [every.queue.get_nowait(), every.queue.get_nowait()] == [opened, done]
+    every.close()
+    notices.close()
+    notices.close()  # twice is once
+    assert not bus.hears("elicit.open") and not bus.hears("task.done")
 
 
 async def test_heartbeats_keep_a_quiet_stream_alive(home: Path) -> None:

@@ -6,9 +6,12 @@
 - The ends of calls nobody waits on (plain calls) ride together: one unit writes each one's row and task.done, in
   the order they ended, with the next commit that cannot wait; nothing of them is on disk before, and an end that
   comes once they committed rides with the next.
-- Their task.done records, built without a model encoded (`writes.done_record`) and written in one statement, are
-  the records the log holds: the same document as the model's, byte for byte, and each published with the seq of
-  its own row, after other records and beside other units, on SQLite and on PostgreSQL.
+- Their task.done records, built without a model encoded (`writes.done_doc`, `store.TaskDones`) and written in one
+  statement, are the records the log holds: the same document as the model's, byte for byte, and each published
+  with the seq of its own row, after other records and beside other units, on SQLite and on PostgreSQL.
+- On SQLite, where they commit off the loop, their records are made only if someone is to hear of them (the bus's
+  `hears`), asked there and again on the loop once they committed: nobody, and none is made nor published (the log
+  holds them all the same, numbered in turn); somebody by then, and each is handed on in its place in the log.
 - A moment written without a datetime (`rfc3339_epoch`: the row's created and updated, the record's at) is the text
   `rfc3339` writes of the datetime, whatever its fraction rounds to.
 """
@@ -30,8 +33,8 @@ from mcpx.broker.broker import Broker
 from mcpx.broker.documents import audit_doc, task_row
 from mcpx.broker.models import AuditRecord, OpenRequest, StoredTask, rfc3339, rfc3339_epoch
 from mcpx.broker.sqlite import SqliteStore
-from mcpx.broker.store import AuditFilter, Identity, Store
-from mcpx.broker.writes import _ms, done_record
+from mcpx.broker.store import AuditFilter, Identity, Store, TaskDones
+from mcpx.broker.writes import Writes, _ms, done_doc
 from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
@@ -151,7 +154,9 @@ def test_a_task_done_document_is_the_models() -> None:
     now = 1_765_000_000.9999996  # its microsecond rounds up into the next second
     for data, trace in (({"state": "completed", "server": "peer", "tool": "echo"}, "cal-00000000000000aa"),
                         ({"state": "failed", "error": "the server said \udfff", "deep": [None, {"x": None}]}, None)):
-        record, doc = done_record(_ms(now), rfc3339_epoch(now), data, "s1", trace, "tsk-00000000000000aa", 4242)
+        doc = done_doc(rfc3339_epoch(now), data, "s1", trace, "tsk-00000000000000aa", 4242)
+        dones = TaskDones(_ms(now), 4242, [(_no_row, data, "s1", trace, "tsk-00000000000000aa")], [doc], None)
+        record = dones.record(0)
         assert doc == audit_doc(record)
         # made without validation (`AuditRecord.task_done`): what the validating constructor makes, fields, fields
         # set, private attributes, JSON, and a copy of it
@@ -162,6 +167,10 @@ def test_a_task_done_document_is_the_models() -> None:
         assert record.json_bytes() == validated.json_bytes()
         assert record.numbered(7, doc).json_bytes() == validated.model_copy(update={"seq": 7}).json_bytes()
         assert record.model_copy(update={"seq": 8}) == validated.model_copy(update={"seq": 8})
+
+
+def _no_row() -> Any:
+    raise AssertionError("no row is written here")
 
 
 def test_a_moment_without_a_datetime_is_rfc3339s() -> None:
@@ -220,3 +229,72 @@ async def test_the_ends_are_numbered_as_the_log_holds_them(either_store: Store) 
             assert (await store.task(c.id)) == StoredTask.model_validate_json(c.stored_row().doc)
     finally:
         await broker.stop()
+
+
+async def _ends_heard(tmp_path: Path, heard: Any) -> tuple[list[AuditRecord], list[AuditRecord], list[Call]]:
+    """Five plain calls' ends written by one unit (`Writes.end_call`, as the broker writes them) between two other
+    records, on a SQLite store whose follower keeps what it is handed; `heard` says whether anyone hears a task.done.
+    What was handed on, what the log holds, and the calls."""
+    store = SqliteStore(tmp_path / "mcpx.db")
+    handed: list[AuditRecord] = []
+    store.follow(lambda records, _ours, _rows: handed.extend(records))
+    await store.open()
+    try:
+        writes = Writes(store, 4242, None)
+        await writes.submit_record("elicit.resumed", {"n": 1}, session="s1")
+        calls = [_ended(n) for n in range(5)]
+        ends = [writes.end_call(c.stored_row, {"state": "completed", "server": "peer", "tool": "echo"}, tid=c.id,
+                                session="s1", trace=c.trace, within=60, heard=heard) for c in calls]
+        assert all(e is ends[0] for e in ends)  # one unit for them all
+        last = writes.submit_record("elicit.resumed", {"n": 2}, session="s1", within=60, waited=False)
+        await store.close()  # commits what waits, in one batch (commits.CommitQueue.drain): off the loop
+        assert ends[0].result() == 5 and last.done()
+        reader = SqliteStore(tmp_path / "mcpx.db")
+        await reader.open()
+        try:
+            logged = await reader.audit(AuditFilter(), 100)
+            for c in calls:
+                assert (await reader.task(c.id)) == StoredTask.model_validate_json(c.stored_row().doc)
+        finally:
+            await reader.close()
+    finally:
+        await store.close()
+    assert [(r.kind, r.task) for r in logged] == [
+        ("elicit.resumed", None), *(("task.done", c.id) for c in calls), ("elicit.resumed", None)]
+    assert [r.seq for r in logged] == list(range(1, 8))
+    for r in logged[1:6]:  # each row's document is the record's, as the model encodes it
+        assert r.model_copy().json_bytes() == AuditRecord.model_validate(r.wire()).model_copy().json_bytes()
+        assert (r.session, r.trace, r.pid, r.data["state"]) == ("s1", f"cal-{r.task[4:]}", 4242, "completed")
+    return handed, logged, calls
+
+
+async def test_the_ends_nobody_hears_are_logged_but_never_made(tmp_path: Path) -> None:
+    asked: list[bool] = []
+
+    def nobody(kind: str) -> bool:
+        assert kind == "task.done"
+        asked.append(True)
+        return False
+
+    handed, _logged, _calls = await _ends_heard(tmp_path, nobody)
+    assert len(asked) == 2  # where they were written, and on the loop once committed
+    assert [(r.seq, r.kind) for r in handed] == [(1, "elicit.resumed"), (7, "elicit.resumed")]
+
+
+async def test_the_ends_someone_hears_by_the_time_they_committed_are_handed_on_in_their_place(
+        tmp_path: Path) -> None:
+    asked: list[bool] = []
+
+    def came_meanwhile(kind: str) -> bool:
+        asked.append(True)
+        return len(asked) > 1  # nobody where they were written; somebody once they committed
+
+    handed, logged, _calls = await _ends_heard(tmp_path, came_meanwhile)
+    assert len(asked) == 2
+    assert [(r.seq, r.json_bytes()) for r in handed] == [(r.seq, r.model_copy().json_bytes()) for r in logged]
+    assert handed[1].model_fields_set == logged[1].model_fields_set  # as the validated model's
+
+
+async def test_the_ends_someone_hears_are_made_where_they_are_written(tmp_path: Path) -> None:
+    handed, logged, _calls = await _ends_heard(tmp_path, lambda _kind: True)
+    assert [(r.seq, r.json_bytes()) for r in handed] == [(r.seq, r.model_copy().json_bytes()) for r in logged]
