@@ -7,12 +7,11 @@ Handlers receive already-validated pydantic models; anything a caller got wrong 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 from pydantic import BaseModel, ValidationError
 
 from mcpx import __version__
@@ -62,22 +61,23 @@ class Reply:
     headers: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class RouteCall:
-    """What a handler gets: the request, its path parameters and its validated query, headers and body."""
+    """What a handler gets: the request, its path parameters and its validated query, headers and body, and the
+    application its route was installed on (the request's own: the daemon has no sub-applications), bound at install
+    rather than looked up through the request's match info at each use (three calls a look, several a request)."""
 
     request: web.Request
     path: dict[str, str]
     query: Any
     body: Any
-    headers: Any = None
-
-    @property
-    def app(self) -> web.Application:
-        return self.request.app
+    headers: Any
+    app: web.Application
 
 
 Handler = Callable[[RouteCall], Awaitable[web.StreamResponse]]
+RequestHandler = Callable[[web.Request], Coroutine[Any, Any, web.StreamResponse]]
+Refusal = Callable[[web.Request], web.StreamResponse | None]  # a request's refusal, or None when it may come in
 
 # what the wrapper itself answers, so every route whose input it checks lists it
 FRAMEWORK_REPLIES = {
@@ -114,9 +114,17 @@ class RouteSpec:
         return {**extra, **self.replies}
 
 
-def _validated(model: type[BaseModel], raw: dict[str, str], where: str) -> Any:
+Validate = Callable[[Any], Any]
+
+
+def validator(model: type[BaseModel]) -> Validate:
+    """`model.model_validate`, without its Python wrapper around pydantic-core's validator (a call each request)."""
+    return model.__pydantic_validator__.validate_python
+
+
+def _validated(validate: Validate, raw: dict[str, str], where: str) -> Any:
     try:
-        return model.model_validate(raw)
+        return validate(raw)
     except ValidationError as exc:
         message, fields = describe_validation(exc, where)
         raise RouteError(400, f"bad_{where}", message, fields=fields) from None
@@ -136,25 +144,41 @@ class Api:
             return handler
         return register
 
-    def install(self, app: web.Application) -> None:
+    def install(self, app: web.Application, refused: Refusal) -> list[RequestHandler]:
+        """The routes on `app`, each refusing what `refused` refuses and answering what it raises as its error reply
+        (`guarded`'s work, done in the route's own coroutine: no middleware, which aiohttp runs as a coroutine of its
+        own around every request, and then a second one of its own); the handlers it installed."""
+        handlers = []
         for ep in self.endpoints:
-            app.router.add_route(ep.method, ep.path, self._wrap(ep))
+            handlers.append(self._wrap(ep, app, refused))
+            app.router.add_route(ep.method, ep.path, handlers[-1])
+        return handlers
 
     @staticmethod
-    def _wrap(ep: RouteSpec) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def _wrap(ep: RouteSpec, app: web.Application, refused: Refusal) -> RequestHandler:
+        params = validator(ep.params) if ep.params is not None else None
+        query_of = validator(ep.query) if ep.query is not None else None
+        headers_of = validator(ep.headers) if ep.headers is not None else None
+        names = [f.alias or name for name, f in ep.headers.model_fields.items()] if ep.headers is not None else []
+        handler = ep.handler
+        body_of = validator(ep.body) if ep.body is not None else None
+
         async def handle(request: web.Request) -> web.StreamResponse:
-            if ep.params is not None:
-                _validated(ep.params, dict(request.match_info), "path")
-            query = _validated(ep.query, dict(request.query.items()), "query") if ep.query is not None else None
-            headers = None
-            if ep.headers is not None:
-                names = [f.alias or name for name, f in ep.headers.model_fields.items()]
-                headers = _validated(ep.headers, {n: request.headers[n] for n in names if n in request.headers},
-                                     "header")
-            body = None
-            if ep.body is not None:
-                body = await read_json_body(request, ep.body)
-            return await ep.handler(RouteCall(request, dict(request.match_info), query, body, headers))
+            try:
+                if (refusal := refused(request)) is not None:
+                    return refusal
+                path = dict(request.match_info)
+                if params is not None:
+                    _validated(params, path, "path")
+                query = _validated(query_of, dict(request.query.items()), "query") if query_of is not None else None
+                headers = None
+                if headers_of is not None:
+                    headers = _validated(headers_of, {n: request.headers[n] for n in names if n in request.headers},
+                                         "header")
+                body = await read_json_body(request, body_of) if body_of is not None else None
+                return await handler(RouteCall(request, path, query, body, headers, app))
+            except Exception as exc:  # each becomes its reply (failure); a cancellation goes on up
+                return failure(request, exc)
         return handle
 
     def openapi(self) -> dict[str, Any]:
@@ -259,9 +283,10 @@ def _openapi_path(path: str) -> str:
     return path
 
 
-async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        raise RouteError(413, "too_large", f"the body is {request.content_length} bytes; the limit is {MAX_BODY}")
+async def read_json_body(request: web.Request, validate: Validate) -> Any:
+    """The body, a JSON object, as `validate` (a body model's `validator`) makes it; else a 4xx naming why."""
+    if (length := request.content_length) is not None and length > MAX_BODY:
+        raise RouteError(413, "too_large", f"the body is {length} bytes; the limit is {MAX_BODY}")
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -280,50 +305,85 @@ async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
         raise RouteError(400, "bad_body", f"invalid body: {where} {wirejson.SURROGATE_PROBLEM}",
                        fields={where: wirejson.SURROGATE_PROBLEM})
     try:
-        return model.model_validate(data)
+        return validate(data)
     except ValidationError as exc:
         message, fields = describe_validation(exc, "body")
         raise RouteError(400, "bad_body", message, fields=fields) from None
 
 
-RequestHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+def failure(request: web.Request, exc: Exception) -> web.StreamResponse:
+    """What a handler raised, as its reply (called in its `except`): a refusal's status and words, an HTTP error of
+    aiohttp's in /v1's shape (JSON-RPC's on /mcp), and anything else a 500 that names it, logged. An HTTP exception
+    under 400 (a redirect) goes on up, for aiohttp to send."""
+    if isinstance(exc, RouteError | BrokerError):
+        return error_response(exc.status, exc.code, exc.message, **exc.details)
+    if isinstance(exc, web.HTTPException):
+        if exc.status < 400:
+            raise exc
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http_error")
+        message = {
+            404: f"no route {request.method} {request.path}; see GET /v1/openapi.json",
+            405: f"{request.method} is not allowed on {request.path}",
+            413: f"the body is larger than the limit of {MAX_BODY} bytes",
+        }.get(exc.status, exc.reason)
+        response = (rpc_error_response(exc.status, message) if _on_mcp(request)
+                    else error_response(exc.status, code, message))
+        if "Allow" in exc.headers:  # a 405 says what is allowed (RFC 9110)
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    # a bug: say so, keep serving
+    log.error("request %s %s failed", request.method, request.path, exc_info=exc)
+    message = f"internal error: {type(exc).__name__}: {exc}"
+    return rpc_error_response(500, message) if _on_mcp(request) else error_response(500, "internal", message)
 
 
-def errors_middleware(refused: Callable[[web.Request], web.StreamResponse | None]) -> Middleware:
-    """The daemon's one middleware: a request `refused` answers is refused (the daemon's own check: TCP without the
-    bearer token), and what a handler raised becomes its error reply. One layer for both, not one each: aiohttp runs
-    each middleware as a coroutine of its own around every request, a few µs each (docs/bench.md, issue 39)."""
+def guarded(handler: Callable[[web.Request], Awaitable[web.StreamResponse]], refused: Refusal) -> RequestHandler:
+    """`handler` behind the daemon's own check (`refused`: TCP without the bearer token), its exceptions answered by
+    `failure`: for the routes outside the route table (/mcp, the inbox's pages), which `Api.install` does not wrap."""
 
-    @web.middleware
-    async def middleware(request: web.Request, handler: RequestHandler) -> web.StreamResponse:
+    async def guard(request: web.Request) -> web.StreamResponse:
         try:
             refusal = refused(request)
             return refusal if refusal is not None else await handler(request)
-        except RouteError as exc:
-            return error_response(exc.status, exc.code, exc.message, **exc.details)
-        except BrokerError as exc:
-            return error_response(exc.status, exc.code, exc.message, **exc.details)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http_error")
-            message = {
-                404: f"no route {request.method} {request.path}; see GET /v1/openapi.json",
-                405: f"{request.method} is not allowed on {request.path}",
-                413: f"the body is larger than the limit of {MAX_BODY} bytes",
-            }.get(exc.status, exc.reason)
-            response = (rpc_error_response(exc.status, message) if _on_mcp(request)
-                        else error_response(exc.status, code, message))
-            if "Allow" in exc.headers:  # a 405 says what is allowed (RFC 9110)
-                response.headers["Allow"] = exc.headers["Allow"]
-            return response
-        except Exception as exc:  # a bug: say so, keep serving
-            log.exception("request %s %s failed", request.method, request.path)
-            message = f"internal error: {type(exc).__name__}: {exc}"
-            return rpc_error_response(500, message) if _on_mcp(request) else error_response(500, "internal", message)
+        except Exception as exc:  # each becomes its reply (failure); a cancellation goes on up
+            return failure(request, exc)
 
-    return middleware
+    return guard
 
+
+async def unmatched(request: web.Request) -> web.StreamResponse:
+    """The last route, of any method and path (`guarded` like the rest): what no other route took, a 404, or a 405
+    naming the methods of the routes whose path it is, as aiohttp's router would have said."""
+    allowed: set[str] = set()
+    for resource in request.app.router.resources():
+        if resource.canonical != CATCH_ALL:
+            _match, methods = await resource.resolve(request)
+            allowed |= methods
+    if allowed:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+    raise web.HTTPNotFound()
+
+
+CATCH_ALL = "/{tail}"  # unmatched's path, as its resource names it
+
+
+def guard_routes(app: web.Application, refused: Refusal, installed: list[RequestHandler]) -> None:
+    """Every route of `app` but the `installed` ones (which guard themselves) behind `guarded`, then `unmatched`
+    last: the work of one middleware, with no coroutine of its own on the routes of the table.
+
+    aiohttp has no public way to wrap a route's handler once added, and the /mcp and inbox routes are added by their
+    own modules: their handlers are replaced where aiohttp keeps them, and a route whose handler did not change fails
+    the daemon's start here rather than go unguarded."""
+    own = set(installed)
+    for route in app.router.routes():
+        if route.handler in own:
+            continue
+        wrapped = guarded(route.handler, refused)
+        route._handler = wrapped  # see above
+        if route.handler is not wrapped:
+            raise RuntimeError(f"cannot guard the route {route.method} {route.resource}: aiohttp keeps its handler "
+                               "elsewhere now")
+    app.router.add_route("*", "/{tail:.*}", guarded(unmatched, refused))
 
 def _on_mcp(request: web.Request) -> bool:
     return request.path == "/mcp" or request.path.startswith("/mcp/")
