@@ -211,8 +211,10 @@ def _positive(name: str, value: float | str) -> float:
     return seconds
 
 
+# tried after the routes below it, which share its prefix: those a lifecycle takes (the answer, the wait) are then
+# found without trying it first
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,
-           query=QuestionRenderQuery,
+           query=QuestionRenderQuery, order=1,
            replies={200: Reply("the question", ElicitationWithAnswer), 400: _ERR[400], 404: _ERR[404]})
 async def get_question(call: RouteCall) -> web.StreamResponse:
     q, answer = await call.app[BROKER].get(call.path["id"])
@@ -359,8 +361,10 @@ async def _content_of(call: RouteCall, action: str, body: AnswerBody, name: str,
         raise RouteError(400, "bad_body", f"invalid body: {name}: {exc}", fields={name: str(exc)}) from None
 
 
+# tried first among the routes of its prefix: every lifecycle's waiter takes it (its path, ending in /wait, is no
+# other route's, and it is the only GET among those of its shape)
 @api.route("GET", "/v1/elicit/{id}/wait", "Long-poll until the question is answered or the timeout passes",
-           query=WaitQuery, params=QuestionPath,
+           query=WaitQuery, params=QuestionPath, order=-1,
            replies={200: Reply("the answer", Answer),
                     204: Reply("not answered within the timeout", headers=("Retry-After",)),
                     400: _ERR[400], 404: _ERR[404], 410: Reply("abandoned")})

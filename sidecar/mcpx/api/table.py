@@ -103,6 +103,9 @@ class RouteSpec:
     tag: str
     headers: type[BaseModel] | None = None
     params: type[BaseModel] | None = None  # the path's parameters
+    # where aiohttp's router tries it among the routes of its path's prefix (lower first; the table's order among
+    # equals): it tries each in the order added, a coroutine and a match each, until one takes the request
+    order: int = 0
 
     def all_replies(self) -> dict[int, Reply]:
         """The handler's replies and the wrapper's: a 400 where it checks input, a 413 where it reads a body."""
@@ -137,10 +140,11 @@ class Api:
 
     def route(self, method: str, path: str, summary: str, *, query: type[BaseModel] | None = None,
               body: type[BaseModel] | None = None, replies: dict[int, Reply], tag: str = "elicit",
-              headers: type[BaseModel] | None = None, params: type[BaseModel] | None = None,
+              headers: type[BaseModel] | None = None, params: type[BaseModel] | None = None, order: int = 0,
               ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            self.endpoints.append(RouteSpec(method, path, summary, handler, query, body, replies, tag, headers, params))
+            self.endpoints.append(RouteSpec(method, path, summary, handler, query, body, replies, tag, headers, params,
+                                            order))
             return handler
         return register
 
@@ -149,7 +153,7 @@ class Api:
         (`guarded`'s work, done in the route's own coroutine: no middleware, which aiohttp runs as a coroutine of its
         own around every request, and then a second one of its own); the handlers it installed."""
         handlers = []
-        for ep in self.endpoints:
+        for ep in sorted(self.endpoints, key=lambda ep: ep.order):  # stable: the table's order among equals
             handlers.append(self._wrap(ep, app, refused))
             app.router.add_route(ep.method, ep.path, handlers[-1])
         return handlers
