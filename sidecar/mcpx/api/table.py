@@ -6,12 +6,18 @@ Handlers receive already-validated pydantic models; anything a caller got wrong 
 
 from __future__ import annotations
 
+import email.utils
+import http
 import logging
+import sys
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import aiohttp
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 from pydantic import BaseModel, ValidationError
 
 from mcpx import __version__
@@ -38,10 +44,68 @@ def error_response(status: int, code: str, message: str, **details: Any) -> web.
     return web.json_response(body, status=status)
 
 
-def json_reply(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def json_reply(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.StreamResponse:
     """A reply of models (and dicts and lists holding them) as the API shows them (wirejson.encode_models)."""
+    if headers is None:
+        return JsonReply(wirejson.encode_models(value), status)
     return web.Response(body=wirejson.encode_models(value), status=status, headers=headers,
                         content_type="application/json")
+
+
+SERVER = f"Python/{sys.version_info[0]}.{sys.version_info[1]} aiohttp/{aiohttp.__version__}".encode()
+_STATUS = {s.value: f"{s.value} {s.phrase}".encode() for s in http.HTTPStatus}
+_dated: list[Any] = [0, b""]  # the second the Date header was last written for, and that header's value
+
+
+def _date() -> bytes:
+    """The Date header's value (RFC 9110's IMF-fixdate), made once a second."""
+    now = int(time.time())
+    if now != _dated[0]:
+        _dated[:] = now, email.utils.formatdate(now, usegmt=True).encode()
+    return _dated[1]  # type: ignore[no-any-return]
+
+
+class JsonReply(web.StreamResponse):
+    """A JSON reply whose document is encoded already, sent as one write of its head and body with the headers
+    aiohttp's Response would send (Content-Type, Content-Length, Date, Server; Connection where keep-alive needs
+    saying), without its machinery around them: a Response's head is built through some twenty calls (its
+    headers' dict, the status, prepare, the payload writer's head, its end), three replies a lifecycle.
+
+    For a status with a body, to a request that is not HEAD (the table adds no HEAD routes); `location`: a
+    Location header (the daemon's own path, ASCII). No on_response_prepare signal is sent (the daemon has none)."""
+
+    def __init__(self, body: bytes, status: int = 200, location: str | None = None) -> None:
+        super().__init__(status=status)
+        assert status in _STATUS and status not in (204, 304) and status >= 200
+        self._json = body
+        self._location = b"" if location is None else b"Location: %s\r\n" % location.encode("ascii")
+        self._alive: bool | None = None
+        self._sent = False
+
+    @property
+    def keep_alive(self) -> bool | None:
+        return self._alive
+
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
+        if self._sent:
+            return None
+        self._sent = True
+        alive = self._alive = request.keep_alive
+        version = request.version
+        if version == aiohttp.HttpVersion11:
+            connection = b"" if alive else b"Connection: close\r\n"
+        else:
+            connection = b"Connection: keep-alive\r\n" if alive else b""
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("the client went away before its reply")
+        transport.write(b"HTTP/%d.%d %s\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\nDate: %s\r\n"
+                        b"Server: %s\r\n%s\r\n%s" % (version[0], version[1], _STATUS[self.status], self._location,
+                                                    len(self._json), _date(), SERVER, connection, self._json))
+        return None
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        """Sent whole by prepare."""
 
 
 def describe_validation(exc: ValidationError, where: str) -> tuple[str, dict[str, str]]:

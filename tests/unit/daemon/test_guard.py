@@ -3,6 +3,7 @@ other route is guarded the same way, and what no route takes is a 404 or a 405 i
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -10,7 +11,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from harness import serving
-from mcpx.api.table import Api, Reply, RouteCall, RouteError, error_response, guard_routes, json_reply
+from mcpx.api.table import Api, JsonReply, Reply, RouteCall, RouteError, error_response, guard_routes, json_reply
 from mcpx.shared.names import MAX_BODY
 
 
@@ -34,6 +35,13 @@ def build() -> web.Application:
     async def moving(_request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound("/v1/thing")
 
+    async def plain(_request: web.Request) -> web.StreamResponse:  # aiohttp's own reply of the same document
+        return web.Response(body=b'{"n":5}', status=201, headers={"Location": "/v1/x"}, content_type="application/json")
+
+    @api.route("POST", "/v1/lean", "a table route's lean reply", replies={201: Reply("it")})
+    async def lean(_call: RouteCall) -> web.StreamResponse:
+        return JsonReply(b'{"n":5}', 201, location="/v1/x")
+
     def refused(request: web.Request) -> web.Response | None:
         if request.headers.get("X-Refuse"):
             return error_response(401, "unauthorized", "refused")
@@ -44,6 +52,7 @@ def build() -> web.Application:
     app.router.add_get("/broken", failing)
     app.router.add_post("/mcp", failing)
     app.router.add_get("/moved", moving)
+    app.router.add_post("/plain", plain)
     guard_routes(app, refused, api.install(app, refused))
     return app
 
@@ -87,3 +96,30 @@ async def test_routes_are_guarded_and_what_no_route_takes_is_named() -> None:
         for method, path in (("POST", "/v1/thing"), ("GET", "/other"), ("GET", "/v1/nope")):
             status, body, _ = await fetch(http, method, base + path, json={"n": 1}, headers={"X-Refuse": "1"})
             assert (status, body["error"]["code"]) == (401, "unauthorized"), path
+
+
+async def exchange(port: int, request: bytes) -> tuple[bytes, bool]:
+    """One raw request's reply, its Date header left out, and whether the server kept the connection."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = [line for line in head.split(b"\r\n") if not line.startswith(b"Date: ")]
+        length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"Content-Length:"))
+        body = await reader.readexactly(length)
+        writer.write(request)  # a second request on the same connection: answered only if it was kept
+        kept = bool(await reader.read(1))
+        return b"\r\n".join(lines) + body, kept
+    finally:
+        writer.close()
+
+
+async def test_a_lean_reply_is_the_bytes_aiohttps_reply_would_be() -> None:
+    async with serving(build(), shutdown_timeout=0.5) as port:
+        for version, connection, kept in (("1.1", "", True), ("1.1", "Connection: close\r\n", False),
+                                          ("1.0", "Connection: keep-alive\r\n", True), ("1.0", "", False)):
+            def request(path: str, version: str = version, connection: str = connection) -> bytes:
+                return (f"POST {path} HTTP/{version}\r\nHost: x\r\n{connection}Content-Length: 0\r\n\r\n"
+                        .encode())
+            theirs, ours = await exchange(port, request("/plain")), await exchange(port, request("/v1/lean"))
+            assert ours == theirs and ours[1] is kept, (version, connection, ours, theirs)
