@@ -28,6 +28,7 @@ Run it from the repository root (the venv has mcpx installed editable):
     .venv/bin/python bench/broker.py --against main --lifecycles --rounds 8   # figure 6 alone, here and on main
     .venv/bin/python bench/broker.py --lifecycles --rounds 8   # figure 6 alone beside its two floors
     .venv/bin/python bench/broker.py --profile /tmp/daemon.prof   # the same under cProfile, in the daemon
+    .venv/bin/python bench/broker.py --lifecycles --rounds 2 --profile /tmp/life.prof   # Python calls per lifecycle
 
 It is a benchmark, not a test: it exits 0 whether or not targets are met, and says MISSED where
 one is. The machines here are noisy, so the ratios printed beside the absolute figures (all
@@ -45,8 +46,10 @@ import itertools
 import json
 import math
 import os
+import pstats
 import random
 import resource
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -63,6 +66,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the daemon harness, however this is run
 import durable_floor
+from counted import COUNTED
 from harness import Daemon, process_cpu_seconds, run_stoppable, scratch_daemon, unix_session
 from lean_http import LeanHttp
 
@@ -817,6 +821,84 @@ def durable_share(counts: dict[str, float], stored: int) -> str:
             f"{1e3 * counts['checkpoint_s'] / n:.3f} ms; answers read back from its file {stored}/{n}")
 
 
+# ---- --lifecycles --profile: the Python calls the daemon's loop makes per lifecycle, by layer
+
+# the layers a lifecycle's requests cross, by path, the first that matches (the store's modules before the broker's)
+LIFE_LAYERS = (("aiohttp's own Python (server, web_protocol, web_request, ...)", ("/aiohttp/",)),
+               ("multidict, yarl, propcache", ("/multidict/", "/yarl/", "/propcache/")),
+               ("mcpx's /v1 routes and middleware (api/, daemon/)", ("/mcpx/api/", "/mcpx/daemon/")),
+               ("pydantic", ("/pydantic/", "/pydantic_core/")),
+               ("the waiters (broker/waiters.py)", ("/mcpx/broker/waiters.py",)),
+               ("the store and its writes (broker/store, sqlite, sql, writes, commits, reads)",
+                tuple(f"/mcpx/broker/{m}.py" for m in ("store", "stores", "sqlite", "sql", "writes", "commits",
+                                                       "reads", "schema"))),
+               ("the broker (broker/)", ("/mcpx/broker/",)),
+               ("other mcpx code (shared/, presentation/, config/)", ("/mcpx/",)),
+               ("asyncio and uvloop's Python parts", ("asyncio/", "uvloop/")),
+               ("the standard library and other packages", ("/",)),
+               ("C functions (builtins, methods)", ("~",)))
+
+
+def life_layer(path: str) -> str:
+    return next((name for name, parts in LIFE_LAYERS if any(p in path for p in parts)), LIFE_LAYERS[-2][0])
+
+
+def print_life_counts(prof: str, n: int, top: int = 40) -> None:
+    """The loop's function calls per lifecycle: Python functions and C ones, by layer, and the most called."""
+    stats: dict[tuple[str, int, str], tuple[int, int, float, float, object]] = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    by_layer: Counter[str] = Counter()
+    for (path, _line, _name), (_cc, nc, *_rest) in stats.items():
+        by_layer[life_layer(path)] += nc
+    c_calls = by_layer[LIFE_LAYERS[-1][0]]  # "~": cProfile's name for a builtin's file
+    print(f"the daemon loop's calls per lifecycle (n={n}): {(by_layer.total() - c_calls) / n:.1f} Python functions, "
+          f"{c_calls / n:.1f} C functions")
+    for name, _parts in LIFE_LAYERS:
+        if by_layer[name]:
+            print(f"  {by_layer[name] / n:7.1f}  {name}")
+
+    def short(path: str) -> str:
+        return path.split("/mcpx/", 1)[1] if "/mcpx/" in path else "/".join(path.rsplit("/", 2)[-2:])
+
+    print("the most called Python functions, per lifecycle:")
+    rows = sorted(((nc, key) for key, (_cc, nc, *_rest) in stats.items() if key[0] != "~"), reverse=True)
+    for nc, (path, line, name) in rows[:top]:
+        print(f"  {nc / n:6.2f}  {short(path)}:{line}({name})")
+    # the profile's clock is the loop thread's CPU, inflated by the profile itself (most where calls are many): a
+    # guide to where the time goes, the counts above are the figure
+    print("the most CPU by itself (µs of the profiled loop's CPU per lifecycle; calls):")
+    rows_t = sorted(((tt, nc, key) for key, (_cc, nc, tt, *_rest) in stats.items()), reverse=True)
+    for tt, nc, (path, line, name) in rows_t[:top]:
+        print(f"  {1e6 * tt / n:7.1f}  {nc / n:5.1f}  {short(path)}:{line}({name})")
+
+
+async def run_counted(profile: str, rounds: int) -> None:
+    """Lifecycles (500 a round) on a daemon whose loop is profiled while they run, not during its start or the
+    warm-up: its Python calls per lifecycle, by layer (pstats in `profile`)."""
+    n = 500 * rounds
+    out = Path(profile)
+    out.unlink(missing_ok=True)  # noqa: ASYNC240 -- before the daemon starts, nothing else runs
+    d = scratch_daemon("mcpx-bench-", python_args=["-c", COUNTED, str(out)])
+    http = LeanHttp(str(d.socket))
+    anomalies: Counter[str] = Counter()
+    try:
+        d.start()
+        await pool(N_WARMUP, LIFE_CONCURRENCY, lambda _i: lifecycle(http, anomalies))
+        os.kill(d.pid, signal.SIGUSR1)
+        await pool(n, LIFE_CONCURRENCY, lambda _i: lifecycle(http, anomalies))
+        os.kill(d.pid, signal.SIGUSR2)
+        async with asyncio.timeout(30):
+            while not out.exists():  # noqa: ASYNC110, ASYNC240 -- the daemon's signal handler renames it there, whole
+                await asyncio.sleep(0.05)
+    finally:
+        http.close()
+        d.stop()
+        d.cleanup()
+    say(f"daemon profile written to {profile}")
+    print_life_counts(profile, n)
+    for what, count in sorted(anomalies.items()):
+        print(f"anomaly: {what}: {count}")
+
+
 # ---- the run
 
 def fmt_ms(x: float) -> str:
@@ -953,7 +1035,9 @@ async def run(profile: str | None) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE")
+    parser.add_argument("--profile", metavar="FILE", help="run the daemon under cProfile, stats to FILE; with "
+                        "--lifecycles, its loop only while 500 x --rounds lifecycles run, and their Python calls "
+                        "per lifecycle by layer")
     parser.add_argument("--against", metavar="REF", help="lifecycles, the 10k listing and RSS here and on this git "
                         "revision's daemon, side by side")
     parser.add_argument("--lifecycles", action="store_true", help="figure 6's lifecycles alone beside its two floors "
@@ -974,6 +1058,8 @@ def main() -> int:
         role_floor(args.socket)
     elif args.role == "durable-floor":
         role_durable_floor(args.socket)
+    elif args.lifecycles and args.profile:
+        run_stoppable(run_counted(args.profile, args.rounds))
     elif args.against or args.lifecycles:
         run_stoppable(run_against(args.against, listing=not args.lifecycles, rounds=args.rounds))
     else:

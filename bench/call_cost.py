@@ -40,6 +40,7 @@ sys.path.insert(0, str(BENCH.parent / "tests"))
 from mcp.client import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
+from counted import COUNTED  # noqa: E402
 from harness import scratch_daemon  # noqa: E402
 from parsing_relay import relay_pid  # noqa: E402
 from speed import AskCaller, answer_elicit  # noqa: E402
@@ -57,24 +58,6 @@ sys.argv = sys.argv[3:]
 prof = cProfile.Profile(time.thread_time)
 atexit.register(lambda: (prof.disable(), prof.dump_stats(out)))
 prof.enable()
-runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
-"""
-
-# the daemon with cProfile on its loop's thread only while the counted calls run (`python -c THIS OUT -m mcpx
-# daemon`): SIGUSR1 starts it, SIGUSR2 stops it and writes OUT. A signal's handler runs on the main thread, which
-# is the loop's, and a profile hooks the thread that enables it: the store's thread is left out, as it should be
-# (it is sw39's, and counted by --cpu)
-COUNTED = """
-import cProfile, os, runpy, signal, sys
-out = sys.argv[1]
-sys.argv = sys.argv[3:]
-prof = cProfile.Profile()
-signal.signal(signal.SIGUSR1, lambda *_: prof.enable())
-def stop(*_):
-    prof.disable()
-    prof.dump_stats(out + ".part")
-    os.rename(out + ".part", out)  # whole, once there
-signal.signal(signal.SIGUSR2, stop)
 runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 """
 

@@ -38,7 +38,7 @@ from mcpx.api.schemas import (
     kind_list,
 )
 from mcpx.api.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS
-from mcpx.api.table import Api, Reply, RouteCall, RouteError, json_reply
+from mcpx.api.table import Api, JsonReply, Reply, RouteCall, RouteError, json_reply
 from mcpx.broker.broker import redact
 from mcpx.broker.models import (
     Answer,
@@ -175,8 +175,8 @@ async def ask(call: RouteCall) -> web.StreamResponse:
         pid=peer_pid(call.request), approvals=_approvals(call, body), asker=body.from_, presence=body.presence,
     ))
     # the document its commit encoded (a question that opens pending is in the index by now), not encoded again
-    return web.Response(body=b'{"elicitation":%s}' % call.app[BROKER].question_json(handle.elicitation), status=201,
-                        headers={"Location": f"/v1/elicit/{handle.id}"}, content_type="application/json")
+    return JsonReply(b'{"elicitation":%s}' % call.app[BROKER].question_json(handle.elicitation), 201,
+                     location=f"/v1/elicit/{handle.id}")
 
 
 def _approvals(call: RouteCall, body: AskBody) -> ApprovalRequest | None:
@@ -211,8 +211,10 @@ def _positive(name: str, value: float | str) -> float:
     return seconds
 
 
+# tried after the routes below it, which share its prefix: those a lifecycle takes (the answer, the wait) are then
+# found without trying it first
 @api.route("GET", "/v1/elicit/{id}", "One question and its answer, if it has one", params=QuestionPath,
-           query=QuestionRenderQuery,
+           query=QuestionRenderQuery, order=1,
            replies={200: Reply("the question", ElicitationWithAnswer), 400: _ERR[400], 404: _ERR[404]})
 async def get_question(call: RouteCall) -> web.StreamResponse:
     q, answer = await call.app[BROKER].get(call.path["id"])
@@ -314,7 +316,7 @@ async def answer_question(call: RouteCall) -> web.StreamResponse:
     reply = b'{"elicitation":%s,"answer":%s,"escalated":%s}' % (
         q.json_bytes(), b"null" if shown is None else shown.json_bytes() if isinstance(shown, Answer)
         else wirejson.encode_models(shown), b"true" if answer is None else b"false")
-    return web.Response(body=reply, content_type="application/json")
+    return JsonReply(reply)
 
 
 def with_page(call: RouteCall, eid: str, by: str, exc: PresenceNeeded) -> PresenceNeeded:
@@ -359,8 +361,10 @@ async def _content_of(call: RouteCall, action: str, body: AnswerBody, name: str,
         raise RouteError(400, "bad_body", f"invalid body: {name}: {exc}", fields={name: str(exc)}) from None
 
 
+# tried first among the routes of its prefix: every lifecycle's waiter takes it (its path, ending in /wait, is no
+# other route's, and it is the only GET among those of its shape)
 @api.route("GET", "/v1/elicit/{id}/wait", "Long-poll until the question is answered or the timeout passes",
-           query=WaitQuery, params=QuestionPath,
+           query=WaitQuery, params=QuestionPath, order=-1,
            replies={200: Reply("the answer", Answer),
                     204: Reply("not answered within the timeout", headers=("Retry-After",)),
                     400: _ERR[400], 404: _ERR[404], 410: Reply("abandoned")})
@@ -369,7 +373,7 @@ async def wait_answer(call: RouteCall) -> web.StreamResponse:
     if answer is None:  # the timeout; or the daemon is stopping, and the client may ask its successor
         return web.Response(status=204, headers={"Retry-After": "1"} if call.app[SHUTDOWN].done() else None)
     # as stored (a credential's value is [redacted] there already), in the document its commit encoded
-    return web.Response(body=answer.json_bytes(), content_type="application/json")
+    return JsonReply(answer.json_bytes())
 
 
 def _kinds(spec: str | None) -> tuple[str, ...]:

@@ -36,25 +36,26 @@ class _Connection:
         self.judged = False
 
 
-# asked of every request (the auth check), and of a question's open and an answer more than once
-_connections: weakref.WeakKeyDictionary[object, _Connection] = weakref.WeakKeyDictionary()
+# asked of every request (the auth check), and of a question's open and an answer more than once: by a weak
+# reference to its transport, each forgotten as its transport goes (what a WeakKeyDictionary does, without its
+# Python `get` around the lookup: a call each look, several a request)
+_connections: dict[weakref.ref[object], _Connection] = {}
 
 
 def _connection(request: web.Request) -> _Connection | None:
     transport = request.transport
     if transport is None:
         return None
-    conn = _connections.get(transport)
+    conn = _connections.get(weakref.ref(transport))  # a ref compares and hashes as its transport
     if conn is None:
         sock = transport.get_extra_info("socket")
         unix = sock is not None and getattr(sock, "family", None) == socket.AF_UNIX
-        conn = _connections[transport] = _Connection(sock if unix else None)
+        conn = _connections[weakref.ref(transport, _forget)] = _Connection(sock if unix else None)
     return conn
 
 
-def _unix_socket(request: web.Request) -> socket.socket | None:
-    conn = _connection(request)
-    return conn.sock if conn is not None else None
+def _forget(ref: weakref.ref[object]) -> None:
+    _connections.pop(ref, None)
 
 
 @functools.cache
@@ -68,7 +69,10 @@ def peer_pid(request: web.Request) -> int | None:
 
     A header naming a pid (X-Mcpx-Pid) is never believed: anyone can write any number there.
     """
-    conn = _connection(request)
+    return _pid_of(_connection(request))
+
+
+def _pid_of(conn: _Connection | None) -> int | None:
     if conn is None or conn.sock is None or not hasattr(socket, "SO_PEERCRED"):
         return None
     if not conn.pid_read:
@@ -81,8 +85,7 @@ def peer_pid(request: web.Request) -> int | None:
     return conn.pid
 
 
-def _lineage_of(request: web.Request, pid: int) -> agentshell.Marked | None:
-    conn = _connection(request)
+def _lineage_of(conn: _Connection | None, pid: int) -> agentshell.Marked | None:
     if conn is not None and conn.judged:
         return conn.marked
     marked = agentshell.marked_lineage(pid)  # ProcessUnseen is not remembered: it is asked again
@@ -92,7 +95,8 @@ def _lineage_of(request: web.Request, pid: int) -> agentshell.Marked | None:
 
 
 def is_unix(request: web.Request) -> bool:
-    return _unix_socket(request) is not None
+    conn = _connection(request)
+    return conn is not None and conn.sock is not None
 
 
 def refuse_agent_as_person(request: web.Request, by: str) -> None:
@@ -101,13 +105,16 @@ def refuse_agent_as_person(request: web.Request, by: str) -> None:
     Only the unix socket knows its peer; on TCP the bearer token is all there is. Reading /proc is a
     few small reads of kernel memory, done inline.
     """
-    if Answerer.kind_of(by) != "person" or not is_unix(request) or not _proc_available():
+    if Answerer.kind_of(by) != "person":
         return
-    pid = peer_pid(request)
+    conn = _connection(request)  # looked up once for the three questions below
+    if conn is None or conn.sock is None or not _proc_available():
+        return
+    pid = _pid_of(conn)
     try:
         if pid is None:
             raise agentshell.ProcessUnseen("the kernel named no process")
-        marked = _lineage_of(request, pid)
+        marked = _lineage_of(conn, pid)
     except agentshell.ProcessUnseen:
         raise RouteError(403, "peer_unseen",
                        f"mcpx cannot see the process that sent this answer as {by} (pid {pid or 'unknown'}: gone, or "

@@ -21,7 +21,7 @@ from mcpx.upstream.gateway import Gateway
 
 @dataclass(frozen=True)
 class DaemonInfo:
-    """This daemon, as /v1/health and the auth middleware know it."""
+    """This daemon, as /v1/health and the TCP refusal (daemon/app.py's `refused`) know it."""
 
     paths: StatePaths
     started_at: datetime

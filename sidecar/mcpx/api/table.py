@@ -6,13 +6,18 @@ Handlers receive already-validated pydantic models; anything a caller got wrong 
 
 from __future__ import annotations
 
+import email.utils
+import http
 import logging
-from collections.abc import Awaitable, Callable
+import sys
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import aiohttp
 from aiohttp import web
-from aiohttp.typedefs import Middleware
+from aiohttp.abc import AbstractStreamWriter
 from pydantic import BaseModel, ValidationError
 
 from mcpx import __version__
@@ -39,10 +44,68 @@ def error_response(status: int, code: str, message: str, **details: Any) -> web.
     return web.json_response(body, status=status)
 
 
-def json_reply(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def json_reply(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.StreamResponse:
     """A reply of models (and dicts and lists holding them) as the API shows them (wirejson.encode_models)."""
+    if headers is None:
+        return JsonReply(wirejson.encode_models(value), status)
     return web.Response(body=wirejson.encode_models(value), status=status, headers=headers,
                         content_type="application/json")
+
+
+SERVER = f"Python/{sys.version_info[0]}.{sys.version_info[1]} aiohttp/{aiohttp.__version__}".encode()
+_STATUS = {s.value: f"{s.value} {s.phrase}".encode() for s in http.HTTPStatus}
+_dated: list[Any] = [0, b""]  # the second the Date header was last written for, and that header's value
+
+
+def _date() -> bytes:
+    """The Date header's value (RFC 9110's IMF-fixdate), made once a second."""
+    now = int(time.time())
+    if now != _dated[0]:
+        _dated[:] = now, email.utils.formatdate(now, usegmt=True).encode()
+    return _dated[1]  # type: ignore[no-any-return]
+
+
+class JsonReply(web.StreamResponse):
+    """A JSON reply whose document is encoded already, sent as one write of its head and body with the headers
+    aiohttp's Response would send (Content-Type, Content-Length, Date, Server; Connection where keep-alive needs
+    saying), without its machinery around them: a Response's head is built through some twenty calls (its
+    headers' dict, the status, prepare, the payload writer's head, its end), three replies a lifecycle.
+
+    For a status with a body, to a request that is not HEAD (the table adds no HEAD routes); `location`: a
+    Location header (the daemon's own path, ASCII). No on_response_prepare signal is sent (the daemon has none)."""
+
+    def __init__(self, body: bytes, status: int = 200, location: str | None = None) -> None:
+        super().__init__(status=status)
+        assert status in _STATUS and status not in (204, 304) and status >= 200
+        self._json = body
+        self._location = b"" if location is None else b"Location: %s\r\n" % location.encode("ascii")
+        self._alive: bool | None = None
+        self._sent = False
+
+    @property
+    def keep_alive(self) -> bool | None:
+        return self._alive
+
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
+        if self._sent:
+            return None
+        self._sent = True
+        alive = self._alive = request.keep_alive
+        version = request.version
+        if version == aiohttp.HttpVersion11:
+            connection = b"" if alive else b"Connection: close\r\n"
+        else:
+            connection = b"Connection: keep-alive\r\n" if alive else b""
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("the client went away before its reply")
+        transport.write(b"HTTP/%d.%d %s\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\nDate: %s\r\n"
+                        b"Server: %s\r\n%s\r\n%s" % (version[0], version[1], _STATUS[self.status], self._location,
+                                                    len(self._json), _date(), SERVER, connection, self._json))
+        return None
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        """Sent whole by prepare."""
 
 
 def describe_validation(exc: ValidationError, where: str) -> tuple[str, dict[str, str]]:
@@ -62,22 +125,23 @@ class Reply:
     headers: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class RouteCall:
-    """What a handler gets: the request, its path parameters and its validated query, headers and body."""
+    """What a handler gets: the request, its path parameters and its validated query, headers and body, and the
+    application its route was installed on (the request's own: the daemon has no sub-applications), bound at install
+    rather than looked up through the request's match info at each use (three calls a look, several a request)."""
 
     request: web.Request
     path: dict[str, str]
     query: Any
     body: Any
-    headers: Any = None
-
-    @property
-    def app(self) -> web.Application:
-        return self.request.app
+    headers: Any
+    app: web.Application
 
 
 Handler = Callable[[RouteCall], Awaitable[web.StreamResponse]]
+RequestHandler = Callable[[web.Request], Coroutine[Any, Any, web.StreamResponse]]
+Refusal = Callable[[web.Request], web.StreamResponse | None]  # a request's refusal, or None when it may come in
 
 # what the wrapper itself answers, so every route whose input it checks lists it
 FRAMEWORK_REPLIES = {
@@ -103,6 +167,9 @@ class RouteSpec:
     tag: str
     headers: type[BaseModel] | None = None
     params: type[BaseModel] | None = None  # the path's parameters
+    # where aiohttp's router tries it among the routes of its path's prefix (lower first; the table's order among
+    # equals): it tries each in the order added, a coroutine and a match each, until one takes the request
+    order: int = 0
 
     def all_replies(self) -> dict[int, Reply]:
         """The handler's replies and the wrapper's: a 400 where it checks input, a 413 where it reads a body."""
@@ -114,9 +181,17 @@ class RouteSpec:
         return {**extra, **self.replies}
 
 
-def _validated(model: type[BaseModel], raw: dict[str, str], where: str) -> Any:
+Validate = Callable[[Any], Any]
+
+
+def validator(model: type[BaseModel]) -> Validate:
+    """`model.model_validate`, without its Python wrapper around pydantic-core's validator (a call each request)."""
+    return model.__pydantic_validator__.validate_python
+
+
+def _validated(validate: Validate, raw: dict[str, str], where: str) -> Any:
     try:
-        return model.model_validate(raw)
+        return validate(raw)
     except ValidationError as exc:
         message, fields = describe_validation(exc, where)
         raise RouteError(400, f"bad_{where}", message, fields=fields) from None
@@ -129,32 +204,49 @@ class Api:
 
     def route(self, method: str, path: str, summary: str, *, query: type[BaseModel] | None = None,
               body: type[BaseModel] | None = None, replies: dict[int, Reply], tag: str = "elicit",
-              headers: type[BaseModel] | None = None, params: type[BaseModel] | None = None,
+              headers: type[BaseModel] | None = None, params: type[BaseModel] | None = None, order: int = 0,
               ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            self.endpoints.append(RouteSpec(method, path, summary, handler, query, body, replies, tag, headers, params))
+            self.endpoints.append(RouteSpec(method, path, summary, handler, query, body, replies, tag, headers, params,
+                                            order))
             return handler
         return register
 
-    def install(self, app: web.Application) -> None:
-        for ep in self.endpoints:
-            app.router.add_route(ep.method, ep.path, self._wrap(ep))
+    def install(self, app: web.Application, refused: Refusal) -> list[RequestHandler]:
+        """The routes on `app`, each refusing what `refused` refuses and answering what it raises as its error reply
+        (`guarded`'s work, done in the route's own coroutine: no middleware, which aiohttp runs as a coroutine of its
+        own around every request, and then a second one of its own); the handlers it installed."""
+        handlers = []
+        for ep in sorted(self.endpoints, key=lambda ep: ep.order):  # stable: the table's order among equals
+            handlers.append(self._wrap(ep, app, refused))
+            app.router.add_route(ep.method, ep.path, handlers[-1])
+        return handlers
 
     @staticmethod
-    def _wrap(ep: RouteSpec) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def _wrap(ep: RouteSpec, app: web.Application, refused: Refusal) -> RequestHandler:
+        params = validator(ep.params) if ep.params is not None else None
+        query_of = validator(ep.query) if ep.query is not None else None
+        headers_of = validator(ep.headers) if ep.headers is not None else None
+        names = [f.alias or name for name, f in ep.headers.model_fields.items()] if ep.headers is not None else []
+        handler = ep.handler
+        body_of = validator(ep.body) if ep.body is not None else None
+
         async def handle(request: web.Request) -> web.StreamResponse:
-            if ep.params is not None:
-                _validated(ep.params, dict(request.match_info), "path")
-            query = _validated(ep.query, dict(request.query.items()), "query") if ep.query is not None else None
-            headers = None
-            if ep.headers is not None:
-                names = [f.alias or name for name, f in ep.headers.model_fields.items()]
-                headers = _validated(ep.headers, {n: request.headers[n] for n in names if n in request.headers},
-                                     "header")
-            body = None
-            if ep.body is not None:
-                body = await read_json_body(request, ep.body)
-            return await ep.handler(RouteCall(request, dict(request.match_info), query, body, headers))
+            try:
+                if (refusal := refused(request)) is not None:
+                    return refusal
+                path = dict(request.match_info)
+                if params is not None:
+                    _validated(params, path, "path")
+                query = _validated(query_of, dict(request.query.items()), "query") if query_of is not None else None
+                headers = None
+                if headers_of is not None:
+                    headers = _validated(headers_of, {n: request.headers[n] for n in names if n in request.headers},
+                                         "header")
+                body = await read_json_body(request, body_of) if body_of is not None else None
+                return await handler(RouteCall(request, path, query, body, headers, app))
+            except Exception as exc:  # each becomes its reply (failure); a cancellation goes on up
+                return failure(request, exc)
         return handle
 
     def openapi(self) -> dict[str, Any]:
@@ -259,13 +351,23 @@ def _openapi_path(path: str) -> str:
     return path
 
 
-async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        raise RouteError(413, "too_large", f"the body is {request.content_length} bytes; the limit is {MAX_BODY}")
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise RouteError(413, "too_large", f"the body is larger than the limit of {MAX_BODY} bytes") from None
+async def read_json_body(request: web.Request, validate: Validate) -> Any:
+    """The body, a JSON object, as `validate` (a body model's `validator`) makes it; else a 4xx naming why."""
+    if (length := request.content_length) is not None and length > MAX_BODY:
+        raise RouteError(413, "too_large", f"the body is {length} bytes; the limit is {MAX_BODY}")
+    payload = request.content
+    if payload.is_eof():
+        # all of it came in with the headers (a body of a few hundred bytes does): taken as it is, with none of
+        # request.read()'s loop of waits (a dozen calls a body)
+        raw = payload.read_nowait()
+        too_large = len(raw) > MAX_BODY
+    else:
+        try:
+            raw, too_large = await request.read(), False
+        except web.HTTPRequestEntityTooLarge:
+            too_large = True
+    if too_large:
+        raise RouteError(413, "too_large", f"the body is larger than the limit of {MAX_BODY} bytes")
     if not raw.strip():
         data: Any = {}
     else:
@@ -280,50 +382,85 @@ async def read_json_body(request: web.Request, model: type[BaseModel]) -> Any:
         raise RouteError(400, "bad_body", f"invalid body: {where} {wirejson.SURROGATE_PROBLEM}",
                        fields={where: wirejson.SURROGATE_PROBLEM})
     try:
-        return model.model_validate(data)
+        return validate(data)
     except ValidationError as exc:
         message, fields = describe_validation(exc, "body")
         raise RouteError(400, "bad_body", message, fields=fields) from None
 
 
-RequestHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+def failure(request: web.Request, exc: Exception) -> web.StreamResponse:
+    """What a handler raised, as its reply (called in its `except`): a refusal's status and words, an HTTP error of
+    aiohttp's in /v1's shape (JSON-RPC's on /mcp), and anything else a 500 that names it, logged. An HTTP exception
+    under 400 (a redirect) goes on up, for aiohttp to send."""
+    if isinstance(exc, RouteError | BrokerError):
+        return error_response(exc.status, exc.code, exc.message, **exc.details)
+    if isinstance(exc, web.HTTPException):
+        if exc.status < 400:
+            raise exc
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http_error")
+        message = {
+            404: f"no route {request.method} {request.path}; see GET /v1/openapi.json",
+            405: f"{request.method} is not allowed on {request.path}",
+            413: f"the body is larger than the limit of {MAX_BODY} bytes",
+        }.get(exc.status, exc.reason)
+        response = (rpc_error_response(exc.status, message) if _on_mcp(request)
+                    else error_response(exc.status, code, message))
+        if "Allow" in exc.headers:  # a 405 says what is allowed (RFC 9110)
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    # a bug: say so, keep serving
+    log.error("request %s %s failed", request.method, request.path, exc_info=exc)
+    message = f"internal error: {type(exc).__name__}: {exc}"
+    return rpc_error_response(500, message) if _on_mcp(request) else error_response(500, "internal", message)
 
 
-def errors_middleware(refused: Callable[[web.Request], web.StreamResponse | None]) -> Middleware:
-    """The daemon's one middleware: a request `refused` answers is refused (the daemon's own check: TCP without the
-    bearer token), and what a handler raised becomes its error reply. One layer for both, not one each: aiohttp runs
-    each middleware as a coroutine of its own around every request, a few µs each (docs/bench.md, issue 39)."""
+def guarded(handler: Callable[[web.Request], Awaitable[web.StreamResponse]], refused: Refusal) -> RequestHandler:
+    """`handler` behind the daemon's own check (`refused`: TCP without the bearer token), its exceptions answered by
+    `failure`: for the routes outside the route table (/mcp, the inbox's pages), which `Api.install` does not wrap."""
 
-    @web.middleware
-    async def middleware(request: web.Request, handler: RequestHandler) -> web.StreamResponse:
+    async def guard(request: web.Request) -> web.StreamResponse:
         try:
             refusal = refused(request)
             return refusal if refusal is not None else await handler(request)
-        except RouteError as exc:
-            return error_response(exc.status, exc.code, exc.message, **exc.details)
-        except BrokerError as exc:
-            return error_response(exc.status, exc.code, exc.message, **exc.details)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http_error")
-            message = {
-                404: f"no route {request.method} {request.path}; see GET /v1/openapi.json",
-                405: f"{request.method} is not allowed on {request.path}",
-                413: f"the body is larger than the limit of {MAX_BODY} bytes",
-            }.get(exc.status, exc.reason)
-            response = (rpc_error_response(exc.status, message) if _on_mcp(request)
-                        else error_response(exc.status, code, message))
-            if "Allow" in exc.headers:  # a 405 says what is allowed (RFC 9110)
-                response.headers["Allow"] = exc.headers["Allow"]
-            return response
-        except Exception as exc:  # a bug: say so, keep serving
-            log.exception("request %s %s failed", request.method, request.path)
-            message = f"internal error: {type(exc).__name__}: {exc}"
-            return rpc_error_response(500, message) if _on_mcp(request) else error_response(500, "internal", message)
+        except Exception as exc:  # each becomes its reply (failure); a cancellation goes on up
+            return failure(request, exc)
 
-    return middleware
+    return guard
 
+
+async def unmatched(request: web.Request) -> web.StreamResponse:
+    """The last route, of any method and path (`guarded` like the rest): what no other route took, a 404, or a 405
+    naming the methods of the routes whose path it is, as aiohttp's router would have said."""
+    allowed: set[str] = set()
+    for resource in request.app.router.resources():
+        if resource.canonical != CATCH_ALL:
+            _match, methods = await resource.resolve(request)
+            allowed |= methods
+    if allowed:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+    raise web.HTTPNotFound()
+
+
+CATCH_ALL = "/{tail}"  # unmatched's path, as its resource names it
+
+
+def guard_routes(app: web.Application, refused: Refusal, installed: list[RequestHandler]) -> None:
+    """Every route of `app` but the `installed` ones (which guard themselves) behind `guarded`, then `unmatched`
+    last: the work of one middleware, with no coroutine of its own on the routes of the table.
+
+    aiohttp has no public way to wrap a route's handler once added, and the /mcp and inbox routes are added by their
+    own modules: their handlers are replaced where aiohttp keeps them, and a route whose handler did not change fails
+    the daemon's start here rather than go unguarded."""
+    own = set(installed)
+    for route in app.router.routes():
+        if route.handler in own:
+            continue
+        wrapped = guarded(route.handler, refused)
+        route._handler = wrapped  # see above
+        if route.handler is not wrapped:
+            raise RuntimeError(f"cannot guard the route {route.method} {route.resource}: aiohttp keeps its handler "
+                               "elsewhere now")
+    app.router.add_route("*", "/{tail:.*}", guarded(unmatched, refused))
 
 def _on_mcp(request: web.Request) -> bool:
     return request.path == "/mcp" or request.path.startswith("/mcp/")

@@ -58,12 +58,9 @@ class Handle:
     def __init__(self, elicitation: Elicitation, shared: asyncio.Future[Answer],
                  own: asyncio.Future[Answer] | None = None) -> None:
         self.elicitation = elicitation
+        self.id = elicitation.id  # a handle's question is never replaced: its id, read without a call
         self._shared = shared
         self._own = own
-
-    @property
-    def id(self) -> str:
-        return self.elicitation.id
 
     def done(self) -> bool:
         return self._shared.done() or (self._own is not None and self._own.done())
@@ -165,6 +162,9 @@ class Waiters:
         self.asked.discard(eid)
         fut = self._futures.pop(eid, None)
         if fut is not None and not fut.done():
+            # a result is never an exception nobody retrieved: `retrieved` is not scheduled (a loop callback a
+            # lifecycle) for a future that can no longer fail
+            fut.remove_done_callback(retrieved)
             fut.set_result(answer)
 
     def end(self, eid: str, reason: str, told: asyncio.Future[Answer] | None = None) -> None:

@@ -14,7 +14,7 @@ from mcpx.api import auth_routes, call_routes, elicit_routes, inbox_routes
 from mcpx.api.inbox_routes import TCP_GUESTS
 from mcpx.api.peers import is_unix
 from mcpx.api.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS, DaemonInfo
-from mcpx.api.table import Api, error_response, errors_middleware
+from mcpx.api.table import Api, error_response, guard_routes
 from mcpx.broker.broker import Broker
 from mcpx.config.source import ConfigSource
 from mcpx.inbox.web_routes import Inbox
@@ -29,8 +29,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def refused(request: web.Request) -> web.Response | None:
     """The unix socket is the owner's alone (0600); TCP needs the bearer token (given with --listen), but for what
-    a guest checks itself. The 401 of a request that may not come in; None for one that may (checked by the daemon's
-    one middleware, api/table.py's errors_middleware, before any handler)."""
+    a guest checks itself. The 401 of a request that may not come in; None for one that may (checked before any
+    handler: by each route of the table itself, and by api/table.py's `guarded` around every other route)."""
     if is_unix(request) or any(admits(request) for admits in request.app[TCP_GUESTS]):
         return None
     token = request.app[INFO].token
@@ -64,7 +64,10 @@ def stop_streams(app: web.Application) -> None:
 
 def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Gateway,
              surface: Surface, inbox: Inbox) -> web.Application:
-    app = web.Application(middlewares=[errors_middleware(refused)], client_max_size=MAX_BODY)
+    # no middleware: aiohttp runs each as a coroutine of its own around every request, and with any at all one more
+    # of its own (its current app's); the table's routes check and answer their errors themselves (Api.install),
+    # the others are guarded (guard_routes)
+    app = web.Application(client_max_size=MAX_BODY)
     app[INFO] = info
     app[CONFIG] = config
     app[BROKER] = broker
@@ -75,12 +78,13 @@ def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Ga
     auth_routes.install(app)
     app[SHUTDOWN] = asyncio.get_running_loop().create_future()
     api = build_api()
-    api.install(app)
+    installed = api.install(app, refused)
     # built on the first GET /v1/openapi.json, not here: the JSON schemas of the routes' 60 models take ~0.1 s of CPU,
     # more than the rest of the app, and most daemons are never asked for them
     openapi: Callable[[], dict[str, Any]] = functools.cache(api.openapi)
     app[OPENAPI] = openapi
     install_mcp_endpoint(app, surface)
+    guard_routes(app, refused, installed)  # last: every route is in by now
 
     async def on_shutdown(app: web.Application) -> None:
         stop_streams(app)
