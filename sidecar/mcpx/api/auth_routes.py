@@ -23,6 +23,7 @@ from mcpx.inbox.web_routes import html
 from mcpx.oauth.login_error import LoginError
 from mcpx.oauth.logins import CALLBACK_PATH, Logins
 from mcpx.oauth.models import LoginView, Protected
+from mcpx.shared.routes import Routes
 from mcpx.shared.upstream_errors import UpstreamError
 
 log = logging.getLogger("mcpx.oauth")
@@ -154,6 +155,6 @@ def _admits(request: web.Request) -> bool:
     return request.path == CALLBACK_PATH and request.method == "GET"
 
 
-def install(app: web.Application) -> None:
-    app.router.add_get(CALLBACK_PATH, callback)
+def install(app: web.Application, routes: Routes) -> None:
+    routes.add_get(CALLBACK_PATH, callback)
     app[TCP_GUESTS].append(_admits)

@@ -21,6 +21,7 @@ from mcpx.broker.refusals import Gone
 from mcpx.inbox.ceremony import enrolment_terms
 from mcpx.inbox.notify import Notifier
 from mcpx.inbox.web_routes import BY, Inbox
+from mcpx.shared.routes import Routes
 
 api = Api()
 # what else may come in over TCP without the bearer token: each says yes to the requests it checks itself
@@ -131,8 +132,9 @@ async def passkey_revoke(call: RouteCall) -> web.StreamResponse:
     return web.json_response({"revoked": call.path["passkey"], "person": call.path["name"]})
 
 
-def install(app: web.Application, inbox: Inbox) -> None:
-    """The inbox's narrow hook into the daemon's app: its pages, and what it admits on TCP without the bearer."""
+def install(app: web.Application, inbox: Inbox, routes: Routes) -> None:
+    """The inbox's narrow hook into the daemon's app: its pages (added through `routes`), and what it admits on TCP
+    without the bearer."""
     app[INBOX] = inbox
-    inbox.install(app)
+    inbox.install(routes)
     app[TCP_GUESTS].append(inbox.admits)

@@ -27,6 +27,7 @@ from mcpx.mcp import jsonrpc
 from mcpx.shared import wirejson
 from mcpx.shared.errors import McpxError
 from mcpx.shared.names import MAX_BODY
+from mcpx.shared.routes import PageHandler
 
 log = logging.getLogger("mcpx.daemon")
 
@@ -444,23 +445,45 @@ async def unmatched(request: web.Request) -> web.StreamResponse:
 CATCH_ALL = "/{tail}"  # unmatched's path, as its resource names it
 
 
-def guard_routes(app: web.Application, refused: Refusal, installed: list[RequestHandler]) -> None:
-    """Every route of `app` but the `installed` ones (which guard themselves) behind `guarded`, then `unmatched`
-    last: the work of one middleware, with no coroutine of its own on the routes of the table.
+class GuardedRoutes:
+    """The app's router as the parts outside the route table add their routes to it (shared/routes.py's `Routes`:
+    the inbox's pages, /mcp, the OAuth callback): each handler put behind `guarded` as it is added, through aiohttp's
+    own `add_*`. `check` then holds every route of the app to it, once all are in."""
 
-    aiohttp has no public way to wrap a route's handler once added, and the /mcp and inbox routes are added by their
-    own modules: their handlers are replaced where aiohttp keeps them, and a route whose handler did not change fails
-    the daemon's start here rather than go unguarded."""
-    own = set(installed)
-    for route in app.router.routes():
-        if route.handler in own:
-            continue
-        wrapped = guarded(route.handler, refused)
-        route._handler = wrapped  # see above
-        if route.handler is not wrapped:
-            raise RuntimeError(f"cannot guard the route {route.method} {route.resource}: aiohttp keeps its handler "
-                               "elsewhere now")
-    app.router.add_route("*", "/{tail:.*}", guarded(unmatched, refused))
+    def __init__(self, app: web.Application, refused: Refusal) -> None:
+        self._router = app.router
+        self._refused = refused
+        self._guards: set[RequestHandler] = set()
+
+    def _guarded(self, handler: PageHandler) -> RequestHandler:
+        wrapped = guarded(handler, self._refused)
+        self._guards.add(wrapped)
+        return wrapped
+
+    def add_get(self, path: str, handler: PageHandler) -> web.AbstractRoute:
+        return self._router.add_get(path, self._guarded(handler))
+
+    def add_post(self, path: str, handler: PageHandler) -> web.AbstractRoute:
+        return self._router.add_post(path, self._guarded(handler))
+
+    def add_delete(self, path: str, handler: PageHandler) -> web.AbstractRoute:
+        return self._router.add_delete(path, self._guarded(handler))
+
+    def add_route(self, method: str, path: str, handler: PageHandler) -> web.AbstractRoute:
+        return self._router.add_route(method, path, self._guarded(handler))
+
+    def check(self, installed: list[RequestHandler]) -> None:
+        """`unmatched` added last, then every route of the app found either the table's own (`installed`, which check
+        themselves) or guarded here: a route added to the app's router by any other way fails the daemon's start,
+        rather than serve without the daemon's check (the work of one middleware, with no coroutine of its own on
+        the routes of the table)."""
+        self.add_route("*", "/{tail:.*}", unmatched)
+        own = set(installed)
+        for route in self._router.routes():
+            if route.handler not in own and route.handler not in self._guards:
+                raise RuntimeError(f"the route {route.method} {route.resource} was added around the daemon's check: "
+                                   "add it through the Routes the daemon hands its part (api/table.py GuardedRoutes)")
+
 
 def _on_mcp(request: web.Request) -> bool:
     return request.path == "/mcp" or request.path.startswith("/mcp/")

@@ -14,7 +14,7 @@ from mcpx.api import auth_routes, call_routes, elicit_routes, inbox_routes
 from mcpx.api.inbox_routes import TCP_GUESTS
 from mcpx.api.peers import is_unix
 from mcpx.api.state import BROKER, CONFIG, GATEWAY, INFO, OPENAPI, PASSED_CLAIMS, DaemonInfo
-from mcpx.api.table import Api, error_response, guard_routes
+from mcpx.api.table import Api, GuardedRoutes, error_response
 from mcpx.broker.broker import Broker
 from mcpx.config.source import ConfigSource
 from mcpx.inbox.web_routes import Inbox
@@ -66,7 +66,7 @@ def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Ga
              surface: Surface, inbox: Inbox) -> web.Application:
     # no middleware: aiohttp runs each as a coroutine of its own around every request, and with any at all one more
     # of its own (its current app's); the table's routes check and answer their errors themselves (Api.install),
-    # the others are guarded (guard_routes)
+    # the others are guarded as they are added (GuardedRoutes)
     app = web.Application(client_max_size=MAX_BODY)
     app[INFO] = info
     app[CONFIG] = config
@@ -74,8 +74,9 @@ def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Ga
     app[GATEWAY] = gateway
     app[TCP_GUESTS] = []
     app[PASSED_CLAIMS] = {}
-    inbox_routes.install(app, inbox)
-    auth_routes.install(app)
+    routes = GuardedRoutes(app, refused)
+    inbox_routes.install(app, inbox, routes)
+    auth_routes.install(app, routes)
     app[SHUTDOWN] = asyncio.get_running_loop().create_future()
     api = build_api()
     installed = api.install(app, refused)
@@ -83,8 +84,8 @@ def make_app(info: DaemonInfo, config: ConfigSource, broker: Broker, gateway: Ga
     # more than the rest of the app, and most daemons are never asked for them
     openapi: Callable[[], dict[str, Any]] = functools.cache(api.openapi)
     app[OPENAPI] = openapi
-    install_mcp_endpoint(app, surface)
-    guard_routes(app, refused, installed)  # last: every route is in by now
+    install_mcp_endpoint(app, surface, routes)
+    routes.check(installed)  # last: every route is in by now
 
     async def on_shutdown(app: web.Application) -> None:
         stop_streams(app)

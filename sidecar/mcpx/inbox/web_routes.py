@@ -37,6 +37,7 @@ from mcpx.inbox.html_form import content_of_form
 from mcpx.inbox.signing import InboxKeys
 from mcpx.presentation.urlfacts import url_facts
 from mcpx.shared.ids import is_id
+from mcpx.shared.routes import Routes
 
 log = logging.getLogger("mcpx.inbox")
 
@@ -165,21 +166,21 @@ class Inbox:
 
     # ---- routes
 
-    def install(self, app: web.Application) -> None:
-        app.router.add_get("/inbox", self.list_page)
-        app.router.add_get("/inbox/login", self.login)
-        app.router.add_get("/inbox/rows", self.rows)
-        app.router.add_get("/inbox/static/{name}", self.static)
-        app.router.add_get("/inbox/q/{id}", self.question)
-        app.router.add_get("/inbox/q/{id}/outcome", self.outcome)
-        app.router.add_post("/inbox/q/{id}/{action}", self.post)
-        app.router.add_post("/inbox/passkey/{id}/challenge", self.passkey_challenge)
-        app.router.add_post("/inbox/passkey/{id}/accept", self.passkey_accept)
-        app.router.add_get("/inbox/enroll/{token}", self.enrol_page)
-        app.router.add_post("/inbox/enroll/{token}/options", self.enrol_options)
-        app.router.add_post("/inbox/enroll/{token}", self.enrol)
-        app.router.add_post("/inbox/enroll/{token}/vouch", self.enrol_vouch)
-        app.router.add_route("*", "/inbox/{tail:.*}", self.unknown)
+    def install(self, routes: Routes) -> None:
+        routes.add_get("/inbox", self.list_page)
+        routes.add_get("/inbox/login", self.login)
+        routes.add_get("/inbox/rows", self.rows)
+        routes.add_get("/inbox/static/{name}", self.static)
+        routes.add_get("/inbox/q/{id}", self.question)
+        routes.add_get("/inbox/q/{id}/outcome", self.outcome)
+        routes.add_post("/inbox/q/{id}/{action}", self.post)
+        routes.add_post("/inbox/passkey/{id}/challenge", self.passkey_challenge)
+        routes.add_post("/inbox/passkey/{id}/accept", self.passkey_accept)
+        routes.add_get("/inbox/enroll/{token}", self.enrol_page)
+        routes.add_post("/inbox/enroll/{token}/options", self.enrol_options)
+        routes.add_post("/inbox/enroll/{token}", self.enrol)
+        routes.add_post("/inbox/enroll/{token}/vouch", self.enrol_vouch)
+        routes.add_route("*", "/inbox/{tail:.*}", self.unknown)
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         if not self.keys.token_ok(request.query.get("token")):

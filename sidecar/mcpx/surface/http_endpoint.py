@@ -39,6 +39,7 @@ from mcpx.mcp.protocol import (
 from mcpx.shared import sse, wirejson
 from mcpx.shared.errors import McpxError
 from mcpx.shared.names import MAX_BODY
+from mcpx.shared.routes import Routes
 from mcpx.shared.shutdown import SHUTDOWN
 from mcpx.shared.upstream_errors import UnknownServer
 from mcpx.surface.client_state import ClientState
@@ -469,13 +470,13 @@ def _rpc_response(msg: Message, status: int, headers: dict[str, str] | None = No
     return web.json_response(msg, status=status, headers=headers)
 
 
-def install_mcp_endpoint(app: web.Application, surface: Surface) -> None:
+def install_mcp_endpoint(app: web.Application, surface: Surface, routes: Routes) -> None:
     endpoint = McpEndpoint(surface)
     app[SURFACE] = surface
     for path in ("/mcp", "/mcp/{server}"):
-        app.router.add_post(path, endpoint.post)
-        app.router.add_get(path, endpoint.get)
-        app.router.add_delete(path, endpoint.delete)
+        routes.add_post(path, endpoint.post)
+        routes.add_get(path, endpoint.get)
+        routes.add_delete(path, endpoint.delete)
 
     async def stream(request: web.Request) -> web.StreamResponse:
         if (refused := endpoint.guard(request)) is not None:
@@ -485,5 +486,5 @@ def install_mcp_endpoint(app: web.Application, surface: Surface) -> None:
         except UnknownServer as exc:  # returned, not raised: a raised 404 would be said as "no route"
             return _rpc_response(jsonrpc.error(None, jsonrpc.INVALID_PARAMS, str(exc)), 404)
 
-    app.router.add_get("/v1/mcp/stream", stream)
-    app.router.add_get("/v1/mcp/stream/{server}", stream)
+    routes.add_get("/v1/mcp/stream", stream)
+    routes.add_get("/v1/mcp/stream/{server}", stream)

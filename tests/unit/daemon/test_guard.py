@@ -7,11 +7,21 @@ import asyncio
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 from pydantic import BaseModel
 
 from harness import serving
-from mcpx.api.table import Api, JsonReply, Reply, RouteCall, RouteError, error_response, guard_routes, json_reply
+from mcpx.api.table import (
+    Api,
+    GuardedRoutes,
+    JsonReply,
+    Reply,
+    RouteCall,
+    RouteError,
+    error_response,
+    json_reply,
+)
 from mcpx.shared.names import MAX_BODY
 
 
@@ -48,13 +58,29 @@ def build() -> web.Application:
         return None
 
     app = web.Application(client_max_size=MAX_BODY)
-    app.router.add_get("/other", refusing)
-    app.router.add_get("/broken", failing)
-    app.router.add_post("/mcp", failing)
-    app.router.add_get("/moved", moving)
-    app.router.add_post("/plain", plain)
-    guard_routes(app, refused, api.install(app, refused))
+    routes = GuardedRoutes(app, refused)
+    routes.add_get("/other", refusing)
+    routes.add_get("/broken", failing)
+    routes.add_post("/mcp", failing)
+    routes.add_get("/moved", moving)
+    routes.add_post("/plain", plain)
+    routes.check(api.install(app, refused))
     return app
+
+
+def test_a_route_added_around_the_guard_fails_the_start_and_is_named() -> None:
+    """A route put on the app's router other than through GuardedRoutes would serve without the daemon's check (the
+    bearer on TCP): the app is refused where it is built, naming the route."""
+    app = web.Application()
+    routes = GuardedRoutes(app, lambda _request: None)
+
+    async def page(_request: web.Request) -> web.StreamResponse:
+        return web.Response(text="page")
+
+    routes.add_get("/inbox", page)
+    app.router.add_post("/sneaked", page)
+    with pytest.raises(RuntimeError, match=r"POST.*/sneaked"):
+        routes.check([])
 
 
 async def fetch(session: aiohttp.ClientSession, method: str, url: str, **kw: Any) -> tuple[int, Any, Any]:
