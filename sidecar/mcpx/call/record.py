@@ -65,8 +65,14 @@ def task_row(tid: str, trace: str, r: CallRequest, state: TaskState, era: str | 
     shown = {k: v for k, v in doc.items() if v is not None}
     return TaskRow(tid, state, r.session, wirejson.encode(shown).decode())
 
-Change = Literal["connected", "asked", "settled", "withdrawn", "slot", "passed-over", "report", "became-task",
-                 "progress", "running", "ended"]
+Change = Literal["connected", "asked", "settled", "withdrawn", "slot", "slot-closed", "passed-over", "report",
+                 "became-task", "progress", "running", "ended"]
+# the changes that give a client following the call something new to act on (`Call.arrivals`): a question or a
+# request for the client opened, a question passed over, the task the server made of it, its end; and those that take
+# something away (`Call.departures`): a question settled or withdrawn, a request for the client closed. Neither counts
+# its progress, era or report
+ARRIVALS: frozenset[Change] = frozenset({"asked", "slot", "passed-over", "became-task", "ended"})
+DEPARTURES: frozenset[Change] = frozenset({"settled", "withdrawn", "slot-closed"})
 
 
 FirstAsker = Callable[[Elicitation], Awaitable[None]]
@@ -111,8 +117,23 @@ class Call:
         self._lean: Callable[[], None] | None = None  # on the lean path (call/lean.py): any event promotes it
         self._first_asker: FirstAsker | None = None
         self._watches: list[Watch] = []
+        self._arrivals = 0
+        self._departures = 0
 
     # ---- what it is now (read-only)
+
+    @property
+    def arrivals(self) -> int:
+        """How many times something opened for a follower to act on, or the call ended (ARRIVALS): a follower that saw
+        this number has seen it all unless it grew (an int compared per wake, not the call's questions and requests
+        rebuilt as sets)."""
+        return self._arrivals
+
+    @property
+    def departures(self) -> int:
+        """How many times a question or a request for the client stopped waiting (DEPARTURES): the same, for what a
+        follower may have to withdraw."""
+        return self._departures
 
     @property
     def state(self) -> TaskState:
@@ -217,6 +238,10 @@ class Call:
 
     def _tell(self, change: Change, subject: str | None = None) -> None:
         self._updated = time.time()
+        if change in ARRIVALS:
+            self._arrivals += 1
+        elif change in DEPARTURES:
+            self._departures += 1
         if self._lean is not None:
             self._lean()  # something happened to a lean call: it goes the full way from here (call/lean.py)
         # what changed (`change`, and the question, slot or task it concerns) is for whoever reads the call: a
@@ -324,7 +349,7 @@ class Call:
 
     def slot_closed(self, key: str) -> None:
         if self._slots.pop(key, None) is not None:
-            self._tell("slot", key)
+            self._tell("slot-closed", key)
 
     def pass_over(self, eid: str) -> None:
         """The calling client could not answer `eid`: it waits for other doors, and is not given to it again."""
@@ -458,6 +483,9 @@ class Watch:
     def __init__(self, call: Call) -> None:
         self._call = call
         self._waiter: asyncio.Future[bool] | None = None
+        # `until(told=True)`: the predicate it waits on, looked at as it is poked, so that what does not make it hold
+        # wakes nobody (a wake is a step of the waiting task, every coroutine up its chain resumed)
+        self._told: Callable[[], bool] | None = None
 
     def __enter__(self) -> Watch:
         return self
@@ -472,17 +500,22 @@ class Watch:
 
     def poke(self) -> None:
         """Wake whoever waits on this watch (its owner has news of its own)."""
-        if self._waiter is not None and not self._waiter.done():
+        if self._waiter is not None and not self._waiter.done() and (self._told is None or self._told()):
             self._waiter.set_result(False)
 
-    async def until(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """True once `predicate` holds (looked at on each wake), False if it still does not after `timeout`."""
+    async def until(self, predicate: Callable[[], bool], timeout: float, told: bool = False) -> bool:
+        """True once `predicate` holds (looked at on each wake), False if it still does not after `timeout`.
+        `told`: the predicate is looked at as the watch is poked, in the step of whoever pokes it, and the waiter is
+        woken only if it holds; for a predicate of what pokes the watch alone (the call's state, what its owner
+        pokes it for), which must not raise."""
         if predicate():
             return True
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout
         while True:
             waiter = self._waiter = loop.create_future()
+            if told:
+                self._told = predicate
             # the timeout wakes the waiter as an event does: a timer handle, not asyncio.timeout's cancel and
             # uncancel of the waiting task (every call's driver waits here once, for its reply)
             timer = loop.call_at(until, _expire, waiter)
@@ -490,7 +523,7 @@ class Watch:
                 expired = await waiter
             finally:
                 timer.cancel()
-                self._waiter = None
+                self._waiter = self._told = None
             if predicate():
                 return True
             if expired:

@@ -432,6 +432,12 @@ class Sent:
             self.peer._notifying.add(withdrawing)  # held, as a notification's handling is
             withdrawing.add_done_callback(self.peer._notifying.discard)
 
+    def give_up(self) -> None:
+        """Nobody waits for the reply any more, and the other side is not told: as a wait on it that timed out
+        (`reply`), for whoever takes the reply in its turn (`when_replied`) and times it out itself."""
+        self._forget()
+        self.future.cancel()
+
     def when_replied(self, heard: Callable[[], None]) -> None:
         """Call `heard` in the loop turn the reply is read (or the peer dies), once `future` is set: not a loop turn
         later, as a callback on the future would be (a plain call's lean path takes its reply so). Soon, if it came
