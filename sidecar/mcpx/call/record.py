@@ -403,8 +403,10 @@ class Call:
     def ended(self, state: TaskState, result: dict[str, Any] | None = None, error: str | None = None) -> None:
         """The call's end: its result, or its error (a result too, for a server's own protocol error); a credential
         the call handed its upstream and the upstream echoed is scrubbed here, so no door shows it either."""
-        self._result = self.scrub(result)
-        self._error = self.scrub(error)
+        if self._secrets:  # scrub's, inline: a call that handed its server no credential (nearly all) keeps them as is
+            result, error = self.scrub(result), self.scrub(error)
+        self._result = result
+        self._error = error
         self._open.clear()
         self._remembered = None
         self._state = state
@@ -444,15 +446,20 @@ class Call:
         What the server said or was given (its result, the error, the arguments, the client's
         capabilities) is kept without the credentials this call handed it.
         """
-        r = self.request
         # made, not validated: the values are the call's own, of their types already (a question's commit stores it
         # on the loop, while its host is asked); tests/unit/call/test_call_end.py holds it to the validated model
-        return made(StoredTask, {
+        return made(StoredTask, self._stored())
+
+    def _stored(self) -> dict[str, Any]:
+        r = self.request
+        secrets = bool(self._secrets)
+        return {
             **self._shown(), "result": self._result, "error": self._error,  # scrubbed as the call ended
-            "arguments": dict(self.scrub(r.arguments)), "cwd": r.cwd, "surface": r.surface,
-            "policy_mode": r.policy_mode,
-            "transparent": TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
-            "resume": dict(self._remembered) if self._remembered is not None else None})
+            "arguments": dict(self.scrub(r.arguments) if secrets else r.arguments), "cwd": r.cwd,
+            "surface": r.surface, "policy_mode": r.policy_mode,
+            "transparent": TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps) if secrets else
+                                           r.client_caps) if r.transparent else None,
+            "resume": dict(self._remembered) if self._remembered is not None else None}
 
     def stored_row(self) -> TaskRow:
         """`documents.task_row(self.stored())` without a model validated and encoded on the way: the row of a call
@@ -468,13 +475,14 @@ class Call:
     def stored_with(self, q: Elicitation, pending: bool, remembered: Mapping[str, Any] | None = None) -> StoredTask:
         """What the tasks table keeps once `q` is open (pending, or settled at once), and with `remembered` what
         its kind continues from: stored in q's own commit."""
-        stored = self.stored()
-        update: dict[str, Any] = {"questions": [*(e for e in stored.questions if e != q.id), q.id]}
+        stored = self._stored()  # its fields changed before it is made: one model made, not made and copied
+        stored["questions"] = [*(e for e in stored["questions"] if e != q.id), q.id]
         if pending:
-            update.update({"open": [*(e for e in stored.open if e != q.id), q.id], "state": "input-required"})
+            stored["open"] = [*(e for e in stored["open"] if e != q.id), q.id]
+            stored["state"] = "input-required"
         if remembered is not None:
-            update["resume"] = dict(remembered)
-        return stored.model_copy(update=update)
+            stored["resume"] = dict(remembered)
+        return made(StoredTask, stored)
 
 
 class Watch:

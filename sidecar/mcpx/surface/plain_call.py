@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from inspect import CORO_CREATED, getcoroutinestate
 from typing import Any, Protocol
 
 from mcpx.call.lean import LeanCall
@@ -50,7 +51,6 @@ class PlainCall:
         self._carrying: asyncio.Task[None] | None = None  # the task that follows it once promoted
         self._work: Coroutine[Any, Any, dict[str, Any]] | None = None  # what that task runs
         self._following: Following | None = None
-        self._begun = False  # that task took its first step (a cancel before it would skip its whole body)
         self._left = False  # the client withdrew it or went before it was promoted: nobody follows it
 
     # ---- how it leaves the lean path (LeanCall's `settled`)
@@ -65,12 +65,8 @@ class PlainCall:
             return
         call = lean.call
         self._following = following = self.driver.following(call, self.state, self.out)
-        self._work = self._follow(call, following)
+        self._work = self.driver.follow(call, following, self.state, self.out, "", self.token, [])
         self._carrying = self.out.peer.take_on(self.msg, self._work)
-
-    async def _follow(self, call: Call, following: Following) -> dict[str, Any]:
-        self._begun = True
-        return await self.driver.follow(call, following, self.state, self.out, "", self.token, [])
 
     # ---- the client's side (mcp/peer.py's `Taken`)
 
@@ -85,7 +81,9 @@ class PlainCall:
         cancel (`CallDriver.follow`); else it is said here as the follower would have said it."""
         carrying, lean = self._carrying, self.lean
         assert lean is not None  # taken only once sent (CallDriver.take_now)
-        if carrying is not None and self._begun:
+        # a cancel before the task's first step would skip its whole body (`follow`, which says it): begun, it is
+        # its follower's to say; not yet, it is said here
+        if carrying is not None and self._work is not None and getcoroutinestate(self._work) != CORO_CREATED:
             carrying.cancel()
             return
         withdrawn = self.out.withdrawn()
