@@ -494,6 +494,13 @@ class Watch:
         # `until(told=True)`: the predicate it waits on, looked at as it is poked, so that what does not make it hold
         # wakes nobody (a wake is a step of the waiting task, every coroutine up its chain resumed)
         self._told: Callable[[], bool] | None = None
+        self._hears: Callable[[], None] | None = None  # `hear`: its owner hears every poke in the poker's step
+
+    def hear(self, heard: Callable[[], None] | None) -> None:
+        """Call `heard` at each poke, in the step of whoever pokes (the call's events: in the step that changed it),
+        and wake no waiter; None: wake the waiter again. For an owner that follows the call without a task of its own
+        while nothing needs one (surface/plain_call.py); `heard` must not raise."""
+        self._hears = heard
 
     def __enter__(self) -> Watch:
         return self
@@ -508,6 +515,9 @@ class Watch:
 
     def poke(self) -> None:
         """Wake whoever waits on this watch (its owner has news of its own)."""
+        if self._hears is not None:
+            self._hears()
+            return
         if self._waiter is not None and not self._waiter.done() and (self._told is None or self._told()):
             self._waiter.set_result(False)
 

@@ -347,6 +347,14 @@ class Peer:
         except Exception as exc:
             log.debug("%s: could not reply to %r: %s", self.name, rid, exc)
 
+    def reply_error_now(self, rid: jsonrpc.Id, exc: RpcError) -> None:
+        """`reply_now` of an error: the reply to a taken request, its handler's RpcError, as `_answer` writes it."""
+        self._taken.pop(rid, None)
+        self.withdrawn.discard(rid)
+        if self._send_now is None or self.shut:
+            return
+        self._reply_now(jsonrpc.error(rid, exc.code, exc.message, exc.data))
+
     def _reply_now(self, reply: Message) -> bool:
         """`reply` written from a callback's step; False where it could not be (no such channel, a closed peer, the
         other side gone)."""
