@@ -298,14 +298,15 @@ class Peer:
         try:
             try:
                 value = await (work if work is not None else self.on_request(msg))
-                reply = jsonrpc.result(rid, value)
+                # its reply went early already (reply_early): nothing of what the handler returned is written
+                reply: Message | None = None if rid in self._replied else jsonrpc.result(rid, value)
             except RpcError as exc:
                 reply = jsonrpc.error(rid, exc.code, exc.message, exc.data)
             except asyncio.CancelledError:
                 raise  # withdrawn by the peer (or we are closing): no reply is owed
             except Exception as exc:
                 reply = self._failed(msg, exc)
-            if rid in self._replied:
+            if reply is None or rid in self._replied:
                 return  # its reply went early, from the step that had it (reply_early)
             if not self.closed.is_set():
                 try:
