@@ -108,6 +108,23 @@ def encoded(msg):
     return data
 
 jsonrpc.decode, jsonrpc.encode = decoded, encoded
+
+# a message written from a callback (a reply written in the step that has it: Peer.reply_now, reply_early) is encoded
+# by the channel's send_now itself, not by jsonrpc.encode: stamped there alike
+from mcpx.mcp import stdio
+send_now = stdio._Sending.send_now
+
+def sent_now(self, msg):
+    what = kind(msg)
+    if what is not None:
+        profiled("out", what)
+    try:
+        return send_now(self, msg)
+    finally:
+        if what is not None:
+            seen.append((stamp(), "out", what, cpu()))
+
+stdio._Sending.send_now = sent_now
 batch = sqlite.SqliteStore._run_batch
 main = threading.main_thread()
 

@@ -816,6 +816,78 @@ async def test_a_plain_call_taken_from_the_hosts_pipe_goes_on_when_its_client_go
             await asyncio.sleep(0.05)
 
 
+async def test_a_plain_call_its_host_is_asked_in_is_followed_to_its_end_however_the_question_ends(surf: Daemon) -> None:
+    """A plain call taken from the host's pipe and promoted by its question is followed by the call's events, with no
+    task, while its host's dialog is all that goes on (surface/plain_call.py). A question answered at another door
+    while the host is asked ends the host's dialog (notifications/cancelled for its request), and the call's result
+    still reaches the host; a host that goes while it is asked leaves the call going on in the daemon, its question
+    answerable at the other doors and its result kept for `mcpx task result`."""
+    home = surf.home
+    warm, elsewhere, gone = home / "asked-warm", home / "asked-elsewhere", home / "asked-gone"
+    to_serve, ours_in = os.pipe()
+    ours_out, from_serve = os.pipe()
+    proc = await asyncio.create_subprocess_exec(*mcpx_command("serve"), stdin=to_serve, stdout=from_serve,
+                                                stderr=subprocess.DEVNULL, env=surf.env, cwd=surf.home)
+    os.close(to_serve)
+    os.close(from_serve)
+    host_in, host_out = os.fdopen(ours_in, "wb", buffering=0), os.fdopen(ours_out, "rb")
+
+    def send(*msgs: dict[str, Any]) -> None:
+        host_in.write(b"".join(json.dumps(m).encode() + b"\n" for m in msgs))
+
+    async def heard(what: Any) -> dict[str, Any]:
+        """The next message the host reads that `what` says is the one (what comes before it is not asserted on)."""
+        async with asyncio.timeout(PATIENCE):
+            while True:
+                msg = dict(json.loads(await asyncio.to_thread(host_out.readline)))
+                if what(msg):
+                    return msg
+
+    def call(rid: int, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                "params": {"name": "sdk_gate", "arguments": {**arguments, "_mcpx_session": "asked-host"}}}
+
+    try:
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+                 "clientInfo": {"name": "t", "version": "1"}}
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        await heard(lambda m: m.get("id") == 1)
+        warm.write_text("")
+        # the first call lists the tools, starts the server and learns its era; the next ones are taken in their turn
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2, {"path": str(warm)}))
+        await heard(lambda m: m.get("id") == 2)
+        send(call(3, {"path": str(elsewhere), "ask": True}))
+        asked = await heard(lambda m: m.get("method") == "elicitation/create")
+        async with surf.session() as rest:
+            q = (await until_pending(rest, 1, session="asked-host"))[0]
+            assert (await answer(rest, q["id"], "accept", {"repo": "e/f"}))[0] == 200
+        withdrawn = await heard(lambda m: m.get("method") == "notifications/cancelled")
+        assert withdrawn["params"]["requestId"] == asked["id"], withdrawn
+        elsewhere.write_text("")
+        done = await heard(lambda m: m.get("id") == 3)
+        assert json.loads(done["result"]["content"][0]["text"])["answer"]["data"] == {"repo": "e/f"}, done
+        send(call(4, {"path": str(gone), "ask": True}))
+        await heard(lambda m: m.get("method") == "elicitation/create")
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+        host_in.close()  # the host is gone while it is asked: the daemon reads the end of its input
+        host_out.close()
+    async with surf.session() as rest:
+        q = (await until_pending(rest, 1, session="asked-host"))[0]
+        assert (await answer(rest, q["id"], "accept", {"repo": "g/h"}))[0] == 200
+        gone.write_text("")
+        async with rest.get(f"/v1/tasks/{q['task']}/result", params={"timeout": str(PATIENCE)}) as r:
+            kept = await r.json()
+    assert kept["state"] == "completed", kept
+    assert json.loads(kept["result"]["content"][0]["text"])["answer"]["data"] == {"repo": "g/h"}, kept
+    said = f"went away; the call goes on: mcpx task result {q['task']}"
+    async with asyncio.timeout(PATIENCE):
+        while said not in read_log(surf.home):  # noqa: ASYNC110 -- the event is a line the daemon logs
+            await asyncio.sleep(0.05)
+
+
 @pytest.mark.shared_daemon
 async def test_a_plain_call_read_or_cancelled_from_another_door_while_lean(surf: Daemon) -> None:
     """A plain call on the lean path has no `Call` made until something reads it or happens to it (call/lean.py).

@@ -78,8 +78,14 @@ def task_row(tid: str, trace: str, r: CallRequest, state: TaskState, era: str | 
         doc["resume"] = dict(remembered)
     return TaskRow(tid, state, r.session, wirejson.encode(doc).decode())
 
-Change = Literal["connected", "asked", "settled", "withdrawn", "slot", "passed-over", "report", "became-task",
-                 "progress", "running", "ended"]
+Change = Literal["connected", "asked", "settled", "withdrawn", "slot", "slot-closed", "passed-over", "report",
+                 "became-task", "progress", "running", "ended"]
+# the changes that give a client following the call something new to act on (`Call.arrivals`): a question or a
+# request for the client opened, a question passed over, the task the server made of it, its end; and those that take
+# something away (`Call.departures`): a question settled or withdrawn, a request for the client closed. Neither counts
+# its progress, era or report
+ARRIVALS: frozenset[Change] = frozenset({"asked", "slot", "passed-over", "became-task", "ended"})
+DEPARTURES: frozenset[Change] = frozenset({"settled", "withdrawn", "slot-closed"})
 
 
 FirstAsker = Callable[[Elicitation], Awaitable[None]]
@@ -124,8 +130,23 @@ class Call:
         self._lean: Callable[[], None] | None = None  # on the lean path (call/lean.py): any event promotes it
         self._first_asker: FirstAsker | None = None
         self._watches: list[Watch] = []
+        self._arrivals = 0
+        self._departures = 0
 
     # ---- what it is now (read-only)
+
+    @property
+    def arrivals(self) -> int:
+        """How many times something opened for a follower to act on, or the call ended (ARRIVALS): a follower that saw
+        this number has seen it all unless it grew (an int compared per wake, not the call's questions and requests
+        rebuilt as sets)."""
+        return self._arrivals
+
+    @property
+    def departures(self) -> int:
+        """How many times a question or a request for the client stopped waiting (DEPARTURES): the same, for what a
+        follower may have to withdraw."""
+        return self._departures
 
     @property
     def state(self) -> TaskState:
@@ -230,6 +251,10 @@ class Call:
 
     def _tell(self, change: Change, subject: str | None = None) -> None:
         self._updated = time.time()
+        if change in ARRIVALS:
+            self._arrivals += 1
+        elif change in DEPARTURES:
+            self._departures += 1
         if self._lean is not None:
             self._lean()  # something happened to a lean call: it goes the full way from here (call/lean.py)
         # what changed (`change`, and the question, slot or task it concerns) is for whoever reads the call: a
@@ -337,7 +362,7 @@ class Call:
 
     def slot_closed(self, key: str) -> None:
         if self._slots.pop(key, None) is not None:
-            self._tell("slot", key)
+            self._tell("slot-closed", key)
 
     def pass_over(self, eid: str) -> None:
         """The calling client could not answer `eid`: it waits for other doors, and is not given to it again."""
@@ -391,8 +416,10 @@ class Call:
     def ended(self, state: TaskState, result: dict[str, Any] | None = None, error: str | None = None) -> None:
         """The call's end: its result, or its error (a result too, for a server's own protocol error); a credential
         the call handed its upstream and the upstream echoed is scrubbed here, so no door shows it either."""
-        self._result = self.scrub(result)
-        self._error = self.scrub(error)
+        if self._secrets:  # scrub's, inline: a call that handed its server no credential (nearly all) keeps them as is
+            result, error = self.scrub(result), self.scrub(error)
+        self._result = result
+        self._error = error
         self._open.clear()
         self._remembered = None
         self._state = state
@@ -432,15 +459,20 @@ class Call:
         What the server said or was given (its result, the error, the arguments, the client's
         capabilities) is kept without the credentials this call handed it.
         """
-        r = self.request
         # made, not validated: the values are the call's own, of their types already (a question's commit stores it
         # on the loop, while its host is asked); tests/unit/call/test_call_end.py holds it to the validated model
-        return made(StoredTask, {
+        return made(StoredTask, self._stored())
+
+    def _stored(self) -> dict[str, Any]:
+        r = self.request
+        secrets = bool(self._secrets)
+        return {
             **self._shown(), "result": self._result, "error": self._error,  # scrubbed as the call ended
-            "arguments": dict(self.scrub(r.arguments)), "cwd": r.cwd, "surface": r.surface,
-            "policy_mode": r.policy_mode,
-            "transparent": TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
-            "resume": dict(self._remembered) if self._remembered is not None else None})
+            "arguments": dict(self.scrub(r.arguments) if secrets else r.arguments), "cwd": r.cwd,
+            "surface": r.surface, "policy_mode": r.policy_mode,
+            "transparent": TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps) if secrets else
+                                           r.client_caps) if r.transparent else None,
+            "resume": dict(self._remembered) if self._remembered is not None else None}
 
     def stored_row(self) -> TaskRow:
         """`documents.task_row(self.stored())` without a model validated and encoded on the way: the row of a call
@@ -456,13 +488,14 @@ class Call:
     def stored_with(self, q: Elicitation, pending: bool, remembered: Mapping[str, Any] | None = None) -> StoredTask:
         """What the tasks table keeps once `q` is open (pending, or settled at once), and with `remembered` what
         its kind continues from: stored in q's own commit."""
-        stored = self.stored()
-        update: dict[str, Any] = {"questions": [*(e for e in stored.questions if e != q.id), q.id]}
+        stored = self._stored()  # its fields changed before it is made: one model made, not made and copied
+        stored["questions"] = [*(e for e in stored["questions"] if e != q.id), q.id]
         if pending:
-            update.update({"open": [*(e for e in stored.open if e != q.id), q.id], "state": "input-required"})
+            stored["open"] = [*(e for e in stored["open"] if e != q.id), q.id]
+            stored["state"] = "input-required"
         if remembered is not None:
-            update["resume"] = dict(remembered)
-        return stored.model_copy(update=update)
+            stored["resume"] = dict(remembered)
+        return made(StoredTask, stored)
 
 
 class Watch:
@@ -471,6 +504,16 @@ class Watch:
     def __init__(self, call: Call) -> None:
         self._call = call
         self._waiter: asyncio.Future[bool] | None = None
+        # `until(told=True)`: the predicate it waits on, looked at as it is poked, so that what does not make it hold
+        # wakes nobody (a wake is a step of the waiting task, every coroutine up its chain resumed)
+        self._told: Callable[[], bool] | None = None
+        self._hears: Callable[[], None] | None = None  # `hear`: its owner hears every poke in the poker's step
+
+    def hear(self, heard: Callable[[], None] | None) -> None:
+        """Call `heard` at each poke, in the step of whoever pokes (the call's events: in the step that changed it),
+        and wake no waiter; None: wake the waiter again. For an owner that follows the call without a task of its own
+        while nothing needs one (surface/plain_call.py); `heard` must not raise."""
+        self._hears = heard
 
     def __enter__(self) -> Watch:
         return self
@@ -485,17 +528,25 @@ class Watch:
 
     def poke(self) -> None:
         """Wake whoever waits on this watch (its owner has news of its own)."""
-        if self._waiter is not None and not self._waiter.done():
+        if self._hears is not None:
+            self._hears()
+            return
+        if self._waiter is not None and not self._waiter.done() and (self._told is None or self._told()):
             self._waiter.set_result(False)
 
-    async def until(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """True once `predicate` holds (looked at on each wake), False if it still does not after `timeout`."""
+    async def until(self, predicate: Callable[[], bool], timeout: float, told: bool = False) -> bool:
+        """True once `predicate` holds (looked at on each wake), False if it still does not after `timeout`.
+        `told`: the predicate is looked at as the watch is poked, in the step of whoever pokes it, and the waiter is
+        woken only if it holds; for a predicate of what pokes the watch alone (the call's state, what its owner
+        pokes it for), which must not raise."""
         if predicate():
             return True
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout
         while True:
             waiter = self._waiter = loop.create_future()
+            if told:
+                self._told = predicate
             # the timeout wakes the waiter as an event does: a timer handle, not asyncio.timeout's cancel and
             # uncancel of the waiting task (every call's driver waits here once, for its reply)
             timer = loop.call_at(until, _expire, waiter)
@@ -503,7 +554,7 @@ class Watch:
                 expired = await waiter
             finally:
                 timer.cancel()
-                self._waiter = None
+                self._waiter = self._told = None
             if predicate():
                 return True
             if expired:

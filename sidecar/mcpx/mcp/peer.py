@@ -298,14 +298,15 @@ class Peer:
         try:
             try:
                 value = await (work if work is not None else self.on_request(msg))
-                reply = jsonrpc.result(rid, value)
+                # its reply went early already (reply_early): nothing of what the handler returned is written
+                reply: Message | None = None if rid in self._replied else jsonrpc.result(rid, value)
             except RpcError as exc:
                 reply = jsonrpc.error(rid, exc.code, exc.message, exc.data)
             except asyncio.CancelledError:
                 raise  # withdrawn by the peer (or we are closing): no reply is owed
             except Exception as exc:
                 reply = self._failed(msg, exc)
-            if rid in self._replied:
+            if reply is None or rid in self._replied:
                 return  # its reply went early, from the step that had it (reply_early)
             if not self.closed.is_set():
                 try:
@@ -346,6 +347,14 @@ class Peer:
             self._send_now({"jsonrpc": "2.0", "id": rid, "result": value})
         except Exception as exc:
             log.debug("%s: could not reply to %r: %s", self.name, rid, exc)
+
+    def reply_error_now(self, rid: jsonrpc.Id, exc: RpcError) -> None:
+        """`reply_now` of an error: the reply to a taken request, its handler's RpcError, as `_answer` writes it."""
+        self._taken.pop(rid, None)
+        self.withdrawn.discard(rid)
+        if self._send_now is None or self.shut:
+            return
+        self._reply_now(jsonrpc.error(rid, exc.code, exc.message, exc.data))
 
     def _reply_now(self, reply: Message) -> bool:
         """`reply` written from a callback's step; False where it could not be (no such channel, a closed peer, the
@@ -431,6 +440,12 @@ class Sent:
             withdrawing = asyncio.create_task(self.peer._withdraw(self.rid))
             self.peer._notifying.add(withdrawing)  # held, as a notification's handling is
             withdrawing.add_done_callback(self.peer._notifying.discard)
+
+    def give_up(self) -> None:
+        """Nobody waits for the reply any more, and the other side is not told: as a wait on it that timed out
+        (`reply`), for whoever takes the reply in its turn (`when_replied`) and times it out itself."""
+        self._forget()
+        self.future.cancel()
 
     def when_replied(self, heard: Callable[[], None]) -> None:
         """Call `heard` in the loop turn the reply is read (or the peer dies), once `future` is set: not a loop turn

@@ -39,6 +39,9 @@ class ClientState:
     initialized: bool = False
     push: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None  # notifications outside any request
     _declared: tuple[ClientCapabilities, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    # `modes` of the capabilities, era and version it was worked out for: read once or twice per question asked
+    _modes: tuple[ClientCapabilities, str, str | None, frozenset[str]] | None = field(default=None, repr=False,
+                                                                                      compare=False)
 
     def modern(self, meta: dict[str, Any]) -> ClientState:
         """The state of one modern request: everything it needs rides in its _meta."""
@@ -50,11 +53,15 @@ class ClientState:
                            unattended=self.unattended, initialized=True, push=None)
 
     @property
-    def modes(self) -> set[str]:
-        modes = self.capabilities.elicitation_modes()
-        if self.era == "legacy" and self.version not in ("2025-11-25",):
-            modes &= {"form"}  # url mode and `mode` exist from 2025-11-25 on
-        return modes
+    def modes(self) -> frozenset[str]:
+        """The modes of question it can show: worked out again only once what it depends on changed."""
+        known = self._modes
+        if known is None or known[0] is not self.capabilities or known[1] != self.era or known[2] != self.version:
+            modes = self.capabilities.elicitation_modes()
+            if self.era == "legacy" and self.version not in ("2025-11-25",):
+                modes &= {"form"}  # url mode and `mode` exist from 2025-11-25 on
+            known = self._modes = (self.capabilities, self.era, self.version, frozenset(modes))
+        return known[3]
 
     def can_ask(self, q: Elicitation) -> bool:
         """A question goes to this client if it can show it; to an unattended host (Claude Code's print mode) only

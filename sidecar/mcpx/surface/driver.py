@@ -15,13 +15,14 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from mcpx.broker.broker import Broker
 from mcpx.broker.models import Elicitation, SessionSource
 from mcpx.broker.refusals import AlreadyAnswered, Gone, InvalidContent, NotFound, PresenceNeeded
 from mcpx.call.lean import LeanCall, Settled
-from mcpx.call.record import Call, FirstAsker, Watch
+from mcpx.call.record import Call, FirstAsker
 from mcpx.call.request import CallRequest, Slot
 from mcpx.config.source import ConfigSource
 from mcpx.mcp import jsonrpc
@@ -96,7 +97,7 @@ class CallDriver:
 
     def following(self, call: Call, state: ClientState, out: Outbound) -> Following:
         """Set up to follow `call` for this client: a legacy client is the call's first asker."""
-        return Following(call, (lambda serving, watch: self._first_asker(call, state, out, serving, watch))
+        return Following(call, (lambda following: self._first_asker(call, state, out, following))
                          if state.era == "legacy" else None)
 
     async def follow(self, task: Call, following: Following, state: ClientState, out: Outbound, bound: str,
@@ -104,7 +105,7 @@ class CallDriver:
         """Follow a call for this client to what it can take (`_drive`); the client withdrawing its request cancels
         the call, the client going away does not (`left`)."""
         try:
-            result = await self._drive(task, state, out, bound, token, following.serving, following.watch)
+            result = await self._drive(task, state, out, bound, token, following)
             return result if is_task(result) else with_notes(result, late)
         except asyncio.CancelledError:
             self.left(task, out.withdrawn())
@@ -162,15 +163,18 @@ class CallDriver:
                                                         "message": waiting_on(task)})
 
     async def _drive(self, task: Call, state: ClientState, out: Outbound, bound: str, token: Any,
-                     serving: dict[str, asyncio.Task[bool]], watch: Watch) -> dict[str, Any]:
+                     following: Following) -> dict[str, Any]:
         """Carry a call to where this client can take it: its result; the questions and requests this client
         can answer (mid-flight for legacy, input_required for modern); or, for what it cannot, after
         elicit.grace, an early result it can act on while the call keeps running."""
         grace = self.settings.config.elicit.grace
         started = time.monotonic()
         stuck_since: float | None = None
-        as_task = state.takes_tasks and not state.mirrors_tasks
-        mirrored = state.takes_tasks and state.mirrors_tasks
+        takes_tasks = state.takes_tasks
+        as_task = takes_tasks and not state.mirrors_tasks
+        mirrored = takes_tasks and state.mirrors_tasks
+        serving, given_up, watch = following.serving, following.given_up, following.watch
+        legacy = state.era == "legacy"
         while True:
             if task.done:
                 return task_result(task)
@@ -184,24 +188,32 @@ class CallDriver:
                                          min(left, HEARTBEAT)):
                     await self._heartbeat(out, token, started, task)
                 continue
+            # what moves from here on is counted (Call.arrivals and departures, and the client's dialogs given up):
+            # read before the call is looked at, so that nothing that happens after is missed
+            seen, seen_gone, seen_given = task.arrivals, task.departures, len(given_up)
+            open_, slots = task.open, task.slots
             # a question this client was asked and could not answer (it answered badly three times, or not at
             # all) is one it cannot ask: it gets the early result saying where it waits, not silence
-            given_up = {eid for eid, t in serving.items() if t.done() and not t.cancelled() and not t.result()}
-            given_up |= task.passed_over
-            askable = {eid: q for eid, q in task.open.items() if state.can_ask(q) and eid not in given_up}
-            unaskable = [eid for eid in task.open if eid not in askable]
-            if state.era == "modern" and (askable or task.slots) and not unaskable:
+            askable: dict[str, Elicitation] = {}
+            unaskable = False
+            if open_:
+                passed = task.passed_over
+                for eid, q in open_.items():
+                    if eid not in given_up and eid not in passed and state.can_ask(q):
+                        askable[eid] = q
+                    else:
+                        unaskable = True
+            if not legacy and (askable or slots) and not unaskable:
                 return self._input_required_result(task, state, askable, bound)
-            if state.era == "legacy":
+            if legacy:
                 for eid, q in askable.items():
                     if eid not in serving:
-                        self._serve(serving, eid, self._ask_client(q, task, state, out), watch)
-                for key, slot in list(task.slots.items()):
+                        self._serve(following, eid, self._ask_client(q, task, state, out))
+                for key, slot in list(slots.items()):
                     if key not in serving:
-                        self._serve(serving, key, self._serve_slot(slot, out), watch)
-                for key in [k for k, t in serving.items() if k not in task.open and k not in task.slots]:
-                    if not serving[key].done():
-                        serving[key].cancel()  # answered elsewhere: withdraw the client's dialog
+                        self._serve(following, key, self._serve_slot(slot, out))
+                for key in [k for k, t in serving.items() if not t.done() and k not in open_ and k not in slots]:
+                    serving[key].cancel()  # answered elsewhere: withdraw the client's dialog
             if unaskable:
                 stuck_since = stuck_since or time.monotonic()
                 left = grace - (time.monotonic() - stuck_since)
@@ -215,34 +227,32 @@ class CallDriver:
                     return result
             else:
                 stuck_since, left = None, HEARTBEAT
-            snapshot = (set(task.open), set(task.slots), task.upstream_task)
 
-            def moved(seen: tuple[set[str], set[str], str | None] = snapshot) -> bool:
-                return task.done or (set(task.open), set(task.slots), task.upstream_task) != seen
+            def moved(seen: int = seen, seen_gone: int = seen_gone, seen_given: int = seen_given,
+                      stuck: bool = unaskable) -> bool:
+                if task.arrivals != seen or len(given_up) != seen_given:
+                    return True
+                # a question that settled (the client's own answer, nearly always) or a request that closed moves
+                # nothing here unless the client is still being asked something (which may be withdrawn now), or
+                # a question it cannot be asked waited (the early result is due no more): one wake a round trip less
+                return task.departures != seen_gone and (stuck or any(not t.done() for t in serving.values()))
 
-            def moved_or_given_up(seen: tuple[set[str], set[str], str | None] = snapshot,
-                                  giving: set[str] = given_up) -> bool:
-                return moved(seen) or any(t.done() and not t.cancelled() and not t.result() and k not in giving
-                                          for k, t in serving.items())
-
-            if not await watch.until(moved_or_given_up, min(left, HEARTBEAT)):
+            if not await watch.until(moved, min(left, HEARTBEAT), told=True):
                 await self._heartbeat(out, token, started, task)
 
     @staticmethod
-    def _serve(serving: dict[str, asyncio.Task[bool]], key: str, asking: Any, watch: Watch) -> asyncio.Task[bool]:
-        """Ask the client (a question, or a request for it); its end wakes the drive, as the call's events do: a
-        client that could not answer leaves the question to other doors, and its early result is due at once."""
-        serving[key] = asyncio.create_task(asking)
-        serving[key].add_done_callback(lambda _done: watch.poke())
-        return serving[key]
+    def _serve(following: Following, key: str, asking: Coroutine[Any, Any, bool]) -> asyncio.Task[bool]:
+        """Ask the client (a question, or a request for it) in a task of its own, which `following` serves."""
+        serving = asyncio.create_task(asking)
+        following.served(key, serving)
+        return serving
 
-    def _first_asker(self, task: Call, state: ClientState, out: Outbound, serving: dict[str, asyncio.Task[bool]],
-                     watch: Watch) -> FirstAsker:
+    def _first_asker(self, task: Call, state: ClientState, out: Outbound, following: Following) -> FirstAsker:
         """The call's step of asking this client first (Call.ask_first): a question it can take is written to it in
-        this step, the one its server's request is handled in (no task between), and a task of its own then waits
-        for the client's reply; the step returns once the request is written, or could not be."""
+        this step, the one its server's request is handled in (no task between), and its reply is then taken in the
+        turn it is read (`_FirstAsked`); the step returns once the request is written, or could not be."""
         async def first(q: Elicitation) -> None:
-            if q.id in serving or not state.can_ask(q):
+            if q.id in following.serving or not state.can_ask(q):
                 return
             params = shaped(q, state)
             asked: Asked | Exception
@@ -250,35 +260,31 @@ class CallDriver:
                 asked = await out.send_request("elicitation/create", params)
             except Exception as exc:  # the task that waits for the reply takes it up, as if it had written it
                 asked = exc
-            taken: list[bool] = []
             if isinstance(asked, Sent) and not state.unattended:
-                # its answer handed on in the turn the reply is read (on to the server: Broker.hand_over), not a
-                # turn later in the task that waits for it, which then has nothing left to do
-                asked.when_replied(functools.partial(self._took, q, task, asked, taken))
-            waiting = self._serve(serving, q.id, self._ask_client(q, task, state, out, (params, asked), taken), watch)
+                # no task waits for its reply: its answer is handed on in the turn the reply is read
+                following.served(q.id, _FirstAsked(self, q, task, state, out, params, asked).asking)
+                return
+            waiting = self._serve(following, q.id, self._ask_client(q, task, state, out, (params, asked)))
             if not isinstance(asked, Exception):
                 waiting.add_done_callback(functools.partial(_unheard, asked))
         return first
 
     # ---- legacy clients: mid-flight requests
 
-    def _took(self, q: Elicitation, task: Call, asked: Sent, taken: list[bool]) -> None:
-        """The client's first reply to `q`, in the turn it is read: an answer handed to the call's eager asker now
-        (`taken` says so), or left to the task that waits for it (an error, what is no answer, what is refused)."""
+    def _took(self, q: Elicitation, task: Call, asked: Sent) -> bool:
+        """The client's first reply to `q`, in the turn it is read: True once its answer is handed to the call's eager
+        asker now; False when it is left to the dialog (an error, what is no answer, what is refused)."""
         if asked.future.cancelled() or asked.future.exception() is not None:
-            return
+            return False
         reply = asked.future.result().get("result")
-        if isinstance(reply, dict) and (action := reply.get("action")) in ANSWERS and self.broker.hand_over(
-                q.id, action, client_content(q, reply), by=BY_CLIENT, session=task.request.session):
-            taken.append(True)
+        return isinstance(reply, dict) and (action := reply.get("action")) in ANSWERS and self.broker.hand_over(
+            q.id, action, client_content(q, reply), by=BY_CLIENT, session=task.request.session)
 
     async def _ask_client(self, q: Elicitation, task: Call, state: ClientState, out: Outbound,
-                          first: tuple[dict[str, Any], Asked | Exception] | None = None,
-                          taken: list[bool] | None = None) -> bool:
+                          first: tuple[dict[str, Any], Asked | Exception] | None = None) -> bool:
         """Put `q` to this client; True once it is answered (here or elsewhere), False if the client could not
         answer it (an error, a timeout, three answers that did not fit): it then waits for other surfaces.
-        `first`: the question as written to it already, and the request (or why it could not be written); `taken`:
-        its reply's answer was handed over in the turn it was read (`_took`)."""
+        `first`: the question as written to it already, and the request (or why it could not be written)."""
         asked: Asked | Exception | None = None
         if first is not None:
             params, asked = first
@@ -294,8 +300,6 @@ class CallDriver:
             except (RpcError, TimeoutError, PeerClosed) as exc:
                 log.info("client could not answer %s (%s); it stays open for other surfaces", q.id, exc)
                 return False
-            if taken:
-                return True  # handed over as it was read
             asked = None  # asked again, it is written again
             action = reply.get("action")
             if state.unattended:
@@ -380,6 +384,61 @@ def _unheard(asked: Asked, waiting: asyncio.Task[bool]) -> None:
     over), maybe before it began: the request it never waited on is withdrawn, as a cancelled wait withdraws it."""
     if waiting.cancelled():
         asked.abandon()
+
+
+class _FirstAsked:
+    """A question written to the client in the call's own step (`CallDriver._first_asker`), its reply taken in the turn
+    it is read, with no task waiting for it: nearly every reply is an answer handed on there (`CallDriver._took`), and
+    the dialog is over. Anything else (an error, what is no answer, what is refused) is taken up by the dialog a task
+    carries on from that reply (`CallDriver._ask_client`). `asking` is the dialog as its follower serves it: True once
+    answered, False if the client could not answer (its timeout too); cancelled (answered elsewhere, the call over),
+    the request is withdrawn, as a cancelled wait for its reply withdraws it."""
+
+    def __init__(self, driver: CallDriver, q: Elicitation, task: Call, state: ClientState, out: Outbound,
+                 params: dict[str, Any], asked: Sent) -> None:
+        self.driver, self.q, self.task, self.state, self.out, self.params, self.asked = (
+            driver, q, task, state, out, params, asked)
+        loop = asyncio.get_running_loop()
+        self.asking: asyncio.Future[bool] = loop.create_future()
+        self._rest: asyncio.Task[bool] | None = None  # the dialog carried on from a reply that was not taken
+        self._timer = loop.call_later(q.seconds_left + 5, self._expired)  # as `Sent.reply`'s timeout in _ask_client
+        asked.when_replied(self._replied)
+        self.asking.add_done_callback(self._ended)
+
+    def _replied(self) -> None:
+        if self.asking.done():
+            return  # withdrawn already: nobody takes the reply
+        self._timer.cancel()
+        if self.driver._took(self.q, self.task, self.asked):
+            self.asking.set_result(True)  # handed over as it was read
+            return
+        self._rest = asyncio.create_task(self.driver._ask_client(self.q, self.task, self.state, self.out,
+                                                                 (self.params, self.asked)))
+        self._rest.add_done_callback(self._rest_ended)
+
+    def _rest_ended(self, rest: asyncio.Task[bool]) -> None:
+        if self.asking.done() or rest.cancelled():
+            return  # it was cancelled as `asking` was
+        if (exc := rest.exception()) is not None:
+            self.asking.set_exception(exc)
+        else:
+            self.asking.set_result(rest.result())
+
+    def _expired(self) -> None:
+        if self.asking.done():
+            return
+        log.info("client could not answer %s (no reply in time); it stays open for other surfaces", self.q.id)
+        self.asked.give_up()
+        self.asking.set_result(False)
+
+    def _ended(self, asking: asyncio.Future[bool]) -> None:
+        self._timer.cancel()
+        if not asking.cancelled():
+            return
+        if self._rest is not None:
+            self._rest.cancel()  # its wait for a reply, if it is in one, withdraws the request
+        else:
+            self.asked.abandon()  # withdrawn unless its reply came
 
 
 class _Waiting:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 from collections.abc import Callable
 
-from mcpx.call.record import Call, FirstAsker, Watch
+from mcpx.call.record import Call, FirstAsker
 
-# the call's first asker for a client that can be asked mid-call, made from what the follower serves and watches
-AskerFor = Callable[[dict[str, asyncio.Task[bool]], Watch], FirstAsker]
+log = logging.getLogger("mcpx.surface")
+
+# the call's first asker for a client that can be asked mid-call, made from the following it serves
+AskerFor = Callable[["Following"], FirstAsker]
 
 
 class Following:
@@ -18,11 +22,31 @@ class Following:
 
     def __init__(self, call: Call, asker: AskerFor | None) -> None:
         self.call = call
-        self.serving: dict[str, asyncio.Task[bool]] = {}  # what this client is being asked, by question or slot
+        # what this client is being asked, by question or slot: True once it needs asking no more (answered, here or
+        # elsewhere), False if the client could not answer it (then it waits for other doors: `given_up`)
+        self.serving: dict[str, asyncio.Future[bool]] = {}
+        self.given_up: set[str] = set()  # the keys of `serving` that ended False (or in error)
         self.watch = call.watch()
         self.asks_first = asker is not None
         if asker is not None:  # it may be asked mid-call: a question it can answer is put to it before its commit
-            call.first_asker(asker(self.serving, self.watch))
+            call.first_asker(asker(self))
+
+    def served(self, key: str, asking: asyncio.Future[bool]) -> None:
+        """`asking` serves `key`: its end wakes the driver when the client could not answer (it leaves the question to
+        other doors, and its early result is due at once); an answer wakes nobody (the question settles: the call's
+        event)."""
+        self.serving[key] = asking
+        asking.add_done_callback(functools.partial(self._ended, key))
+
+    def _ended(self, key: str, asking: asyncio.Future[bool]) -> None:
+        if asking.cancelled():
+            return  # withdrawn by the driver, or as it ends
+        if (exc := asking.exception()) is not None:
+            log.error("asking the client for %s failed", key, exc_info=exc)
+        elif asking.result():
+            return
+        self.given_up.add(key)
+        self.watch.poke()
 
     def close(self) -> None:
         if self.asks_first:

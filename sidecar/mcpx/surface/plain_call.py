@@ -17,16 +17,20 @@ client (notifications/cancelled), the call is cancelled; its client gone, it goe
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
+from inspect import CORO_CREATED, getcoroutinestate
 from typing import Any, Protocol
 
 from mcpx.call.lean import LeanCall
 from mcpx.call.record import Call
-from mcpx.mcp.jsonrpc import Message
+from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.mcp.outbound import Outbound, PeerOutbound
 from mcpx.surface.client_state import ClientState
 from mcpx.surface.following import Following
-from mcpx.surface.results import completed_result
+from mcpx.surface.results import completed_result, task_result, with_notes
+
+log = logging.getLogger("mcpx.surface")
 
 
 class Follower(Protocol):
@@ -50,8 +54,8 @@ class PlainCall:
         self._carrying: asyncio.Task[None] | None = None  # the task that follows it once promoted
         self._work: Coroutine[Any, Any, dict[str, Any]] | None = None  # what that task runs
         self._following: Following | None = None
-        self._begun = False  # that task took its first step (a cancel before it would skip its whole body)
         self._left = False  # the client withdrew it or went before it was promoted: nobody follows it
+        self._over = False  # promoted and followed by its events (`_moved`): replied to, withdrawn or gone
 
     # ---- how it leaves the lean path (LeanCall's `settled`)
 
@@ -65,12 +69,69 @@ class PlainCall:
             return
         call = lean.call
         self._following = following = self.driver.following(call, self.state, self.out)
-        self._work = self._follow(call, following)
+        if self.token is None and following.asks_first:
+            # followed by the call's events, heard in their steps (`_moved`), while nothing happens that its follower
+            # would act on but the client's questions asked first and their answers: a task follows it from the
+            # first that does, and none at all when the call ends so (nearly every question's round trip)
+            following.watch.hear(self._moved)
+            return
+        self._carry(call, following)
+
+    def _carry(self, call: Call, following: Following) -> None:
+        """A task follows the call from here, as any call is followed (CallDriver.follow), replied to as any request."""
+        following.watch.hear(None)
+        self._work = self.driver.follow(call, following, self.state, self.out, "", self.token, [])
         self._carrying = self.out.peer.take_on(self.msg, self._work)
 
-    async def _follow(self, call: Call, following: Following) -> dict[str, Any]:
-        self._begun = True
-        return await self.driver.follow(call, following, self.state, self.out, "", self.token, [])
+    def _moved(self) -> None:
+        """An event of the promoted call's, in its own step: its end is replied to here; a question this client was
+        not asked first (or could not answer), a request for it, a question passed over or a dialog to withdraw is
+        its follower's to act on, in a task from now on (`_carry`). Its progress, its questions settling once their
+        dialogs are over, move nothing (and its heartbeats are only for a client that gave a progress token)."""
+        following = self._following
+        if following is None or self._carrying is not None or self._over:
+            return
+        call = following.call
+        try:
+            if call.done:
+                self._end(call, following)
+                return
+            if not self._quiet(call, following):
+                self._carry(call, following)
+        except Exception:  # a bug of this shortcut's: the task takes the call on, as it would have from the start
+            log.exception("following call %s from its events failed; a task follows it", call.id)
+            if not self._over and self._carrying is None:
+                self._carry(call, following)
+
+    @staticmethod
+    def _quiet(call: Call, following: Following) -> bool:
+        """Nothing for a follower to act on: every open question is one this client is being asked (or was, and
+        answered), none passed over, no request for the client, no dialog left over a question no longer open."""
+        if following.given_up or call.slots:
+            return False
+        open_, serving = call.open, following.serving
+        for eid in open_:
+            if eid not in serving:
+                return False
+        if open_ and call.passed_over:
+            return False
+        for key, asking in serving.items():  # noqa: SIM110 (a loop: no generator's frame, on every event)
+            if key not in open_ and not asking.done():
+                return False
+        return True
+
+    def _end(self, call: Call, following: Following) -> None:
+        """The call ended: its result written back now, as its follower would have returned it (CallDriver.follow)."""
+        try:
+            reply = with_notes(task_result(call), [])
+        except RpcError as exc:  # the server's own protocol error, passed through (as _answer replies it)
+            self._over = True
+            following.close()
+            self.out.peer.reply_error_now(self.msg["id"], exc)
+            return
+        self._over = True
+        following.close()
+        self.out.peer.reply_now(self.msg["id"], reply)
 
     # ---- the client's side (mcp/peer.py's `Taken`)
 
@@ -85,7 +146,9 @@ class PlainCall:
         cancel (`CallDriver.follow`); else it is said here as the follower would have said it."""
         carrying, lean = self._carrying, self.lean
         assert lean is not None  # taken only once sent (CallDriver.take_now)
-        if carrying is not None and self._begun:
+        # a cancel before the task's first step would skip its whole body (`follow`, which says it): begun, it is
+        # its follower's to say; not yet, it is said here
+        if carrying is not None and self._work is not None and getcoroutinestate(self._work) != CORO_CREATED:
             carrying.cancel()
             return
         withdrawn = self.out.withdrawn()
@@ -93,6 +156,11 @@ class PlainCall:
             carrying.cancel()  # it never began: its body, which would have said it, never runs
             assert self._following is not None and self._work is not None
             self._work.close()
+            self._following.close()
+        elif self._following is not None:  # followed by its events: as its follower's cancel would have said it
+            if self._over:
+                return  # replied to already
+            self._over = True
             self._following.close()
         else:
             self._left = True

@@ -264,13 +264,15 @@ class McpCallHooks:
         broker takes it, before its record is built and without this task's turn (Broker.hand_first); what this
         returns is then not written again. The answer is recorded, and `elicit.resumed` written, as before."""
         handle = await self.open(params, "legacy")
+        handed: list[bool] = []  # its reply was written early: what this returns is not written
         if reply is not None and not handle.done():
             q = handle.elicitation
 
             def hand(action: Action, content: dict[str, Any] | None, reason: str | None) -> None:
                 if q.secret_fields:
                     self._handed(q, content)  # kept out of the call's result before the server can send it
-                reply(result_of(action, content, reason))
+                if reply(result_of(action, content, reason)):
+                    handed.append(True)
 
             self.broker.hand_first(q.id, hand)
         try:
@@ -281,7 +283,7 @@ class McpCallHooks:
         finally:
             self.broker.hand_first(handle.id, None)
         self.broker.mark_resumed(handle.elicitation, {"action": answer.action, "era": "legacy"})
-        return elicit_result(answer)
+        return {} if handed else elicit_result(answer)
 
     async def complete(self, elicitation_id: str) -> None:
         """notifications/elicitation/complete: the server saw the out-of-band step finish."""

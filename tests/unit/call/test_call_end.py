@@ -31,7 +31,7 @@ import pytest
 from conftest import FixedConfig
 from mcpx.broker.broker import Broker
 from mcpx.broker.documents import audit_doc, task_row
-from mcpx.broker.models import AuditRecord, OpenRequest, StoredTask, rfc3339, rfc3339_epoch
+from mcpx.broker.models import AuditRecord, Elicitation, OpenRequest, StoredTask, rfc3339, rfc3339_epoch
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.store import AuditFilter, Identity, Store, TaskDones
 from mcpx.broker.writes import Writes, _ms, done_doc
@@ -298,3 +298,31 @@ async def test_the_ends_someone_hears_by_the_time_they_committed_are_handed_on_i
 async def test_the_ends_someone_hears_are_made_where_they_are_written(tmp_path: Path) -> None:
     handed, logged, _calls = await _ends_heard(tmp_path, lambda _kind: True)
     assert [(r.seq, r.json_bytes()) for r in handed] == [(r.seq, r.model_copy().json_bytes()) for r in logged]
+
+
+def test_the_call_stored_with_its_question_is_the_call_stored_then_updated() -> None:
+    """`Call.stored_with` (a legacy question's commit stores the call so) makes one model of the call's values with the
+    question's changes: the model `stored()` gives, updated with them, to the field, the fields set and the bytes."""
+    now = datetime.now(UTC)
+    q = Elicitation(id="elc-00000000000000dd", session="s4", session_source="argument", server="issues",
+                    mode="form", message="Which repository?", audience="agent", reason="a choice", created=now,
+                    expires_at=now, state="pending")
+    call = Call("tsk-00000000000000dd", "cal-00000000000000dd",
+                CallRequest("issues", "create", {"token": "s3cret"}, "s4", "argument", transparent=True,
+                            era="legacy", client_caps={"echo": "s3cret"}),
+                questions=["elc-00000000000000ee", q.id])
+    call.handed_secret("s3cret")
+    call.connected("legacy")
+    for pending, remembered in ((True, None), (False, {"round": 1}), (True, {"task": "t-1"})):
+        stored = call.stored()
+        update: dict[str, Any] = {"questions": [*(e for e in stored.questions if e != q.id), q.id]}
+        if pending:
+            update.update({"open": [*(e for e in stored.open if e != q.id), q.id], "state": "input-required"})
+        if remembered is not None:
+            update["resume"] = dict(remembered)
+        expected = stored.model_copy(update=update)
+        made_ = call.stored_with(q, pending, remembered)
+        assert made_ == expected
+        assert made_.model_fields_set == expected.model_fields_set
+        assert wirejson.encode_models(made_) == wirejson.encode_models(expected)
+        assert "s3cret" not in wirejson.encode_models(made_).decode()
