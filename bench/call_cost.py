@@ -126,8 +126,9 @@ def layer_of(path: str) -> str:
     return next((name for name, parts in LAYERS if any(p in path for p in parts)), LAYERS[-2][0])
 
 
-def print_counts(prof: Path, n: int, top: int) -> None:
-    """The loop's function calls per counted call: Python functions and C ones, by layer, and the most called."""
+def print_counts(prof: Path, n: int, top: int, what: str = "plain call") -> None:
+    """The loop's function calls per counted call (`what`: a plain call, or a question's round trip with --ask):
+    Python functions and C ones, by layer, and the most called."""
     stats: dict[tuple[str, int, str], tuple[int, int, float, float, object]] = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
     by_layer: dict[str, float] = {}
     python = c_calls = 0
@@ -137,7 +138,7 @@ def print_counts(prof: Path, n: int, top: int) -> None:
         else:
             python += nc
         by_layer[layer_of(path)] = by_layer.get(layer_of(path), 0) + nc
-    print(f"the loop's calls per plain call (n={n}): {python / n:.1f} Python functions, {c_calls / n:.1f} C functions")
+    print(f"the loop's calls per {what} (n={n}): {python / n:.1f} Python functions, {c_calls / n:.1f} C functions")
     for name, _parts in LAYERS:
         if by_layer.get(name):
             print(f"  {by_layer[name] / n:7.1f}  {name}")
@@ -148,9 +149,9 @@ def print_counts(prof: Path, n: int, top: int) -> None:
                 if path.endswith("call/lifecycle.py") and name == "_forget_finished")
     if units:
         on_path = sum(v for k, v in by_layer.items() if k in PATH_LAYERS)
-        print(f"  {units / n:7.2f}  commits of the calls' ends per plain call (a unit each); the call's own path, "
+        print(f"  {units / n:7.2f}  commits of the calls' ends per {what} (a unit each); the call's own path, "
               f"the layers above the broker's: {on_path / n:.1f} Python calls")
-    print("the most called Python functions, per plain call:")
+    print(f"the most called Python functions, per {what}:")
     rows = sorted(((nc, key) for key, (_cc, nc, *_rest) in stats.items() if key[0] != "~"), reverse=True)
     for nc, (path, line, name) in rows[:top]:
         short = path.split("/mcpx/", 1)[1] if "/mcpx/" in path else path.rsplit("/", 2)[-1]
@@ -303,7 +304,7 @@ async def main_async(args: argparse.Namespace) -> None:
         if args.save:
             shutil.copy(prof, args.save)
     elif args.count:
-        print_counts(prof, args.n, args.top)
+        print_counts(prof, args.n, args.top, "question's round trip" if args.ask else "plain call")
         if args.save:
             shutil.copy(prof, args.save)
     elif not plain and not store:
