@@ -355,16 +355,20 @@ class Broker:
 
     async def answer(self, eid: str, action: Action, content: dict[str, Any] | None = None, *, by: str,
                      session: str | None = None, pid: int | None = None, reason: str | None = None,
-                     acknowledged: bool = True, proof: passkeys.Proof | None = None,
+                     acknowledged: bool = True, proof: passkeys.Proof | None = None, text_known: bool = False,
                      ) -> tuple[Elicitation, Answer | None]:
         """Answer a question. Returns (question, answer), once the answer has committed; answer is None when an
         agent's decline escalated it.
 
         `acknowledged` False: whoever answered is told nothing back (an MCP client's reply to elicitation/create
         has no reply of its own), so an answer its asker is handed before it commits (`_deliver_first`) may wait
-        for company: it commits with the next commit (the call's end, its next question) or within BEHIND."""
+        for company: it commits with the next commit (the call's end, its next question) or within BEHIND.
+
+        `text_known`: the content and the reason are known to hold no lone surrogate, their caller looked as it read
+        them (/v1's route: api/table.read_json_body refuses such a body, its 400 naming where), so they are not
+        encoded here to look again; every other door (MCP, the inbox, an answer mcpx gives itself) is looked at here."""
         valid_id(eid)
-        if (where := wirejson.lone_surrogate({"content": content, "reason": reason})) is not None:
+        if not text_known and (where := wirejson.lone_surrogate({"content": content, "reason": reason})) is not None:
             raise InvalidContent(f"the answer does not fit the question: {where} {wirejson.SURROGATE_PROBLEM}",
                                  {where: wirejson.SURROGATE_PROBLEM})
         if proof is not None and (used := self.nonces.take(eid, proof.nonce)) is not None:
