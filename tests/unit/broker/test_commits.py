@@ -214,3 +214,18 @@ async def test_an_answer_that_comes_before_its_questions_commit_is_queued_commit
     finally:
         await broker.stop()
         await store.close()
+
+
+def test_none_and_a_bool_bind_as_they_did_before_their_adapters_were_registered() -> None:
+    """broker/sqlite.py registers adapters for None and bool (a quick look-up where sqlite3 built an AttributeError's
+    message for each): they bind as sqlite3 binds them unadapted, NULL and the bool's integer."""
+    assert sqlite3.adapters[(type(None), sqlite3.PrepareProtocol)] is not None  # mcpx.broker.sqlite is imported
+    db = sqlite3.connect(":memory:")
+    try:
+        db.execute("CREATE TABLE t (a, b, c)")
+        db.execute("INSERT INTO t VALUES (?, ?, ?)", (None, True, False))
+        assert db.execute("SELECT a, typeof(a), b, typeof(b), c, typeof(c) FROM t").fetchone() == (
+            None, "null", 1, "integer", 0, "integer")
+        assert db.execute("SELECT COUNT(*) FROM t WHERE b = ? AND a IS ?", (True, None)).fetchone() == (1,)
+    finally:
+        db.close()
