@@ -350,7 +350,7 @@ async def serve_until_closed(app: web.Application, socket: str, stopping: Callab
     await runner.cleanup()
 
 
-def role_floor(socket: str, store: Path | None = None) -> None:
+def role_floor(socket: str, store: Path | None = None, thread: bool = False) -> None:
     """The floor for lifecycles: an aiohttp server on uvloop (the daemon's loop) that serves a lifecycle's three
     requests and nothing else: POST /v1/elicit parses the body and answers 201 with the question as the daemon
     does, /wait holds until the accept, the accept parses its body, wakes it and answers 200 with the question and
@@ -393,7 +393,7 @@ def role_floor(socket: str, store: Path | None = None) -> None:
     async def serve() -> None:
         nonlocal durable
         if store is not None:
-            durable = durable_floor.DurableStore(store)
+            durable = durable_floor.DurableStore(store, thread)
         app = web.Application()
         app.router.add_post("/v1/elicit", post)
         app.router.add_get("/v1/elicit/{id}/wait", wait)
@@ -413,6 +413,11 @@ def role_durable_floor(socket: str) -> None:
     mcpx's pragmas and group commit), in a file beside the socket: what a Python server on aiohttp that commits each
     transition before it answers costs, with none of mcpx's layers."""
     role_floor(socket, Path(socket).with_suffix(".db"))
+
+
+def role_durable_floor_thread(socket: str) -> None:
+    """`role_durable_floor` committing each batch on a writer thread, not on the loop (`--thread`)."""
+    role_floor(socket, Path(socket).with_suffix(".db"), thread=True)
 
 
 async def role_poll(socket: str, session: str, interval: float) -> None:
@@ -713,24 +718,26 @@ def checkout(ref: str, into: Path) -> Path:
 FLOORS = {"floor": "floor", "durable floor": "durable-floor"}  # figure 6's floors, by column: their --role
 
 
-async def run_against(ref: str | None, listing: bool = True, rounds: int = 4) -> None:
+async def run_against(ref: str | None, listing: bool = True, rounds: int = 4, thread: bool = False) -> None:
     """Lifecycles/s, the 10k listing and RSS on two daemons at once: this checkout's and `ref`'s (`ref` None: this
     checkout's alone). The lifecycles run in alternating rounds and the listings alternate request by request, so
     the load of the machine at any moment falls on both alike; compare the ratios. Figure 6's two floors run in the
     same rounds: a bare aiohttp server answering the same three requests (`role_floor`: what the client and aiohttp
     alone cost) and the same server committing each transition as mcpx does (`role_durable_floor`: what any
-    durable Python server on aiohttp costs). Without `listing`, the lifecycles alone (figure 6, in a minute or so)."""
+    durable Python server on aiohttp costs). Without `listing`, the lifecycles alone (figure 6, in a minute or so).
+    `thread`: a third floor, the durable one committing on a writer thread (`role_durable_floor_thread`)."""
+    floors = {**FLOORS, "durable, thread": "durable-floor-thread"} if thread else FLOORS
     with tempfile.TemporaryDirectory(prefix="mcpx-against-") as tmp:
         daemons = {"this": scratch_daemon("mcpx-bench-")}
         if ref is not None:
             daemons[ref] = scratch_daemon("mcpx-bench-", sidecar=checkout(ref, Path(tmp)))
-        sockets = {name: Path(tmp) / f"{role}.sock" for name, role in FLOORS.items()}
+        sockets = {name: Path(tmp) / f"{role}.sock" for name, role in floors.items()}
         bare: dict[str, Child] = {}
         said: dict[str, dict[str, float]] = {}
         try:
             for d in daemons.values():
                 d.start()
-            for name, role in FLOORS.items():
+            for name, role in floors.items():
                 bare[name] = await Child.start(role, sockets[name])
             limit = 2 * max(LIFE_CONCURRENCY, OPEN_CONCURRENCY) + 8
             sessions = {name: d.session(limit=limit) for name, d in daemons.items()}
@@ -743,7 +750,7 @@ async def run_against(ref: str | None, listing: bool = True, rounds: int = 4) ->
                 say(f"{N_LIFECYCLES} lifecycles on each daemon and on each floor, {LIFE_CONCURRENCY} in flight, in "
                     f"{rounds} alternating rounds, load {os.getloadavg()[0]:.2f} ...")
                 living = {**{name: LeanHttp(str(d.socket)) for name, d in daemons.items()},
-                          **{name: LeanHttp(str(sockets[name])) for name in FLOORS}}
+                          **{name: LeanHttp(str(sockets[name])) for name in floors}}
                 spent = dict.fromkeys(living, 0.0)
                 cpu = dict.fromkeys(living, 0.0)
                 client = dict.fromkeys(living, 0.0)
@@ -795,7 +802,7 @@ async def run_against(ref: str | None, listing: bool = True, rounds: int = 4) ->
              p50(listed[this]) / p50(listed[then])),
             ("daemon RSS per pending question", {n: f"{(rss[n] - idle[n]) / N_MANY:.2f} KiB" for n in daemons},
              (rss[this] - idle[this]) / max(1, rss[then] - idle[then]))] if listing else []
-    columns = [*daemons, *FLOORS]
+    columns = [*daemons, *floors]
     print()
     print(f"{'':34} " + " ".join(f"{c:>13}" for c in columns) + (f"   this / {ref}" if ref else ""))
     for metric, cells, ratio in rows:
@@ -1043,7 +1050,10 @@ def main() -> int:
     parser.add_argument("--lifecycles", action="store_true", help="figure 6's lifecycles alone beside its two floors "
                         "(with --against, REF's too), no 10k listing (about a minute)")
     parser.add_argument("--rounds", type=int, default=4, help="with --against: alternating rounds (default 4)")
-    parser.add_argument("--role", choices=("sse", "poll", "relay", "floor", "durable-floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--thread", action="store_true", help="with --lifecycles: a third floor, the durable one "
+                        "committing each batch on a writer thread rather than on the loop (issue 39's experiment)")
+    parser.add_argument("--role", choices=("sse", "poll", "relay", "floor", "durable-floor", "durable-floor-thread"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--session", help=argparse.SUPPRESS)
     parser.add_argument("--interval", type=float, default=POLL_INTERVAL_S, help=argparse.SUPPRESS)
@@ -1058,10 +1068,13 @@ def main() -> int:
         role_floor(args.socket)
     elif args.role == "durable-floor":
         role_durable_floor(args.socket)
+    elif args.role == "durable-floor-thread":
+        role_durable_floor_thread(args.socket)
     elif args.lifecycles and args.profile:
         run_stoppable(run_counted(args.profile, args.rounds))
     elif args.against or args.lifecycles:
-        run_stoppable(run_against(args.against, listing=not args.lifecycles, rounds=args.rounds))
+        run_stoppable(run_against(args.against, listing=not args.lifecycles, rounds=args.rounds,
+                                  thread=args.thread))
     else:
         run_stoppable(run(args.profile))  # SIGTERM too stops the daemon and the helper processes
     return 0

@@ -6,9 +6,10 @@ the accept's update of the row, the answer's row and its `elicit.answered` recor
 answer (the waiter, the accept's own reply). It commits the way docs/internals.md says mcpx does: mcpx.db's own
 tables (mcpx's migrations, so the same indexes are kept up), one writer connection with broker/sqlite.py's pragmas
 (WAL, synchronous=NORMAL, no automatic checkpoint), the units queued when a commit runs share it, each in a
-savepoint when there are several, the commit on the event loop itself, and a PASSIVE checkpoint every
-CHECKPOINT_EVERY units on a thread of its own. The same statements a lifecycle as mcpx (5 writes, 4 savepoint
-statements, a share of BEGIN and COMMIT) and the same documents' sizes; stdlib json, no pydantic, no broker.
+savepoint when there are several, the commit on the event loop itself (`thread`: on a writer thread, issue 39's
+experiment), and a PASSIVE checkpoint every CHECKPOINT_EVERY units on a thread of its own. The same statements a
+lifecycle as mcpx (5 writes, 4 savepoint statements, a share of BEGIN and COMMIT) and the same documents' sizes;
+stdlib json, no pydantic, no broker.
 
 What mcpx could not also do is left out: nothing is kept only in memory, no answer is told before its commit. The
 store counts the CPU its commits take on the loop's thread (`time.thread_time`: SQLite's work and the few Python
@@ -102,9 +103,12 @@ def record_doc(kind: str, q: dict[str, Any], at: float, data: dict[str, Any]) ->
 
 
 class DurableStore:
-    """mcpx.db's tables behind one writer connection on the loop, with group commit."""
+    """mcpx.db's tables behind one writer connection on the loop, with group commit. `thread`: each batch commits on
+    a writer thread of its own instead (issue 39's experiment: sqlite3 lets go of the GIL inside SQLite's own work,
+    so the loop may serve requests while a batch is written), one batch at a time, the units that come meanwhile
+    queued for the next; a unit's future is still set only once its batch committed."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, thread: bool = False) -> None:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA busy_timeout=5000")
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -118,6 +122,8 @@ class DurableStore:
         self._checkpoint: asyncio.Future[None] | None = None
         self._queue: list[tuple[Unit, asyncio.Future[Any]]] = []
         self._unsaved = 0
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="floor-write") if thread else None
+        self._flusher: asyncio.Task[None] | None = None
         # what a run reports: commits, units, and the CPU seconds of the commits on the loop (COMMIT alone
         # too: its write() of the pages) and of the checkpoints on their thread
         self.counts: dict[str, float] = dict.fromkeys(("commits", "units", "commit_s", "commit_only_s",
@@ -128,42 +134,68 @@ class DurableStore:
         One callback per batch (call_soon, not mcpx's task: this commit never awaits, it has no lock to wait for)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append((unit, fut))
-        if len(self._queue) == 1:
+        if self._writer is not None:
+            if self._flusher is None or self._flusher.done():
+                self._flusher = asyncio.create_task(self._flush())
+        elif len(self._queue) == 1:
             asyncio.get_running_loop().call_soon(self._commit)
         return fut
 
+    async def _flush(self) -> None:
+        """`thread`: what is queued, a batch at a time, on the writer thread; the futures set back on the loop."""
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                outs = await loop.run_in_executor(self._writer, self._run, batch)
+            except Exception as exc:
+                for _, fut in batch:
+                    fut.set_exception(exc)
+                continue
+            for (_, fut), out in zip(batch, outs, strict=True):
+                fut.set_result(out)
+            self._checkpoint_due(len(batch))
+
     def _commit(self) -> None:
         batch, self._queue = self._queue, []
-        db = self.db
-        t0 = time.thread_time()
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if len(batch) == 1:  # as broker/commits.py run_units: a batch of one needs no savepoint
-                    outs = [batch[0][0](db)]
-                else:
-                    outs = []
-                    for unit, _ in batch:
-                        db.execute("SAVEPOINT unit")
-                        outs.append(unit(db))
-                        db.execute("RELEASE SAVEPOINT unit")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            t1 = time.thread_time()
-            db.execute("COMMIT")
+            outs = self._run(batch)
         except Exception as exc:  # nothing of the batch is stored: every unit's caller is told so
             for _, fut in batch:
                 fut.set_exception(exc)
             return
+        for (_, fut), out in zip(batch, outs, strict=True):
+            fut.set_result(out)
+        self._checkpoint_due(len(batch))
+
+    def _run(self, batch: list[tuple[Unit, asyncio.Future[Any]]]) -> list[Any]:
+        """The batch in one transaction, on whichever thread commits (`thread_time` is that thread's CPU)."""
+        db = self.db
+        t0 = time.thread_time()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if len(batch) == 1:  # as broker/commits.py run_units: a batch of one needs no savepoint
+                outs = [batch[0][0](db)]
+            else:
+                outs = []
+                for unit, _ in batch:
+                    db.execute("SAVEPOINT unit")
+                    outs.append(unit(db))
+                    db.execute("RELEASE SAVEPOINT unit")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        t1 = time.thread_time()
+        db.execute("COMMIT")
         t2 = time.thread_time()
         self.counts["commits"] += 1
         self.counts["units"] += len(batch)
         self.counts["commit_s"] += t2 - t0
         self.counts["commit_only_s"] += t2 - t1
-        for (_, fut), out in zip(batch, outs, strict=True):
-            fut.set_result(out)
-        self._unsaved += len(batch)
+        return outs
+
+    def _checkpoint_due(self, units: int) -> None:
+        self._unsaved += units
         if self._unsaved >= CHECKPOINT_EVERY and (self._checkpoint is None or self._checkpoint.done()):
             self._unsaved = 0
             self._checkpoint = asyncio.get_running_loop().run_in_executor(self._thread, self._run_checkpoint)
@@ -176,6 +208,10 @@ class DurableStore:
     async def close(self) -> None:
         if self._checkpoint is not None:
             await self._checkpoint
+        if self._flusher is not None:
+            await self._flusher
         self._thread.shutdown()
+        if self._writer is not None:
+            self._writer.shutdown()
         self._checkpointer.close()
         self.db.close()

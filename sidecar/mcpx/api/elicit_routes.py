@@ -308,7 +308,7 @@ async def answer_question(call: RouteCall) -> web.StreamResponse:
     try:
         q, answer = await call.app[BROKER].answer(
             call.path["id"], action, content, by=by, session=session_of(call.request),
-            pid=peer_pid(call.request), reason=body.reason)
+            pid=peer_pid(call.request), reason=body.reason, text_known=True)  # the body was looked at as read
     except PresenceNeeded as exc:
         raise with_page(call, call.path["id"], by, exc) from None
     # the documents the answer's commit encoded, not encoded again (json_reply would write the same bytes)

@@ -73,6 +73,32 @@ class Settings(Protocol):
     def config(self) -> Config: ...
 
 
+async def _first(fut: asyncio.Future[Any], stop: asyncio.Future[Any] | None, timeout: float) -> bool:
+    """Whether `fut` is done within `timeout` seconds (or before `stop` is): `asyncio.wait(..., FIRST_COMPLETED)` as a
+    long poll needs it, one future of its own woken by a done-callback or a timer, where asyncio.wait's machinery
+    (its sets, its coroutine checks through the ABC, a callback per future) was ~4% of a lifecycle's loop. Neither
+    future is cancelled or changed (the asker's is the asker's): the callbacks come off as it returns, or is
+    cancelled."""
+    woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake(_: object = None) -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    fut.add_done_callback(wake)
+    if stop is not None:
+        stop.add_done_callback(wake)
+    timer = asyncio.get_running_loop().call_later(timeout, wake)
+    try:
+        await woken
+    finally:
+        timer.cancel()
+        fut.remove_done_callback(wake)
+        if stop is not None:
+            stop.remove_done_callback(wake)
+    return fut.done()
+
+
 class Broker:
     def __init__(self, store: Store, settings: Settings, pid: int | None = None) -> None:
         self._store = store
@@ -329,16 +355,20 @@ class Broker:
 
     async def answer(self, eid: str, action: Action, content: dict[str, Any] | None = None, *, by: str,
                      session: str | None = None, pid: int | None = None, reason: str | None = None,
-                     acknowledged: bool = True, proof: passkeys.Proof | None = None,
+                     acknowledged: bool = True, proof: passkeys.Proof | None = None, text_known: bool = False,
                      ) -> tuple[Elicitation, Answer | None]:
         """Answer a question. Returns (question, answer), once the answer has committed; answer is None when an
         agent's decline escalated it.
 
         `acknowledged` False: whoever answered is told nothing back (an MCP client's reply to elicitation/create
         has no reply of its own), so an answer its asker is handed before it commits (`_deliver_first`) may wait
-        for company: it commits with the next commit (the call's end, its next question) or within BEHIND."""
+        for company: it commits with the next commit (the call's end, its next question) or within BEHIND.
+
+        `text_known`: the content and the reason are known to hold no lone surrogate, their caller looked as it read
+        them (/v1's route: api/table.read_json_body refuses such a body, its 400 naming where), so they are not
+        encoded here to look again; every other door (MCP, the inbox, an answer mcpx gives itself) is looked at here."""
         valid_id(eid)
-        if (where := wirejson.lone_surrogate({"content": content, "reason": reason})) is not None:
+        if not text_known and (where := wirejson.lone_surrogate({"content": content, "reason": reason})) is not None:
             raise InvalidContent(f"the answer does not fit the question: {where} {wirejson.SURROGATE_PROBLEM}",
                                  {where: wirejson.SURROGATE_PROBLEM})
         if proof is not None and (used := self.nonces.take(eid, proof.nonce)) is not None:
@@ -573,10 +603,7 @@ class Broker:
             q, fut, answer = await self._read_to_wait(eid)
             if fut is None:
                 return answer
-        # asyncio.wait neither starts a task nor cancels what it waits on (the asker's future is the asker's)
-        await asyncio.wait((fut,) if stop is None else (fut, stop), timeout=timeout,
-                           return_when=asyncio.FIRST_COMPLETED)
-        if not fut.done():
+        if not fut.done() and not await _first(fut, stop, timeout):
             return None
         answer = Waiters.told(fut)
         recent = self._writes.recent.get(eid)

@@ -56,8 +56,15 @@ REDACTED = "[redacted]"
 
 def rfc3339(moment: datetime) -> str:
     """The one form of a moment mcpx writes anywhere (the API, the store, the audit, messages): RFC 3339 in UTC,
-    to the millisecond, e.g. 2026-12-06T14:52:53.912Z."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    to the millisecond, e.g. 2026-12-06T14:52:53.912Z: what `moment.astimezone(UTC).isoformat(timespec="milliseconds")`
+    writes with its +00:00 as Z (the microseconds cut, not rounded), from the fields themselves. isoformat builds its
+    text through C's printf-style formatter, field by field, and a lifecycle wrote four (~13,000 instructions each
+    under callgrind, ~4x this); tests/unit/broker/test_made.py holds the two to the same text."""
+    if moment.tzinfo is not UTC:  # a naive moment is local time, as astimezone takes it
+        moment = moment.astimezone(UTC)
+    # %-formatting: half an f-string's time with seven fields of width (a tuple, one formatter call)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031
+        moment.year, moment.month, moment.day, moment.hour, moment.minute, moment.second, moment.microsecond // 1000)
 
 
 # the last whole second `rfc3339_epoch` wrote, and its text: the moments written together (a batch of calls' ends)

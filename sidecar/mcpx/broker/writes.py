@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from mcpx.broker import approvals, passkeys, policy, routing, rules
+from mcpx.broker.commits import rerun
 from mcpx.broker.models import (
     Action,
     Answer,
@@ -74,11 +75,12 @@ class _Moves:
     """A unit that may end (or escalate) these questions: while one is queued or committing, none of them is
     answered from memory (Broker._deliver_first), since what the store will hold is not yet known."""
 
-    __slots__ = ("eids", "unit")
+    __slots__ = ("eids", "rerun", "unit")
 
     def __init__(self, eids: Collection[str], unit: Callable[[Tx], Any]) -> None:
         self.eids = eids
         self.unit = unit
+        self.rerun: bool = getattr(unit, "rerun", False)  # commits.rerun: as the unit it runs
 
     def __call__(self, tx: Tx) -> Any:
         return self.unit(tx)
@@ -384,7 +386,7 @@ class Writes:
                                                     self.pid, decision.because, now, q.secret_fields)
             return Outcome(answered_q, answer)
 
-        return unit
+        return rerun(unit)  # what it makes is made anew each run; the question keeps the same document
 
     def answering(self, eid: str, action: Action, content: dict[str, Any] | None, by: str, session: str | None,
                   pid: int | None, reason: str | None, now: float,
@@ -424,7 +426,7 @@ class Writes:
                 answer = answer.model_copy(update={"passkeys": signed})
             return Outcome(self.write_answered(tx, records, q, answer), answer)
 
-        return unit
+        return rerun(unit)  # read anew, made anew; `_answered` set again to what the last run made
 
     def approving(self, eid: str, person: str | None, action: Action, reason: str | None,
                   now: float, proof: passkeys.Proof | None = None) -> Callable[[Tx], Outcome]:

@@ -111,3 +111,31 @@ async def test_a_question_whose_opener_is_cancelled_while_it_commits_is_ended_on
     assert await broker.expire_due(time.time() + 120) == 1  # its deadline was put on the sweeper's heap
     q, answer = await broker.get(left_pending.id)
     assert q.state == "expired" and answer is not None and answer.by == "expiry"
+
+
+async def test_a_long_poll_ends_at_its_timeout_at_a_stop_or_cancelled_and_leaves_the_askers_future_as_it_was(
+        broker: Broker) -> None:
+    """Broker.wait's own wait (`_first`, not asyncio.wait): None at the timeout or once `stop` is done, the answer
+    once committed; its callbacks come off the asker's future however it ends, and it never touches its result."""
+    handle = await broker.open(OpenRequest(session="s", session_source="argument", server="srv",
+                                           message="which repository?", requested_schema=REPO))
+    shared = broker._waiters.get(handle.id)
+    assert shared is not None
+    callbacks = len(shared._callbacks)  # type: ignore[attr-defined]
+    assert await asyncio.wait_for(broker.wait(handle.id, 0.05), PATIENCE) is None
+    stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    stopped = asyncio.ensure_future(broker.wait(handle.id, PATIENCE, stop))
+    cancelled = asyncio.ensure_future(broker.wait(handle.id, PATIENCE))
+    await asyncio.sleep(0)  # both are waiting on the asker's future
+    assert len(shared._callbacks) == callbacks + 2  # type: ignore[attr-defined]
+    stop.set_result(None)
+    assert await asyncio.wait_for(stopped, PATIENCE) is None
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert len(shared._callbacks) == callbacks and not shared.done()  # type: ignore[attr-defined]
+    polling = asyncio.ensure_future(broker.wait(handle.id, PATIENCE))
+    await asyncio.sleep(0)
+    await broker.answer(handle.id, "accept", {"repo": "me/thing"}, by="person:cli")
+    answer = await asyncio.wait_for(polling, PATIENCE)
+    assert answer is not None and answer.content == {"repo": "me/thing"}

@@ -13,7 +13,11 @@ from typing import Any
 
 import pytest
 
+from mcpx.broker import rules
+from mcpx.broker.commits import rerun
+from mcpx.broker.models import AuditRecord
 from mcpx.broker.sqlite import SqliteStore
+from mcpx.broker.store import AuditFilter
 
 LONG = 3600.0  # a horizon no test waits for: what commits, commits for another reason
 
@@ -132,6 +136,47 @@ async def test_a_unit_that_raises_takes_back_its_own_writes_alone_or_in_a_batch(
         await store.close()
 
 
+async def test_a_batch_of_units_that_may_run_again_commits_in_one_savepoint_and_one_that_raises_alone(
+        tmp_path: Path) -> None:
+    """Units marked `rerun` share one savepoint; if one raises, the batch runs again unit by unit: the one that raised
+    takes back its own writes alone, the others commit once, each with its own audit record, numbered in turn."""
+    store = SqliteStore(tmp_path / "mcpx.db")
+    await store.open()
+    runs: list[str] = []
+    statements: list[str] = []
+
+    def unit(name: str, fails: bool = False) -> Callable[[Any], int]:
+        def write(tx: Any) -> int:
+            runs.append(name)
+            tx.put_fact(name, "written")
+            seq = tx.audit(AuditRecord(seq=0, at=rules.ts(0), kind="elicit.shown", data={"by": name})).seq
+            if fails:
+                raise ValueError(f"{name} failed")
+            return int(seq)
+        return rerun(write)
+
+    try:
+        assert store._writer is not None
+        store._writer.set_trace_callback(statements.append)
+        heard: list[AuditRecord] = []
+        store.follow(lambda records, *_: heard.extend(records))  # what is published once committed
+        seqs = await asyncio.gather(store.submit(unit("a")), store.submit(unit("b")))
+        assert runs == ["a", "b"] and seqs[1] == seqs[0] + 1
+        assert [s for s in statements if "SAVEPOINT" in s] == ["SAVEPOINT batch", "RELEASE SAVEPOINT batch"]
+        runs.clear()
+        outcomes = await asyncio.gather(store.submit(unit("c")), store.submit(unit("d", fails=True)),
+                                        store.submit(unit("e")), return_exceptions=True)
+        assert runs == ["c", "d", "c", "d", "e"]  # once together until d raised, then each in its own savepoint
+        assert isinstance(outcomes[1], ValueError) and outcomes[2] == outcomes[0] + 1 == seqs[1] + 2
+        assert facts_on_disk(store.path) == {"a": '"written"', "b": '"written"', "c": '"written"', "e": '"written"'}
+        records = await store.audit(AuditFilter(), 10)
+        assert [r.data["by"] for r in records] == ["a", "b", "c", "e"]
+        assert [r.seq for r in records] == [seqs[0], seqs[1], outcomes[0], outcomes[2]]
+        assert [(r.seq, r.data["by"]) for r in heard] == [(r.seq, r.data["by"]) for r in records]
+    finally:
+        await store.close()
+
+
 async def test_an_answer_that_comes_before_its_questions_commit_is_queued_commits_behind_it(tmp_path: Path) -> None:
     """A legacy call's own client is asked before the question's commit is queued (Broker.open's `committing`).
     Its answer may come back before that: it must wait for the question's commit to be queued and then win, not
@@ -169,3 +214,18 @@ async def test_an_answer_that_comes_before_its_questions_commit_is_queued_commit
     finally:
         await broker.stop()
         await store.close()
+
+
+def test_none_and_a_bool_bind_as_they_did_before_their_adapters_were_registered() -> None:
+    """broker/sqlite.py registers adapters for None and bool (a quick look-up where sqlite3 built an AttributeError's
+    message for each): they bind as sqlite3 binds them unadapted, NULL and the bool's integer."""
+    assert sqlite3.adapters[(type(None), sqlite3.PrepareProtocol)] is not None  # mcpx.broker.sqlite is imported
+    db = sqlite3.connect(":memory:")
+    try:
+        db.execute("CREATE TABLE t (a, b, c)")
+        db.execute("INSERT INTO t VALUES (?, ?, ?)", (None, True, False))
+        assert db.execute("SELECT a, typeof(a), b, typeof(b), c, typeof(c) FROM t").fetchone() == (
+            None, "null", 1, "integer", 0, "integer")
+        assert db.execute("SELECT COUNT(*) FROM t WHERE b = ? AND a IS ?", (True, None)).fetchone() == (1,)
+    finally:
+        db.close()

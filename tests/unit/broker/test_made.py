@@ -6,6 +6,7 @@ record's document made from its values (`AuditRecord.of`) is the model's own enc
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from mcpx.broker.models import (
     Elicitation,
     OpenRequest,
     made,
+    rfc3339,
     rfc3339_epoch,
 )
 from mcpx.broker.rules import ts
@@ -117,3 +119,15 @@ def test_an_answered_question_keeps_its_document_changed_in_place() -> None:
     approved = made(Elicitation, {**QUESTION, "approvals": approvals})
     approved.stored(wirejson.encode_models(approved, {"seconds_left"}))
     assert approved.in_state("answered").doc() is None  # encoded again where it is written
+
+
+@pytest.mark.parametrize("moment", [
+    datetime(2026, 12, 6, 14, 52, 53, 912_345, UTC), datetime(2026, 12, 31, 23, 59, 59, 999_999, UTC),
+    datetime(2026, 1, 1, 0, 0, 0, 0, UTC), datetime(1, 1, 1, 0, 0, 0, 999, UTC),
+    datetime(9999, 12, 31, 23, 59, 59, 999_999, UTC), datetime(999, 3, 4, 5, 6, 7, 8_000, UTC),
+    datetime(2026, 6, 1, 1, 30, 0, 500_500, timezone(timedelta(hours=5, minutes=30))),  # another zone: in UTC
+    datetime(2026, 6, 1, 12, 0, 0, 123_456, timezone(timedelta(0), "Z")),  # UTC, not the UTC object
+    datetime(2026, 6, 1, 12, 0, 0, 1),  # naive: local time
+])
+def test_rfc3339_writes_what_isoformat_writes_to_the_millisecond_in_utc(moment: datetime) -> None:
+    assert rfc3339(moment) == moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
