@@ -17,7 +17,8 @@ pragmas), with nothing else of mcpx's. A server's `elicitation/create` is a ques
 `elicit.open` record, on the loop, before it is written to the client: a question is on disk before anyone is told
 of it); the client's answer goes to the server first, then its record (the row moved to answered, the answer's row,
 `elicit.answered`) and each `tools/call`'s end (its task row and `task.done`) wait for one commit on a thread of its
-own within BEHIND (50 ms), as a plain call's end does in the daemon (broker/writes.py's `end_call`). What any
+own within BEHIND (50 ms), as a plain call's end does in the daemon (broker/writes.py's `end_call`); the end of a
+call that asked commits at once, on that thread, with whatever waited, as the daemon's does. What any
 gateway that keeps mcpx's promises (a call's audit and result kept, a question durable) pays at the least.
 """
 
@@ -49,6 +50,8 @@ class _Relay:
         self.records = records
         self.calls: dict[int, tuple[Any, dict[str, Any], float]] = {}  # ours -> the tool, its arguments, when
         self.asked: dict[Any, tuple[dict[str, Any], float]] = {}  # a server's question's id -> its row, when
+        # the calls in flight when a server asked (a relay cannot tell which one asked: figure 2 has one in flight)
+        self.asking: set[int] = set()
 
     def inward(self, line: bytes) -> bytes:
         msg = json.loads(line)
@@ -74,10 +77,13 @@ class _Relay:
             msg["id"] = self.client_ids.pop(ours)
             if records is not None and ours in self.calls:
                 encoded = json.dumps(msg, separators=(",", ":")).encode() + b"\n"
-                records.ended(self.calls.pop(ours), msg.get("result"), encoded)  # written to the client first
+                asked = ours in self.asking
+                self.asking.discard(ours)
+                records.ended(self.calls.pop(ours), msg.get("result"), encoded, asked)  # written to the client first
                 return b""
         elif records is not None and isinstance(msg, dict) and msg.get("method") == "elicitation/create":
             self.asked[msg.get("id")] = (records.question(msg.get("params") or {}), time.time())
+            self.asking.update(self.calls)
         return json.dumps(msg, separators=(",", ":")).encode() + b"\n"
 
 
@@ -98,6 +104,7 @@ class _Records:
         self.out: Any = None  # where answers and results are written: set once the pipes are open
         self.to_server: Any = None
         self._queued: list[durable_floor.Unit] = []
+        self._timer: asyncio.TimerHandle | None = None  # the horizon of what is queued
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-store")
         self._writer = threading.Lock()  # one writer connection: a question's commit waits for a batch's, as mcpx's
         self.session = "relay-" + secrets.token_hex(4)
@@ -117,7 +124,9 @@ class _Records:
         answer = {**self.floor.answer(q["id"], result.get("content"), asked, now), "action": result.get("action")}
         self._queue(self.floor.answered(q, answer))
 
-    def ended(self, call: tuple[Any, dict[str, Any], float], result: Any, encoded: bytes) -> None:
+    def ended(self, call: tuple[Any, dict[str, Any], float], result: Any, encoded: bytes, asked: bool) -> None:
+        """A call's end recorded after its result went: within BEHIND, or at once (on the thread) for a call that
+        asked, as the daemon does (its stored row said it was waiting: a restart must not find it so)."""
         self.out.write(encoded)
         tool, arguments, began = call
         now = time.time()
@@ -138,13 +147,18 @@ class _Records:
             db.execute(self.floor.AUDIT_INSERT, (now, "task.done", None, session, tid, tid, record))
 
         self._queue(unit)
+        if asked:
+            self._flush()
 
     def _queue(self, unit: Any) -> None:
         self._queued.append(unit)
-        if len(self._queued) == 1:
-            asyncio.get_running_loop().call_later(BEHIND, self._flush)
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(BEHIND, self._flush)
 
     def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         batch, self._queued = self._queued, []
         self._thread.submit(self._commit, batch)
 
