@@ -659,6 +659,46 @@ async def until_file(path: Path, timeout: float = PATIENCE) -> None:
             await asyncio.sleep(0.02)
 
 
+class HostPipes:
+    """A host's pipes to `mcpx serve`, which hands its ends over to the daemon (what the host writes, the daemon
+    reads); `gone` is the host going away: serve killed, its pipes closed, the daemon reading their end."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, host_in: Any, host_out: Any) -> None:
+        self.proc, self.host_in, self.host_out = proc, host_in, host_out
+
+    @classmethod
+    async def open(cls, surf: Daemon) -> HostPipes:
+        to_serve, ours_in = os.pipe()
+        ours_out, from_serve = os.pipe()
+        proc = await asyncio.create_subprocess_exec(*mcpx_command("serve"), stdin=to_serve, stdout=from_serve,
+                                                    stderr=subprocess.DEVNULL, env=surf.env, cwd=surf.home)
+        os.close(to_serve)
+        os.close(from_serve)
+        return cls(proc, os.fdopen(ours_in, "wb", buffering=0), os.fdopen(ours_out, "rb"))
+
+    def send(self, *msgs: dict[str, Any]) -> None:
+        self.host_in.write(b"".join(json.dumps(m).encode() + b"\n" for m in msgs))
+
+    async def read(self) -> dict[str, Any]:
+        """The next message the host reads."""
+        return dict(json.loads(await asyncio.wait_for(asyncio.to_thread(self.host_out.readline), PATIENCE)))
+
+    async def gone(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+        await self.proc.wait()
+        self.host_in.close()
+        self.host_out.close()
+
+
+async def until_let_go(surf: Daemon, tid: str) -> None:
+    """Until the daemon logs that a call's client went and the call goes on (it saw the client go, and let it be)."""
+    said = f"went away; the call goes on: mcpx task result {tid}"
+    async with asyncio.timeout(PATIENCE):
+        while said not in read_log(surf.home):  # noqa: ASYNC110 -- the event is a line the daemon logs
+            await asyncio.sleep(0.05)
+
+
 async def test_a_plain_call_promoted_by_whatever_happens_to_it_ends_as_any_call(home: Path) -> None:
     """A call to a tool seen before, on an instance free at once, goes the lean path (call/lean.py): sent from the
     client's own request, no runner. Whatever happens to it then promotes it, and it ends as the full path ends it:
@@ -765,20 +805,13 @@ async def test_a_plain_call_taken_from_the_hosts_pipe_goes_on_when_its_client_go
     result kept for `mcpx task result`; a call that ended lean replied to the client with the server's result."""
     home = surf.home
     gate, started, asking = home / "taken-open", home / "taken-started", home / "taken-ask"
-    to_serve, ours_in = os.pipe()  # the host's pipes: the daemon holds serve's ends once they are handed over
-    ours_out, from_serve = os.pipe()
-    proc = await asyncio.create_subprocess_exec(*mcpx_command("serve"), stdin=to_serve, stdout=from_serve,
-                                                stderr=subprocess.DEVNULL, env=surf.env, cwd=surf.home)
-    os.close(to_serve)
-    os.close(from_serve)
-    host_in, host_out = os.fdopen(ours_in, "wb", buffering=0), os.fdopen(ours_out, "rb")
+    host = await HostPipes.open(surf)
     try:
-        def send(*msgs: dict[str, Any]) -> None:
-            host_in.write(b"".join(json.dumps(m).encode() + b"\n" for m in msgs))
+        send = host.send
 
         async def ask(*msgs: dict[str, Any]) -> dict[str, Any]:
             send(*msgs)
-            return dict(json.loads(await asyncio.wait_for(asyncio.to_thread(host_out.readline), PATIENCE)))
+            return await host.read()
 
         def call(rid: int, arguments: dict[str, Any]) -> dict[str, Any]:
             return {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
@@ -795,11 +828,7 @@ async def test_a_plain_call_taken_from_the_hosts_pipe_goes_on_when_its_client_go
         send(call(4, {"path": str(gate), "ask": True, "ask_when": str(asking), "started": str(started)}))
         await until_file(started)
     finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
-        host_in.close()  # the host is gone: the daemon reads the end of its input, and nobody reads what it writes
-        host_out.close()
+        await host.gone()  # the daemon reads the end of its input, and nobody reads what it writes
     asking.write_text("")  # the call, gone on without its client, asks now: the question waits at the other doors
     async with surf.session() as rest:
         q = (await until_pending(rest, 1, session="taken-gone"))[0]
@@ -810,10 +839,7 @@ async def test_a_plain_call_taken_from_the_hosts_pipe_goes_on_when_its_client_go
     assert lean["id"] == 3 and json.loads(lean["result"]["content"][0]["text"])["gate"] == "taken-open", lean
     assert gone["state"] == "completed", gone
     assert json.loads(gone["result"]["content"][0]["text"])["answer"]["data"] == {"repo": "c/d"}, gone
-    said = f"went away; the call goes on: mcpx task result {q['task']}"  # it saw the client go, and let the call be
-    async with asyncio.timeout(PATIENCE):
-        while said not in read_log(surf.home):  # noqa: ASYNC110 -- the event is a line the daemon logs
-            await asyncio.sleep(0.05)
+    await until_let_go(surf, q["task"])
 
 
 async def test_a_plain_call_its_host_is_asked_in_is_followed_to_its_end_however_the_question_ends(surf: Daemon) -> None:
@@ -824,22 +850,14 @@ async def test_a_plain_call_its_host_is_asked_in_is_followed_to_its_end_however_
     answerable at the other doors and its result kept for `mcpx task result`."""
     home = surf.home
     warm, elsewhere, gone = home / "asked-warm", home / "asked-elsewhere", home / "asked-gone"
-    to_serve, ours_in = os.pipe()
-    ours_out, from_serve = os.pipe()
-    proc = await asyncio.create_subprocess_exec(*mcpx_command("serve"), stdin=to_serve, stdout=from_serve,
-                                                stderr=subprocess.DEVNULL, env=surf.env, cwd=surf.home)
-    os.close(to_serve)
-    os.close(from_serve)
-    host_in, host_out = os.fdopen(ours_in, "wb", buffering=0), os.fdopen(ours_out, "rb")
-
-    def send(*msgs: dict[str, Any]) -> None:
-        host_in.write(b"".join(json.dumps(m).encode() + b"\n" for m in msgs))
+    host = await HostPipes.open(surf)
+    send = host.send
 
     async def heard(what: Any) -> dict[str, Any]:
         """The next message the host reads that `what` says is the one (what comes before it is not asserted on)."""
         async with asyncio.timeout(PATIENCE):
             while True:
-                msg = dict(json.loads(await asyncio.to_thread(host_out.readline)))
+                msg = await host.read()
                 if what(msg):
                     return msg
 
@@ -869,11 +887,7 @@ async def test_a_plain_call_its_host_is_asked_in_is_followed_to_its_end_however_
         send(call(4, {"path": str(gone), "ask": True}))
         await heard(lambda m: m.get("method") == "elicitation/create")
     finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
-        host_in.close()  # the host is gone while it is asked: the daemon reads the end of its input
-        host_out.close()
+        await host.gone()  # the host is gone while it is asked: the daemon reads the end of its input
     async with surf.session() as rest:
         q = (await until_pending(rest, 1, session="asked-host"))[0]
         assert (await answer(rest, q["id"], "accept", {"repo": "g/h"}))[0] == 200
@@ -882,10 +896,7 @@ async def test_a_plain_call_its_host_is_asked_in_is_followed_to_its_end_however_
             kept = await r.json()
     assert kept["state"] == "completed", kept
     assert json.loads(kept["result"]["content"][0]["text"])["answer"]["data"] == {"repo": "g/h"}, kept
-    said = f"went away; the call goes on: mcpx task result {q['task']}"
-    async with asyncio.timeout(PATIENCE):
-        while said not in read_log(surf.home):  # noqa: ASYNC110 -- the event is a line the daemon logs
-            await asyncio.sleep(0.05)
+    await until_let_go(surf, q["task"])
 
 
 @pytest.mark.shared_daemon
