@@ -149,21 +149,27 @@ class DurableStore:
             try:
                 outs = await loop.run_in_executor(self._writer, self._run, batch)
             except Exception as exc:
-                for _, fut in batch:
-                    fut.set_exception(exc)
+                self._failed(batch, exc)
                 continue
-            for (_, fut), out in zip(batch, outs, strict=True):
-                fut.set_result(out)
-            self._checkpoint_due(len(batch))
+            self._settled(batch, outs)
 
     def _commit(self) -> None:
         batch, self._queue = self._queue, []
         try:
             outs = self._run(batch)
-        except Exception as exc:  # nothing of the batch is stored: every unit's caller is told so
-            for _, fut in batch:
-                fut.set_exception(exc)
+        except Exception as exc:
+            self._failed(batch, exc)
             return
+        self._settled(batch, outs)
+
+    @staticmethod
+    def _failed(batch: list[tuple[Unit, asyncio.Future[Any]]], exc: Exception) -> None:
+        """Nothing of the batch is stored: every unit's caller is told so."""
+        for _, fut in batch:
+            fut.set_exception(exc)
+
+    def _settled(self, batch: list[tuple[Unit, asyncio.Future[Any]]], outs: list[Any]) -> None:
+        """The batch committed: each unit's caller gets its unit's outcome, and a checkpoint is counted towards."""
         for (_, fut), out in zip(batch, outs, strict=True):
             fut.set_result(out)
         self._checkpoint_due(len(batch))
