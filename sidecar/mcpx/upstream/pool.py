@@ -175,17 +175,8 @@ class Pool:
         want = self._eras.get((server, fp))
         if want is None:
             return None
-        if want == "modern":
-            # what _find answers for a modern server with mcpx's own capabilities (the first instance of its shared
-            # group that speaks modern and is as configured now), read from that group alone: every plain call's way
-            found = None
-            for inst in self._groups.get((server, SHARED, ""), ()):  # a loop: a generator's every step is a call
-                if not inst.retired and inst.fingerprint == fp and inst.conn.era == "modern":
-                    found = inst
-                    break
-        else:
-            found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
-        if found is None or (peer := found.conn.peer) is None or peer.shut:  # conn.alive, inline
+        found = self._find(server, session, want, fp, "", tool, self._owner(entry, session, ""))
+        if found is None or not found.conn.alive:
             return None  # a dead one is the full path's to sweep out, as it starts another
         lease = Lease(self, server, session, None, 0.0, None, tool)
         lease.inst = self._take(found, session, tool)
@@ -206,18 +197,13 @@ class Pool:
         if inst.retired and inst.busy == 0:
             self._stop(inst)
         elif inst.busy == 0:
-            if len(self._groups.get((inst.server, inst.owner, inst.declared), ())) > 1:
-                self._wake.set()  # it makes an older idle instance beside it a spare, due sooner
-            else:
-                # alone in its group and no listing's, it is no spare: its due time needs no look at the others
-                # (which would sort every instance on every call's way back); _due's own sum, inline then
-                if inst.owner == LISTING:
-                    due = self._due(inst)
-                else:
-                    entry = self._entries().get(inst.server)
-                    due = inst.last_used + entry.idle_timeout if entry is not None else inst.last_used
-                if due < self._next_reap:
-                    self._wake.set()  # its idle clock starts now, and runs out before the reaper would look
+            # alone in its group and no listing's, it is no spare: its due time needs no look at the others (which
+            # would sort every instance on every call's way back)
+            alone = len(self._groups.get(inst.key, ())) <= 1
+            if not alone or self._due(inst, set() if inst.owner != LISTING else None) < self._next_reap:
+                # its idle clock starts now, and runs out before the reaper would look; or it makes an older idle
+                # instance beside it a spare, due sooner
+                self._wake.set()
         if self._waiting:  # _poke's own test, here: with no lease waiting (nearly always) no call on the way back
             self._poke()
 
