@@ -109,7 +109,7 @@ def check(msg: Any) -> Message:
 
 # a JSON-RPC id's types: a string or an integer, a bool being none. Decoded JSON holds no subclass of either, so a
 # value's type is looked up as it is, with no isinstance walking its bases (every frame and reply checks one)
-_ID_TYPES = ID_TYPES = frozenset((str, int))
+_ID_TYPES = frozenset((str, int))
 
 
 def _valid_id(value: Any) -> bool:
@@ -129,16 +129,6 @@ def decode(line: str | bytes) -> Message:
         value = wirejson.loads(line)
     except wirejson.JsonRefused as exc:
         raise FrameError(error(None, PARSE_ERROR, str(exc))) from None
-    # check's answer for the frames that are fine, read inline (every frame in is decoded here); anything else is
-    # checked whole, which says what is wrong
-    if type(value) is dict and value.get("jsonrpc") == "2.0":
-        if "method" in value:
-            method = value["method"]
-            if (type(method) is str and method and ("id" not in value or type(value["id"]) in _ID_TYPES)
-                    and ("params" not in value or type(value["params"]) is dict)):
-                return value
-        elif type(value.get("id")) in _ID_TYPES and ("result" in value) != ("error" in value):
-            return value
     return check(value)
 
 

@@ -19,7 +19,6 @@ from mcpx.mcp.jsonrpc import Message, RpcError
 from mcpx.shared.errors import McpxError
 
 log = logging.getLogger("mcpx.mcp")
-_ID_TYPES = jsonrpc.ID_TYPES
 
 RequestHandler = Callable[[Message], Awaitable[dict[str, Any]]]
 NotificationHandler = Callable[[Message], Awaitable[None]]
@@ -164,11 +163,8 @@ class Peer:
         if isinstance(opened, Sent):
             return opened
         rid, fut = opened
-        msg: Message = {"jsonrpc": "2.0", "id": rid, "method": method}  # jsonrpc.request's, inline
-        if params is not None:
-            msg["params"] = params
         try:
-            self._send_now(msg)
+            self._send_now(jsonrpc.request(rid, method, params))
         except (ConnectionError, OSError) as exc:
             self._pending.pop(rid, None)
             fut.set_exception(self._unsent(method, exc))
@@ -246,21 +242,18 @@ class Peer:
         self._shut(self.close_reason or self.channel.describe_exit())
 
     def _dispatch(self, msg: Message) -> None:
-        # jsonrpc.kind, id_of and _hear, inline: every message in is dispatched here
-        if "method" not in msg:  # a response or an error
-            rid: Any = msg.get("id")
-            fut = self._pending.get(rid) if type(rid) in _ID_TYPES else None
+        kind = jsonrpc.kind(msg)
+        if kind in ("response", "error"):
+            rid = jsonrpc.id_of(msg.get("id"))
+            fut = self._pending.get(rid) if rid is not None else None
             if fut is not None and not fut.done():
                 fut.set_result(msg)
-                hearing = self._hearing.pop(rid, None) if self._hearing else None
+                hearing = self._hearing.pop(rid, None) if self._hearing and rid is not None else None
                 if hearing is not None:
-                    try:
-                        hearing()
-                    except Exception:  # its trouble is its own, not the channel's (which it would end)
-                        log.exception("hearing a reply failed")
+                    _hear(hearing)
             else:
                 log.debug("%s: response to unknown id %r dropped", self.name, msg.get("id"))
-        elif "id" in msg:  # a request
+        elif kind == "request":
             rid = msg["id"]
             if self._take_now is not None and rid not in self._taken and rid not in self._incoming:
                 try:
@@ -337,23 +330,13 @@ class Peer:
         return True
 
     def reply_now(self, rid: jsonrpc.Id, value: dict[str, Any]) -> None:
-        """The reply to a taken request, written from a callback; it is over. (`settle` and `_reply_now`, inline:
-        every plain call's reply is written here.)"""
-        self._taken.pop(rid, None)
-        self.withdrawn.discard(rid)
-        if self._send_now is None or self.shut:
-            return
-        try:
-            self._send_now({"jsonrpc": "2.0", "id": rid, "result": value})
-        except Exception as exc:
-            log.debug("%s: could not reply to %r: %s", self.name, rid, exc)
+        """The reply to a taken request, written from a callback; it is over."""
+        self.settle(rid)
+        self._reply_now(jsonrpc.result(rid, value))
 
     def reply_error_now(self, rid: jsonrpc.Id, exc: RpcError) -> None:
         """`reply_now` of an error: the reply to a taken request, its handler's RpcError, as `_answer` writes it."""
-        self._taken.pop(rid, None)
-        self.withdrawn.discard(rid)
-        if self._send_now is None or self.shut:
-            return
+        self.settle(rid)
         self._reply_now(jsonrpc.error(rid, exc.code, exc.message, exc.data))
 
     def _reply_now(self, reply: Message) -> bool:
@@ -458,9 +441,7 @@ class Sent:
 
     def result(self) -> dict[str, Any]:
         """The reply, once it came: its result; RpcError for an error reply, PeerClosed if the peer died."""
-        if self.rid is not None:  # _forget, inline: every reply is taken here
-            self.peer._pending.pop(self.rid, None)
-            self.peer._hearing.pop(self.rid, None)
+        self._forget()
         reply = self.future.result()
         if "error" in reply:
             raise RpcError.from_error(reply["error"])

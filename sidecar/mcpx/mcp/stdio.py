@@ -15,7 +15,6 @@ from typing import Any, Protocol
 
 from mcpx.mcp import jsonrpc
 from mcpx.mcp.jsonrpc import FrameError, Message
-from mcpx.shared import wirejson
 from mcpx.shared.errors import McpxError
 from mcpx.shared.masking import mask_text, shown_command
 
@@ -95,7 +94,7 @@ class _Sending:
             raise ConnectionResetError(f"{self.name}: the stream is closed")
         if self._writing:
             return self._in_turn(self.send(msg))
-        self._transport.write(wirejson.encode(msg) + b"\n")  # jsonrpc.encode's, with one call less on the way
+        self._transport.write(jsonrpc.encode(msg))
         if self._transport.get_write_buffer_size():
             return self._in_turn(self._drain())
         return None
@@ -312,10 +311,7 @@ class PipeChannel(_Sending, asyncio.Protocol):
             if self.bad_frames <= 5:
                 log.warning("%s: ignoring a line that is not JSON-RPC (%s): %.200r", self.name, exc, line)
             return
-        if self._heard is not None:  # _put's own test, here: every message in is handed on so
-            self._heard(msg)
-        else:
-            self._put(msg)
+        self._put(msg)
 
     def eof_received(self) -> bool:
         self._ended()

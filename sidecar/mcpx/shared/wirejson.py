@@ -62,10 +62,7 @@ def loads(data: str | bytes | bytearray, what: str = "the message") -> Any:
         value = pydantic_core.from_json(data, allow_inf_nan=False, cache_strings="keys")
     except ValueError:
         return _loads_stdlib(data, what)
-    # _within_depth, inline: every message in and out of the daemon is read here
-    if isinstance(value, dict | list) and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
-        return _within_depth(value, data, what)
-    return value
+    return _within_depth(value, data, what)
 
 
 def _loads_stdlib(data: str | bytes | bytearray, what: str) -> Any:
