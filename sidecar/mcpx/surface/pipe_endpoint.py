@@ -108,11 +108,10 @@ class WatchedPipe:
     def send_now(self, msg: Message) -> None:
         """As send, from a callback (a plain call's reply, surface/plain_call.py): in the pipe, or on its way in
         turn, when this returns."""
-        if (going := self.pipe.send_now(msg)) is not None:  # answered once it is in the pipe, as send has it
+        if (going := self.pipe.send_now(msg)) is None:
+            self._sent(msg)
+        else:  # answered once it is in the pipe, as send has it
             going.add_done_callback(lambda _: self._sent(msg))
-        elif ("method" not in msg and "id" in msg and self.open.pop(msg["id"], None) is not None
-              and (self.named or self._answered is not None)):  # _sent's, inline: every plain call's reply
-            self._closed(msg["id"])
 
     def _sent(self, msg: Message) -> None:
         if "method" not in msg and (rid := jsonrpc.id_of(msg.get("id"))) is not None:
