@@ -416,10 +416,8 @@ class Call:
     def ended(self, state: TaskState, result: dict[str, Any] | None = None, error: str | None = None) -> None:
         """The call's end: its result, or its error (a result too, for a server's own protocol error); a credential
         the call handed its upstream and the upstream echoed is scrubbed here, so no door shows it either."""
-        if self._secrets:  # scrub's, inline: a call that handed its server no credential (nearly all) keeps them as is
-            result, error = self.scrub(result), self.scrub(error)
-        self._result = result
-        self._error = error
+        self._result = self.scrub(result)
+        self._error = self.scrub(error)
         self._open.clear()
         self._remembered = None
         self._state = state
@@ -465,13 +463,11 @@ class Call:
 
     def _stored(self) -> dict[str, Any]:
         r = self.request
-        secrets = bool(self._secrets)
         return {
             **self._shown(), "result": self._result, "error": self._error,  # scrubbed as the call ended
-            "arguments": dict(self.scrub(r.arguments) if secrets else r.arguments), "cwd": r.cwd,
+            "arguments": dict(self.scrub(r.arguments)), "cwd": r.cwd,
             "surface": r.surface, "policy_mode": r.policy_mode,
-            "transparent": TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps) if secrets else
-                                           r.client_caps) if r.transparent else None,
+            "transparent": TransparentCall(era=r.era, client_caps=self.scrub(r.client_caps)) if r.transparent else None,
             "resume": dict(self._remembered) if self._remembered is not None else None}
 
     def stored_row(self) -> TaskRow:
