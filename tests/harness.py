@@ -196,11 +196,47 @@ def wait_for_sync(predicate: Callable[[], Any], timeout: float = PATIENCE, inter
         time.sleep(interval)
 
 
+# Ports handed out for a process to listen on later. They are taken below the kernel's ephemeral range
+# (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 on Linux), which every outgoing connection draws its source
+# port from: a port learned by binding to 0 and let go is one such a connection (of any test, on any worker) may take
+# before the process it was meant for binds it, and a slow starter (opencode takes a second or more) then dies of
+# EADDRINUSE. Each xdist worker has a slice of its own, so two workers never hand out the same port; a process
+# outside pytest (a bench, a runner the conformance suite starts) takes the last slice.
+class _PortSlice:
+    """This process's slice of ports, walked from a random place (a subprocess of a worker, inheriting its
+    PYTEST_XDIST_WORKER, walks the same slice from elsewhere)."""
+
+    FROM, SIZE, COUNT = 20000, 1000, 12
+
+    def __init__(self) -> None:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        n = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else self.COUNT - 1
+        self.base = self.FROM + (n % self.COUNT) * self.SIZE
+        self.at = int.from_bytes(os.urandom(2), "big") % self.SIZE
+
+    def take(self) -> int:
+        for _ in range(self.SIZE):
+            port = self.base + self.at
+            self.at = (self.at + 1) % self.SIZE
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+        raise RuntimeError(f"no free loopback port in {self.base}-{self.base + self.SIZE - 1}")
+
+
+_ports: _PortSlice | None = None
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A loopback port nothing listens on now, for a process about to listen on it; the next one handed out is
+    another (a port handed out is bound soon after, or the process it was for failed)."""
+    global _ports
+    if _ports is None:
+        _ports = _PortSlice()
+    return _ports.take()
 
 
 def listening(port: int) -> bool:

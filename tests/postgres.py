@@ -21,7 +21,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+
+from harness import free_port
 
 READY = b"database system is ready to accept connections"
 START_PATIENCE = 60.0
@@ -42,12 +43,6 @@ def server_binaries() -> Path | None:
         return found[-1].parent
     on_path = shutil.which("postgres")
     return Path(on_path).parent if on_path else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _as_unprivileged() -> tuple[int, int] | None:
@@ -85,7 +80,7 @@ class Postgres:
             raise RuntimeError("no PostgreSQL server binaries (Debian: apt-get install postgresql; ./dev test does)")
         owner = _as_unprivileged()
         root = Path(tempfile.mkdtemp(prefix="mcpx-pg-"))
-        pg = cls(bindir, root, _free_port(), owner)
+        pg = cls(bindir, root, free_port(), owner)
         try:
             if owner:
                 os.chmod(root, 0o700)
