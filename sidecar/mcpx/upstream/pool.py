@@ -6,7 +6,8 @@ connection (the roots it listed, a login), so each session has its own instances
 not its caller's, config `roots`: then every session shares them, upstream/roots.py); and a pushed
 `elicitation/create` names no call, so the calls of a tool that asks (or has not yet been seen
 to finish without asking) run one at a time, while the calls of tools seen to finish without
-asking share an instance, as long as nothing the server asked is pending on it. A transparent
+asking share an instance, as long as nothing the server asked is pending on it (past CROWDED of them, another of
+the session's instances takes a share: one process's one core would bound them). A transparent
 client (`/mcp/SERVER`, with its own capabilities) has its session's own instances in either era:
 the server sees one connection per client, notifications included, as if mcpx were not there.
 Instances start on first use, are replaced when they die, and stop once idle for their server's
@@ -49,6 +50,7 @@ COMMON = "(common)"    # the owner of a legacy instance every session uses: its 
 LISTING = "(listing)"  # the owner of a legacy instance started to list a server, not for any session's call
 FIRST = "(first)"      # the gate of a server's first start, before its era is known
 PER_SESSION = 4        # legacy instances one session may have of one server
+CROWDED = 8            # quiet calls in flight on one legacy instance past which another of the session's takes a share
 REAP_EVERY = 30.0      # the longest the reaper sleeps: how soon an instance that died leaves the pool
 SPARE_IDLE = 30.0      # how long a spare idle instance is kept (its server's idleTimeout, when that is shorter)
 
@@ -128,6 +130,7 @@ class Pool:
         self._next_reap = 0.0  # when the reaper looks next, unless woken
         self._reaper: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        self._spreading: set[asyncio.Task[None]] = set()  # instances started beside a crowded one (_spread)
 
     def start(self) -> None:
         self._reaper = asyncio.create_task(self._reap(), name="mcpx-pool-reaper")
@@ -304,15 +307,19 @@ class Pool:
 
     def _find(self, server: str, session: str, want: Era | None, fp: str, decl: str,
               tool: str | None, owner: str) -> Instance | None:
-        """For a quiet tool, the busiest instance it may join; else an idle one; else none.
+        """For a quiet tool, the busiest instance it may join that is not crowded; else an idle one; else the least
+        busy crowded one (and another is started beside it); else none.
 
         Quiet calls gather on one instance rather than spread over idle ones: a server process with many
         calls in flight reads and writes them in batches, spending less CPU on each (bench/gateway.py;
-        docs/bench.md has the figures), and the instances left idle are stopped after their idleTimeout.
+        docs/bench.md has the figures), and the instances left idle are stopped after their idleTimeout. Past
+        CROWDED calls on one, the server process's one core is what bounds them (bench/cores.py), and the
+        session's next instance takes its share.
         """
         joins = self.tool_asks(server, fp, tool) == "quiet"
         idle: Instance | None = None
         busiest: Instance | None = None
+        crowded: Instance | None = None
         for inst in self.instances(server):
             if inst.retired or inst.fingerprint != fp or inst.declared != decl or not inst.serves(want):
                 continue
@@ -324,12 +331,41 @@ class Pool:
                 if idle is None or (idle.owner == LISTING and inst.owner == owner):
                     idle = inst
             elif joins and inst.owner == owner and self._joinable(inst):
-                busiest = inst if busiest is None or inst.busy > busiest.busy else busiest
+                if inst.busy >= CROWDED:
+                    crowded = inst if crowded is None or inst.busy < crowded.busy else crowded
+                elif busiest is None or inst.busy > busiest.busy:
+                    busiest = inst
         if busiest is not None:
             return busiest
         if idle is not None and idle.owner == LISTING and session != ANY:
             self._move(idle, owner)  # it only listed tools: the first session to call makes it its own
+        if idle is None and crowded is not None and not decl:
+            self._spread(server, session, owner)
+            return crowded
         return idle
+
+    def _spread(self, server: str, session: str, owner: str) -> None:
+        """Start one more legacy instance for `owner`'s quiet calls, in the background, if it has room and none is
+        starting: the calls go on joining the crowded one meanwhile, so none waits for a process to start."""
+        key = (server, owner, "")
+        if self._starting[key] or not self._room(server, owner, "", session):
+            return
+        self._starting[key] += 1
+
+        async def spread() -> None:
+            try:
+                inst = await self._start(server, session, self.entry(server), None, None, "")
+                log.info("upstream %s: %d or more calls in flight on one instance; another (%s) takes a share", server,
+                         CROWDED, inst.conn.pid or inst.conn.describe())
+            except UpstreamError as exc:
+                log.warning("upstream %s: another instance for its calls in flight did not start: %s", server, exc)
+            finally:
+                self._starting[key] -= 1
+                self._poke()
+
+        task = asyncio.create_task(spread(), name=f"mcpx-spread-{server}")
+        self._spreading.add(task)
+        task.add_done_callback(self._spreading.discard)
 
     def _room(self, server: str, owner: str, decl: str, session: str) -> bool:
         """Whether `owner` (`session`, or COMMON for it) may have one more legacy instance of `server`: PER_SESSION for
@@ -485,6 +521,9 @@ class Pool:
     async def close(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
+        for task in list(self._spreading):
+            task.cancel()
+        await asyncio.gather(*self._spreading, return_exceptions=True)
         for inst in self.instances():
             self._stop(inst)
         await asyncio.gather(*self._closing, return_exceptions=True)

@@ -18,6 +18,7 @@ import aiohttp
 from gateway_helpers import HttpPeer, answer, call, result, stdio, tool_text, until_pending
 from harness import PATIENCE, make_daemon, read_log
 from mcpx.upstream.attribution import HOLD_LIMIT
+from mcpx.upstream.pool import CROWDED
 
 SERVER = "old"
 
@@ -120,6 +121,25 @@ async def test_quiet_calls_share_the_sessions_instance_and_a_held_question_reach
             gates["e"].touch()
             pids = {tool_text(await result(http, task))["pid"] for task in (d_task, e_task)}
             assert len(pids) == 2 and pid in pids
+
+
+async def test_past_crowded_quiet_calls_a_second_instance_takes_a_share_and_none_waits_for_it(
+        home: Path, tmp_path: Path) -> None:
+    """Quiet calls gather on one instance up to CROWDED in flight; the next joins it still (no call waits for a
+    process to start) while another instance starts beside it, and the calls after that go to the new one."""
+    with make_daemon(home, {"servers": {SERVER: stdio("sdk_legacy.py", direct=True)}}) as d:
+        async with d.session() as http:
+            pid = await learn_quiet(http, tmp_path)
+            gate = tmp_path / "gate"
+            gathered = [await start(http, {"path": str(gate)}) for _ in range(CROWDED + 1)]
+            await until_instances(http, lambda f: calls_of(f, "s") == [0, CROWDED + 1])
+            await until_logged(d.home, f"{CROWDED} or more calls in flight on one instance; another")
+            spread = await start(http, {"path": str(gate)})
+            found = await until_instances(http, lambda f: calls_of(f, "s") == [1, CROWDED + 1])
+            assert {i["pid"] for i in found if i["calls"] == CROWDED + 1} == {pid}
+            gate.touch()
+            assert {tool_text(await result(http, task))["pid"] for task in gathered} == {pid}
+            assert tool_text(await result(http, spread))["pid"] != pid
 
 
 async def test_questions_that_cannot_be_told_apart_are_refused_never_misattributed(
