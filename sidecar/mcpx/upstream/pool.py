@@ -359,6 +359,8 @@ class Pool:
                          CROWDED, inst.conn.pid or inst.conn.describe())
             except UpstreamError as exc:
                 log.warning("upstream %s: another instance for its calls in flight did not start: %s", server, exc)
+            except Exception:  # a task nobody awaits: what it raised is said here or nowhere
+                log.exception("upstream %s: another instance for its calls in flight did not start", server)
             finally:
                 self._starting[key] -= 1
                 self._poke()
