@@ -186,15 +186,22 @@ class Notifier:
 
     async def _follow(self) -> None:
         while not self.broker.bus.closed:
-            # by kinds, not a filter: the bus asks nothing of it for another kind's record, and knows nobody here
-            # hears a plain call's task.done (EventBus.hears: such records are then not even made)
-            with self.broker.bus.subscribe(kinds=frozenset(KINDS)) as sub:
+            # by kinds: the bus asks nothing of it for another kind's record, and knows nobody here hears a plain
+            # call's task.done (EventBus.hears: such records are then not even made); `_may_tell` of those kinds
+            with self.broker.bus.subscribe(self._may_tell, kinds=frozenset(KINDS)) as sub:
                 while (record := await sub.get()) is not None:
                     try:
                         await self._news(record)
                     except Exception:  # one question's news must not end the others'
                         log.exception("notifying of %s failed", record.elicit)
             # the stream ended: the daemon is stopping, or this fell behind (then it follows on from now)
+
+    def _may_tell(self, record: AuditRecord) -> bool:
+        """Whether `_news` could tell anyone of `record`: not without a target or a person in the config in force
+        (the records' own approvers are people of it). Asked as the record is published, so that a daemon with
+        neither does not wake this task for every question it opens (~1.3% of a question's lifecycle on the loop,
+        under callgrind)."""
+        return bool(self.targets()) or bool(self.people())
 
     async def _news(self, record: AuditRecord) -> None:
         targets = self.targets() if record.kind != "elicit.reminded" else []
