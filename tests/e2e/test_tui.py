@@ -286,6 +286,11 @@ async def test_a_url_question_shows_its_domain_and_opens_only_with_consent(daemo
 async def test_a_question_answered_elsewhere_leaves_the_screen(daemon: Daemon, http: aiohttp.ClientSession) -> None:
     async with inbox(daemon) as (app, pilot):
         q = await ask(http)
+        await until(pilot, lambda: q["id"] in app.pending, "the question")
+        pushed = app.push_screen(QuestionScreen(app.pending[q["id"]]))
+        app.tick()  # the clock's tick between a screen's push and its compose (CI saw it): nothing to refresh yet
+        await pushed
+        await app.pop_screen()
         await open_form(app, pilot, q["id"])
         async with http.post(f"/v1/elicit/{q['id']}/accept", json={"content": {"repo": "a/b"}}) as r:
             assert r.status == 200

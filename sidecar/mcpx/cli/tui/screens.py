@@ -120,9 +120,11 @@ class QuestionScreen(Screen[None]):
             self.query_one("#accept", Button).focus()
 
     def refresh_head(self) -> None:
+        # the app's tick may come between this screen's push and its compose, or during its dismissal: with no
+        # head (yet, or any more) there is nothing to refresh; on_mount draws it once it is there
         q = self.question
-        self.query_one("#question-head", Static).update(
-            Content(f"{q.id} · {time_left(self.pending)} left · {q.mode}"))
+        for head in self.query("#question-head").results(Static):
+            head.update(Content(f"{q.id} · {time_left(self.pending)} left · {q.mode}"))
 
     @on(Input.Submitted)
     def next_field(self, event: Input.Submitted) -> None:
