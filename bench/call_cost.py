@@ -227,6 +227,24 @@ async def instructions_dumped(pid: int, out: Path, part: int) -> int:
     return total
 
 
+def calls_to(dump: Path, name: str) -> int:
+    """How many times the functions whose name holds `name` were called in a callgrind dump (its `calls=` lines
+    under a `cfn=`; a name is written once, then by its number)."""
+    names: dict[bytes, str] = {}
+    total, callee = 0, None
+    with dump.open("rb") as f:
+        for line in f:
+            if m := re.match(rb"(c?fn)=\((\d+)\)(?: (.*))?", line):
+                if m.group(3):
+                    names[m.group(2)] = m.group(3).decode(errors="replace")
+                callee = m.group(2) if m.group(1) == b"cfn" else None
+            elif callee is not None and line.startswith(b"calls="):
+                if name in names.get(callee, ""):
+                    total += int(line[6:].split()[0])
+                callee = None
+    return total
+
+
 def totals(dump: Path) -> int | None:
     """A callgrind dump's total of instructions, once it is written whole (its `totals:` line is its last)."""
     with contextlib.suppress(OSError):
@@ -318,6 +336,11 @@ async def main_async(args: argparse.Namespace) -> None:
             print(f"the daemon's user-space instructions per {what} (n={args.n}, callgrind, every thread): "
                   f"{(counted - idle) / args.n:,.0f} ({counted / args.n:,.0f} counted, less {idle / args.n:,.0f} "
                   f"of the daemon's own over as long with no calls)")
+            # the calls' ends commit together, as many as came within a horizon (writes.BEHIND): under valgrind a
+            # call takes ~50x as long, so fewer share a commit than on a quick machine, and how many moves with the
+            # machine's load; each commit costs ~100-200k instructions, so compare runs at about the same rate
+            handed = calls_to(Path(f"{grind}.1"), "run_in_executor")
+            print(f"  {handed / args.n:.3f} hand-offs to the store's thread a call (its commits and checkpoints)")
             if args.save:
                 shutil.copy(f"{grind}.1", args.save)
         if args.count or store:
