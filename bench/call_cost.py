@@ -69,28 +69,34 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 STORE_WATCHED = """
 import cProfile, json, os, runpy, signal, sys, threading, time
 from concurrent.futures import thread as pool
+from mcpx.broker import sqlite
 out, profiled = sys.argv[1], sys.argv[2] == "1"
 sys.argv = sys.argv[4:]
 prof = cProfile.Profile(time.thread_time)
 on, lock = [False], threading.Lock()
 seen = {"tid": 0, "inside": 0.0, "items": 0}
-run = pool._WorkItem.run
-def watched(self):
+# the store's own thread's items (sqlite.StoreThread), or, in a revision before it, ThreadPoolExecutor's
+own = hasattr(sqlite, "StoreThread")
+run = sqlite.StoreThread._run_item if own else pool._WorkItem.run
+def watched(*item):
     if not (on[0] and threading.current_thread().name.startswith("mcpx-db-write")):
-        return run(self)
+        return run(*item)
     with lock:
         seen["tid"] = threading.get_native_id()
         t = time.thread_time()
         if profiled:
             prof.enable()
         try:
-            return run(self)
+            return run(*item)
         finally:
             if profiled:
                 prof.disable()
             seen["inside"] += time.thread_time() - t
             seen["items"] += 1
-pool._WorkItem.run = watched
+if own:
+    sqlite.StoreThread._run_item = staticmethod(watched)
+else:
+    pool._WorkItem.run = watched
 signal.signal(signal.SIGUSR1, lambda *_: on.__setitem__(0, True))
 def stop(*_):
     on[0] = False
@@ -339,7 +345,8 @@ async def main_async(args: argparse.Namespace) -> None:
             # the calls' ends commit together, as many as came within a horizon (writes.BEHIND): under valgrind a
             # call takes ~50x as long, so fewer share a commit than on a quick machine, and how many moves with the
             # machine's load; each commit costs ~100-200k instructions, so compare runs at about the same rate
-            handed = calls_to(Path(f"{grind}.1"), "run_in_executor")
+            # (an item put on its queue: broker/sqlite.py's StoreThread's, or before it ThreadPoolExecutor's)
+            handed = calls_to(Path(f"{grind}.1"), "SimpleQueue_put")
             print(f"  {handed / args.n:.3f} hand-offs to the store's thread a call (its commits and checkpoints)")
             if args.save:
                 shutil.copy(f"{grind}.1", args.save)

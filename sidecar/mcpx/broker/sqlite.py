@@ -18,12 +18,14 @@ Reads have a connection and a thread of their own too: in WAL mode they never bl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from queue import SimpleQueue
 from typing import Any, TypeVar, cast
 
 from mcpx.broker.commits import CommitQueue, Committed, Unit, heard_records, run_units
@@ -150,6 +152,62 @@ class SqliteTx(SqlTx):
             self.later.append((len(self.records), first, dones))
 
 
+class StoreThread:
+    """A thread of the store's own, running what it is handed one at a time in turn, each outcome set on the asking
+    loop's future. What a one-worker ThreadPoolExecutor and `run_in_executor` did, without the concurrent future, its
+    condition and the asyncio future wrapped around it per item: a hand-off cost ~120,000 instructions there and
+    ~18,000 so (both threads, under callgrind), and a stream of plain calls hands the store's thread one commit of
+    their ends every few calls (bench/call_cost.py --instructions).
+
+    A daemon thread, started with the first item: a process that exits without closing the store (its loop ended
+    by an error) is not held up by it; what it was committing then is lost as a kill -9 would lose it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._items: SimpleQueue[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[..., Any],
+                                       tuple[Any, ...]] | None] = SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """`fn(*args)` on the thread, after what was handed to it before."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+            self._thread.start()
+        self._items.put((loop, fut, fn, args))
+        return fut
+
+    def shutdown(self) -> None:
+        """The thread ends once what was handed to it ran (at once when idle)."""
+        self._items.put(None)
+
+    def _serve(self) -> None:
+        while (item := self._items.get()) is not None:
+            self._run_item(*item)
+
+    @staticmethod
+    def _run_item(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any], fn: Callable[..., Any],
+                  args: tuple[Any, ...]) -> None:
+        try:
+            value = fn(*args)
+        except BaseException as exc:  # the caller's to see, as a worker of ThreadPoolExecutor hands it on
+            outcome: tuple[Any, BaseException | None] = (None, exc)
+        else:
+            outcome = (value, None)
+        with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: nobody is left to hear it
+            loop.call_soon_threadsafe(_settle, fut, *outcome)
+
+
+def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
+    if fut.cancelled():
+        return
+    if exc is None:
+        fut.set_result(value)
+    else:
+        fut.set_exception(exc)
+
+
 def _log_checkpoint(fut: asyncio.Future[None]) -> None:
     """A failed checkpoint loses nothing (the pages stay in the -wal file, the next one copies them): say so."""
     if not fut.cancelled() and fut.exception() is not None:
@@ -189,8 +247,8 @@ class SqliteStore(SqlReads):
         # the writer commits on the loop, and on this thread when nobody waits on the batch or it must wait for a
         # lock (never both at once: the commit queue runs one batch at a time); the checkpointer's connection
         # lives on this thread
-        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-write")
-        self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-read")
+        self._writes = StoreThread("mcpx-db-write")
+        self._reads = StoreThread("mcpx-db-read")
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._checkpointer: sqlite3.Connection | None = None
@@ -230,10 +288,9 @@ class SqliteStore(SqlReads):
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._private_files()
-        loop = asyncio.get_running_loop()
-        self._writer = await loop.run_in_executor(self._writes, self._open_writer)
-        self._checkpointer = await loop.run_in_executor(self._writes, self._open_checkpointer)
-        self._reader = await loop.run_in_executor(self._reads, self._open_reader)
+        self._writer = await self._writes.run(self._open_writer)
+        self._checkpointer = await self._writes.run(self._open_checkpointer)
+        self._reader = await self._reads.run(self._open_reader)
 
     def _open_writer(self) -> sqlite3.Connection:
         # used on the loop and, when it must wait, on the store's thread: one at a time (check_same_thread off)
@@ -269,13 +326,12 @@ class SqliteStore(SqlReads):
         await self._commits.drain()  # what was promised is committed before the store closes
         if self._checkpoint is not None:
             await asyncio.wait({self._checkpoint})  # its own outcome was logged
-        loop = asyncio.get_running_loop()
-        for executor, conn in ((self._reads, self._reader), (self._writes, self._checkpointer),
-                               (self._writes, self._writer)):
+        for thread, conn in ((self._reads, self._reader), (self._writes, self._checkpointer),
+                             (self._writes, self._writer)):
             if conn is not None:
-                await loop.run_in_executor(executor, conn.close)  # the last to close checkpoints what is left
-        for executor in (self._reads, self._writes):
-            executor.shutdown(wait=False)  # its thread is idle now, and ends at once
+                await thread.run(conn.close)  # the last to close checkpoints what is left
+        for thread in (self._reads, self._writes):
+            thread.shutdown()  # idle now: it ends at once
         self._reader = self._writer = self._checkpointer = None
 
     async def write(self, unit: Callable[[Tx], T]) -> T:
@@ -292,19 +348,18 @@ class SqliteStore(SqlReads):
     async def _commit(self, units: list[Unit], behind: bool = False) -> Committed:
         """A batch, committed on the loop; on the store's thread if nobody waits on it (`behind`), or if another
         process holds the database's lock."""
-        loop = asyncio.get_running_loop()
         if behind:
-            done = await loop.run_in_executor(self._writes, self._run_behind, units)
+            done = await self._writes.run(self._run_behind, units)
         else:
             try:
                 done = self._run_batch(units)
             except Busy:
-                done = await loop.run_in_executor(self._writes, self._run_batch, units, 5.0)
+                done = await self._writes.run(self._run_batch, units, 5.0)
         # a unit that writes the ends of many calls (writes.CallEnds) counts as that many
         self._unsaved += sum(getattr(unit, "weight", 1) for unit in units)
         if self._unsaved >= CHECKPOINT_EVERY and (self._checkpoint is None or self._checkpoint.done()):
             self._unsaved = 0
-            self._checkpoint = loop.run_in_executor(self._writes, self._run_checkpoint)
+            self._checkpoint = self._writes.run(self._run_checkpoint)
             self._checkpoint.add_done_callback(_log_checkpoint)
         return done
 
@@ -354,7 +409,7 @@ class SqliteStore(SqlReads):
         """One read, whole, in one crossing to the reader's thread: it never shares a half-read snapshot."""
         reader = self._reader
         assert reader is not None, "store is not open"
-        return await asyncio.get_running_loop().run_in_executor(self._reads, read, reader)
+        return await self._reads.run(read, reader)
 
     async def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return await self._read(lambda db: db.execute(sql, args).fetchall())
