@@ -69,15 +69,18 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 STORE_WATCHED = """
 import cProfile, json, os, runpy, signal, sys, threading, time
 from concurrent.futures import thread as pool
-from mcpx.broker import sqlite
+try:
+    from mcpx.broker.store_thread import StoreThread
+except ImportError:  # a revision before it: its store's threads are ThreadPoolExecutor's
+    StoreThread = None
 out, profiled = sys.argv[1], sys.argv[2] == "1"
 sys.argv = sys.argv[4:]
 prof = cProfile.Profile(time.thread_time)
 on, lock = [False], threading.Lock()
 seen = {"tid": 0, "inside": 0.0, "items": 0}
-# the store's own thread's items (sqlite.StoreThread), or, in a revision before it, ThreadPoolExecutor's
-own = hasattr(sqlite, "StoreThread")
-run = sqlite.StoreThread._run_item if own else pool._WorkItem.run
+# the store's own thread's items (broker/store_thread.py), or, in a revision before it, ThreadPoolExecutor's
+own = StoreThread is not None
+run = StoreThread._run_item if own else pool._WorkItem.run
 def watched(*item):
     if not (on[0] and threading.current_thread().name.startswith("mcpx-db-write")):
         return run(*item)
@@ -94,7 +97,7 @@ def watched(*item):
             seen["inside"] += time.thread_time() - t
             seen["items"] += 1
 if own:
-    sqlite.StoreThread._run_item = staticmethod(watched)
+    StoreThread._run_item = staticmethod(watched)
 else:
     pool._WorkItem.run = watched
 signal.signal(signal.SIGUSR1, lambda *_: on.__setitem__(0, True))
@@ -345,7 +348,7 @@ async def main_async(args: argparse.Namespace) -> None:
             # the calls' ends commit together, as many as came within a horizon (writes.BEHIND): under valgrind a
             # call takes ~50x as long, so fewer share a commit than on a quick machine, and how many moves with the
             # machine's load; each commit costs ~100-200k instructions, so compare runs at about the same rate
-            # (an item put on its queue: broker/sqlite.py's StoreThread's, or before it ThreadPoolExecutor's)
+            # (an item put on its queue: broker/store_thread.py's, or before it ThreadPoolExecutor's)
             handed = calls_to(Path(f"{grind}.1"), "SimpleQueue_put")
             print(f"  {handed / args.n:.3f} hand-offs to the store's thread a call (its commits and checkpoints)")
             if args.save:

@@ -16,8 +16,9 @@ import pytest
 from mcpx.broker import rules
 from mcpx.broker.commits import rerun
 from mcpx.broker.models import AuditRecord
-from mcpx.broker.sqlite import SqliteStore, StoreThread
+from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.store import AuditFilter
+from mcpx.broker.store_thread import StoreThread
 
 LONG = 3600.0  # a horizon no test waits for: what commits, commits for another reason
 
@@ -232,8 +233,8 @@ def test_none_and_a_bool_bind_as_they_did_before_their_adapters_were_registered(
 
 
 async def test_the_stores_thread_runs_what_it_is_handed_in_turn_and_hands_back_each_outcome() -> None:
-    """broker/sqlite.py's StoreThread, which every commit off the loop and every read crosses to: one thread of its
-    own, the items in the order handed, each result or exception set on the loop's future; an item whose future
+    """broker/store_thread.py's StoreThread, which every commit off the loop and every read crosses to: one thread of
+    its own, the items in the order handed, each result or exception set on the loop's future; an item whose future
     was cancelled still runs (the store's batch is written all the same), and nothing is set on that future."""
     thread = StoreThread("mcpx-test-store")
     ran: list[tuple[int, str]] = []
