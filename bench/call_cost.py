@@ -8,6 +8,7 @@
     .venv/bin/python bench/call_cost.py --count         # the Python calls the loop makes per plain call, by layer
     .venv/bin/python bench/call_cost.py --store         # the store's thread: its CPU per plain call, in its work or not
     .venv/bin/python bench/call_cost.py --store-profile # the same, and cProfile (thread CPU as clock) on its work
+    .venv/bin/python bench/call_cost.py --instructions  # user-space instructions per plain call (callgrind)
     .venv/bin/python bench/call_cost.py --against main  # the same of another revision's daemon (before/after)
     .venv/bin/python bench/call_cost.py --relay         # the floor: a parsing relay's CPU per plain call, beside --cpu
     .venv/bin/python bench/call_cost.py --relay --durable  # the same relay keeping mcpx's records (--ask: round trips)
@@ -68,28 +69,37 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 STORE_WATCHED = """
 import cProfile, json, os, runpy, signal, sys, threading, time
 from concurrent.futures import thread as pool
+try:
+    from mcpx.broker.store_thread import StoreThread
+except ImportError:  # a revision before it: its store's threads are ThreadPoolExecutor's
+    StoreThread = None
 out, profiled = sys.argv[1], sys.argv[2] == "1"
 sys.argv = sys.argv[4:]
 prof = cProfile.Profile(time.thread_time)
 on, lock = [False], threading.Lock()
 seen = {"tid": 0, "inside": 0.0, "items": 0}
-run = pool._WorkItem.run
-def watched(self):
+# the store's own thread's items (broker/store_thread.py), or, in a revision before it, ThreadPoolExecutor's
+own = StoreThread is not None
+run = StoreThread._run_item if own else pool._WorkItem.run
+def watched(*item):
     if not (on[0] and threading.current_thread().name.startswith("mcpx-db-write")):
-        return run(self)
+        return run(*item)
     with lock:
         seen["tid"] = threading.get_native_id()
         t = time.thread_time()
         if profiled:
             prof.enable()
         try:
-            return run(self)
+            return run(*item)
         finally:
             if profiled:
                 prof.disable()
             seen["inside"] += time.thread_time() - t
             seen["items"] += 1
-pool._WorkItem.run = watched
+if own:
+    StoreThread._run_item = staticmethod(watched)
+else:
+    pool._WorkItem.run = watched
 signal.signal(signal.SIGUSR1, lambda *_: on.__setitem__(0, True))
 def stop(*_):
     on[0] = False
@@ -102,6 +112,17 @@ def stop(*_):
 signal.signal(signal.SIGUSR2, stop)
 runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 """
+
+# the daemon under callgrind (`python -c THIS OUT -m mcpx daemon`: the process becomes valgrind's, its pid kept), not
+# instrumented until `callgrind_control -i on`: the instructions it runs are the same whatever the machine's load,
+# which its CPU time is not (docs/bench.md's life40 measured a lifecycle so). Every thread's: the store's, the loop's
+UNDER_CALLGRIND = """
+import os, sys
+out = sys.argv[1]
+os.execvp("valgrind", ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + out,
+                       sys.executable, *sys.argv[2:]])
+"""
+
 
 # the layers a plain call crosses, by module, in the order it meets them (--count sums the calls of each)
 LAYERS = (("the pipes and the JSON (mcp/stdio.py, jsonrpc, wirejson)", ("mcp/stdio.py", "mcp/jsonrpc.py",
@@ -198,6 +219,49 @@ def print_store(seen: dict[str, float], before: dict[str, float], after: dict[st
           f"{seen['items'] / n:.3f} work items (commits, checkpoints) per call")
 
 
+async def callgrind(*args: str) -> None:
+    proc = await asyncio.create_subprocess_exec("callgrind_control", *args, stdout=asyncio.subprocess.DEVNULL,
+                                                stderr=asyncio.subprocess.DEVNULL)
+    if await proc.wait():
+        raise RuntimeError(f"callgrind_control {' '.join(args)} failed")
+
+
+async def instructions_dumped(pid: int, out: Path, part: int) -> int:
+    """Dump what callgrind counted since the last dump (a dump zeroes its counters), wait for the file, and return
+    its total of instructions."""
+    await callgrind("-d", str(pid))
+    async with asyncio.timeout(120):
+        while (total := totals(Path(f"{out}.{part}"))) is None:  # noqa: ASYNC110 -- valgrind writes it, no one tells
+            await asyncio.sleep(0.1)
+    return total
+
+
+def calls_to(dump: Path, name: str) -> int:
+    """How many times the functions whose name holds `name` were called in a callgrind dump (its `calls=` lines
+    under a `cfn=`; a name is written once, then by its number)."""
+    names: dict[bytes, str] = {}
+    total, callee = 0, None
+    with dump.open("rb") as f:
+        for line in f:
+            if m := re.match(rb"(c?fn)=\((\d+)\)(?: (.*))?", line):
+                if m.group(3):
+                    names[m.group(2)] = m.group(3).decode(errors="replace")
+                callee = m.group(2) if m.group(1) == b"cfn" else None
+            elif callee is not None and line.startswith(b"calls="):
+                if name in names.get(callee, ""):
+                    total += int(line[6:].split()[0])
+                callee = None
+    return total
+
+
+def totals(dump: Path) -> int | None:
+    """A callgrind dump's total of instructions, once it is written whole (its `totals:` line is its last)."""
+    with contextlib.suppress(OSError):
+        if m := re.search(rb"^totals:\s*(\d+)", dump.read_bytes(), re.M):
+            return int(m.group(1))
+    return None
+
+
 def strace_counts(text: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for line in text.splitlines():
@@ -240,12 +304,14 @@ async def main_async(args: argparse.Namespace) -> None:
     # --against: that revision's sidecar, the daemon and `mcpx serve` both (git archive into the scratch directory)
     sidecar = {"sidecar": checkout(args.against, prof.parent)} if args.against else {}
     plain = args.strace or args.cpu
+    grind = prof.with_suffix(".callgrind")
     store = args.store or args.store_profile
     profiled = (["-c", CPU_PROFILED, str(prof)] if args.cpu_profile else ["-c", COUNTED, str(prof)] if args.count
                 else ["-c", STORE_WATCHED, str(prof), "1" if args.store_profile else "0"] if store
+                else ["-c", UNDER_CALLGRIND, str(grind)] if args.instructions
                 else ["-m", "cProfile", "-o", str(prof)])
     d = scratch_daemon("mcpx-cost-", config, python_args=[] if plain else profiled, **sidecar)
-    d.start()
+    d.start(**({"timeout": 600.0} if args.instructions else {}))  # under valgrind it starts ~50x slower
     started, counting = asyncio.Event(), asyncio.Event()
     runner = asyncio.create_task(calls(d.env, d.home, args.ask, args.warm, args.n, started, counting))
     try:
@@ -261,8 +327,32 @@ async def main_async(args: argparse.Namespace) -> None:
         before = thread_cpu(d.pid) if args.cpu or store else {}
         if args.count or store:
             os.kill(d.pid, signal.SIGUSR1)
+        if args.instructions:
+            await callgrind("-i", "on", str(d.pid))
+        began = asyncio.get_running_loop().time()
         counting.set()
         await runner
+        if args.instructions:
+            # the calls' last ends ride behind their replies (writes.BEHIND) and are written a moment later; then
+            # the daemon's own timers over as long again, with no calls, taken off
+            await asyncio.sleep(1.0)
+            took = asyncio.get_running_loop().time() - began
+            counted = await instructions_dumped(d.pid, grind, 1)
+            await asyncio.sleep(took)
+            idle = await instructions_dumped(d.pid, grind, 2)
+            await callgrind("-i", "off", str(d.pid))
+            what = "question round trip" if args.ask else "plain call"
+            print(f"the daemon's user-space instructions per {what} (n={args.n}, callgrind, every thread): "
+                  f"{(counted - idle) / args.n:,.0f} ({counted / args.n:,.0f} counted, less {idle / args.n:,.0f} "
+                  f"of the daemon's own over as long with no calls)")
+            # the calls' ends commit together, as many as came within a horizon (writes.BEHIND): under valgrind a
+            # call takes ~50x as long, so fewer share a commit than on a quick machine, and how many moves with the
+            # machine's load; each commit costs ~100-200k instructions, so compare runs at about the same rate
+            # (an item put on its queue: broker/store_thread.py's, or before it ThreadPoolExecutor's)
+            handed = calls_to(Path(f"{grind}.1"), "SimpleQueue_put")
+            print(f"  {handed / args.n:.3f} hand-offs to the store's thread a call (its commits and checkpoints)")
+            if args.save:
+                shutil.copy(f"{grind}.1", args.save)
         if args.count or store:
             if store:
                 # the calls' last ends ride behind their replies: a commit's horizon (writes.BEHIND) later they are
@@ -307,7 +397,7 @@ async def main_async(args: argparse.Namespace) -> None:
         print_counts(prof, args.n, args.top, "question's round trip" if args.ask else "plain call")
         if args.save:
             shutil.copy(prof, args.save)
-    elif not plain and not store:
+    elif not plain and not store and not args.instructions:
         stats = pstats.Stats(str(prof))
         # the per-call path: the daemon's own code and what it calls per message (startup's imports are left out)
         stats.sort_stats("tottime").print_stats(r"/mcpx/(?!cli|api/table|daemon/server)", args.top)
@@ -335,6 +425,9 @@ def main() -> int:
                         help="the store's writer thread per call: its CPU, inside its work items and outside them")
     parser.add_argument("--store-profile", action="store_true",
                         help="--store, and cProfile (the thread's CPU time as clock) on the store thread's work")
+    parser.add_argument("--instructions", action="store_true",
+                        help="the daemon's user-space instructions per call, every thread (callgrind: slow, but the "
+                             "same whatever the load; --save keeps the calls' dump for callgrind_annotate)")
     parser.add_argument("--ask", action="store_true", help="elicitation round trips rather than plain calls")
     parser.add_argument("--relay", action="store_true",
                         help="the floor: bench/parsing_relay.py's CPU per plain call between the same client and peer")
@@ -348,6 +441,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.strace and shutil.which("strace") is None:
         parser.error("strace is not installed")
+    if args.instructions and shutil.which("callgrind_control") is None:
+        parser.error("valgrind (callgrind) is not installed")
     os.environ.setdefault("PYTHONHASHSEED", "0")
     asyncio.run(main_async(args))
     return 0

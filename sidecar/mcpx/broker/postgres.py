@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -44,6 +43,7 @@ from mcpx.broker.store import (
     StoreRefused,
     Tx,
 )
+from mcpx.broker.store_thread import StoreThread
 from mcpx.shared.masking import shown_url
 
 T = TypeVar("T")
@@ -198,8 +198,8 @@ class PgStore(SqlReads):
         self.dsn = dsn
         self.me = me
         self.lease = lease  # seconds without a heartbeat after which a daemon counts as gone
-        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-pg-write")
-        self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-pg-read")
+        self._writes = StoreThread("mcpx-pg-write")
+        self._reads = StoreThread("mcpx-pg-read")
         self._writer: psycopg.Connection[Any] | None = None
         self._reader: psycopg.Connection[Any] | None = None
         self._commits = CommitQueue(self._commit, self._committed)
@@ -232,8 +232,7 @@ class PgStore(SqlReads):
                                 "try again once PostgreSQL is back")
 
     async def open(self) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._writes, self._open_writer)
+        await self._writes.run(self._open_writer)
         self._published = await self.last_seq()
         self._background = [asyncio.create_task(self._listen(), name="mcpx-pg-listen"),
                             asyncio.create_task(self._catch_up(), name="mcpx-pg-catch-up"),
@@ -260,11 +259,10 @@ class PgStore(SqlReads):
                 await self.write(lambda tx: _pg(tx).leave(self.me))
             except StoreUnavailable as exc:
                 log.warning("could not give up this daemon's lease: %s", exc)
-        loop = asyncio.get_running_loop()
-        for executor, conn in ((self._reads, self._reader), (self._writes, self._writer)):
+        for thread, conn in ((self._reads, self._reader), (self._writes, self._writer)):
             if conn is not None:
-                await loop.run_in_executor(executor, conn.close)
-            executor.shutdown(wait=False)
+                await thread.run(conn.close)
+            thread.shutdown()
         self._reader = self._writer = None
 
     # ---- writes
@@ -281,7 +279,7 @@ class PgStore(SqlReads):
     async def _commit(self, units: list[Unit], behind: bool = False) -> Committed:
         """A batch crosses to the writer's thread: a commit waits on the network and the server, never the loop
         (`behind` or not)."""
-        return await asyncio.get_running_loop().run_in_executor(self._writes, self._run_batch, units)
+        return await self._writes.run(self._run_batch, units)
 
     def _run_batch(self, units: list[Unit]) -> Committed:
         """On the writer's thread: the team's write lock, each unit in its own savepoint, one commit."""
@@ -416,7 +414,7 @@ class PgStore(SqlReads):
     # ---- reads
 
     async def _read(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._reads, self._read_now, read)
+        return await self._reads.run(self._read_now, read)
 
     def _read_now(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
         result: T = self._on("_reader", True, read)

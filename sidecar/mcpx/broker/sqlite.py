@@ -22,7 +22,6 @@ import logging
 import os
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -30,6 +29,7 @@ from mcpx.broker.commits import CommitQueue, Committed, Unit, heard_records, run
 from mcpx.broker.models import StoredTask, TaskState
 from mcpx.broker.sql import AUDIT_INSERT, SqlReads, SqlTx
 from mcpx.broker.store import Follower, StoreInfo, StoreLease, StoreRefused, TaskDones, Tx
+from mcpx.broker.store_thread import StoreThread
 from mcpx.shared.errors import McpxError
 
 T = TypeVar("T")
@@ -189,8 +189,8 @@ class SqliteStore(SqlReads):
         # the writer commits on the loop, and on this thread when nobody waits on the batch or it must wait for a
         # lock (never both at once: the commit queue runs one batch at a time); the checkpointer's connection
         # lives on this thread
-        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-write")
-        self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpx-db-read")
+        self._writes = StoreThread("mcpx-db-write")
+        self._reads = StoreThread("mcpx-db-read")
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._checkpointer: sqlite3.Connection | None = None
@@ -230,10 +230,9 @@ class SqliteStore(SqlReads):
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._private_files()
-        loop = asyncio.get_running_loop()
-        self._writer = await loop.run_in_executor(self._writes, self._open_writer)
-        self._checkpointer = await loop.run_in_executor(self._writes, self._open_checkpointer)
-        self._reader = await loop.run_in_executor(self._reads, self._open_reader)
+        self._writer = await self._writes.run(self._open_writer)
+        self._checkpointer = await self._writes.run(self._open_checkpointer)
+        self._reader = await self._reads.run(self._open_reader)
 
     def _open_writer(self) -> sqlite3.Connection:
         # used on the loop and, when it must wait, on the store's thread: one at a time (check_same_thread off)
@@ -269,13 +268,12 @@ class SqliteStore(SqlReads):
         await self._commits.drain()  # what was promised is committed before the store closes
         if self._checkpoint is not None:
             await asyncio.wait({self._checkpoint})  # its own outcome was logged
-        loop = asyncio.get_running_loop()
-        for executor, conn in ((self._reads, self._reader), (self._writes, self._checkpointer),
-                               (self._writes, self._writer)):
+        for thread, conn in ((self._reads, self._reader), (self._writes, self._checkpointer),
+                             (self._writes, self._writer)):
             if conn is not None:
-                await loop.run_in_executor(executor, conn.close)  # the last to close checkpoints what is left
-        for executor in (self._reads, self._writes):
-            executor.shutdown(wait=False)  # its thread is idle now, and ends at once
+                await thread.run(conn.close)  # the last to close checkpoints what is left
+        for thread in (self._reads, self._writes):
+            thread.shutdown()  # idle now: it ends at once
         self._reader = self._writer = self._checkpointer = None
 
     async def write(self, unit: Callable[[Tx], T]) -> T:
@@ -292,19 +290,18 @@ class SqliteStore(SqlReads):
     async def _commit(self, units: list[Unit], behind: bool = False) -> Committed:
         """A batch, committed on the loop; on the store's thread if nobody waits on it (`behind`), or if another
         process holds the database's lock."""
-        loop = asyncio.get_running_loop()
         if behind:
-            done = await loop.run_in_executor(self._writes, self._run_behind, units)
+            done = await self._writes.run(self._run_behind, units)
         else:
             try:
                 done = self._run_batch(units)
             except Busy:
-                done = await loop.run_in_executor(self._writes, self._run_batch, units, 5.0)
+                done = await self._writes.run(self._run_batch, units, 5.0)
         # a unit that writes the ends of many calls (writes.CallEnds) counts as that many
         self._unsaved += sum(getattr(unit, "weight", 1) for unit in units)
         if self._unsaved >= CHECKPOINT_EVERY and (self._checkpoint is None or self._checkpoint.done()):
             self._unsaved = 0
-            self._checkpoint = loop.run_in_executor(self._writes, self._run_checkpoint)
+            self._checkpoint = self._writes.run(self._run_checkpoint)
             self._checkpoint.add_done_callback(_log_checkpoint)
         return done
 
@@ -354,7 +351,7 @@ class SqliteStore(SqlReads):
         """One read, whole, in one crossing to the reader's thread: it never shares a half-read snapshot."""
         reader = self._reader
         assert reader is not None, "store is not open"
-        return await asyncio.get_running_loop().run_in_executor(self._reads, read, reader)
+        return await self._reads.run(read, reader)
 
     async def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return await self._read(lambda db: db.execute(sql, args).fetchall())

@@ -157,9 +157,11 @@ class LeanCall:
             self.promote()
             return
         self._leave()
+        # over on its connection: the request in flight is let go, which held this call (the kind's `SentCall` holds
+        # its `LeanCall`), so that none of what it made is left in a cycle for the collector to find
+        self._sent = None
         self.result, self.ended_at = result, time.time()
-        assert self._settled is not None
-        self._settled(self, result)  # its reply first: the caller goes on while its end is recorded here
+        self._told()(self, result)  # its reply first: the caller goes on while its end is recorded here
         self._keeper.ended(self, result)  # no event of a lean call's now: its end promotes nothing
 
     def promote(self) -> None:
@@ -169,8 +171,14 @@ class LeanCall:
         call = self.call
         self._leave()
         self._keeper.promoted(self, call)
-        assert self._settled is not None
-        self._settled(self, None)
+        self._told()(self, None)
+
+    def _told(self) -> Settled:
+        """Who hears how it left the lean path, let go as they are told (once): they hold this call (a plain call's
+        `PlainCall` holds its `LeanCall`), and a cycle left behind each call is the collector's work."""
+        settled, self._settled = self._settled, None
+        assert settled is not None
+        return settled
 
     def taken_on(self, call: Call) -> Awaitable[dict[str, Any]]:
         """What its runner runs once promoted (the kind's, from the request in flight)."""

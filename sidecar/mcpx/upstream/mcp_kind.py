@@ -267,6 +267,8 @@ class LeanSend:
         result = self.conn.plain_result(self.sending)
         if result is not None:
             self.lease.release()
+            # the request in flight let go with the lease: its call on the wire holds this (`made_hooks`)
+            self.sending = None
         return result
 
     def taken_on(self, call: Call) -> Awaitable[ToolResult]:

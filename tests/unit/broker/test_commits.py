@@ -1,6 +1,6 @@
 """The group commit's units that may wait (broker/commits.py), on a real SQLite store in a temporary file: they
 ride with the next unit that cannot wait, or commit at their horizon, in the order submitted, and a close
-commits them."""
+commits them. The store's thread runs what it is handed in turn and hands back each outcome."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from mcpx.broker.commits import rerun
 from mcpx.broker.models import AuditRecord
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.store import AuditFilter
+from mcpx.broker.store_thread import StoreThread
 
 LONG = 3600.0  # a horizon no test waits for: what commits, commits for another reason
 
@@ -229,3 +230,32 @@ def test_none_and_a_bool_bind_as_they_did_before_their_adapters_were_registered(
         assert db.execute("SELECT COUNT(*) FROM t WHERE b = ? AND a IS ?", (True, None)).fetchone() == (1,)
     finally:
         db.close()
+
+
+async def test_the_stores_thread_runs_what_it_is_handed_in_turn_and_hands_back_each_outcome() -> None:
+    """broker/store_thread.py's StoreThread, which every commit off the loop and every read crosses to: one thread of
+    its own, the items in the order handed, each result or exception set on the loop's future; an item whose future
+    was cancelled still runs (the store's batch is written all the same), and nothing is set on that future."""
+    thread = StoreThread("mcpx-test-store")
+    ran: list[tuple[int, str]] = []
+    blocker = threading.Event()
+
+    def item(n: int) -> int:
+        if n == 0:
+            blocker.wait(10)  # the others queue behind it
+        ran.append((n, threading.current_thread().name))
+        if n == 3:
+            raise ValueError("item 3's own trouble")
+        return n * 10
+
+    try:
+        futures = [thread.run(item, n) for n in range(5)]
+        futures[2].cancel()
+        blocker.set()
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        assert outcomes[:2] == [0, 10] and outcomes[4] == 40
+        assert isinstance(outcomes[2], asyncio.CancelledError)
+        assert isinstance(outcomes[3], ValueError) and str(outcomes[3]) == "item 3's own trouble"
+        assert ran == [(n, "mcpx-test-store") for n in range(5)]
+    finally:
+        thread.shutdown()

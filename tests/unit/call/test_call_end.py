@@ -12,16 +12,20 @@
 - On SQLite, where they commit off the loop, their records are made only if someone is to hear of them (the bus's
   `hears`), asked there and again on the loop once they committed: nobody, and none is made nor published (the log
   holds them all the same, numbered in turn); somebody by then, and each is handed on in its place in the log.
+- A plain call that ended on the lean path lets go of whoever heard its end and of what its kind sent (they hold it:
+  no cycle is left behind each call for the collector).
 - A moment written without a datetime (`rfc3339_epoch`: the row's created and updated, the record's at) is the text
   `rfc3339` writes of the datetime, whatever its fraction rounds to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import sqlite3
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,7 @@ from mcpx.broker.models import AuditRecord, Elicitation, OpenRequest, StoredTask
 from mcpx.broker.sqlite import SqliteStore
 from mcpx.broker.store import AuditFilter, Identity, Store, TaskDones
 from mcpx.broker.writes import Writes, _ms, done_doc
+from mcpx.call.lean import LeanCall
 from mcpx.call.lifecycle import Calls
 from mcpx.call.record import Call
 from mcpx.call.request import CallRequest
@@ -102,6 +107,58 @@ async def test_a_plain_call_that_ended_lean_is_recorded_and_read_as_its_call_wou
     assert (read.state, read.result, read.era, read.created, read.updated) == (
         "completed", lean.result, "modern", lean.created, lean.ended_at)
     assert read.stored_row() == lean.stored_row() and calls.get(lean.id) is read
+
+
+class _Sent:
+    """What a kind hands the lean path once a call's request is written (call/lean.py's `SentCall`), as the MCP kind's
+    `LeanSend` is made: holding its `LeanCall`; its reply told by `reply`."""
+
+    def __init__(self, lean: LeanCall) -> None:
+        self.lean, self.era, self.due = lean, "legacy", asyncio.get_running_loop().time() + 60
+        self.heard: Callable[[], None] | None = None
+        self.result: dict[str, Any] | None = None
+
+    def when_replied(self, heard: Callable[[], None]) -> None:
+        self.heard = heard
+
+    def plain(self) -> dict[str, Any] | None:
+        return self.result
+
+    def taken_on(self, call: Call) -> Awaitable[dict[str, Any]]:
+        raise AssertionError("a call that ends plainly is not taken on")
+
+    def reply(self, result: dict[str, Any]) -> None:
+        assert self.heard is not None
+        self.result = result
+        self.heard()
+
+
+class _Caller:
+    """Whoever hears how a lean call left the lean path, holding it as surface/plain_call.py's `PlainCall` does."""
+
+    def __init__(self, lean: LeanCall) -> None:
+        self.lean = lean
+        self.told: list[dict[str, Any] | None] = []
+
+    def settled(self, _lean: LeanCall, result: dict[str, Any] | None) -> None:
+        self.told.append(result)
+
+
+async def test_a_plain_call_that_ended_lean_lets_go_of_its_caller_and_of_what_was_sent(broker: Broker) -> None:
+    """A lean call holds whoever hears of its end and what its kind sent until it ended, and no longer: they hold it
+    too, and a cycle left behind every plain call fills the collector's youngest generation (its collections were
+    ~3% of the daemon's instructions a plain call, bench/call_cost.py --instructions). The call itself is kept until
+    its end is stored (`Calls`)."""
+    calls = Calls(broker, FixedConfig(Config()), _never, _never)
+    lean = calls.leaning(CallRequest("peer", "echo", {"text": "hi"}, "s1", "fallback", surface="mcp"))
+    caller, sent = _Caller(lean), _Sent(lean)
+    calls.lean(lean, sent, caller.settled)
+    gone = [weakref.ref(caller), weakref.ref(sent)]
+    result = {"content": [{"type": "text", "text": "hi"}], "isError": False}
+    sent.reply(result)
+    assert caller.told == [result] and lean.result == result and calls.get(lean.id).state == "completed"
+    del caller, sent
+    assert [ref() for ref in gone] == [None, None]  # freed as their last reference went, with no collection
 
 
 async def _never(_call: Call) -> dict[str, Any]:
