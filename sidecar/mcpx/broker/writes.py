@@ -144,6 +144,14 @@ class CallEnds:
         self.committed: asyncio.Future[int] | None = None
         self.weight = 0  # how many it wrote: what the store counts towards its next checkpoint
 
+    def add(self, end: CallEnd) -> bool:
+        """Whether this unit writes `end`: not once it began writing, nor once it holds ENDS_PER_UNIT."""
+        with self._lock:
+            if self._ends is None or len(self._ends) >= ENDS_PER_UNIT:
+                return False
+            self._ends.append(end)
+            return True
+
     def __call__(self, tx: Tx) -> int:
         with self._lock:
             ends, self._ends = self._ends or [], None
@@ -223,18 +231,12 @@ class Writes:
         `heard`: whether a task.done published now would reach anyone (CallEnds)."""
         end: CallEnd = (row, data, session, trace, tid)
         ends = self._ends
-        if ends is not None:
-            # CallEnds' own list, here rather than a method of it: every plain call's end comes this way, on the loop
-            with ends._lock:
-                if ends._ends is not None and len(ends._ends) < ENDS_PER_UNIT:
-                    ends._ends.append(end)
-                    assert ends.committed is not None
-                    return ends.committed
-        ends = CallEnds(self, heard)
-        assert ends._ends is not None
-        ends._ends.append(end)
-        ends.committed = self._store.submit(ends, within)
-        self._ends = ends  # once queued: a store that refused it leaves no unit for the next end to join
+        if ends is None or not ends.add(end):
+            ends = CallEnds(self, heard)
+            ends.add(end)
+            ends.committed = self._store.submit(ends, within)
+            self._ends = ends  # once queued: a store that refused it leaves no unit for the next end to join
+        assert ends.committed is not None
         return ends.committed
 
     # ---- what answered questions leave behind

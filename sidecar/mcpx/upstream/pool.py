@@ -186,16 +186,7 @@ class Pool:
         return lease
 
     def _release(self, inst: Instance, session: str, tool: str | None) -> None:
-        # what _take counted, uncounted, a session or tool with no lease left gone from its Counter (not `-=`, which
-        # builds two Counters; and inline, with no function of its own: every call's way back)
-        inst.busy -= 1
-        for counter, key in ((inst.calling, session), (inst.tools, tool)):
-            if key is not None:
-                left = counter.get(key, 0) - 1
-                if left > 0:
-                    counter[key] = left
-                else:
-                    counter.pop(key, None)
+        self._give_back(inst, session, tool)
         inst.last_used = time.monotonic()
         if inst.retired and inst.busy == 0:
             self._stop(inst)
@@ -392,13 +383,21 @@ class Pool:
 
     @staticmethod
     def _take(inst: Instance, session: str, tool: str | None) -> Instance:
-        # get() rather than Counter's += : a key that _release took away (nearly every call's session and tool,
+        # get() rather than Counter's += : a key that _give_back took away (nearly every call's session and tool,
         # once its last lease ended) is not looked for again through Counter.__missing__, a Python call
         inst.busy += 1
         inst.calling[session] = inst.calling.get(session, 0) + 1
         if tool is not None:
             inst.tools[tool] = inst.tools.get(tool, 0) + 1
         return inst
+
+    @staticmethod
+    def _give_back(inst: Instance, session: str, tool: str | None) -> None:
+        """What _take counted, uncounted: a session or tool with no lease left is gone from its Counter."""
+        inst.busy -= 1
+        _uncount(inst.calling, session)
+        if tool is not None:
+            _uncount(inst.tools, tool)
 
     async def _gated_start(self, gate: GroupKey, server: str, session: str, entry: ServerConfig, era: Era | None,
                            declared: dict[str, Any] | None, decl: str) -> Instance:
@@ -589,3 +588,12 @@ class Lease:
             inst, self.inst = self.inst, None
             self.pool._release(inst, self.session, self.tool)
 
+
+def _uncount(counter: Counter[str], key: str) -> None:
+    """One of `key` taken off `counter`, and the key gone with its last (`counter -= Counter((key,))` builds two
+    Counters to do it, on every call's reply path)."""
+    left = counter.get(key, 0) - 1
+    if left > 0:
+        counter[key] = left
+    else:
+        counter.pop(key, None)
