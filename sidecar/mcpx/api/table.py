@@ -415,7 +415,7 @@ def failure(request: web.Request, exc: Exception) -> web.StreamResponse:
     return rpc_error_response(500, message) if _on_mcp(request) else error_response(500, "internal", message)
 
 
-def guarded(handler: Callable[[web.Request], Awaitable[web.StreamResponse]], refused: Refusal) -> RequestHandler:
+def guarded(handler: PageHandler, refused: Refusal) -> RequestHandler:
     """`handler` behind the daemon's own check (`refused`: TCP without the bearer token), its exceptions answered by
     `failure`: for the routes outside the route table (/mcp, the inbox's pages), which `Api.install` does not wrap."""
 

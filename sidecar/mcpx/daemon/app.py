@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -23,8 +23,6 @@ from mcpx.shared.shutdown import SHUTDOWN
 from mcpx.surface.dispatch import Surface
 from mcpx.surface.http_endpoint import install_mcp_endpoint
 from mcpx.upstream.gateway import Gateway
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def refused(request: web.Request) -> web.Response | None:
